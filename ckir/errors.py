@@ -1,0 +1,22 @@
+"""User-facing errors.
+
+Every mistake a user can make (a bad template, a missing weight, malformed IR,
+a shape that does not fit) raises :class:`CkirError` with one line that names
+the file, the tensor or the op.  The CLI prints that line and exits with a
+non-zero code; it never shows a Python traceback for a user mistake.
+"""
+
+from __future__ import annotations
+
+
+class CkirError(Exception):
+    """A user-facing error: ``str(err)`` is one line that says what is wrong and where."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message

@@ -1,0 +1,63 @@
+"""The ckir universe: dialects, passes and targets, registered through lazy factories.
+
+Importing this module is cheap: every factory imports its dialect or pass only
+when it is called, the way xDSL's own ``get_all_dialects`` works.  The
+``xdsl.universe`` entry point in ``pyproject.toml`` points here, so plain
+``xdsl-opt`` sees ckir's dialects and passes too.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from xdsl.universe import Universe
+
+#: dialect name -> "module:attribute" of its ``Dialect`` object
+DIALECTS: dict[str, str] = {
+    "graph": "ckir.dialects.graph:Graph",
+    "lowered": "ckir.dialects.lowered:Lowered",
+    "layout": "ckir.dialects.layout:Layout",
+}
+
+#: pass flag -> "module:class"; one file per pass, named after its flag
+PASSES: dict[str, str] = {
+    "lower-prefill": "ckir.passes.lower_prefill:LowerPrefillPass",
+    "lower-decode": "ckir.passes.lower_decode:LowerDecodePass",
+    "plan-layout": "ckir.passes.plan_layout:PlanLayoutPass",
+}
+
+#: target name -> "module:class"
+TARGETS: dict[str, str] = {
+    "c": "ckir.backend.c_target:CTarget",
+}
+
+
+def _lazy(spec: str) -> Callable[[], Any]:
+    module_name, attr = spec.split(":")
+
+    def factory() -> Any:
+        return getattr(importlib.import_module(module_name), attr)
+
+    factory.__name__ = f"load_{attr}"
+    return factory
+
+
+def dialect_factories() -> dict[str, Callable[[], Any]]:
+    return {name: _lazy(spec) for name, spec in DIALECTS.items()}
+
+
+def pass_factories() -> dict[str, Callable[[], Any]]:
+    return {name: _lazy(spec) for name, spec in PASSES.items()}
+
+
+def target_factories() -> dict[str, Callable[[], Any]]:
+    return {name: _lazy(spec) for name, spec in TARGETS.items()}
+
+
+CKIR_UNIVERSE = Universe(
+    all_dialects=dialect_factories(),
+    all_passes=pass_factories(),
+    all_targets=target_factories(),
+)

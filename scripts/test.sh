@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Run every test: ruff, the lit/FileCheck suites, then pytest (slow tests included).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/.venv/bin:$PATH"
+export CKIR_CACHE_DIR="${CKIR_CACHE_DIR:-$PWD/build/cache}"
+status=0
+
+echo "== ruff"
+ruff check . || status=1
+
+echo "== lit"
+lit -sv tests/filecheck || status=1
+
+echo "== pytest"
+python -m pytest -q "$@"
+rc=$?
+# pytest exit code 5 means "no tests collected": never a pass.
+if [ $rc -eq 5 ]; then
+  echo "pytest collected no tests: failing" >&2
+  rc=1
+fi
+[ $rc -eq 0 ] || status=1
+
+if [ $status -eq 0 ]; then echo "ALL TESTS PASSED"; else echo "TESTS FAILED"; fi
+exit $status
