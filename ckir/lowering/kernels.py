@@ -1,0 +1,72 @@
+"""Kernel selection: pick a C kernel from the registry for one graph op in one mode.
+
+Selection happens here, at lowering time (ADR-005), never in the generated C.
+A kernel fits when it implements the op kind, is allowed in the mode, takes as
+many input and output buffers as the op provides, its operand dtypes equal the
+buffers' dtypes, and its constraints hold for the op's integer parameters.
+Among the kernels that fit, the first by name wins, so the choice is
+deterministic; the registry is the only place that lists kernels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ckir.errors import CkirError
+from ckir.registry import KernelSpec, load_registry
+
+ParamValue = int | float | str
+
+
+def select_kernel(
+    kind: str,
+    mode: str,
+    in_dtypes: Sequence[str],
+    out_dtypes: Sequence[str],
+    params: Mapping[str, ParamValue],
+    *,
+    where: str,
+) -> KernelSpec:
+    """The registry kernel for a graph op of ``kind`` in ``mode``; CkirError if none fits.
+
+    ``params`` holds every value the lowering of that op can provide; a kernel
+    fits only if each of its params is among them.  ``where`` names the op in
+    error messages.
+    """
+    registry = load_registry()
+    rejected: list[str] = []
+    for name in sorted(registry):
+        spec = registry[name]
+        if spec.op != kind:
+            continue
+        if mode not in spec.modes:
+            rejected.append(f"{name}: not for mode {mode}")
+            continue
+        ins, outs = spec.inputs(), spec.outputs()
+        if len(ins) != len(in_dtypes) or len(outs) != len(out_dtypes):
+            rejected.append(f"{name}: takes {len(ins)} inputs / {len(outs)} outputs")
+            continue
+        got = [*in_dtypes, *out_dtypes]
+        want = [o.dtype for o in (*ins, *outs)]
+        if got != want:
+            rejected.append(f"{name}: dtypes {want} != {got}")
+            continue
+        missing = [p.name for p in spec.params if p.name not in params]
+        if missing:
+            rejected.append(f"{name}: lowering provides no {', '.join(missing)}")
+            continue
+        ints = {
+            p.name: params[p.name] for p in spec.params if isinstance(params[p.name], int)
+        }
+        violated = spec.check(ints)
+        if violated:
+            rejected.append(f"{name}: {'; '.join(violated)}")
+            continue
+        return spec
+    why = "; ".join(rejected) if rejected else "no kernel implements it"
+    raise CkirError(f"{where}: no kernel for '{kind}' in mode {mode} ({why})")
+
+
+def kernel_params(spec: KernelSpec, available: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
+    """The subset of ``available`` that ``spec`` takes, in the kernel's parameter order."""
+    return {p.name: available[p.name] for p in spec.params}

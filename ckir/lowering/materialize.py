@@ -1,0 +1,220 @@
+"""Materialization: graph model -> one flat ``lowered.program`` per mode.
+
+This is the structural half of a lowering pass (the other half is the set of
+rewrite patterns that turn each graph op into kernel calls):
+
+* global buffers: one ``lowered.buffer`` per weight (per layer for ``{i}``
+  weights; tied weights get none) in the ``lowered.model``, created once and
+  shared by every mode;
+* the program: header ops, the body cloned ``repeat`` times, the footer ops,
+  with mode-guarded ops (``when``) left out;
+* one buffer per SSA value, sized for the mode (``T`` rows = max_context in
+  prefill, 1 in decode); results of in-place ops reuse their operand's
+  buffer; the model's inputs and outputs get role ``io``.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from ckir.dialects import graph as g
+from ckir.dialects import lowered as lw
+from ckir.errors import CkirError
+from ckir.lowering.context import InplaceTable, LoweringContext, find_graph_model
+
+
+def materialize(
+    module: ModuleOp, mode: str, max_context: int, inplace: InplaceTable, pass_name: str
+) -> LoweringContext:
+    """Build the program skeleton for ``mode`` and return the lowering context."""
+    model = find_graph_model(module, pass_name)
+    symbols = model.symbol_values()
+    if max_context < 1:
+        raise CkirError(f"{pass_name}: max-context must be >= 1, got {max_context}")
+    limit = symbols.get("C")
+    if limit is not None and max_context > limit:
+        raise CkirError(
+            f"{pass_name}: max-context {max_context} exceeds the model's maximum "
+            f"positions C = {limit}"
+        )
+    lmodel = _lowered_model(module, model)
+    for op in lmodel.body_block.ops:
+        if isinstance(op, lw.ProgramOp) and op.mode_name == mode:
+            raise CkirError(f"{pass_name}: the module already has a {mode} program")
+
+    program = lw.ProgramOp.make(mode, mode, max_context)
+    lmodel.body_block.add_op(program)
+    ctx = LoweringContext(
+        mode=mode,
+        model=model,
+        lowered_model=lmodel,
+        program=program,
+        max_context=max_context,
+        symbols=symbols,
+    )
+    for op in lmodel.body_block.ops:
+        if isinstance(op, lw.BufferOp):
+            ctx.buffer_types[op.buffer_name] = op.buffer_type
+    _declare_weights(ctx)
+    _Cloner(ctx, inplace).run()
+    return ctx
+
+
+def _lowered_model(module: ModuleOp, model: g.ModelOp) -> lw.LoweredModelOp:
+    for op in module.ops:
+        if isinstance(op, lw.LoweredModelOp):
+            return op
+    lmodel = lw.LoweredModelOp.make(model.sym_name.data)
+    Rewriter.insert_op(lmodel, InsertPoint.after(model))
+    return lmodel
+
+
+def _repeat_count(ctx: LoweringContext) -> int:
+    for op in ctx.model.body_block.ops:
+        if isinstance(op, g.BodyOp):
+            return ctx.dim(op.repeat.data, where="graph.body")
+    return 0
+
+
+def _declare_weights(ctx: LoweringContext) -> None:
+    """One global weight buffer per (layer of a) weight, in declaration order."""
+    if any(t for t in ctx.buffer_types if t.startswith("w.")):
+        return
+    layers = _repeat_count(ctx)
+    block = ctx.lowered_model.body_block
+    first = block.first_op
+    for name, decl in ctx.model.weights().items():
+        if decl.tied_to_name is not None:
+            continue
+        where = f"graph.weight @{name}"
+        shape = [ctx.dim(d, where=where) for d in decl.shape_dims]
+        btype = lw.BufferType.make(shape, decl.dtype_name)
+        instances = (
+            [(name.replace("{i}", str(i))) for i in range(layers)] if decl.per_layer else [name]
+        )
+        for inst in instances:
+            buf = lw.BufferOp.make(f"w.{inst}", "weight", btype, source=inst)
+            if first is None:
+                block.add_op(buf)
+            else:
+                block.insert_op_before(buf, first)
+            ctx.buffer_types[f"w.{inst}"] = btype
+
+
+class _Cloner:
+    """Clones the graph sections into the program and names every value's buffer."""
+
+    def __init__(self, ctx: LoweringContext, inplace: InplaceTable) -> None:
+        self.ctx = ctx
+        self.inplace = inplace
+        self.block = ctx.program.body_block
+        self.specs: dict[str, tuple[list[int], str, str]] = {}  # name -> shape, dtype, role
+        self.dropped: dict[SSAValue, str] = {}
+        self.used_names: set[str] = set()
+
+    def run(self) -> None:
+        header = body = footer = None
+        for op in self.ctx.model.body_block.ops:
+            if isinstance(op, g.HeaderOp):
+                header = op
+            elif isinstance(op, g.BodyOp):
+                body = op
+            elif isinstance(op, g.FooterOp):
+                footer = op
+        carried: list[SSAValue] = []
+        if header is not None:
+            carried = self._section(header.block, [], "header", None)
+        if body is not None:
+            for i in range(self.ctx.dim(body.repeat.data, where="graph.body")):
+                carried = self._section(body.block, carried, f"layers.{i}", i)
+        if footer is not None:
+            self._section(footer.block, carried, "footer", None)
+        first = self.block.first_op
+        for name, (shape, dtype, role) in self.specs.items():
+            btype = lw.BufferType.make(shape, dtype)
+            buf = lw.BufferOp.make(name, role, btype)
+            if first is None:
+                self.block.add_op(buf)
+            else:
+                self.block.insert_op_before(buf, first)
+            self.ctx.buffer_types[name] = btype
+
+    def _section(
+        self, block, args: list[SSAValue], scope: str, layer: int | None
+    ) -> list[SSAValue]:
+        if len(block.args) != len(args):
+            raise CkirError(
+                f"graph {scope}: takes {len(block.args)} values, "
+                f"the previous section yields {len(args)}"
+            )
+        mapping: dict[SSAValue, SSAValue] = dict(zip(block.args, args, strict=True))
+        for op in block.ops:
+            if isinstance(op, g.InputOp):
+                # the input value itself stands for the io buffer; no op is cloned
+                name = self._new_buffer(op.results[0], scope, "io")
+                self.ctx.names[op.results[0]] = name
+                mapping[op.results[0]] = op.results[0]
+            elif isinstance(op, g.YieldOp):
+                return [self._mapped(mapping, v, op) for v in op.operands]
+            elif isinstance(op, g.OutputOp):
+                for v in op.operands:
+                    name = self.ctx.names[self._mapped(mapping, v, op)]
+                    shape, dtype, _ = self.specs[name]
+                    self.specs[name] = (shape, dtype, "io")
+                return []
+            elif isinstance(op, g.COMPUTE_OP_TYPES):
+                self._clone(op, mapping, scope, layer)
+            else:
+                raise CkirError(f"graph {scope}: cannot lower '{op.name}'")
+        return []
+
+    def _mapped(self, mapping: dict[SSAValue, SSAValue], v: SSAValue, user: Operation) -> SSAValue:
+        if v in self.dropped:
+            raise CkirError(
+                f"{user.name}: uses a value of an op guarded out of mode {self.ctx.mode} "
+                f"({self.dropped[v]})"
+            )
+        return mapping[v]
+
+    def _clone(
+        self, op: Operation, mapping: dict[SSAValue, SSAValue], scope: str, layer: int | None
+    ) -> None:
+        assert isinstance(op, g.COMPUTE_OP_TYPES)
+        modes = op.modes
+        if modes is not None and self.ctx.mode not in modes:
+            for r in op.results:
+                self.dropped[r] = f"{op.name} when {list(modes)}"
+            return
+        operands = [self._mapped(mapping, v, op) for v in op.operands]
+        clone = op.clone(value_mapper=dict(zip(op.operands, operands, strict=True)))
+        self.block.add_op(clone)
+        self.ctx.scopes[clone] = (scope, layer)
+        reuse = self.inplace.get(op.kind, {})
+        for j, (orig, new) in enumerate(zip(op.results, clone.results, strict=True)):
+            mapping[orig] = new
+            if j in reuse:
+                src = op.operands[reuse[j]]
+                if len(src.uses) != 1:
+                    raise CkirError(
+                        f"{op.name} in {scope}: updates operand #{reuse[j]} in place, "
+                        f"but that value has {len(src.uses)} uses"
+                    )
+                self.ctx.names[new] = self.ctx.names[operands[reuse[j]]]
+            else:
+                self.ctx.names[new] = self._new_buffer(orig, scope, "activation")
+
+    def _new_buffer(self, value: SSAValue, scope: str, role: str) -> str:
+        vtype = value.type
+        assert isinstance(vtype, g.TensorType)
+        hint = value.name_hint or f"v{len(self.specs)}"
+        base = f"{self.ctx.mode}.{scope}.{hint}"
+        name, n = base, 1
+        while name in self.used_names:
+            name, n = f"{base}_{n}", n + 1
+        self.used_names.add(name)
+        where = f"{self.ctx.mode} {scope} %{hint}"
+        shape = [self.ctx.dim(d, where=where) for d in vtype.dims]
+        self.specs[name] = (shape, vtype.dtype_name, role)
+        return name

@@ -1,0 +1,325 @@
+"""Rewrite patterns: one per graph op kind, each replacing the op with kernel calls.
+
+Each pattern knows the semantics of one abstract op (which buffers are its
+inputs and outputs, which integers describe its shape) and asks
+:func:`ckir.lowering.kernels.select_kernel` for the kernel that fits the
+mode and dtypes.  No pattern knows an architecture: those live in templates.
+
+The walker visits the program in reverse, so when a graph op is replaced its
+results are already unused (their consumers were lowered first), and the
+calls come out in program order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from xdsl.ir import Operation
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+)
+
+from ckir.dialects import graph as g
+from ckir.dialects import lowered as lw
+from ckir.errors import CkirError
+from ckir.lowering.context import LoweringContext
+from ckir.lowering.kernels import ParamValue, kernel_params, select_kernel
+
+
+class GraphOpLowering(RewritePattern):
+    """Base pattern: operands (minus in-place ones) + weights -> ins, results -> outs."""
+
+    kind: ClassVar[str]
+    #: registry ``op`` of the kernels that implement it (defaults to ``kind``)
+    kernel_op: ClassVar[str | None] = None
+    #: result index -> operand index whose buffer the result updates in place
+    inplace: ClassVar[dict[int, int]] = {}
+
+    def __init__(self, ctx: LoweringContext) -> None:
+        self.ctx = ctx
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if op.name != f"graph.{self.kind}" or op not in self.ctx.scopes:
+            return
+        calls = self.lower(op)
+        rewriter.replace(op, calls, new_results=[None] * len(op.results))
+
+    # -- helpers -----------------------------------------------------------------
+    def where(self, op: Operation) -> str:
+        scope, _ = self.ctx.scopes[op]
+        return f"{self.ctx.mode} {scope} {op.name}"
+
+    def dims(self, value_type: object) -> tuple[str, ...]:
+        assert isinstance(value_type, g.TensorType)
+        return value_type.dims
+
+    def call(
+        self,
+        op: Operation,
+        kind: str,
+        ins: Sequence[str],
+        outs: Sequence[str],
+        params: dict[str, ParamValue],
+    ) -> lw.CallOp:
+        types = self.ctx.buffer_types
+        spec = select_kernel(
+            kind,
+            self.ctx.mode,
+            [types[n].dtype_name for n in ins],
+            [types[n].dtype_name for n in outs],
+            params,
+            where=self.where(op),
+        )
+        scope, _ = self.ctx.scopes[op]
+        return lw.CallOp.make(
+            spec.name, ins, outs, kernel_params(spec, params), comment=f"{scope}: {op.name}"
+        )
+
+    # -- the default lowering: one call ------------------------------------------
+    def lower(self, op: Operation) -> list[Operation]:
+        assert isinstance(op, g.COMPUTE_OP_TYPES)
+        ctx = self.ctx
+        updated = set(self.inplace.values())
+        ins = [ctx.buffer(v) for k, v in enumerate(op.operands) if k not in updated]
+        ins += [ctx.weight_buffer(op, w) for w in range(len(op.weight_names))]
+        outs = [ctx.buffer(r) for r in op.results]
+        return [self.call(op, self.kernel_op or self.kind, ins, outs, self.params(op))]
+
+    def params(self, op: Operation) -> dict[str, ParamValue]:
+        raise NotImplementedError
+
+
+def _float(op: Operation, name: str) -> float:
+    attr = op.properties.get(name) or op.attributes.get(name)
+    value = getattr(attr, "value", None)
+    data = getattr(value, "data", None) if value is not None else None
+    if not isinstance(data, float | int):
+        raise CkirError(f"{op.name}: needs a float '{name}' attribute")
+    return float(data)
+
+
+def _dimattr(ctx: LoweringContext, op: Operation, name: str, where: str) -> int:
+    attr = op.properties.get(name) or op.attributes.get(name)
+    data = getattr(attr, "data", None)
+    if not isinstance(data, str):
+        raise CkirError(f"{where}: needs a dim expression '{name}'")
+    return ctx.dim(data, where=where)
+
+
+class LowerEmbed(GraphOpLowering):
+    kind = "embed"
+
+    def params(self, op: Operation) -> dict[str, ParamValue]:
+        w = self.ctx.weight_type(op, 0).shape_ints
+        return {"T": self.ctx.runtime_tokens, "V": w[0], "E": w[1]}
+
+
+class LowerPosEmbed(GraphOpLowering):
+    kind = "pos_embed"
+    inplace = {0: 0}
+
+    def params(self, op: Operation) -> dict[str, ParamValue]:
+        w = self.ctx.weight_type(op, 0).shape_ints
+        return {"T": self.ctx.runtime_tokens, "E": w[1], "P": "P"}
+
+
+class LowerRmsnorm(GraphOpLowering):
+    kind = "rmsnorm"
+
+    def params(self, op: Operation) -> dict[str, ParamValue]:
+        dims = self.dims(op.results[0].type)
+        return {
+            "T": self.ctx.leading(dims, where=self.where(op)),
+            "E": self.ctx.dim(dims[-1], where=self.where(op)),
+            "eps": _float(op, "eps"),
+        }
+
+
+class LowerLayernorm(LowerRmsnorm):
+    kind = "layernorm"
+
+
+class LowerLinear(GraphOpLowering):
+    kind = "linear"
+    kernel_op = "linear"
+
+    def params(self, op: Operation) -> dict[str, ParamValue]:
+        n, k = self.ctx.weight_type(op, 0).shape_ints
+        rows = self.ctx.leading(self.dims(op.operands[0].type), where=self.where(op))
+        return {"M": rows, "T": rows, "N": n, "K": k}
+
+
+class LowerLmHead(LowerLinear):
+    kind = "lm_head"
+
+
+class LowerRope(GraphOpLowering):
+    kind = "rope"
+    inplace = {0: 0, 1: 1}
+
+    def params(self, op: Operation) -> dict[str, ParamValue]:
+        w = self.where(op)
+        return {
+            "T": self.ctx.leading(self.dims(op.operands[0].type), where=w),
+            "H": _dimattr(self.ctx, op, "heads", w),
+            "KV": _dimattr(self.ctx, op, "kv_heads", w),
+            "D": _dimattr(self.ctx, op, "head_dim", w),
+            "P": "P",
+            "theta": _float(op, "theta"),
+        }
+
+
+class LowerAttention(GraphOpLowering):
+    """attention(q, k, v) -> kv_store into the layer's KV cache, then attention over it."""
+
+    kind = "attention"
+
+    def lower(self, op: Operation) -> list[Operation]:
+        ctx, w = self.ctx, self.where(op)
+        q, k, v = (ctx.buffer(x) for x in op.operands)
+        heads = _dimattr(ctx, op, "heads", w)
+        kv_heads = _dimattr(ctx, op, "kv_heads", w)
+        head_dim = _dimattr(ctx, op, "head_dim", w)
+        scope, _ = ctx.scopes[op]
+        kc, vc = self._cache(f"kv.{scope}.k", op, 1), self._cache(f"kv.{scope}.v", op, 2)
+        t = ctx.leading(self.dims(op.operands[0].type), where=w)
+        params: dict[str, ParamValue] = {
+            "T": t,
+            "P": "P",
+            "H": heads,
+            "KV": kv_heads,
+            "D": head_dim,
+            "KVD": kv_heads * head_dim,
+        }
+        store = self.call(op, "kv_store", [k, v], [kc, vc], params)
+        attend = self.call(op, "attention", [q, kc, vc], [ctx.buffer(op.results[0])], params)
+        return [store, attend]
+
+    def _cache(self, name: str, op: Operation, operand: int) -> str:
+        """The global KV-cache buffer ``name`` ([max_context, KV*D]), created on first use."""
+        ctx = self.ctx
+        src = ctx.buffer_types[ctx.buffer(op.operands[operand])]
+        width = src.shape_ints[-1]
+        btype = lw.BufferType.make([ctx.max_context, width], src.dtype_name)
+        existing = ctx.buffer_types.get(name)
+        if existing is not None:
+            if existing != btype:
+                raise CkirError(
+                    f"{self.where(op)}: KV cache @{name} already has shape "
+                    f"{list(existing.shape_ints)} from another mode; this mode needs "
+                    f"{list(btype.shape_ints)} (use the same max-context for every mode)"
+                )
+            return name
+        buf = lw.BufferOp.make(name, "kv_cache", btype)
+        first_program = next(
+            (o for o in ctx.lowered_model.body_block.ops if isinstance(o, lw.ProgramOp)), None
+        )
+        if first_program is None:
+            ctx.lowered_model.body_block.add_op(buf)
+        else:
+            ctx.lowered_model.body_block.insert_op_before(buf, first_program)
+        ctx.buffer_types[name] = btype
+        return name
+
+
+class _Elementwise(GraphOpLowering):
+    def params(self, op: Operation) -> dict[str, ParamValue]:
+        dims = self.dims(op.results[0].type)
+        w = self.where(op)
+        return {
+            "n": self.ctx.runtime_count(dims, where=w),
+            "rows": self.ctx.leading(dims, where=w),
+            "cols": self.ctx.dim(dims[-1], where=w) if dims else 1,
+        }
+
+
+class LowerSwiglu(_Elementwise):
+    kind = "swiglu"
+
+
+class LowerAdd(_Elementwise):
+    kind = "add"
+
+
+class LowerRelu(_Elementwise):
+    kind = "relu"
+
+
+class LowerSoftmax(_Elementwise):
+    kind = "softmax"
+
+
+class LowerGelu(_Elementwise):
+    kind = "gelu"
+
+    def lower(self, op: Operation) -> list[Operation]:
+        approx = op.properties.get("approximate") or op.attributes.get("approximate")
+        if getattr(approx, "data", "tanh") != "tanh":
+            raise CkirError(f"{self.where(op)}: only approximate = \"tanh\" has a kernel")
+        return super().lower(op)
+
+
+class LowerMatmul(GraphOpLowering):
+    kind = "matmul"
+
+    def params(self, op: Operation) -> dict[str, ParamValue]:
+        w = self.where(op)
+        a, b = self.dims(op.operands[0].type), self.dims(op.operands[1].type)
+        return {
+            "M": self.ctx.leading(a, where=w),
+            "K": self.ctx.dim(a[-1], where=w),
+            "N": self.ctx.dim(b[-1], where=w),
+        }
+
+
+class LowerFusedMatmulRelu(LowerMatmul):
+    kind = "fused_matmul_relu"
+
+
+class LowerCrossEntropy(GraphOpLowering):
+    kind = "cross_entropy"
+
+    def params(self, op: Operation) -> dict[str, ParamValue]:
+        dims = self.dims(op.operands[0].type)
+        w = self.where(op)
+        return {"T": self.ctx.leading(dims, where=w), "V": self.ctx.dim(dims[-1], where=w)}
+
+
+PATTERNS: tuple[type[GraphOpLowering], ...] = (
+    LowerEmbed,
+    LowerPosEmbed,
+    LowerRmsnorm,
+    LowerLayernorm,
+    LowerLinear,
+    LowerLmHead,
+    LowerRope,
+    LowerAttention,
+    LowerSwiglu,
+    LowerAdd,
+    LowerRelu,
+    LowerSoftmax,
+    LowerGelu,
+    LowerMatmul,
+    LowerFusedMatmulRelu,
+    LowerCrossEntropy,
+)
+
+INPLACE: dict[str, dict[int, int]] = {p.kind: p.inplace for p in PATTERNS if p.inplace}
+
+
+def rewrite_program(ctx: LoweringContext) -> None:
+    """Apply every lowering pattern to the program's graph ops (reverse walk)."""
+    patterns = [p(ctx) for p in PATTERNS]
+    walker = PatternRewriteWalker(
+        GreedyRewritePatternApplier(patterns, dce_enabled=False),  # type: ignore[arg-type]
+        walk_reverse=True,
+        apply_recursively=False,
+    )
+    walker.rewrite_region(ctx.program.body)
+    leftover = [op.name for op in ctx.program.body_block.ops if op.name.startswith("graph.")]
+    if leftover:
+        raise CkirError(f"lowering {ctx.mode}: no pattern lowers {sorted(set(leftover))}")

@@ -1,0 +1,35 @@
+"""``--lower-prefill``: add the prefill program (T tokens at once) to the module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from ckir.lowering import lower_mode
+
+
+@dataclass(frozen=True)
+class LowerPrefillPass(ModulePass):
+    """Lower the graph model to a prefill program: GEMM kernels, T = run-time tokens.
+
+    Adds ``lowered.program @prefill mode "prefill"`` to the module's
+    ``lowered.model`` (created, with one global buffer per weight, if absent).
+    Token-indexed buffers have ``max-context`` rows; kernels see the run-time
+    token count ``#lowered.rt<T>`` and start position ``#lowered.rt<P>``.
+    Attention writes K/V into a global KV cache of ``max-context`` rows.
+
+    Options:
+      max-context (int, default 256): the largest prompt and the KV-cache length.
+
+    Example: ``ckir-opt graph.mlir -p 'lower-prefill{max-context=128}'``
+    """
+
+    name = "lower-prefill"
+
+    max_context: int = 256
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        lower_mode(op, "prefill", self.max_context, self.name)
