@@ -196,14 +196,15 @@ def plan(model: lw.LoweredModelOp, strategy: str, align: int, canaries: bool) ->
         size = align_up(extent(placed, 0), align)
         arena = ly.ArenaOp.make(arena_name, size)
         for p in placed:
-            arena.body_block.add_op(
-                ly.SlotOp.make(p.item.name, p.offset, p.item.size, p.item.role, p.canary, p.item.live)
-            )
+            item = p.item
+            slot = ly.SlotOp.make(item.name, p.offset, item.size, item.role, p.canary, item.live)
+            arena.body_block.add_op(slot)
         for v in arena_views:
             if v.root_name not in root_of:
                 raise CkirError(f"plan-layout: view @{v.view_name} has no root @{v.root_name}")
+            size = v.view_type.byte_size
             arena.body_block.add_op(
-                ly.LayoutViewOp.make(v.view_name, v.root_name, v.offset_bytes, v.view_type.byte_size)
+                ly.LayoutViewOp.make(v.view_name, v.root_name, v.offset_bytes, size)
             )
         plan_op.body_block.add_op(arena)
 
