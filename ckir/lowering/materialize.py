@@ -110,7 +110,8 @@ class _Cloner:
         self.ctx = ctx
         self.inplace = inplace
         self.block = ctx.program.body_block
-        self.specs: dict[str, tuple[list[int], str, str]] = {}  # name -> shape, dtype, role
+        # buffer name -> shape, dtype, role, source ("input"/"output" for io buffers)
+        self.specs: dict[str, tuple[list[int], str, str, str | None]] = {}
         self.dropped: dict[SSAValue, str] = {}
         self.used_names: set[str] = set()
 
@@ -132,9 +133,9 @@ class _Cloner:
         if footer is not None:
             self._section(footer.block, carried, "footer", None)
         first = self.block.first_op
-        for name, (shape, dtype, role) in self.specs.items():
+        for name, (shape, dtype, role, source) in self.specs.items():
             btype = lw.BufferType.make(shape, dtype)
-            buf = lw.BufferOp.make(name, role, btype)
+            buf = lw.BufferOp.make(name, role, btype, source=source)
             if first is None:
                 self.block.add_op(buf)
             else:
@@ -153,7 +154,7 @@ class _Cloner:
         for op in block.ops:
             if isinstance(op, g.InputOp):
                 # the input value itself stands for the io buffer; no op is cloned
-                name = self._new_buffer(op.results[0], scope, "io")
+                name = self._new_buffer(op.results[0], scope, "io", "input")
                 self.ctx.names[op.results[0]] = name
                 mapping[op.results[0]] = op.results[0]
             elif isinstance(op, g.YieldOp):
@@ -161,8 +162,8 @@ class _Cloner:
             elif isinstance(op, g.OutputOp):
                 for v in op.operands:
                     name = self.ctx.names[self._mapped(mapping, v, op)]
-                    shape, dtype, _ = self.specs[name]
-                    self.specs[name] = (shape, dtype, "io")
+                    shape, dtype, _, _ = self.specs[name]
+                    self.specs[name] = (shape, dtype, "io", "output")
                 return []
             elif isinstance(op, g.COMPUTE_OP_TYPES):
                 self._clone(op, mapping, scope, layer)
@@ -205,7 +206,9 @@ class _Cloner:
             else:
                 self.ctx.names[new] = self._new_buffer(orig, scope, "activation")
 
-    def _new_buffer(self, value: SSAValue, scope: str, role: str) -> str:
+    def _new_buffer(
+        self, value: SSAValue, scope: str, role: str, source: str | None = None
+    ) -> str:
         vtype = value.type
         assert isinstance(vtype, g.TensorType)
         hint = value.name_hint or f"v{len(self.specs)}"
@@ -216,5 +219,5 @@ class _Cloner:
         self.used_names.add(name)
         where = f"{self.ctx.mode} {scope} %{hint}"
         shape = [self.ctx.dim(d, where=where) for d in vtype.dims]
-        self.specs[name] = (shape, vtype.dtype_name, role)
+        self.specs[name] = (shape, vtype.dtype_name, role, source)
         return name

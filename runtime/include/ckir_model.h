@@ -1,0 +1,109 @@
+/* ckir generated-model ABI: what every generated model.c exports.
+ *
+ * A build folder holds model.h (offsets), model.c (one function per mode),
+ * weights.bin (a header + the weights arena) and a shared library with the
+ * runtime kernels.  All entry points are reentrant: the model handle holds the
+ * two arena base pointers (weights, state); nothing is global.
+ */
+#ifndef CKIR_MODEL_H
+#define CKIR_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+  CKIR_OK = 0,
+  CKIR_ERR_TOKEN = 1,     /* a token id >= vocabulary size (or < 0) */
+  CKIR_ERR_CONTEXT = 2,   /* the call would run past max_context (or n < 1) */
+  CKIR_ERR_CANARY = 3,    /* debug build: a canary was overwritten */
+  CKIR_ERR_IO = 4,        /* weights.bin cannot be opened or mapped */
+  CKIR_ERR_FORMAT = 5,    /* weights.bin has a bad magic, version or size */
+  CKIR_ERR_LAYOUT = 6,    /* weights.bin was written for another layout */
+  CKIR_ERR_NOMEM = 7,     /* the state arena cannot be allocated */
+  CKIR_ERR_MODE = 8       /* this mode was not compiled into the model */
+};
+
+#define CKIR_WEIGHTS_MAGIC "CKIRWTS1"
+#define CKIR_WEIGHTS_VERSION 1u
+/* weights.bin: a 4096-byte header, then the weights arena (page aligned for mmap). */
+#define CKIR_WEIGHTS_HEADER_BYTES 4096
+#define CKIR_CANARY_BYTES 64
+#define CKIR_CANARY_WORD 0xDEADBEEFu
+
+/* One slot of the layout plan, for canary checks and debugging tools. */
+typedef struct ckir_slot_desc {
+  const char *name;
+  int arena;        /* 0 = weights, 1 = state */
+  int64_t offset;
+  int64_t size;
+  int64_t canary;   /* byte offset of the guard, or -1 */
+} ckir_slot_desc;
+
+typedef struct ckir_model ckir_model;
+
+/* Mode function generated in model.c: runs every call of one program. */
+typedef int (*ckir_mode_fn)(ckir_model *m, int64_t T);
+
+typedef struct ckir_mode_desc {
+  const char *name;
+  ckir_mode_fn run;        /* NULL when the mode was not compiled */
+  int64_t tokens_offset;   /* io buffer that receives the tokens (state arena) */
+  int64_t tokens_rows;     /* rows of that buffer (max tokens per call) */
+  int64_t logits_offset;   /* io buffer of the output (state arena) */
+  int64_t token_bound;     /* tokens must be < this (embedding rows), 0 = unchecked */
+} ckir_mode_desc;
+
+typedef struct ckir_model_desc {
+  const char *name;
+  uint64_t layout_hash;
+  int64_t weights_bytes;
+  int64_t state_bytes;
+  int64_t max_context;
+  int64_t vocab;           /* columns of the output buffer */
+  int64_t align;
+  const ckir_slot_desc *slots;
+  int64_t n_slots;
+  ckir_mode_desc prefill;
+  ckir_mode_desc decode;
+} ckir_model_desc;
+
+struct ckir_model {
+  const ckir_model_desc *desc;
+  uint8_t *weights;        /* the weights arena (inside the mapping) */
+  uint8_t *state;          /* the state arena (KV cache, io, activations) */
+  void *mapping;           /* mmap of weights.bin, or NULL */
+  size_t mapping_bytes;
+  int64_t pos;             /* tokens already in the KV cache */
+  int64_t last_rows;       /* rows of the logits of the last call */
+  int64_t last_logits;     /* offset of the logits of the last call */
+  char error[256];         /* the last error, one line */
+};
+
+/* Implemented once in runtime/support/ckir_model.c. */
+ckir_model *ckir_model_open_desc(const ckir_model_desc *d, const char *weights_path, int *err);
+int ckir_model_run(ckir_model *m, const ckir_mode_desc *mode, const int32_t *tokens, int64_t n);
+int ckir_model_check_canaries(ckir_model *m);
+void ckir_model_close(ckir_model *m);
+
+/* Exported by every generated model.c. */
+ckir_model *ckir_open(const char *weights_path, int *err);
+void ckir_close(ckir_model *m);
+int ckir_prefill(ckir_model *m, const int32_t *tokens, int64_t n);
+int ckir_decode(ckir_model *m, int32_t token);
+const float *ckir_logits(const ckir_model *m);
+int64_t ckir_logits_rows(const ckir_model *m);
+int64_t ckir_position(const ckir_model *m);
+void ckir_reset(ckir_model *m);
+const char *ckir_error(const ckir_model *m);
+int ckir_check_canaries(ckir_model *m);
+const ckir_model_desc *ckir_describe(void);
+uint8_t *ckir_arena(ckir_model *m, int arena);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CKIR_MODEL_H */
