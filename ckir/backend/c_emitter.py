@@ -26,7 +26,13 @@ from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.registry import KernelSpec, load_registry
 
-C_TYPES = {"f32": "float", "i32": "int32_t", "i64": "int64_t", "bf16": "uint16_t", "f16": "uint16_t"}
+C_TYPES = {
+    "f32": "float",
+    "i32": "int32_t",
+    "i64": "int64_t",
+    "bf16": "uint16_t",
+    "f16": "uint16_t",
+}
 RUNTIME_SCALARS = {"T": "T", "P": "P", "PT": "(P + T)"}
 _RT_PRODUCT = re.compile(r"T\*(\d+)")
 
@@ -204,9 +210,12 @@ class CEmitter:
         tokens, logits = inputs[0].buffer_name, outputs[0].buffer_name
         bound = 0
         for op in program.body_block.ops:
-            if isinstance(op, lw.CallOp) and self.registry[op.kernel_name].op == "embed":
-                if op.in_names[0] == tokens:
-                    bound = self.types[op.in_names[1]].shape_ints[0]
+            if (
+                isinstance(op, lw.CallOp)
+                and self.registry[op.kernel_name].op == "embed"
+                and op.in_names[0] == tokens
+            ):
+                bound = self.types[op.in_names[1]].shape_ints[0]
         return tokens, logits, bound
 
     def source(self) -> str:
