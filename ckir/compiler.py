@@ -1,0 +1,222 @@
+"""``ckir compile``: a checkpoint folder -> a build folder, in one process.
+
+Steps: import (graph IR) -> lower each mode -> plan layout -> emit C ->
+write weights.bin -> build the shared library.  Every artifact is written to
+a temporary folder next to the target and moved in only when all steps
+succeeded, so a failed compile never leaves a half-written build behind.
+Same inputs give byte-identical files (no timestamps, fixed iteration order).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.printer import Printer
+
+import ckir
+from ckir.backend.c_emitter import emit_c
+from ckir.backend.weights import write_weights_bin
+from ckir.dialects import graph as g
+from ckir.dialects import layout as ly
+from ckir.dialects import lowered as lw
+from ckir.errors import CkirError
+from ckir.passes.lower_decode import LowerDecodePass
+from ckir.passes.lower_prefill import LowerPrefillPass
+from ckir.passes.plan_layout import PlanLayoutPass
+
+MODES = ("prefill", "decode")
+LIBRARY_NAME = "libmodel.so"
+BUILD_INFO = "build.json"
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """Everything that changes a build besides the checkpoint itself."""
+
+    modes: tuple[str, ...] = MODES
+    max_context: int = 256
+    debug: bool = False
+    strategy: str = "liveness"
+    align: int = 64
+    canaries: bool = True
+    template: str | None = None
+    isa: str = "native"
+
+    def __post_init__(self) -> None:
+        bad = [m for m in self.modes if m not in MODES]
+        if bad or not self.modes:
+            raise CkirError(f"--modes: unknown mode(s) {bad}; choose from {', '.join(MODES)}")
+        if self.max_context < 1:
+            raise CkirError(f"--max-context must be >= 1, got {self.max_context}")
+
+
+@dataclass
+class Progress:
+    """Prints one line per step with its duration to stderr (silent when quiet)."""
+
+    quiet: bool = False
+    steps: list[tuple[str, float]] = field(default_factory=list[tuple[str, float]])
+    _start: float = 0.0
+
+    def begin(self, what: str) -> None:
+        self._start = time.perf_counter()
+        if not self.quiet:
+            print(f"  {what} ...", end="", file=sys.stderr, flush=True)
+
+    def end(self, what: str, detail: str = "") -> None:
+        dt = time.perf_counter() - self._start
+        self.steps.append((what, dt))
+        if not self.quiet:
+            print(f" {dt:.2f}s {detail}".rstrip(), file=sys.stderr, flush=True)
+
+
+def print_module(module: ModuleOp) -> str:
+    out = io.StringIO()
+    Printer(stream=out).print_op(module)
+    return out.getvalue() + "\n"
+
+
+def graph_only(module: ModuleOp) -> str:
+    """The graph model alone, as a module."""
+    clone = module.clone()
+    for op in list(clone.ops):
+        if not isinstance(op, g.ModelOp):
+            op.detach()
+            op.erase()
+    return print_module(clone)
+
+
+def lower(module: ModuleOp, options: CompileOptions) -> None:
+    """Run the lowering passes and the layout planner in place (one process, no re-parse)."""
+    passes: list[ModulePass] = []
+    if "prefill" in options.modes:
+        passes.append(LowerPrefillPass(max_context=options.max_context))
+    if "decode" in options.modes:
+        passes.append(LowerDecodePass(max_context=options.max_context))
+    ctx = Context()
+    for p in passes:
+        p.apply(ctx, module)
+    PlanLayoutPass(
+        strategy=options.strategy, align=options.align, canaries=options.canaries
+    ).apply(ctx, module)
+    try:
+        module.verify()
+    except Exception as err:  # a verifier failure here is a compiler bug or a bad template
+        raise CkirError(f"the lowered module does not verify: {err}") from None
+
+
+def compile_model(
+    model_dir: str | Path,
+    out_dir: str | Path,
+    options: CompileOptions | None = None,
+    *,
+    quiet: bool = True,
+    on_warning: Callable[[str], None] | None = None,
+) -> Path:
+    """Compile the checkpoint in ``model_dir`` into the build folder ``out_dir``."""
+    from ckir.frontend.hf import import_hf
+    from ckir.runtime_build import build_library
+
+    options = options or CompileOptions()
+    model_dir, out_dir = Path(model_dir), Path(out_dir)
+    progress = Progress(quiet=quiet)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
+    try:
+        progress.begin("import")
+        module, warnings = import_hf(model_dir, options.template)
+        for w in warnings:
+            (on_warning or (lambda s: None))(w)
+        (work / "graph.mlir").write_text(graph_only(module))
+        progress.end("import")
+
+        progress.begin("lower + plan")
+        lower(module, options)
+        (work / "layout.mlir").write_text(print_module(module))
+        plan = next(op for op in module.ops if isinstance(op, ly.PlanOp))
+        (work / "layout.json").write_text(ly.plan_to_json(plan))
+        (work / "layout.map").write_text(ly.plan_to_map(plan))
+        progress.end("lower + plan")
+
+        progress.begin("emit C")
+        sources = emit_c(module)
+        (work / "model.h").write_text(sources.header)
+        (work / "model.c").write_text(sources.source)
+        progress.end("emit C")
+
+        progress.begin("weights.bin")
+        graph_model = next(op for op in module.ops if isinstance(op, g.ModelOp))
+        lowered = next(op for op in module.ops if isinstance(op, lw.LoweredModelOp))
+        write_weights_bin(graph_model, lowered, plan, model_dir, work / "weights.bin")
+        progress.end("weights.bin")
+
+        progress.begin("cc")
+        build_library(
+            work / LIBRARY_NAME,
+            isa=options.isa,
+            extra_sources=[work / "model.c", _support_source()],
+            debug=options.debug,
+            include_dirs=[work],
+        )
+        progress.end("cc")
+
+        info = {
+            "ckir_version": ckir.__version__,
+            "model": graph_model.sym_name.data,
+            "modes": list(options.modes),
+            "max_context": options.max_context,
+            "debug": options.debug,
+            "strategy": options.strategy,
+            "isa": options.isa,
+            "source": str(model_dir.resolve()),
+        }
+        (work / BUILD_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        _replace_dir(work, out_dir)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _support_source() -> Path:
+    from ckir.runtime_build import runtime_dir
+
+    return runtime_dir() / "support" / "ckir_model.c"
+
+
+def _replace_dir(src: Path, dst: Path) -> None:
+    """Move the finished build into place (replacing an older build of the same name)."""
+    if dst.exists():
+        old = dst.with_name(f".{dst.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        dst.rename(old)
+        src.rename(dst)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        src.rename(dst)
+
+
+def required_files(modes: Sequence[str] = MODES) -> tuple[str, ...]:
+    del modes
+    return (
+        "graph.mlir",
+        "layout.mlir",
+        "layout.json",
+        "layout.map",
+        "model.h",
+        "model.c",
+        "weights.bin",
+        LIBRARY_NAME,
+        BUILD_INFO,
+    )
