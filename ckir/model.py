@@ -11,6 +11,7 @@ instance has its own state arena and maps weights.bin privately.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 from collections.abc import Sequence
@@ -84,7 +85,8 @@ class CompiledModel:
         lib.ckir_open.restype = ctypes.c_void_p
         lib.ckir_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]
         lib.ckir_close.argtypes = [ctypes.c_void_p]
-        lib.ckir_prefill.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32), ctypes.c_int64]
+        i32p = ctypes.POINTER(ctypes.c_int32)
+        lib.ckir_prefill.argtypes = [ctypes.c_void_p, i32p, ctypes.c_int64]
         lib.ckir_decode.argtypes = [ctypes.c_void_p, ctypes.c_int32]
         lib.ckir_logits.restype = ctypes.POINTER(ctypes.c_float)
         lib.ckir_logits.argtypes = [ctypes.c_void_p]
@@ -160,7 +162,9 @@ class CompiledModel:
     def _check_tokens(self, arr: np.ndarray) -> None:
         bad = arr[(arr < 0) | (arr >= self.vocab_size)]
         if bad.size:
-            raise CkirError(f"token id {int(bad[0])} is outside the vocabulary [0, {self.vocab_size})")
+            raise CkirError(
+                f"token id {int(bad[0])} is outside the vocabulary [0, {self.vocab_size})"
+            )
 
     def reset(self) -> None:
         """Forget the KV cache: the next call starts at position 0."""
@@ -197,10 +201,8 @@ class CompiledModel:
         self.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
 
 def load(build_dir: str | Path) -> CompiledModel:

@@ -202,7 +202,9 @@ def write_weights_bin(
                     )
                 out_dtype = _OUT_DTYPES.get(btype.dtype_name)
                 if out_dtype is None:
-                    raise CkirError(f"weights.bin: no writer for dtype {btype.dtype_name} (@{name})")
+                    raise CkirError(
+                        f"weights.bin: no writer for dtype {btype.dtype_name} (@{name})"
+                    )
                 data = np.ascontiguousarray(arr, dtype=out_dtype).tobytes()
                 if len(data) != slot.size_bytes:
                     raise CkirError(f"weights.bin: @{name} is {len(data)} bytes, slot holds "
