@@ -1,0 +1,237 @@
+"""``ckir``: the front door.
+
+    ckir import MODEL_DIR [-o graph.mlir] [--template T]
+    ckir compile MODEL_DIR -o BUILD [--modes prefill,decode] [--max-context N] [--debug]
+    ckir run BUILD --tokens 1,2,3 [--steps N] [--logits-out F.npy]
+    ckir inspect BUILD
+    ckir demo [--arch llama] [--out DIR]
+
+User mistakes print one line (``error: ...``) and exit 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from ckir.errors import CkirError
+
+
+def _write_text_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from ckir.compiler import print_module
+    from ckir.frontend.hf import import_hf
+
+    module, warnings = import_hf(Path(args.model), args.template)
+    for w in warnings:
+        _warn(w)
+    text = print_module(module)
+    if args.output:
+        _write_text_atomically(Path(args.output), text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _options(args: argparse.Namespace):  # -> CompileOptions
+    from ckir.compiler import CompileOptions
+
+    return CompileOptions(
+        modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()),
+        max_context=args.max_context,
+        debug=args.debug,
+        strategy=args.strategy,
+        template=args.template,
+        canaries=not args.no_canaries,
+    )
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from ckir.compiler import compile_model
+
+    options = _options(args)
+    print(f"compiling {args.model} -> {args.output}", file=sys.stderr)
+    out = compile_model(args.model, args.output, options, quiet=args.quiet, on_warning=_warn)
+    for f in sorted(out.iterdir()):
+        print(f"  {f.name:14s} {f.stat().st_size:>12,d} bytes")
+    return 0
+
+
+def _parse_tokens(text: str) -> list[int]:
+    try:
+        return [int(t) for t in text.replace(" ", "").split(",") if t]
+    except ValueError:
+        raise CkirError(f"--tokens: expected comma-separated integers, got '{text}'") from None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from ckir.model import load
+
+    tokens = _parse_tokens(args.tokens)
+    if not tokens:
+        raise CkirError("--tokens: give at least one token id")
+    with load(args.build) as model:
+        logits = model.prefill(tokens)
+        rows = [logits]
+        out: list[int] = []
+        nxt = int(logits[-1].argmax())
+        for _ in range(args.steps):
+            out.append(nxt)
+            if len(out) == args.steps:
+                break
+            step = model.decode(nxt)
+            rows.append(step[None, :])
+            nxt = int(step.argmax())
+        if args.logits_out:
+            path = Path(args.logits_out)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.save(path, np.concatenate(rows, axis=0))
+    print(" ".join(str(t) for t in out))
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    build = Path(args.build)
+    layout_map = build / "layout.map"
+    if not layout_map.exists():
+        raise CkirError(f"{build}: no layout.map (not a ckir build folder?)")
+    text = layout_map.read_text()
+    # totals first: they are what a user asks for most
+    sys.stdout.write(text if args.full else _totals_section(text))
+    kernels = _kernel_counts(build / "layout.mlir")
+    if kernels:
+        print("kernel calls per mode:")
+        for mode, counts in kernels.items():
+            listing = ", ".join(f"{k} x{n}" for k, n in sorted(counts.items()))
+            print(f"  {mode}: {listing}")
+    return 0
+
+
+def _totals_section(text: str) -> str:
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.lower().startswith("totals"):
+            return "\n".join(lines[i:]) + "\n"
+    return text
+
+
+def _kernel_counts(path: Path) -> dict[str, dict[str, int]]:
+    import re
+
+    if not path.exists():
+        return {}
+    counts: dict[str, dict[str, int]] = {}
+    mode = "?"
+    for line in path.read_text().splitlines():
+        m = re.search(r'lowered\.program @\S+ mode "(\w+)"', line)
+        if m:
+            mode = m.group(1)
+            continue
+        m = re.search(r"lowered\.call @(\w+)", line)
+        if m:
+            per = counts.setdefault(mode, {})
+            per[m.group(1)] = per.get(m.group(1), 0) + 1
+    return counts
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Make a tiny random model, compile it, run it: the README's first command."""
+    from ckir.compiler import CompileOptions, compile_model
+    from ckir.model import load
+    from ckir.zoo import make_tiny_model
+
+    out = Path(args.out)
+    model_dir = out / f"tiny-{args.arch}"
+    print(f"[1/3] making a random-weight tiny {args.arch} checkpoint in {model_dir}")
+    make_tiny_model(args.arch, model_dir)
+    build = out / f"build-{args.arch}"
+    print(f"[2/3] compiling to {build}")
+    compile_model(model_dir, build, CompileOptions(max_context=64), quiet=False, on_warning=_warn)
+    for f in sorted(build.iterdir()):
+        print(f"      {f.name:14s} {f.stat().st_size:>10,d} bytes")
+    print("[3/3] running: prefill [1, 2, 3, 4] then 8 greedy decode steps")
+    with load(build) as model:
+        logits = model.prefill([1, 2, 3, 4])
+        tokens = [int(logits[-1].argmax())]
+        for _ in range(7):
+            tokens.append(int(model.decode(tokens[-1]).argmax()))
+    print(f"      tokens: {' '.join(map(str, tokens))}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ckir", description="Compile HF transformers to C.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("import", help="HF checkpoint folder -> graph IR")
+    s.add_argument("model", help="folder with config.json and *.safetensors")
+    s.add_argument("-o", "--output", help="write the graph IR here (default: stdout)")
+    s.add_argument("--template", help="template name or path (default: by model_type)")
+    s.set_defaults(func=cmd_import)
+
+    s = sub.add_parser("compile", help="HF checkpoint folder -> build folder with C + library")
+    s.add_argument("model")
+    s.add_argument("-o", "--output", required=True, help="build folder")
+    s.add_argument("--modes", default="prefill,decode")
+    s.add_argument("--max-context", type=int, default=256)
+    s.add_argument("--debug", action="store_true", help="check canaries after every layer")
+    s.add_argument("--strategy", default="liveness", choices=["bump", "liveness"])
+    s.add_argument("--no-canaries", action="store_true")
+    s.add_argument("--template")
+    s.add_argument("-q", "--quiet", action="store_true")
+    s.set_defaults(func=cmd_compile)
+
+    s = sub.add_parser("run", help="run a build: prefill tokens, then greedy decode")
+    s.add_argument("build")
+    s.add_argument("--tokens", required=True, help="comma-separated token ids")
+    s.add_argument("--steps", type=int, default=8, help="greedy tokens to print")
+    s.add_argument("--logits-out", help="save the logits of every step (.npy)")
+    s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("inspect", help="layout totals and kernel choices of a build")
+    s.add_argument("build")
+    s.add_argument("--full", action="store_true", help="print the whole layout map")
+    s.set_defaults(func=cmd_inspect)
+
+    s = sub.add_parser("demo", help="make, compile and run a tiny random model")
+    s.add_argument("--arch", default="llama", choices=["llama", "qwen2", "gpt2", "mistral"])
+    s.add_argument("--out", default="out/demo")
+    s.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except CkirError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
