@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ckir.dialects import layout as ly
-from ckir.dialects import lowered as lw
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from ckir.dialects import layout as ly
+from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.layout_planner import plan
 
