@@ -1,0 +1,1911 @@
+"""The ``graph`` dialect: the macro graph of a transformer, with symbolic shapes.
+
+A ``graph.model`` binds the model's size symbols (``E``, ``H``, ``D``, ``V``, ...),
+declares every weight once (``graph.weight``, with its HuggingFace / GGUF source
+and packing), and holds up to three sections: ``graph.header`` (runs once, e.g.
+the embedding), ``graph.body`` (repeated ``L`` times, one transformer layer, with
+per-layer weight names ``layers.{i}.*``) and ``graph.footer`` (final norm, LM head,
+loss).  Values flow between sections only through ``graph.yield`` and the next
+section's block arguments.  Compute ops are abstract (no kernels, no offsets, no
+modes); an op may carry ``when = ["prefill", ...]`` to exist only in some modes.
+
+Example::
+
+    graph.model @tiny arch "llama" symbols {E = 64, L = 2, V = 256} {
+      graph.weight @embed : [V, E] f32 hf "model.embed_tokens.weight"
+      graph.header {
+        %tok = graph.input "tokens" : !graph.tensor<[T], i32>
+        %x = graph.embed %tok {weights = [@embed]}
+            : (!graph.tensor<[T], i32>) -> !graph.tensor<[T, E], f32>
+        graph.yield %x : !graph.tensor<[T, E], f32>
+      }
+      ...
+    }
+
+See docs/dialects/graph.md for the full reference.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    FloatAttr,
+    IntAttr,
+    IntegerAttr,
+    NoneAttr,
+    StringAttr,
+    SymbolNameConstraint,
+    SymbolRefAttr,
+    UnitAttr,
+    f64,
+    i64,
+)
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Dialect,
+    Operation,
+    ParametrizedAttribute,
+    Region,
+    SSAValue,
+    TypeAttribute,
+)
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_attr_definition,
+    irdl_op_definition,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.parser import AttrParser, Parser
+from xdsl.printer import Printer
+from xdsl.traits import (
+    HasParent,
+    IsolatedFromAbove,
+    IsTerminator,
+    NoTerminator,
+    SymbolOpInterface,
+    SymbolTable,
+)
+from xdsl.utils.exceptions import VerifyException
+
+from ckir.dialects.dims import (
+    DimError,
+    dim_symbols,
+    is_identifier,
+    normalize_dim,
+    try_evaluate_dim,
+)
+
+__all__ = [
+    "COMPUTE_OPS",
+    "COMPUTE_OP_TYPES",
+    "DTYPES",
+    "MODES",
+    "RUNTIME_TOKENS",
+    "AddOp",
+    "AttentionOp",
+    "BodyOp",
+    "ComputeOp",
+    "CrossEntropyOp",
+    "EmbedOp",
+    "FooterOp",
+    "FusedMatmulReluOp",
+    "GeluOp",
+    "Graph",
+    "HeaderOp",
+    "InputOp",
+    "LayerNormOp",
+    "LinearOp",
+    "LMHeadOp",
+    "MatmulOp",
+    "ModelOp",
+    "OutputOp",
+    "PosEmbedOp",
+    "RMSNormOp",
+    "ReluOp",
+    "RopeOp",
+    "ScheduleAttr",
+    "SoftmaxOp",
+    "SwiGLUOp",
+    "TensorType",
+    "WeightOp",
+    "YieldOp",
+    "compute_op",
+    "parse_dim_expr",
+    "sym",
+]
+
+#: element types a tensor or weight may have
+DTYPES: tuple[str, ...] = ("f32", "bf16", "f16", "i32", "i64", "q8_0", "q4_0", "q4_1", "q4_k")
+_DTYPE_SET = frozenset(DTYPES)
+#: modes a ``when`` guard may name
+MODES: tuple[str, ...] = ("prefill", "decode", "backward")
+_MODE_SET = frozenset(MODES)
+#: the runtime token count, always allowed in tensor dims, never bound on the model
+RUNTIME_TOKENS = "T"
+
+_BARE_SYM = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
+
+
+def sym(name: str) -> str:
+    """A symbol name as the printer writes it: ``@tiny`` or ``@"layers.{i}.wq"``."""
+    if _BARE_SYM.fullmatch(name):
+        return "@" + name
+    return '@"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# --------------------------------------------------------------------------- dims
+
+
+def parse_dim_expr(parser: AttrParser) -> str:
+    """Parse one dim expression (``E``, ``3*E``, ``(E+1)/2``, ``64``) from the token stream.
+
+    Returns the canonical text (tokens without spaces).  Stops before a token that
+    cannot continue the expression (``,``, ``]``, ``)`` at depth 0, ...).
+    """
+    start = parser.pos
+    parts: list[str] = []
+    depth = 0
+    while True:
+        # an atom: identifier, integer or '('
+        ident = parser.parse_optional_identifier()
+        if ident is not None:
+            if not is_identifier(ident):
+                parser.raise_error(f"bad dim expression: '{ident}' is not a symbol name", start)
+            parts.append(ident)
+        else:
+            value = parser.parse_optional_integer(allow_boolean=False, allow_negative=False)
+            if value is not None:
+                parts.append(str(value))
+            elif parser.parse_optional_punctuation("(") is not None:
+                parts.append("(")
+                depth += 1
+                continue
+            else:
+                what = "a dim expression" if not parts else f"an operand after '{''.join(parts)}'"
+                parser.raise_error(f"bad dim expression: expected {what}")
+        # after an atom: closing parens, then an operator or the end
+        while depth and parser.parse_optional_punctuation(")") is not None:
+            parts.append(")")
+            depth -= 1
+        for op in ("*", "+", "-", "/"):
+            if parser.parse_optional_punctuation(op) is not None:
+                parts.append(op)
+                break
+        else:
+            if depth:
+                parser.raise_error(f"bad dim expression '{''.join(parts)}': expected ')'")
+            return "".join(parts)
+
+
+def _parse_dim_list(parser: AttrParser) -> list[str]:
+    return parser.parse_comma_separated_list(
+        parser.Delimiter.SQUARE, lambda: parse_dim_expr(parser), " in dim list"
+    )
+
+
+def _dims_text(dims: Sequence[str]) -> str:
+    return "[" + ", ".join(dims) + "]"
+
+
+@lru_cache(maxsize=4096)
+def _dims_attr(dims: tuple[str, ...]) -> ArrayAttr[StringAttr]:
+    return ArrayAttr(tuple(StringAttr(d) for d in dims))
+
+
+@lru_cache(maxsize=64)
+def _str_attr(text: str) -> StringAttr:
+    return StringAttr(text)
+
+
+def _normalize_dims(dims: Sequence[str | int]) -> tuple[str, ...]:
+    return tuple(normalize_dim(d) for d in dims)
+
+
+@lru_cache(maxsize=8192)
+def _check_dims_text(dims: tuple[str, ...]) -> str | None:
+    """None when every dim is a canonical, well-formed expression, else the problem."""
+    for d in dims:
+        try:
+            if normalize_dim(d) != d:
+                return f"dim '{d}' is not in canonical form (write '{normalize_dim(d)}')"
+        except DimError as err:
+            return str(err)
+    return None
+
+
+# --------------------------------------------------------------------------- types
+
+
+@irdl_attr_definition
+class TensorType(ParametrizedAttribute, TypeAttribute):
+    """A tensor with a symbolic shape: ``!graph.tensor<[T, E], f32>``.
+
+    Each dim is a dim expression over the model's symbols (``E``, ``H*D``, ``3*E``,
+    ``E/H``) or an integer; ``T`` is the runtime token count and is always allowed.
+    The dtype is one of ``f32, bf16, f16, i32, i64, q8_0, q4_0, q4_1, q4_k``.
+
+    Example: ``!graph.tensor<[T, 3*E], f32>``, ``!graph.tensor<[T], i32>``.
+    """
+
+    name = "graph.tensor"
+
+    shape: ArrayAttr[StringAttr]
+    dtype: StringAttr
+
+    @staticmethod
+    def make(shape: Sequence[str | int], dtype: str) -> TensorType:
+        """Build a tensor type; dims are normalized (``"H * D"`` -> ``"H*D"``)."""
+        return TensorType(_dims_attr(_normalize_dims(shape)), _str_attr(dtype))
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        """The dim expressions, e.g. ``("T", "E")``."""
+        return tuple(d.data for d in self.shape.data)
+
+    @property
+    def dtype_name(self) -> str:
+        """The dtype identifier, e.g. ``"f32"``."""
+        return self.dtype.data
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape.data)
+
+    def verify(self) -> None:
+        if self.dtype.data not in _DTYPE_SET:
+            raise VerifyException(
+                f"graph.tensor: unknown dtype '{self.dtype.data}' (expected one of "
+                f"{', '.join(DTYPES)})"
+            )
+        problem = _check_dims_text(self.dims)
+        if problem is not None:
+            raise VerifyException(f"graph.tensor: {problem}")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            dims = _parse_dim_list(parser)
+            parser.parse_punctuation(",", " between the shape and the dtype of graph.tensor")
+            dtype = _parse_dtype(parser)
+        return (_dims_attr(tuple(dims)), _str_attr(dtype))
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(
+            "<[" + ", ".join(d.data for d in self.shape.data) + "], " + self.dtype.data + ">"
+        )
+
+
+def _parse_dtype(parser: AttrParser) -> str:
+    start = parser.pos
+    dtype = parser.parse_optional_identifier()
+    if dtype is None or dtype not in _DTYPE_SET:
+        got = f"'{dtype}'" if dtype is not None else "nothing"
+        parser.raise_error(
+            f"unknown dtype {got} (expected one of {', '.join(DTYPES)})", start, parser.pos
+        )
+    return dtype
+
+
+_SCHEDULE_FIELDS = ("tile_m", "tile_n", "tile_k", "vectorize")
+_VECTOR_WIDTHS = (1, 2, 4, 8, 16)
+
+
+@irdl_attr_definition
+class ScheduleAttr(ParametrizedAttribute):
+    """Schedule hints for matmul-like ops; every field is optional.
+
+    ``#graph.schedule<tile_m = 8, tile_n = 8, tile_k = 8, vectorize = 8>``
+
+    Tiles must be positive; ``vectorize`` is one of 1, 2, 4, 8, 16.
+    """
+
+    name = "graph.schedule"
+
+    tile_m: IntAttr | NoneAttr
+    tile_n: IntAttr | NoneAttr
+    tile_k: IntAttr | NoneAttr
+    vectorize: IntAttr | NoneAttr
+
+    @staticmethod
+    def make(
+        tile_m: int | None = None,
+        tile_n: int | None = None,
+        tile_k: int | None = None,
+        vectorize: int | None = None,
+    ) -> ScheduleAttr:
+        vals = (tile_m, tile_n, tile_k, vectorize)
+        return ScheduleAttr(*(NoneAttr() if v is None else IntAttr(v) for v in vals))
+
+    def values(self) -> dict[str, int]:
+        """The fields that are set, e.g. ``{"tile_m": 8, "vectorize": 8}``."""
+        out: dict[str, int] = {}
+        for field, attr in zip(_SCHEDULE_FIELDS, self.parameters, strict=True):
+            if isinstance(attr, IntAttr):
+                out[field] = attr.data
+        return out
+
+    def verify(self) -> None:
+        for field, value in self.values().items():
+            if value <= 0:
+                raise VerifyException(f"graph.schedule: {field} = {value} must be positive")
+            if field == "vectorize" and value not in _VECTOR_WIDTHS:
+                raise VerifyException(
+                    f"graph.schedule: vectorize = {value} must be one of 1, 2, 4, 8, 16"
+                )
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        found: dict[str, int] = {}
+
+        def entry() -> None:
+            start = parser.pos
+            key = parser.parse_identifier(" (a graph.schedule field)")
+            if key not in _SCHEDULE_FIELDS:
+                parser.raise_error(
+                    f"unknown graph.schedule field '{key}' (expected one of "
+                    f"{', '.join(_SCHEDULE_FIELDS)})",
+                    start,
+                    parser.pos,
+                )
+            if key in found:
+                parser.raise_error(f"duplicate graph.schedule field '{key}'", start, parser.pos)
+            parser.parse_punctuation("=")
+            found[key] = parser.parse_integer(allow_boolean=False)
+
+        parser.parse_comma_separated_list(parser.Delimiter.ANGLE, entry)
+        return tuple(IntAttr(found[f]) if f in found else NoneAttr() for f in _SCHEDULE_FIELDS)
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(
+            "<" + ", ".join(f"{k} = {v}" for k, v in self.values().items()) + ">"
+        )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class _ModelInfo:
+    """Per-model caches used by verifiers: symbol values, weight table, checked types."""
+
+    __slots__ = ("symbols_attr", "symbols", "weights", "checked")
+
+    def __init__(self) -> None:
+        self.symbols_attr: DictionaryAttr | None = None
+        self.symbols: dict[str, int] = {}
+        self.weights: dict[str, WeightOp] = {}
+        self.checked: set[Attribute] = set()
+
+
+_INFO: weakref.WeakKeyDictionary[ModelOp, _ModelInfo] = weakref.WeakKeyDictionary()
+
+
+def _info(model: ModelOp) -> _ModelInfo:
+    info = _INFO.get(model)
+    if info is None:
+        info = _ModelInfo()
+        _INFO[model] = info
+        info.weights = model.weights()
+    symbols = model.properties.get("symbols")
+    if info.symbols_attr is not symbols:
+        info.symbols_attr = symbols if isinstance(symbols, DictionaryAttr) else None
+        info.symbols = model.symbol_values()
+        info.checked = set()
+    return info
+
+
+def _lookup_weight(model: ModelOp, name: str) -> WeightOp | None:
+    """The graph.weight ``name`` of ``model`` (cached; rebuilt when stale)."""
+    info = _info(model)
+    w = info.weights.get(name)
+    if w is not None and w.parent is model.body_block and w.sym_name.data == name:
+        return w
+    info.weights = model.weights()
+    return info.weights.get(name)
+
+
+def _enclosing_model(op: Operation) -> ModelOp | None:
+    p = op.parent_op()
+    while p is not None and not isinstance(p, ModelOp):
+        p = p.parent_op()
+    return p
+
+
+def _model_ref(model: ModelOp) -> str:
+    return f"graph.model {sym(model.sym_name.data)}"
+
+
+def _check_type_symbols(
+    where: str, what: str, ty: Attribute, model: ModelOp, *, allow_t: bool = True
+) -> None:
+    """Every symbol of ``ty``'s dims is bound on ``model`` (or is ``T``)."""
+    if not isinstance(ty, TensorType):
+        return
+    info = _info(model)
+    if ty in info.checked:
+        return
+    for d in ty.dims:
+        for s in sorted(dim_symbols(d)):
+            if s == RUNTIME_TOKENS and allow_t:
+                continue
+            if s not in info.symbols:
+                raise VerifyException(
+                    f"{where}: {what} {ty} uses symbol {s}, which is not bound on "
+                    f"{_model_ref(model)}"
+                )
+    info.checked.add(ty)
+
+
+def _dims_equal(a: str, b: str, symbols: Mapping[str, int]) -> bool:
+    """Two dims are equal: same text, or same value when both evaluate."""
+    if a == b:
+        return True
+    va = try_evaluate_dim(a, symbols)
+    vb = try_evaluate_dim(b, symbols)
+    return va is not None and va == vb
+
+
+def _shapes_equal(a: Sequence[str], b: Sequence[str], symbols: Mapping[str, int]) -> bool:
+    return len(a) == len(b) and all(_dims_equal(x, y, symbols) for x, y in zip(a, b, strict=True))
+
+
+def _print_extra_attrs(printer: Printer, op: Operation) -> None:
+    if op.attributes:
+        printer.print_op_attributes(op.attributes, print_keyword=True)
+
+
+def _parse_extra_attrs(parser: Parser) -> dict[str, Attribute]:
+    attrs = parser.parse_optional_attr_dict_with_keyword()
+    return dict(attrs.data) if attrs is not None else {}
+
+
+def _single_block(region: Region) -> Region:
+    if not region.blocks:
+        region.add_block(Block())
+    return region
+
+
+# --------------------------------------------------------------------------- model
+
+
+@irdl_op_definition
+class ModelOp(IRDLOperation):
+    """A transformer model: size symbols, weights, and header/body/footer sections.
+
+    ``graph.model @tiny arch "llama" symbols {D = 16, E = 64, H = 4, L = 2, V = 256} { ... }``
+
+    The body holds ``graph.weight`` declarations first, then at most one
+    ``graph.header``, ``graph.body`` and ``graph.footer``, in that order.  Symbols are
+    identifiers bound to positive integers; ``T`` is reserved for the runtime token
+    count.  The model is a symbol table (its weights) and isolated from above.
+    """
+
+    name = "graph.model"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    arch = prop_def(StringAttr)
+    symbols = prop_def(DictionaryAttr)
+    body = region_def("single_block")
+
+    traits = traits_def(SymbolOpInterface(), SymbolTable(), IsolatedFromAbove(), NoTerminator())
+
+    @staticmethod
+    def make(name: str, arch: str, symbols: Mapping[str, int]) -> ModelOp:
+        """An empty model; ``symbols`` are stored sorted by name."""
+        syms = {k: IntegerAttr(int(symbols[k]), i64) for k in sorted(symbols)}
+        return ModelOp.create(
+            properties={
+                "sym_name": StringAttr(name),
+                "arch": StringAttr(arch),
+                "symbols": DictionaryAttr(syms),
+            },
+            regions=[Region(Block())],
+        )
+
+    @property
+    def body_block(self) -> Block:
+        return self.body.block
+
+    def symbol_values(self) -> dict[str, int]:
+        """The bound symbols, e.g. ``{"E": 64, "H": 4}`` (``T`` is never bound)."""
+        out: dict[str, int] = {}
+        for k, v in self.symbols.data.items():
+            if isinstance(v, IntegerAttr):
+                out[k] = v.value.data
+        return out
+
+    def weights(self) -> dict[str, WeightOp]:
+        """The declared weights by name, in declaration order."""
+        if not self.body.blocks:
+            return {}
+        return {op.sym_name.data: op for op in self.body.block.ops if isinstance(op, WeightOp)}
+
+    def sections(self) -> tuple[HeaderOp | None, BodyOp | None, FooterOp | None]:
+        header = body = footer = None
+        for op in self.body.block.ops:
+            if isinstance(op, HeaderOp):
+                header = op
+            elif isinstance(op, BodyOp):
+                body = op
+            elif isinstance(op, FooterOp):
+                footer = op
+        return header, body, footer
+
+    def verify_(self) -> None:
+        where = _model_ref(self)
+        for k, v in self.symbols.data.items():
+            if not is_identifier(k):
+                raise VerifyException(f"{where}: symbol name '{k}' is not an identifier")
+            if k == RUNTIME_TOKENS:
+                raise VerifyException(
+                    f"{where}: symbol T is reserved for the runtime token count and "
+                    "cannot be bound"
+                )
+            if not isinstance(v, IntegerAttr):
+                raise VerifyException(f"{where}: symbol {k} must be bound to an integer")
+            if v.value.data <= 0:
+                raise VerifyException(f"{where}: symbol {k} = {v.value.data} must be positive")
+        rank = {WeightOp: 0, HeaderOp: 1, BodyOp: 2, FooterOp: 3}
+        last = 0
+        seen: set[type] = set()
+        inputs: set[str] = set()
+        first_per_layer: WeightOp | None = None
+        for op in self.body.block.ops:
+            r = rank.get(type(op))
+            if r is None:
+                raise VerifyException(
+                    f"{where}: '{op.name}' is not allowed at model level (only graph.weight, "
+                    "graph.header, graph.body, graph.footer)"
+                )
+            if r < last:
+                raise VerifyException(
+                    f"{where}: '{op.name}' must come before the sections "
+                    "(order: graph.weight*, graph.header, graph.body, graph.footer)"
+                    if r == 0
+                    else f"{where}: '{op.name}' is out of order "
+                    "(order: graph.weight*, graph.header, graph.body, graph.footer)"
+                )
+            if r and type(op) in seen:
+                raise VerifyException(f"{where}: more than one '{op.name}'")
+            seen.add(type(op))
+            last = r
+            if r == 0 and first_per_layer is None and op.per_layer:
+                first_per_layer = op
+            if r:
+                for inner in op.regions[0].block.ops:
+                    if isinstance(inner, InputOp):
+                        if inner.input_name.data in inputs:
+                            raise VerifyException(
+                                f'{where}: graph.input "{inner.input_name.data}" is '
+                                "declared twice"
+                            )
+                        inputs.add(inner.input_name.data)
+        if first_per_layer is not None and BodyOp not in seen:
+            raise VerifyException(
+                f"graph.weight {sym(first_per_layer.weight_name)}: per-layer weight ({{i}} in "
+                f"its name) but {where} has no graph.body"
+            )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ModelOp:
+        name = parser.parse_symbol_name()
+        parser.parse_keyword("arch")
+        arch = parser.parse_str_literal(" (the architecture name)")
+        parser.parse_keyword("symbols")
+        entries: dict[str, Attribute] = {}
+
+        def entry() -> None:
+            start = parser.pos
+            key = parser.parse_identifier(" (a symbol name)")
+            if key in entries:
+                parser.raise_error(f"symbol {key} is bound twice", start, parser.pos)
+            parser.parse_punctuation("=")
+            entries[key] = IntegerAttr(parser.parse_integer(allow_boolean=False), i64)
+
+        parser.parse_comma_separated_list(parser.Delimiter.BRACES, entry, " (model symbols)")
+        attrs = _parse_extra_attrs(parser)
+        region = _single_block(parser.parse_region([]))
+        return cls.create(
+            properties={
+                "sym_name": name,
+                "arch": StringAttr(arch),
+                "symbols": DictionaryAttr(entries),
+            },
+            attributes=attrs,
+            regions=[region],
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(" arch ")
+        printer.print_string_literal(self.arch.data)
+        printer.print_string(" symbols {")
+        items = []
+        for k, v in self.symbols.data.items():
+            val = v.value.data if isinstance(v, IntegerAttr) else v
+            items.append(f"{k} = {val}")
+        printer.print_string(", ".join(items) + "}")
+        _print_extra_attrs(printer, self)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
+
+
+# --------------------------------------------------------------------------- weight
+
+
+@irdl_op_definition
+class WeightOp(IRDLOperation):
+    """A weight declaration: internal name, shape, dtype and where it comes from.
+
+    ``graph.weight @embed : [V, E] f32 hf "model.embed_tokens.weight"``
+
+    ``graph.weight @"layers.{i}.wq" : [E, E] f32 hf "transformer.h.{i}.attn.c_attn.weight"
+    [E, 3*E] slice(1, 0, E) transpose`` (GPT-2: rows 0..E of axis 1 of the fused
+    Conv1D tensor, transposed).
+
+    ``graph.weight @lm_head : [V, E] f32 tied_to @embed``
+
+    ``graph.weight @"layers.{i}.wq" : [E, E] q8_0 gguf "blk.{i}.attn_q.weight"``
+
+    Sources: ``hf`` (optionally with the HF tensor's shape, a ``slice(axis, start,
+    stop)`` of it and a 2-D ``transpose``), ``gguf``, or ``tied_to`` another weight
+    (exclusive with ``hf``/``gguf``).  ``{i}`` in a name makes the weight per layer:
+    it needs a ``graph.body`` and may only be used inside it.
+    """
+
+    name = "graph.weight"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    shape = prop_def(ArrayAttr[StringAttr])
+    dtype = prop_def(StringAttr)
+    hf = opt_prop_def(StringAttr)
+    hf_shape = opt_prop_def(ArrayAttr[StringAttr])
+    slice = opt_prop_def(ArrayAttr[StringAttr])
+    transpose = opt_prop_def(UnitAttr)
+    gguf = opt_prop_def(StringAttr)
+    tied_to = opt_prop_def(SymbolRefAttr)
+
+    traits = traits_def(SymbolOpInterface(), HasParent(ModelOp))
+
+    @staticmethod
+    def make(
+        name: str,
+        shape: Sequence[str | int],
+        dtype: str,
+        *,
+        hf: str | None = None,
+        hf_shape: Sequence[str | int] | None = None,
+        slice: tuple[int, str | int, str | int] | None = None,
+        transpose: bool = False,
+        tied_to: str | None = None,
+        gguf: str | None = None,
+    ) -> WeightOp:
+        props: dict[str, Attribute] = {
+            "sym_name": StringAttr(name),
+            "shape": _dims_attr(_normalize_dims(shape)),
+            "dtype": StringAttr(dtype),
+        }
+        if hf is not None:
+            props["hf"] = StringAttr(hf)
+        if hf_shape is not None:
+            props["hf_shape"] = _dims_attr(_normalize_dims(hf_shape))
+        if slice is not None:
+            axis, start, stop = slice
+            props["slice"] = ArrayAttr(
+                [StringAttr(str(int(axis))), StringAttr(normalize_dim(start)),
+                 StringAttr(normalize_dim(stop))]
+            )
+        if transpose:
+            props["transpose"] = UnitAttr()
+        if gguf is not None:
+            props["gguf"] = StringAttr(gguf)
+        if tied_to is not None:
+            props["tied_to"] = SymbolRefAttr(tied_to)
+        return WeightOp.create(properties=props)
+
+    @property
+    def weight_name(self) -> str:
+        return self.sym_name.data
+
+    @property
+    def shape_dims(self) -> tuple[str, ...]:
+        return tuple(d.data for d in self.shape.data)
+
+    @property
+    def dtype_name(self) -> str:
+        return self.dtype.data
+
+    @property
+    def hf_name(self) -> str | None:
+        return self.hf.data if self.hf is not None else None
+
+    @property
+    def hf_dims(self) -> tuple[str, ...] | None:
+        return tuple(d.data for d in self.hf_shape.data) if self.hf_shape is not None else None
+
+    @property
+    def slice_spec(self) -> tuple[int, str, str] | None:
+        """``(axis, start, stop)``; start/stop are dim expressions (stop exclusive)."""
+        if self.slice is None:
+            return None
+        axis, start, stop = (d.data for d in self.slice.data)
+        return int(axis), start, stop
+
+    @property
+    def is_transposed(self) -> bool:
+        return self.transpose is not None
+
+    @property
+    def tied_to_name(self) -> str | None:
+        return self.tied_to.root_reference.data if self.tied_to is not None else None
+
+    @property
+    def gguf_name(self) -> str | None:
+        return self.gguf.data if self.gguf is not None else None
+
+    @property
+    def per_layer(self) -> bool:
+        return "{i}" in self.sym_name.data
+
+    def verify_(self) -> None:
+        where = f"graph.weight {sym(self.weight_name)}"
+        if self.dtype.data not in _DTYPE_SET:
+            raise VerifyException(
+                f"{where}: unknown dtype '{self.dtype.data}' (expected one of {', '.join(DTYPES)})"
+            )
+        for label, dims in (("shape", self.shape_dims), ("hf shape", self.hf_dims or ())):
+            problem = _check_dims_text(tuple(dims))
+            if problem is not None:
+                raise VerifyException(f"{where}: {label}: {problem}")
+        has_src = self.hf is not None or self.gguf is not None
+        if self.tied_to is not None and has_src:
+            raise VerifyException(f"{where}: tied_to excludes an hf/gguf source")
+        if self.tied_to is None and not has_src:
+            raise VerifyException(f"{where}: has no source (hf, gguf or tied_to)")
+        if self.hf is None and (
+            self.hf_shape is not None or self.slice is not None or self.transpose is not None
+        ):
+            raise VerifyException(f"{where}: hf shape, slice and transpose need an hf source")
+        if self.tied_to is not None and self.tied_to.nested_references.data:
+            raise VerifyException(f"{where}: tied_to must be a flat symbol reference")
+        if self.hf is not None and ("{i}" in self.hf.data) != self.per_layer:
+            raise VerifyException(
+                f'{where}: hf name "{self.hf.data}" and the weight name must both contain '
+                "{i} or neither"
+            )
+        hf_dims = self.hf_dims
+        if self.slice is not None:
+            spec = self.slice.data
+            if len(spec) != 3 or not spec[0].data.isdigit():
+                raise VerifyException(f"{where}: slice must be (axis, start, stop)")
+            problem = _check_dims_text((spec[1].data, spec[2].data))
+            if problem is not None:
+                raise VerifyException(f"{where}: slice: {problem}")
+            if hf_dims is None:
+                raise VerifyException(f"{where}: slice needs the hf shape")
+            axis = int(spec[0].data)
+            if axis >= len(hf_dims):
+                raise VerifyException(
+                    f"{where}: slice axis {axis} is out of range for hf shape "
+                    f"{_dims_text(hf_dims)} (rank {len(hf_dims)})"
+                )
+        model = _enclosing_model(self)
+        if model is None:
+            return
+        info = _info(model)
+        for label, dims in (("shape", self.shape_dims), ("hf shape", hf_dims or ())):
+            for d in dims:
+                for s in sorted(dim_symbols(d)):
+                    if s not in info.symbols:
+                        raise VerifyException(
+                            f"{where}: {label} {_dims_text(dims)} uses symbol {s}, which is "
+                            f"not bound on {_model_ref(model)}"
+                        )
+        if self.tied_to is not None:
+            target_name = self.tied_to.root_reference.data
+            target = _lookup_weight(model, target_name)
+            if target is None:
+                raise VerifyException(
+                    f"{where}: tied_to {sym(target_name)} is not declared in {_model_ref(model)}"
+                )
+            if target.tied_to is not None:
+                raise VerifyException(
+                    f"{where}: tied_to {sym(target_name)}, which is itself tied to another weight"
+                )
+            if not _shapes_equal(self.shape_dims, target.shape_dims, info.symbols):
+                raise VerifyException(
+                    f"{where}: shape {_dims_text(self.shape_dims)} differs from the shape "
+                    f"{_dims_text(target.shape_dims)} of tied_to {sym(target_name)}"
+                )
+        if hf_dims is not None:
+            packed = list(hf_dims)
+            if self.slice is not None:
+                axis, start, stop = self.slice_spec or (0, "0", "0")
+                a = try_evaluate_dim(start, info.symbols)
+                b = try_evaluate_dim(stop, info.symbols)
+                n = try_evaluate_dim(hf_dims[axis], info.symbols)
+                if a is not None and b is not None:
+                    if not (0 <= a < b) or (n is not None and b > n):
+                        raise VerifyException(
+                            f"{where}: slice({axis}, {start}, {stop}) is empty or exceeds hf "
+                            f"dim {hf_dims[axis]}"
+                        )
+                    packed[axis] = str(b - a)
+                else:
+                    packed[axis] = f"({stop})-({start})"
+            if self.transpose is not None:
+                if len(packed) != 2:
+                    raise VerifyException(
+                        f"{where}: transpose needs a 2-D hf tensor, got rank {len(packed)}"
+                    )
+                packed.reverse()
+            if not _shapes_equal(self.shape_dims, packed, info.symbols):
+                raise VerifyException(
+                    f"{where}: hf shape {_dims_text(hf_dims)} with its slice/transpose does not "
+                    f"give the declared shape {_dims_text(self.shape_dims)}"
+                )
+        elif self.transpose is not None and len(self.shape_dims) != 2:
+            raise VerifyException(f"{where}: transpose needs a 2-D weight")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> WeightOp:
+        props: dict[str, Attribute] = {"sym_name": parser.parse_symbol_name()}
+        parser.parse_punctuation(":")
+        props["shape"] = _dims_attr(tuple(_parse_dim_list(parser)))
+        props["dtype"] = _str_attr(_parse_dtype(parser))
+        if parser.parse_optional_keyword("hf") is not None:
+            props["hf"] = StringAttr(parser.parse_str_literal(" (the HF tensor name)"))
+            if parser.parse_optional_punctuation("[") is not None:
+                dims = [parse_dim_expr(parser)]
+                while parser.parse_optional_punctuation(",") is not None:
+                    dims.append(parse_dim_expr(parser))
+                parser.parse_punctuation("]")
+                props["hf_shape"] = _dims_attr(tuple(dims))
+            if parser.parse_optional_keyword("slice") is not None:
+                parser.parse_punctuation("(")
+                axis = parser.parse_integer(allow_boolean=False, allow_negative=False)
+                parser.parse_punctuation(",")
+                start = parse_dim_expr(parser)
+                parser.parse_punctuation(",")
+                stop = parse_dim_expr(parser)
+                parser.parse_punctuation(")")
+                props["slice"] = ArrayAttr(
+                    [StringAttr(str(axis)), StringAttr(start), StringAttr(stop)]
+                )
+            if parser.parse_optional_keyword("transpose") is not None:
+                props["transpose"] = UnitAttr()
+        if parser.parse_optional_keyword("gguf") is not None:
+            props["gguf"] = StringAttr(parser.parse_str_literal(" (the GGUF tensor name)"))
+        if parser.parse_optional_keyword("tied_to") is not None:
+            props["tied_to"] = SymbolRefAttr(parser.parse_symbol_name())
+        attrs = _parse_extra_attrs(parser)
+        return cls.create(properties=props, attributes=attrs)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(" : " + _dims_text(self.shape_dims) + " " + self.dtype.data)
+        if self.hf is not None:
+            printer.print_string(" hf ")
+            printer.print_string_literal(self.hf.data)
+            if self.hf_shape is not None:
+                printer.print_string(" " + _dims_text(self.hf_dims or ()))
+            if self.slice is not None:
+                printer.print_string(" slice(" + ", ".join(d.data for d in self.slice.data) + ")")
+            if self.transpose is not None:
+                printer.print_string(" transpose")
+        if self.gguf is not None:
+            printer.print_string(" gguf ")
+            printer.print_string_literal(self.gguf.data)
+        if self.tied_to is not None:
+            printer.print_string(" tied_to ")
+            printer.print_symbol_name(self.tied_to.root_reference.data)
+        _print_extra_attrs(printer, self)
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _section_types(block: Block) -> tuple[Attribute, ...]:
+    return tuple(a.type for a in block.args)
+
+
+def _yield_types(section: Operation | None) -> tuple[Attribute, ...] | None:
+    if section is None or not section.regions[0].blocks:
+        return None
+    last = section.regions[0].block.last_op
+    if isinstance(last, YieldOp):
+        return tuple(v.type for v in last.operands)
+    return None
+
+
+def _types_text(types: Sequence[Attribute]) -> str:
+    return "(" + ", ".join(str(t) for t in types) + ")"
+
+
+def _verify_terminator(op: Operation, term: type[Operation]) -> None:
+    block = op.regions[0].block
+    if not isinstance(block.last_op, term):
+        raise VerifyException(f"{op.name}: must end with {term.name}")
+
+
+def _verify_args(op: Operation, prev: tuple[Attribute, ...] | None, prev_name: str) -> None:
+    args = _section_types(op.regions[0].block)
+    model = _enclosing_model(op)
+    if model is not None:
+        for i, t in enumerate(args):
+            _check_type_symbols(op.name, f"argument #{i} type", t, model)
+    expected = prev if prev is not None else ()
+    if args != expected:
+        raise VerifyException(
+            f"{op.name}: block argument types {_types_text(args)} do not match the types "
+            f"{_types_text(expected)} yielded by {prev_name}"
+        )
+
+
+def _parse_section_args(parser: Parser) -> list[Parser.Argument]:
+    if parser.parse_optional_punctuation("(") is None:
+        return []
+    if parser.parse_optional_punctuation(")") is not None:
+        return []
+    args = [parser.parse_argument()]
+    while parser.parse_optional_punctuation(",") is not None:
+        args.append(parser.parse_argument())
+    parser.parse_punctuation(")")
+    return args
+
+
+def _print_section_args(printer: Printer, block: Block) -> None:
+    if not block.args:
+        return
+    printer.print_string(" (")
+    for i, arg in enumerate(block.args):
+        if i:
+            printer.print_string(", ")
+        printer.print_ssa_value(arg)
+        printer.print_string(" : ")
+        printer.print_attribute(arg.type)
+    printer.print_string(")")
+
+
+def _print_section_region(printer: Printer, op: Operation) -> None:
+    _print_extra_attrs(printer, op)
+    printer.print_string(" ")
+    printer.print_region(op.regions[0], print_entry_block_args=False, print_empty_block=False)
+
+
+@irdl_op_definition
+class HeaderOp(IRDLOperation):
+    """The section that runs once before the layers (e.g. inputs and the embedding).
+
+    ``graph.header { %tok = graph.input "tokens" : ... ; graph.yield %x : ... }``
+
+    No block arguments; ends with ``graph.yield`` (the values the body receives).
+    """
+
+    name = "graph.header"
+
+    body = region_def("single_block")
+    traits = traits_def(HasParent(ModelOp), IsolatedFromAbove(), NoTerminator())
+
+    @staticmethod
+    def make() -> HeaderOp:
+        return HeaderOp.create(regions=[Region(Block())])
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+    def verify_(self) -> None:
+        if self.body.block.args:
+            raise VerifyException("graph.header: takes no block arguments")
+        _verify_terminator(self, YieldOp)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> HeaderOp:
+        attrs = _parse_extra_attrs(parser)
+        return cls.create(attributes=attrs, regions=[_single_block(parser.parse_region([]))])
+
+    def print(self, printer: Printer) -> None:
+        _print_section_region(printer, self)
+
+
+@irdl_op_definition
+class BodyOp(IRDLOperation):
+    """One transformer layer, repeated ``repeat`` times (a dim expression, e.g. ``L``).
+
+    ``graph.body repeat L (%x : !graph.tensor<[T, E], f32>) { ... graph.yield %y : ... }``
+
+    The block arguments are loop-carried: their types equal the header's yield types
+    and the body's own ``graph.yield`` types.  Per-layer weights (``layers.{i}.*``)
+    are used here, ``{i}`` being the layer index.
+    """
+
+    name = "graph.body"
+
+    repeat = prop_def(StringAttr)
+    body = region_def("single_block")
+    traits = traits_def(HasParent(ModelOp), IsolatedFromAbove(), NoTerminator())
+
+    @staticmethod
+    def make(repeat: str, arg_types: Sequence[TensorType]) -> BodyOp:
+        return BodyOp.create(
+            properties={"repeat": StringAttr(normalize_dim(repeat))},
+            regions=[Region(Block(arg_types=arg_types))],
+        )
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+    def verify_(self) -> None:
+        _verify_terminator(self, YieldOp)
+        rep = self.repeat.data
+        problem = _check_dims_text((rep,))
+        if problem is not None:
+            raise VerifyException(f"graph.body: repeat: {problem}")
+        model = _enclosing_model(self)
+        if model is not None:
+            info = _info(model)
+            unbound = sorted(s for s in dim_symbols(rep) if s not in info.symbols)
+            if unbound:
+                raise VerifyException(
+                    f"graph.body: repeat {rep} uses symbol {unbound[0]}, which is not bound on "
+                    f"{_model_ref(model)}"
+                )
+            n = try_evaluate_dim(rep, info.symbols)
+            if n is None or n <= 0:
+                raise VerifyException(f"graph.body: repeat {rep} must evaluate to a positive count")
+            header = model.sections()[0]
+            _verify_args(self, _yield_types(header), "graph.header")
+        args = _section_types(self.body.block)
+        yielded = _yield_types(self) or ()
+        if args != yielded:
+            raise VerifyException(
+                f"graph.body: loop-carried block argument types {_types_text(args)} differ "
+                f"from its graph.yield types {_types_text(yielded)}"
+            )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> BodyOp:
+        parser.parse_keyword("repeat")
+        repeat = parse_dim_expr(parser)
+        args = _parse_section_args(parser)
+        attrs = _parse_extra_attrs(parser)
+        region = _single_block(parser.parse_region(args))
+        return cls.create(
+            properties={"repeat": StringAttr(repeat)}, attributes=attrs, regions=[region]
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" repeat " + self.repeat.data)
+        _print_section_args(printer, self.body.block)
+        _print_section_region(printer, self)
+
+
+@irdl_op_definition
+class FooterOp(IRDLOperation):
+    """The section after the layers (final norm, LM head, loss); ends with ``graph.output``.
+
+    ``graph.footer (%x : !graph.tensor<[T, E], f32>) { ... graph.output %logits : ... }``
+
+    Its block argument types equal the body's yield types (the header's if there is
+    no body).
+    """
+
+    name = "graph.footer"
+
+    body = region_def("single_block")
+    traits = traits_def(HasParent(ModelOp), IsolatedFromAbove(), NoTerminator())
+
+    @staticmethod
+    def make(arg_types: Sequence[TensorType]) -> FooterOp:
+        return FooterOp.create(regions=[Region(Block(arg_types=arg_types))])
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+    def verify_(self) -> None:
+        _verify_terminator(self, OutputOp)
+        model = _enclosing_model(self)
+        if model is not None:
+            header, body, _ = model.sections()
+            if body is not None:
+                _verify_args(self, _yield_types(body), "graph.body")
+            else:
+                _verify_args(self, _yield_types(header), "graph.header")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> FooterOp:
+        args = _parse_section_args(parser)
+        attrs = _parse_extra_attrs(parser)
+        region = _single_block(parser.parse_region(args))
+        return cls.create(attributes=attrs, regions=[region])
+
+    def print(self, printer: Printer) -> None:
+        _print_section_args(printer, self.body.block)
+        _print_section_region(printer, self)
+
+
+# --------------------------------------------------------------------------- io / terminators
+
+
+@irdl_op_definition
+class InputOp(IRDLOperation):
+    """A named runtime input: ``%tok = graph.input "tokens" : !graph.tensor<[T], i32>``.
+
+    Input names are unique within a model.
+    """
+
+    name = "graph.input"
+
+    input_name = prop_def(StringAttr)
+    result = result_def(TensorType)
+    traits = traits_def(HasParent(HeaderOp, BodyOp, FooterOp))
+
+    @staticmethod
+    def make(name: str, type: TensorType) -> InputOp:
+        return InputOp.create(properties={"input_name": StringAttr(name)}, result_types=[type])
+
+    def verify_(self) -> None:
+        name = self.input_name.data
+        if not name:
+            raise VerifyException("graph.input: the input name is empty")
+        model = _enclosing_model(self)
+        if model is not None:
+            _check_type_symbols(f'graph.input "{name}"', "type", self.result.type, model)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> InputOp:
+        name = parser.parse_str_literal(" (the input name)")
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        ty = parser.parse_type()
+        return cls.create(
+            properties={"input_name": StringAttr(name)}, attributes=attrs, result_types=[ty]
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.input_name.data)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+
+def _parse_values_with_types(parser: Parser) -> tuple[list[SSAValue], dict[str, Attribute]]:
+    start = parser.pos
+    unresolved = parser.parse_optional_undelimited_comma_separated_list(
+        parser.parse_optional_unresolved_operand, parser.parse_unresolved_operand
+    )
+    attrs = parser.parse_optional_attr_dict()
+    if unresolved is None:
+        return [], attrs
+    parser.parse_punctuation(":")
+    types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+    return list(parser.resolve_operands(unresolved, types, start)), attrs
+
+
+def _print_values_with_types(printer: Printer, op: Operation) -> None:
+    if op.operands:
+        printer.print_string(" ")
+        printer.print_list(op.operands, printer.print_operand)
+    printer.print_op_attributes(op.attributes)
+    if op.operands:
+        printer.print_string(" : ")
+        printer.print_list(op.operand_types, printer.print_attribute)
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Terminator of ``graph.header`` / ``graph.body``: the values passed on.
+
+    ``graph.yield %x : !graph.tensor<[T, E], f32>``
+    """
+
+    name = "graph.yield"
+
+    values = var_operand_def(TensorType)
+    traits = traits_def(IsTerminator(), HasParent(HeaderOp, BodyOp))
+
+    @staticmethod
+    def make(values: Sequence[SSAValue]) -> YieldOp:
+        return YieldOp.create(operands=list(values))
+
+    @classmethod
+    def parse(cls, parser: Parser) -> YieldOp:
+        values, attrs = _parse_values_with_types(parser)
+        return cls.create(operands=values, attributes=attrs)
+
+    def print(self, printer: Printer) -> None:
+        _print_values_with_types(printer, self)
+
+
+@irdl_op_definition
+class OutputOp(IRDLOperation):
+    """Terminator of ``graph.footer``: the model's outputs (logits, loss).
+
+    ``graph.output %logits : !graph.tensor<[T, V], f32>``
+    """
+
+    name = "graph.output"
+
+    values = var_operand_def(TensorType)
+    traits = traits_def(IsTerminator(), HasParent(FooterOp))
+
+    @staticmethod
+    def make(values: Sequence[SSAValue]) -> OutputOp:
+        return OutputOp.create(operands=list(values))
+
+    def verify_(self) -> None:
+        if not self.values:
+            raise VerifyException("graph.output: needs at least one value")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> OutputOp:
+        values, attrs = _parse_values_with_types(parser)
+        return cls.create(operands=values, attributes=attrs)
+
+    def print(self, printer: Printer) -> None:
+        _print_values_with_types(printer, self)
+
+
+# --------------------------------------------------------------------------- compute ops
+
+
+class ComputeOp(IRDLOperation):
+    """Base of the abstract compute ops (not an op itself).
+
+    Syntax: ``%y = graph.<kind> %a, %b {weights = [@w, ...], <props>, when = [...]}
+    : (<operand types>) -> <result type(s)>``.  ``weights`` is omitted when empty.
+    """
+
+    NUM_INPUTS: ClassVar[int] = 1
+    NUM_OUTPUTS: ClassVar[int] = 1
+    WEIGHT_COUNTS: ClassVar[tuple[int, ...]] = (0,)
+    PROP_ORDER: ClassVar[tuple[str, ...]] = ()
+    DIM_PROPS: ClassVar[tuple[str, ...]] = ()
+
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(TensorType)
+    weights = prop_def(ArrayAttr[SymbolRefAttr])
+    when = opt_prop_def(ArrayAttr[StringAttr])
+
+    @property
+    def weight_names(self) -> tuple[str, ...]:
+        """The referenced weights' names, in order (e.g. ``("layers.{i}.wq",)``)."""
+        return tuple(w.root_reference.data for w in self.weights.data)
+
+    @property
+    def modes(self) -> tuple[str, ...] | None:
+        """The ``when`` guard (``("prefill", "decode")``), or None: all modes."""
+        if self.when is None:
+            return None
+        return tuple(m.data for m in self.when.data)
+
+    # -- verification -------------------------------------------------------
+
+    def verify_(self) -> None:
+        where = self.name
+        n_in, n_out = len(self.inputs), len(self.outputs)
+        if n_in != self.NUM_INPUTS:
+            raise VerifyException(
+                f"{where}: expects {self.NUM_INPUTS} operand(s), got {n_in}"
+            )
+        if n_out != self.NUM_OUTPUTS:
+            raise VerifyException(
+                f"{where}: expects {self.NUM_OUTPUTS} result(s), got {n_out}"
+            )
+        n_w = len(self.weights.data)
+        if n_w not in self.WEIGHT_COUNTS:
+            counts = " or ".join(str(c) for c in self.WEIGHT_COUNTS)
+            raise VerifyException(f"{where}: expects {counts} weight(s), got {n_w}")
+        if self.when is not None:
+            modes = [m.data for m in self.when.data]
+            if not modes:
+                raise VerifyException(f"{where}: when = [] guards the op out of every mode")
+            for m in modes:
+                if m not in _MODE_SET:
+                    raise VerifyException(
+                        f"{where}: unknown mode '{m}' in when (expected prefill, decode, "
+                        "backward)"
+                    )
+            if len(set(modes)) != len(modes):
+                raise VerifyException(f"{where}: duplicate mode in when")
+        for p in self.DIM_PROPS:
+            attr = self.properties.get(p)
+            if isinstance(attr, StringAttr):
+                problem = _check_dims_text((attr.data,))
+                if problem is not None:
+                    raise VerifyException(f"{where}: {p}: {problem}")
+        model = _enclosing_model(self)
+        if model is None:
+            # detached or in transit through a lowering pass: only local checks
+            self._verify_kind([None] * n_w, {})
+            return
+        info = _info(model)
+        in_body = isinstance(self.parent_op(), BodyOp)
+        weights: list[WeightOp | None] = []
+        for ref in self.weights.data:
+            name = ref.root_reference.data
+            if ref.nested_references.data:
+                raise VerifyException(f"{where}: weight {ref} must be a flat symbol reference")
+            w = _lookup_weight(model, name)
+            if w is None:
+                raise VerifyException(
+                    f"{where}: weight {sym(name)} is not declared in {_model_ref(model)}"
+                )
+            if w.per_layer and not in_body:
+                raise VerifyException(
+                    f"{where}: per-layer weight {sym(name)} is used outside graph.body"
+                )
+            weights.append(w)
+        for i, r in enumerate(self.outputs):
+            _check_type_symbols(where, f"result #{i} type", r.type, model)
+        for p in self.DIM_PROPS:
+            attr = self.properties.get(p)
+            if isinstance(attr, StringAttr):
+                for s in sorted(dim_symbols(attr.data)):
+                    if s not in info.symbols:
+                        raise VerifyException(
+                            f"{where}: {p} = {attr.data} uses symbol {s}, which is not bound on "
+                            f"{_model_ref(model)}"
+                        )
+        self._verify_kind(weights, info.symbols)
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        """Op-specific checks; ``weights`` entries are None outside a model."""
+
+    # helpers for _verify_kind
+    def _in_type(self, i: int) -> TensorType:
+        t = self.inputs[i].type
+        assert isinstance(t, TensorType)
+        return t
+
+    def _out_type(self, i: int) -> TensorType:
+        t = self.outputs[i].type
+        assert isinstance(t, TensorType)
+        return t
+
+    def _same_type(self, what: str, a: Attribute, b: Attribute) -> None:
+        if a != b:
+            raise VerifyException(f"{self.name}: {what} have different types: {a} vs {b}")
+
+    def _weight_dim(
+        self,
+        w: WeightOp | None,
+        axis: int,
+        dim: str,
+        what: str,
+        symbols: Mapping[str, int],
+    ) -> None:
+        if w is None:
+            return
+        dims = w.shape_dims
+        wref = f"weight {sym(w.weight_name)} {_dims_text(dims)}"
+        if axis >= len(dims):
+            raise VerifyException(f"{self.name}: {wref} has no dim {axis}")
+        if not _dims_equal(dims[axis], dim, symbols):
+            raise VerifyException(
+                f"{self.name}: {what} is {dim} but dim {axis} of {wref} is {dims[axis]}"
+            )
+
+    def _vector_weight(
+        self, w: WeightOp | None, dim: str, symbols: Mapping[str, int], role: str
+    ) -> None:
+        if w is None:
+            return
+        if not _shapes_equal(w.shape_dims, (dim,), symbols):
+            raise VerifyException(
+                f"{self.name}: {role} {sym(w.weight_name)} has shape {_dims_text(w.shape_dims)}, "
+                f"expected [{dim}]"
+            )
+
+    def _last(self, t: TensorType, what: str) -> str:
+        if not t.dims:
+            raise VerifyException(f"{self.name}: {what} {t} must have rank >= 1")
+        return t.dims[-1]
+
+    # -- custom syntax --------------------------------------------------------
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ComputeOp:
+        start = parser.pos
+        unresolved = (
+            parser.parse_optional_undelimited_comma_separated_list(
+                parser.parse_optional_unresolved_operand, parser.parse_unresolved_operand
+            )
+            or []
+        )
+        entries = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        ftype = parser.parse_function_type()
+        operands = parser.resolve_operands(unresolved, ftype.inputs.data, start)
+        prop_names = cls.get_irdl_definition().properties
+        props: dict[str, Attribute] = {}
+        attrs: dict[str, Attribute] = {}
+        for k, v in entries.items():
+            if k in prop_names:
+                props[k] = v
+            else:
+                attrs[k] = v
+        if "weights" not in props:
+            props["weights"] = _EMPTY_ARRAY
+        return cls.create(
+            operands=operands,
+            result_types=ftype.outputs.data,
+            properties=props,
+            attributes=attrs,
+        )
+
+    def print(self, printer: Printer) -> None:
+        if self.operands:
+            printer.print_string(" ")
+            printer.print_list(self.operands, printer.print_operand)
+        entries: dict[str, Attribute] = {}
+        props = self.properties
+        w = props.get("weights")
+        if w is not None and not (isinstance(w, ArrayAttr) and not w.data):
+            entries["weights"] = w
+        for k in self.PROP_ORDER:
+            if k in props:
+                entries[k] = props[k]
+        if "when" in props:
+            entries["when"] = props["when"]
+        for k, v in props.items():
+            if k not in entries and k != "weights":
+                entries[k] = v
+        entries.update(self.attributes)
+        if entries:
+            printer.print_string(" ")
+            printer.print_attr_dict(entries)
+        printer.print_string(" : ")
+        printer.print_function_type(self.operand_types, self.result_types)
+
+
+_EMPTY_ARRAY: ArrayAttr[SymbolRefAttr] = ArrayAttr(())
+
+
+def _check_eps(op: ComputeOp) -> None:
+    eps = op.properties.get("eps")
+    if isinstance(eps, FloatAttr) and not eps.value.data > 0:
+        raise VerifyException(f"{op.name}: eps = {eps.value.data} must be positive")
+
+
+def _check_heads(op: ComputeOp, symbols: Mapping[str, int]) -> None:
+    heads = op.properties.get("heads")
+    kv = op.properties.get("kv_heads")
+    if not (isinstance(heads, StringAttr) and isinstance(kv, StringAttr)):
+        return
+    h = try_evaluate_dim(heads.data, symbols)
+    k = try_evaluate_dim(kv.data, symbols)
+    if h is not None and k is not None and (k <= 0 or h % k):
+        raise VerifyException(
+            f"{op.name}: heads = {heads.data} ({h}) is not a multiple of kv_heads = "
+            f"{kv.data} ({k})"
+        )
+
+
+@irdl_op_definition
+class EmbedOp(ComputeOp):
+    """Token embedding lookup: ``tokens [T] i32 -> x [T, E]``; weights ``[table [V, E]]``.
+
+    ``%x = graph.embed %tok {weights = [@embed]} : (!graph.tensor<[T], i32>)
+    -> !graph.tensor<[T, E], f32>``
+    """
+
+    name = "graph.embed"
+    WEIGHT_COUNTS: ClassVar[tuple[int, ...]] = (1,)
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        t = self._in_type(0)
+        if t.dtype_name not in ("i32", "i64"):
+            raise VerifyException(f"graph.embed: token ids must be i32, got {t}")
+        out = self._last(self._out_type(0), "result")
+        self._weight_dim(weights[0], 1, out, "the result's last dim", symbols)
+
+
+@irdl_op_definition
+class PosEmbedOp(ComputeOp):
+    """Learned positions added to x: ``x + wpe[pos]``; weights ``[wpe [C, E]]``.
+
+    ``%x1 = graph.pos_embed %x {weights = [@wpe]} : (!graph.tensor<[T, E], f32>)
+    -> !graph.tensor<[T, E], f32>``
+    """
+
+    name = "graph.pos_embed"
+    WEIGHT_COUNTS: ClassVar[tuple[int, ...]] = (1,)
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        self._same_type("operand and result", self._in_type(0), self._out_type(0))
+        last = self._last(self._in_type(0), "operand")
+        self._weight_dim(weights[0], 1, last, "the operand's last dim", symbols)
+
+
+@irdl_op_definition
+class RMSNormOp(ComputeOp):
+    """RMS normalization over the last dim; weights ``[gamma [E]]``; ``eps`` (f64).
+
+    ``%h = graph.rmsnorm %x {weights = [@"layers.{i}.attn_norm"], eps = 1.0e-05 : f64}
+    : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>``
+    """
+
+    name = "graph.rmsnorm"
+    WEIGHT_COUNTS: ClassVar[tuple[int, ...]] = (1,)
+    PROP_ORDER: ClassVar[tuple[str, ...]] = ("eps",)
+
+    eps = prop_def(FloatAttr)
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        _check_eps(self)
+        self._same_type("operand and result", self._in_type(0), self._out_type(0))
+        last = self._last(self._in_type(0), "operand")
+        self._vector_weight(weights[0], last, symbols, "gamma")
+
+
+@irdl_op_definition
+class LayerNormOp(ComputeOp):
+    """Layer normalization over the last dim; weights ``[gamma [E], beta [E]]``; ``eps``.
+
+    ``%h = graph.layernorm %x {weights = [@"layers.{i}.ln1.g", @"layers.{i}.ln1.b"],
+    eps = 1.0e-05 : f64} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>``
+    """
+
+    name = "graph.layernorm"
+    WEIGHT_COUNTS: ClassVar[tuple[int, ...]] = (2,)
+    PROP_ORDER: ClassVar[tuple[str, ...]] = ("eps",)
+
+    eps = prop_def(FloatAttr)
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        _check_eps(self)
+        self._same_type("operand and result", self._in_type(0), self._out_type(0))
+        last = self._last(self._in_type(0), "operand")
+        self._vector_weight(weights[0], last, symbols, "gamma")
+        self._vector_weight(weights[1], last, symbols, "beta")
+
+
+@irdl_op_definition
+class LinearOp(ComputeOp):
+    """``y = x @ W^T (+ b)``; weights ``[w [N, K]]`` or ``[w [N, K], b [N]]``.
+
+    ``%q = graph.linear %h {weights = [@"layers.{i}.wq"]} : (!graph.tensor<[T, E], f32>)
+    -> !graph.tensor<[T, E], f32>``
+    """
+
+    name = "graph.linear"
+    WEIGHT_COUNTS: ClassVar[tuple[int, ...]] = (1, 2)
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        tin, tout = self._in_type(0), self._out_type(0)
+        k = self._last(tin, "operand")
+        n = self._last(tout, "result")
+        if not _shapes_equal(tin.dims[:-1], tout.dims[:-1], symbols):
+            raise VerifyException(
+                f"graph.linear: leading dims of operand {tin} and result {tout} differ"
+            )
+        self._weight_dim(weights[0], 0, n, "the result's last dim", symbols)
+        self._weight_dim(weights[0], 1, k, "the operand's last dim", symbols)
+        if len(weights) == 2:
+            self._vector_weight(weights[1], n, symbols, "bias")
+
+
+@irdl_op_definition
+class RopeOp(ComputeOp):
+    """Rotary position embedding of q and k: ``q, k -> q', k'``.
+
+    ``%q2, %k2 = graph.rope %q, %k {theta = 1.0e+04 : f64, heads = "H", kv_heads = "KV",
+    head_dim = "D"} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>)
+    -> (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>)``
+    """
+
+    name = "graph.rope"
+    NUM_INPUTS: ClassVar[int] = 2
+    NUM_OUTPUTS: ClassVar[int] = 2
+    PROP_ORDER: ClassVar[tuple[str, ...]] = ("theta", "heads", "kv_heads", "head_dim")
+    DIM_PROPS: ClassVar[tuple[str, ...]] = ("heads", "kv_heads", "head_dim")
+
+    theta = prop_def(FloatAttr)
+    heads = prop_def(StringAttr)
+    kv_heads = prop_def(StringAttr)
+    head_dim = prop_def(StringAttr)
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        theta = self.theta.value.data
+        if not theta > 0:
+            raise VerifyException(f"graph.rope: theta = {theta} must be positive")
+        self._same_type("q and its result", self._in_type(0), self._out_type(0))
+        self._same_type("k and its result", self._in_type(1), self._out_type(1))
+        _check_heads(self, symbols)
+
+
+@irdl_op_definition
+class AttentionOp(ComputeOp):
+    """Scaled dot-product attention (MHA or GQA) with the KV cache: ``q, k, v -> o``.
+
+    ``%o = graph.attention %q, %k, %v {heads = "H", kv_heads = "KV", head_dim = "D",
+    causal} : (...) -> !graph.tensor<[T, H*D], f32>``
+    """
+
+    name = "graph.attention"
+    NUM_INPUTS: ClassVar[int] = 3
+    PROP_ORDER: ClassVar[tuple[str, ...]] = ("heads", "kv_heads", "head_dim", "causal")
+    DIM_PROPS: ClassVar[tuple[str, ...]] = ("heads", "kv_heads", "head_dim")
+
+    heads = prop_def(StringAttr)
+    kv_heads = prop_def(StringAttr)
+    head_dim = prop_def(StringAttr)
+    causal = opt_prop_def(UnitAttr)
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        self._same_type("q and the result", self._in_type(0), self._out_type(0))
+        self._same_type("k and v", self._in_type(1), self._in_type(2))
+        _check_heads(self, symbols)
+
+
+class _BinarySameType(ComputeOp):
+    NUM_INPUTS: ClassVar[int] = 2
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        self._same_type("operands", self._in_type(0), self._in_type(1))
+        self._same_type("operand and result", self._in_type(0), self._out_type(0))
+
+
+@irdl_op_definition
+class SwiGLUOp(_BinarySameType):
+    """``silu(gate) * up`` (element-wise): ``gate, up -> y``, all of one type.
+
+    ``%a = graph.swiglu %g, %u : (!graph.tensor<[T, I], f32>, !graph.tensor<[T, I], f32>)
+    -> !graph.tensor<[T, I], f32>``
+    """
+
+    name = "graph.swiglu"
+
+
+@irdl_op_definition
+class AddOp(_BinarySameType):
+    """Element-wise add, used for explicit residuals: ``a, b -> a + b``.
+
+    ``%x2 = graph.add %x, %o : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>)
+    -> !graph.tensor<[T, E], f32>``
+    """
+
+    name = "graph.add"
+
+
+class _Unary(ComputeOp):
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        self._same_type("operand and result", self._in_type(0), self._out_type(0))
+
+
+@irdl_op_definition
+class GeluOp(_Unary):
+    """GELU activation; ``approximate`` is ``"tanh"`` or ``"none"`` (erf).
+
+    ``%a = graph.gelu %h {approximate = "tanh"} : (!graph.tensor<[T, I], f32>)
+    -> !graph.tensor<[T, I], f32>``
+    """
+
+    name = "graph.gelu"
+    PROP_ORDER: ClassVar[tuple[str, ...]] = ("approximate",)
+
+    approximate = prop_def(StringAttr)
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        if self.approximate.data not in ("tanh", "none"):
+            raise VerifyException(
+                f"graph.gelu: approximate = \"{self.approximate.data}\" must be \"tanh\" or "
+                "\"none\""
+            )
+        super()._verify_kind(weights, symbols)
+
+
+@irdl_op_definition
+class ReluOp(_Unary):
+    """ReLU activation, with optional schedule hints.
+
+    ``%r = graph.relu %h : (!graph.tensor<[T, I], f32>) -> !graph.tensor<[T, I], f32>``
+    """
+
+    name = "graph.relu"
+    PROP_ORDER: ClassVar[tuple[str, ...]] = ("schedule",)
+
+    schedule = opt_prop_def(ScheduleAttr)
+
+
+@irdl_op_definition
+class SoftmaxOp(_Unary):
+    """Softmax over the last dim.
+
+    ``%p = graph.softmax %l : (!graph.tensor<[T, V], f32>) -> !graph.tensor<[T, V], f32>``
+    """
+
+    name = "graph.softmax"
+
+
+@irdl_op_definition
+class LMHeadOp(ComputeOp):
+    """Projection to vocabulary logits: ``x [T, E] -> logits [T, V]``; weights ``[w [V, E]]``.
+
+    ``%logits = graph.lm_head %h {weights = [@lm_head]} : (!graph.tensor<[T, E], f32>)
+    -> !graph.tensor<[T, V], f32>``
+    """
+
+    name = "graph.lm_head"
+    WEIGHT_COUNTS: ClassVar[tuple[int, ...]] = (1,)
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        k = self._last(self._in_type(0), "operand")
+        n = self._last(self._out_type(0), "result")
+        self._weight_dim(weights[0], 0, n, "the result's last dim", symbols)
+        self._weight_dim(weights[0], 1, k, "the operand's last dim", symbols)
+
+
+@irdl_op_definition
+class CrossEntropyOp(ComputeOp):
+    """Mean cross-entropy loss of logits against integer targets: ``logits, targets -> loss``.
+
+    ``%loss = graph.cross_entropy %logits, %tgt : (!graph.tensor<[T, V], f32>,
+    !graph.tensor<[T], i32>) -> !graph.tensor<[1], f32>``
+    """
+
+    name = "graph.cross_entropy"
+    NUM_INPUTS: ClassVar[int] = 2
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        t = self._in_type(1)
+        if t.dtype_name not in ("i32", "i64"):
+            raise VerifyException(f"graph.cross_entropy: targets must be i32, got {t}")
+
+
+class _MatmulLike(ComputeOp):
+    NUM_INPUTS: ClassVar[int] = 2
+    PROP_ORDER: ClassVar[tuple[str, ...]] = ("schedule",)
+
+    schedule = opt_prop_def(ScheduleAttr)
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        a, b, c = self._in_type(0), self._in_type(1), self._out_type(0)
+        if len(b.dims) != 2 or not a.dims or not c.dims:
+            raise VerifyException(
+                f"{self.name}: expects a [.., K] x b [K, N] -> c [.., N], got {a}, {b} -> {c}"
+            )
+        if not _dims_equal(a.dims[-1], b.dims[0], symbols):
+            raise VerifyException(
+                f"{self.name}: inner dims differ: {a.dims[-1]} (a) vs {b.dims[0]} (b)"
+            )
+        expected = (*a.dims[:-1], b.dims[1])
+        if not _shapes_equal(c.dims, expected, symbols):
+            raise VerifyException(
+                f"{self.name}: result shape {_dims_text(c.dims)}, expected "
+                f"{_dims_text(expected)}"
+            )
+
+
+@irdl_op_definition
+class MatmulOp(_MatmulLike):
+    """Matrix product of two activations, with optional schedule hints.
+
+    ``%c = graph.matmul %a, %b {schedule = #graph.schedule<tile_m = 8, vectorize = 8>}
+    : (!graph.tensor<[M, K], f32>, !graph.tensor<[K, N], f32>) -> !graph.tensor<[M, N], f32>``
+    """
+
+    name = "graph.matmul"
+
+
+@irdl_op_definition
+class FusedMatmulReluOp(_MatmulLike):
+    """``relu(a @ b)`` as one op (what a fusion pass produces), with optional schedule.
+
+    ``%c = graph.fused_matmul_relu %a, %b : (!graph.tensor<[M, K], f32>,
+    !graph.tensor<[K, N], f32>) -> !graph.tensor<[M, N], f32>``
+    """
+
+    name = "graph.fused_matmul_relu"
+
+
+#: compute op kind -> op class
+COMPUTE_OPS: dict[str, type[ComputeOp]] = {
+    "embed": EmbedOp,
+    "pos_embed": PosEmbedOp,
+    "rmsnorm": RMSNormOp,
+    "layernorm": LayerNormOp,
+    "linear": LinearOp,
+    "rope": RopeOp,
+    "attention": AttentionOp,
+    "swiglu": SwiGLUOp,
+    "gelu": GeluOp,
+    "relu": ReluOp,
+    "add": AddOp,
+    "lm_head": LMHeadOp,
+    "cross_entropy": CrossEntropyOp,
+    "matmul": MatmulOp,
+    "fused_matmul_relu": FusedMatmulReluOp,
+    "softmax": SoftmaxOp,
+}
+#: all compute op classes, for ``isinstance`` checks
+COMPUTE_OP_TYPES: tuple[type[ComputeOp], ...] = tuple(COMPUTE_OPS.values())
+
+for _kind, _cls in COMPUTE_OPS.items():
+    # set after irdl_op_definition: IRDL only accepts upper-case class constants
+    _cls.kind = _kind  # type: ignore[attr-defined]
+ComputeOp.kind = ""  # type: ignore[attr-defined]
+
+
+def _to_prop(
+    cls: type[ComputeOp], key: str, value: Attribute | float | int | str | bool
+) -> Attribute:
+    if isinstance(value, Attribute):
+        return value
+    if isinstance(value, bool):
+        if not value:
+            raise ValueError(f"{cls.name}: pass a false flag by omitting '{key}'")
+        return UnitAttr()
+    if key in cls.DIM_PROPS:
+        return StringAttr(normalize_dim(value))
+    if isinstance(value, float) or key in ("eps", "theta"):
+        return FloatAttr(float(value), f64)
+    if isinstance(value, str):
+        return StringAttr(value)
+    raise ValueError(f"{cls.name}: cannot make property '{key}' from {value!r}")
+
+
+def compute_op(
+    kind: str,
+    inputs: Sequence[SSAValue],
+    result_types: Sequence[TensorType],
+    *,
+    weights: Sequence[str] = (),
+    attrs: Mapping[str, Attribute] | None = None,
+    when: Sequence[str] | None = None,
+) -> ComputeOp:
+    """Build a compute op of ``kind`` (a key of :data:`COMPUTE_OPS`).
+
+    ``attrs`` are the op-specific properties (``eps``, ``theta``, ``heads``, ...);
+    Attributes are used as given, Python values are converted (float -> f64
+    ``FloatAttr``, dim props -> canonical ``StringAttr``, ``True`` -> ``UnitAttr``).
+    """
+    cls = COMPUTE_OPS.get(kind)
+    if cls is None:
+        raise ValueError(f"unknown graph compute op '{kind}'")
+    props: dict[str, Attribute] = {
+        "weights": ArrayAttr(tuple(SymbolRefAttr(w) for w in weights)) if weights else _EMPTY_ARRAY
+    }
+    for k, v in (attrs or {}).items():
+        props[k] = _to_prop(cls, k, v)
+    if when is not None:
+        props["when"] = ArrayAttr(tuple(StringAttr(m) for m in when))
+    return cls.create(operands=list(inputs), result_types=list(result_types), properties=props)
+
+
+Graph = Dialect(
+    "graph",
+    [
+        ModelOp,
+        WeightOp,
+        HeaderOp,
+        BodyOp,
+        FooterOp,
+        InputOp,
+        YieldOp,
+        OutputOp,
+        *COMPUTE_OPS.values(),
+    ],
+    [TensorType, ScheduleAttr],
+)
+
