@@ -86,7 +86,7 @@ class LoweringContext:
 
     def weight_buffer(self, op: Operation, index: int) -> str:
         """The global buffer of the op's ``index``-th weight, tied weights resolved."""
-        assert isinstance(op, g.COMPUTE_OP_TYPES)
+        assert isinstance(op, g.ComputeOp)
         name = op.weight_names[index]
         _, layer = self.scopes.get(op, ("", None))
         return weight_buffer_name(self.model, name, layer)

@@ -165,7 +165,7 @@ class _Cloner:
                     shape, dtype, _, _ = self.specs[name]
                     self.specs[name] = (shape, dtype, "io", "output")
                 return []
-            elif isinstance(op, g.COMPUTE_OP_TYPES):
+            elif isinstance(op, g.ComputeOp):
                 self._clone(op, mapping, scope, layer)
             else:
                 raise CkirError(f"graph {scope}: cannot lower '{op.name}'")
@@ -182,7 +182,7 @@ class _Cloner:
     def _clone(
         self, op: Operation, mapping: dict[SSAValue, SSAValue], scope: str, layer: int | None
     ) -> None:
-        assert isinstance(op, g.COMPUTE_OP_TYPES)
+        assert isinstance(op, g.ComputeOp)
         modes = op.modes
         if modes is not None and self.ctx.mode not in modes:
             for r in op.results:

@@ -81,7 +81,7 @@ class GraphOpLowering(RewritePattern):
 
     # -- the default lowering: one call ------------------------------------------
     def lower(self, op: Operation) -> list[Operation]:
-        assert isinstance(op, g.COMPUTE_OP_TYPES)
+        assert isinstance(op, g.ComputeOp)
         ctx = self.ctx
         updated = set(self.inplace.values())
         ins = [ctx.buffer(v) for k, v in enumerate(op.operands) if k not in updated]

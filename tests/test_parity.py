@@ -1,0 +1,220 @@
+"""Parity of generated C with HF transformers (PyTorch CPU) on tiny random checkpoints.
+
+Oracles: HF forward for prefill logits; HF with its KV cache for decode steps.
+Tolerance (fp32): max |ckir - hf| <= 1e-4 * max |hf logit|.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import ckir  # noqa: E402
+from ckir.errors import CkirError  # noqa: E402
+from ckir.zoo import make_tiny_model  # noqa: E402
+
+ARCHS = {
+    "llama": {"arch": "llama"},
+    "mistral": {"arch": "mistral"},
+    "qwen2_tied": {"arch": "qwen2", "tied": True},
+    "qwen2_untied": {"arch": "qwen2", "tied": False},
+    "gpt2": {"arch": "gpt2"},
+}
+MAX_CONTEXT = 64
+REL_TOL = 1e-4
+
+
+@pytest.fixture(scope="session")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("parity_models")
+    out: dict[str, Path] = {}
+    for key, spec in ARCHS.items():
+        spec = dict(spec)
+        arch = spec.pop("arch")
+        out[key] = make_tiny_model(arch, root / key, seed=7, **spec)
+    return out
+
+
+@pytest.fixture(scope="session")
+def builds(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("parity_builds")
+    models = {
+        key: ckir.compile(path, root / key, max_context=MAX_CONTEXT)
+        for key, path in checkpoints.items()
+    }
+    yield models
+    for m in models.values():
+        m.close()
+
+
+def hf_model(path: Path):
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
+    model.eval()
+    return model
+
+
+def assert_close(ours: np.ndarray, ref: np.ndarray, what: str) -> None:
+    scale = float(np.abs(ref).max())
+    err = float(np.abs(ours - ref).max())
+    assert err <= REL_TOL * scale, f"{what}: max abs error {err:.3g} > {REL_TOL} * {scale:.3g}"
+
+
+@pytest.mark.parametrize("key", list(ARCHS))
+def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
+    rng = np.random.default_rng(1)
+    model = builds[key]
+    tokens = rng.integers(0, model.vocab_size, size=11)
+    model.reset()
+    ours = model.prefill(tokens)
+    with torch.no_grad():
+        ref = hf_model(checkpoints[key])(torch.tensor(tokens[None, :])).logits[0].numpy()
+    assert ours.shape == ref.shape
+    assert_close(ours, ref, f"{key} prefill")
+
+
+@pytest.mark.parametrize("key", list(ARCHS))
+def test_decode_with_kv_cache_matches_hf(key: str, checkpoints, builds) -> None:
+    rng = np.random.default_rng(2)
+    model = builds[key]
+    hf = hf_model(checkpoints[key])
+    prompt = rng.integers(0, model.vocab_size, size=5)
+    steps = rng.integers(0, model.vocab_size, size=8)
+    model.reset()
+    model.prefill(prompt)
+    with torch.no_grad():
+        out = hf(torch.tensor(prompt[None, :]), use_cache=True)
+        cache = out.past_key_values
+        for i, tok in enumerate(steps):
+            ours = model.decode(int(tok))
+            out = hf(torch.tensor([[int(tok)]]), past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            assert_close(ours, out.logits[0, -1].numpy(), f"{key} decode step {i}")
+    assert model.position == len(prompt) + len(steps)
+
+
+@pytest.mark.parametrize("key", ["llama", "gpt2"])
+def test_decode_from_empty_equals_prefill_rows(key: str, builds) -> None:
+    rng = np.random.default_rng(3)
+    model = builds[key]
+    tokens = rng.integers(0, model.vocab_size, size=9)
+    model.reset()
+    full = model.prefill(tokens)
+    model.reset()
+    rows = np.stack([model.decode(int(t)) for t in tokens])
+    assert_close(rows, full, f"{key} decode-vs-prefill")
+
+
+@pytest.mark.parametrize("key", list(ARCHS))
+def test_greedy_32_tokens_match_hf(key: str, checkpoints, builds) -> None:
+    model = builds[key]
+    prompt = [3, 1, 4, 1, 5]
+    model.reset()
+    logits = model.prefill(prompt)
+    ours = [int(logits[-1].argmax())]
+    for _ in range(31):
+        ours.append(int(model.decode(ours[-1]).argmax()))
+    hf = hf_model(checkpoints[key])
+    with torch.no_grad():
+        gen = hf.generate(
+            torch.tensor([prompt]),
+            max_new_tokens=32,
+            do_sample=False,
+            pad_token_id=0,
+            eos_token_id=None,
+        )
+    assert ours == gen[0, len(prompt):].tolist()
+
+
+def test_prefill_after_prefill_continues_the_cache(builds) -> None:
+    model = builds["llama"]
+    tokens = np.arange(1, 13)
+    model.reset()
+    whole = model.prefill(tokens)
+    model.reset()
+    model.prefill(tokens[:5])
+    rest = model.prefill(tokens[5:])
+    assert_close(rest, whole[5:], "chunked prefill")
+
+
+# -- bad input ----------------------------------------------------------------------
+def test_token_out_of_vocab(builds) -> None:
+    model = builds["llama"]
+    model.reset()
+    with pytest.raises(CkirError, match="outside the vocabulary"):
+        model.prefill([1, model.vocab_size])
+    with pytest.raises(CkirError, match="outside the vocabulary"):
+        model.decode(-1)
+
+
+def test_context_overflow(builds) -> None:
+    model = builds["llama"]
+    model.reset()
+    with pytest.raises(CkirError, match="does not fit"):
+        model.prefill(np.ones(MAX_CONTEXT + 1, dtype=np.int64))
+    model.reset()
+    model.prefill(np.ones(MAX_CONTEXT, dtype=np.int64))
+    with pytest.raises(CkirError, match="does not fit"):
+        model.decode(1)
+    model.reset()
+    model.decode(1)  # usable again after reset
+
+
+def test_weights_from_another_layout_are_refused(checkpoints, builds, tmp_path) -> None:
+    other = tmp_path / "other"
+    ckir.compile(checkpoints["llama"], other, max_context=32).close()
+    build = builds["llama"].build_dir
+    import shutil
+
+    mixed = tmp_path / "mixed"
+    shutil.copytree(build, mixed)
+    shutil.copy(other / "weights.bin", mixed / "weights.bin")
+    with pytest.raises(CkirError, match="another layout|bad header"):
+        ckir.load(mixed)
+
+
+def test_incomplete_build_folder(builds, tmp_path) -> None:
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(builds["gpt2"].build_dir, broken)
+    (broken / "weights.bin").unlink()
+    with pytest.raises(CkirError, match="missing weights.bin"):
+        ckir.load(broken)
+
+
+def test_compile_is_deterministic(checkpoints, tmp_path) -> None:
+    a = tmp_path / "a"
+    b = tmp_path / "b"
+    from ckir.compiler import CompileOptions, compile_model
+
+    for out in (a, b):
+        compile_model(checkpoints["qwen2_tied"], out, CompileOptions(max_context=32))
+    names = sorted(p.name for p in a.iterdir())
+    assert names == sorted(p.name for p in b.iterdir())
+    for name in names:
+        if name in ("libmodel.so",):
+            continue
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_debug_build_names_the_violated_slot(checkpoints, tmp_path) -> None:
+    model = ckir.compile(checkpoints["llama"], tmp_path / "dbg", max_context=16, debug=True)
+    model.prefill([1, 2, 3])
+    assert model.check_canaries() is None
+    slots = model.slots()
+    # pick a state-arena activation slot and scribble over the canary right after it
+    name, (arena, offset, size, canary) = next(
+        (n, s) for n, s in slots.items() if s[0] == 1 and s[3] >= 0 and ".layers.0." in n
+    )
+    base = model.arena(1)
+    base[canary] = base[canary] ^ 0xFF
+    assert model.check_canaries() == name
+    with pytest.raises(CkirError, match=name.replace(".", r"\.")):
+        model.reset()
+        model.prefill([1, 2])
+    model.close()
