@@ -1,0 +1,836 @@
+"""The ``layout`` dialect: the memory plan of a lowered model, and its safety proof.
+
+A ``layout.plan`` holds one ``layout.arena`` per memory region (``@weights``,
+read-only and written into weights.bin; ``@state``, KV cache, activations, io,
+scratch) and a final ``layout.totals``.  An arena holds one ``layout.slot`` per
+root buffer (byte offset, size, role, the canary guard after it, the live range
+of transient buffers) and ``layout.view``s aliasing a slot.
+
+The verifier of a plan is the memory-safety proof: offsets and canaries are
+aligned, every slot and canary lies inside its arena, no two slots whose bytes
+overlap can be live at the same time, views lie inside their root, and the
+totals are the sums of the slots.
+
+Example::
+
+    layout.plan @tiny strategy "bump" align 64 canaries true {
+      layout.arena @weights size 65600 {
+        layout.slot @w.embed offset 0 size 65536 role weight canary 65536
+      }
+      layout.arena @state size 704 {
+        layout.slot @decode.x offset 0 size 256 role activation canary 256 live "decode" 0 3
+        layout.view @decode.q of @decode.x offset 0 size 128
+      }
+      layout.totals {activation = 256 : i64, weight = 65536 : i64}
+    }
+
+``plan_to_json`` and ``plan_to_map`` render a plan as layout.json / layout.map.
+See docs/dialects/layout.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    IntegerAttr,
+    IntegerType,
+    StringAttr,
+    SymbolNameConstraint,
+    SymbolRefAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Dialect, Region
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    traits_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
+from xdsl.utils.exceptions import VerifyException
+
+__all__ = [
+    "CANARY_BYTES",
+    "ROLES",
+    "STRATEGIES",
+    "ArenaOp",
+    "Layout",
+    "LayoutViewOp",
+    "PlanOp",
+    "SlotOp",
+    "TotalsOp",
+    "plan_to_json",
+    "plan_to_map",
+    "sym",
+]
+
+#: bytes of the guard written after every slot when canaries are on
+CANARY_BYTES = 64
+#: placement strategies
+STRATEGIES: tuple[str, ...] = ("bump", "liveness")
+#: slot roles (the lowered buffer roles)
+ROLES: tuple[str, ...] = (
+    "weight",
+    "kv_cache",
+    "activation",
+    "io",
+    "scratch",
+    "grad",
+    "optimizer_state",
+)
+_ROLE_SET = frozenset(ROLES)
+_MODES = ("prefill", "decode", "backward")
+#: the totals key for the bytes the liveness strategy saved over bump
+SAVED = "saved"
+
+_BARE_SYM = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
+_I1 = IntegerType(1)
+
+
+def sym(name: str) -> str:
+    """A symbol name as the printer writes it: ``@x`` or ``@"a b"``."""
+    if _BARE_SYM.fullmatch(name):
+        return "@" + name
+    return '@"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _int(value: int) -> IntegerAttr:
+    return IntegerAttr(value, i64)
+
+
+def _single_block(region: Region) -> Region:
+    if not region.blocks:
+        region.add_block(Block())
+    return region
+
+
+def _parse_extra(parser: Parser) -> dict[str, Attribute]:
+    attrs = parser.parse_optional_attr_dict_with_keyword()
+    return dict(attrs.data) if attrs is not None else {}
+
+
+def _print_extra(printer: Printer, attrs: Mapping[str, Attribute]) -> None:
+    if attrs:
+        printer.print_op_attributes(attrs, print_keyword=True)
+
+
+# --------------------------------------------------------------------------- plan
+
+
+@irdl_op_definition
+class PlanOp(IRDLOperation):
+    """The memory plan of a model: arenas, then ``layout.totals``.
+
+    ``layout.plan @tiny strategy "liveness" align 64 canaries true { ... }``
+
+    ``strategy`` is ``bump`` (deterministic reference: every buffer its own bytes) or
+    ``liveness`` (activation slots reuse memory across disjoint live ranges);
+    ``align`` is a power of two >= 8; ``canaries`` says whether every slot is
+    followed by a ``CANARY_BYTES`` guard.  Like ``lowered.model`` it is a symbol
+    table but not a symbol itself (``.sym_name`` still returns its name).
+    """
+
+    name = "layout.plan"
+
+    plan_name = prop_def(StringAttr)
+    strategy = prop_def(StringAttr)
+    align = prop_def(IntegerAttr)
+    canaries = prop_def(IntegerAttr)
+    body = region_def("single_block")
+
+    traits = traits_def(SymbolTable(), NoTerminator())
+
+    @staticmethod
+    def make(name: str, strategy: str, align: int, canaries: bool) -> PlanOp:
+        return PlanOp.create(
+            properties={
+                "plan_name": StringAttr(name),
+                "strategy": StringAttr(strategy),
+                "align": _int(align),
+                "canaries": IntegerAttr(int(bool(canaries)), _I1),
+            },
+            regions=[Region(Block())],
+        )
+
+    @property
+    def sym_name(self) -> StringAttr:
+        return self.plan_name
+
+    @property
+    def body_block(self) -> Block:
+        return self.body.block
+
+    @property
+    def strategy_name(self) -> str:
+        return self.strategy.data
+
+    @property
+    def align_bytes(self) -> int:
+        return self.align.value.data
+
+    @property
+    def has_canaries(self) -> bool:
+        return bool(self.canaries.value.data)
+
+    def arenas(self) -> dict[str, ArenaOp]:
+        return {op.arena_name: op for op in self.body.block.ops if isinstance(op, ArenaOp)}
+
+    def totals(self) -> dict[str, int]:
+        """The ``layout.totals`` values (empty when there is none)."""
+        last = self.body.block.last_op
+        return last.values() if isinstance(last, TotalsOp) else {}
+
+    def verify_(self) -> None:
+        where = f"layout.plan {sym(self.plan_name.data)}"
+        if self.strategy.data not in STRATEGIES:
+            raise VerifyException(
+                f'{where}: unknown strategy "{self.strategy.data}" (expected bump or liveness)'
+            )
+        align = self.align_bytes
+        if align < 8 or align & (align - 1):
+            raise VerifyException(f"{where}: align {align} must be a power of two >= 8")
+        if not isinstance(self.canaries.type, IntegerType) or self.canaries.type.width.data != 1:
+            raise VerifyException(f"{where}: canaries must be true or false")
+        ops = list(self.body.block.ops)
+        sums: dict[str, int] = {}
+        names: dict[str, str] = {}
+        totals: TotalsOp | None = None
+        for i, op in enumerate(ops):
+            if isinstance(op, TotalsOp):
+                if i != len(ops) - 1:
+                    raise VerifyException(f"{where}: layout.totals must be the last op")
+                totals = op
+            elif isinstance(op, ArenaOp):
+                for inner in op.body.block.ops:
+                    if isinstance(inner, SlotOp | LayoutViewOp):
+                        name = inner.sym_name.data
+                        if name in names:
+                            raise VerifyException(
+                                f"{where}: {sym(name)} is placed in both arena "
+                                f"{sym(names[name])} and arena {sym(op.arena_name)}"
+                            )
+                        names[name] = op.arena_name
+                    if isinstance(inner, SlotOp):
+                        sums[inner.role] = sums.get(inner.role, 0) + inner.size_bytes
+            else:
+                raise VerifyException(
+                    f"{where}: '{op.name}' is not allowed in a plan (only layout.arena, "
+                    "layout.totals)"
+                )
+        if totals is None:
+            raise VerifyException(f"{where}: needs a layout.totals as its last op")
+        values = totals.values()
+        for role in sorted(set(values) | set(sums)):
+            if role == SAVED:
+                continue
+            got = values.get(role)
+            want = sums.get(role, 0)
+            if got is None:
+                raise VerifyException(
+                    f"{where}: totals lack role {role} (its slots add up to {want} bytes)"
+                )
+            if got != want:
+                raise VerifyException(
+                    f"{where}: totals say {role} = {got} bytes but its slots add up to {want}"
+                )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> PlanOp:
+        name = parser.parse_symbol_name()
+        parser.parse_keyword("strategy")
+        strategy = parser.parse_str_literal(" (bump or liveness)")
+        parser.parse_keyword("align")
+        align = parser.parse_integer(allow_boolean=False)
+        parser.parse_keyword("canaries")
+        canaries = parser.parse_boolean(" (canaries true or false)")
+        attrs = _parse_extra(parser)
+        region = _single_block(parser.parse_region([]))
+        return cls.create(
+            properties={
+                "plan_name": name,
+                "strategy": StringAttr(strategy),
+                "align": _int(align),
+                "canaries": IntegerAttr(int(canaries), _I1),
+            },
+            attributes=attrs,
+            regions=[region],
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.plan_name.data)
+        printer.print_string(" strategy ")
+        printer.print_string_literal(self.strategy.data)
+        printer.print_string(f" align {self.align_bytes} canaries ")
+        printer.print_string("true" if self.has_canaries else "false")
+        _print_extra(printer, self.attributes)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
+
+
+# --------------------------------------------------------------------------- arena
+
+
+def _live_overlap(a: SlotOp, b: SlotOp) -> bool:
+    """May ``a`` and ``b`` be live at the same time?"""
+    la, lb = a.live_range, b.live_range
+    if la is None or lb is None:
+        return True
+    if la[0] != lb[0]:
+        return False  # different modes never run at the same time
+    return not (la[2] < lb[1] or lb[2] < la[1])
+
+
+def _fmt_live(live: tuple[str, int, int] | None) -> str:
+    return "the whole run" if live is None else f'"{live[0]}" {live[1]}..{live[2]}'
+
+
+@irdl_op_definition
+class ArenaOp(IRDLOperation):
+    """One contiguous memory region of ``size`` bytes holding slots and views.
+
+    ``layout.arena @state size 9000 { layout.slot ... ; layout.view ... }``
+
+    The verifier proves the arena safe: aligned offsets and canaries, everything in
+    bounds, no two simultaneously live slots sharing a byte, views inside their root.
+    """
+
+    name = "layout.arena"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    size = prop_def(IntegerAttr)
+    body = region_def("single_block")
+
+    traits = traits_def(SymbolOpInterface(), SymbolTable(), HasParent(PlanOp), NoTerminator())
+
+    @staticmethod
+    def make(name: str, size: int) -> ArenaOp:
+        return ArenaOp.create(
+            properties={"sym_name": StringAttr(name), "size": _int(size)},
+            regions=[Region(Block())],
+        )
+
+    @property
+    def arena_name(self) -> str:
+        return self.sym_name.data
+
+    @property
+    def size_bytes(self) -> int:
+        return self.size.value.data
+
+    @property
+    def body_block(self) -> Block:
+        return self.body.block
+
+    def slots(self) -> list[SlotOp]:
+        return [op for op in self.body.block.ops if isinstance(op, SlotOp)]
+
+    def views(self) -> list[LayoutViewOp]:
+        return [op for op in self.body.block.ops if isinstance(op, LayoutViewOp)]
+
+    def verify_(self) -> None:
+        where = f"layout.arena {sym(self.arena_name)}"
+        size = self.size_bytes
+        if size < 0:
+            raise VerifyException(f"{where}: size {size} is negative")
+        plan = self.parent_op()
+        align = plan.align_bytes if isinstance(plan, PlanOp) else 1
+        canaries = plan.has_canaries if isinstance(plan, PlanOp) else None
+        if align <= 0:
+            align = 1
+        slots: dict[str, SlotOp] = {}
+        extents: list[tuple[int, int, SlotOp]] = []
+        for op in self.body.block.ops:
+            if isinstance(op, SlotOp):
+                s = sym(op.buffer_name)
+                off, n = op.offset_bytes, op.size_bytes
+                if off % align:
+                    raise VerifyException(
+                        f"{where}: slot {s} offset {off} is not a multiple of align {align}"
+                    )
+                end = off + n
+                canary = op.canary_offset
+                if canary is not None:
+                    if canaries is False:
+                        raise VerifyException(
+                            f"{where}: slot {s} has a canary but the plan has canaries false"
+                        )
+                    if canary % align:
+                        raise VerifyException(
+                            f"{where}: slot {s} canary offset {canary} is not a multiple of "
+                            f"align {align}"
+                        )
+                    if canary < end:
+                        raise VerifyException(
+                            f"{where}: slot {s} canary at {canary} starts inside the slot "
+                            f"[{off}, {end})"
+                        )
+                    end = canary + CANARY_BYTES
+                elif canaries:
+                    raise VerifyException(
+                        f"{where}: slot {s} has no canary but the plan has canaries true"
+                    )
+                if end > size:
+                    raise VerifyException(
+                        f"{where}: slot {s} bytes [{off}, {end}) (with canary) exceed the "
+                        f"arena size {size}"
+                    )
+                slots[op.buffer_name] = op
+                extents.append((off, end, op))
+            elif not isinstance(op, LayoutViewOp):
+                raise VerifyException(
+                    f"{where}: '{op.name}' is not allowed in an arena (only layout.slot, "
+                    "layout.view)"
+                )
+        # sweep: every pair of slots whose byte ranges (canary included) intersect
+        extents.sort(key=lambda e: (e[0], e[1]))
+        active: list[tuple[int, int, SlotOp]] = []
+        for start, end, op in extents:
+            if start == end:
+                continue
+            active = [a for a in active if a[1] > start]
+            for a_start, a_end, other in active:
+                if _live_overlap(other, op):
+                    lo, hi = max(a_start, start), min(a_end, end)
+                    raise VerifyException(
+                        f"{where}: slots {sym(other.buffer_name)} and {sym(op.buffer_name)} "
+                        f"overlap in bytes [{lo}, {hi}) while both are live "
+                        f"({_fmt_live(other.live_range)} / {_fmt_live(op.live_range)})"
+                    )
+            active.append((start, end, op))
+        for op in self.body.block.ops:
+            if isinstance(op, LayoutViewOp):
+                v = sym(op.view_name)
+                root = slots.get(op.root_name)
+                if root is None:
+                    kind = (
+                        "a view"
+                        if any(
+                            isinstance(o, LayoutViewOp) and o.view_name == op.root_name
+                            for o in self.body.block.ops
+                        )
+                        else "not a slot of this arena"
+                    )
+                    raise VerifyException(f"{where}: view {v} root {sym(op.root_name)} is {kind}")
+                if op.offset_bytes < 0 or op.offset_bytes + op.size_bytes > root.size_bytes:
+                    raise VerifyException(
+                        f"{where}: view {v} bytes [{op.offset_bytes}, "
+                        f"{op.offset_bytes + op.size_bytes}) exceed its root "
+                        f"{sym(op.root_name)} of {root.size_bytes} bytes"
+                    )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ArenaOp:
+        name = parser.parse_symbol_name()
+        parser.parse_keyword("size")
+        size = parser.parse_integer(allow_boolean=False)
+        attrs = _parse_extra(parser)
+        region = _single_block(parser.parse_region([]))
+        return cls.create(
+            properties={"sym_name": name, "size": _int(size)}, attributes=attrs, regions=[region]
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(f" size {self.size_bytes}")
+        _print_extra(printer, self.attributes)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
+
+
+# --------------------------------------------------------------------------- slot / view
+
+
+@irdl_op_definition
+class SlotOp(IRDLOperation):
+    """The bytes of one root buffer in an arena.
+
+    ``layout.slot @decode.x offset 0 size 256 role activation canary 256 live "decode" 0 3``
+
+    ``canary`` is the byte offset of the ``CANARY_BYTES`` guard after the slot
+    (absent when canaries are off).  ``live "<mode>" first last`` is the range of
+    call indices of that mode's program that use the buffer; without it the slot
+    is live for the whole run (weights, KV cache, io).
+    """
+
+    name = "layout.slot"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    offset = prop_def(IntegerAttr)
+    size = prop_def(IntegerAttr)
+    slot_role = prop_def(StringAttr)
+    canary = opt_prop_def(IntegerAttr)
+    live = opt_prop_def(ArrayAttr)
+
+    traits = traits_def(SymbolOpInterface(), HasParent(ArenaOp))
+
+    @staticmethod
+    def make(
+        buffer: str,
+        offset: int,
+        size: int,
+        role: str,
+        canary: int | None = None,
+        live: tuple[str, int, int] | None = None,
+    ) -> SlotOp:
+        props: dict[str, Attribute] = {
+            "sym_name": StringAttr(buffer),
+            "offset": _int(offset),
+            "size": _int(size),
+            "slot_role": StringAttr(role),
+        }
+        if canary is not None:
+            props["canary"] = _int(canary)
+        if live is not None:
+            mode, first, last = live
+            props["live"] = ArrayAttr((StringAttr(mode), _int(first), _int(last)))
+        return SlotOp.create(properties=props)
+
+    @property
+    def buffer_name(self) -> str:
+        return self.sym_name.data
+
+    @property
+    def offset_bytes(self) -> int:
+        return self.offset.value.data
+
+    @property
+    def size_bytes(self) -> int:
+        return self.size.value.data
+
+    @property
+    def role(self) -> str:
+        return self.slot_role.data
+
+    @property
+    def canary_offset(self) -> int | None:
+        return self.canary.value.data if self.canary is not None else None
+
+    @property
+    def live_range(self) -> tuple[str, int, int] | None:
+        """``(mode, first call, last call)``, or None: live for the whole run."""
+        if self.live is None:
+            return None
+        mode, first, last = self.live.data
+        assert isinstance(mode, StringAttr)
+        assert isinstance(first, IntegerAttr) and isinstance(last, IntegerAttr)
+        return mode.data, first.value.data, last.value.data
+
+    @property
+    def end_bytes(self) -> int:
+        """One past the last byte, canary included."""
+        if self.canary is not None:
+            return self.canary.value.data + CANARY_BYTES
+        return self.offset_bytes + self.size_bytes
+
+    def verify_(self) -> None:
+        where = f"layout.slot {sym(self.buffer_name)}"
+        if self.role not in _ROLE_SET:
+            raise VerifyException(
+                f"{where}: unknown role '{self.role}' (expected one of {', '.join(ROLES)})"
+            )
+        if self.offset_bytes < 0:
+            raise VerifyException(f"{where}: offset {self.offset_bytes} is negative")
+        if self.size_bytes < 0:
+            raise VerifyException(f"{where}: size {self.size_bytes} is negative")
+        if self.live is not None:
+            data = self.live.data
+            if (
+                len(data) != 3
+                or not isinstance(data[0], StringAttr)
+                or not isinstance(data[1], IntegerAttr)
+                or not isinstance(data[2], IntegerAttr)
+            ):
+                raise VerifyException(f'{where}: live must be ["<mode>", first, last]')
+            mode, first, last = self.live_range or ("", 0, 0)
+            if mode not in _MODES:
+                raise VerifyException(
+                    f'{where}: live mode "{mode}" is not one of prefill, decode, backward'
+                )
+            if first < 0 or last < first:
+                raise VerifyException(f"{where}: live range {first}..{last} is empty or negative")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> SlotOp:
+        props: dict[str, Attribute] = {"sym_name": parser.parse_symbol_name()}
+        parser.parse_keyword("offset")
+        props["offset"] = _int(parser.parse_integer(allow_boolean=False))
+        parser.parse_keyword("size")
+        props["size"] = _int(parser.parse_integer(allow_boolean=False))
+        parser.parse_keyword("role")
+        start = parser.pos
+        role = parser.parse_identifier(" (the slot role)")
+        if role not in _ROLE_SET:
+            parser.raise_error(
+                f"unknown slot role '{role}' (expected one of {', '.join(ROLES)})",
+                start,
+                parser.pos,
+            )
+        props["slot_role"] = StringAttr(role)
+        if parser.parse_optional_keyword("canary") is not None:
+            props["canary"] = _int(parser.parse_integer(allow_boolean=False))
+        if parser.parse_optional_keyword("live") is not None:
+            mode = parser.parse_str_literal(" (the live mode)")
+            first = parser.parse_integer(allow_boolean=False)
+            last = parser.parse_integer(allow_boolean=False)
+            props["live"] = ArrayAttr((StringAttr(mode), _int(first), _int(last)))
+        attrs = _parse_extra(parser)
+        return cls.create(properties=props, attributes=attrs)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(
+            f" offset {self.offset_bytes} size {self.size_bytes} role {self.slot_role.data}"
+        )
+        if self.canary is not None:
+            printer.print_string(f" canary {self.canary_offset}")
+        live = self.live_range
+        if live is not None:
+            printer.print_string(" live ")
+            printer.print_string_literal(live[0])
+            printer.print_string(f" {live[1]} {live[2]}")
+        _print_extra(printer, self.attributes)
+
+
+@irdl_op_definition
+class LayoutViewOp(IRDLOperation):
+    """An alias of part of a root slot of the same arena.
+
+    ``layout.view @prefill.k of @prefill.qkv offset 1024 size 512``
+
+    ``0 <= offset`` and ``offset + size <= root size``; the root is a slot, not a view.
+    """
+
+    name = "layout.view"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    root = prop_def(SymbolRefAttr)
+    offset = prop_def(IntegerAttr)
+    size = prop_def(IntegerAttr)
+
+    traits = traits_def(SymbolOpInterface(), HasParent(ArenaOp))
+
+    @staticmethod
+    def make(name: str, root: str, offset: int, size: int) -> LayoutViewOp:
+        return LayoutViewOp.create(
+            properties={
+                "sym_name": StringAttr(name),
+                "root": SymbolRefAttr(root),
+                "offset": _int(offset),
+                "size": _int(size),
+            }
+        )
+
+    @property
+    def view_name(self) -> str:
+        return self.sym_name.data
+
+    @property
+    def root_name(self) -> str:
+        return self.root.root_reference.data
+
+    @property
+    def offset_bytes(self) -> int:
+        return self.offset.value.data
+
+    @property
+    def size_bytes(self) -> int:
+        return self.size.value.data
+
+    def verify_(self) -> None:
+        if self.size_bytes < 0:
+            raise VerifyException(
+                f"layout.view {sym(self.view_name)}: size {self.size_bytes} is negative"
+            )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LayoutViewOp:
+        name = parser.parse_symbol_name()
+        parser.parse_keyword("of")
+        root = parser.parse_symbol_name()
+        parser.parse_keyword("offset")
+        offset = parser.parse_integer(allow_boolean=False)
+        parser.parse_keyword("size")
+        size = parser.parse_integer(allow_boolean=False)
+        attrs = _parse_extra(parser)
+        return cls.create(
+            properties={
+                "sym_name": name,
+                "root": SymbolRefAttr(root),
+                "offset": _int(offset),
+                "size": _int(size),
+            },
+            attributes=attrs,
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.view_name)
+        printer.print_string(" of ")
+        printer.print_symbol_name(self.root_name)
+        printer.print_string(f" offset {self.offset_bytes} size {self.size_bytes}")
+        _print_extra(printer, self.attributes)
+
+
+# --------------------------------------------------------------------------- totals
+
+
+@irdl_op_definition
+class TotalsOp(IRDLOperation):
+    """Bytes per role (root slots only) and ``saved`` (liveness vs bump); last op of a plan.
+
+    ``layout.totals {activation = 256 : i64, io = 4 : i64, saved = 0 : i64, weight = 65536 : i64}``
+    """
+
+    name = "layout.totals"
+
+    totals = prop_def(DictionaryAttr)
+
+    traits = traits_def(HasParent(PlanOp))
+
+    @staticmethod
+    def make(totals: Mapping[str, int]) -> TotalsOp:
+        """Keys are sorted, so the printed text is deterministic."""
+        return TotalsOp.create(
+            properties={"totals": DictionaryAttr({k: _int(totals[k]) for k in sorted(totals)})}
+        )
+
+    def values(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for k, v in self.totals.data.items():
+            if isinstance(v, IntegerAttr):
+                out[k] = v.value.data
+        return out
+
+    def verify_(self) -> None:
+        for k, v in self.totals.data.items():
+            if k != SAVED and k not in _ROLE_SET:
+                raise VerifyException(
+                    f"layout.totals: unknown key '{k}' (expected a role or '{SAVED}')"
+                )
+            if not isinstance(v, IntegerAttr):
+                raise VerifyException(f"layout.totals: {k} must be an integer")
+            if v.value.data < 0:
+                raise VerifyException(f"layout.totals: {k} = {v.value.data} must be >= 0")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> TotalsOp:
+        totals = parser.parse_optional_attr_dict()
+        attrs = _parse_extra(parser)
+        return cls.create(properties={"totals": DictionaryAttr(totals)}, attributes=attrs)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_attr_dict(self.totals.data)
+        _print_extra(printer, self.attributes)
+
+
+Layout = Dialect("layout", [PlanOp, ArenaOp, SlotOp, LayoutViewOp, TotalsOp], [])
+
+
+# --------------------------------------------------------------------------- writers
+
+
+def plan_to_dict(plan: PlanOp) -> dict[str, Any]:
+    """The plan as plain data (what layout.json holds)."""
+    arenas: list[dict[str, Any]] = []
+    for arena in plan.body_block.ops:
+        if not isinstance(arena, ArenaOp):
+            continue
+        slots = []
+        views = []
+        for op in arena.body_block.ops:
+            if isinstance(op, SlotOp):
+                live = op.live_range
+                slots.append(
+                    {
+                        "name": op.buffer_name,
+                        "offset": op.offset_bytes,
+                        "size": op.size_bytes,
+                        "role": op.role,
+                        "canary": op.canary_offset,
+                        "live": None
+                        if live is None
+                        else {"mode": live[0], "first": live[1], "last": live[2]},
+                    }
+                )
+            elif isinstance(op, LayoutViewOp):
+                views.append(
+                    {
+                        "name": op.view_name,
+                        "root": op.root_name,
+                        "offset": op.offset_bytes,
+                        "size": op.size_bytes,
+                    }
+                )
+        arenas.append(
+            {"name": arena.arena_name, "size": arena.size_bytes, "slots": slots, "views": views}
+        )
+    return {
+        "plan": plan.plan_name.data,
+        "strategy": plan.strategy_name,
+        "align": plan.align_bytes,
+        "canaries": plan.has_canaries,
+        "canary_bytes": CANARY_BYTES if plan.has_canaries else 0,
+        "arenas": arenas,
+        "totals": plan.totals(),
+    }
+
+
+def plan_to_json(plan: PlanOp) -> str:
+    """layout.json: the plan with sorted keys, indent 2 and a trailing newline."""
+    return json.dumps(plan_to_dict(plan), sort_keys=True, indent=2) + "\n"
+
+
+def plan_to_map(plan: PlanOp) -> str:
+    """layout.map: a fixed-width table per arena (slots and views), then the totals."""
+    lines = [
+        f"layout plan @{plan.plan_name.data}: strategy {plan.strategy_name}, "
+        f"align {plan.align_bytes}, canaries "
+        + (f"on ({CANARY_BYTES} bytes after each slot)" if plan.has_canaries else "off"),
+    ]
+    header = (
+        f"  {'offset (hex)':>12}  {'offset':>12}  {'size':>12}  {'role':<15}  {'live':<20}  name"
+    )
+    for arena in plan.body_block.ops:
+        if not isinstance(arena, ArenaOp):
+            continue
+        lines.append("")
+        lines.append(
+            f"arena @{arena.arena_name}: {arena.size_bytes} bytes (0x{arena.size_bytes:x})"
+        )
+        lines.append(header)
+        slots = {s.buffer_name: s for s in arena.slots()}
+        for op in arena.body_block.ops:
+            if isinstance(op, SlotOp):
+                live = op.live_range
+                live_text = "*" if live is None else f"{live[0]} {live[1]}..{live[2]}"
+                lines.append(
+                    f"  0x{op.offset_bytes:010x}  {op.offset_bytes:>12}  {op.size_bytes:>12}  "
+                    f"{op.role:<15}  {live_text:<20}  {op.buffer_name}"
+                )
+            elif isinstance(op, LayoutViewOp):
+                root = slots.get(op.root_name)
+                base = root.offset_bytes if root is not None else 0
+                at = base + op.offset_bytes
+                lines.append(
+                    f"  0x{at:010x}  {at:>12}  {op.size_bytes:>12}  {'view':<15}  "
+                    f"{'(root)':<20}  {op.view_name} = {op.root_name} + {op.offset_bytes}"
+                )
+    lines.append("")
+    lines.append("totals")
+    for k, v in sorted(plan.totals().items()):
+        lines.append(f"  {k:<15}  {v:>12}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,990 @@
+"""The ``lowered`` dialect: one program of concrete kernel calls per mode.
+
+A ``lowered.model`` holds the global buffers (weights, KV cache, gradients,
+optimizer state) and one ``lowered.program`` per mode (prefill, decode,
+backward).  A program holds its own buffers and views (activations, io,
+scratch) and the kernel calls in execution order.  Buffers are symbols and calls
+are destination-passing: ``lowered.call @kernel(@ins) -> (@outs) {params}``.
+Every dim is an integer, except the run-time scalars ``#lowered.rt<T>`` (tokens
+in this call), ``#lowered.rt<P>`` (tokens already cached) and ``#lowered.rt<PT>``
+(P + T), optionally scaled: ``#lowered.rt<T*64>``.
+
+Example::
+
+    lowered.model @tiny {
+      lowered.buffer @"w.embed" weight : !lowered.buf<[256, 64], f32> {source = "embed"}
+      lowered.program @decode mode "decode" max_context 128 {
+        lowered.buffer @"decode.tokens" io : !lowered.buf<[1], i32>
+        lowered.buffer @"decode.x" activation : !lowered.buf<[1, 64], f32>
+        lowered.call @embed_f32(@"decode.tokens", @"w.embed") -> (@"decode.x")
+            {T = 1 : i64, E = 64 : i64, V = 256 : i64}
+      }
+    }
+
+Calls are checked against the kernel registry (``ckir.registry``) when it is
+available.  See docs/dialects/lowered.md.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    FloatAttr,
+    IntAttr,
+    IntegerAttr,
+    StringAttr,
+    SymbolNameConstraint,
+    SymbolRefAttr,
+    f64,
+    i64,
+)
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Dialect,
+    Operation,
+    ParametrizedAttribute,
+    Region,
+    TypeAttribute,
+)
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_attr_definition,
+    irdl_op_definition,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    traits_def,
+)
+from xdsl.parser import AttrParser, Parser
+from xdsl.printer import Printer
+from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
+from xdsl.utils.exceptions import VerifyException
+
+__all__ = [
+    "BLOCK_DTYPES",
+    "DTYPES",
+    "ELEMENT_BYTES",
+    "GLOBAL_ROLES",
+    "LOCAL_ROLES",
+    "MODES",
+    "ROLES",
+    "BufferOp",
+    "BufferType",
+    "CallOp",
+    "Lowered",
+    "LoweredModelOp",
+    "ProgramOp",
+    "RuntimeSymAttr",
+    "ViewOp",
+    "sym",
+]
+
+#: buffer roles
+ROLES: tuple[str, ...] = (
+    "weight",
+    "kv_cache",
+    "activation",
+    "io",
+    "scratch",
+    "grad",
+    "optimizer_state",
+)
+#: roles of buffers allowed at model level (shared by every program)
+GLOBAL_ROLES: frozenset[str] = frozenset({"weight", "kv_cache", "grad", "optimizer_state"})
+#: roles of buffers allowed inside a program
+LOCAL_ROLES: frozenset[str] = frozenset({"activation", "io", "scratch", "grad"})
+#: program modes
+MODES: tuple[str, ...] = ("prefill", "decode", "backward")
+
+#: bytes per element of the plain dtypes
+ELEMENT_BYTES: dict[str, int] = {"f32": 4, "i32": 4, "bf16": 2, "f16": 2, "i64": 8}
+#: block-quantized dtypes: (bytes per block, elements per block); rows hold whole blocks
+BLOCK_DTYPES: dict[str, tuple[int, int]] = {
+    "q8_0": (34, 32),
+    "q4_0": (18, 32),
+    "q4_1": (20, 32),
+    "q4_k": (144, 256),
+}
+DTYPES: tuple[str, ...] = (*ELEMENT_BYTES, *BLOCK_DTYPES)
+
+#: run-time scalars a call parameter may name
+RUNTIME_SYMBOLS: tuple[str, ...] = ("T", "P", "PT")
+_RT_RE = re.compile(r"(T|P|PT)(?:\*([1-9][0-9]*))?")
+
+_BARE_SYM = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
+
+
+def sym(name: str) -> str:
+    """A symbol name as the printer writes it: ``@x`` or ``@"decode.0.x"``."""
+    if _BARE_SYM.fullmatch(name):
+        return "@" + name
+    return '@"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# --------------------------------------------------------------------------- attributes
+
+
+@lru_cache(maxsize=4096)
+def _shape_attr(shape: tuple[int, ...]) -> ArrayAttr[IntAttr]:
+    return ArrayAttr(tuple(IntAttr(d) for d in shape))
+
+
+@lru_cache(maxsize=64)
+def _str_attr(text: str) -> StringAttr:
+    return StringAttr(text)
+
+
+@irdl_attr_definition
+class BufferType(ParametrizedAttribute, TypeAttribute):
+    """A concrete buffer: integer shape and dtype, ``!lowered.buf<[1, 64], f32>``.
+
+    Plain dtypes ``f32, i32`` (4 bytes), ``bf16, f16`` (2), ``i64`` (8); block
+    quantized ``q8_0`` (34 bytes / 32 elements), ``q4_0`` (18 / 32), ``q4_1``
+    (20 / 32), ``q4_k`` (144 / 256), whose rows (last dim) hold whole blocks.
+    """
+
+    name = "lowered.buf"
+
+    shape: ArrayAttr[IntAttr]
+    dtype: StringAttr
+
+    @staticmethod
+    def make(shape: Sequence[int], dtype: str) -> BufferType:
+        return BufferType(_shape_attr(tuple(int(d) for d in shape)), _str_attr(dtype))
+
+    @property
+    def shape_ints(self) -> tuple[int, ...]:
+        return tuple(d.data for d in self.shape.data)
+
+    @property
+    def dtype_name(self) -> str:
+        return self.dtype.data
+
+    @property
+    def num_elements(self) -> int:
+        n = 1
+        for d in self.shape.data:
+            n *= d.data
+        return n
+
+    @property
+    def byte_size(self) -> int:
+        """Bytes the buffer occupies (quantized: whole blocks per row)."""
+        dtype = self.dtype.data
+        if dtype in ELEMENT_BYTES:
+            return self.num_elements * ELEMENT_BYTES[dtype]
+        block_bytes, block_elems = BLOCK_DTYPES[dtype]
+        shape = self.shape_ints
+        rows = 1
+        for d in shape[:-1]:
+            rows *= d
+        row = shape[-1] if shape else 1
+        return rows * (-(-row // block_elems)) * block_bytes
+
+    def verify(self) -> None:
+        problem = _check_buffer(self.shape_ints, self.dtype.data)
+        if problem is not None:
+            raise VerifyException(f"lowered.buf: {problem}")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            shape = parser.parse_comma_separated_list(
+                parser.Delimiter.SQUARE,
+                lambda: parser.parse_integer(allow_boolean=False, allow_negative=False),
+                " in lowered.buf shape",
+            )
+            parser.parse_punctuation(",")
+            start = parser.pos
+            dtype = parser.parse_optional_identifier()
+            if dtype not in ELEMENT_BYTES and dtype not in BLOCK_DTYPES:
+                got = f"'{dtype}'" if dtype is not None else "nothing"
+                parser.raise_error(
+                    f"unknown dtype {got} (expected one of {', '.join(DTYPES)})",
+                    start,
+                    parser.pos,
+                )
+        problem = _check_buffer(tuple(shape), dtype)
+        if problem is not None:
+            parser.raise_error(f"lowered.buf: {problem}", start)
+        return (_shape_attr(tuple(shape)), _str_attr(dtype))
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(
+            "<[" + ", ".join(str(d.data) for d in self.shape.data) + "], " + self.dtype.data + ">"
+        )
+
+
+@lru_cache(maxsize=4096)
+def _check_buffer(shape: tuple[int, ...], dtype: str) -> str | None:
+    if dtype not in ELEMENT_BYTES and dtype not in BLOCK_DTYPES:
+        return f"unknown dtype '{dtype}' (expected one of {', '.join(DTYPES)})"
+    if not shape:
+        return "a buffer needs at least one dim"
+    if any(d <= 0 for d in shape):
+        return f"dims must be positive, got [{', '.join(map(str, shape))}]"
+    if dtype in BLOCK_DTYPES and shape[-1] % BLOCK_DTYPES[dtype][1]:
+        return (
+            f"{dtype} rows must be a multiple of {BLOCK_DTYPES[dtype][1]} elements, got {shape[-1]}"
+        )
+    return None
+
+
+@irdl_attr_definition
+class RuntimeSymAttr(ParametrizedAttribute):
+    """A scalar known only at run time: ``#lowered.rt<T>``, ``<P>``, ``<PT>``.
+
+    ``T`` is the number of tokens in this call, ``P`` the number already in the KV
+    cache, ``PT`` = P + T.  A positive integer factor may follow: ``#lowered.rt<T*64>``
+    (64 values per token).
+    """
+
+    name = "lowered.rt"
+
+    symbol: StringAttr
+
+    @staticmethod
+    def make(symbol: str) -> RuntimeSymAttr:
+        return RuntimeSymAttr(_str_attr(symbol))
+
+    @property
+    def symbol_name(self) -> str:
+        return self.symbol.data
+
+    def verify(self) -> None:
+        if _RT_RE.fullmatch(self.symbol.data) is None:
+            raise VerifyException(
+                f"lowered.rt: unknown run-time symbol '{self.symbol.data}' (expected T, P or "
+                "PT, optionally '*<int>')"
+            )
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            start = parser.pos
+            name = parser.parse_optional_identifier()
+            if name not in RUNTIME_SYMBOLS:
+                parser.raise_error(
+                    f"unknown run-time symbol '{name}' (expected T, P or PT)", start, parser.pos
+                )
+            if parser.parse_optional_punctuation("*") is not None:
+                factor = parser.parse_integer(allow_boolean=False, allow_negative=False)
+                if factor <= 0:
+                    parser.raise_error("a run-time symbol factor must be positive")
+                name = f"{name}*{factor}"
+        return (_str_attr(name),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string("<" + self.symbol.data + ">")
+
+
+# --------------------------------------------------------------------------- symbol tables
+
+
+class _Table:
+    __slots__ = ("syms",)
+
+    def __init__(self) -> None:
+        self.syms: dict[str, Operation] = {}
+
+
+_TABLES: weakref.WeakKeyDictionary[Operation, _Table] = weakref.WeakKeyDictionary()
+
+
+def _symbols_of(block: Block) -> dict[str, Operation]:
+    out: dict[str, Operation] = {}
+    for op in block.ops:
+        name = op.properties.get("sym_name")
+        if isinstance(name, StringAttr):
+            out.setdefault(name.data, op)
+    return out
+
+
+def _lookup(container: Operation, name: str) -> Operation | None:
+    """Symbol ``name`` directly inside ``container`` (cached; rebuilt when stale)."""
+    table = _TABLES.get(container)
+    block = container.regions[0].block
+    if table is None:
+        table = _Table()
+        table.syms = _symbols_of(block)
+        _TABLES[container] = table
+    op = table.syms.get(name)
+    if op is not None and op.parent is block:
+        sym_name = op.properties.get("sym_name")
+        if isinstance(sym_name, StringAttr) and sym_name.data == name:
+            return op
+    table.syms = _symbols_of(block)
+    return table.syms.get(name)
+
+
+def _resolve(op: Operation, name: str) -> Operation | None:
+    """A buffer or view named ``name``: in the enclosing program first, then the model."""
+    parent = op.parent_op()
+    while parent is not None:
+        if isinstance(parent, ProgramOp | LoweredModelOp):
+            found = _lookup(parent, name)
+            if found is not None:
+                return found
+        parent = parent.parent_op()
+    return None
+
+
+def _container_ref(op: Operation | None) -> str:
+    if isinstance(op, ProgramOp):
+        return f"lowered.program {sym(op.sym_name.data)}"
+    if isinstance(op, LoweredModelOp):
+        return f"lowered.model {sym(op.model_name.data)}"
+    return "its parent"
+
+
+def _print_attr_dict_items(printer: Printer, items: Mapping[str, Attribute]) -> None:
+    if items:
+        printer.print_string(" ")
+        printer.print_attr_dict(items)
+
+
+def _parse_trailing_dict(parser: Parser) -> dict[str, Attribute]:
+    return parser.parse_optional_attr_dict()
+
+
+def _single_block(region: Region) -> Region:
+    if not region.blocks:
+        region.add_block(Block())
+    return region
+
+
+# --------------------------------------------------------------------------- model / program
+
+
+@irdl_op_definition
+class LoweredModelOp(IRDLOperation):
+    """The lowered model: global buffers and one ``lowered.program`` per mode.
+
+    ``lowered.model @tiny { lowered.buffer @"w.embed" weight : ... ; lowered.program ... }``
+
+    It is a symbol table (buffers, programs) but deliberately not a symbol itself,
+    so that it can sit next to the ``graph.model @tiny`` it was lowered from;
+    ``.sym_name`` still returns its name.  Model-level buffers have roles
+    weight, kv_cache, grad or optimizer_state; at most one program per mode.
+    """
+
+    name = "lowered.model"
+
+    model_name = prop_def(StringAttr)
+    body = region_def("single_block")
+
+    traits = traits_def(SymbolTable(), NoTerminator())
+
+    @staticmethod
+    def make(name: str) -> LoweredModelOp:
+        return LoweredModelOp.create(
+            properties={"model_name": StringAttr(name)}, regions=[Region(Block())]
+        )
+
+    @property
+    def sym_name(self) -> StringAttr:
+        """The model's name (same as the graph.model it came from)."""
+        return self.model_name
+
+    @property
+    def body_block(self) -> Block:
+        return self.body.block
+
+    def programs(self) -> dict[str, ProgramOp]:
+        """Programs by mode."""
+        return {op.mode_name: op for op in self.body.block.ops if isinstance(op, ProgramOp)}
+
+    def buffers(self) -> dict[str, BufferOp]:
+        """Model-level buffers by name."""
+        return {op.buffer_name: op for op in self.body.block.ops if isinstance(op, BufferOp)}
+
+    def verify_(self) -> None:
+        where = f"lowered.model {sym(self.model_name.data)}"
+        modes: dict[str, str] = {}
+        for op in self.body.block.ops:
+            if isinstance(op, ProgramOp):
+                mode = op.mode.data
+                if mode in modes:
+                    raise VerifyException(
+                        f"{where}: programs {sym(modes[mode])} and {sym(op.sym_name.data)} "
+                        f'both have mode "{mode}" (at most one program per mode)'
+                    )
+                modes[mode] = op.sym_name.data
+            elif not isinstance(op, BufferOp | ViewOp):
+                raise VerifyException(
+                    f"{where}: '{op.name}' is not allowed at model level (only lowered.buffer, "
+                    "lowered.view, lowered.program)"
+                )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LoweredModelOp:
+        name = parser.parse_symbol_name()
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        region = _single_block(parser.parse_region([]))
+        return cls.create(
+            properties={"model_name": name},
+            attributes=dict(attrs.data) if attrs else {},
+            regions=[region],
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.model_name.data)
+        if self.attributes:
+            printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
+
+
+@irdl_op_definition
+class ProgramOp(IRDLOperation):
+    """The kernel calls of one mode, in execution order, with their local buffers.
+
+    ``lowered.program @decode mode "decode" max_context 128 { ... }``
+
+    ``max_context`` bounds ``P + T``.  Local buffers have roles activation, io,
+    scratch or grad; local symbols must not shadow model-level ones.
+    """
+
+    name = "lowered.program"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    mode = prop_def(StringAttr)
+    max_context = prop_def(IntegerAttr)
+    body = region_def("single_block")
+
+    traits = traits_def(
+        SymbolOpInterface(), SymbolTable(), HasParent(LoweredModelOp), NoTerminator()
+    )
+
+    @staticmethod
+    def make(name: str, mode: str, max_context: int) -> ProgramOp:
+        return ProgramOp.create(
+            properties={
+                "sym_name": StringAttr(name),
+                "mode": StringAttr(mode),
+                "max_context": IntegerAttr(max_context, i64),
+            },
+            regions=[Region(Block())],
+        )
+
+    @property
+    def body_block(self) -> Block:
+        return self.body.block
+
+    @property
+    def mode_name(self) -> str:
+        return self.mode.data
+
+    @property
+    def max_ctx(self) -> int:
+        return self.max_context.value.data
+
+    def calls(self) -> list[CallOp]:
+        return [op for op in self.body.block.ops if isinstance(op, CallOp)]
+
+    def verify_(self) -> None:
+        where = f"lowered.program {sym(self.sym_name.data)}"
+        if self.mode.data not in MODES:
+            raise VerifyException(
+                f'{where}: unknown mode "{self.mode.data}" (expected prefill, decode, backward)'
+            )
+        if self.max_ctx <= 0:
+            raise VerifyException(f"{where}: max_context {self.max_ctx} must be positive")
+        model = self.parent_op()
+        for op in self.body.block.ops:
+            if not isinstance(op, BufferOp | ViewOp | CallOp):
+                raise VerifyException(
+                    f"{where}: '{op.name}' is not allowed in a program (only lowered.buffer, "
+                    "lowered.view, lowered.call)"
+                )
+            if isinstance(model, LoweredModelOp) and not isinstance(op, CallOp):
+                name = op.sym_name.data
+                if _lookup(model, name) is not None:
+                    raise VerifyException(
+                        f"{where}: local {op.name} {sym(name)} shadows a symbol of "
+                        f"{_container_ref(model)}"
+                    )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ProgramOp:
+        name = parser.parse_symbol_name()
+        parser.parse_keyword("mode")
+        mode = parser.parse_str_literal(" (the program mode)")
+        parser.parse_keyword("max_context")
+        max_ctx = parser.parse_integer(allow_boolean=False)
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        region = _single_block(parser.parse_region([]))
+        return cls.create(
+            properties={
+                "sym_name": name,
+                "mode": StringAttr(mode),
+                "max_context": IntegerAttr(max_ctx, i64),
+            },
+            attributes=dict(attrs.data) if attrs else {},
+            regions=[region],
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(" mode ")
+        printer.print_string_literal(self.mode.data)
+        printer.print_string(f" max_context {self.max_ctx}")
+        if self.attributes:
+            printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
+
+
+# --------------------------------------------------------------------------- buffers / views
+
+
+@irdl_op_definition
+class BufferOp(IRDLOperation):
+    """A materialized buffer with a role.
+
+    ``lowered.buffer @"w.layers.0.wq" weight : !lowered.buf<[64, 64], f32>
+    {source = "layers.0.wq"}``
+
+    ``source`` names where the contents come from: for weights (required) the
+    graph weight with ``{i}`` substituted; other roles may use it freely (e.g.
+    ``"input"`` / ``"output"`` on io buffers).  Roles weight, kv_cache and
+    optimizer_state live at model level; activation, io and scratch in a program;
+    grad in either.
+    """
+
+    name = "lowered.buffer"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    buffer_role = prop_def(StringAttr)
+    buffer_type = prop_def(BufferType)
+    source = opt_prop_def(StringAttr)
+
+    traits = traits_def(SymbolOpInterface(), HasParent(LoweredModelOp, ProgramOp))
+
+    @staticmethod
+    def make(name: str, role: str, type: BufferType, *, source: str | None = None) -> BufferOp:
+        props: dict[str, Attribute] = {
+            "sym_name": StringAttr(name),
+            "buffer_role": _str_attr(role),
+            "buffer_type": type,
+        }
+        if source is not None:
+            props["source"] = StringAttr(source)
+        return BufferOp.create(properties=props)
+
+    @property
+    def buffer_name(self) -> str:
+        return self.sym_name.data
+
+    @property
+    def role(self) -> str:
+        return self.buffer_role.data
+
+    @property
+    def source_name(self) -> str | None:
+        return self.source.data if self.source is not None else None
+
+    def verify_(self) -> None:
+        where = f"lowered.buffer {sym(self.buffer_name)}"
+        role = self.role
+        if role not in ROLES:
+            raise VerifyException(
+                f"{where}: unknown role '{role}' (expected one of {', '.join(ROLES)})"
+            )
+        parent = self.parent_op()
+        if isinstance(parent, LoweredModelOp) and role not in GLOBAL_ROLES:
+            raise VerifyException(
+                f"{where}: role {role} belongs inside a lowered.program, not at model level"
+            )
+        if isinstance(parent, ProgramOp) and role not in LOCAL_ROLES:
+            raise VerifyException(
+                f"{where}: role {role} belongs at lowered.model level, not inside a program"
+            )
+        if role == "weight" and self.source is None:
+            raise VerifyException(f"{where}: a weight buffer needs a source")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> BufferOp:
+        name = parser.parse_symbol_name()
+        start = parser.pos
+        role = parser.parse_identifier(" (the buffer role)")
+        if role not in ROLES:
+            parser.raise_error(
+                f"unknown buffer role '{role}' (expected one of {', '.join(ROLES)})",
+                start,
+                parser.pos,
+            )
+        parser.parse_punctuation(":")
+        ty = parser.parse_type()
+        entries = _parse_trailing_dict(parser)
+        props: dict[str, Attribute] = {
+            "sym_name": name,
+            "buffer_role": _str_attr(role),
+            "buffer_type": ty,
+        }
+        if "source" in entries:
+            props["source"] = entries.pop("source")
+        return cls.create(properties=props, attributes=entries)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(" " + self.buffer_role.data + " : ")
+        printer.print_attribute(self.buffer_type)
+        items: dict[str, Attribute] = {}
+        if self.source is not None:
+            items["source"] = self.source
+        items.update(self.attributes)
+        _print_attr_dict_items(printer, items)
+
+
+@irdl_op_definition
+class ViewOp(IRDLOperation):
+    """A typed alias of part of a root buffer, at a byte offset.
+
+    ``lowered.view @"prefill.0.k" of @"prefill.0.qkv" offset 1024 : !lowered.buf<[4, 32], f32>``
+
+    The root is a ``lowered.buffer`` (not a view) of the program or the model;
+    ``0 <= offset`` and ``offset + view bytes <= root bytes``.
+    """
+
+    name = "lowered.view"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    root = prop_def(SymbolRefAttr)
+    offset = prop_def(IntegerAttr)
+    view_type = prop_def(BufferType)
+
+    traits = traits_def(SymbolOpInterface(), HasParent(LoweredModelOp, ProgramOp))
+
+    @staticmethod
+    def make(name: str, root: str, offset_bytes: int, type: BufferType) -> ViewOp:
+        return ViewOp.create(
+            properties={
+                "sym_name": StringAttr(name),
+                "root": SymbolRefAttr(root),
+                "offset": IntegerAttr(offset_bytes, i64),
+                "view_type": type,
+            }
+        )
+
+    @property
+    def view_name(self) -> str:
+        return self.sym_name.data
+
+    @property
+    def root_name(self) -> str:
+        return self.root.root_reference.data
+
+    @property
+    def offset_bytes(self) -> int:
+        return self.offset.value.data
+
+    @property
+    def buffer_type(self) -> BufferType:
+        return self.view_type
+
+    def verify_(self) -> None:
+        where = f"lowered.view {sym(self.view_name)}"
+        if self.offset_bytes < 0:
+            raise VerifyException(f"{where}: offset {self.offset_bytes} is negative")
+        root = _resolve(self, self.root_name)
+        if root is None:
+            if self.parent_op() is None:
+                return
+            raise VerifyException(f"{where}: root {sym(self.root_name)} is not declared")
+        if isinstance(root, ViewOp):
+            raise VerifyException(
+                f"{where}: root {sym(self.root_name)} is a view; views alias a buffer"
+            )
+        if not isinstance(root, BufferOp):
+            raise VerifyException(
+                f"{where}: root {sym(self.root_name)} is a {root.name}, not a lowered.buffer"
+            )
+        end = self.offset_bytes + self.view_type.byte_size
+        if end > root.buffer_type.byte_size:
+            raise VerifyException(
+                f"{where}: bytes [{self.offset_bytes}, {end}) exceed root "
+                f"{sym(self.root_name)} of {root.buffer_type.byte_size} bytes"
+            )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ViewOp:
+        name = parser.parse_symbol_name()
+        parser.parse_keyword("of")
+        root = parser.parse_symbol_name()
+        parser.parse_keyword("offset")
+        offset = parser.parse_integer(allow_boolean=False)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        ty = parser.parse_type()
+        return cls.create(
+            properties={
+                "sym_name": name,
+                "root": SymbolRefAttr(root),
+                "offset": IntegerAttr(offset, i64),
+                "view_type": ty,
+            },
+            attributes=attrs,
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(" of ")
+        printer.print_symbol_name(self.root_name)
+        printer.print_string(f" offset {self.offset_bytes}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.view_type)
+
+
+# --------------------------------------------------------------------------- calls
+
+_REGISTRY: Any = None
+_REGISTRY_LOADED = False
+
+
+def _registry() -> Mapping[str, Any] | None:
+    """The kernel registry, or None when ``ckir.registry`` is not available."""
+    global _REGISTRY, _REGISTRY_LOADED
+    if not _REGISTRY_LOADED:
+        _REGISTRY_LOADED = True
+        try:
+            from ckir.registry import load_registry
+        except ImportError:
+            _REGISTRY = None
+        else:
+            _REGISTRY = load_registry()
+    return _REGISTRY
+
+
+def _param_attr(value: int | float | str | Attribute) -> Attribute:
+    if isinstance(value, Attribute):
+        return value
+    if isinstance(value, bool):
+        return IntegerAttr(int(value), i64)
+    if isinstance(value, int):
+        return IntegerAttr(value, i64)
+    if isinstance(value, float):
+        return FloatAttr(value, f64)
+    if isinstance(value, str):
+        return RuntimeSymAttr.make(value)
+    raise ValueError(f"lowered.call: cannot make a parameter from {value!r}")
+
+
+def _param_value(attr: Attribute) -> int | float | str:
+    if isinstance(attr, IntegerAttr):
+        return attr.value.data
+    if isinstance(attr, FloatAttr):
+        return attr.value.data
+    if isinstance(attr, RuntimeSymAttr):
+        return attr.symbol.data
+    raise VerifyException(f"lowered.call: unsupported parameter value {attr}")
+
+
+@irdl_op_definition
+class CallOp(IRDLOperation):
+    """A call of a registry kernel, destination-passing, with resolved parameters.
+
+    ``lowered.call @gemm_bias_f32(@x, @w, @b) -> (@y) {M = #lowered.rt<T>, N = 64 : i64,
+    K = 64 : i64, comment = "layers.0 linear wq"}``
+
+    Parameters are ``i64`` integers, floats, or run-time scalars (``#lowered.rt<..>``).
+    The optional ``comment`` (the graph op the call came from) is printed in the same
+    dictionary.  Checked against the kernel registry: kernel known, operand counts and
+    dtypes, parameter names and constraints, program mode.
+    """
+
+    name = "lowered.call"
+
+    kernel = prop_def(SymbolRefAttr)
+    ins = prop_def(ArrayAttr[SymbolRefAttr])
+    outs = prop_def(ArrayAttr[SymbolRefAttr])
+    params = prop_def(DictionaryAttr)
+    comment = opt_prop_def(StringAttr)
+
+    traits = traits_def(HasParent(ProgramOp))
+
+    @staticmethod
+    def make(
+        kernel: str,
+        ins: Sequence[str],
+        outs: Sequence[str],
+        params: Mapping[str, int | float | str],
+        *,
+        comment: str | None = None,
+    ) -> CallOp:
+        props: dict[str, Attribute] = {
+            "kernel": SymbolRefAttr(kernel),
+            "ins": ArrayAttr(tuple(SymbolRefAttr(n) for n in ins)),
+            "outs": ArrayAttr(tuple(SymbolRefAttr(n) for n in outs)),
+            "params": DictionaryAttr({k: _param_attr(v) for k, v in params.items()}),
+        }
+        if comment is not None:
+            props["comment"] = StringAttr(comment)
+        return CallOp.create(properties=props)
+
+    @property
+    def kernel_name(self) -> str:
+        return self.kernel.root_reference.data
+
+    @property
+    def in_names(self) -> tuple[str, ...]:
+        return tuple(r.root_reference.data for r in self.ins.data)
+
+    @property
+    def out_names(self) -> tuple[str, ...]:
+        return tuple(r.root_reference.data for r in self.outs.data)
+
+    @property
+    def param_values(self) -> dict[str, int | float | str]:
+        """Parameters as Python values; a ``str`` is a run-time symbol (``"T"``, ``"T*64"``)."""
+        return {k: _param_value(v) for k, v in self.params.data.items()}
+
+    @property
+    def comment_text(self) -> str | None:
+        return self.comment.data if self.comment is not None else None
+
+    def verify_(self) -> None:
+        kernel = self.kernel_name
+        where = f"lowered.call {sym(kernel)}"
+        for k, v in self.params.data.items():
+            if not isinstance(v, IntegerAttr | FloatAttr | RuntimeSymAttr):
+                raise VerifyException(
+                    f"{where}: parameter {k} = {v} must be an integer, a float or a "
+                    "#lowered.rt<..> run-time symbol"
+                )
+        program = self.parent_op()
+        if program is None:
+            return
+        buffers: list[tuple[str, BufferType]] = []
+        for label, names in (("input", self.in_names), ("output", self.out_names)):
+            for name in names:
+                target = _resolve(self, name)
+                if target is None:
+                    raise VerifyException(
+                        f"{where}: {label} {sym(name)} is not a buffer or view of "
+                        f"{_container_ref(program)} or its model"
+                    )
+                if isinstance(target, BufferOp):
+                    buffers.append((name, target.buffer_type))
+                elif isinstance(target, ViewOp):
+                    buffers.append((name, target.view_type))
+                else:
+                    raise VerifyException(
+                        f"{where}: {label} {sym(name)} is a {target.name}, not a buffer or view"
+                    )
+        registry = _registry()
+        if registry is None:
+            return
+        spec = registry.get(kernel)
+        if spec is None:
+            raise VerifyException(f"{where}: kernel is not in the kernel registry")
+        spec_ins = list(spec.inputs())
+        spec_outs = list(spec.outputs())
+        if len(self.in_names) != len(spec_ins) or len(self.out_names) != len(spec_outs):
+            raise VerifyException(
+                f"{where}: takes {len(spec_ins)} input(s) and {len(spec_outs)} output(s) "
+                f"({', '.join(o.name for o in spec_ins)} -> "
+                f"{', '.join(o.name for o in spec_outs)}), got {len(self.in_names)} and "
+                f"{len(self.out_names)}"
+            )
+        for (name, btype), operand in zip(buffers, [*spec_ins, *spec_outs], strict=True):
+            if btype.dtype_name != operand.dtype:
+                raise VerifyException(
+                    f"{where}: operand {operand.name} = {sym(name)} has dtype "
+                    f"{btype.dtype_name}, the kernel expects {operand.dtype}"
+                )
+        expected = [p.name for p in spec.params]
+        got = list(self.params.data)
+        if sorted(expected) != sorted(got):
+            missing = sorted(set(expected) - set(got))
+            extra = sorted(set(got) - set(expected))
+            parts = []
+            if missing:
+                parts.append(f"missing {', '.join(missing)}")
+            if extra:
+                parts.append(f"unknown {', '.join(extra)}")
+            raise VerifyException(
+                f"{where}: parameters do not match the registry ({'; '.join(parts)}); "
+                f"expected {', '.join(expected)}"
+            )
+        values = self.param_values
+        for p in spec.params:
+            v = values[p.name]
+            if isinstance(v, str):
+                if p.type != "i64":
+                    raise VerifyException(
+                        f"{where}: parameter {p.name} is {p.type}, a run-time symbol is not allowed"
+                    )
+            elif p.type == "i64" and not isinstance(self.params.data[p.name], IntegerAttr):
+                raise VerifyException(f"{where}: parameter {p.name} must be an i64 integer")
+        concrete = {k: v for k, v in values.items() if not isinstance(v, str)}
+        problems = spec.check(concrete)
+        if problems:
+            raise VerifyException(f"{where}: {problems[0]}")
+        modes = getattr(spec, "modes", None)
+        if isinstance(program, ProgramOp) and modes and program.mode_name not in modes:
+            raise VerifyException(
+                f'{where}: kernel is not available in mode "{program.mode_name}" '
+                f"(modes: {', '.join(modes)})"
+            )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> CallOp:
+        kernel = parser.parse_symbol_name()
+
+        def sym_list() -> ArrayAttr[SymbolRefAttr]:
+            names = parser.parse_comma_separated_list(
+                parser.Delimiter.PAREN, parser.parse_symbol_name, " (buffer symbols)"
+            )
+            return ArrayAttr(tuple(SymbolRefAttr(n) for n in names))
+
+        ins = sym_list()
+        parser.parse_punctuation("->")
+        outs = sym_list()
+        entries = parser.parse_optional_attr_dict()
+        comment = entries.pop("comment", None)
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        props: dict[str, Attribute] = {
+            "kernel": SymbolRefAttr(kernel),
+            "ins": ins,
+            "outs": outs,
+            "params": DictionaryAttr(entries),
+        }
+        if comment is not None:
+            props["comment"] = comment
+        return cls.create(properties=props, attributes=dict(attrs.data) if attrs else {})
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.kernel_name)
+        printer.print_string("(")
+        printer.print_list(self.in_names, printer.print_symbol_name)
+        printer.print_string(") -> (")
+        printer.print_list(self.out_names, printer.print_symbol_name)
+        printer.print_string(")")
+        items: dict[str, Attribute] = dict(self.params.data)
+        if self.comment is not None:
+            items["comment"] = self.comment
+        _print_attr_dict_items(printer, items)
+        if self.attributes:
+            printer.print_op_attributes(self.attributes, print_keyword=True)
+
+
+Lowered = Dialect(
+    "lowered",
+    [LoweredModelOp, ProgramOp, BufferOp, ViewOp, CallOp],
+    [BufferType, RuntimeSymAttr],
+)
