@@ -1,0 +1,202 @@
+"""Compile the ckir C runtime (plus optional extra sources) into a shared library.
+
+The runtime kernels (``runtime/kernels/*.c``) are compiled once per
+(compiler, ISA, flags, sources) into object files kept in a cache directory
+(``$CKIR_CACHE_DIR/runtime/<hash>/`` or ``~/.cache/ckir/runtime/<hash>/``), so
+linking a new model only compiles the model's own C files.  Object files and
+the final library are written under a temporary name and renamed into place,
+so a failed or interrupted build never leaves a partial file behind.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+__all__ = [
+    "RuntimeBuildError",
+    "build_library",
+    "cache_dir",
+    "compile_runtime_objects",
+    "isa_flags",
+    "kernel_sources",
+    "runtime_dir",
+]
+
+ISAS = ("native", "avx2", "scalar")
+BASE_CFLAGS = ["-std=c11", "-O3", "-fPIC", "-fopenmp"]
+DEBUG_CFLAGS = ["-g", "-DCKIR_DEBUG"]
+LINK_LIBS = ["-lm"]
+
+
+class RuntimeBuildError(RuntimeError):
+    """The C compiler failed; the message is one line naming the file and first error."""
+
+
+def runtime_dir() -> Path:
+    """The ``runtime/`` directory of this checkout (headers, kernels, registry)."""
+    return Path(__file__).resolve().parent.parent / "runtime"
+
+
+def kernel_sources() -> list[Path]:
+    """The runtime's C sources, sorted."""
+    return sorted((runtime_dir() / "kernels").glob("*.c"))
+
+
+def isa_flags(isa: str) -> list[str]:
+    """Compiler flags selecting the kernels' ISA path: native, avx2 or scalar."""
+    if isa == "native":
+        return ["-march=native"]
+    if isa == "avx2":
+        return ["-march=haswell"]
+    if isa == "scalar":
+        return ["-march=x86-64", "-DCKIR_FORCE_SCALAR"]
+    raise ValueError(f"unknown ISA {isa!r}: expected one of {', '.join(ISAS)}")
+
+
+def cache_dir() -> Path:
+    """Root of the object cache: ``$CKIR_CACHE_DIR/runtime`` or ``~/.cache/ckir/runtime``."""
+    env = os.environ.get("CKIR_CACHE_DIR")
+    if env:
+        return Path(env).expanduser() / "runtime"
+    return Path.home() / ".cache" / "ckir" / "runtime"
+
+
+def _cc() -> str:
+    return os.environ.get("CC", "cc")
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_identity(cc: str, flags: tuple[str, ...]) -> str:
+    """Compiler version plus its predefined macros for these flags (captures -march=native)."""
+    try:
+        ver = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
+        macros = subprocess.run(
+            [cc, *flags, "-E", "-dM", "-x", "c", os.devnull],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise RuntimeBuildError(f"cannot run the C compiler {cc!r}: {exc}") from None
+    return ver + "\n" + "\n".join(sorted(macros.splitlines()))
+
+
+def _first_error(stderr: str) -> str:
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for ln in lines:
+        if "error" in ln.lower():
+            return ln
+    return lines[0] if lines else "(no compiler output)"
+
+
+def _run_cc(cmd: list[str], what: Path | str) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeBuildError(
+            f"cc failed on {what}: {_first_error(proc.stderr + proc.stdout)}"
+        )
+
+
+def _cflags(isa: str, debug: bool, include_dirs: Sequence[Path | str]) -> list[str]:
+    flags = [*BASE_CFLAGS, *isa_flags(isa)]
+    if debug:
+        flags += DEBUG_CFLAGS
+    flags += ["-I", str(runtime_dir() / "include")]
+    for d in include_dirs:
+        flags += ["-I", str(Path(d).resolve())]
+    return flags
+
+
+def compile_runtime_objects(
+    *, isa: str = "native", debug: bool = False, include_dirs: Sequence[Path | str] = ()
+) -> list[Path]:
+    """Compile (or reuse from the cache) one object file per runtime kernel source."""
+    cc = _cc()
+    flags = _cflags(isa, debug, include_dirs)
+    sources = kernel_sources()
+    if not sources:
+        raise RuntimeBuildError(f"no kernel sources in {runtime_dir() / 'kernels'}")
+    h = hashlib.sha256()
+    h.update(_compiler_identity(cc, tuple(flags)).encode())
+    h.update("\0".join(flags).encode())
+    headers = sorted((runtime_dir() / "include").glob("*.h")) + sorted(
+        (runtime_dir() / "kernels").glob("*.h")
+    )
+    for extra in include_dirs:
+        headers += sorted(Path(extra).glob("*.h"))
+    for path in [*sources, *headers]:
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    out_dir = cache_dir() / h.hexdigest()[:24]
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    def build_one(src: Path) -> Path:
+        obj = out_dir / (src.stem + ".o")
+        if obj.exists():
+            return obj
+        fd, tmp = tempfile.mkstemp(prefix=src.stem + ".", suffix=".o.tmp", dir=out_dir)
+        os.close(fd)
+        try:
+            _run_cc([cc, *flags, "-c", str(src), "-o", tmp], src)
+            os.replace(tmp, obj)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return obj
+
+    workers = max(1, min(len(sources), os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(build_one, sources))
+
+
+def build_library(
+    out_path: Path,
+    *,
+    isa: str = "native",
+    extra_sources: Sequence[Path] = (),
+    debug: bool = False,
+    include_dirs: Sequence[Path | str] = (),
+) -> Path:
+    """Build a shared library with every runtime kernel plus ``extra_sources``.
+
+    Runtime objects come from the cache; extra sources (e.g. a generated
+    ``model.c``) are compiled with the same flags.  Raises RuntimeBuildError
+    when the compiler fails; ``out_path`` is only ever replaced by a complete
+    library.  Returns the resolved output path.
+    """
+    out_path = Path(out_path).resolve()
+    extras = [Path(s).resolve() for s in extra_sources]
+    for src in extras:
+        if not src.is_file():
+            raise RuntimeBuildError(f"extra source not found: {src}")
+    objects = compile_runtime_objects(isa=isa, debug=debug, include_dirs=include_dirs)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    flags = _cflags(isa, debug, include_dirs)
+    fd, tmp = tempfile.mkstemp(prefix=out_path.name + ".", suffix=".tmp", dir=out_path.parent)
+    os.close(fd)
+    try:
+        with tempfile.TemporaryDirectory(prefix="ckir-build-") as work:
+            extra_objs = []
+            for i, src in enumerate(extras):
+                obj = Path(work) / f"{i}_{src.stem}.o"
+                _run_cc([_cc(), *flags, "-c", str(src), "-o", str(obj)], src)
+                extra_objs.append(str(obj))
+            link = [_cc(), "-shared", "-fopenmp", *extra_objs, *map(str, objects)]
+            _run_cc([*link, "-o", tmp, *LINK_LIBS], out_path.name)
+        os.replace(tmp, out_path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out_path
+
+
+def clear_cache() -> None:
+    """Delete every cached runtime object (all ISAs and flag sets)."""
+    shutil.rmtree(cache_dir(), ignore_errors=True)

@@ -1,0 +1,158 @@
+/* ckir runtime: private helpers shared by the kernel sources (not installed).
+ *
+ * ISA selection happens at BUILD time.  Every kernel source tests
+ *   CKIR_AVX512  (defined when __AVX512F__ is on and CKIR_FORCE_SCALAR is off)
+ *   CKIR_AVX2    (defined when __AVX2__ && __FMA__ are on, no AVX-512, no force-scalar)
+ * and otherwise uses its portable scalar path.
+ */
+#ifndef CKIR_INTERNAL_H
+#define CKIR_INTERNAL_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ckir_runtime.h"
+
+#if defined(__AVX512F__) && !defined(CKIR_FORCE_SCALAR)
+#define CKIR_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__) && !defined(CKIR_FORCE_SCALAR)
+#define CKIR_AVX2 1
+#endif
+
+#if defined(CKIR_AVX512) || defined(CKIR_AVX2)
+#include <immintrin.h>
+#endif
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define CKIR_INLINE static inline __attribute__((always_inline))
+#define CKIR_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define CKIR_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Work (in "element operations") below which a kernel stays single-threaded:
+ * an OpenMP fork/join costs a few microseconds. */
+#define CKIR_PAR_MIN_WORK 32768
+
+/* Constants of the exp approximation: e^x = 2^n * e^r, n = round(x*log2(e)),
+ * r = x - n*ln2 (Cody-Waite two-constant split), e^r by a degree-7 Taylor
+ * polynomial on |r| <= ln2/2 (truncation error < 5e-9 relative). */
+#define CKIR_LOG2E 1.44269504088896341f
+#define CKIR_LN2_HI 0.693359375f
+#define CKIR_LN2_LO -2.12194440e-4f
+#define CKIR_EXP_C2 (1.0f / 2.0f)
+#define CKIR_EXP_C3 (1.0f / 6.0f)
+#define CKIR_EXP_C4 (1.0f / 24.0f)
+#define CKIR_EXP_C5 (1.0f / 120.0f)
+#define CKIR_EXP_C6 (1.0f / 720.0f)
+#define CKIR_EXP_C7 (1.0f / 5040.0f)
+
+#if defined(CKIR_AVX512)
+/* e^x for 16 lanes; overflow gives +inf, underflow (x < -104) gives 0. */
+CKIR_INLINE __m512 ckir_exp_ps512(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(CKIR_LOG2E)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(CKIR_LN2_HI), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(CKIR_LN2_LO), r);
+  __m512 p = _mm512_set1_ps(CKIR_EXP_C7);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CKIR_EXP_C6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CKIR_EXP_C5));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CKIR_EXP_C4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CKIR_EXP_C3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CKIR_EXP_C2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+/* Lane i of the result is the horizontal sum of v[i] (16 inputs). */
+CKIR_INLINE __m512 ckir_hsum16_ps512(const __m512 v[16]) {
+  __m512 s1[8], s2[4], s3[2];
+  for (int i = 0; i < 8; i++) {
+    __m512 a = v[2 * i], b = v[2 * i + 1];
+    s1[i] = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+  }
+  for (int i = 0; i < 4; i++) {
+    __m512 a = s1[2 * i], b = s1[2 * i + 1];
+    s2[i] = _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                          _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  for (int i = 0; i < 2; i++) {
+    __m512 a = s2[2 * i], b = s2[2 * i + 1];
+    s3[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  __m512 r = _mm512_add_ps(_mm512_shuffle_f32x4(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_f32x4(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return r;
+}
+
+/* Mask with the low n (0..16) lanes set. */
+CKIR_INLINE __mmask16 ckir_mask16(int64_t n) {
+  return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+}
+#endif /* CKIR_AVX512 */
+
+#if defined(CKIR_AVX512) || defined(CKIR_AVX2)
+/* e^x for 8 lanes (AVX2+FMA); x is clamped to [-87.3, 88.7]. */
+CKIR_INLINE __m256 ckir_exp_ps256(__m256 x) {
+  __m256 big = _mm256_cmp_ps(x, _mm256_set1_ps(88.72283f), _CMP_GT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33654f)), _mm256_set1_ps(88.72283f));
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(CKIR_LOG2E)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(CKIR_LN2_HI), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(CKIR_LN2_LO), r);
+  __m256 p = _mm256_set1_ps(CKIR_EXP_C7);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CKIR_EXP_C6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CKIR_EXP_C5));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CKIR_EXP_C4));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CKIR_EXP_C3));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CKIR_EXP_C2));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  /* n in [-126, 128]: split 2^n = 2^(n - n/2) * 2^(n/2) to stay in range. */
+  __m256i ni = _mm256_cvtps_epi32(n);
+  __m256i n1 = _mm256_srai_epi32(ni, 1);
+  __m256i n2 = _mm256_sub_epi32(ni, n1);
+  __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+  __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+  p = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+  return _mm256_blendv_ps(p, _mm256_set1_ps(INFINITY), big);
+}
+
+CKIR_INLINE float ckir_hsum_ps256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+CKIR_INLINE float ckir_hmax_ps256(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* Lane mask for AVX2 masked loads/stores: low n (0..8) lanes set. */
+CKIR_INLINE __m256i ckir_mask8(int64_t n) {
+  static const int32_t tbl[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  if (n > 8) n = 8;
+  return _mm256_loadu_si256((const __m256i *)(tbl + 8 - n));
+}
+#endif
+
+/* Scalar e^x with the same polynomial (used for one-off values in vector paths). */
+CKIR_INLINE float ckir_expf(float x) { return expf(x); }
+
+/* y[m, n] = x[m, :] . w[n, :] (+ b[n] when b != NULL) for m < M, n < N: the
+ * dot-product (weight-streaming) form used by gemv (M = 1) and by gemm for
+ * small M.  Defined in gemv.c; OpenMP over blocks of rows of w. */
+void ckir_internal_dot_rows(const float *x, int64_t M, const float *w, const float *b, float *y,
+                            int64_t N, int64_t K);
+
+#endif /* CKIR_INTERNAL_H */

@@ -1,0 +1,406 @@
+/* ckir runtime: blocked matrix products for prefill.
+ *
+ *   gemm:   y[M,N] = x[M,K] . w[N,K]^T (+ b[N])     (HF linear layers)
+ *   matmul: c[M,N] = a[M,K] . b[K,N]   (+ relu)      (kernel-IR op)
+ *
+ * Both run one BLIS-style driver.  The right operand is packed into panels of
+ * GEMM_NR columns ([kc][NR], "B panels"; for gemm this packing transposes w),
+ * the left operand into panels of GEMM_MR rows ([kc][MR], "A panels"), and an
+ * MR x NR register-blocked micro-kernel accumulates over a kc-slice:
+ *
+ *   for jc (NC columns)        pack B slice KC x NC      -> L2
+ *     for pc (KC deep)
+ *       for ic (MC rows)       pack A slice MC x KC      -> L2
+ *         for jr (NR columns)  B micro-panel KC x NR     -> L1
+ *           for ir (MR rows)   micro-kernel MR x NR
+ *
+ * Threads split N (in whole NR panels) when there are enough columns, else M;
+ * each thread packs into its own stack buffers (GEMM_STACK_BYTES, below).
+ * Partial edges are zero-padded in the packs and written with masks. */
+#include "ckir_internal.h"
+
+#if defined(CKIR_AVX512)
+#define GEMM_MR 12
+#define GEMM_NR 32
+#define GEMM_KC 256
+#define GEMM_MC 96
+#define GEMM_NC 256
+#elif defined(CKIR_AVX2)
+#define GEMM_MR 6
+#define GEMM_NR 16
+#define GEMM_KC 256
+#define GEMM_MC 96
+#define GEMM_NC 256
+#else
+#define GEMM_MR 4
+#define GEMM_NR 16
+#define GEMM_KC 256
+#define GEMM_MC 64
+#define GEMM_NC 256
+#endif
+/* per-thread stack used by the packed panels (documented in the header) */
+#define GEMM_STACK_BYTES ((GEMM_KC * GEMM_NC + GEMM_MC * GEMM_KC) * 4)
+
+/* gemm with M <= GEMM_SMALL_M streams w with the dot-product kernel instead */
+#define GEMM_SMALL_M 4
+
+/* ---- reference twins ----------------------------------------------------- */
+
+void ckir_ref_gemm_bias_f32(const float *x, const float *w, const float *b, float *y, int64_t M,
+                            int64_t N, int64_t K) {
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      double s = 0.0;
+      for (int64_t k = 0; k < K; k++) s += (double)x[m * K + k] * w[n * K + k];
+      y[m * N + n] = (float)s + (b ? b[n] : 0.0f);
+    }
+}
+
+void ckir_ref_gemm_f32(const float *x, const float *w, float *y, int64_t M, int64_t N, int64_t K) {
+  ckir_ref_gemm_bias_f32(x, w, NULL, y, M, N, K);
+}
+
+static void ref_matmul(const float *a, const float *b, float *c, int64_t M, int64_t N, int64_t K,
+                       int relu) {
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      double s = 0.0;
+      for (int64_t k = 0; k < K; k++) s += (double)a[m * K + k] * b[k * N + n];
+      float v = (float)s;
+      c[m * N + n] = relu && v < 0.0f ? 0.0f : v;
+    }
+}
+
+void ckir_ref_matmul_f32(const float *a, const float *b, float *c, int64_t M, int64_t N,
+                         int64_t K) {
+  ref_matmul(a, b, c, M, N, K, 0);
+}
+
+void ckir_ref_matmul_relu_f32(const float *a, const float *b, float *c, int64_t M, int64_t N,
+                              int64_t K) {
+  ref_matmul(a, b, c, M, N, K, 1);
+}
+
+/* ---- packing ------------------------------------------------------------- */
+
+/* A panels: Ap[p][k][r] = a[(p*MR + r) * lda + k], rows >= mc are zero. */
+static void pack_a(const float *a, int64_t lda, int64_t mc, int64_t kc, float *Ap) {
+  for (int64_t i0 = 0; i0 < mc; i0 += GEMM_MR) {
+    const int64_t mr = CKIR_MIN(GEMM_MR, mc - i0);
+    float *dst = Ap + i0 * kc;
+    if (mr == GEMM_MR) {
+      for (int64_t k = 0; k < kc; k++)
+        for (int r = 0; r < GEMM_MR; r++) dst[k * GEMM_MR + r] = a[(i0 + r) * lda + k];
+    } else {
+      for (int64_t k = 0; k < kc; k++)
+        for (int r = 0; r < GEMM_MR; r++)
+          dst[k * GEMM_MR + r] = r < mr ? a[(i0 + r) * lda + k] : 0.0f;
+    }
+  }
+}
+
+#if defined(CKIR_AVX512)
+/* Transpose the 16x16 block src[r * lds + c] (rows r < 16) into dst[c * ldd + r]. */
+static inline void transpose16(const float *src, int64_t lds, float *dst, int64_t ldd,
+                               int64_t nrows, int64_t ncols) {
+  __m512 r[16], t[16];
+  const __mmask16 cm = ckir_mask16(ncols);
+  for (int i = 0; i < 16; i++)
+    r[i] = i < nrows ? _mm512_maskz_loadu_ps(cm, src + i * lds) : _mm512_setzero_ps();
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {
+    __m512d a0 = _mm512_castps_pd(t[4 * i]), a1 = _mm512_castps_pd(t[4 * i + 1]);
+    __m512d b0 = _mm512_castps_pd(t[4 * i + 2]), b1 = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, b0));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, b0));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, b1));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, b1));
+  }
+  /* r[4i + j] now holds, in each 128-bit lane L, column (4L + j) of rows 4i..4i+3 */
+  for (int j = 0; j < 4; j++) {
+    __m512 a = r[j], b = r[4 + j], c = r[8 + j], d = r[12 + j];
+    __m512 ab_lo = _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0));
+    __m512 ab_hi = _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2));
+    __m512 cd_lo = _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0));
+    __m512 cd_hi = _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2));
+    t[j] = _mm512_shuffle_f32x4(ab_lo, cd_lo, _MM_SHUFFLE(2, 0, 2, 0));      /* col j */
+    t[4 + j] = _mm512_shuffle_f32x4(ab_lo, cd_lo, _MM_SHUFFLE(3, 1, 3, 1));  /* col 4 + j */
+    t[8 + j] = _mm512_shuffle_f32x4(ab_hi, cd_hi, _MM_SHUFFLE(2, 0, 2, 0));  /* col 8 + j */
+    t[12 + j] = _mm512_shuffle_f32x4(ab_hi, cd_hi, _MM_SHUFFLE(3, 1, 3, 1)); /* col 12 + j */
+  }
+  for (int c = 0; c < ncols; c++) _mm512_storeu_ps(dst + c * ldd, t[c]);
+}
+#endif
+
+/* B panels from w[N, K] (transposing): Bp[p][k][n] = w[(p*NR + n) * ldw + k]. */
+static void pack_b_nk(const float *w, int64_t ldw, int64_t nc, int64_t kc, float *Bp) {
+  for (int64_t j0 = 0; j0 < nc; j0 += GEMM_NR) {
+    const int64_t nr = CKIR_MIN(GEMM_NR, nc - j0);
+    float *dst = Bp + j0 * kc;
+#if defined(CKIR_AVX512)
+    for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+      const int64_t kk = CKIR_MIN(16, kc - k0);
+      for (int64_t h = 0; h < GEMM_NR; h += 16)
+        transpose16(w + (j0 + h) * ldw + k0, ldw, dst + k0 * GEMM_NR + h, GEMM_NR,
+                    CKIR_MAX(0, CKIR_MIN(16, nr - h)), kk);
+    }
+#else
+    for (int64_t k = 0; k < kc; k++)
+      for (int n = 0; n < GEMM_NR; n++)
+        dst[k * GEMM_NR + n] = n < nr ? w[(j0 + n) * ldw + k] : 0.0f;
+#endif
+  }
+}
+
+/* B panels from b[K, N] (copying rows): Bp[p][k][n] = b[k * ldb + p*NR + n]. */
+static void pack_b_kn(const float *b, int64_t ldb, int64_t nc, int64_t kc, float *Bp) {
+  for (int64_t j0 = 0; j0 < nc; j0 += GEMM_NR) {
+    const int64_t nr = CKIR_MIN(GEMM_NR, nc - j0);
+    float *dst = Bp + j0 * kc;
+    for (int64_t k = 0; k < kc; k++) {
+      const float *src = b + k * ldb + j0;
+      if (nr == GEMM_NR) {
+        memcpy(dst + k * GEMM_NR, src, GEMM_NR * sizeof(float));
+      } else {
+        for (int n = 0; n < GEMM_NR; n++) dst[k * GEMM_NR + n] = n < nr ? src[n] : 0.0f;
+      }
+    }
+  }
+}
+
+/* ---- micro-kernels --------------------------------------------------------
+ * c[r, n] (+)= sum_k Ap[k*MR + r] * Bp[k*NR + n] for r < mr, n < nr.
+ * first: overwrite C (adding bias when non-NULL); else accumulate into C.
+ * last && relu: clamp at zero. */
+
+#if defined(CKIR_AVX512)
+static void ukernel(int64_t kc, const float *restrict Ap, const float *restrict Bp,
+                    float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first, int last,
+                    const float *bias, int relu) {
+  __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(),
+         c11 = _mm512_setzero_ps(), c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps(),
+         c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps(), c40 = _mm512_setzero_ps(),
+         c41 = _mm512_setzero_ps(), c50 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps(),
+         c60 = _mm512_setzero_ps(), c61 = _mm512_setzero_ps(), c70 = _mm512_setzero_ps(),
+         c71 = _mm512_setzero_ps(), c80 = _mm512_setzero_ps(), c81 = _mm512_setzero_ps(),
+         c90 = _mm512_setzero_ps(), c91 = _mm512_setzero_ps(), ca0 = _mm512_setzero_ps(),
+         ca1 = _mm512_setzero_ps(), cb0 = _mm512_setzero_ps(), cb1 = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; k++) {
+    const __m512 b0 = _mm512_load_ps(Bp), b1 = _mm512_load_ps(Bp + 16);
+    __m512 a;
+#define CKIR_FMA_ROW(r, x0, x1)          \
+  a = _mm512_set1_ps(Ap[r]);             \
+  x0 = _mm512_fmadd_ps(a, b0, x0);       \
+  x1 = _mm512_fmadd_ps(a, b1, x1);
+    CKIR_FMA_ROW(0, c00, c01)
+    CKIR_FMA_ROW(1, c10, c11)
+    CKIR_FMA_ROW(2, c20, c21)
+    CKIR_FMA_ROW(3, c30, c31)
+    CKIR_FMA_ROW(4, c40, c41)
+    CKIR_FMA_ROW(5, c50, c51)
+    CKIR_FMA_ROW(6, c60, c61)
+    CKIR_FMA_ROW(7, c70, c71)
+    CKIR_FMA_ROW(8, c80, c81)
+    CKIR_FMA_ROW(9, c90, c91)
+    CKIR_FMA_ROW(10, ca0, ca1)
+    CKIR_FMA_ROW(11, cb0, cb1)
+#undef CKIR_FMA_ROW
+    Ap += GEMM_MR;
+    Bp += GEMM_NR;
+  }
+  const __mmask16 m0 = ckir_mask16(nr), m1 = ckir_mask16(nr > 16 ? nr - 16 : 0);
+  __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
+  if (first && bias) {
+    bias0 = _mm512_maskz_loadu_ps(m0, bias);
+    bias1 = _mm512_maskz_loadu_ps(m1, bias + 16);
+  }
+  const __m512 zero = _mm512_setzero_ps();
+#define CKIR_STORE_ROW(r, x0, x1)                                              \
+  if (r < mr) {                                                                \
+    float *cr = C + (r) * ldc;                                                 \
+    if (first) {                                                               \
+      x0 = _mm512_add_ps(x0, bias0);                                           \
+      x1 = _mm512_add_ps(x1, bias1);                                           \
+    } else {                                                                   \
+      x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));                   \
+      x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));              \
+    }                                                                          \
+    if (last && relu) {                                                        \
+      x0 = _mm512_max_ps(x0, zero);                                            \
+      x1 = _mm512_max_ps(x1, zero);                                            \
+    }                                                                          \
+    _mm512_mask_storeu_ps(cr, m0, x0);                                         \
+    _mm512_mask_storeu_ps(cr + 16, m1, x1);                                    \
+  }
+  CKIR_STORE_ROW(0, c00, c01)
+  CKIR_STORE_ROW(1, c10, c11)
+  CKIR_STORE_ROW(2, c20, c21)
+  CKIR_STORE_ROW(3, c30, c31)
+  CKIR_STORE_ROW(4, c40, c41)
+  CKIR_STORE_ROW(5, c50, c51)
+  CKIR_STORE_ROW(6, c60, c61)
+  CKIR_STORE_ROW(7, c70, c71)
+  CKIR_STORE_ROW(8, c80, c81)
+  CKIR_STORE_ROW(9, c90, c91)
+  CKIR_STORE_ROW(10, ca0, ca1)
+  CKIR_STORE_ROW(11, cb0, cb1)
+#undef CKIR_STORE_ROW
+}
+#elif defined(CKIR_AVX2)
+static void ukernel(int64_t kc, const float *restrict Ap, const float *restrict Bp,
+                    float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first, int last,
+                    const float *bias, int relu) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
+         c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
+         c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
+         c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; k++) {
+    const __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8);
+    __m256 a;
+#define CKIR_FMA_ROW(r, x0, x1)          \
+  a = _mm256_broadcast_ss(Ap + r);       \
+  x0 = _mm256_fmadd_ps(a, b0, x0);       \
+  x1 = _mm256_fmadd_ps(a, b1, x1);
+    CKIR_FMA_ROW(0, c00, c01)
+    CKIR_FMA_ROW(1, c10, c11)
+    CKIR_FMA_ROW(2, c20, c21)
+    CKIR_FMA_ROW(3, c30, c31)
+    CKIR_FMA_ROW(4, c40, c41)
+    CKIR_FMA_ROW(5, c50, c51)
+#undef CKIR_FMA_ROW
+    Ap += GEMM_MR;
+    Bp += GEMM_NR;
+  }
+  float tile[GEMM_MR][GEMM_NR] __attribute__((aligned(32)));
+  _mm256_store_ps(tile[0], c00), _mm256_store_ps(tile[0] + 8, c01);
+  _mm256_store_ps(tile[1], c10), _mm256_store_ps(tile[1] + 8, c11);
+  _mm256_store_ps(tile[2], c20), _mm256_store_ps(tile[2] + 8, c21);
+  _mm256_store_ps(tile[3], c30), _mm256_store_ps(tile[3] + 8, c31);
+  _mm256_store_ps(tile[4], c40), _mm256_store_ps(tile[4] + 8, c41);
+  _mm256_store_ps(tile[5], c50), _mm256_store_ps(tile[5] + 8, c51);
+  for (int64_t r = 0; r < mr; r++) {
+    float *cr = C + r * ldc;
+    for (int64_t n = 0; n < nr; n++) {
+      float v = tile[r][n] + (first ? (bias ? bias[n] : 0.0f) : cr[n]);
+      cr[n] = last && relu && v < 0.0f ? 0.0f : v;
+    }
+  }
+}
+#else
+static void ukernel(int64_t kc, const float *restrict Ap, const float *restrict Bp,
+                    float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first, int last,
+                    const float *bias, int relu) {
+  float acc[GEMM_MR][GEMM_NR];
+  for (int r = 0; r < GEMM_MR; r++)
+    for (int n = 0; n < GEMM_NR; n++) acc[r][n] = 0.0f;
+  for (int64_t k = 0; k < kc; k++) {
+    for (int r = 0; r < GEMM_MR; r++) {
+      const float a = Ap[k * GEMM_MR + r];
+      for (int n = 0; n < GEMM_NR; n++) acc[r][n] += a * Bp[k * GEMM_NR + n];
+    }
+  }
+  for (int64_t r = 0; r < mr; r++) {
+    float *cr = C + r * ldc;
+    for (int64_t n = 0; n < nr; n++) {
+      float v = acc[r][n] + (first ? (bias ? bias[n] : 0.0f) : cr[n]);
+      cr[n] = last && relu && v < 0.0f ? 0.0f : v;
+    }
+  }
+}
+#endif
+
+/* ---- driver -------------------------------------------------------------- */
+
+/* One thread's share: C[0:M, 0:N] of the product.  b_nk: B is w[N, K] (gemm);
+ * else B is b[K, N] (matmul). */
+static void gemm_blocked(const float *A, int64_t lda, const float *B, int64_t ldb, int b_nk,
+                         const float *bias, float *C, int64_t ldc, int64_t M, int64_t N, int64_t K,
+                         int relu) {
+  float Bp[GEMM_KC * GEMM_NC] __attribute__((aligned(64)));
+  float Ap[GEMM_MC * GEMM_KC] __attribute__((aligned(64)));
+  for (int64_t jc = 0; jc < N; jc += GEMM_NC) {
+    const int64_t nc = CKIR_MIN(GEMM_NC, N - jc);
+    for (int64_t pc = 0; pc < K; pc += GEMM_KC) {
+      const int64_t kc = CKIR_MIN(GEMM_KC, K - pc);
+      const int first = pc == 0, last = pc + kc >= K;
+      if (b_nk)
+        pack_b_nk(B + jc * ldb + pc, ldb, nc, kc, Bp);
+      else
+        pack_b_kn(B + pc * ldb + jc, ldb, nc, kc, Bp);
+      for (int64_t ic = 0; ic < M; ic += GEMM_MC) {
+        const int64_t mc = CKIR_MIN(GEMM_MC, M - ic);
+        pack_a(A + ic * lda + pc, lda, mc, kc, Ap);
+        for (int64_t jr = 0; jr < nc; jr += GEMM_NR) {
+          const int64_t nr = CKIR_MIN(GEMM_NR, nc - jr);
+          const float *bj = bias ? bias + jc + jr : NULL;
+          for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
+            ukernel(kc, Ap + ir * kc, Bp + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc,
+                    CKIR_MIN(GEMM_MR, mc - ir), nr, first, last, bj, relu);
+          }
+        }
+      }
+    }
+  }
+}
+
+static void gemm_driver(const float *A, const float *B, int b_nk, const float *bias, float *C,
+                        int64_t M, int64_t N, int64_t K, int relu) {
+  int nt = 1;
+#ifdef _OPENMP
+  if ((double)M * N * K >= 64.0 * CKIR_PAR_MIN_WORK) nt = omp_get_max_threads();
+#endif
+  const int64_t npanels = (N + GEMM_NR - 1) / GEMM_NR, mpanels = (M + GEMM_MR - 1) / GEMM_MR;
+  const int split_n = npanels >= 2 * nt || npanels >= mpanels;
+  const int64_t units = split_n ? npanels : mpanels;
+  if (nt > units) nt = (int)units;
+  if (nt <= 1) {
+    gemm_blocked(A, K, B, b_nk ? K : N, b_nk, bias, C, N, M, N, K, relu);
+    return;
+  }
+#pragma omp parallel num_threads(nt)
+  {
+    const int64_t tid = omp_get_thread_num(), n_t = omp_get_num_threads();
+    const int64_t u0 = units * tid / n_t, u1 = units * (tid + 1) / n_t;
+    if (u1 > u0) {
+      if (split_n) {
+        const int64_t n0 = u0 * GEMM_NR, n1 = CKIR_MIN(N, u1 * GEMM_NR);
+        const float *Bt = b_nk ? B + n0 * K : B + n0;
+        gemm_blocked(A, K, Bt, b_nk ? K : N, b_nk, bias ? bias + n0 : NULL, C + n0, N, M,
+                     n1 - n0, K, relu);
+      } else {
+        const int64_t m0 = u0 * GEMM_MR, m1 = CKIR_MIN(M, u1 * GEMM_MR);
+        gemm_blocked(A + m0 * K, K, B, b_nk ? K : N, b_nk, bias, C + m0 * N, N, m1 - m0, N, K,
+                     relu);
+      }
+    }
+  }
+}
+
+/* ---- public kernels -------------------------------------------------------- */
+
+void ckir_gemm_f32(const float *x, const float *w, float *y, int64_t M, int64_t N, int64_t K) {
+  if (M <= GEMM_SMALL_M)
+    ckir_internal_dot_rows(x, M, w, NULL, y, N, K);
+  else
+    gemm_driver(x, w, 1, NULL, y, M, N, K, 0);
+}
+
+void ckir_gemm_bias_f32(const float *x, const float *w, const float *b, float *y, int64_t M,
+                        int64_t N, int64_t K) {
+  if (M <= GEMM_SMALL_M)
+    ckir_internal_dot_rows(x, M, w, b, y, N, K);
+  else
+    gemm_driver(x, w, 1, b, y, M, N, K, 0);
+}
+
+void ckir_matmul_f32(const float *a, const float *b, float *c, int64_t M, int64_t N, int64_t K) {
+  gemm_driver(a, b, 0, NULL, c, M, N, K, 0);
+}
+
+void ckir_matmul_relu_f32(const float *a, const float *b, float *c, int64_t M, int64_t N,
+                          int64_t K) {
+  gemm_driver(a, b, 0, NULL, c, M, N, K, 1);
+}

@@ -1,0 +1,18 @@
+/* ckir runtime: thread-count control (OpenMP is the only threading model). */
+#include "ckir_internal.h"
+
+void ckir_set_num_threads(int n) {
+#ifdef _OPENMP
+  omp_set_num_threads(n < 1 ? 1 : n);
+#else
+  (void)n;
+#endif
+}
+
+int ckir_get_num_threads(void) {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
