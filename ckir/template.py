@@ -440,6 +440,9 @@ OP_SIGNATURES: dict[str, OpSignature] = {
     "softmax": OpSignature(1, 1, (0, 0)),
 }
 
+#: allowed values of string attributes
+ATTR_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {("gelu", "approximate"): ("tanh", "none")}
+
 _SCHEDULE_KEYS = ("tile_m", "tile_n", "tile_k", "vectorize")
 
 
@@ -784,6 +787,12 @@ class _Loader:
         header = self.section(doc["header"], "header", (), by_name, dims)
         body = self.section(doc["body"], "body", header.results, by_name, dims)
         footer = self.section(doc["footer"], "footer", body.results, by_name, dims)
+        seen_inputs: set[str] = set()
+        for sec in (header, body, footer):
+            for input_name, _ in sec.inputs:
+                if input_name in seen_inputs:
+                    raise self.err(f"{sec.kind}.inputs.{input_name}", "input names must be unique")
+                seen_inputs.add(input_name)
         if len(body.args) != len(body.results):
             raise self.err(
                 "body.yield",
@@ -1102,6 +1111,13 @@ class _Loader:
         defined: dict[str, bool],
     ) -> OpDef:
         raw = self.mapping(raw, where)
+        text = raw.get("op")
+        if isinstance(text, str) and "(" in text and ")" not in text:
+            raise self.err(
+                where,
+                f"op '{text}' is cut at a comma: inside {{...}} YAML splits on ', '; "
+                "quote the op text or write the op in block style",
+            )
         self.keys(raw, ("op", "weights", "attrs", "shape", "shapes", "dtype", "when", "if"), where)
         if "op" not in raw:
             raise self.err(where, "missing 'op' (e.g. 'x1 = add(x, o)')")
@@ -1223,6 +1239,9 @@ class _Loader:
                 out[name] = dict(sched)
             else:
                 out[name] = self.typed(value, akind, awhere)
+                choices = ATTR_CHOICES.get((kind, name))
+                if choices is not None and out[name] not in choices:
+                    raise self.err(awhere, f"{out[name]!r} is not one of {', '.join(choices)}")
         for name, (_, required) in sig.attrs.items():
             if required and name not in out:
                 raise self.err(where, f"{kind} needs attribute '{name}'")

@@ -130,7 +130,9 @@ def make_tiny_model(
     with torch.no_grad():
         for name, p in model.named_parameters():
             leaf = name.rsplit(".", 1)[-1]
-            is_norm = "norm" in name or ".ln_" in name or name.startswith(("ln_f", "transformer.ln_f"))
+            is_norm = (
+                "norm" in name or ".ln_" in name or name.startswith(("ln_f", "transformer.ln_f"))
+            )
             if is_norm and leaf == "weight":
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
             elif is_norm:

@@ -190,10 +190,7 @@ def _read_sharded(index: Path) -> dict[str, TensorInfo]:
         if info is None:
             raise CkirError(f"{index}: tensor '{name}' is mapped to '{shard}', which lacks it")
         out[name] = info
-    for shard, tensors in shards.items():
-        for name in tensors:
-            if name not in weight_map:
-                raise CkirError(
-                    f"{index}: tensor '{name}' of shard '{shard}' is not in the weight_map"
-                )
+    for shard in sorted(shards):  # tensors a shard has but the index forgot: keep them
+        for name, info in shards[shard].items():
+            out.setdefault(name, info)
     return out

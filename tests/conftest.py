@@ -1,0 +1,71 @@
+"""Shared fixtures: tiny random-weight HF checkpoints, built once per test session.
+
+``tiny_model(arch, tied=None)`` returns the folder of a checkpoint made by
+:func:`ckir.zoo.make_tiny_model` (cached per ``(arch, tied)``); the named
+fixtures below are shortcuts.  Tests that modify a checkpoint must copy it
+first (``copy_checkpoint``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    root = tmp_path_factory.mktemp("tiny_models")
+    cache: dict[tuple[str, bool | None], Path] = {}
+
+    def get(arch: str, tied: bool | None = None) -> Path:
+        key = (arch, tied)
+        if key not in cache:
+            pytest.importorskip("torch")
+            pytest.importorskip("transformers")
+            from ckir.zoo import make_tiny_model
+
+            suffix = "" if tied is None else ("-tied" if tied else "-untied")
+            cache[key] = make_tiny_model(arch, root / f"tiny-{arch}{suffix}", tied=tied)
+        return cache[key]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def llama_dir(tiny_model: Callable[..., Path]) -> Path:
+    return tiny_model("llama")
+
+
+@pytest.fixture(scope="session")
+def mistral_dir(tiny_model: Callable[..., Path]) -> Path:
+    return tiny_model("mistral")
+
+
+@pytest.fixture(scope="session")
+def qwen2_tied_dir(tiny_model: Callable[..., Path]) -> Path:
+    return tiny_model("qwen2", tied=True)
+
+
+@pytest.fixture(scope="session")
+def qwen2_untied_dir(tiny_model: Callable[..., Path]) -> Path:
+    return tiny_model("qwen2", tied=False)
+
+
+@pytest.fixture(scope="session")
+def gpt2_dir(tiny_model: Callable[..., Path]) -> Path:
+    return tiny_model("gpt2")
+
+
+@pytest.fixture
+def copy_checkpoint(tmp_path: Path) -> Callable[[Path, str], Path]:
+    """Copy a checkpoint folder into this test's tmp dir (to modify it safely)."""
+
+    def copy(src: Path, name: str = "model") -> Path:
+        dst = tmp_path / name
+        shutil.copytree(src, dst)
+        return dst
+
+    return copy
