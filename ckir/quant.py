@@ -1,0 +1,192 @@
+"""Weight dtypes of the runtime: bf16 and the GGUF block formats Q8_0, Q4_0, Q4_1.
+
+NumPy quantizers and dequantizers written for ckir (see docs/quantization.md).
+A quantized tensor of logical shape ``[..., K]`` is stored as a ``uint8`` array
+``[..., K // 32 * block_bytes]``: each row is K/32 consecutive little-endian
+blocks of 32 elements along K.
+
+Block layouts (the GGUF ones):
+
+- ``q8_0`` (34 bytes): f16 ``d``, int8 ``q[32]``; value = d * q.
+- ``q4_0`` (18 bytes): f16 ``d``, uint8 ``qs[16]``; element j < 16 is
+  ``(qs[j] & 0xF) - 8``, element j + 16 is ``(qs[j] >> 4) - 8``; value = d * that.
+- ``q4_1`` (20 bytes): f16 ``d``, f16 ``m``, uint8 ``qs[16]``; nibbles as in q4_0
+  without the -8; value = d * q + m.
+
+The quantizers reproduce the rounding of the GGUF reference quantizers, so they
+produce the same bytes as ``gguf.quants.quantize``; the dequantizers compute in
+float32 exactly as the C runtime does (``d * q``, and ``(d * q) + m`` with no
+fused multiply-add), so they match ``gguf.quants.dequantize`` bit for bit.
+``bf16`` is the top half of an fp32, rounded to nearest even (NaNs are kept
+NaN, made quiet).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+QK = 32
+"""Elements per block of every block format here."""
+
+_BLOCK_BYTES = {"q8_0": 34, "q4_0": 18, "q4_1": 20}
+
+WEIGHT_DTYPES = ("f32", "bf16", "q8_0", "q4_0", "q4_1")
+
+
+def block_bytes(dtype: str) -> tuple[int, int]:
+    """(elements per block, bytes per block) of ``dtype``; scalars are one-element blocks."""
+    if dtype in _BLOCK_BYTES:
+        return QK, _BLOCK_BYTES[dtype]
+    if dtype == "bf16":
+        return 1, 2
+    if dtype == "f32":
+        return 1, 4
+    raise ValueError(f"unknown weight dtype {dtype!r}")
+
+
+def row_bytes(dtype: str, k: int) -> int:
+    """Bytes of one row of ``k`` elements of ``dtype`` (k must be a multiple of the block)."""
+    elems, nbytes = block_bytes(dtype)
+    if k % elems:
+        raise ValueError(f"{dtype} rows need K % {elems} == 0, got K = {k}")
+    return k // elems * nbytes
+
+
+def _blocks(arr: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
+    a = np.asarray(arr, dtype=np.float32)
+    if a.ndim == 0 or a.shape[-1] % QK:
+        raise ValueError(f"last dimension must be a multiple of {QK}, got shape {a.shape}")
+    return a.reshape(-1, QK), a.shape
+
+
+def _inverse(d: np.ndarray) -> np.ndarray:
+    """1 / d in float32, 0 where d == 0."""
+    safe = np.where(d == 0, np.float32(1), d)
+    return np.where(d == 0, np.float32(0), np.float32(1) / safe).astype(np.float32)
+
+
+def _round_half_away(v: np.ndarray) -> np.ndarray:
+    """Round float32 values to the nearest integer, ties away from zero (C roundf), exactly."""
+    t = np.trunc(v)
+    frac = v - t  # exact in float32
+    return t + np.sign(v) * (np.abs(frac) >= np.float32(0.5))
+
+
+def _f16_bytes(v: np.ndarray) -> np.ndarray:
+    """float32 [n, 1] -> its IEEE half (round to nearest even) as uint8 [n, 2]."""
+    return v.astype(np.float16).view(np.uint8).reshape(-1, 2)
+
+
+def _pack_nibbles(q: np.ndarray) -> np.ndarray:
+    """uint8 [n, 32] in 0..15 -> uint8 [n, 16]: byte j = q[j] | q[j + 16] << 4."""
+    return q[:, :16] | (q[:, 16:] << np.uint8(4))
+
+
+def _unpack_nibbles(qs: np.ndarray) -> np.ndarray:
+    """uint8 [n, 16] -> uint8 [n, 32] (inverse of _pack_nibbles)."""
+    return np.concatenate([qs & np.uint8(0x0F), qs >> np.uint8(4)], axis=1)
+
+
+def _finish(blocks: np.ndarray, shape: tuple[int, ...], nbytes: int) -> np.ndarray:
+    return np.ascontiguousarray(blocks).reshape(*shape[:-1], shape[-1] // QK * nbytes)
+
+
+def quantize_q8_0(arr: np.ndarray) -> np.ndarray:
+    """Q8_0: d = max|x| / 127 (fp32, stored as f16), q = round_half_away(x * (1/d))."""
+    b, shape = _blocks(arr)
+    d = (np.abs(b).max(axis=1, keepdims=True) / np.float32(127)).astype(np.float32)
+    q = _round_half_away(b * _inverse(d))
+    out = np.concatenate([_f16_bytes(d), q.astype(np.int8).view(np.uint8)], axis=1)
+    return _finish(out, shape, 34)
+
+
+def quantize_q4_0(arr: np.ndarray) -> np.ndarray:
+    """Q4_0: v = the element of largest |x| (first on ties), d = v / -8,
+    q = min(trunc(x * (1/d) + 8.5), 15)."""
+    b, shape = _blocks(arr)
+    imax = np.abs(b).argmax(axis=1)[:, None]
+    d = (np.take_along_axis(b, imax, axis=1) / np.float32(-8)).astype(np.float32)
+    v = np.trunc(b * _inverse(d) + np.float32(8.5))
+    q = np.clip(v, 0, 15).astype(np.uint8)
+    out = np.concatenate([_f16_bytes(d), _pack_nibbles(q)], axis=1)
+    return _finish(out, shape, 18)
+
+
+def quantize_q4_1(arr: np.ndarray) -> np.ndarray:
+    """Q4_1: m = min x, d = (max x - m) / 15, q = min(trunc((x - m) * (1/d) + 0.5), 15)."""
+    b, shape = _blocks(arr)
+    lo = b.min(axis=1, keepdims=True)
+    hi = b.max(axis=1, keepdims=True)
+    d = ((hi - lo) / np.float32(15)).astype(np.float32)
+    v = np.trunc((b - lo) * _inverse(d) + np.float32(0.5))
+    q = np.clip(v, 0, 15).astype(np.uint8)
+    out = np.concatenate([_f16_bytes(d), _f16_bytes(lo), _pack_nibbles(q)], axis=1)
+    return _finish(out, shape, 20)
+
+
+def _qblocks(arr: np.ndarray, dtype: str) -> tuple[np.ndarray, tuple[int, ...]]:
+    a = np.ascontiguousarray(arr)
+    if a.dtype != np.uint8:
+        raise TypeError(f"{dtype} data must be uint8 bytes, got {a.dtype}")
+    nbytes = _BLOCK_BYTES[dtype]
+    if a.ndim == 0 or a.shape[-1] % nbytes:
+        raise ValueError(f"{dtype} rows must be whole {nbytes}-byte blocks, got shape {a.shape}")
+    shape = (*a.shape[:-1], a.shape[-1] // nbytes * QK)
+    return a.reshape(-1, nbytes), shape
+
+
+def _f16(b: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(b).view(np.float16).astype(np.float32)
+
+
+def dequantize(arr: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 values of ``arr`` stored as ``dtype`` (the inverse of the quantizers' layout)."""
+    if dtype == "f32":
+        return np.asarray(arr, dtype=np.float32)
+    if dtype == "bf16":
+        return from_bf16(arr)
+    if dtype not in _BLOCK_BYTES:
+        raise ValueError(f"unknown weight dtype {dtype!r}")
+    blk, shape = _qblocks(arr, dtype)
+    if dtype == "q8_0":
+        out = _f16(blk[:, 0:2]) * blk[:, 2:].view(np.int8).astype(np.float32)
+    elif dtype == "q4_0":
+        q = _unpack_nibbles(blk[:, 2:]).astype(np.float32) - np.float32(8)
+        out = _f16(blk[:, 0:2]) * q
+    else:
+        q = _unpack_nibbles(blk[:, 4:]).astype(np.float32)
+        out = (_f16(blk[:, 0:2]) * q) + _f16(blk[:, 2:4])
+    return out.astype(np.float32).reshape(shape)
+
+
+def quantize(arr: np.ndarray, dtype: str) -> np.ndarray:
+    """``arr`` (float) stored as ``dtype``: float32, bf16 (uint16) or block bytes (uint8)."""
+    if dtype == "f32":
+        return np.ascontiguousarray(arr, dtype=np.float32)
+    if dtype == "bf16":
+        return to_bf16(arr)
+    fns = {"q8_0": quantize_q8_0, "q4_0": quantize_q4_0, "q4_1": quantize_q4_1}
+    if dtype not in fns:
+        raise ValueError(f"unknown weight dtype {dtype!r}")
+    return fns[dtype](arr)
+
+
+def to_bf16(arr: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 bits (uint16), round to nearest, ties to even; NaN stays NaN (quiet)."""
+    u = np.ascontiguousarray(arr, dtype=np.float32).view(np.uint32)
+    is_nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    with np.errstate(over="ignore"):
+        rounded = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    quiet = (u >> np.uint32(16)) | np.uint32(0x0040)
+    return np.where(is_nan, quiet, rounded).astype(np.uint16)
+
+
+def from_bf16(arr: np.ndarray) -> np.ndarray:
+    """bf16 bits (uint16) -> float32 (exact)."""
+    u = np.ascontiguousarray(arr, dtype=np.uint16).astype(np.uint32) << np.uint32(16)
+    return u.view(np.float32)
+
+
+def bf16_round(arr: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bf16 (to_bf16 then from_bf16)."""
+    return from_bf16(to_bf16(arr))
