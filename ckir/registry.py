@@ -1,0 +1,372 @@
+"""The kernel registry: ``runtime/registry.yaml`` loaded into typed, validated specs.
+
+Lowering picks kernels from it, the ``lowered.call`` verifier checks calls
+against it and the C emitter orders arguments by it (buffers in operand order,
+then scalar params).  See docs/runtime.md for the file format.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import operator
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "ACCESSES",
+    "KNOWN_OPS",
+    "MODES",
+    "PARAM_TYPES",
+    "KernelSpec",
+    "OperandSpec",
+    "ParamSpec",
+    "RegistryError",
+    "load_registry",
+    "parse_registry",
+    "registry_path",
+]
+
+MODES = ("prefill", "decode")
+ACCESSES = ("read", "write", "readwrite")
+PARAM_TYPES = {"i64": "int64_t", "f32": "float"}
+DTYPE_C = {
+    "f32": "float",
+    "f64": "double",
+    "i32": "int32_t",
+    "i64": "int64_t",
+    "i8": "int8_t",
+    "u8": "uint8_t",
+    "bf16": "uint16_t",
+    "f16": "uint16_t",
+}
+KNOWN_OPS = frozenset(
+    {
+        "embed",
+        "pos_embed",
+        "rmsnorm",
+        "layernorm",
+        "linear",
+        "lm_head",
+        "rope",
+        "kv_store",
+        "attention",
+        "swiglu",
+        "gelu",
+        "add",
+        "relu",
+        "matmul",
+        "fused_matmul_relu",
+        "softmax",
+        "cross_entropy",
+    }
+)
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class RegistryError(ValueError):
+    """A malformed registry entry; the message names the file and the kernel."""
+
+
+# ---------------------------------------------------------------- constraints
+
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
+_CMPOPS = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
+_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+
+
+def _check_node(node: ast.AST, names: set[str]) -> None:
+    """Reject anything but names, numbers, arithmetic, comparisons and and/or."""
+    if isinstance(node, ast.Expression):
+        _check_node(node.body, names)
+    elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And | ast.Or):
+        for v in node.values:
+            _check_node(v, names)
+    elif isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        _check_node(node.left, names)
+        _check_node(node.right, names)
+    elif isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        _check_node(node.operand, names)
+    elif isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
+        _check_node(node.left, names)
+        for c in node.comparators:
+            _check_node(c, names)
+    elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        if node.id not in names:
+            raise ValueError(f"unknown name {node.id!r} (params: {', '.join(sorted(names))})")
+    elif isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        pass
+    else:
+        raise ValueError(f"disallowed syntax {type(node).__name__}")
+
+
+def _eval_node(node: ast.AST, env: Mapping[str, int | float]) -> Any:
+    if isinstance(node, ast.Expression):
+        return _eval_node(node.body, env)
+    if isinstance(node, ast.BoolOp):
+        if isinstance(node.op, ast.And):
+            result: Any = True
+            for v in node.values:
+                result = _eval_node(v, env)
+                if not result:
+                    return result
+            return result
+        result = False
+        for v in node.values:
+            result = _eval_node(v, env)
+            if result:
+                return result
+        return result
+    if isinstance(node, ast.BinOp):
+        return _BINOPS[type(node.op)](_eval_node(node.left, env), _eval_node(node.right, env))
+    if isinstance(node, ast.UnaryOp):
+        return _UNARY[type(node.op)](_eval_node(node.operand, env))
+    if isinstance(node, ast.Compare):
+        left = _eval_node(node.left, env)
+        for op, comp in zip(node.ops, node.comparators, strict=True):
+            right = _eval_node(comp, env)
+            if not _CMPOPS[type(op)](left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.Name):
+        return env[node.id]
+    if isinstance(node, ast.Constant):
+        return node.value
+    raise ValueError(f"disallowed syntax {type(node).__name__}")  # pragma: no cover
+
+
+@functools.lru_cache(maxsize=512)
+def _parse_constraint(expr: str, names: frozenset[str]) -> ast.Expression:
+    tree = ast.parse(expr, mode="eval")
+    _check_node(tree, set(names))
+    return tree
+
+
+# ---------------------------------------------------------------------- specs
+
+
+@dataclass(frozen=True)
+class OperandSpec:
+    """A buffer argument: name, element dtype and access (read | write | readwrite)."""
+
+    name: str
+    dtype: str
+    access: str
+
+    def c_decl(self) -> str:
+        ctype = DTYPE_C.get(self.dtype, "void")
+        const = "const " if self.access == "read" else ""
+        return f"{const}{ctype} *{self.name}"
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """A scalar argument: name and type ("i64" → int64_t, "f32" → float)."""
+
+    name: str
+    type: str
+
+    def c_decl(self) -> str:
+        return f"{PARAM_TYPES[self.type]} {self.name}"
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One registry entry: a C kernel, the op it implements and its calling convention."""
+
+    name: str
+    c_name: str
+    op: str
+    modes: tuple[str, ...]
+    operands: tuple[OperandSpec, ...]
+    params: tuple[ParamSpec, ...]
+    constraints: tuple[str, ...]
+    doc: str
+
+    def inputs(self) -> tuple[OperandSpec, ...]:
+        """Operands the kernel only reads."""
+        return tuple(o for o in self.operands if o.access == "read")
+
+    def outputs(self) -> tuple[OperandSpec, ...]:
+        """Operands the kernel writes (access write or readwrite)."""
+        return tuple(o for o in self.operands if o.access in ("write", "readwrite"))
+
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def check(self, params: Mapping[str, int | float]) -> list[str]:
+        """Messages for every constraint the given param values violate (empty: all hold)."""
+        names = frozenset(self.param_names())
+        problems = []
+        for expr in self.constraints:
+            tree = _parse_constraint(expr, names)
+            used = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)})
+            missing = [n for n in used if n not in params]
+            if missing:
+                problems.append(f"{self.name}: constraint '{expr}' needs {', '.join(missing)}")
+                continue
+            try:
+                ok = _eval_node(tree, params)
+            except ZeroDivisionError:
+                ok = False
+            if not ok:
+                shown = ", ".join(f"{n}={params[n]}" for n in used)
+                problems.append(f"{self.name}: constraint '{expr}' violated ({shown})")
+        return problems
+
+    def c_signature(self) -> str:
+        """The C prototype (without the trailing semicolon) this entry describes."""
+        args = [o.c_decl() for o in self.operands] + [p.c_decl() for p in self.params]
+        return f"void {self.c_name}({', '.join(args)})"
+
+
+# --------------------------------------------------------------------- loading
+
+
+def registry_path() -> Path:
+    """``runtime/registry.yaml`` of this checkout."""
+    return Path(__file__).resolve().parent.parent / "runtime" / "registry.yaml"
+
+
+def _fail(where: str, msg: str) -> RegistryError:
+    return RegistryError(f"{where}: {msg}")
+
+
+def _get(entry: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...]) -> Any:
+    if key not in entry:
+        raise _fail(where, f"missing field '{key}'")
+    value = entry[key]
+    if not isinstance(value, kind):
+        kname = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise _fail(where, f"field '{key}' must be a {kname}, got {value!r}")
+    return value
+
+
+def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
+    where = f"{source}: kernel '{name}'"
+    if not isinstance(entry, Mapping):
+        raise _fail(where, "entry must be a mapping")
+    allowed = {"c_name", "op", "modes", "operands", "params", "constraints", "doc"}
+    extra = sorted(set(entry) - allowed)
+    if extra:
+        raise _fail(where, f"unknown field(s) {', '.join(map(str, extra))}")
+    if not _IDENT.match(str(name)):
+        raise _fail(where, "kernel name must be a C identifier")
+    c_name = _get(entry, "c_name", where, str)
+    if not _IDENT.match(c_name):
+        raise _fail(where, f"c_name {c_name!r} is not a C identifier")
+    op = _get(entry, "op", where, str)
+    if op not in KNOWN_OPS:
+        raise _fail(where, f"unknown op {op!r} (known: {', '.join(sorted(KNOWN_OPS))})")
+    modes = _get(entry, "modes", where, list)
+    if not modes or any(m not in MODES for m in modes) or len(set(modes)) != len(modes):
+        raise _fail(where, f"modes must be a non-empty list drawn from {list(MODES)}, got {modes}")
+
+    operands = []
+    for i, o in enumerate(_get(entry, "operands", where, list)):
+        w = f"{where} operand {i}"
+        if not isinstance(o, Mapping) or set(o) != {"name", "dtype", "access"}:
+            raise _fail(w, f"must be {{name, dtype, access}}, got {o!r}")
+        if not _IDENT.match(str(o["name"])):
+            raise _fail(w, f"name {o['name']!r} is not an identifier")
+        if o["dtype"] not in DTYPE_C:
+            raise _fail(w, f"unknown dtype {o['dtype']!r} (known: {', '.join(DTYPE_C)})")
+        if o["access"] not in ACCESSES:
+            raise _fail(w, f"access must be one of {list(ACCESSES)}, got {o['access']!r}")
+        operands.append(OperandSpec(str(o["name"]), str(o["dtype"]), str(o["access"])))
+    if not operands:
+        raise _fail(where, "a kernel needs at least one buffer operand")
+
+    params = []
+    for i, p in enumerate(_get(entry, "params", where, list)):
+        w = f"{where} param {i}"
+        if not isinstance(p, Mapping) or set(p) != {"name", "type"}:
+            raise _fail(w, f"must be {{name, type}}, got {p!r}")
+        if not _IDENT.match(str(p["name"])):
+            raise _fail(w, f"name {p['name']!r} is not an identifier")
+        if p["type"] not in PARAM_TYPES:
+            raise _fail(w, f"type must be one of {list(PARAM_TYPES)}, got {p['type']!r}")
+        params.append(ParamSpec(str(p["name"]), str(p["type"])))
+
+    all_names = [o.name for o in operands] + [p.name for p in params]
+    dupes = sorted({n for n in all_names if all_names.count(n) > 1})
+    if dupes:
+        raise _fail(where, f"duplicate argument name(s) {', '.join(dupes)}")
+
+    constraints = entry.get("constraints", [])
+    if not isinstance(constraints, list) or not all(isinstance(c, str) for c in constraints):
+        raise _fail(where, "constraints must be a list of strings")
+    pnames = frozenset(p.name for p in params)
+    for c in constraints:
+        try:
+            _parse_constraint(c, pnames)
+        except (SyntaxError, ValueError) as exc:
+            raise _fail(where, f"bad constraint {c!r}: {exc}") from None
+    doc = entry.get("doc", "")
+    if not isinstance(doc, str):
+        raise _fail(where, "doc must be a string")
+    return KernelSpec(
+        name=str(name),
+        c_name=c_name,
+        op=op,
+        modes=tuple(modes),
+        operands=tuple(operands),
+        params=tuple(params),
+        constraints=tuple(constraints),
+        doc=doc,
+    )
+
+
+def parse_registry(data: Any, source: str = "registry.yaml") -> Mapping[str, KernelSpec]:
+    """Validate already-loaded YAML data; raises RegistryError naming the bad kernel."""
+    if not isinstance(data, Mapping):
+        raise RegistryError(f"{source}: top level must be a mapping")
+    if data.get("version") != 1:
+        raise RegistryError(f"{source}: unsupported version {data.get('version')!r} (expected 1)")
+    kernels = data.get("kernels")
+    if not isinstance(kernels, Mapping) or not kernels:
+        raise RegistryError(f"{source}: 'kernels' must be a non-empty mapping")
+    specs = {str(name): _parse_kernel(str(name), entry, source) for name, entry in kernels.items()}
+    c_names = [s.c_name for s in specs.values()]
+    dupes = sorted({c for c in c_names if c_names.count(c) > 1})
+    if dupes:
+        raise RegistryError(f"{source}: c_name used by several kernels: {', '.join(dupes)}")
+    return MappingProxyType(specs)
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path: str) -> Mapping[str, KernelSpec]:
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except OSError as exc:
+        raise RegistryError(f"cannot read kernel registry {p}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise RegistryError(f"{p.name}: invalid YAML: {exc}") from None
+    return parse_registry(data, p.name)
+
+
+def load_registry(path: Path | str | None = None) -> Mapping[str, KernelSpec]:
+    """Load and validate the registry (default ``runtime/registry.yaml``); cached per path."""
+    return _load(str(Path(path).resolve() if path is not None else registry_path()))
