@@ -786,6 +786,12 @@ class _Loader:
         buffers = self.buffers(doc.get("buffers", {}), dims)
         header = self.section(doc["header"], "header", (), by_name, dims)
         body = self.section(doc["body"], "body", header.results, by_name, dims)
+        if len(body.args) != len(body.results):
+            raise self.err(
+                "body.yield",
+                f"the body yields {len(body.results)} values but takes {len(body.args)} "
+                "args; the body is repeated, so they must match",
+            )
         footer = self.section(doc["footer"], "footer", body.results, by_name, dims)
         seen_inputs: set[str] = set()
         for sec in (header, body, footer):
@@ -793,12 +799,6 @@ class _Loader:
                 if input_name in seen_inputs:
                     raise self.err(f"{sec.kind}.inputs.{input_name}", "input names must be unique")
                 seen_inputs.add(input_name)
-        if len(body.args) != len(body.results):
-            raise self.err(
-                "body.yield",
-                f"the body yields {len(body.results)} values but takes {len(body.args)} "
-                "args; the body is repeated, so they must match",
-            )
         return Template(
             name=name,
             path=self.path,
