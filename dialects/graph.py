@@ -364,15 +364,22 @@ class ScheduleAttr(ParametrizedAttribute):
             if key in found:
                 parser.raise_error(f"duplicate graph.schedule field '{key}'", start, parser.pos)
             parser.parse_punctuation("=")
-            found[key] = parser.parse_integer(allow_boolean=False)
+            vstart = parser.pos
+            value = parser.parse_integer(allow_boolean=False)
+            if value <= 0 or (key == "vectorize" and value not in _VECTOR_WIDTHS):
+                parser.raise_error(
+                    f"graph.schedule: {key} = {value} must be "
+                    + ("one of 1, 2, 4, 8, 16" if key == "vectorize" else "positive"),
+                    vstart,
+                    parser.pos,
+                )
+            found[key] = value
 
         parser.parse_comma_separated_list(parser.Delimiter.ANGLE, entry)
         return tuple(IntAttr(found[f]) if f in found else NoneAttr() for f in _SCHEDULE_FIELDS)
 
     def print_parameters(self, printer: Printer) -> None:
-        printer.print_string(
-            "<" + ", ".join(f"{k} = {v}" for k, v in self.values().items()) + ">"
-        )
+        printer.print_string("<" + ", ".join(f"{k} = {v}" for k, v in self.values().items()) + ">")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -551,8 +558,7 @@ class ModelOp(IRDLOperation):
                 raise VerifyException(f"{where}: symbol name '{k}' is not an identifier")
             if k == RUNTIME_TOKENS:
                 raise VerifyException(
-                    f"{where}: symbol T is reserved for the runtime token count and "
-                    "cannot be bound"
+                    f"{where}: symbol T is reserved for the runtime token count and cannot be bound"
                 )
             if not isinstance(v, IntegerAttr):
                 raise VerifyException(f"{where}: symbol {k} must be bound to an integer")
@@ -589,8 +595,7 @@ class ModelOp(IRDLOperation):
                     if isinstance(inner, InputOp):
                         if inner.input_name.data in inputs:
                             raise VerifyException(
-                                f'{where}: graph.input "{inner.input_name.data}" is '
-                                "declared twice"
+                                f'{where}: graph.input "{inner.input_name.data}" is declared twice'
                             )
                         inputs.add(inner.input_name.data)
         if first_per_layer is not None and BodyOp not in seen:
@@ -706,8 +711,11 @@ class WeightOp(IRDLOperation):
         if slice is not None:
             axis, start, stop = slice
             props["slice"] = ArrayAttr(
-                [StringAttr(str(int(axis))), StringAttr(normalize_dim(start)),
-                 StringAttr(normalize_dim(stop))]
+                [
+                    StringAttr(str(int(axis))),
+                    StringAttr(normalize_dim(start)),
+                    StringAttr(normalize_dim(stop)),
+                ]
             )
         if transpose:
             props["transpose"] = UnitAttr()
@@ -1304,13 +1312,9 @@ class ComputeOp(IRDLOperation):
         where = self.name
         n_in, n_out = len(self.inputs), len(self.outputs)
         if n_in != self.NUM_INPUTS:
-            raise VerifyException(
-                f"{where}: expects {self.NUM_INPUTS} operand(s), got {n_in}"
-            )
+            raise VerifyException(f"{where}: expects {self.NUM_INPUTS} operand(s), got {n_in}")
         if n_out != self.NUM_OUTPUTS:
-            raise VerifyException(
-                f"{where}: expects {self.NUM_OUTPUTS} result(s), got {n_out}"
-            )
+            raise VerifyException(f"{where}: expects {self.NUM_OUTPUTS} result(s), got {n_out}")
         n_w = len(self.weights.data)
         if n_w not in self.WEIGHT_COUNTS:
             counts = " or ".join(str(c) for c in self.WEIGHT_COUNTS)
@@ -1322,8 +1326,7 @@ class ComputeOp(IRDLOperation):
             for m in modes:
                 if m not in _MODE_SET:
                     raise VerifyException(
-                        f"{where}: unknown mode '{m}' in when (expected prefill, decode, "
-                        "backward)"
+                        f"{where}: unknown mode '{m}' in when (expected prefill, decode, backward)"
                     )
             if len(set(modes)) != len(modes):
                 raise VerifyException(f"{where}: duplicate mode in when")
@@ -1496,8 +1499,7 @@ def _check_heads(op: ComputeOp, symbols: Mapping[str, int]) -> None:
     k = try_evaluate_dim(kv.data, symbols)
     if h is not None and k is not None and (k <= 0 or h % k):
         raise VerifyException(
-            f"{op.name}: heads = {heads.data} ({h}) is not a multiple of kv_heads = "
-            f"{kv.data} ({k})"
+            f"{op.name}: heads = {heads.data} ({h}) is not a multiple of kv_heads = {kv.data} ({k})"
         )
 
 
@@ -1709,8 +1711,7 @@ class GeluOp(_Unary):
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
         if self.approximate.data not in ("tanh", "none"):
             raise VerifyException(
-                f"graph.gelu: approximate = \"{self.approximate.data}\" must be \"tanh\" or "
-                "\"none\""
+                f'graph.gelu: approximate = "{self.approximate.data}" must be "tanh" or "none"'
             )
         super()._verify_kind(weights, symbols)
 
@@ -1792,8 +1793,7 @@ class _MatmulLike(ComputeOp):
         expected = (*a.dims[:-1], b.dims[1])
         if not _shapes_equal(c.dims, expected, symbols):
             raise VerifyException(
-                f"{self.name}: result shape {_dims_text(c.dims)}, expected "
-                f"{_dims_text(expected)}"
+                f"{self.name}: result shape {_dims_text(c.dims)}, expected {_dims_text(expected)}"
             )
 
 
@@ -1908,4 +1908,3 @@ Graph = Dialect(
     ],
     [TensorType, ScheduleAttr],
 )
-
