@@ -215,8 +215,12 @@ class KernelSpec:
     def param_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.params)
 
-    def check(self, params: Mapping[str, int | float]) -> list[str]:
-        """Messages for every constraint the given param values violate (empty: all hold)."""
+    def check(self, params: Mapping[str, int | float], *, partial: bool = False) -> list[str]:
+        """Messages for every constraint the given param values violate (empty: all hold).
+
+        With ``partial``, constraints over params not given (values known only
+        at run time) are skipped instead of reported.
+        """
         names = frozenset(self.param_names())
         problems = []
         for expr in self.constraints:
@@ -224,6 +228,8 @@ class KernelSpec:
             used = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)})
             missing = [n for n in used if n not in params]
             if missing:
+                if partial:
+                    continue
                 problems.append(f"{self.name}: constraint '{expr}' needs {', '.join(missing)}")
                 continue
             try:

@@ -85,22 +85,21 @@ def _declare_weights(ctx: LoweringContext) -> None:
     layers = _repeat_count(ctx)
     block = ctx.lowered_model.body_block
     first = block.first_op
-    for name, decl in ctx.model.weights().items():
-        if decl.tied_to_name is not None:
-            continue
-        where = f"graph.weight @{name}"
+    decls = [d for d in ctx.model.weights().values() if d.tied_to_name is None]
+    # model-wide weights first, then layer by layer: a layer's weights are contiguous
+    instances = [(d, d.weight_name) for d in decls if not d.per_layer]
+    for i in range(layers):
+        instances += [(d, d.weight_name.replace("{i}", str(i))) for d in decls if d.per_layer]
+    for decl, inst in instances:
+        where = f"graph.weight @{decl.weight_name}"
         shape = [ctx.dim(d, where=where) for d in decl.shape_dims]
         btype = lw.BufferType.make(shape, decl.dtype_name)
-        instances = (
-            [(name.replace("{i}", str(i))) for i in range(layers)] if decl.per_layer else [name]
-        )
-        for inst in instances:
-            buf = lw.BufferOp.make(f"w.{inst}", "weight", btype, source=inst)
-            if first is None:
-                block.add_op(buf)
-            else:
-                block.insert_op_before(buf, first)
-            ctx.buffer_types[f"w.{inst}"] = btype
+        buf = lw.BufferOp.make(f"w.{inst}", "weight", btype, source=inst)
+        if first is None:
+            block.add_op(buf)
+        else:
+            block.insert_op_before(buf, first)
+        ctx.buffer_types[f"w.{inst}"] = btype
 
 
 class _Cloner:
@@ -197,10 +196,11 @@ class _Cloner:
             mapping[orig] = new
             if j in reuse:
                 src = op.operands[reuse[j]]
-                if len(src.uses) != 1:
+                n_uses = sum(1 for _ in src.uses)
+                if n_uses != 1:
                     raise CkirError(
                         f"{op.name} in {scope}: updates operand #{reuse[j]} in place, "
-                        f"but that value has {len(src.uses)} uses"
+                        f"but that value has {n_uses} uses"
                     )
                 self.ctx.names[new] = self.ctx.names[operands[reuse[j]]]
             else:

@@ -178,6 +178,10 @@ class LowerAttention(GraphOpLowering):
 
     kind = "attention"
 
+    def __init__(self, ctx: LoweringContext) -> None:
+        super().__init__(ctx)
+        self.created: set[str] = set()
+
     def lower(self, op: Operation) -> list[Operation]:
         ctx, w = self.ctx, self.where(op)
         q, k, v = (ctx.buffer(x) for x in op.operands)
@@ -185,7 +189,9 @@ class LowerAttention(GraphOpLowering):
         kv_heads = _dimattr(ctx, op, "kv_heads", w)
         head_dim = _dimattr(ctx, op, "head_dim", w)
         scope, _ = ctx.scopes[op]
-        kc, vc = self._cache(f"kv.{scope}.k", op, 1), self._cache(f"kv.{scope}.v", op, 2)
+        # v before k: each new cache goes in front of the ones made before it
+        vc = self._cache(f"kv.{scope}.v", op, 2)
+        kc = self._cache(f"kv.{scope}.k", op, 1)
         t = ctx.leading(self.dims(op.operands[0].type), where=w)
         params: dict[str, ParamValue] = {
             "T": t,
@@ -215,13 +221,23 @@ class LowerAttention(GraphOpLowering):
                 )
             return name
         buf = lw.BufferOp.make(name, "kv_cache", btype)
-        first_program = next(
-            (o for o in ctx.lowered_model.body_block.ops if isinstance(o, lw.ProgramOp)), None
+        # The walk runs backwards: put each new cache before the caches created so
+        # far (or before the first program), so the caches come out in layer order.
+        block = ctx.lowered_model.body_block
+        anchor = next(
+            (
+                o
+                for o in block.ops
+                if (isinstance(o, lw.BufferOp) and o.buffer_name in self.created)
+                or isinstance(o, lw.ProgramOp)
+            ),
+            None,
         )
-        if first_program is None:
-            ctx.lowered_model.body_block.add_op(buf)
+        if anchor is None:
+            block.add_op(buf)
         else:
-            ctx.lowered_model.body_block.insert_op_before(buf, first_program)
+            block.insert_op_before(buf, anchor)
+        self.created.add(name)
         ctx.buffer_types[name] = btype
         return name
 
