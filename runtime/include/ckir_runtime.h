@@ -31,6 +31,9 @@ void ckir_set_num_threads(int n);
 /* Number of OpenMP threads kernel calls will use. */
 int ckir_get_num_threads(void);
 
+/* The kernel path this library was compiled with: "avx512", "avx2" or "scalar". */
+const char *ckir_runtime_isa(void);
+
 /* ---- embeddings and cache ---------------------------------------------- */
 
 /* out[t, :] = table[tokens[t], :] for t < T; table is [V, E], out is [T, E].

@@ -1,4 +1,4 @@
-/* ckir runtime: thread-count control (OpenMP is the only threading model). */
+/* ckir runtime: thread-count control (OpenMP is the only threading model) and build info. */
 #include "ckir_internal.h"
 
 void ckir_set_num_threads(int n) {
@@ -14,5 +14,15 @@ int ckir_get_num_threads(void) {
   return omp_get_max_threads();
 #else
   return 1;
+#endif
+}
+
+const char *ckir_runtime_isa(void) {
+#if defined(CKIR_AVX512)
+  return "avx512";
+#elif defined(CKIR_AVX2)
+  return "avx2";
+#else
+  return "scalar";
 #endif
 }

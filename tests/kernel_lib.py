@@ -1,0 +1,101 @@
+"""ctypes access to a built ckir runtime, driven by the kernel registry.
+
+``RuntimeLib(path)`` loads a shared library and exposes ``call(name, *args)``
+(the public kernel ``ckir_<name>``) and ``ref(name, *args)`` (its scalar twin
+``ckir_ref_<name>``).  Arguments follow the registry order: NumPy arrays for
+buffer operands (dtype and contiguity are checked), Python numbers for params.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from ckir.registry import KernelSpec, load_registry
+from ckir.runtime_build import build_library
+
+NP_DTYPES = {"f32": np.float32, "i32": np.int32, "f64": np.float64, "i64": np.int64}
+ISAS = ("scalar", "avx2", "native")
+
+
+def cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def isa_supported(isa: str) -> bool:
+    """Whether this CPU can run code built for ``isa``."""
+    if isa == "avx2":
+        return {"avx2", "fma"} <= cpu_flags()
+    return True
+
+
+class RuntimeLib:
+    def __init__(self, path: Path, registry: Mapping[str, KernelSpec] | None = None):
+        self.path = Path(path)
+        self.dll = ctypes.CDLL(str(self.path))
+        self.registry = registry if registry is not None else load_registry()
+        self.dll.ckir_set_num_threads.argtypes = [ctypes.c_int]
+        self.dll.ckir_set_num_threads.restype = None
+        self.dll.ckir_get_num_threads.restype = ctypes.c_int
+        self.dll.ckir_runtime_isa.restype = ctypes.c_char_p
+        self._fns: dict[str, ctypes._CFuncPtr] = {}
+
+    @property
+    def isa(self) -> str:
+        return self.dll.ckir_runtime_isa().decode()
+
+    def set_num_threads(self, n: int) -> None:
+        self.dll.ckir_set_num_threads(n)
+
+    def get_num_threads(self) -> int:
+        return self.dll.ckir_get_num_threads()
+
+    def _fn(self, c_name: str, spec: KernelSpec):
+        if c_name not in self._fns:
+            fn = getattr(self.dll, c_name)
+            fn.restype = None
+            fn.argtypes = [ctypes.c_void_p] * len(spec.operands) + [
+                ctypes.c_int64 if p.type == "i64" else ctypes.c_float for p in spec.params
+            ]
+            self._fns[c_name] = fn
+        return self._fns[c_name]
+
+    def _invoke(self, c_name: str, spec: KernelSpec, args: tuple) -> None:
+        nb, npar = len(spec.operands), len(spec.params)
+        if len(args) != nb + npar:
+            raise TypeError(f"{spec.name} takes {nb} buffers + {npar} params, got {len(args)}")
+        cargs: list = []
+        for op, arr in zip(spec.operands, args[:nb], strict=True):
+            if not isinstance(arr, np.ndarray):
+                raise TypeError(f"{spec.name}: operand {op.name} must be a numpy array")
+            if arr.dtype != NP_DTYPES[op.dtype] or not arr.flags.c_contiguous:
+                raise TypeError(f"{spec.name}: operand {op.name} must be contiguous {op.dtype}")
+            if op.access != "read" and not arr.flags.writeable:
+                raise TypeError(f"{spec.name}: operand {op.name} must be writeable")
+            cargs.append(arr.ctypes.data)
+        for p, v in zip(spec.params, args[nb:], strict=True):
+            cargs.append(int(v) if p.type == "i64" else float(v))
+        self._fn(c_name, spec)(*cargs)
+
+    def call(self, name: str, *args) -> None:
+        spec = self.registry[name]
+        self._invoke(spec.c_name, spec, args)
+
+    def ref(self, name: str, *args) -> None:
+        spec = self.registry[name]
+        self._invoke(spec.c_name.replace("ckir_", "ckir_ref_", 1), spec, args)
+
+
+def build_runtime(isa: str, out_dir: Path) -> RuntimeLib:
+    path = build_library(Path(out_dir) / f"libckir_{isa}.so", isa=isa)
+    return RuntimeLib(path)
