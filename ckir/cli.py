@@ -194,7 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("model")
     s.add_argument("-o", "--output", required=True, help="build folder")
     s.add_argument("--modes", default="prefill,decode")
-    s.add_argument("--max-context", type=int, default=256)
+    s.add_argument(
+        "--max-context",
+        type=int,
+        default=None,
+        help="KV-cache length and longest prompt (default: min(model positions, 256))",
+    )
     s.add_argument("--debug", action="store_true", help="check canaries after every layer")
     s.add_argument("--strategy", default="liveness", choices=["bump", "liveness"])
     s.add_argument("--no-canaries", action="store_true")

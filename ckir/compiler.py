@@ -36,6 +36,7 @@ from ckir.passes.lower_prefill import LowerPrefillPass
 from ckir.passes.plan_layout import PlanLayoutPass
 
 MODES = ("prefill", "decode")
+DEFAULT_MAX_CONTEXT = 256
 LIBRARY_NAME = "libmodel.so"
 BUILD_INFO = "build.json"
 
@@ -45,7 +46,8 @@ class CompileOptions:
     """Everything that changes a build besides the checkpoint itself."""
 
     modes: tuple[str, ...] = MODES
-    max_context: int = 256
+    #: None: the model's maximum positions (symbol C), capped at DEFAULT_MAX_CONTEXT
+    max_context: int | None = None
     debug: bool = False
     strategy: str = "liveness"
     align: int = 64
@@ -57,7 +59,7 @@ class CompileOptions:
         bad = [m for m in self.modes if m not in MODES]
         if bad or not self.modes:
             raise CkirError(f"--modes: unknown mode(s) {bad}; choose from {', '.join(MODES)}")
-        if self.max_context < 1:
+        if self.max_context is not None and self.max_context < 1:
             raise CkirError(f"--max-context must be >= 1, got {self.max_context}")
 
 
@@ -99,11 +101,16 @@ def graph_only(module: ModuleOp) -> str:
 
 def lower(module: ModuleOp, options: CompileOptions) -> None:
     """Run the lowering passes and the layout planner in place (one process, no re-parse)."""
+    max_context = options.max_context
+    if max_context is None:
+        graph_model = next(op for op in module.ops if isinstance(op, g.ModelOp))
+        limit = graph_model.symbol_values().get("C", DEFAULT_MAX_CONTEXT)
+        max_context = min(limit, DEFAULT_MAX_CONTEXT)
     passes: list[ModulePass] = []
     if "prefill" in options.modes:
-        passes.append(LowerPrefillPass(max_context=options.max_context))
+        passes.append(LowerPrefillPass(max_context=max_context))
     if "decode" in options.modes:
-        passes.append(LowerDecodePass(max_context=options.max_context))
+        passes.append(LowerDecodePass(max_context=max_context))
     ctx = Context()
     for p in passes:
         p.apply(ctx, module)

@@ -215,7 +215,7 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     out_dir: str | Path,
     *,
     modes: Sequence[str] = ("prefill", "decode"),
-    max_context: int = 256,
+    max_context: int | None = None,
     debug: bool = False,
     template: str | None = None,
     strategy: str = "liveness",

@@ -73,7 +73,7 @@ def _cc() -> str:
     return os.environ.get("CC", "cc")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiler_identity(cc: str, flags: tuple[str, ...]) -> str:
     """Compiler version plus its predefined macros for these flags (captures -march=native)."""
     try:

@@ -53,7 +53,7 @@ def builds(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactor
 
 
 def hf_model(path: Path):
-    model = transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     model.eval()
     return model
 

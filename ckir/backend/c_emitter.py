@@ -188,7 +188,7 @@ class CEmitter:
         scope: str | None = None
         for op in program.body_block.ops:
             if isinstance(op, lw.CallOp):
-                op_scope = (op.comment or "").split(":")[0]
+                op_scope = (op.comment_text or "").split(":")[0]
                 if scope is not None and op_scope != scope:
                     out.append(f"  CKIR_SCOPE_END(m); /* end of {scope} */")
                 scope = op_scope
