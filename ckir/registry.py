@@ -45,6 +45,9 @@ DTYPE_C = {
     "u8": "uint8_t",
     "bf16": "uint16_t",
     "f16": "uint16_t",
+    "q8_0": "uint8_t",  # GGUF blocks, addressed as bytes
+    "q4_0": "uint8_t",
+    "q4_1": "uint8_t",
 }
 KNOWN_OPS = frozenset(
     {

@@ -17,7 +17,19 @@ import numpy as np
 from ckir.registry import KernelSpec, load_registry
 from ckir.runtime_build import build_library
 
-NP_DTYPES = {"f32": np.float32, "i32": np.int32, "f64": np.float64, "i64": np.int64}
+NP_DTYPES = {
+    "f32": np.float32,
+    "i32": np.int32,
+    "f64": np.float64,
+    "i64": np.int64,
+    "bf16": np.uint16,
+    "f16": np.uint16,
+    "i8": np.int8,
+    "u8": np.uint8,
+    "q8_0": np.uint8,
+    "q4_0": np.uint8,
+    "q4_1": np.uint8,
+}
 ISAS = ("scalar", "avx2", "native")
 
 

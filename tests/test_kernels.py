@@ -81,7 +81,13 @@ def test_pos_embed_add(lib, T, E, P):
     wpe = rand(rng, P + T + 3, E)
     x0 = rand(rng, T, E)
     expected = x0.astype(np.float64) + wpe[P : P + T]
-    both(lib, "pos_embed_add_f32", [1], lambda: [wpe, x0.copy(), T, E, P], lambda o: close(o, expected))
+    both(
+        lib,
+        "pos_embed_add_f32",
+        [1],
+        lambda: [wpe, x0.copy(), T, E, P],
+        lambda o: close(o, expected),
+    )
 
 
 @pytest.mark.parametrize("T,P,KVD,ctx", [(1, 0, 8, 4), (3, 5, 17, 8), (1, 7, 64, 8), (4, 0, 6, 4)])
@@ -112,8 +118,13 @@ def test_rmsnorm(lib, T, E, eps):
     x, gamma = rand(rng, T, E, scale=2.0), rand(rng, E, loc=1.0)
     xd = x.astype(np.float64)
     expected = xd / np.sqrt((xd**2).mean(axis=1, keepdims=True) + eps) * gamma
-    both(lib, "rmsnorm_f32", [2], lambda: [x, gamma, np.zeros_like(x), T, E, eps],
-         lambda o: close(o, expected))
+    both(
+        lib,
+        "rmsnorm_f32",
+        [2],
+        lambda: [x, gamma, np.zeros_like(x), T, E, eps],
+        lambda o: close(o, expected),
+    )
 
 
 def test_rmsnorm_in_place(lib):
@@ -135,16 +146,30 @@ def test_layernorm(lib, T, E):
     mu = xd.mean(axis=1, keepdims=True)
     var = ((xd - mu) ** 2).mean(axis=1, keepdims=True)
     expected = (xd - mu) / np.sqrt(var + 1e-5) * gamma + beta
-    both(lib, "layernorm_f32", [3],
-         lambda: [x, gamma, beta, np.zeros_like(x), T, E, 1e-5],
-         lambda o: close(o, expected, rtol=2e-5, atol=2e-5))
+    both(
+        lib,
+        "layernorm_f32",
+        [3],
+        lambda: [x, gamma, beta, np.zeros_like(x), T, E, 1e-5],
+        lambda o: close(o, expected, rtol=2e-5, atol=2e-5),
+    )
 
 
 # ----------------------------------------------------------------- linear
 
 GEMM_SHAPES = [
-    (1, 1, 1), (1, 3, 5), (2, 17, 33), (3, 100, 64), (4, 33, 17), (5, 17, 100),
-    (13, 31, 100), (12, 32, 256), (25, 70, 513), (67, 129, 300), (100, 1, 3), (1, 600, 40),
+    (1, 1, 1),
+    (1, 3, 5),
+    (2, 17, 33),
+    (3, 100, 64),
+    (4, 33, 17),
+    (5, 17, 100),
+    (13, 31, 100),
+    (12, 32, 256),
+    (25, 70, 513),
+    (67, 129, 300),
+    (100, 1, 3),
+    (1, 600, 40),
     (48, 640, 40),
 ]
 
@@ -194,8 +219,13 @@ def test_matmul(lib, threads, M, N, K, relu):
     if relu:
         expected = np.maximum(expected, 0.0)
     name = "matmul_relu_f32" if relu else "matmul_f32"
-    both(lib, name, [2], lambda: [a, b, np.full((M, N), np.nan, F32), M, N, K],
-         lambda o: close(o, expected, **gemm_tol(K)))
+    both(
+        lib,
+        name,
+        [2],
+        lambda: [a, b, np.full((M, N), np.nan, F32), M, N, K],
+        lambda o: close(o, expected, **gemm_tol(K)),
+    )
 
 
 # ------------------------------------------------------------------- rope
@@ -305,9 +335,13 @@ def test_attention(lib, threads, T, P, H, KV, D, ctx):
     kc[P + T :] = np.nan  # rows past P+T-1 must never be read
     vc[P + T :] = np.nan
     expected = attention_oracle(q, kc, vc, T, P, H, KV, D)
-    (pub,), (ref,) = both(lib, "attention_f32", [3],
-                          lambda: [q, kc, vc, np.full((T, H * D), np.nan, F32), T, P, H, KV, D],
-                          lambda o: close(o, expected, rtol=1e-5, atol=1e-5))
+    (pub,), (ref,) = both(
+        lib,
+        "attention_f32",
+        [3],
+        lambda: [q, kc, vc, np.full((T, H * D), np.nan, F32), T, P, H, KV, D],
+        lambda o: close(o, expected, rtol=1e-5, atol=1e-5),
+    )
     close(pub, ref.astype(np.float64), rtol=1e-5, atol=1e-5)
 
 
@@ -335,8 +369,7 @@ def test_swiglu(lib, n):
     g[:: max(1, n // 5)] = rng.choice([-120.0, -30.0, 30.0, 95.0], size=g[:: max(1, n // 5)].size)
     gd = g.astype(np.float64)
     expected = gd / (1.0 + np.exp(-gd)) * u
-    both(lib, "swiglu_f32", [2], lambda: [g, u, np.zeros(n, F32), n],
-         lambda o: close(o, expected))
+    both(lib, "swiglu_f32", [2], lambda: [g, u, np.zeros(n, F32), n], lambda o: close(o, expected))
 
 
 @pytest.mark.parametrize("n", EW_SIZES)
@@ -346,8 +379,13 @@ def test_gelu_tanh(lib, n):
     x[:: max(1, n // 4)] = rng.choice([-60.0, -9.0, 9.0, 60.0], size=x[:: max(1, n // 4)].size)
     xd = x.astype(np.float64)
     expected = 0.5 * xd * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (xd + 0.044715 * xd**3)))
-    both(lib, "gelu_tanh_f32", [1], lambda: [x, np.zeros(n, F32), n],
-         lambda o: close(o, expected, rtol=1e-5, atol=1e-6))
+    both(
+        lib,
+        "gelu_tanh_f32",
+        [1],
+        lambda: [x, np.zeros(n, F32), n],
+        lambda o: close(o, expected, rtol=1e-5, atol=1e-6),
+    )
 
 
 @pytest.mark.parametrize("n", EW_SIZES)
@@ -367,8 +405,13 @@ def test_relu(lib, n):
     rng = np.random.default_rng(n + 3)
     x = rand(rng, n)
     expected = np.maximum(x, 0).astype(np.float64)
-    both(lib, "relu_f32", [1], lambda: [x, np.full(n, np.nan, F32), n],
-         lambda o: close(o, expected, rtol=0, atol=0))
+    both(
+        lib,
+        "relu_f32",
+        [1],
+        lambda: [x, np.full(n, np.nan, F32), n],
+        lambda o: close(o, expected, rtol=0, atol=0),
+    )
 
 
 # --------------------------------------------------------- softmax / loss
@@ -381,8 +424,13 @@ def test_softmax(lib, rows, cols):
     xd = x.astype(np.float64)
     e = np.exp(xd - xd.max(axis=1, keepdims=True))
     expected = e / e.sum(axis=1, keepdims=True)
-    both(lib, "softmax_f32", [1], lambda: [x, np.zeros_like(x), rows, cols],
-         lambda o: close(o, expected, rtol=1e-5, atol=1e-7))
+    both(
+        lib,
+        "softmax_f32",
+        [1],
+        lambda: [x, np.zeros_like(x), rows, cols],
+        lambda o: close(o, expected, rtol=1e-5, atol=1e-7),
+    )
 
 
 @pytest.mark.parametrize("T,V", [(1, 1), (1, 7), (4, 50), (3, 1000), (64, 1024)])
@@ -394,9 +442,13 @@ def test_cross_entropy(lib, T, V):
     mx = ld.max(axis=1)
     lse = np.log(np.exp(ld - mx[:, None]).sum(axis=1)) + mx
     expected = np.array([np.mean(lse - ld[np.arange(T), targets])])
-    both(lib, "cross_entropy_f32", [2],
-         lambda: [logits, targets, np.full(1, np.nan, F32), T, V],
-         lambda o: close(o, expected, rtol=1e-5, atol=1e-5))
+    both(
+        lib,
+        "cross_entropy_f32",
+        [2],
+        lambda: [logits, targets, np.full(1, np.nan, F32), T, V],
+        lambda o: close(o, expected, rtol=1e-5, atol=1e-5),
+    )
 
 
 # ---------------------------------------------------------------- threads

@@ -1,0 +1,206 @@
+"""The kernel registry: loader validation, constraint checks, and agreement with
+the C header and the built library."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ckir.registry import (
+    KernelSpec,
+    OperandSpec,
+    ParamSpec,
+    RegistryError,
+    load_registry,
+    parse_registry,
+    registry_path,
+)
+from ckir.runtime_build import build_library, runtime_dir
+
+EXPECTED = {
+    "embed_f32",
+    "pos_embed_add_f32",
+    "rmsnorm_f32",
+    "layernorm_f32",
+    "gemm_f32",
+    "gemm_bias_f32",
+    "gemv_f32",
+    "gemv_bias_f32",
+    "rope_f32",
+    "kv_store_f32",
+    "attention_f32",
+    "swiglu_f32",
+    "gelu_tanh_f32",
+    "add_f32",
+    "relu_f32",
+    "matmul_f32",
+    "matmul_relu_f32",
+    "softmax_f32",
+    "cross_entropy_f32",
+}
+NOT_KERNELS = {"ckir_set_num_threads", "ckir_get_num_threads", "ckir_runtime_isa"}
+PROTO = re.compile(r"\bvoid\s+(ckir_\w+)\s*\(([^)]*)\)\s*;", re.S)
+
+
+def norm_args(args: str) -> str:
+    args = re.sub(r"\s+", " ", args.strip())
+    return re.sub(r"\s*\*\s*", " *", args).replace(" ,", ",")
+
+
+def header_prototypes(path: Path) -> dict[str, str]:
+    text = re.sub(r"/\*.*?\*/", "", path.read_text(), flags=re.S)
+    return {name: norm_args(args) for name, args in PROTO.findall(text)}
+
+
+def all_header_prototypes() -> dict[str, str]:
+    protos: dict[str, str] = {}
+    for h in sorted((runtime_dir() / "include").glob("*.h")):
+        protos.update(header_prototypes(h))
+    return protos
+
+
+def sig_args(spec: KernelSpec) -> str:
+    sig = spec.c_signature()
+    return norm_args(sig[sig.index("(") + 1 : sig.rindex(")")])
+
+
+def test_registry_loads_expected_kernels():
+    reg = load_registry()
+    assert set(reg) >= EXPECTED
+    assert load_registry() is reg  # cached
+    for name, spec in reg.items():
+        assert spec.name == name
+        assert spec.c_name == f"ckir_{name}"
+        assert spec.outputs(), name
+        assert set(spec.modes) <= {"prefill", "decode"}
+    assert reg["gemm_f32"].modes == ("prefill",)
+    assert reg["gemv_bias_f32"].modes == ("decode",)
+    assert reg["rmsnorm_f32"].modes == ("prefill", "decode")
+
+
+def test_spec_accessors():
+    spec = load_registry()["gemm_bias_f32"]
+    assert spec.op == "linear"
+    assert [o.name for o in spec.inputs()] == ["x", "w", "b"]
+    assert spec.outputs() == (OperandSpec("y", "f32", "write"),)
+    assert spec.params == (ParamSpec("M", "i64"), ParamSpec("N", "i64"), ParamSpec("K", "i64"))
+    assert spec.c_signature() == (
+        "void ckir_gemm_bias_f32(const float *x, const float *w, const float *b, float *y, "
+        "int64_t M, int64_t N, int64_t K)"
+    )
+    rope = load_registry()["rope_f32"]
+    assert [o.name for o in rope.outputs()] == ["q", "k"]  # readwrite counts as output
+    assert rope.inputs() == ()
+
+
+def test_header_matches_registry():
+    """Every registry kernel has its prototype (and a ckir_ref_ twin) in a runtime header;
+    every kernel prototype of ckir_runtime.h is registered."""
+    protos = all_header_prototypes()
+    main = header_prototypes(runtime_dir() / "include" / "ckir_runtime.h")
+    reg = load_registry()
+    for spec in reg.values():
+        assert spec.c_name in protos, f"{spec.c_name} missing from the headers"
+        assert protos[spec.c_name] == sig_args(spec), spec.name
+        ref = spec.c_name.replace("ckir_", "ckir_ref_", 1)
+        assert protos.get(ref) == sig_args(spec), f"{ref} missing or differs"
+    registered = {s.c_name for s in reg.values()}
+    for name in main:
+        if name in NOT_KERNELS or name.startswith("ckir_ref_"):
+            continue
+        assert name in registered, f"{name} is declared in ckir_runtime.h but not registered"
+    header = (runtime_dir() / "include" / "ckir_runtime.h").read_text()
+    for name in NOT_KERNELS:
+        assert re.search(rf"\b{name}\s*\(", header), name
+
+
+def test_every_kernel_is_in_the_library(tmp_path):
+    lib = ctypes.CDLL(str(build_library(tmp_path / "libckir.so")))
+    for spec in load_registry().values():
+        assert hasattr(lib, spec.c_name), spec.c_name
+        assert hasattr(lib, spec.c_name.replace("ckir_", "ckir_ref_", 1)), spec.c_name
+    for name in NOT_KERNELS:
+        assert hasattr(lib, name)
+
+
+def test_check_constraints():
+    att = load_registry()["attention_f32"]
+    ok = {"T": 1, "P": 0, "H": 6, "KV": 2, "D": 64}
+    assert att.check(ok) == []
+    msgs = att.check({**ok, "KV": 4, "D": 300})
+    assert len(msgs) == 2
+    assert any("H % KV == 0" in m and "KV=4" in m for m in msgs)
+    assert any("D <= 256" in m for m in msgs)
+    assert "needs" in att.check({"T": 1})[1]
+    rms = load_registry()["rmsnorm_f32"]
+    assert rms.check({"T": 2, "E": 8, "eps": 1e-5}) == []
+    assert rms.check({"T": 2, "E": 8, "eps": -1.0})
+
+
+def _registry_with(entry: dict) -> dict:
+    base = {
+        "c_name": "ckir_foo",
+        "op": "add",
+        "modes": ["prefill"],
+        "operands": [{"name": "x", "dtype": "f32", "access": "read"}],
+        "params": [{"name": "n", "type": "i64"}],
+        "constraints": ["n >= 1"],
+        "doc": "foo",
+    }
+    base.update(entry)
+    return {"version": 1, "kernels": {"foo": base}}
+
+
+@pytest.mark.parametrize(
+    "entry,needle",
+    [
+        ({"op": "nonsense"}, "unknown op"),
+        ({"modes": ["train"]}, "modes"),
+        ({"operands": [{"name": "x", "dtype": "f32", "access": "rw"}]}, "access"),
+        ({"operands": [{"name": "x", "dtype": "f99", "access": "read"}]}, "dtype"),
+        ({"params": [{"name": "n", "type": "int"}]}, "type"),
+        ({"constraints": ["__import__('os').system('true')"]}, "bad constraint"),
+        ({"constraints": ["n.real > 0"]}, "bad constraint"),
+        ({"constraints": ["m >= 1"]}, "unknown name"),
+        ({"constraints": ["n >="]}, "bad constraint"),
+        ({"params": [{"name": "x", "type": "i64"}], "constraints": []}, "duplicate"),
+        ({"extra": 1}, "unknown field"),
+    ],
+)
+def test_malformed_entries_name_the_kernel(entry, needle):
+    with pytest.raises(RegistryError, match="kernel 'foo'") as info:
+        parse_registry(_registry_with(entry))
+    assert needle in str(info.value)
+
+
+def test_missing_field_and_bad_file(tmp_path):
+    data = _registry_with({})
+    del data["kernels"]["foo"]["op"]
+    with pytest.raises(RegistryError, match="kernel 'foo': missing field 'op'"):
+        parse_registry(data)
+    bad = tmp_path / "reg.yaml"
+    bad.write_text(yaml.safe_dump({"version": 2, "kernels": {}}))
+    with pytest.raises(RegistryError, match="version"):
+        load_registry(bad)
+
+
+def test_constraint_arithmetic():
+    data = _registry_with(
+        {
+            "params": [{"name": "a", "type": "i64"}, {"name": "b", "type": "f32"}],
+            "constraints": ["a // 2 * 2 == a and (b > 0.5 or a % 3 == 0)", "-a < 0", "1 < a <= 8"],
+        }
+    )
+    spec = parse_registry(data)["foo"]
+    assert spec.check({"a": 4, "b": 1.0}) == []
+    assert len(spec.check({"a": 5, "b": 1.0})) == 1
+    assert len(spec.check({"a": 4, "b": 0.1})) == 1
+    assert len(spec.check({"a": 10, "b": 1.0})) == 1
+
+
+def test_registry_file_is_the_default():
+    assert registry_path() == runtime_dir() / "registry.yaml"
