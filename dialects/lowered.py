@@ -860,6 +860,10 @@ class CallOp(IRDLOperation):
         kernel = self.kernel_name
         where = f"lowered.call {sym(kernel)}"
         for k, v in self.params.data.items():
+            if k == "comment":
+                raise VerifyException(
+                    f"{where}: 'comment' is reserved for the call's comment, not a parameter"
+                )
             if not isinstance(v, IntegerAttr | FloatAttr | RuntimeSymAttr):
                 raise VerifyException(
                     f"{where}: parameter {k} = {v} must be an integer, a float or a "
@@ -931,9 +935,12 @@ class CallOp(IRDLOperation):
             elif p.type == "i64" and not isinstance(self.params.data[p.name], IntegerAttr):
                 raise VerifyException(f"{where}: parameter {p.name} must be an i64 integer")
         concrete = {k: v for k, v in values.items() if not isinstance(v, str)}
-        problems = spec.check(concrete)
-        if problems:
-            raise VerifyException(f"{where}: {problems[0]}")
+        for problem in spec.check(concrete):
+            if "' needs " in problem:
+                continue  # the constraint involves a run-time symbol: checked at run time
+            prefix = f"{spec.name}: "
+            text = problem[len(prefix) :] if problem.startswith(prefix) else problem
+            raise VerifyException(f"{where}: {text}")
         modes = getattr(spec, "modes", None)
         if isinstance(program, ProgramOp) and modes and program.mode_name not in modes:
             raise VerifyException(

@@ -1,0 +1,482 @@
+// RUN: ckir-opt %s --split-input-file --verify-diagnostics --parsing-diagnostics | filecheck %s
+
+// One case per verifier message and parse error of the layout dialect (the
+// memory-safety proof: alignment, bounds, canaries, overlap of live slots, totals).
+
+// unknown slot role (parse error)
+// CHECK: unknown slot role 'temp' (expected one of weight, kv_cache, activation, io, scratch, grad, optimizer_state)
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset 0 size 1024 role temp
+  }
+  layout.totals {}
+}
+
+// -----
+
+// canaries must be a boolean (parse error)
+// CHECK: Expected boolean literal (canaries true or false)
+layout.plan @p strategy "bump" align 64 canaries 1 {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+  }
+  layout.totals {}
+}
+
+// -----
+
+// unknown strategy
+// CHECK: layout.plan @p: unknown strategy "greedy" (expected bump or liveness)
+layout.plan @p strategy "greedy" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+  }
+  layout.totals {}
+}
+
+// -----
+
+// align not a power of two
+// CHECK: layout.plan @p: align 48 must be a power of two >= 8
+layout.plan @p strategy "bump" align 48 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+  }
+  layout.totals {}
+}
+
+// -----
+
+// align below 8
+// CHECK: layout.plan @p: align 4 must be a power of two >= 8
+layout.plan @p strategy "bump" align 4 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+  }
+  layout.totals {}
+}
+
+// -----
+
+// canaries of the wrong type (generic form)
+// CHECK: layout.plan @p: canaries must be true or false
+"layout.plan"() <{plan_name = "p", strategy = "bump", align = 64 : i64, canaries = 1 : i32}> ({
+  layout.totals {}
+}) : () -> ()
+
+// -----
+
+// totals not last
+// CHECK: layout.plan @p: layout.totals must be the last op
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+  }
+  layout.totals {}
+  layout.arena @more size 0 {
+  }
+}
+
+// -----
+
+// buffer placed in two arenas
+// CHECK: layout.plan @p: @x is placed in both arena @weights and arena @state
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+    layout.slot @x offset 0 size 64 role weight
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset 0 size 64 role kv_cache
+  }
+  layout.totals {kv_cache = 64 : i64, weight = 64 : i64}
+}
+
+// -----
+
+// op not allowed in a plan
+// CHECK: layout.plan @p: 'layout.plan' is not allowed in a plan (only layout.arena, layout.totals)
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+  }
+  layout.plan @inner strategy "bump" align 64 canaries false {
+  layout.totals {}
+  }
+  layout.totals {}
+}
+
+// -----
+
+// no totals
+// CHECK: layout.plan @p: needs a layout.totals as its last op
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+  }
+}
+
+// -----
+
+// totals lack a role
+// CHECK: layout.plan @p: totals lack role activation (its slots add up to 1024 bytes)
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset 0 size 1024 role activation live "decode" 0 1
+  }
+  layout.totals {}
+}
+
+// -----
+
+// totals differ from the slots
+// CHECK: layout.plan @p: totals say activation = 1536 bytes but its slots add up to 1024
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset 0 size 1024 role activation live "decode" 0 1
+    layout.view @v of @x offset 0 size 512
+  }
+  layout.totals {activation = 1536 : i64}
+}
+
+// -----
+
+// negative arena size
+// CHECK: layout.arena @state: size -64 is negative
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size -64 {
+  }
+  layout.totals {}
+}
+
+// -----
+
+// unaligned slot offset
+// CHECK: layout.arena @state: slot @x offset 32 is not a multiple of align 64
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset 32 size 1024 role activation
+  }
+  layout.totals {activation = 1024 : i64}
+}
+
+// -----
+
+// canary without canaries
+// CHECK: layout.arena @state: slot @x has a canary but the plan has canaries false
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset 0 size 1024 role activation canary 1024
+  }
+  layout.totals {activation = 1024 : i64}
+}
+
+// -----
+
+// unaligned canary
+// CHECK: layout.arena @state: slot @x canary offset 1000 is not a multiple of align 64
+layout.plan @p strategy "bump" align 64 canaries true {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset 0 size 1000 role activation canary 1000
+  }
+  layout.totals {activation = 1000 : i64}
+}
+
+// -----
+
+// canary inside its slot
+// CHECK: layout.arena @state: slot @x canary at 960 starts inside the slot [0, 1024)
+layout.plan @p strategy "bump" align 64 canaries true {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset 0 size 1024 role activation canary 960
+  }
+  layout.totals {activation = 1024 : i64}
+}
+
+// -----
+
+// missing canary
+// CHECK: layout.arena @state: slot @x has no canary but the plan has canaries true
+layout.plan @p strategy "bump" align 64 canaries true {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset 0 size 1024 role activation
+  }
+  layout.totals {activation = 1024 : i64}
+}
+
+// -----
+
+// slot beyond the arena
+// CHECK: layout.arena @state: slot @x bytes [3072, 4160) (with canary) exceed the arena size 4096
+layout.plan @p strategy "bump" align 64 canaries true {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset 3072 size 1024 role activation canary 4096
+  }
+  layout.totals {activation = 1024 : i64}
+}
+
+// -----
+
+// op not allowed in an arena
+// CHECK: layout.arena @state: 'layout.plan' is not allowed in an arena (only layout.slot, layout.view)
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.plan @inner strategy "bump" align 64 canaries false {
+    layout.totals {}
+    }
+  }
+  layout.totals {}
+}
+
+// -----
+
+// overlapping permanent slots
+// CHECK: layout.arena @state: slots @a and @b overlap in bytes [512, 1024) while both are live (the whole run / the whole run)
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @a offset 0 size 1024 role kv_cache
+    layout.slot @b offset 512 size 1024 role kv_cache
+  }
+  layout.totals {kv_cache = 2048 : i64}
+}
+
+// -----
+
+// overlapping slots live at the same time
+// CHECK: layout.arena @state: slots @b and @a overlap in bytes [0, 512) while both are live ("prefill" 4..9 / "prefill" 0..4)
+layout.plan @p strategy "liveness" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @a offset 0 size 1024 role activation live "prefill" 0 4
+    layout.slot @b offset 0 size 512 role activation live "prefill" 4 9
+  }
+  layout.totals {activation = 1536 : i64}
+}
+
+// -----
+
+// a canary overlapping a live slot
+// CHECK: layout.arena @state: slots @a and @b overlap in bytes [1024, 1088) while both are live ("decode" 0..4 / "decode" 2..3)
+layout.plan @p strategy "liveness" align 64 canaries true {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @a offset 0 size 1024 role activation canary 1024 live "decode" 0 4
+    layout.slot @b offset 1024 size 512 role activation canary 1536 live "decode" 2 3
+  }
+  layout.totals {activation = 1536 : i64}
+}
+
+// -----
+
+// view of a view
+// CHECK: layout.arena @state: view @w root @v is a view
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset 0 size 1024 role activation
+    layout.view @v of @x offset 0 size 512
+    layout.view @w of @v offset 0 size 256
+  }
+  layout.totals {activation = 1024 : i64}
+}
+
+// -----
+
+// view root not a slot of the arena
+// CHECK: layout.arena @state: view @v root @nothing is not a slot of this arena
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.view @v of @nothing offset 0 size 512
+  }
+  layout.totals {}
+}
+
+// -----
+
+// view beyond its root
+// CHECK: layout.arena @state: view @v bytes [768, 1280) exceed its root @x of 1024 bytes
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset 0 size 1024 role activation
+    layout.view @v of @x offset 768 size 512
+  }
+  layout.totals {activation = 1024 : i64}
+}
+
+// -----
+
+// unknown role (generic form)
+// CHECK: layout.slot @x: unknown role 'temp' (expected one of weight, kv_cache, activation, io, scratch, grad, optimizer_state)
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    "layout.slot"() <{sym_name = "x", offset = 0 : i64, size = 64 : i64, slot_role = "temp"}> : () -> ()
+  }
+  layout.totals {}
+}
+
+// -----
+
+// negative offset
+// CHECK: layout.slot @x: offset -64 is negative
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset -64 size 64 role io
+  }
+  layout.totals {io = 64 : i64}
+}
+
+// -----
+
+// negative size
+// CHECK: layout.slot @x: size -1 is negative
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset 0 size -1 role io
+  }
+  layout.totals {io = -1 : i64}
+}
+
+// -----
+
+// malformed live range (generic form)
+// CHECK: layout.slot @x: live must be ["<mode>", first, last]
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    "layout.slot"() <{sym_name = "x", offset = 0 : i64, size = 64 : i64, slot_role = "io", live = ["decode", 1 : i64]}> : () -> ()
+  }
+  layout.totals {io = 64 : i64}
+}
+
+// -----
+
+// unknown live mode
+// CHECK: layout.slot @x: live mode "train" is not one of prefill, decode, backward
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset 0 size 64 role activation live "train" 0 1
+  }
+  layout.totals {activation = 64 : i64}
+}
+
+// -----
+
+// empty live range
+// CHECK: layout.slot @x: live range 5..2 is empty or negative
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset 0 size 64 role activation live "decode" 5 2
+  }
+  layout.totals {activation = 64 : i64}
+}
+
+// -----
+
+// slot outside an arena
+// CHECK: 'layout.slot' expects parent op 'layout.arena'
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+  }
+  layout.slot @x offset 0 size 64 role io
+  layout.totals {}
+}
+
+// -----
+
+// negative view size
+// CHECK: layout.view @v: size -8 is negative
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+    layout.slot @x offset 0 size 1024 role activation
+    layout.view @v of @x offset 0 size -8
+  }
+  layout.totals {activation = 1024 : i64}
+}
+
+// -----
+
+// unknown totals key
+// CHECK: layout.totals: unknown key 'activations' (expected a role or 'saved')
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+  }
+  layout.totals {activations = 0 : i64}
+}
+
+// -----
+
+// non-integer total
+// CHECK: layout.totals: saved must be an integer
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+  }
+  layout.totals {saved = "none"}
+}
+
+// -----
+
+// negative total
+// CHECK: layout.totals: saved = -1 must be >= 0
+layout.plan @p strategy "bump" align 64 canaries false {
+  layout.arena @weights size 4096 {
+  }
+  layout.arena @state size 4096 {
+  }
+  layout.totals {saved = -1 : i64}
+}
