@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -89,10 +90,17 @@ def _compiler_identity(cc: str, flags: tuple[str, ...]) -> str:
     return ver + "\n" + "\n".join(sorted(macros.splitlines()))
 
 
+_ERROR_LINE = re.compile(r"(?:^|[\s:])(?:fatal )?error:|undefined reference")
+
+
 def _first_error(stderr: str) -> str:
+    """The compiler's first error line (else its first line that is not mere context)."""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     for ln in lines:
-        if "error" in ln.lower():
+        if _ERROR_LINE.search(ln):
+            return ln
+    for ln in lines:
+        if not ln.endswith(":"):
             return ln
     return lines[0] if lines else "(no compiler output)"
 
@@ -100,9 +108,7 @@ def _first_error(stderr: str) -> str:
 def _run_cc(cmd: list[str], what: Path | str) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RuntimeBuildError(
-            f"cc failed on {what}: {_first_error(proc.stderr + proc.stdout)}"
-        )
+        raise RuntimeBuildError(f"cc failed on {what}: {_first_error(proc.stderr + proc.stdout)}")
 
 
 def _cflags(isa: str, debug: bool, include_dirs: Sequence[Path | str]) -> list[str]:

@@ -180,6 +180,8 @@ static void attn_row(const float *qr, const float *kb, const float *vb, int64_t 
 
 void ckir_attention_f32(const float *q, const float *kcache, const float *vcache, float *out,
                         int64_t T, int64_t P, int64_t H, int64_t KV, int64_t D) {
+  CKIR_REQUIRE(T >= 1 && P >= 0 && KV >= 1 && H % KV == 0 && D >= 1 && D <= ATTN_MAX_D,
+               "attention_f32");
   const int64_t group = H / KV, stride = KV * D, pairs = T * H;
   /* work ~ pairs * context * D; stay serial for tiny calls */
 #pragma omp parallel for schedule(static, 1) if (pairs * (P + T) * D >= CKIR_PAR_MIN_WORK && pairs > 1)

@@ -30,6 +30,22 @@
 #endif
 
 #define CKIR_INLINE static inline __attribute__((always_inline))
+
+/* Debug builds (-DCKIR_DEBUG) check documented kernel constraints and abort
+ * with a message naming the kernel; release builds trust the caller. */
+#ifdef CKIR_DEBUG
+#include <stdio.h>
+#include <stdlib.h>
+#define CKIR_REQUIRE(cond, kernel)                                                   \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      fprintf(stderr, "ckir: %s: constraint violated: %s\n", kernel, #cond);         \
+      abort();                                                                       \
+    }                                                                                \
+  } while (0)
+#else
+#define CKIR_REQUIRE(cond, kernel) ((void)0)
+#endif
 #define CKIR_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define CKIR_MAX(a, b) ((a) > (b) ? (a) : (b))
 
@@ -145,9 +161,6 @@ CKIR_INLINE __m256i ckir_mask8(int64_t n) {
   return _mm256_loadu_si256((const __m256i *)(tbl + 8 - n));
 }
 #endif
-
-/* Scalar e^x with the same polynomial (used for one-off values in vector paths). */
-CKIR_INLINE float ckir_expf(float x) { return expf(x); }
 
 /* y[m, n] = x[m, :] . w[n, :] (+ b[n] when b != NULL) for m < M, n < N: the
  * dot-product (weight-streaming) form used by gemv (M = 1) and by gemm for

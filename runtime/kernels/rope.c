@@ -67,6 +67,7 @@ static inline void rope_apply(float *x, int64_t half, int64_t i0, int64_t n, con
 
 void ckir_rope_f32(float *q, float *k, int64_t T, int64_t H, int64_t KV, int64_t D, int64_t P,
                    float theta) {
+  CKIR_REQUIRE(D >= 2 && D % 2 == 0 && P >= 0, "rope_f32");
   int64_t half = D / 2;
 #pragma omp parallel for schedule(static) if (T * (H + KV) * D >= CKIR_PAR_MIN_WORK && T > 1)
   for (int64_t t = 0; t < T; t++) {
