@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from xdsl.dialects.builtin import (
@@ -104,8 +105,14 @@ def sym(name: str) -> str:
     return '@"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+@lru_cache(maxsize=65536)
 def _int(value: int) -> IntegerAttr:
     return IntegerAttr(value, i64)
+
+
+@lru_cache(maxsize=65536)
+def _ref(name: str) -> SymbolRefAttr:
+    return SymbolRefAttr(name)
 
 
 def _single_block(region: Region) -> Region:
@@ -627,7 +634,7 @@ class LayoutViewOp(IRDLOperation):
         return LayoutViewOp.create(
             properties={
                 "sym_name": StringAttr(name),
-                "root": SymbolRefAttr(root),
+                "root": _ref(root.data if isinstance(root, StringAttr) else root),
                 "offset": _int(offset),
                 "size": _int(size),
             }
@@ -668,7 +675,7 @@ class LayoutViewOp(IRDLOperation):
         return cls.create(
             properties={
                 "sym_name": name,
-                "root": SymbolRefAttr(root),
+                "root": _ref(root.data if isinstance(root, StringAttr) else root),
                 "offset": _int(offset),
                 "size": _int(size),
             },

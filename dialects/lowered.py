@@ -142,6 +142,20 @@ def _str_attr(text: str) -> StringAttr:
     return StringAttr(text)
 
 
+@lru_cache(maxsize=65536)
+def _i64(value: int) -> IntegerAttr:
+    return IntegerAttr(value, i64)
+
+
+@lru_cache(maxsize=65536)
+def _ref_cached(name: str) -> SymbolRefAttr:
+    return SymbolRefAttr(name)
+
+
+def _ref(name: str | StringAttr) -> SymbolRefAttr:
+    return _ref_cached(name.data if isinstance(name, StringAttr) else name)
+
+
 @irdl_attr_definition
 class BufferType(ParametrizedAttribute, TypeAttribute):
     """A concrete buffer: integer shape and dtype, ``!lowered.buf<[1, 64], f32>``.
@@ -308,32 +322,62 @@ def _symbols_of(block: Block) -> dict[str, Operation]:
     return out
 
 
-def _lookup(container: Operation, name: str) -> Operation | None:
-    """Symbol ``name`` directly inside ``container`` (cached; rebuilt when stale)."""
+def _table(container: Operation) -> _Table:
     table = _TABLES.get(container)
-    block = container.regions[0].block
     if table is None:
         table = _Table()
-        table.syms = _symbols_of(block)
+        table.syms = _symbols_of(container.regions[0].block)
         _TABLES[container] = table
+    return table
+
+
+def _cached(container: Operation, name: str) -> Operation | None:
+    """Symbol ``name`` of ``container`` from the cache, None on a miss (no rebuild)."""
+    table = _table(container)
     op = table.syms.get(name)
-    if op is not None and op.parent is block:
-        sym_name = op.properties.get("sym_name")
-        if isinstance(sym_name, StringAttr) and sym_name.data == name:
-            return op
-    table.syms = _symbols_of(block)
+    if op is None:
+        return None
+    sym_name = op.properties.get("sym_name")
+    if (
+        op.parent is container.regions[0].block
+        and isinstance(sym_name, StringAttr)
+        and sym_name.data == name
+    ):
+        return op
+    # stale entry (op moved, erased or renamed): rebuild this table
+    table.syms = _symbols_of(container.regions[0].block)
     return table.syms.get(name)
 
 
+def _lookup(container: Operation, name: str) -> Operation | None:
+    """Symbol ``name`` directly inside ``container`` (cached; rebuilt on a miss)."""
+    found = _cached(container, name)
+    if found is None:
+        _table(container).syms = _symbols_of(container.regions[0].block)
+        found = _table(container).syms.get(name)
+    return found
+
+
 def _resolve(op: Operation, name: str) -> Operation | None:
-    """A buffer or view named ``name``: in the enclosing program first, then the model."""
+    """A buffer or view named ``name``: in the enclosing program first, then the model.
+
+    Cached per container; tables are rebuilt only when an entry is stale or the name
+    is found nowhere (so the common case costs two dict lookups).
+    """
+    containers: list[Operation] = []
     parent = op.parent_op()
     while parent is not None:
         if isinstance(parent, ProgramOp | LoweredModelOp):
-            found = _lookup(parent, name)
-            if found is not None:
-                return found
+            containers.append(parent)
         parent = parent.parent_op()
+    for c in containers:
+        found = _cached(c, name)
+        if found is not None:
+            return found
+    for c in containers:
+        found = _lookup(c, name)
+        if found is not None:
+            return found
     return None
 
 
@@ -471,7 +515,7 @@ class ProgramOp(IRDLOperation):
             properties={
                 "sym_name": StringAttr(name),
                 "mode": StringAttr(mode),
-                "max_context": IntegerAttr(max_context, i64),
+                "max_context": _i64(max_context),
             },
             regions=[Region(Block())],
         )
@@ -500,15 +544,16 @@ class ProgramOp(IRDLOperation):
         if self.max_ctx <= 0:
             raise VerifyException(f"{where}: max_context {self.max_ctx} must be positive")
         model = self.parent_op()
+        model_syms = _symbols_of(model.body.block) if isinstance(model, LoweredModelOp) else {}
         for op in self.body.block.ops:
             if not isinstance(op, BufferOp | ViewOp | CallOp):
                 raise VerifyException(
                     f"{where}: '{op.name}' is not allowed in a program (only lowered.buffer, "
                     "lowered.view, lowered.call)"
                 )
-            if isinstance(model, LoweredModelOp) and not isinstance(op, CallOp):
+            if model_syms and not isinstance(op, CallOp):
                 name = op.sym_name.data
-                if _lookup(model, name) is not None:
+                if name in model_syms:
                     raise VerifyException(
                         f"{where}: local {op.name} {sym(name)} shadows a symbol of "
                         f"{_container_ref(model)}"
@@ -527,7 +572,7 @@ class ProgramOp(IRDLOperation):
             properties={
                 "sym_name": name,
                 "mode": StringAttr(mode),
-                "max_context": IntegerAttr(max_ctx, i64),
+                "max_context": _i64(max_ctx),
             },
             attributes=dict(attrs.data) if attrs else {},
             regions=[region],
@@ -672,8 +717,8 @@ class ViewOp(IRDLOperation):
         return ViewOp.create(
             properties={
                 "sym_name": StringAttr(name),
-                "root": SymbolRefAttr(root),
-                "offset": IntegerAttr(offset_bytes, i64),
+                "root": _ref(root),
+                "offset": _i64(offset_bytes),
                 "view_type": type,
             }
         )
@@ -731,8 +776,8 @@ class ViewOp(IRDLOperation):
         return cls.create(
             properties={
                 "sym_name": name,
-                "root": SymbolRefAttr(root),
-                "offset": IntegerAttr(offset, i64),
+                "root": _ref(root),
+                "offset": _i64(offset),
                 "view_type": ty,
             },
             attributes=attrs,
@@ -773,9 +818,9 @@ def _param_attr(value: int | float | str | Attribute) -> Attribute:
     if isinstance(value, Attribute):
         return value
     if isinstance(value, bool):
-        return IntegerAttr(int(value), i64)
+        return _i64(int(value))
     if isinstance(value, int):
-        return IntegerAttr(value, i64)
+        return _i64(value)
     if isinstance(value, float):
         return FloatAttr(value, f64)
     if isinstance(value, str):
@@ -791,6 +836,43 @@ def _param_value(attr: Attribute) -> int | float | str:
     if isinstance(attr, RuntimeSymAttr):
         return attr.symbol.data
     raise VerifyException(f"lowered.call: unsupported parameter value {attr}")
+
+
+def _parse_param_value(parser: Parser) -> Attribute:
+    """``64 : i64`` / ``1.0e-05 : f64`` with cached attributes; anything else generically."""
+    value = parser.parse_optional_integer(allow_boolean=False)
+    if value is not None:
+        parser.parse_punctuation(":")
+        ty = parser.parse_type()
+        return _i64(value) if ty == i64 else IntegerAttr(value, ty)
+    fvalue = parser.parse_optional_float()
+    if fvalue is not None:
+        parser.parse_punctuation(":")
+        return FloatAttr(fvalue, parser.parse_type())
+    return parser.parse_attribute()
+
+
+def _parse_params(parser: Parser) -> dict[str, Attribute]:
+    """The ``{K = 64 : i64, M = #lowered.rt<T>, ...}`` dictionary of a call (optional)."""
+    entries: dict[str, Attribute] = {}
+    if parser.parse_optional_punctuation("{") is None:
+        return entries
+    if parser.parse_optional_punctuation("}") is not None:
+        return entries
+
+    def entry() -> None:
+        start = parser.pos
+        key = parser.parse_identifier_or_str_literal(" (a parameter name)")
+        if key in entries:
+            parser.raise_error(f"duplicate parameter '{key}'", start, parser.pos)
+        parser.parse_punctuation("=")
+        entries[key] = _parse_param_value(parser)
+
+    entry()
+    while parser.parse_optional_punctuation(",") is not None:
+        entry()
+    parser.parse_punctuation("}")
+    return entries
 
 
 @irdl_op_definition
@@ -826,9 +908,9 @@ class CallOp(IRDLOperation):
         comment: str | None = None,
     ) -> CallOp:
         props: dict[str, Attribute] = {
-            "kernel": SymbolRefAttr(kernel),
-            "ins": ArrayAttr(tuple(SymbolRefAttr(n) for n in ins)),
-            "outs": ArrayAttr(tuple(SymbolRefAttr(n) for n in outs)),
+            "kernel": _ref(kernel),
+            "ins": ArrayAttr(tuple(_ref(n) for n in ins)),
+            "outs": ArrayAttr(tuple(_ref(n) for n in outs)),
             "params": DictionaryAttr({k: _param_attr(v) for k, v in params.items()}),
         }
         if comment is not None:
@@ -956,16 +1038,16 @@ class CallOp(IRDLOperation):
             names = parser.parse_comma_separated_list(
                 parser.Delimiter.PAREN, parser.parse_symbol_name, " (buffer symbols)"
             )
-            return ArrayAttr(tuple(SymbolRefAttr(n) for n in names))
+            return ArrayAttr(tuple(_ref(n) for n in names))
 
         ins = sym_list()
         parser.parse_punctuation("->")
         outs = sym_list()
-        entries = parser.parse_optional_attr_dict()
+        entries = _parse_params(parser)
         comment = entries.pop("comment", None)
         attrs = parser.parse_optional_attr_dict_with_keyword()
         props: dict[str, Attribute] = {
-            "kernel": SymbolRefAttr(kernel),
+            "kernel": _ref(kernel),
             "ins": ins,
             "outs": outs,
             "params": DictionaryAttr(entries),
