@@ -201,7 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="KV-cache length and longest prompt (default: min(model positions, 256))",
     )
     s.add_argument("--debug", action="store_true", help="check canaries after every layer")
-    s.add_argument("--strategy", default="liveness", choices=["bump", "liveness"])
+    s.add_argument(
+        "--strategy",
+        default=None,
+        choices=["bump", "liveness"],
+        help="memory plan (default: liveness; bump with --debug)",
+    )
     s.add_argument("--no-canaries", action="store_true")
     s.add_argument("--template")
     s.add_argument("-q", "--quiet", action="store_true")

@@ -49,7 +49,8 @@ class CompileOptions:
     #: None: the model's maximum positions (symbol C), capped at DEFAULT_MAX_CONTEXT
     max_context: int | None = None
     debug: bool = False
-    strategy: str = "liveness"
+    #: None: "bump" for debug builds (every canary private), else "liveness"
+    strategy: str | None = None
     align: int = 64
     canaries: bool = True
     template: str | None = None
@@ -59,8 +60,20 @@ class CompileOptions:
         bad = [m for m in self.modes if m not in MODES]
         if bad or not self.modes:
             raise CkirError(f"--modes: unknown mode(s) {bad}; choose from {', '.join(MODES)}")
+        if self.debug and self.strategy == "liveness":
+            raise CkirError(
+                "--debug needs the bump layout: under liveness, buffers legitimately "
+                "reuse each other's canary bytes"
+            )
         if self.max_context is not None and self.max_context < 1:
             raise CkirError(f"--max-context must be >= 1, got {self.max_context}")
+
+
+    @property
+    def layout_strategy(self) -> str:
+        if self.strategy is not None:
+            return self.strategy
+        return "bump" if self.debug else "liveness"
 
 
 @dataclass
@@ -115,7 +128,7 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
     for p in passes:
         p.apply(ctx, module)
     PlanLayoutPass(
-        strategy=options.strategy, align=options.align, canaries=options.canaries
+        strategy=options.layout_strategy, align=options.align, canaries=options.canaries
     ).apply(ctx, module)
     try:
         module.verify()
@@ -184,7 +197,7 @@ def compile_model(
             "modes": list(options.modes),
             "max_context": options.max_context,
             "debug": options.debug,
-            "strategy": options.strategy,
+            "strategy": options.layout_strategy,
             "isa": options.isa,
             "source": str(model_dir.resolve()),
         }

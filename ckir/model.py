@@ -218,7 +218,7 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     max_context: int | None = None,
     debug: bool = False,
     template: str | None = None,
-    strategy: str = "liveness",
+    strategy: str | None = None,
     quiet: bool = True,
 ) -> CompiledModel:
     """Compile a HF checkpoint folder into ``out_dir`` and load it."""

@@ -36,6 +36,9 @@ TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 #: dim symbols bound at run time, never by the config (``T`` = tokens of a call)
 RUNTIME_SYMBOLS = ("T",)
 
+#: the largest value a symbol may have (IR integers are i64)
+MAX_SYMBOL = 2**40
+
 #: modes an op's ``when`` guard may name
 MODES = ("prefill", "decode", "backward")
 
@@ -1381,6 +1384,8 @@ class Template:
                     )
             if v <= 0:
                 raise CkirError(f"{config_name}: symbol {s.name} ({tpl}) must be positive, got {v}")
+            if v > MAX_SYMBOL:
+                raise CkirError(f"{config_name}: symbol {s.name} ({tpl}) = {v} is too large")
             symbols[s.name] = v
         params: dict[str, Any] = {}
         for p in self.params:

@@ -131,11 +131,9 @@ def packed_weight(
     arr = read_tensor(stored, hf)
     spec = decl.slice_spec
     if spec is not None:
-        axis, start, size = spec
-        lo = evaluate_dim(str(start), symbols)
-        n = evaluate_dim(str(size), symbols)
+        axis, start, stop = spec  # stop is exclusive
         index = [slice(None)] * arr.ndim
-        index[axis] = slice(lo, lo + n)
+        index[axis] = slice(evaluate_dim(start, symbols), evaluate_dim(stop, symbols))
         arr = arr[tuple(index)]
     if decl.is_transposed:
         arr = arr.T
