@@ -41,8 +41,12 @@
 /* per-thread stack used by the packed panels (documented in the header) */
 #define GEMM_STACK_BYTES ((GEMM_KC * GEMM_NC + GEMM_MC * GEMM_KC) * 4)
 
-/* gemm with M <= GEMM_SMALL_M streams w with the dot-product kernel instead */
-#define GEMM_SMALL_M 4
+/* gemm with M <= GEMM_SMALL_M streams w with the dot-product kernel instead:
+ * measured faster than packing up to M = 8 (packing w costs more than the
+ * register blocking saves when few rows reuse it) */
+#ifndef GEMM_SMALL_M
+#define GEMM_SMALL_M 8
+#endif
 
 /* ---- reference twins ----------------------------------------------------- */
 
