@@ -171,6 +171,9 @@ GEMM_SHAPES = [
     (100, 1, 3),
     (1, 600, 40),
     (48, 640, 40),
+    (8, 600, 70),  # largest M of the dot-product path, threaded
+    (9, 65, 31),  # smallest M of the packed path
+    (300, 40, 200),  # narrow N: threads split M
 ]
 
 
