@@ -69,6 +69,10 @@ def fold_pass_flags(argv: Sequence[str], pass_names: Sequence[str]) -> list[str]
             brace = body.find("{")
             base = body if brace < 0 else body[:brace]
             if base in names:
+                # an unquoted `--pass{a=1 b=2}` arrives split at the space: re-join it
+                while brace >= 0 and body.count("{") > body.count("}") and i + 1 < len(args):
+                    i += 1
+                    body += " " + args[i]
                 pipeline.append(body)
                 i += 1
                 continue

@@ -1,0 +1,55 @@
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} | filecheck %s
+// RUN: ckir-opt %inputs/tiny_gpt2.mlir --lower-decode{max-context=16} | filecheck %s --check-prefix=GPT2
+
+// tiny llama: E=64, H=4, KV=2, D=16, I=172, L=2, V=256.
+// The graph stays; a lowered.model follows it with the weights layer by layer.
+// CHECK:      lowered.model @llama {
+// CHECK-NEXT:   lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
+// CHECK-NEXT:   lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
+// CHECK-NEXT:   lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
+// CHECK-NEXT:   lowered.buffer @w.layers.0.attn_norm weight : !lowered.buf<[64], f32> {source = "layers.0.attn_norm"}
+// CHECK-NEXT:   lowered.buffer @w.layers.0.attn.wq weight : !lowered.buf<[64, 64], f32>
+// CHECK-NEXT:   lowered.buffer @w.layers.0.attn.wk weight : !lowered.buf<[32, 64], f32>
+// CHECK:        lowered.buffer @w.layers.1.mlp.down weight : !lowered.buf<[64, 172], f32>
+// KV cache: [max-context, KV*D] per layer, in layer order.
+// CHECK-NEXT:   lowered.buffer @kv.layers.0.k kv_cache : !lowered.buf<[16, 32], f32>
+// CHECK-NEXT:   lowered.buffer @kv.layers.0.v kv_cache : !lowered.buf<[16, 32], f32>
+// CHECK-NEXT:   lowered.buffer @kv.layers.1.k kv_cache : !lowered.buf<[16, 32], f32>
+// CHECK-NEXT:   lowered.buffer @kv.layers.1.v kv_cache : !lowered.buf<[16, 32], f32>
+// CHECK-NEXT:   lowered.program @decode mode "decode" max_context 16 {
+// One row per token-indexed buffer; io buffers for the input and the output.
+// CHECK-NEXT:     lowered.buffer @decode.header.tokens io : !lowered.buf<[1], i32> {source = "input"}
+// CHECK-NEXT:     lowered.buffer @decode.header.x activation : !lowered.buf<[1, 64], f32>
+// CHECK:          lowered.buffer @decode.layers.0.gate activation : !lowered.buf<[1, 172], f32>
+// CHECK:          lowered.buffer @decode.footer.logits io : !lowered.buf<[1, 256], f32> {source = "output"}
+// Kernels: GEMV for every linear in decode, T = 1 as an integer, P at run time.
+// CHECK:          lowered.call @embed_f32(@decode.header.tokens, @w.embed) -> (@decode.header.x) {T = 1 : i64, E = 64 : i64, comment = "header: graph.embed"}
+// CHECK-NEXT:     lowered.call @rmsnorm_f32(@decode.header.x, @w.layers.0.attn_norm) -> (@decode.layers.0.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64
+// CHECK-NEXT:     lowered.call @gemv_f32(@decode.layers.0.h, @w.layers.0.attn.wq) -> (@decode.layers.0.q) {N = 64 : i64, K = 64 : i64
+// CHECK-NEXT:     lowered.call @gemv_f32(@decode.layers.0.h, @w.layers.0.attn.wk) -> (@decode.layers.0.k) {N = 32 : i64, K = 64 : i64
+// CHECK-NEXT:     lowered.call @gemv_f32(@decode.layers.0.h, @w.layers.0.attn.wv) -> (@decode.layers.0.v) {N = 32 : i64, K = 64 : i64
+// rope updates q and k in place (no inputs, two outputs).
+// CHECK-NEXT:     lowered.call @rope_f32() -> (@decode.layers.0.q, @decode.layers.0.k) {T = 1 : i64, H = 4 : i64, KV = 2 : i64, D = 16 : i64, P = #lowered.rt<P>, theta = 1.000000e+04 : f64
+// attention = append K/V to the layer's cache, then attend over it.
+// CHECK-NEXT:     lowered.call @kv_store_f32(@decode.layers.0.k, @decode.layers.0.v) -> (@kv.layers.0.k, @kv.layers.0.v) {T = 1 : i64, P = #lowered.rt<P>, KVD = 32 : i64
+// CHECK-NEXT:     lowered.call @attention_f32(@decode.layers.0.q, @kv.layers.0.k, @kv.layers.0.v) -> (@decode.layers.0.a) {T = 1 : i64, P = #lowered.rt<P>, H = 4 : i64, KV = 2 : i64, D = 16 : i64
+// CHECK-NEXT:     lowered.call @gemv_f32(@decode.layers.0.a, @w.layers.0.attn.wo) -> (@decode.layers.0.o) {N = 64 : i64, K = 64 : i64
+// Explicit residual: the layer input plus the attention output.
+// CHECK-NEXT:     lowered.call @add_f32(@decode.header.x, @decode.layers.0.o) -> (@decode.layers.0.x1) {n = 64 : i64
+// CHECK:          lowered.call @swiglu_f32(@decode.layers.0.gate, @decode.layers.0.up) -> (@decode.layers.0.m) {n = 172 : i64
+// The second layer reads the first one's output and its own weights.
+// CHECK:          lowered.call @rmsnorm_f32(@decode.layers.0.x2, @w.layers.1.attn_norm) -> (@decode.layers.1.h)
+// CHECK:          lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits) {N = 256 : i64, K = 64 : i64, comment = "footer: graph.lm_head"}
+// CHECK-NEXT:   }
+// CHECK-NEXT: }
+
+// GPT-2: learned positions in place, LayerNorm with bias, biased GEMVs, MHA, tanh GELU, tied head.
+// GPT2:      lowered.buffer @w.pos weight : !lowered.buf<[128, 64], f32>
+// GPT2-NOT:  @w.lm_head
+// GPT2:      lowered.call @embed_f32(@decode.header.tokens, @w.embed) -> (@decode.header.e)
+// GPT2-NEXT: lowered.call @pos_embed_add_f32(@w.pos) -> (@decode.header.e) {T = 1 : i64, E = 64 : i64, P = #lowered.rt<P>
+// GPT2-NEXT: lowered.call @layernorm_f32(@decode.header.e, @w.layers.0.attn_norm, @w.layers.0.attn_norm.bias) -> (@decode.layers.0.h)
+// GPT2-NEXT: lowered.call @gemv_bias_f32(@decode.layers.0.h, @w.layers.0.attn.wq, @w.layers.0.attn.bq) -> (@decode.layers.0.q) {N = 64 : i64, K = 64 : i64
+// GPT2:      lowered.call @attention_f32(@decode.layers.0.q, @kv.layers.0.k, @kv.layers.0.v) -> (@decode.layers.0.a) {T = 1 : i64, P = #lowered.rt<P>, H = 4 : i64, KV = 4 : i64, D = 16 : i64
+// GPT2:      lowered.call @gelu_tanh_f32(
+// GPT2:      lowered.call @gemv_f32(@decode.footer.h, @w.embed) -> (@decode.footer.logits) {N = 256 : i64, K = 64 : i64
