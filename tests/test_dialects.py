@@ -1,0 +1,627 @@
+"""The graph, lowered and layout dialects: round-trips, builders, accessors, verifiers.
+
+The lit suites under tests/filecheck/dialects/ check the printed text and one
+message per verifier; here we check the Python API other code is written against,
+exact round-trips of a realistic module (graph + lowered + layout), the messages
+of attributes that only Python can build, and parse speed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from xdsl.context import Context
+from xdsl.dialects.builtin import Builtin, FloatAttr, ModuleOp, StringAttr, f64
+from xdsl.ir import Operation
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from ckir.dialects import dims
+from ckir.dialects import graph as g
+from ckir.dialects import layout as ly
+from ckir.dialects import lowered as lw
+
+ROOT = Path(__file__).resolve().parent.parent
+LIT = ROOT / "tests" / "filecheck" / "dialects"
+
+
+def make_ctx() -> Context:
+    ctx = Context()
+    ctx.load_dialect(Builtin)
+    ctx.load_dialect(g.Graph)
+    ctx.load_dialect(lw.Lowered)
+    ctx.load_dialect(ly.Layout)
+    return ctx
+
+
+def parse(text: str) -> ModuleOp:
+    return Parser(make_ctx(), text).parse_module()
+
+
+def show(op: Operation, generic: bool = False) -> str:
+    out = io.StringIO()
+    Printer(stream=out, print_generic_format=generic).print_op(op)
+    return out.getvalue()
+
+
+def lit_body(name: str) -> str:
+    """The IR of a lit ops.mlir file, without RUN/CHECK comments."""
+    text = (LIT / name / "ops.mlir").read_text()
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//"))
+
+
+# --------------------------------------------------------------------------- fixtures
+
+GRAPH = """
+graph.model @tiny arch "llama" symbols {D = 16, E = 64, H = 4, I = 128, KV = 2, L = 2, V = 256} {
+  graph.weight @embed : [V, E] f32 hf "model.embed_tokens.weight"
+  graph.weight @"layers.{i}.attn_norm" : [E] f32 hf "model.layers.{i}.input_layernorm.weight"
+  graph.weight @"layers.{i}.wq" : [H*D, E] f32 hf "model.layers.{i}.self_attn.q_proj.weight"
+  graph.weight @"layers.{i}.wk" : [KV*D, E] f32 hf "model.layers.{i}.self_attn.k_proj.weight"
+  graph.weight @"layers.{i}.wv" : [KV*D, E] f32 hf "model.layers.{i}.self_attn.v_proj.weight"
+  graph.weight @"layers.{i}.wo" : [E, H*D] f32 hf "model.layers.{i}.self_attn.o_proj.weight"
+  graph.weight @"layers.{i}.mlp_norm" : [E] f32 hf "model.layers.{i}.post_attention_layernorm.weight"
+  graph.weight @"layers.{i}.w_gate" : [I, E] f32 hf "model.layers.{i}.mlp.gate_proj.weight"
+  graph.weight @"layers.{i}.w_up" : [I, E] f32 hf "model.layers.{i}.mlp.up_proj.weight"
+  graph.weight @"layers.{i}.w_down" : [E, I] f32 hf "model.layers.{i}.mlp.down_proj.weight"
+  graph.weight @norm : [E] f32 hf "model.norm.weight"
+  graph.weight @lm_head : [V, E] f32 tied_to @embed
+  graph.header {
+    %tok = graph.input "tokens" : !graph.tensor<[T], i32>
+    %x = graph.embed %tok {weights = [@embed]} : (!graph.tensor<[T], i32>) -> !graph.tensor<[T, E], f32>
+    graph.yield %x : !graph.tensor<[T, E], f32>
+  }
+  graph.body repeat L (%x : !graph.tensor<[T, E], f32>) {
+    %h = graph.rmsnorm %x {weights = [@"layers.{i}.attn_norm"], eps = 1.000000e-05 : f64} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
+    %q = graph.linear %h {weights = [@"layers.{i}.wq"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, H*D], f32>
+    %k = graph.linear %h {weights = [@"layers.{i}.wk"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, KV*D], f32>
+    %v = graph.linear %h {weights = [@"layers.{i}.wv"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, KV*D], f32>
+    %q2, %k2 = graph.rope %q, %k {theta = 1.000000e+04 : f64, heads = "H", kv_heads = "KV", head_dim = "D"} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>) -> (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>)
+    %o = graph.attention %q2, %k2, %v {heads = "H", kv_heads = "KV", head_dim = "D", causal} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>, !graph.tensor<[T, KV*D], f32>) -> !graph.tensor<[T, H*D], f32>
+    %a = graph.linear %o {weights = [@"layers.{i}.wo"]} : (!graph.tensor<[T, H*D], f32>) -> !graph.tensor<[T, E], f32>
+    %x1 = graph.add %x, %a : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
+    %h2 = graph.rmsnorm %x1 {weights = [@"layers.{i}.mlp_norm"], eps = 1.000000e-05 : f64} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
+    %gt = graph.linear %h2 {weights = [@"layers.{i}.w_gate"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, I], f32>
+    %u = graph.linear %h2 {weights = [@"layers.{i}.w_up"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, I], f32>
+    %s = graph.swiglu %gt, %u : (!graph.tensor<[T, I], f32>, !graph.tensor<[T, I], f32>) -> !graph.tensor<[T, I], f32>
+    %d = graph.linear %s {weights = [@"layers.{i}.w_down"]} : (!graph.tensor<[T, I], f32>) -> !graph.tensor<[T, E], f32>
+    %x2 = graph.add %x1, %d : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
+    graph.yield %x2 : !graph.tensor<[T, E], f32>
+  }
+  graph.footer (%x : !graph.tensor<[T, E], f32>) {
+    %h = graph.rmsnorm %x {weights = [@norm], eps = 1.000000e-05 : f64} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
+    %logits = graph.lm_head %h {weights = [@lm_head]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, V], f32>
+    %tgt = graph.input "targets" : !graph.tensor<[T], i32>
+    %loss = graph.cross_entropy %logits, %tgt {when = ["backward"]} : (!graph.tensor<[T, V], f32>, !graph.tensor<[T], i32>) -> !graph.tensor<[1], f32>
+    graph.output %logits : !graph.tensor<[T, V], f32>
+  }
+}
+"""  # noqa: E501
+
+
+def realistic_module_text() -> str:
+    """A 2-layer graph model, a lowered model with two programs and two layout plans."""
+    return GRAPH + lit_body("lowered") + lit_body("layout")
+
+
+# --------------------------------------------------------------------------- round-trips
+
+
+def test_realistic_module_round_trips_exactly() -> None:
+    module = parse(realistic_module_text())
+    module.verify()
+    custom = show(module)
+    again = parse(custom)
+    again.verify()
+    assert show(again) == custom
+    generic = show(module, generic=True)
+    assert '"graph.model"()' in generic and '"lowered.call"()' in generic
+    from_generic = parse(generic)
+    from_generic.verify()
+    assert show(from_generic) == custom
+    assert module.is_structurally_equivalent(again)
+    assert module.is_structurally_equivalent(from_generic)
+
+
+@pytest.mark.parametrize("dialect", ["graph", "lowered", "layout"])
+def test_lit_inputs_round_trip(dialect: str) -> None:
+    module = parse(lit_body(dialect))
+    module.verify()
+    custom = show(module)
+    assert show(parse(custom)) == custom
+    assert show(parse(show(module, generic=True))) == custom
+
+
+def test_empty_containers_round_trip() -> None:
+    module = ModuleOp(
+        [
+            g.ModelOp.make("a", "llama", {"E": 4}),
+            lw.LoweredModelOp.make("a"),
+            _plan_with_totals(),
+        ]
+    )
+    module.verify()
+    custom = show(module)
+    assert 'graph.model @a arch "llama" symbols {E = 4} {\n  }' in custom
+    for text in (custom, show(module, generic=True)):
+        back = parse(text)
+        back.verify()
+        assert show(back) == custom
+        assert back.is_structurally_equivalent(module)
+
+
+def _plan_with_totals() -> ly.PlanOp:
+    plan = ly.PlanOp.make("a", "bump", 64, False)
+    plan.body_block.add_op(ly.TotalsOp.make({}))
+    return plan
+
+
+# --------------------------------------------------------------------------- dims
+
+
+def test_dims_normalize_and_evaluate() -> None:
+    assert dims.normalize_dim(" H * D ") == "H*D"
+    assert dims.normalize_dim(64) == "64"
+    assert dims.normalize_dim("(E + 1) / 2") == "(E+1)/2"
+    assert dims.dim_symbols("3*E/H+T") == frozenset({"E", "H", "T"})
+    syms = {"E": 64, "H": 4}
+    assert dims.evaluate_dim("E/H", syms) == 16
+    assert dims.evaluate_dim("3*E-(H+4)", syms) == 184
+    assert dims.evaluate_dim(7, {}) == 7
+    assert dims.try_evaluate_dim("E*Q", syms) is None
+    with pytest.raises(KeyError):
+        dims.evaluate_dim("Q", syms)
+    with pytest.raises(ValueError, match="not an integer"):
+        dims.evaluate_dim("E/3", syms)
+    with pytest.raises(ZeroDivisionError):
+        dims.evaluate_dim("E/(H-4)", syms)
+    for bad in ("", "E+", "(E", "E)", "3**E", "E$", "E H"):
+        with pytest.raises(dims.DimError, match="bad dim expression"):
+            dims.normalize_dim(bad)
+
+
+# --------------------------------------------------------------------------- graph API
+
+
+def test_graph_builders_print_the_documented_syntax() -> None:
+    model = g.ModelOp.make("tiny", "gpt2", {"V": 256, "E": 64, "L": 2, "H": 4, "D": 16})
+    blk = model.body_block
+    blk.add_op(g.WeightOp.make("embed", ["V", "E"], "f32", hf="transformer.wte.weight"))
+    blk.add_op(
+        g.WeightOp.make(
+            "layers.{i}.wq",
+            ["E", "E"],
+            "f32",
+            hf="transformer.h.{i}.attn.c_attn.weight",
+            hf_shape=["E", "3 * E"],
+            slice=(1, 0, "E"),
+            transpose=True,
+        )
+    )
+    blk.add_op(g.WeightOp.make("lm_head", ["V", "E"], "f32", tied_to="embed"))
+    blk.add_op(g.WeightOp.make("layers.{i}.wk", ["E", "E"], "q8_0", gguf="blk.{i}.attn_k.weight"))
+    x_t = g.TensorType.make(["T", "E"], "f32")
+    tok_t = g.TensorType.make(["T"], "i32")
+
+    header = g.HeaderOp.make()
+    tok = g.InputOp.make("tokens", tok_t)
+    tok.results[0].name_hint = "tok"
+    emb = g.compute_op("embed", [tok.results[0]], [x_t], weights=["embed"])
+    emb.results[0].name_hint = "x"
+    header.block.add_op(tok)
+    header.block.add_op(emb)
+    header.block.add_op(g.YieldOp.make([emb.results[0]]))
+    blk.add_op(header)
+
+    body = g.BodyOp.make("L", [x_t])
+    arg = body.block.args[0]
+    arg.name_hint = "x"
+    q = g.compute_op("linear", [arg], [x_t], weights=["layers.{i}.wq"], when=["prefill"])
+    q.results[0].name_hint = "q"
+    att = g.compute_op(
+        "attention",
+        [q.results[0], q.results[0], q.results[0]],
+        [x_t],
+        attrs={"heads": "H", "kv_heads": "H", "head_dim": "D", "causal": True},
+    )
+    att.results[0].name_hint = "o"
+    body.block.add_op(q)
+    body.block.add_op(att)
+    body.block.add_op(g.YieldOp.make([att.results[0]]))
+    blk.add_op(body)
+
+    footer = g.FooterOp.make([x_t])
+    farg = footer.block.args[0]
+    farg.name_hint = "x"
+    norm = g.compute_op("rmsnorm", [farg], [x_t], weights=["embed"], attrs={"eps": 1e-5})
+    footer.block.add_op(norm)
+    footer.block.add_op(g.OutputOp.make([farg]))
+    blk.add_op(footer)
+
+    module = ModuleOp([model])
+    with pytest.raises(VerifyException, match="gamma @embed has shape"):
+        module.verify()
+    norm.properties["weights"] = g.compute_op("relu", [farg], [x_t]).weights  # empty
+    with pytest.raises(VerifyException, match="graph.rmsnorm: expects 1 weight"):
+        module.verify()
+    footer.block.detach_op(norm)
+    norm.erase()
+    module.verify()
+
+    text = show(module)
+    assert 'graph.model @tiny arch "gpt2" symbols {D = 16, E = 64, H = 4, L = 2, V = 256}' in text
+    assert (
+        'graph.weight @"layers.{i}.wq" : [E, E] f32 hf "transformer.h.{i}.attn.c_attn.weight" '
+        "[E, 3*E] slice(1, 0, E) transpose"
+    ) in text
+    assert "graph.weight @lm_head : [V, E] f32 tied_to @embed" in text
+    assert 'graph.weight @"layers.{i}.wk" : [E, E] q8_0 gguf "blk.{i}.attn_k.weight"' in text
+    assert (
+        '%q = graph.linear %x {weights = [@"layers.{i}.wq"], when = ["prefill"]} : '
+        "(!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>"
+    ) in text
+    assert '{heads = "H", kv_heads = "H", head_dim = "D", causal}' in text
+    assert show(parse(text)) == text
+
+
+def test_graph_accessors() -> None:
+    module = parse(GRAPH)
+    model = next(iter(module.ops))
+    assert isinstance(model, g.ModelOp)
+    assert model.symbol_values() == {
+        "D": 16, "E": 64, "H": 4, "I": 128, "KV": 2, "L": 2, "V": 256,
+    }  # fmt: skip
+    weights = model.weights()
+    assert list(weights)[:2] == ["embed", "layers.{i}.attn_norm"]
+    wq = weights["layers.{i}.wq"]
+    assert wq.weight_name == "layers.{i}.wq"
+    assert wq.shape_dims == ("H*D", "E")
+    assert wq.dtype_name == "f32"
+    assert wq.hf_name == "model.layers.{i}.self_attn.q_proj.weight"
+    assert wq.hf_dims is None and wq.slice_spec is None and not wq.is_transposed
+    assert wq.per_layer and not weights["embed"].per_layer
+    assert weights["lm_head"].tied_to_name == "embed"
+    assert weights["lm_head"].hf_name is None and weights["lm_head"].gguf_name is None
+    header, body, footer = model.sections()
+    assert header is not None and body is not None and footer is not None
+    assert body.repeat.data == "L"
+    assert [t.dims for t in body.block.arg_types] == [("T", "E")]  # type: ignore[attr-defined]
+    ops: dict[str, g.ComputeOp] = {}
+    for op in body.block.ops:
+        if isinstance(op, g.COMPUTE_OP_TYPES):
+            ops.setdefault(op.kind, op)
+    assert ops["rmsnorm"].weight_names == ("layers.{i}.attn_norm",)
+    assert ops["rmsnorm"].modes is None
+    assert ops["rope"].NUM_OUTPUTS == 2
+    loss = [op for op in footer.block.ops if isinstance(op, g.CrossEntropyOp)][0]
+    assert loss.modes == ("backward",)
+    assert loss.kind == "cross_entropy"
+
+
+def test_weight_slice_accessors() -> None:
+    w = g.WeightOp.make(
+        "layers.{i}.wk", [64, "E"], "f32", hf="h.{i}.c_attn", hf_shape=["E", "3*E"],
+        slice=(1, "E", "2 * E"), transpose=True,
+    )  # fmt: skip
+    assert w.shape_dims == ("64", "E")
+    assert w.hf_dims == ("E", "3*E")
+    assert w.slice_spec == (1, "E", "2*E")
+    assert w.is_transposed
+
+
+def test_compute_ops_table() -> None:
+    assert set(g.COMPUTE_OPS) == {
+        "embed", "pos_embed", "rmsnorm", "layernorm", "linear", "rope", "attention", "swiglu",
+        "gelu", "relu", "add", "lm_head", "cross_entropy", "matmul", "fused_matmul_relu",
+        "softmax",
+    }  # fmt: skip
+    for kind, cls in g.COMPUTE_OPS.items():
+        assert cls.kind == kind
+        assert cls.name == f"graph.{kind}"
+        assert cls in g.COMPUTE_OP_TYPES
+    t = g.TensorType.make(["T", "E"], "f32")
+    op = g.compute_op("rmsnorm", [], [t], weights=["g"], attrs={"eps": 1e-6})
+    assert op.properties["eps"] == FloatAttr(1e-6, f64)
+    op = g.compute_op("rope", [], [t, t], attrs={"theta": 10000, "heads": "H", "kv_heads": 2})
+    assert op.properties["theta"] == FloatAttr(10000.0, f64)
+    assert op.properties["kv_heads"] == StringAttr("2")
+    sched = g.ScheduleAttr.make(tile_m=8, vectorize=4)
+    op = g.compute_op("matmul", [], [t], attrs={"schedule": sched})
+    assert op.properties["schedule"] == sched
+    assert sched.values() == {"tile_m": 8, "vectorize": 4}
+    with pytest.raises(ValueError, match="unknown graph compute op"):
+        g.compute_op("conv", [], [t])
+
+
+def test_types_and_attributes_verify() -> None:
+    t = g.TensorType.make(["T", " 3 * E "], "bf16")
+    assert t.dims == ("T", "3*E") and t.dtype_name == "bf16"
+    assert str(t) == "!graph.tensor<[T, 3*E], bf16>"
+    with pytest.raises(VerifyException, match="graph.tensor: unknown dtype 'f8'"):
+        g.TensorType.make(["T"], "f8")
+    with pytest.raises(VerifyException, match="not in canonical form"):
+        g.TensorType(g.ArrayAttr([StringAttr("E + 1")]), StringAttr("f32"))
+    with pytest.raises(VerifyException, match="graph.schedule: vectorize = 3 must be one of"):
+        g.ScheduleAttr.make(vectorize=3)
+    with pytest.raises(VerifyException, match="graph.schedule: tile_n = 0 must be positive"):
+        g.ScheduleAttr.make(tile_n=0)
+    assert str(g.ScheduleAttr.make(tile_k=8)) == "#graph.schedule<tile_k = 8>"
+    with pytest.raises(VerifyException, match="lowered.buf: dims must be positive"):
+        lw.BufferType.make([0], "f32")
+    with pytest.raises(VerifyException, match="lowered.buf: a buffer needs at least one dim"):
+        lw.BufferType.make([], "f32")
+    with pytest.raises(VerifyException, match="lowered.buf: q4_0 rows must be a multiple of 32"):
+        lw.BufferType.make([2, 40], "q4_0")
+    with pytest.raises(VerifyException, match="lowered.buf: unknown dtype 'f64'"):
+        lw.BufferType.make([2], "f64")
+    with pytest.raises(VerifyException, match="lowered.rt: unknown run-time symbol 'Q'"):
+        lw.RuntimeSymAttr.make("Q")
+    assert str(lw.RuntimeSymAttr.make("T*64")) == "#lowered.rt<T*64>"
+
+
+# --------------------------------------------------------------------------- lowered API
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "size"),
+    [
+        ([4, 64], "f32", 1024),
+        ([4, 64], "i32", 1024),
+        ([4, 64], "bf16", 512),
+        ([4, 64], "f16", 512),
+        ([3], "i64", 24),
+        ([4, 64], "q8_0", 4 * 2 * 34),
+        ([4, 64], "q4_0", 4 * 2 * 18),
+        ([4, 64], "q4_1", 4 * 2 * 20),
+        ([2, 3, 256], "q4_k", 6 * 144),
+    ],
+)
+def test_buffer_byte_size(shape: list[int], dtype: str, size: int) -> None:
+    t = lw.BufferType.make(shape, dtype)
+    assert t.shape_ints == tuple(shape)
+    assert t.dtype_name == dtype
+    assert t.byte_size == size
+    n = 1
+    for d in shape:
+        n *= d
+    assert t.num_elements == n
+
+
+def test_lowered_builders_and_accessors() -> None:
+    model = lw.LoweredModelOp.make("tiny")
+    assert model.sym_name.data == "tiny"
+    w = lw.BufferOp.make("w.embed", "weight", lw.BufferType.make([256, 64], "f32"), source="embed")
+    model.body_block.add_op(w)
+    prog = lw.ProgramOp.make("decode", "decode", 128)
+    model.body_block.add_op(prog)
+    tok = lw.BufferOp.make("decode.tokens", "io", lw.BufferType.make([1], "i32"), source="input")
+    x = lw.BufferOp.make("decode.x", "activation", lw.BufferType.make([1, 64], "f32"))
+    view = lw.ViewOp.make("decode.x.lo", "decode.x", 128, lw.BufferType.make([1, 32], "f32"))
+    call = lw.CallOp.make(
+        "embed_f32",
+        ["decode.tokens", "w.embed"],
+        ["decode.x"],
+        {"T": 1, "E": 64},
+        comment="header embed",
+    )
+    for op in (tok, x, view, call):
+        prog.body_block.add_op(op)
+    module = ModuleOp([model])
+    module.verify()
+    assert w.buffer_name == "w.embed" and w.role == "weight" and w.source_name == "embed"
+    assert w.buffer_type.byte_size == 256 * 64 * 4
+    assert x.source_name is None
+    assert prog.mode_name == "decode" and prog.max_ctx == 128
+    assert model.programs() == {"decode": prog}
+    assert view.view_name == "decode.x.lo" and view.root_name == "decode.x"
+    assert view.offset_bytes == 128 and view.view_type.byte_size == 128
+    assert call.kernel_name == "embed_f32"
+    assert call.in_names == ("decode.tokens", "w.embed")
+    assert call.out_names == ("decode.x",)
+    assert call.param_values == {"T": 1, "E": 64}
+    assert call.comment_text == "header embed"
+    text = show(module)
+    assert (
+        "lowered.call @embed_f32(@decode.tokens, @w.embed) -> (@decode.x) "
+        '{T = 1 : i64, E = 64 : i64, comment = "header embed"}'
+    ) in text
+    assert show(parse(text)) == text
+
+    rt = lw.CallOp.make("add_f32", ["decode.x", "decode.x"], ["decode.x"], {"n": "T*64"})
+    assert rt.param_values == {"n": "T*64"}
+    f = lw.CallOp.make("x", [], [], {"eps": 1e-5})
+    assert f.param_values == {"eps": 1e-5}
+
+
+def test_call_checked_against_registry() -> None:
+    pytest.importorskip("ckir.registry")
+    text = lit_body("lowered").replace(
+        "{N = 256 : i64, K = 64 : i64} attributes", "{N = 256 : i64, K = 0 : i64} attributes"
+    )
+    with pytest.raises(VerifyException, match=r"lowered.call @gemv_f32: constraint 'K >= 1'"):
+        parse(text).verify()
+
+
+# --------------------------------------------------------------------------- layout API
+
+
+def _plan() -> ly.PlanOp:
+    plan = ly.PlanOp.make("tiny", "liveness", 64, True)
+    weights = ly.ArenaOp.make("weights", 65600)
+    weights.body_block.add_op(ly.SlotOp.make("w.embed", 0, 65536, "weight", 65536, None))
+    state = ly.ArenaOp.make("state", 704)
+    state.body_block.add_op(ly.SlotOp.make("kv.0.k", 0, 128, "kv_cache", 128, None))
+    state.body_block.add_op(
+        ly.SlotOp.make("decode.x", 192, 256, "activation", 448, ("decode", 0, 3))
+    )
+    state.body_block.add_op(
+        ly.SlotOp.make("decode.y", 192, 256, "activation", 448, ("decode", 4, 6))
+    )
+    state.body_block.add_op(ly.LayoutViewOp.make("decode.q", "decode.x", 64, 128))
+    plan.body_block.add_op(weights)
+    plan.body_block.add_op(state)
+    plan.body_block.add_op(
+        ly.TotalsOp.make({"weight": 65536, "kv_cache": 128, "activation": 512, "saved": 256})
+    )
+    return plan
+
+
+def test_layout_builders_accessors_and_round_trip() -> None:
+    plan = _plan()
+    module = ModuleOp([plan])
+    module.verify()
+    assert plan.sym_name.data == "tiny"
+    assert plan.strategy_name == "liveness" and plan.align_bytes == 64 and plan.has_canaries
+    arenas = plan.arenas()
+    assert list(arenas) == ["weights", "state"]
+    state = arenas["state"]
+    assert state.arena_name == "state" and state.size_bytes == 704
+    x = state.slots()[1]
+    assert x.buffer_name == "decode.x" and x.offset_bytes == 192 and x.size_bytes == 256
+    assert x.role == "activation" and x.canary_offset == 448
+    assert x.live_range == ("decode", 0, 3)
+    assert state.slots()[0].live_range is None
+    v = state.views()[0]
+    assert (v.view_name, v.root_name, v.offset_bytes, v.size_bytes) == (
+        "decode.q",
+        "decode.x",
+        64,
+        128,
+    )
+    assert plan.totals() == {"activation": 512, "kv_cache": 128, "saved": 256, "weight": 65536}
+    text = show(module)
+    assert (
+        'layout.slot @decode.x offset 192 size 256 role activation canary 448 live "decode" 0 3'
+    ) in text
+    assert "layout.totals {activation = 512 : i64, kv_cache = 128 : i64, saved = 256 : i64" in text
+    assert show(parse(text)) == text
+    assert show(parse(show(module, generic=True))) == text
+
+
+def test_layout_overlap_is_rejected_when_live_ranges_meet() -> None:
+    plan = _plan()
+    state = plan.arenas()["state"]
+    y = state.slots()[2]
+    y.properties["live"] = ly.SlotOp.make("y", 0, 0, "activation", None, ("decode", 3, 6)).live
+    with pytest.raises(VerifyException, match=r"slots @decode.x and @decode.y overlap in bytes"):
+        ModuleOp([plan]).verify()
+
+
+def test_plan_to_json_is_deterministic() -> None:
+    text = ly.plan_to_json(_plan())
+    assert text.endswith("}\n")
+    assert text == ly.plan_to_json(_plan())
+    data = json.loads(text)
+    assert list(data) == sorted(data)
+    assert data["strategy"] == "liveness" and data["align"] == 64 and data["canary_bytes"] == 64
+    state = data["arenas"][1]
+    assert state["name"] == "state" and state["size"] == 704
+    assert state["slots"][1] == {
+        "name": "decode.x", "offset": 192, "size": 256, "role": "activation", "canary": 448,
+        "live": {"mode": "decode", "first": 0, "last": 3},
+    }  # fmt: skip
+    assert state["views"] == [{"name": "decode.q", "root": "decode.x", "offset": 64, "size": 128}]
+    assert data["totals"]["saved"] == 256
+
+
+def test_plan_to_map_is_a_table() -> None:
+    text = ly.plan_to_map(_plan())
+    assert text.startswith("layout plan @tiny: strategy liveness, align 64, canaries on")
+    assert "arena @state: 704 bytes (0x2c0)" in text
+    row = [line for line in text.splitlines() if line.rstrip().endswith("  decode.x")][0]
+    assert re.search(r"0x00000000c0\s+192\s+256\s+activation\s+decode 0\.\.3\s+decode\.x", row)
+    assert re.search(r"0x0000000100\s+256\s+128\s+view\s+.*decode\.q = decode\.x \+ 64", text)
+    assert re.search(r"^  weight\s+65536$", text, re.M)
+    assert text == ly.plan_to_map(_plan())
+
+
+# --------------------------------------------------------------------------- invalid suites
+
+
+@pytest.mark.parametrize("dialect", ["graph", "lowered", "layout"])
+def test_each_invalid_case_reports_its_own_message(dialect: str) -> None:
+    """Stricter than FileCheck: the CHECK of a case must appear in that case's output."""
+    opt = shutil.which("ckir-opt") or str(Path(sys.executable).parent / "ckir-opt")
+    if not Path(opt).exists():
+        pytest.skip("ckir-opt is not installed")
+    path = LIT / dialect / "invalid.mlir"
+    run = subprocess.run(
+        [opt, str(path), "--split-input-file", "--verify-diagnostics", "--parsing-diagnostics"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    cases = path.read_text().split("// -----")
+    outputs = run.stdout.split("// -----")
+    assert len(cases) == len(outputs), run.stderr
+    for case, out in zip(cases, outputs, strict=True):
+        checks = re.findall(r"// CHECK: (.*)", case)
+        assert checks, case
+        for check in checks:
+            assert check in out, f"expected {check!r} in:\n{out}"
+
+
+# --------------------------------------------------------------------------- speed
+
+
+def _big_graph(n_layers_ops: int) -> str:
+    lines = [
+        'graph.model @big arch "llama" symbols {E = 64, L = 2} {',
+        *(
+            f'  graph.weight @"layers.{{i}}.w{j}" : [E, E] f32 hf "h.{{i}}.w{j}"'
+            for j in range(n_layers_ops)
+        ),
+        "  graph.header {",
+        '    %x = graph.input "x" : !graph.tensor<[T, E], f32>',
+        "    graph.yield %x : !graph.tensor<[T, E], f32>",
+        "  }",
+        "  graph.body repeat L (%x0 : !graph.tensor<[T, E], f32>) {",
+    ]
+    t = "!graph.tensor<[T, E], f32>"
+    for j in range(n_layers_ops):
+        ref = f'@"layers.{{i}}.w{j}"'
+        lines.append(f"    %x{j + 1} = graph.linear %x{j} {{weights = [{ref}]}} : ({t}) -> {t}")
+    lines += [f"    graph.yield %x{n_layers_ops} : {t}", "  }", "}"]
+    return "\n".join(lines)
+
+
+def _big_lowered(n: int) -> str:
+    lines = ["lowered.model @big {"]
+    lines += [
+        f'  lowered.buffer @w{j} weight : !lowered.buf<[64, 64], f32> {{source = "w{j}"}}'
+        for j in range(n // 4)
+    ]
+    lines.append('  lowered.program @prefill mode "prefill" max_context 64 {')
+    lines += [
+        f"    lowered.buffer @x{j} activation : !lowered.buf<[64, 64], f32>" for j in range(n // 4)
+    ]
+    for j in range(n // 2):
+        a, w, b = j % (n // 4), j % (n // 4), (j + 1) % (n // 4)
+        lines.append(
+            f"    lowered.call @gemm_f32(@x{a}, @w{w}) -> (@x{b}) "
+            "{M = #lowered.rt<T>, N = 64 : i64, K = 64 : i64}"
+        )
+    lines += ["  }", "}"]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("make", [_big_graph, _big_lowered], ids=["graph", "lowered"])
+def test_two_thousand_ops_parse_quickly(make) -> None:  # type: ignore[no-untyped-def]
+    text = make(1000) if make is _big_graph else make(2000)
+    ctx = make_ctx()
+    start = time.process_time()
+    module = Parser(ctx, text).parse_module()
+    elapsed = time.process_time() - start
+    n_ops = sum(1 for _ in module.walk())
+    assert n_ops >= 2000
+    assert elapsed < 1.0, f"parsing {n_ops} ops took {elapsed:.2f} s of CPU"
+    module.verify()
