@@ -92,6 +92,41 @@ static inline void dot_block(const float *x, const float *w, int64_t K, float ou
 #endif
 }
 
+/* Two rows of x against the same GEMV_R rows of w: each w load feeds two FMAs
+ * (used by gemm for 2 <= M <= 8). */
+static inline void dot_block_x2(const float *x0, const float *x1, const float *w, int64_t K,
+                                float out0[GEMV_R], float out1[GEMV_R]) {
+#if defined(CKIR_AVX512)
+  const float *w0 = w, *w1 = w + K, *w2 = w + 2 * K, *w3 = w + 3 * K;
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(),
+         a3 = _mm512_setzero_ps(), b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps(),
+         b2 = _mm512_setzero_ps(), b3 = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 16) {
+    const __mmask16 m = ckir_mask16(K - k);
+    const __m512 u = _mm512_maskz_loadu_ps(m, x0 + k), v = _mm512_maskz_loadu_ps(m, x1 + k);
+    __m512 r = _mm512_maskz_loadu_ps(m, w0 + k);
+    a0 = _mm512_fmadd_ps(r, u, a0);
+    b0 = _mm512_fmadd_ps(r, v, b0);
+    r = _mm512_maskz_loadu_ps(m, w1 + k);
+    a1 = _mm512_fmadd_ps(r, u, a1);
+    b1 = _mm512_fmadd_ps(r, v, b1);
+    r = _mm512_maskz_loadu_ps(m, w2 + k);
+    a2 = _mm512_fmadd_ps(r, u, a2);
+    b2 = _mm512_fmadd_ps(r, v, b2);
+    r = _mm512_maskz_loadu_ps(m, w3 + k);
+    a3 = _mm512_fmadd_ps(r, u, a3);
+    b3 = _mm512_fmadd_ps(r, v, b3);
+  }
+  out0[0] = _mm512_reduce_add_ps(a0), out0[1] = _mm512_reduce_add_ps(a1);
+  out0[2] = _mm512_reduce_add_ps(a2), out0[3] = _mm512_reduce_add_ps(a3);
+  out1[0] = _mm512_reduce_add_ps(b0), out1[1] = _mm512_reduce_add_ps(b1);
+  out1[2] = _mm512_reduce_add_ps(b2), out1[3] = _mm512_reduce_add_ps(b3);
+#else
+  dot_block(x0, w, K, out0);
+  dot_block(x1, w, K, out1);
+#endif
+}
+
 /* out = dot(x, w) for a single row (the N % GEMV_R remainder). */
 static inline float dot_one(const float *x, const float *w, int64_t K) {
 #if defined(CKIR_AVX512)
@@ -127,7 +162,16 @@ void ckir_internal_dot_rows(const float *x, int64_t M, const float *w, const flo
   for (int64_t blk = 0; blk < nb; blk++) {
     int64_t n0 = blk * GEMV_R;
     if (n0 + GEMV_R <= N) {
-      for (int64_t m = 0; m < M; m++) {
+      int64_t m = 0;
+      for (; m + 2 <= M; m += 2) {
+        float o0[GEMV_R], o1[GEMV_R];
+        dot_block_x2(x + m * K, x + (m + 1) * K, w + n0 * K, K, o0, o1);
+        for (int r = 0; r < GEMV_R; r++) {
+          y[m * N + n0 + r] = o0[r] + (b ? b[n0 + r] : 0.0f);
+          y[(m + 1) * N + n0 + r] = o1[r] + (b ? b[n0 + r] : 0.0f);
+        }
+      }
+      for (; m < M; m++) {
         float out[GEMV_R];
         dot_block(x + m * K, w + n0 * K, K, out);
         for (int r = 0; r < GEMV_R; r++) y[m * N + n0 + r] = out[r] + (b ? b[n0 + r] : 0.0f);
