@@ -26,7 +26,7 @@ from xdsl.printer import Printer
 
 import ckir
 from ckir.backend.c_emitter import emit_c
-from ckir.backend.weights import write_weights_bin
+from ckir.backend.weights import SafetensorsSource, write_weights_bin
 from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
@@ -178,7 +178,8 @@ def compile_model(
         progress.begin("weights.bin")
         graph_model = next(op for op in module.ops if isinstance(op, g.ModelOp))
         lowered = next(op for op in module.ops if isinstance(op, lw.LoweredModelOp))
-        write_weights_bin(graph_model, lowered, plan, model_dir, work / "weights.bin")
+        source = SafetensorsSource(model_dir)
+        write_weights_bin(graph_model, lowered, plan, source, work / "weights.bin")
         progress.end("weights.bin")
 
         progress.begin("cc")

@@ -7,21 +7,21 @@ Layout of the file::
     [4096, 4096 + size)  the weights arena: each weight at its slot offset,
                          a canary after each slot when the plan has canaries
 
-Weights are streamed one tensor at a time (np.memmap of the safetensors
-file, packing applied, converted to the buffer dtype), so the model is never
+Weights are streamed one tensor at a time from a :class:`WeightSource`
+(for HF folders: np.memmap of the safetensors file, packing applied,
+encoded in the buffer dtype), so the model is never
 in memory twice.  The file is written under a temporary name and renamed
 only when complete.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -38,63 +38,88 @@ from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.dialects.dims import evaluate_dim
 from ckir.errors import CkirError
+from ckir.frontend.safetensors_header import TensorInfo, read_checkpoint_header
 
 _NP_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
-_OUT_DTYPES = {"f32": np.dtype("<f4")}
 
 
-@dataclass(frozen=True)
-class StoredTensor:
-    """Where one tensor's bytes are in a safetensors file."""
+class WeightSource(Protocol):
+    """Where weight bytes come from (a HF folder, a GGUF file, ...).
 
-    file: Path
-    dtype: str
-    shape: tuple[int, ...]
-    offset: int  # absolute byte offset in the file
-    nbytes: int
+    ``bytes_for`` returns one weight instance, packed as the graph declares it
+    (slices, transposes, row permutations undone) and encoded in ``dtype``,
+    as a contiguous uint8 array of exactly the buffer's byte size.
+    """
 
-
-def index_safetensors(model_dir: Path) -> dict[str, StoredTensor]:
-    """Every tensor of a HF checkpoint folder (single file or sharded), header only."""
-    files = sorted(model_dir.glob("*.safetensors"))
-    if not files:
-        raise CkirError(f"{model_dir}: no *.safetensors files")
-    out: dict[str, StoredTensor] = {}
-    for path in files:
-        with open(path, "rb") as f:
-            raw = f.read(8)
-            if len(raw) != 8:
-                raise CkirError(f"{path}: truncated safetensors header")
-            (length,) = struct.unpack("<Q", raw)
-            try:
-                header = json.loads(f.read(length))
-            except (ValueError, UnicodeDecodeError) as err:
-                raise CkirError(f"{path}: corrupt safetensors header ({err})") from None
-        base = 8 + length
-        for name, info in header.items():
-            if name == "__metadata__":
-                continue
-            start, end = info["data_offsets"]
-            out[name] = StoredTensor(
-                path, info["dtype"], tuple(info["shape"]), base + start, end - start
-            )
-    return out
+    def bytes_for(
+        self, decl: g.WeightOp, layer: int | None, symbols: Mapping[str, int], dtype: str
+    ) -> np.ndarray: ...
 
 
-def read_tensor(t: StoredTensor, name: str) -> np.ndarray:
-    """The tensor as float32 (memory-mapped read; bf16/f16 converted)."""
+def read_tensor(t: TensorInfo, name: str) -> np.ndarray:
+    """A safetensors tensor as float32 (memory-mapped read; bf16/f16 converted)."""
     dtype = _NP_DTYPES.get(t.dtype)
     if dtype is None:
         raise CkirError(f"{t.file}: tensor '{name}' has dtype {t.dtype}; ckir reads F32/F16/BF16")
     count = int(np.prod(t.shape)) if t.shape else 1
-    if count * dtype.itemsize != t.nbytes or t.offset + t.nbytes > t.file.stat().st_size:
+    start, end = t.absolute_offsets
+    if count * dtype.itemsize != t.nbytes or end > t.file.stat().st_size:
         raise CkirError(f"{t.file}: tensor '{name}' data is truncated or inconsistent")
-    raw = np.memmap(t.file, dtype=dtype, mode="r", offset=t.offset, shape=(count,))
+    raw = np.memmap(t.file, dtype=dtype, mode="r", offset=start, shape=(count,))
     if t.dtype == "BF16":
         arr = (raw.astype(np.uint32) << 16).view(np.float32)
     else:
         arr = raw.astype(np.float32)
     return arr.reshape(t.shape)
+
+
+def encode(arr: np.ndarray, dtype: str, what: str) -> np.ndarray:
+    """float32 array -> the bytes of ``dtype`` (f32, or a format of :mod:`ckir.quant`)."""
+    if dtype == "f32":
+        return np.ascontiguousarray(arr, dtype="<f4").view(np.uint8).reshape(-1)
+    from ckir import quant
+
+    if dtype == "bf16":
+        return np.ascontiguousarray(quant.to_bf16(arr)).view(np.uint8).reshape(-1)
+    quantizer = getattr(quant, f"quantize_{dtype}", None)
+    if quantizer is None:
+        raise CkirError(f"weights.bin: no encoder for dtype {dtype} ({what})")
+    return np.ascontiguousarray(quantizer(np.ascontiguousarray(arr))).view(np.uint8).reshape(-1)
+
+
+class SafetensorsSource:
+    """Weights of a HF checkpoint folder (single file or sharded), read lazily."""
+
+    def __init__(self, model_dir: Path) -> None:
+        self.tensors, _ = read_checkpoint_header(model_dir)
+
+    def bytes_for(
+        self, decl: g.WeightOp, layer: int | None, symbols: Mapping[str, int], dtype: str
+    ) -> np.ndarray:
+        hf = decl.hf_name
+        if hf is None:
+            raise CkirError(f"graph.weight @{decl.weight_name}: has no HF source tensor")
+        if layer is not None:
+            hf = hf.replace("{i}", str(layer))
+        stored = self.tensors.get(hf)
+        if stored is None:
+            raise CkirError(f"checkpoint has no tensor '{hf}' (graph.weight @{decl.weight_name})")
+        arr = read_tensor(stored, hf)
+        spec = decl.slice_spec
+        if spec is not None:
+            axis, start, stop = spec  # stop is exclusive
+            index = [slice(None)] * arr.ndim
+            index[axis] = slice(evaluate_dim(start, symbols), evaluate_dim(stop, symbols))
+            arr = arr[tuple(index)]
+        if decl.is_transposed:
+            arr = arr.T
+        want = tuple(evaluate_dim(d, symbols) for d in decl.shape_dims)
+        if tuple(arr.shape) != want:
+            raise CkirError(
+                f"weights.bin: '{hf}' packs to shape {list(arr.shape)}, "
+                f"graph.weight @{decl.weight_name} needs {list(want)}"
+            )
+        return encode(arr, dtype, hf)
 
 
 def weight_instances(model: g.ModelOp) -> dict[str, tuple[g.WeightOp, int | None]]:
@@ -113,42 +138,15 @@ def weight_instances(model: g.ModelOp) -> dict[str, tuple[g.WeightOp, int | None
     return out
 
 
-def packed_weight(
-    decl: g.WeightOp,
-    layer: int | None,
-    symbols: Mapping[str, int],
-    tensors: Mapping[str, StoredTensor],
-) -> np.ndarray:
-    """A weight as the graph declares it: the HF tensor, sliced and transposed as mapped."""
-    hf = decl.hf_name
-    if hf is None:
-        raise CkirError(f"graph.weight @{decl.weight_name}: has no HF source tensor")
-    if layer is not None:
-        hf = hf.replace("{i}", str(layer))
-    stored = tensors.get(hf)
-    if stored is None:
-        raise CkirError(f"checkpoint has no tensor '{hf}' (graph.weight @{decl.weight_name})")
-    arr = read_tensor(stored, hf)
-    spec = decl.slice_spec
-    if spec is not None:
-        axis, start, stop = spec  # stop is exclusive
-        index = [slice(None)] * arr.ndim
-        index[axis] = slice(evaluate_dim(start, symbols), evaluate_dim(stop, symbols))
-        arr = arr[tuple(index)]
-    if decl.is_transposed:
-        arr = arr.T
-    return arr
-
-
 def write_weights_bin(
     module_graph: g.ModelOp,
     lowered: lw.LoweredModelOp,
     plan: ly.PlanOp,
-    model_dir: Path,
+    weights: WeightSource,
     out_path: Path,
     progress: Callable[[int, int], None] | None = None,
 ) -> None:
-    """Write weights.bin for ``plan`` from the checkpoint in ``model_dir``."""
+    """Write weights.bin for ``plan`` with the weight bytes of ``source``."""
     arena = arenas(plan).get("weights")
     if arena is None:
         raise CkirError("weights.bin: the layout plan has no weights arena")
@@ -164,7 +162,6 @@ def write_weights_bin(
     }
     instances = weight_instances(module_graph)
     symbols = module_graph.symbol_values()
-    tensors = index_safetensors(model_dir)
     slots = [op for op in arena.body_block.ops if isinstance(op, ly.SlotOp)]
 
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -187,28 +184,16 @@ def write_weights_bin(
             guard = canary_bytes()
             for k, slot in enumerate(slots):
                 name = slot.buffer_name
-                source = sources.get(name)
-                if source is None or source not in instances:
+                source_name = sources.get(name)
+                if source_name is None or source_name not in instances:
                     raise CkirError(f"weights.bin: slot @{name} has no graph weight source")
-                decl, layer = instances[source]
-                arr = packed_weight(decl, layer, symbols, tensors)
-                btype = btypes[name]
-                if tuple(arr.shape) != tuple(btype.shape_ints):
-                    raise CkirError(
-                        f"weights.bin: '{decl.hf_name}' packs to shape {list(arr.shape)}, "
-                        f"buffer @{name} needs {list(btype.shape_ints)}"
-                    )
-                out_dtype = _OUT_DTYPES.get(btype.dtype_name)
-                if out_dtype is None:
-                    raise CkirError(
-                        f"weights.bin: no writer for dtype {btype.dtype_name} (@{name})"
-                    )
-                data = np.ascontiguousarray(arr, dtype=out_dtype).tobytes()
-                if len(data) != slot.size_bytes:
-                    raise CkirError(f"weights.bin: @{name} is {len(data)} bytes, slot holds "
+                decl, layer = instances[source_name]
+                data = weights.bytes_for(decl, layer, symbols, btypes[name].dtype_name)
+                if data.nbytes != slot.size_bytes:
+                    raise CkirError(f"weights.bin: @{name} is {data.nbytes} bytes, slot holds "
                                     f"{slot.size_bytes}")
                 f.seek(WEIGHTS_HEADER_BYTES + slot.offset_bytes)
-                f.write(data)
+                f.write(data.tobytes())
                 if slot.canary_offset is not None:
                     f.seek(WEIGHTS_HEADER_BYTES + slot.canary_offset)
                     f.write(guard)
