@@ -121,12 +121,14 @@ def _cflags(isa: str, debug: bool, include_dirs: Sequence[Path | str]) -> list[s
     return flags
 
 
-def compile_runtime_objects(
-    *, isa: str = "native", debug: bool = False, include_dirs: Sequence[Path | str] = ()
-) -> list[Path]:
-    """Compile (or reuse from the cache) one object file per runtime kernel source."""
+def compile_runtime_objects(*, isa: str = "native", debug: bool = False) -> list[Path]:
+    """Compile (or reuse from the cache) one object file per runtime kernel source.
+
+    The kernels only see ``runtime/include``: a model's include directories do
+    not reach them, so every model built with the same ISA and flags shares
+    one cache entry."""
     cc = _cc()
-    flags = _cflags(isa, debug, include_dirs)
+    flags = _cflags(isa, debug, ())
     sources = kernel_sources()
     if not sources:
         raise RuntimeBuildError(f"no kernel sources in {runtime_dir() / 'kernels'}")
@@ -136,8 +138,6 @@ def compile_runtime_objects(
     headers = sorted((runtime_dir() / "include").glob("*.h")) + sorted(
         (runtime_dir() / "kernels").glob("*.h")
     )
-    for extra in include_dirs:
-        headers += sorted(Path(extra).glob("*.h"))
     for path in [*sources, *headers]:
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     out_dir = cache_dir() / h.hexdigest()[:24]
@@ -173,7 +173,7 @@ def build_library(
     """Build a shared library with every runtime kernel plus ``extra_sources``.
 
     Runtime objects come from the cache; extra sources (e.g. a generated
-    ``model.c``) are compiled with the same flags.  Raises RuntimeBuildError
+    ``model.c``) are compiled with the same flags plus ``include_dirs``.  Raises RuntimeBuildError
     when the compiler fails; ``out_path`` is only ever replaced by a complete
     library.  Returns the resolved output path.
     """
@@ -182,7 +182,7 @@ def build_library(
     for src in extras:
         if not src.is_file():
             raise RuntimeBuildError(f"extra source not found: {src}")
-    objects = compile_runtime_objects(isa=isa, debug=debug, include_dirs=include_dirs)
+    objects = compile_runtime_objects(isa=isa, debug=debug)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     flags = _cflags(isa, debug, include_dirs)
     fd, tmp = tempfile.mkstemp(prefix=out_path.name + ".", suffix=".tmp", dir=out_path.parent)

@@ -55,10 +55,33 @@ def test_extra_sources_are_linked(cache, tmp_path):
             """
         )
     )
-    lib_path = rb.build_library(tmp_path / "out" / "libmodel.so", isa="scalar", extra_sources=[src])
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "model_consts.h").write_text("#define MODEL_SCALE 2.0f\n")
+    src.write_text(
+        src.read_text()
+        .replace(
+            '#include "ckir_runtime.h"', '#include "ckir_runtime.h"\n#include "model_consts.h"'
+        )
+        .replace("return c[0]", "return MODEL_SCALE * c[0]")
+    )
+    before = set(cache.rglob("*.o")) if cache.exists() else set()
+    lib_path = rb.build_library(
+        tmp_path / "out" / "libmodel.so", isa="scalar", extra_sources=[src], include_dirs=[inc]
+    )
     fn = ctypes.CDLL(str(lib_path)).model_sum3
     fn.restype = ctypes.c_float
-    assert fn() == 66.0
+    assert fn() == 77.0  # 2*11 + 22 + 33
+    # the model's include dirs do not change the runtime objects: same cache entry
+    objs = set(cache.rglob("*.o"))
+    rb.build_library(
+        tmp_path / "out" / "libmodel2.so",
+        isa="scalar",
+        extra_sources=[src],
+        include_dirs=[inc, tmp_path],
+    )
+    assert set(cache.rglob("*.o")) == objs
+    assert before <= objs
 
 
 def test_compile_error_is_one_line_and_leaves_nothing(cache, tmp_path):
