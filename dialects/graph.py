@@ -1166,6 +1166,8 @@ class InputOp(IRDLOperation):
     result = result_def(TensorType)
     traits = traits_def(HasParent(HeaderOp, BodyOp, FooterOp))
 
+    assembly_format = "$input_name attr-dict `:` type($result)"
+
     @staticmethod
     def make(name: str, type: TensorType) -> InputOp:
         return InputOp.create(properties={"input_name": StringAttr(name)}, result_types=[type])
@@ -1177,46 +1179,6 @@ class InputOp(IRDLOperation):
         model = _enclosing_model(self)
         if model is not None:
             _check_type_symbols(f'graph.input "{name}"', "type", self.result.type, model)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> InputOp:
-        name = parser.parse_str_literal(" (the input name)")
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        ty = parser.parse_type()
-        return cls.create(
-            properties={"input_name": StringAttr(name)}, attributes=attrs, result_types=[ty]
-        )
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_string_literal(self.input_name.data)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.result.type)
-
-
-def _parse_values_with_types(parser: Parser) -> tuple[list[SSAValue], dict[str, Attribute]]:
-    start = parser.pos
-    unresolved = parser.parse_optional_undelimited_comma_separated_list(
-        parser.parse_optional_unresolved_operand, parser.parse_unresolved_operand
-    )
-    attrs = parser.parse_optional_attr_dict()
-    if unresolved is None:
-        return [], attrs
-    parser.parse_punctuation(":")
-    types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
-    return list(parser.resolve_operands(unresolved, types, start)), attrs
-
-
-def _print_values_with_types(printer: Printer, op: Operation) -> None:
-    if op.operands:
-        printer.print_string(" ")
-        printer.print_list(op.operands, printer.print_operand)
-    printer.print_op_attributes(op.attributes)
-    if op.operands:
-        printer.print_string(" : ")
-        printer.print_list(op.operand_types, printer.print_attribute)
 
 
 @irdl_op_definition
@@ -1231,17 +1193,11 @@ class YieldOp(IRDLOperation):
     values = var_operand_def(TensorType)
     traits = traits_def(IsTerminator(), HasParent(HeaderOp, BodyOp))
 
+    assembly_format = "attr-dict ($values^ `:` type($values))?"
+
     @staticmethod
     def make(values: Sequence[SSAValue]) -> YieldOp:
         return YieldOp.create(operands=list(values))
-
-    @classmethod
-    def parse(cls, parser: Parser) -> YieldOp:
-        values, attrs = _parse_values_with_types(parser)
-        return cls.create(operands=values, attributes=attrs)
-
-    def print(self, printer: Printer) -> None:
-        _print_values_with_types(printer, self)
 
 
 @irdl_op_definition
@@ -1256,6 +1212,8 @@ class OutputOp(IRDLOperation):
     values = var_operand_def(TensorType)
     traits = traits_def(IsTerminator(), HasParent(FooterOp))
 
+    assembly_format = "attr-dict ($values^ `:` type($values))?"
+
     @staticmethod
     def make(values: Sequence[SSAValue]) -> OutputOp:
         return OutputOp.create(operands=list(values))
@@ -1263,14 +1221,6 @@ class OutputOp(IRDLOperation):
     def verify_(self) -> None:
         if not self.values:
             raise VerifyException("graph.output: needs at least one value")
-
-    @classmethod
-    def parse(cls, parser: Parser) -> OutputOp:
-        values, attrs = _parse_values_with_types(parser)
-        return cls.create(operands=values, attributes=attrs)
-
-    def print(self, printer: Printer) -> None:
-        _print_values_with_types(printer, self)
 
 
 # --------------------------------------------------------------------------- compute ops

@@ -37,6 +37,7 @@ from functools import lru_cache
 from typing import Any
 
 from xdsl.dialects.builtin import (
+    I64,
     ArrayAttr,
     DictionaryAttr,
     IntegerAttr,
@@ -624,10 +625,12 @@ class LayoutViewOp(IRDLOperation):
 
     sym_name = prop_def(SymbolNameConstraint())
     root = prop_def(SymbolRefAttr)
-    offset = prop_def(IntegerAttr)
-    size = prop_def(IntegerAttr)
+    offset = prop_def(IntegerAttr[I64])
+    size = prop_def(IntegerAttr[I64])
 
     traits = traits_def(SymbolOpInterface(), HasParent(ArenaOp))
+
+    assembly_format = "$sym_name `of` $root `offset` $offset `size` $size attr-dict-with-keyword"
 
     @staticmethod
     def make(name: str, root: str, offset: int, size: int) -> LayoutViewOp:
@@ -662,34 +665,6 @@ class LayoutViewOp(IRDLOperation):
                 f"layout.view {sym(self.view_name)}: size {self.size_bytes} is negative"
             )
 
-    @classmethod
-    def parse(cls, parser: Parser) -> LayoutViewOp:
-        name = parser.parse_symbol_name()
-        parser.parse_keyword("of")
-        root = parser.parse_symbol_name()
-        parser.parse_keyword("offset")
-        offset = parser.parse_integer(allow_boolean=False)
-        parser.parse_keyword("size")
-        size = parser.parse_integer(allow_boolean=False)
-        attrs = _parse_extra(parser)
-        return cls.create(
-            properties={
-                "sym_name": name,
-                "root": _ref(root.data if isinstance(root, StringAttr) else root),
-                "offset": _int(offset),
-                "size": _int(size),
-            },
-            attributes=attrs,
-        )
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_symbol_name(self.view_name)
-        printer.print_string(" of ")
-        printer.print_symbol_name(self.root_name)
-        printer.print_string(f" offset {self.offset_bytes} size {self.size_bytes}")
-        _print_extra(printer, self.attributes)
-
 
 # --------------------------------------------------------------------------- totals
 
@@ -706,6 +681,8 @@ class TotalsOp(IRDLOperation):
     totals = prop_def(DictionaryAttr)
 
     traits = traits_def(HasParent(PlanOp))
+
+    assembly_format = "$totals attr-dict-with-keyword"
 
     @staticmethod
     def make(totals: Mapping[str, int]) -> TotalsOp:
@@ -731,17 +708,6 @@ class TotalsOp(IRDLOperation):
                 raise VerifyException(f"layout.totals: {k} must be an integer")
             if v.value.data < 0:
                 raise VerifyException(f"layout.totals: {k} = {v.value.data} must be >= 0")
-
-    @classmethod
-    def parse(cls, parser: Parser) -> TotalsOp:
-        totals = parser.parse_optional_attr_dict()
-        attrs = _parse_extra(parser)
-        return cls.create(properties={"totals": DictionaryAttr(totals)}, attributes=attrs)
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_attr_dict(self.totals.data)
-        _print_extra(printer, self.attributes)
 
 
 Layout = Dialect("layout", [PlanOp, ArenaOp, SlotOp, LayoutViewOp, TotalsOp], [])

@@ -34,6 +34,7 @@ from functools import lru_cache
 from typing import Any
 
 from xdsl.dialects.builtin import (
+    I64,
     ArrayAttr,
     DictionaryAttr,
     FloatAttr,
@@ -707,10 +708,12 @@ class ViewOp(IRDLOperation):
 
     sym_name = prop_def(SymbolNameConstraint())
     root = prop_def(SymbolRefAttr)
-    offset = prop_def(IntegerAttr)
+    offset = prop_def(IntegerAttr[I64])
     view_type = prop_def(BufferType)
 
     traits = traits_def(SymbolOpInterface(), HasParent(LoweredModelOp, ProgramOp))
+
+    assembly_format = "$sym_name `of` $root `offset` $offset attr-dict `:` qualified($view_type)"
 
     @staticmethod
     def make(name: str, root: str, offset_bytes: int, type: BufferType) -> ViewOp:
@@ -762,36 +765,6 @@ class ViewOp(IRDLOperation):
                 f"{where}: bytes [{self.offset_bytes}, {end}) exceed root "
                 f"{sym(self.root_name)} of {root.buffer_type.byte_size} bytes"
             )
-
-    @classmethod
-    def parse(cls, parser: Parser) -> ViewOp:
-        name = parser.parse_symbol_name()
-        parser.parse_keyword("of")
-        root = parser.parse_symbol_name()
-        parser.parse_keyword("offset")
-        offset = parser.parse_integer(allow_boolean=False)
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        ty = parser.parse_type()
-        return cls.create(
-            properties={
-                "sym_name": name,
-                "root": _ref(root),
-                "offset": _i64(offset),
-                "view_type": ty,
-            },
-            attributes=attrs,
-        )
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_symbol_name(self.sym_name.data)
-        printer.print_string(" of ")
-        printer.print_symbol_name(self.root_name)
-        printer.print_string(f" offset {self.offset_bytes}")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.view_type)
 
 
 # --------------------------------------------------------------------------- calls
