@@ -22,7 +22,7 @@ from pathlib import Path
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.printer import Printer
+from xdsl.targets.mlir import MLIRTarget
 
 import ckir
 from ckir.backend.c_emitter import emit_c
@@ -97,9 +97,10 @@ class Progress:
 
 
 def print_module(module: ModuleOp) -> str:
+    """The module's text exactly as ``ckir-opt`` prints it (so files re-print identically)."""
     out = io.StringIO()
-    Printer(stream=out).print_op(module)
-    return out.getvalue() + "\n"
+    MLIRTarget().emit(Context(), module, out)
+    return out.getvalue()
 
 
 def graph_only(module: ModuleOp) -> str:
