@@ -1,0 +1,230 @@
+/* ckir runtime: linear layers and embeddings with bf16 and GGUF-quantized weights.
+ *
+ * Same ABI conventions as ckir_runtime.h (buffers first, then int64_t / float
+ * scalars; row-major; no allocation; OpenMP over output rows; ISA path chosen
+ * at build time; a scalar reference twin ckir_ref_<name> for every kernel).
+ * Activations and outputs are fp32; only the weights change dtype.
+ * docs/quantization.md has the formats, the numerics and the measurements.
+ *
+ * Weight dtypes
+ *   bf16  uint16_t: the top 16 bits of an fp32.
+ *   q8_0  34-byte blocks of 32: f16 d, int8 q[32];             value = d*q
+ *   q4_0  18-byte blocks of 32: f16 d, uint8 qs[16];           value = d*(nib-8)
+ *   q4_1  20-byte blocks of 32: f16 d, f16 m, uint8 qs[16];    value = d*nib + m
+ *   (nibble j < 16 is qs[j] & 0xF, nibble j+16 is qs[j] >> 4; little-endian.)
+ *   A quantized [N, K] matrix is N rows of K/32 consecutive blocks: K % 32 == 0.
+ *
+ * Numerics
+ *   gemv_<q> (decode): x is quantized per block of 32 to int8 (d_x = max|x|/127,
+ *     a = round-to-nearest-even(x / d_x)), each block's dot product is exact in
+ *     int32 (AVX512-VNNI vpdpbusd / AVX2 vpmaddubsw+vpmaddwd / scalar), scaled
+ *     by d_w*d_x in fp32 and accumulated in fp32.  q4_0 subtracts 8*sum(a);
+ *     q4_1 adds m * (exact fp32 sum of the block of x).
+ *   gemm_<q>, gemm_bf16 (prefill): panels of w are converted to fp32 (exactly
+ *     the embed_<q> values) and multiplied by the unquantized fp32 x with an
+ *     fp32 register-blocked micro-kernel.
+ *   gemv_bf16: bf16 -> fp32 in registers, fp32 FMA.
+ *   embed_<q>, embed_bf16: out = the dequantized rows, bit-identical to
+ *     gguf.quants.dequantize: d*q is exact in fp32 (an 11-bit f16 mantissa
+ *     times an integer of at most 8 bits), so d*q and (d*q)+m round at most
+ *     once whether or not the compiler fuses them.
+ *
+ * Constraints and stack use
+ *   quantized kernels: K % 32 == 0 (E % 32 == 0 for embed); gemv_<q>: K <= 32768
+ *   (the quantized x lives on the caller's stack, ~2.25*K bytes).
+ *   gemm_*: ~17 KiB of stack per thread (one fp32 panel of 16 rows x 256).
+ *   y must not alias x or w.  Token ids must be in range (the caller checks).
+ */
+#ifndef CKIR_QUANT_H
+#define CKIR_QUANT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CKIR_QK 32              /* elements per quantized block */
+#define CKIR_Q8_0_BYTES 34      /* bytes per q8_0 block */
+#define CKIR_Q4_0_BYTES 18      /* bytes per q4_0 block */
+#define CKIR_Q4_1_BYTES 20      /* bytes per q4_1 block */
+#define CKIR_QUANT_MAX_K 32768  /* largest K of gemv_<q> (stack bound) */
+
+/* ---- bf16 --------------------------------------------------------------- */
+
+/* y[N] = w[N, K] . x[K] (+ b[N]) */
+void ckir_gemv_bf16(const float *x, const uint16_t *w, float *y, int64_t N, int64_t K);
+void ckir_gemv_bias_bf16(const float *x, const uint16_t *w, const float *b, float *y, int64_t N,
+                         int64_t K);
+/* y[M, N] = x[M, K] . w[N, K]^T (+ b[N]) */
+void ckir_gemm_bf16(const float *x, const uint16_t *w, float *y, int64_t M, int64_t N, int64_t K);
+void ckir_gemm_bias_bf16(const float *x, const uint16_t *w, const float *b, float *y, int64_t M,
+                         int64_t N, int64_t K);
+/* out[t, :] = fp32(table[tokens[t], :]); table is [V, E] */
+void ckir_embed_bf16(const int32_t *tokens, const uint16_t *table, float *out, int64_t T,
+                     int64_t E);
+
+/* ---- q8_0, q4_0, q4_1: w and table are block bytes ---------------------- */
+
+void ckir_gemv_q8_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K);
+void ckir_gemv_bias_q8_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
+                         int64_t K);
+void ckir_gemm_q8_0(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N, int64_t K);
+void ckir_gemm_bias_q8_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
+                         int64_t N, int64_t K);
+void ckir_embed_q8_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
+                     int64_t E);
+
+void ckir_gemv_q4_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K);
+void ckir_gemv_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
+                         int64_t K);
+void ckir_gemm_q4_0(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N, int64_t K);
+void ckir_gemm_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
+                         int64_t N, int64_t K);
+void ckir_embed_q4_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
+                     int64_t E);
+
+void ckir_gemv_q4_1(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K);
+void ckir_gemv_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
+                         int64_t K);
+void ckir_gemm_q4_1(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N, int64_t K);
+void ckir_gemm_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
+                         int64_t N, int64_t K);
+void ckir_embed_q4_1(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
+                     int64_t E);
+
+/* ---- scalar reference twins (single-threaded, same semantics) ----------- */
+
+void ckir_ref_gemv_bf16(const float *x, const uint16_t *w, float *y, int64_t N, int64_t K);
+void ckir_ref_gemv_bias_bf16(const float *x, const uint16_t *w, const float *b, float *y,
+                             int64_t N, int64_t K);
+void ckir_ref_gemm_bf16(const float *x, const uint16_t *w, float *y, int64_t M, int64_t N,
+                        int64_t K);
+void ckir_ref_gemm_bias_bf16(const float *x, const uint16_t *w, const float *b, float *y,
+                             int64_t M, int64_t N, int64_t K);
+void ckir_ref_embed_bf16(const int32_t *tokens, const uint16_t *table, float *out, int64_t T,
+                         int64_t E);
+
+void ckir_ref_gemv_q8_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K);
+void ckir_ref_gemv_bias_q8_0(const float *x, const uint8_t *w, const float *b, float *y,
+                             int64_t N, int64_t K);
+void ckir_ref_gemm_q8_0(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
+                        int64_t K);
+void ckir_ref_gemm_bias_q8_0(const float *x, const uint8_t *w, const float *b, float *y,
+                             int64_t M, int64_t N, int64_t K);
+void ckir_ref_embed_q8_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
+                         int64_t E);
+
+void ckir_ref_gemv_q4_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K);
+void ckir_ref_gemv_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y,
+                             int64_t N, int64_t K);
+void ckir_ref_gemm_q4_0(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
+                        int64_t K);
+void ckir_ref_gemm_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y,
+                             int64_t M, int64_t N, int64_t K);
+void ckir_ref_embed_q4_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
+                         int64_t E);
+
+void ckir_ref_gemv_q4_1(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K);
+void ckir_ref_gemv_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y,
+                             int64_t N, int64_t K);
+void ckir_ref_gemm_q4_1(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
+                        int64_t K);
+void ckir_ref_gemm_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y,
+                             int64_t M, int64_t N, int64_t K);
+void ckir_ref_embed_q4_1(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
+                         int64_t E);
+
+/* ---- benchmark probe (not a registry kernel) ----------------------------- */
+
+/* out[0] = sum of buf[0..n) read once with wide loads on every OpenMP thread:
+ * a memory read-bandwidth probe built with the same flags as the kernels. */
+void ckir_quant_read_probe(const float *buf, float *out, int64_t n);
+
+/* ---- internal: shared by runtime/kernels/{bf16,quant}_*.c ---------------- */
+
+/* dst[0..kc) = fp32 values of row n, columns [k0, k0 + kc), of a weight matrix
+ * with K columns (k0 and kc are multiples of 32 for the block formats). */
+typedef void (*ckir_wrow_fn)(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc,
+                             float *dst);
+
+/* y[M, N] = x[M, K] . W^T (+ b) where row n of W is what `row` decodes: the
+ * panel-converting fp32 GEMM behind gemm_bf16 and gemm_<q>. */
+void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const float *b,
+                         float *y, int64_t M, int64_t N, int64_t K);
+
+/* Quantize x[K] (K % 32 == 0) per block of 32: dx[b] = max|x_b| / 127 (fp32),
+ * a[i] = round-to-nearest-even(x[i] / dx[b]) (0 when dx[b] == 0); when sx is
+ * not NULL, sx[b] = fp32 sum of x_b.  `_ref` is the scalar version; a and dx
+ * are identical between the two, sx may differ in rounding. */
+void ckir_internal_quantize_x(const float *x, int64_t K, int8_t *a, float *dx, float *sx);
+void ckir_internal_quantize_x_ref(const float *x, int64_t K, int8_t *a, float *dx, float *sx);
+
+/* f16 bits -> fp32 (exact, including subnormals, infinities and NaNs). */
+float ckir_internal_f16_to_f32(uint16_t h);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* Helpers for the kernel sources only: they define CKIR_QUANT_INTERNAL and
+ * include ckir_internal.h first. */
+#ifdef CKIR_QUANT_INTERNAL
+/* the vector paths of the block kernels need AVX512BW+VL (else they use AVX2) */
+#if defined(CKIR_AVX512) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define CKIR_Q512 1
+#elif defined(CKIR_AVX512) || defined(CKIR_AVX2)
+#define CKIR_Q256 1
+#endif
+
+/* acc + sum of 4 consecutive u8*s8 products per int32 lane (vpdpbusd; else
+ * vpmaddubsw + vpmaddwd, exact here since |u| <= 128 and |s| <= 127). */
+#if defined(CKIR_Q512)
+#if defined(__AVX512VNNI__)
+#define CKIR_DPBUSD512(acc, u, s) _mm512_dpbusd_epi32((acc), (u), (s))
+#else
+#define CKIR_DPBUSD512(acc, u, s) \
+  _mm512_add_epi32((acc), _mm512_madd_epi16(_mm512_maddubs_epi16((u), (s)), _mm512_set1_epi16(1)))
+#endif
+#endif
+#if defined(CKIR_Q512) || defined(CKIR_Q256)
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define CKIR_DPBUSD256(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#elif defined(__AVXVNNI__)
+#define CKIR_DPBUSD256(acc, u, s) _mm256_dpbusd_avx_epi32((acc), (u), (s))
+#else
+#define CKIR_DPBUSD256(acc, u, s) \
+  _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1)))
+#endif
+#endif
+
+static inline uint16_t ckir_q_ld16(const uint8_t *p) {
+  uint16_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static inline int32_t ckir_q_ld32(const uint8_t *p) {
+  int32_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+/* the f16 at p (a block scale) as fp32 */
+static inline float ckir_q_f16(const uint8_t *p) {
+#if defined(__F16C__) && (defined(CKIR_AVX512) || defined(CKIR_AVX2))
+  return _cvtsh_ss(ckir_q_ld16(p));
+#else
+  return ckir_internal_f16_to_f32(ckir_q_ld16(p));
+#endif
+}
+#if defined(CKIR_Q512) || defined(CKIR_Q256)
+static inline int32_t ckir_q_hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+#endif
+/* 64-byte aligned pointer into a byte buffer with 63 bytes of slack */
+#define CKIR_ALIGN64(p) ((void *)(((uintptr_t)(p) + 63) & ~(uintptr_t)63))
+#endif /* CKIR_QUANT_INTERNAL */
+#endif /* CKIR_QUANT_H */

@@ -1,0 +1,196 @@
+/* ckir runtime: linear layers and embeddings with bf16 weights.
+ *
+ * bf16 -> fp32 is a 16-bit left shift, done in registers; all arithmetic is
+ * fp32 FMA (vdpbf16ps would round x to bf16 and, on this class of machine,
+ * runs at half the fp32 FMA rate).  gemv streams GEMV_R rows at a time with
+ * software prefetch; gemm converts panels to fp32 and reuses the fp32
+ * micro-kernel of ckir_internal_wgemm (quant_common.c). */
+#include "ckir_internal.h"
+#include "ckir_quant.h"
+
+#define GEMV_R 4
+/* prefetch distance along a row, in bytes */
+#define BF16_PF 512
+
+CKIR_INLINE float bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+#if defined(CKIR_AVX512)
+/* 16 bf16 at p -> 16 fp32 */
+CKIR_INLINE __m512 bf16x16_load(const uint16_t *p) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+/* the first n (< 16) bf16 at p, zero-extended to 16 fp32 (tails only) */
+CKIR_INLINE __m512 bf16x16_load_n(const uint16_t *p, int64_t n) {
+  uint16_t tmp[16] = {0};
+  memcpy(tmp, p, (size_t)n * sizeof(uint16_t));
+  return bf16x16_load(tmp);
+}
+#elif defined(CKIR_AVX2)
+CKIR_INLINE __m256 bf16x8_load(const uint16_t *p) {
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+#endif
+
+/* ---- conversion of a row slice (embed, gemm panels) ----------------------- */
+
+static void bf16_row_to_f32(const uint16_t *src, int64_t n, float *dst) {
+  int64_t i = 0;
+#if defined(CKIR_AVX512)
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, bf16x16_load(src + i));
+  if (i < n) {
+    _mm512_mask_storeu_ps(dst + i, ckir_mask16(n - i), bf16x16_load_n(src + i, n - i));
+    i = n;
+  }
+#elif defined(CKIR_AVX2)
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, bf16x8_load(src + i));
+#endif
+  for (; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+}
+
+static void bf16_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc, float *dst) {
+  bf16_row_to_f32((const uint16_t *)w + n * K + k0, kc, dst);
+}
+
+/* ---- gemv ---------------------------------------------------------------- */
+
+/* out[r] = dot(x, row r of w) for r < R (R = GEMV_R or 1) */
+CKIR_INLINE void bf16_dot_rows(const float *x, const uint16_t *w, int64_t K, float *out,
+                               const int R) {
+#if defined(CKIR_AVX512)
+  __m512 a[GEMV_R], c[GEMV_R];
+  for (int r = 0; r < R; r++) a[r] = c[r] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 32 <= K; k += 32) {
+    __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
+    for (int r = 0; r < R; r++) {
+      const uint16_t *p = w + r * K + k;
+      _mm_prefetch((const char *)p + BF16_PF, _MM_HINT_T0);
+      a[r] = _mm512_fmadd_ps(bf16x16_load(p), x0, a[r]);
+      c[r] = _mm512_fmadd_ps(bf16x16_load(p + 16), x1, c[r]);
+    }
+  }
+  for (; k < K; k += 16) {
+    __mmask16 m = ckir_mask16(K - k);
+    __m512 x0 = _mm512_maskz_loadu_ps(m, x + k);
+    for (int r = 0; r < R; r++)
+      a[r] = _mm512_fmadd_ps(bf16x16_load_n(w + r * K + k, CKIR_MIN(16, K - k)), x0, a[r]);
+  }
+  for (int r = 0; r < R; r++) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(a[r], c[r]));
+#elif defined(CKIR_AVX2)
+  __m256 a[GEMV_R], c[GEMV_R];
+  for (int r = 0; r < R; r++) a[r] = c[r] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+    for (int r = 0; r < R; r++) {
+      const uint16_t *p = w + r * K + k;
+      _mm_prefetch((const char *)p + BF16_PF, _MM_HINT_T0);
+      a[r] = _mm256_fmadd_ps(bf16x8_load(p), x0, a[r]);
+      c[r] = _mm256_fmadd_ps(bf16x8_load(p + 8), x1, c[r]);
+    }
+  }
+  for (int r = 0; r < R; r++) {
+    float s = ckir_hsum_ps256(_mm256_add_ps(a[r], c[r]));
+    for (int64_t kk = k; kk < K; kk++) s += bf16_to_f32(w[r * K + kk]) * x[kk];
+    out[r] = s;
+  }
+#else
+  for (int r = 0; r < R; r++) {
+    float s8[8] = {0};
+    const uint16_t *p = w + r * K;
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8)
+      for (int l = 0; l < 8; l++) s8[l] += bf16_to_f32(p[k + l]) * x[k + l];
+    float s = 0.0f;
+    for (int l = 0; l < 8; l++) s += s8[l];
+    for (; k < K; k++) s += bf16_to_f32(p[k]) * x[k];
+    out[r] = s;
+  }
+#endif
+}
+
+static void gemv_bf16_impl(const float *x, const uint16_t *w, const float *b, float *y,
+                           int64_t N, int64_t K) {
+  int64_t nb = (N + GEMV_R - 1) / GEMV_R;
+#pragma omp parallel for schedule(static) if (N * K >= 8 * CKIR_PAR_MIN_WORK && nb > 1)
+  for (int64_t blk = 0; blk < nb; blk++) {
+    int64_t n0 = blk * GEMV_R;
+    float out[GEMV_R];
+    if (n0 + GEMV_R <= N) {
+      bf16_dot_rows(x, w + n0 * K, K, out, GEMV_R);
+      for (int r = 0; r < GEMV_R; r++) y[n0 + r] = out[r] + (b ? b[n0 + r] : 0.0f);
+    } else {
+      for (int64_t n = n0; n < N; n++) {
+        bf16_dot_rows(x, w + n * K, K, out, 1);
+        y[n] = out[0] + (b ? b[n] : 0.0f);
+      }
+    }
+  }
+}
+
+void ckir_gemv_bf16(const float *x, const uint16_t *w, float *y, int64_t N, int64_t K) {
+  gemv_bf16_impl(x, w, NULL, y, N, K);
+}
+
+void ckir_gemv_bias_bf16(const float *x, const uint16_t *w, const float *b, float *y, int64_t N,
+                         int64_t K) {
+  gemv_bf16_impl(x, w, b, y, N, K);
+}
+
+/* ---- gemm ---------------------------------------------------------------- */
+
+void ckir_gemm_bf16(const float *x, const uint16_t *w, float *y, int64_t M, int64_t N,
+                    int64_t K) {
+  ckir_internal_wgemm(x, w, bf16_wrow, NULL, y, M, N, K);
+}
+
+void ckir_gemm_bias_bf16(const float *x, const uint16_t *w, const float *b, float *y, int64_t M,
+                         int64_t N, int64_t K) {
+  ckir_internal_wgemm(x, w, bf16_wrow, b, y, M, N, K);
+}
+
+/* ---- embed --------------------------------------------------------------- */
+
+void ckir_embed_bf16(const int32_t *tokens, const uint16_t *table, float *out, int64_t T,
+                     int64_t E) {
+#pragma omp parallel for schedule(static) if (T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)
+  for (int64_t t = 0; t < T; t++) bf16_row_to_f32(table + (int64_t)tokens[t] * E, E, out + t * E);
+}
+
+/* ---- reference twins ------------------------------------------------------ */
+
+void ckir_ref_gemv_bias_bf16(const float *x, const uint16_t *w, const float *b, float *y,
+                             int64_t N, int64_t K) {
+  for (int64_t n = 0; n < N; n++) {
+    double s = 0.0;
+    for (int64_t k = 0; k < K; k++) s += (double)x[k] * bf16_to_f32(w[n * K + k]);
+    y[n] = (float)s + (b ? b[n] : 0.0f);
+  }
+}
+
+void ckir_ref_gemv_bf16(const float *x, const uint16_t *w, float *y, int64_t N, int64_t K) {
+  ckir_ref_gemv_bias_bf16(x, w, NULL, y, N, K);
+}
+
+void ckir_ref_gemm_bias_bf16(const float *x, const uint16_t *w, const float *b, float *y,
+                             int64_t M, int64_t N, int64_t K) {
+  for (int64_t m = 0; m < M; m++) ckir_ref_gemv_bias_bf16(x + m * K, w, b, y + m * N, N, K);
+}
+
+void ckir_ref_gemm_bf16(const float *x, const uint16_t *w, float *y, int64_t M, int64_t N,
+                        int64_t K) {
+  ckir_ref_gemm_bias_bf16(x, w, NULL, y, M, N, K);
+}
+
+void ckir_ref_embed_bf16(const int32_t *tokens, const uint16_t *table, float *out, int64_t T,
+                         int64_t E) {
+  for (int64_t t = 0; t < T; t++)
+    for (int64_t e = 0; e < E; e++) out[t * E + e] = bf16_to_f32(table[(int64_t)tokens[t] * E + e]);
+}

@@ -1,0 +1,286 @@
+/* ckir runtime: pieces shared by the bf16 and quantized-weight kernels.
+ *
+ *  - f16 -> fp32 conversion (block scales);
+ *  - the q8 activation quantizer used by every gemv_<q>;
+ *  - ckir_internal_wgemm, the fp32 GEMM over weights converted panel by panel
+ *    (gemm_bf16, gemm_<q>);
+ *  - ckir_quant_read_probe, the memory read-bandwidth probe of the benchmark.
+ *
+ * wgemm: threads split N in panels of WG_NP rows of w.  For each panel and
+ * each slice of WG_KC columns, the rows are converted to fp32 into a stack
+ * buffer (16 KiB, stays in L1), then every group of WG_MR rows of x meets every
+ * group of 4 panel rows in a register-blocked dot-product micro-kernel (one
+ * accumulator vector per (x row, w row) pair, reduced once per slice).  So each
+ * weight is converted once per call, whatever M is, and the FMAs run on fp32
+ * data from L1. */
+#include "ckir_internal.h"
+#include "ckir_quant.h"
+
+/* ---- f16 ---------------------------------------------------------------- */
+
+float ckir_internal_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (man << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112u) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else { /* subnormal: man * 2^-24, exact in fp32 */
+    float f = (float)man * 5.9604644775390625e-8f;
+    memcpy(&bits, &f, sizeof bits);
+    bits |= sign;
+  }
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/* ---- activation quantizer ------------------------------------------------ */
+
+void ckir_internal_quantize_x_ref(const float *x, int64_t K, int8_t *a, float *dx, float *sx) {
+  for (int64_t b = 0; b < K / CKIR_QK; b++) {
+    const float *xb = x + b * CKIR_QK;
+    float amax = 0.0f, s = 0.0f;
+    for (int j = 0; j < CKIR_QK; j++) {
+      amax = fmaxf(amax, fabsf(xb[j]));
+      s += xb[j];
+    }
+    float d = amax / 127.0f;
+    dx[b] = d;
+    if (sx) sx[b] = s;
+    for (int j = 0; j < CKIR_QK; j++)
+      a[b * CKIR_QK + j] = d == 0.0f ? 0 : (int8_t)lrintf(xb[j] / d);
+  }
+}
+
+void ckir_internal_quantize_x(const float *x, int64_t K, int8_t *a, float *dx, float *sx) {
+#if defined(CKIR_AVX512) && defined(__AVX512BW__)
+  const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  for (int64_t b = 0; b < K / CKIR_QK; b++) {
+    __m512 x0 = _mm512_loadu_ps(x + b * CKIR_QK), x1 = _mm512_loadu_ps(x + b * CKIR_QK + 16);
+    float amax = _mm512_reduce_max_ps(
+        _mm512_max_ps(_mm512_and_ps(x0, absmask), _mm512_and_ps(x1, absmask)));
+    float d = amax / 127.0f;
+    dx[b] = d;
+    if (sx) sx[b] = _mm512_reduce_add_ps(_mm512_add_ps(x0, x1));
+    if (d == 0.0f) {
+      memset(a + b * CKIR_QK, 0, CKIR_QK);
+      continue;
+    }
+    __m512 dv = _mm512_set1_ps(d);
+    __m512i q0 = _mm512_cvtps_epi32(_mm512_div_ps(x0, dv));
+    __m512i q1 = _mm512_cvtps_epi32(_mm512_div_ps(x1, dv));
+    _mm_storeu_si128((__m128i *)(a + b * CKIR_QK), _mm512_cvtsepi32_epi8(q0));
+    _mm_storeu_si128((__m128i *)(a + b * CKIR_QK + 16), _mm512_cvtsepi32_epi8(q1));
+  }
+#elif defined(CKIR_AVX512) || defined(CKIR_AVX2)
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  for (int64_t b = 0; b < K / CKIR_QK; b++) {
+    const float *xb = x + b * CKIR_QK;
+    __m256 v[4], m;
+    for (int i = 0; i < 4; i++) v[i] = _mm256_loadu_ps(xb + 8 * i);
+    m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], absmask), _mm256_and_ps(v[1], absmask)),
+                      _mm256_max_ps(_mm256_and_ps(v[2], absmask), _mm256_and_ps(v[3], absmask)));
+    float amax = ckir_hmax_ps256(m);
+    float d = amax / 127.0f;
+    dx[b] = d;
+    if (sx)
+      sx[b] = ckir_hsum_ps256(
+          _mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])));
+    if (d == 0.0f) {
+      memset(a + b * CKIR_QK, 0, CKIR_QK);
+      continue;
+    }
+    __m256 dv = _mm256_set1_ps(d);
+    __m256i q[4];
+    for (int i = 0; i < 4; i++) q[i] = _mm256_cvtps_epi32(_mm256_div_ps(v[i], dv));
+    /* packs interleave 128-bit lanes: [0 1 4 5 | 2 3 6 7] words, fix with a dword permute */
+    __m256i w01 = _mm256_packs_epi32(q[0], q[1]), w23 = _mm256_packs_epi32(q[2], q[3]);
+    __m256i bytes = _mm256_packs_epi16(w01, w23);
+    bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)(a + b * CKIR_QK), bytes);
+  }
+#else
+  ckir_internal_quantize_x_ref(x, K, a, dx, sx);
+#endif
+}
+
+/* ---- wgemm: fp32 GEMM over converted weight panels ----------------------- */
+
+#define WG_NP 16  /* rows of w per panel (per thread work unit) */
+#define WG_KC 256 /* columns per slice; a multiple of 32 */
+#define WG_NR 4   /* panel rows per micro-tile */
+#if defined(CKIR_AVX512)
+#define WG_MR 4
+#elif defined(CKIR_AVX2)
+#define WG_MR 3
+#else
+#define WG_MR 4
+#endif
+
+/* out[i*WG_NR + j] = dot(x row i, panel row j) over kc columns, i < mr, j < 4.
+ * Panel rows are WG_KC floats apart and zero-padded up to a multiple of 16. */
+CKIR_INLINE void wg_tile(const float *x, int64_t ldx, const float *p, int64_t kc, float *out,
+                         const int mr) {
+#if defined(CKIR_AVX512)
+  __m512 acc[WG_MR][WG_NR];
+  for (int i = 0; i < WG_MR; i++)
+    for (int j = 0; j < WG_NR; j++) acc[i][j] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= kc; k += 16) {
+    __m512 xv[WG_MR];
+    for (int i = 0; i < mr; i++) xv[i] = _mm512_loadu_ps(x + i * ldx + k);
+    for (int j = 0; j < WG_NR; j++) {
+      __m512 wv = _mm512_load_ps(p + j * WG_KC + k);
+      for (int i = 0; i < mr; i++) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
+    }
+  }
+  if (k < kc) {
+    __mmask16 m = ckir_mask16(kc - k);
+    __m512 xv[WG_MR];
+    for (int i = 0; i < mr; i++) xv[i] = _mm512_maskz_loadu_ps(m, x + i * ldx + k);
+    for (int j = 0; j < WG_NR; j++) {
+      __m512 wv = _mm512_load_ps(p + j * WG_KC + k);
+      for (int i = 0; i < mr; i++) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
+    }
+  }
+  __m512 v[16];
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) v[i * 4 + j] = i < mr ? acc[i][j] : _mm512_setzero_ps();
+  _mm512_storeu_ps(out, ckir_hsum16_ps512(v));
+#elif defined(CKIR_AVX2)
+  __m256 acc[WG_MR][WG_NR];
+  for (int i = 0; i < WG_MR; i++)
+    for (int j = 0; j < WG_NR; j++) acc[i][j] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= kc; k += 8) {
+    __m256 xv[WG_MR];
+    for (int i = 0; i < mr; i++) xv[i] = _mm256_loadu_ps(x + i * ldx + k);
+    for (int j = 0; j < WG_NR; j++) {
+      __m256 wv = _mm256_load_ps(p + j * WG_KC + k);
+      for (int i = 0; i < mr; i++) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+    }
+  }
+  if (k < kc) {
+    __m256i m = ckir_mask8(kc - k);
+    __m256 xv[WG_MR];
+    for (int i = 0; i < mr; i++) xv[i] = _mm256_maskload_ps(x + i * ldx + k, m);
+    for (int j = 0; j < WG_NR; j++) {
+      __m256 wv = _mm256_load_ps(p + j * WG_KC + k);
+      for (int i = 0; i < mr; i++) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+    }
+  }
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < WG_NR; j++) out[i * WG_NR + j] = ckir_hsum_ps256(acc[i][j]);
+#else
+  /* 8 partial sums per pair: vectorisable without reassociating. */
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < WG_NR; j++) {
+      float s8[8] = {0};
+      const float *xr = x + i * ldx, *pr = p + j * WG_KC;
+      int64_t k = 0;
+      for (; k + 8 <= kc; k += 8)
+        for (int l = 0; l < 8; l++) s8[l] += xr[k + l] * pr[k + l];
+      float s = 0.0f;
+      for (int l = 0; l < 8; l++) s += s8[l];
+      for (; k < kc; k++) s += xr[k] * pr[k];
+      out[i * WG_NR + j] = s;
+    }
+#endif
+}
+
+static void wg_tile_any(const float *x, int64_t ldx, const float *p, int64_t kc, float *out,
+                        int mr) {
+  switch (mr) {
+    case 1: wg_tile(x, ldx, p, kc, out, 1); break;
+    case 2: wg_tile(x, ldx, p, kc, out, 2); break;
+#if WG_MR >= 3
+    case 3: wg_tile(x, ldx, p, kc, out, 3); break;
+#endif
+#if WG_MR >= 4
+    case 4: wg_tile(x, ldx, p, kc, out, 4); break;
+#endif
+    default: break;
+  }
+}
+
+void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const float *b,
+                         float *y, int64_t M, int64_t N, int64_t K) {
+  int64_t npanels = (N + WG_NP - 1) / WG_NP;
+#pragma omp parallel for schedule(static) if (M * N * K >= 8 * CKIR_PAR_MIN_WORK && npanels > 1)
+  for (int64_t pi = 0; pi < npanels; pi++) {
+    _Alignas(64) float panel[WG_NP * WG_KC];
+    int64_t n0 = pi * WG_NP, nn = CKIR_MIN(WG_NP, N - n0);
+    int64_t nn4 = (nn + WG_NR - 1) / WG_NR * WG_NR;
+    for (int64_t k0 = 0; k0 < K; k0 += WG_KC) {
+      int64_t kc = CKIR_MIN(WG_KC, K - k0), kcp = (kc + 15) / 16 * 16;
+      for (int64_t r = 0; r < nn; r++) {
+        row(w, K, n0 + r, k0, kc, panel + r * WG_KC);
+        for (int64_t k = kc; k < kcp; k++) panel[r * WG_KC + k] = 0.0f;
+      }
+      for (int64_t r = nn; r < nn4; r++) memset(panel + r * WG_KC, 0, (size_t)kcp * sizeof(float));
+      for (int64_t m0 = 0; m0 < M; m0 += WG_MR) {
+        int mr = (int)CKIR_MIN(WG_MR, M - m0);
+        for (int64_t j0 = 0; j0 < nn; j0 += WG_NR) {
+          float out[WG_MR * WG_NR];
+          wg_tile_any(x + m0 * K + k0, K, panel + j0 * WG_KC, kc, out, mr);
+          int64_t nr = CKIR_MIN(WG_NR, nn - j0);
+          for (int i = 0; i < mr; i++) {
+            float *yr = y + (m0 + i) * N + n0 + j0;
+            if (k0 == 0)
+              for (int64_t j = 0; j < nr; j++) yr[j] = out[i * WG_NR + j] + (b ? b[n0 + j0 + j] : 0.0f);
+            else
+              for (int64_t j = 0; j < nr; j++) yr[j] += out[i * WG_NR + j];
+          }
+        }
+      }
+    }
+  }
+}
+
+/* ---- read-bandwidth probe ------------------------------------------------ */
+
+void ckir_quant_read_probe(const float *buf, float *out, int64_t n) {
+  float total = 0.0f;
+#pragma omp parallel reduction(+ : total)
+  {
+#ifdef _OPENMP
+    int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+#else
+    int64_t nt = 1, t = 0;
+#endif
+    int64_t chunk = (n / nt + 63) / 64 * 64;
+    int64_t lo = CKIR_MIN(n, t * chunk), hi = CKIR_MIN(n, lo + chunk);
+    int64_t i = lo;
+    float s = 0.0f;
+#if defined(CKIR_AVX512)
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (; i + 64 <= hi; i += 64) {
+      a0 = _mm512_add_ps(a0, _mm512_loadu_ps(buf + i));
+      a1 = _mm512_add_ps(a1, _mm512_loadu_ps(buf + i + 16));
+      a2 = _mm512_add_ps(a2, _mm512_loadu_ps(buf + i + 32));
+      a3 = _mm512_add_ps(a3, _mm512_loadu_ps(buf + i + 48));
+    }
+    s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+#elif defined(CKIR_AVX2)
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (; i + 32 <= hi; i += 32) {
+      a0 = _mm256_add_ps(a0, _mm256_loadu_ps(buf + i));
+      a1 = _mm256_add_ps(a1, _mm256_loadu_ps(buf + i + 8));
+      a2 = _mm256_add_ps(a2, _mm256_loadu_ps(buf + i + 16));
+      a3 = _mm256_add_ps(a3, _mm256_loadu_ps(buf + i + 24));
+    }
+    s = ckir_hsum_ps256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+#else
+    float s8[8] = {0};
+    for (; i + 8 <= hi; i += 8)
+      for (int l = 0; l < 8; l++) s8[l] += buf[i + l];
+    for (int l = 0; l < 8; l++) s += s8[l];
+#endif
+    for (; i < hi; i++) s += buf[i];
+    total += s;
+  }
+  out[0] = total;
+}

@@ -1,0 +1,410 @@
+/* ckir runtime: linear layers and embeddings with Q4_0 and Q4_1 weights.
+ *
+ * Q4_0 block (18 bytes, 32 weights): f16 d, uint8 qs[16]; value = d * (nib - 8)
+ * Q4_1 block (20 bytes, 32 weights): f16 d, f16 m, uint8 qs[16]; value = d * nib + m
+ * with nib[j] = qs[j] & 0xF and nib[j + 16] = qs[j] >> 4 for j < 16.
+ *
+ * gemv: x is quantized to int8 a per block of 32 (scale d_x).  The unsigned
+ * nibbles 0..15 meet the signed a in vpdpbusd, so
+ *   Q4_0: sum (nib - 8) a = sum nib*a - 8 sum a; the -8 sum a term of each
+ *         group of 4 lanes is precomputed once per call (array c) and is the
+ *         initial value of the vpdpbusd accumulator, so it costs nothing per row;
+ *         row sum += d_w d_x (that), in fp32.
+ *   Q4_1: row sum += d_w d_x sum nib*a + m * sx, where sx is the exact fp32 sum
+ *         of the block of x (not of the quantized x): only the d*nib part sees
+ *         the activation rounding.
+ * AVX-512 handles two blocks per zmm.  The 32 qs bytes of a block pair are
+ * split into nibbles as [lo0 | lo1 | hi0 | hi1] (128-bit lanes), so a is stored
+ * in that order too (per pair: a0[0:16] a1[0:16] a0[16:32] a1[16:32]); an odd
+ * last block uses a ymm in natural order.  The two f16 scales (and Q4_1 mins)
+ * of a pair are converted with one vcvtph2ps and spread with one permute.
+ *
+ * gemm: panels of w dequantized to fp32 (ckir_internal_wgemm). */
+#define CKIR_QUANT_INTERNAL 1
+#include "ckir_internal.h"
+#include "ckir_quant.h"
+
+#define B40 CKIR_Q4_0_BYTES
+#define B41 CKIR_Q4_1_BYTES
+#define GEMV_R 4
+#define Q4_PF 384 /* prefetch distance along a row, bytes */
+
+/* ---- dequantization ---------------------------------------------------------- */
+
+/* dst[0..32) = the 32 values of one block; qs = the 16 nibble bytes, d, m scale
+ * and offset, `off` = 8 (q4_0) or 0 (q4_1), m added only when has_m. */
+CKIR_INLINE void q4_deq_block(const uint8_t *qs, float d, float m, const int off, const int has_m,
+                              float *dst) {
+#if defined(CKIR_AVX512)
+  __m128i v = _mm_loadu_si128((const __m128i *)qs);
+  __m128i lo = _mm_and_si128(v, _mm_set1_epi8(0x0F));
+  __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F));
+  __m512 dv = _mm512_set1_ps(d), mv = _mm512_set1_ps(m);
+  __m512i o = _mm512_set1_epi32(off);
+  __m512 f0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(lo), o)), dv);
+  __m512 f1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(hi), o)), dv);
+  if (has_m) { /* d*nib is exact in fp32: fused or not, (d*nib)+m rounds once */
+    f0 = _mm512_add_ps(f0, mv);
+    f1 = _mm512_add_ps(f1, mv);
+  }
+  _mm512_storeu_ps(dst, f0);
+  _mm512_storeu_ps(dst + 16, f1);
+#elif defined(CKIR_AVX2)
+  __m128i v = _mm_loadu_si128((const __m128i *)qs);
+  __m128i lo = _mm_and_si128(v, _mm_set1_epi8(0x0F));
+  __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F));
+  __m256 dv = _mm256_set1_ps(d), mv = _mm256_set1_ps(m);
+  __m256i o = _mm256_set1_epi32(off);
+  __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+  for (int i = 0; i < 4; i++) {
+    __m256 f = _mm256_mul_ps(
+        _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[i]), o)), dv);
+    if (has_m) f = _mm256_add_ps(f, mv);
+    _mm256_storeu_ps(dst + 8 * i, f);
+  }
+#else
+  for (int j = 0; j < 16; j++) {
+    float a = (float)((qs[j] & 0x0F) - off) * d, b = (float)((qs[j] >> 4) - off) * d;
+    if (has_m) a += m, b += m;
+    dst[j] = a;
+    dst[j + 16] = b;
+  }
+#endif
+}
+
+static void q4_0_deq(const uint8_t *blocks, int64_t nb, float *dst) {
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = blocks + b * B40;
+    q4_deq_block(p + 2, ckir_q_f16(p), 0.0f, 8, 0, dst + b * CKIR_QK);
+  }
+}
+
+static void q4_1_deq(const uint8_t *blocks, int64_t nb, float *dst) {
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = blocks + b * B41;
+    q4_deq_block(p + 4, ckir_q_f16(p), ckir_q_f16(p + 2), 0, 1, dst + b * CKIR_QK);
+  }
+}
+
+/* plain scalar dequantization (reference twins) */
+static void q4_deq_ref(const uint8_t *blocks, int64_t nb, int has_m, float *dst) {
+  const int64_t bb = has_m ? B41 : B40;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = blocks + b * bb;
+    float d = ckir_internal_f16_to_f32(ckir_q_ld16(p));
+    float m = has_m ? ckir_internal_f16_to_f32(ckir_q_ld16(p + 2)) : 0.0f;
+    const uint8_t *qs = p + (has_m ? 4 : 2);
+    for (int j = 0; j < 32; j++) {
+      int nib = j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
+      float v;
+      if (has_m)
+        v = (float)nib * d + m;
+      else
+        v = (float)(nib - 8) * d;
+      dst[b * CKIR_QK + j] = v;
+    }
+  }
+}
+
+static void q4_0_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc, float *dst) {
+  const uint8_t *row = (const uint8_t *)w + n * (K / CKIR_QK * B40);
+  q4_0_deq(row + k0 / CKIR_QK * B40, kc / CKIR_QK, dst);
+}
+
+static void q4_1_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc, float *dst) {
+  const uint8_t *row = (const uint8_t *)w + n * (K / CKIR_QK * B41);
+  q4_1_deq(row + k0 / CKIR_QK * B41, kc / CKIR_QK, dst);
+}
+
+/* ---- activations ------------------------------------------------------------- */
+
+/* Quantized x in the layout the rows kernels read. */
+typedef struct {
+  int8_t *a;   /* [K] int8 activations (vector layout, see top) */
+  int32_t *c;  /* [K/4] q4_0: -8 * sum of each 4 consecutive a (same layout) */
+  float *dx;   /* [K/32] block scales */
+  float *dxs;  /* [2*K/32] q4_1: dx[b], sx[b] interleaved */
+} q4_act;
+
+/* bytes of stack q4_prepare needs for K */
+#define Q4_ACT_BYTES(K) ((K) * 2 + ((K) / CKIR_QK) * 16 + 256)
+
+static q4_act q4_prepare(const float *x, int64_t K, int has_m, uint8_t *buf, int ref) {
+  const int64_t nb = K / CKIR_QK;
+  q4_act s;
+  s.a = CKIR_ALIGN64(buf);
+  s.c = (int32_t *)CKIR_ALIGN64(s.a + K);
+  s.dx = (float *)(s.c + K / 4);
+  s.dxs = s.dx + nb;
+  float *sx = s.dxs + 2 * nb; /* [K/32] fp32 block sums of x (q4_1) */
+  if (ref) {
+    ckir_internal_quantize_x_ref(x, K, s.a, s.dx, has_m ? sx : NULL);
+  } else {
+    ckir_internal_quantize_x(x, K, s.a, s.dx, has_m ? sx : NULL);
+#if defined(CKIR_Q512)
+    for (int64_t b = 0; b + 2 <= nb; b += 2) { /* swap a0[16:32] and a1[0:16] */
+      int8_t t[16];
+      int8_t *p = s.a + b * CKIR_QK;
+      memcpy(t, p + 16, 16);
+      memcpy(p + 16, p + 32, 16);
+      memcpy(p + 32, t, 16);
+    }
+#endif
+  }
+  if (has_m) {
+    for (int64_t b = 0; b < nb; b++) s.dxs[2 * b] = s.dx[b], s.dxs[2 * b + 1] = sx[b];
+  } else {
+    for (int64_t i = 0; i < K / 4; i++)
+      s.c[i] = -8 * ((int32_t)s.a[4 * i] + s.a[4 * i + 1] + s.a[4 * i + 2] + s.a[4 * i + 3]);
+  }
+  return s;
+}
+
+/* ---- gemv rows ---------------------------------------------------------------- */
+
+/* one row, scalar, natural layout (reference and the scalar build) */
+static float q4_row_scalar(const uint8_t *row, int64_t nb, const q4_act *s, int has_m) {
+  const int64_t bb = has_m ? B41 : B40;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = row + b * bb;
+    const uint8_t *qs = p + (has_m ? 4 : 2);
+    const int8_t *ab = s->a + b * CKIR_QK;
+    int32_t is = 0;
+    for (int j = 0; j < 16; j++) is += (qs[j] & 0x0F) * ab[j] + (qs[j] >> 4) * ab[j + 16];
+    float d = ckir_internal_f16_to_f32(ckir_q_ld16(p));
+    if (has_m) {
+      float m = ckir_internal_f16_to_f32(ckir_q_ld16(p + 2));
+      acc += (float)is * (d * s->dxs[2 * b]) + m * s->dxs[2 * b + 1];
+    } else {
+      for (int i = 0; i < 8; i++) is += s->c[b * 8 + i];
+      acc += (float)is * (d * s->dx[b]);
+    }
+  }
+  return acc;
+}
+
+/* out[r] = row r of w . quantized x for r < R; has_m selects q4_1 */
+CKIR_INLINE void q4_rows(const uint8_t *w, int64_t rb, int64_t nb, const q4_act *s, float *out,
+                         const int R, const int has_m) {
+  const int64_t bb = has_m ? B41 : B40, qoff = has_m ? 4 : 2;
+#if defined(CKIR_Q512)
+  const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2);
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  __m512 acc[GEMV_R];
+  __m128 macc[GEMV_R];
+  float tail[GEMV_R];
+  for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps(), macc[r] = _mm_setzero_ps(), tail[r] = 0;
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    __m512i av = _mm512_load_si512((const void *)(s->a + b * CKIR_QK));
+    __m512i init = has_m ? _mm512_setzero_si512() : _mm512_load_si512((const void *)(s->c + b * 8));
+    __m128 mul; /* lanes: dx0 (dx0|sx0) dx1 (dx1|sx1) matching f16 lanes d0 (.|m0) d1 (.|m1) */
+    if (has_m) {
+      mul = _mm_loadu_ps(s->dxs + 2 * b);
+    } else {
+      mul = _mm_castpd_ps(_mm_load_sd((const double *)(s->dx + b)));
+      mul = _mm_unpacklo_ps(mul, mul);
+    }
+    for (int r = 0; r < R; r++) {
+      const uint8_t *p = w + r * rb + b * bb;
+      _mm_prefetch((const char *)p + Q4_PF, _MM_HINT_T0);
+      __m256i q = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p + qoff))),
+          _mm_loadu_si128((const __m128i *)(p + bb + qoff)), 1);
+      __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
+      __m512i is = CKIR_DPBUSD512(init, _mm512_and_si512(v, nib), av);
+      __m128i dd = _mm_insert_epi32(_mm_cvtsi32_si128(ckir_q_ld32(p)), ckir_q_ld32(p + bb), 1);
+      __m128 t = _mm_mul_ps(_mm_cvtph_ps(dd), mul);
+      __m512 sc = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(t));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sc, acc[r]);
+      if (has_m) macc[r] = _mm_add_ps(macc[r], t); /* lanes 1, 3: m * sx */
+    }
+  }
+  if (b < nb) { /* odd last block: ymm, natural order */
+    __m256i av = _mm256_load_si256((const __m256i *)(s->a + b * CKIR_QK));
+    __m256i init = has_m ? _mm256_setzero_si256() : _mm256_load_si256((const __m256i *)(s->c + b * 8));
+    for (int r = 0; r < R; r++) {
+      const uint8_t *p = w + r * rb + b * bb;
+      __m128i q = _mm_loadu_si128((const __m128i *)(p + qoff));
+      __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+      __m256i is = CKIR_DPBUSD256(init, _mm256_and_si256(v, _mm256_set1_epi8(0x0F)), av);
+      tail[r] = (float)ckir_q_hsum_epi32(is) * (ckir_q_f16(p) * s->dx[b]);
+      if (has_m) tail[r] += ckir_q_f16(p + 2) * s->dxs[2 * b + 1];
+    }
+  }
+  for (int r = 0; r < R; r++) {
+    float m = 0.0f;
+    if (has_m) {
+      float l[4];
+      _mm_storeu_ps(l, macc[r]);
+      m = l[1] + l[3];
+    }
+    out[r] = _mm512_reduce_add_ps(acc[r]) + m + tail[r];
+  }
+#elif defined(CKIR_Q256)
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  __m256 acc[GEMV_R];
+  float macc[GEMV_R];
+  for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps(), macc[r] = 0.0f;
+  for (int64_t b = 0; b < nb; b++) {
+    __m256i av = _mm256_load_si256((const __m256i *)(s->a + b * CKIR_QK));
+    __m256i init = has_m ? _mm256_setzero_si256() : _mm256_load_si256((const __m256i *)(s->c + b * 8));
+    float dxb = s->dx[b], sxb = has_m ? s->dxs[2 * b + 1] : 0.0f;
+    for (int r = 0; r < R; r++) {
+      const uint8_t *p = w + r * rb + b * bb;
+      _mm_prefetch((const char *)p + Q4_PF, _MM_HINT_T0);
+      __m128i q = _mm_loadu_si128((const __m128i *)(p + qoff));
+      __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+      __m256i is = CKIR_DPBUSD256(init, _mm256_and_si256(v, nib), av);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(ckir_q_f16(p) * dxb), acc[r]);
+      if (has_m) macc[r] += ckir_q_f16(p + 2) * sxb;
+    }
+  }
+  for (int r = 0; r < R; r++) out[r] = ckir_hsum_ps256(acc[r]) + macc[r];
+#else
+  (void)bb, (void)qoff;
+  for (int r = 0; r < R; r++) out[r] = q4_row_scalar(w + r * rb, nb, s, has_m);
+#endif
+}
+
+static void gemv_q4_impl(const float *x, const uint8_t *w, const float *bias, float *y,
+                         int64_t N, int64_t K, const int has_m) {
+  const int64_t nb = K / CKIR_QK, rb = nb * (has_m ? B41 : B40);
+  uint8_t buf[Q4_ACT_BYTES(K)];
+  const q4_act s = q4_prepare(x, K, has_m, buf, 0);
+  const int64_t nblk = (N + GEMV_R - 1) / GEMV_R;
+#pragma omp parallel for schedule(static) if (N * K >= 8 * CKIR_PAR_MIN_WORK && nblk > 1)
+  for (int64_t blk = 0; blk < nblk; blk++) {
+    int64_t n0 = blk * GEMV_R;
+    float out[GEMV_R];
+    if (n0 + GEMV_R <= N) {
+      if (has_m)
+        q4_rows(w + n0 * rb, rb, nb, &s, out, GEMV_R, 1);
+      else
+        q4_rows(w + n0 * rb, rb, nb, &s, out, GEMV_R, 0);
+      for (int r = 0; r < GEMV_R; r++) y[n0 + r] = out[r] + (bias ? bias[n0 + r] : 0.0f);
+    } else {
+      for (int64_t n = n0; n < N; n++) {
+        if (has_m)
+          q4_rows(w + n * rb, rb, nb, &s, out, 1, 1);
+        else
+          q4_rows(w + n * rb, rb, nb, &s, out, 1, 0);
+        y[n] = out[0] + (bias ? bias[n] : 0.0f);
+      }
+    }
+  }
+}
+
+static void ref_gemv_q4(const float *x, const uint8_t *w, const float *bias, float *y, int64_t N,
+                        int64_t K, int has_m) {
+  const int64_t nb = K / CKIR_QK, rb = nb * (has_m ? B41 : B40);
+  uint8_t buf[Q4_ACT_BYTES(K)];
+  const q4_act s = q4_prepare(x, K, has_m, buf, 1);
+  for (int64_t n = 0; n < N; n++) y[n] = q4_row_scalar(w + n * rb, nb, &s, has_m) + (bias ? bias[n] : 0.0f);
+}
+
+static void ref_gemm_q4(const float *x, const uint8_t *w, const float *bias, float *y, int64_t M,
+                        int64_t N, int64_t K, int has_m) {
+  const int64_t nb = K / CKIR_QK, bb = has_m ? B41 : B40;
+  float v[CKIR_QK];
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      double acc = 0.0;
+      for (int64_t k = 0; k < nb; k++) {
+        q4_deq_ref(w + (n * nb + k) * bb, 1, has_m, v);
+        for (int j = 0; j < CKIR_QK; j++) acc += (double)x[m * K + k * CKIR_QK + j] * v[j];
+      }
+      y[m * N + n] = (float)acc + (bias ? bias[n] : 0.0f);
+    }
+}
+
+/* ---- public kernels ------------------------------------------------------------ */
+
+void ckir_gemv_q4_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {
+  gemv_q4_impl(x, w, NULL, y, N, K, 0);
+}
+void ckir_gemv_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
+                         int64_t K) {
+  gemv_q4_impl(x, w, b, y, N, K, 0);
+}
+void ckir_gemv_q4_1(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {
+  gemv_q4_impl(x, w, NULL, y, N, K, 1);
+}
+void ckir_gemv_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
+                         int64_t K) {
+  gemv_q4_impl(x, w, b, y, N, K, 1);
+}
+
+void ckir_gemm_q4_0(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
+                    int64_t K) {
+  ckir_internal_wgemm(x, w, q4_0_wrow, NULL, y, M, N, K);
+}
+void ckir_gemm_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
+                         int64_t N, int64_t K) {
+  ckir_internal_wgemm(x, w, q4_0_wrow, b, y, M, N, K);
+}
+void ckir_gemm_q4_1(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
+                    int64_t K) {
+  ckir_internal_wgemm(x, w, q4_1_wrow, NULL, y, M, N, K);
+}
+void ckir_gemm_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
+                         int64_t N, int64_t K) {
+  ckir_internal_wgemm(x, w, q4_1_wrow, b, y, M, N, K);
+}
+
+void ckir_embed_q4_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
+                     int64_t E) {
+  const int64_t nb = E / CKIR_QK;
+#pragma omp parallel for schedule(static) if (T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)
+  for (int64_t t = 0; t < T; t++) q4_0_deq(table + (int64_t)tokens[t] * nb * B40, nb, out + t * E);
+}
+void ckir_embed_q4_1(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
+                     int64_t E) {
+  const int64_t nb = E / CKIR_QK;
+#pragma omp parallel for schedule(static) if (T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)
+  for (int64_t t = 0; t < T; t++) q4_1_deq(table + (int64_t)tokens[t] * nb * B41, nb, out + t * E);
+}
+
+/* ---- reference twins ------------------------------------------------------------ */
+
+void ckir_ref_gemv_q4_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {
+  ref_gemv_q4(x, w, NULL, y, N, K, 0);
+}
+void ckir_ref_gemv_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y,
+                             int64_t N, int64_t K) {
+  ref_gemv_q4(x, w, b, y, N, K, 0);
+}
+void ckir_ref_gemv_q4_1(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {
+  ref_gemv_q4(x, w, NULL, y, N, K, 1);
+}
+void ckir_ref_gemv_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y,
+                             int64_t N, int64_t K) {
+  ref_gemv_q4(x, w, b, y, N, K, 1);
+}
+void ckir_ref_gemm_q4_0(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
+                        int64_t K) {
+  ref_gemm_q4(x, w, NULL, y, M, N, K, 0);
+}
+void ckir_ref_gemm_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y,
+                             int64_t M, int64_t N, int64_t K) {
+  ref_gemm_q4(x, w, b, y, M, N, K, 0);
+}
+void ckir_ref_gemm_q4_1(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
+                        int64_t K) {
+  ref_gemm_q4(x, w, NULL, y, M, N, K, 1);
+}
+void ckir_ref_gemm_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y,
+                             int64_t M, int64_t N, int64_t K) {
+  ref_gemm_q4(x, w, b, y, M, N, K, 1);
+}
+void ckir_ref_embed_q4_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
+                         int64_t E) {
+  const int64_t nb = E / CKIR_QK;
+  for (int64_t t = 0; t < T; t++) q4_deq_ref(table + (int64_t)tokens[t] * nb * B40, nb, 0, out + t * E);
+}
+void ckir_ref_embed_q4_1(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
+                         int64_t E) {
+  const int64_t nb = E / CKIR_QK;
+  for (int64_t t = 0; t < T; t++) q4_deq_ref(table + (int64_t)tokens[t] * nb * B41, nb, 1, out + t * E);
+}

@@ -1,0 +1,234 @@
+/* ckir runtime: linear layers and embeddings with Q8_0 weights.
+ *
+ * Q8_0 block (34 bytes, 32 weights): f16 d, int8 q[32]; value = d * q.
+ *
+ * gemv: x is quantized to int8 per block of 32 (ckir_internal_quantize_x);
+ * w (signed) x a (signed) is computed with the unsigned x signed vpdpbusd by
+ * the sign trick: |w| as the unsigned operand, a with w's sign as the signed
+ * one.  AVX-512 takes two blocks per zmm: the block sums stay in int32 lanes,
+ * are converted to fp32 and scaled lane-wise by d_w * d_x (the two block
+ * scales are converted together and spread over their 8 lanes with one
+ * permute).  GEMV_R rows share each activation load.
+ *
+ * gemm: panels of w dequantized to fp32 (ckir_internal_wgemm). */
+#define CKIR_QUANT_INTERNAL 1
+#include "ckir_internal.h"
+#include "ckir_quant.h"
+
+#define BLK CKIR_Q8_0_BYTES
+#define GEMV_R 4
+#define Q8_PF 512 /* prefetch distance along a row, bytes */
+
+/* ---- dequantization (embed, gemm panels) ---------------------------------- */
+
+static void q8_0_deq(const uint8_t *blocks, int64_t nb, float *dst) {
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = blocks + b * BLK;
+    float d = ckir_q_f16(p);
+    float *o = dst + b * CKIR_QK;
+#if defined(CKIR_AVX512)
+    __m512 dv = _mm512_set1_ps(d);
+    for (int h = 0; h < 2; h++) {
+      __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 2 + 16 * h)));
+      _mm512_storeu_ps(o + 16 * h, _mm512_mul_ps(_mm512_cvtepi32_ps(q), dv));
+    }
+#elif defined(CKIR_AVX2)
+    __m256 dv = _mm256_set1_ps(d);
+    for (int h = 0; h < 4; h++) {
+      __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 2 + 8 * h)));
+      _mm256_storeu_ps(o + 8 * h, _mm256_mul_ps(_mm256_cvtepi32_ps(q), dv));
+    }
+#else
+    const int8_t *q = (const int8_t *)(p + 2);
+    for (int j = 0; j < CKIR_QK; j++) o[j] = (float)q[j] * d;
+#endif
+  }
+}
+
+static void q8_0_deq_ref(const uint8_t *blocks, int64_t nb, float *dst) {
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = blocks + b * BLK;
+    float d = ckir_internal_f16_to_f32(ckir_q_ld16(p));
+    const int8_t *q = (const int8_t *)(p + 2);
+    for (int j = 0; j < CKIR_QK; j++) dst[b * CKIR_QK + j] = (float)q[j] * d;
+  }
+}
+
+static void q8_0_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc, float *dst) {
+  const uint8_t *row = (const uint8_t *)w + n * (K / CKIR_QK * BLK);
+  q8_0_deq(row + k0 / CKIR_QK * BLK, kc / CKIR_QK, dst);
+}
+
+/* ---- gemv ---------------------------------------------------------------- */
+
+/* sum over blocks of (int dot of block b) * d_w * d_x, one row, scalar */
+static float q8_0_row_scalar(const uint8_t *row, int64_t nb, const int8_t *a, const float *dx) {
+  float s = 0.0f;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = row + b * BLK;
+    const int8_t *ab = a + b * CKIR_QK;
+    /* Read q through an int8_t pointer: GCC 12 with AVX-VNNI turns
+     * `(int8_t)uint8_value * int8` dot loops into vpdpbusd (u8 x s8): wrong sums. */
+    const int8_t *q = (const int8_t *)(p + 2);
+    int32_t is = 0;
+    for (int j = 0; j < CKIR_QK; j++) is += q[j] * ab[j];
+    s += (float)is * (ckir_internal_f16_to_f32(ckir_q_ld16(p)) * dx[b]);
+  }
+  return s;
+}
+
+/* out[r] = row r of w (rows rb bytes apart) . quantized x, r < R */
+CKIR_INLINE void q8_0_rows(const uint8_t *w, int64_t rb, int64_t nb, const int8_t *a,
+                           const float *dx, float *out, const int R) {
+#if defined(CKIR_Q512)
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+  __m512 acc[GEMV_R];
+  float tail[GEMV_R];
+  for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps(), tail[r] = 0.0f;
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    __m512i av = _mm512_load_si512((const void *)(a + b * CKIR_QK));
+    __m128 dxp = _mm_castpd_ps(_mm_load_sd((const double *)(dx + b)));
+    dxp = _mm_unpacklo_ps(dxp, dxp); /* dx0 dx0 dx1 dx1 */
+    for (int r = 0; r < R; r++) {
+      const uint8_t *p = w + r * rb + b * BLK;
+      _mm_prefetch((const char *)p + Q8_PF, _MM_HINT_T0);
+      __m512i wv = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 2))),
+          _mm256_loadu_si256((const __m256i *)(p + BLK + 2)), 1);
+      __m512i as = _mm512_mask_sub_epi8(av, _mm512_movepi8_mask(wv), zero, av);
+      __m512i is = CKIR_DPBUSD512(zero, _mm512_abs_epi8(wv), as);
+      /* f16 lanes: d0 . d1 . -> fp32 d0 . d1 . ; times dx; spread over 8 lanes each */
+      __m128i dd = _mm_insert_epi32(_mm_cvtsi32_si128(ckir_q_ld32(p)), ckir_q_ld32(p + BLK), 1);
+      __m128 s = _mm_mul_ps(_mm_cvtph_ps(dd), dxp);
+      __m512 sc = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sc, acc[r]);
+    }
+  }
+  if (b < nb) { /* odd last block */
+    __m256i av = _mm256_load_si256((const __m256i *)(a + b * CKIR_QK));
+    for (int r = 0; r < R; r++) {
+      const uint8_t *p = w + r * rb + b * BLK;
+      __m256i wv = _mm256_loadu_si256((const __m256i *)(p + 2));
+      __m256i is = CKIR_DPBUSD256(_mm256_setzero_si256(), _mm256_abs_epi8(wv),
+                                  _mm256_sign_epi8(av, wv));
+      tail[r] = (float)ckir_q_hsum_epi32(is) * (ckir_q_f16(p) * dx[b]);
+    }
+  }
+  for (int r = 0; r < R; r++) out[r] = _mm512_reduce_add_ps(acc[r]) + tail[r];
+#elif defined(CKIR_Q256)
+  __m256 acc[GEMV_R];
+  for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    __m256i av = _mm256_load_si256((const __m256i *)(a + b * CKIR_QK));
+    float dxb = dx[b];
+    for (int r = 0; r < R; r++) {
+      const uint8_t *p = w + r * rb + b * BLK;
+      _mm_prefetch((const char *)p + Q8_PF, _MM_HINT_T0);
+      __m256i wv = _mm256_loadu_si256((const __m256i *)(p + 2));
+      __m256i is = CKIR_DPBUSD256(_mm256_setzero_si256(), _mm256_abs_epi8(wv),
+                                  _mm256_sign_epi8(av, wv));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(ckir_q_f16(p) * dxb), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; r++) out[r] = ckir_hsum_ps256(acc[r]);
+#else
+  for (int r = 0; r < R; r++) out[r] = q8_0_row_scalar(w + r * rb, nb, a, dx);
+#endif
+}
+
+static void gemv_q8_0_impl(const float *x, const uint8_t *w, const float *bias, float *y,
+                           int64_t N, int64_t K) {
+  const int64_t nb = K / CKIR_QK, rb = nb * BLK;
+  uint8_t buf[K + nb * (int64_t)sizeof(float) + 128];
+  int8_t *a = CKIR_ALIGN64(buf);
+  float *dx = (float *)(a + K);
+  ckir_internal_quantize_x(x, K, a, dx, NULL);
+  const int64_t nblk = (N + GEMV_R - 1) / GEMV_R;
+#pragma omp parallel for schedule(static) if (N * K >= 8 * CKIR_PAR_MIN_WORK && nblk > 1)
+  for (int64_t blk = 0; blk < nblk; blk++) {
+    int64_t n0 = blk * GEMV_R;
+    float out[GEMV_R];
+    if (n0 + GEMV_R <= N) {
+      q8_0_rows(w + n0 * rb, rb, nb, a, dx, out, GEMV_R);
+      for (int r = 0; r < GEMV_R; r++) y[n0 + r] = out[r] + (bias ? bias[n0 + r] : 0.0f);
+    } else {
+      for (int64_t n = n0; n < N; n++) {
+        q8_0_rows(w + n * rb, rb, nb, a, dx, out, 1);
+        y[n] = out[0] + (bias ? bias[n] : 0.0f);
+      }
+    }
+  }
+}
+
+void ckir_gemv_q8_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {
+  gemv_q8_0_impl(x, w, NULL, y, N, K);
+}
+
+void ckir_gemv_bias_q8_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
+                         int64_t K) {
+  gemv_q8_0_impl(x, w, b, y, N, K);
+}
+
+/* ---- gemm, embed ------------------------------------------------------------ */
+
+void ckir_gemm_q8_0(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
+                    int64_t K) {
+  ckir_internal_wgemm(x, w, q8_0_wrow, NULL, y, M, N, K);
+}
+
+void ckir_gemm_bias_q8_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
+                         int64_t N, int64_t K) {
+  ckir_internal_wgemm(x, w, q8_0_wrow, b, y, M, N, K);
+}
+
+void ckir_embed_q8_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
+                     int64_t E) {
+  const int64_t nb = E / CKIR_QK;
+#pragma omp parallel for schedule(static) if (T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)
+  for (int64_t t = 0; t < T; t++) q8_0_deq(table + (int64_t)tokens[t] * nb * BLK, nb, out + t * E);
+}
+
+/* ---- reference twins ------------------------------------------------------ */
+
+void ckir_ref_gemv_bias_q8_0(const float *x, const uint8_t *w, const float *b, float *y,
+                             int64_t N, int64_t K) {
+  const int64_t nb = K / CKIR_QK;
+  int8_t a[K];
+  float dx[nb];
+  ckir_internal_quantize_x_ref(x, K, a, dx, NULL);
+  for (int64_t n = 0; n < N; n++)
+    y[n] = q8_0_row_scalar(w + n * nb * BLK, nb, a, dx) + (b ? b[n] : 0.0f);
+}
+
+void ckir_ref_gemv_q8_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {
+  ckir_ref_gemv_bias_q8_0(x, w, NULL, y, N, K);
+}
+
+void ckir_ref_gemm_bias_q8_0(const float *x, const uint8_t *w, const float *b, float *y,
+                             int64_t M, int64_t N, int64_t K) {
+  const int64_t nb = K / CKIR_QK;
+  float v[CKIR_QK];
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      double s = 0.0;
+      for (int64_t bk = 0; bk < nb; bk++) {
+        q8_0_deq_ref(w + (n * nb + bk) * BLK, 1, v);
+        for (int j = 0; j < CKIR_QK; j++) s += (double)x[m * K + bk * CKIR_QK + j] * v[j];
+      }
+      y[m * N + n] = (float)s + (b ? b[n] : 0.0f);
+    }
+}
+
+void ckir_ref_gemm_q8_0(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
+                        int64_t K) {
+  ckir_ref_gemm_bias_q8_0(x, w, NULL, y, M, N, K);
+}
+
+void ckir_ref_embed_q8_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
+                         int64_t E) {
+  const int64_t nb = E / CKIR_QK;
+  for (int64_t t = 0; t < T; t++)
+    q8_0_deq_ref(table + (int64_t)tokens[t] * nb * BLK, nb, out + t * E);
+}

@@ -1,0 +1,414 @@
+"""Weight-dtype kernels (bf16, Q8_0, Q4_0, Q4_1) against NumPy oracles, for each ISA build.
+
+Oracles:
+- embed_<dtype>: bit-identical to ``gguf.quants.dequantize`` of the same bytes.
+- gemm_<dtype> (and gemv_bf16): float64 products on the dequantized (bf16-rounded)
+  weights, relative tolerance 1e-5 of sum |x| |w|.
+- gemv_<q>: (1) a NumPy emulation of the exact integer scheme (x quantized per
+  block to int8, integer block dot products, fp32 scales), tolerance 1e-5 of the
+  sum of |block terms|; (2) the float64 product on the dequantized weights,
+  within the derived activation-quantization bound
+  sum_b (d_x[b] / 2) * sum_j |w'_j| (+ 1e-5 sum |x| |w|), where w' is the part
+  of the weight multiplied by the quantized x (w for q8_0 / q4_0, d * nib for q4_1).
+Each public kernel and its ``ckir_ref_`` twin are checked, with 1 and 2 threads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import subprocess
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+import yaml
+
+from ckir import quant, registry
+from ckir.runtime_build import build_library, kernel_sources, runtime_dir
+
+gguf = pytest.importorskip("gguf")
+GGML = gguf.GGMLQuantizationType
+GG_TYPES = {"q8_0": GGML.Q8_0, "q4_0": GGML.Q4_0, "q4_1": GGML.Q4_1, "bf16": GGML.BF16}
+QTYPES = ("q8_0", "q4_0", "q4_1")
+F32 = np.float32
+
+REGISTRY_QUANT = runtime_dir() / "registry_quant.yaml"
+HEADER = runtime_dir() / "include" / "ckir_quant.h"
+
+
+def load_quant_registry():
+    """registry_quant.yaml through ckir.registry's own validator (block dtypes = bytes)."""
+    extra = {"q8_0": "uint8_t", "q4_0": "uint8_t", "q4_1": "uint8_t"}
+    with mock.patch.dict(registry.DTYPE_C, extra):
+        data = yaml.safe_load(REGISTRY_QUANT.read_text())
+        return registry.parse_registry(data, REGISTRY_QUANT.name)
+
+
+SPECS = load_quant_registry()
+
+
+def cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+# isa name -> (flags for a custom build or None for build_library's, cpu flags needed)
+VARIANTS = {
+    "scalar": (None, set()),
+    "avx2": (None, {"avx2", "fma", "f16c"}),
+    "native": (None, set()),
+    # AVX-VNNI (VEX) dot products on the AVX2 path
+    "avx2vnni": (["-march=haswell", "-mavxvnni"], {"avx2", "fma", "f16c", "avx_vnni"}),
+    # AVX-512 without VNNI: vpmaddubsw + vpmaddwd on zmm
+    "avx512novnni": (["-march=skylake-avx512"], {"avx512f", "avx512bw", "avx512vl"}),
+}
+
+
+class QLib:
+    """ctypes view of a runtime build: ``call(name, *args)`` / ``ref(name, *args)``."""
+
+    def __init__(self, path: Path, isa: str):
+        self.isa = isa
+        self.dll = ctypes.CDLL(str(path))
+        self.dll.ckir_set_num_threads.argtypes = [ctypes.c_int]
+        self.dll.ckir_get_num_threads.restype = ctypes.c_int
+
+    def _fn(self, c_name: str, spec):
+        fn = getattr(self.dll, c_name)
+        fn.restype = None
+        fn.argtypes = [ctypes.c_void_p] * len(spec.operands) + [ctypes.c_int64] * len(spec.params)
+        return fn
+
+    def _run(self, c_name, spec, args):
+        nb = len(spec.operands)
+        assert len(args) == nb + len(spec.params)
+        for a in args[:nb]:
+            assert isinstance(a, np.ndarray) and a.flags.c_contiguous
+        self._fn(c_name, spec)(*[a.ctypes.data for a in args[:nb]], *map(int, args[nb:]))
+
+    def call(self, name, *args):
+        spec = SPECS[name]
+        self._run(spec.c_name, spec, args)
+
+    def ref(self, name, *args):
+        spec = SPECS[name]
+        self._run(spec.c_name.replace("ckir_", "ckir_ref_", 1), spec, args)
+
+    def set_threads(self, n: int) -> None:
+        self.dll.ckir_set_num_threads(n)
+
+
+def custom_build(out: Path, flags: list[str]) -> Path:
+    cc = os.environ.get("CC", "cc")
+    cmd = [cc, "-std=c11", "-O3", "-fPIC", "-fopenmp", "-shared", *flags]
+    cmd += ["-I", str(runtime_dir() / "include"), *map(str, kernel_sources()), "-o", str(out), "-lm"]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return out
+
+
+@pytest.fixture(scope="session", params=list(VARIANTS))
+def qlib(request, tmp_path_factory) -> QLib:
+    isa = request.param
+    flags, needs = VARIANTS[isa]
+    if not needs <= cpu_flags():
+        pytest.skip(f"CPU lacks {sorted(needs - cpu_flags())}")
+    out = tmp_path_factory.mktemp(f"qrt_{isa}") / f"libckir_{isa}.so"
+    path = build_library(out, isa=isa) if flags is None else custom_build(out, flags)
+    return QLib(path, isa)
+
+
+@pytest.fixture(params=[1, 2], ids=lambda n: f"{n}thr")
+def threads(request, qlib):
+    qlib.set_threads(request.param)
+    yield request.param
+    qlib.set_threads(2)
+
+
+def rand(rng, *shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(F32)
+
+
+def weights(rng, n, k):
+    """Random weights with per-row scale spread and a few outliers."""
+    w = rand(rng, n, k) * np.exp(rng.uniform(-2, 1, (n, 1))).astype(F32)
+    if w.size > 8:
+        w.flat[rng.integers(0, w.size, 4)] *= 8
+    return w.astype(F32)
+
+
+def activations(rng, k):
+    x = rand(rng, k)
+    x[rng.integers(0, k)] = 9.0  # an outlier block
+    if k >= 64:
+        x[32:64] = 0.0  # an all-zero block (d_x = 0)
+    return x
+
+
+def store(w: np.ndarray, dtype: str) -> np.ndarray:
+    """gguf's bytes for w (bf16 as uint16)."""
+    out = gguf.quants.quantize(w, GG_TYPES[dtype])
+    return out.view(np.uint16) if dtype == "bf16" else out
+
+
+# ------------------------------------------------------------- NumPy oracles
+
+
+def quantize_x(x: np.ndarray):
+    """The runtime's activation quantizer: a (int64), dx (fp32) per block of 32."""
+    xb = x.reshape(-1, 32).astype(F32)
+    dx = (np.abs(xb).max(axis=1) / F32(127)).astype(F32)
+    safe = np.where(dx == 0, F32(1), dx).astype(F32)
+    a = np.where(dx[:, None] == 0, F32(0), np.rint(xb / safe[:, None])).astype(np.int64)
+    return a, dx
+
+
+def block_fields(wq: np.ndarray, dtype: str):
+    """(d, m, integer weights [n, nb, 32]) of block bytes wq [n, row bytes]."""
+    nbytes = quant.block_bytes(dtype)[1]
+    blk = wq.reshape(wq.shape[0], -1, nbytes)
+
+    def f16(b):
+        return np.ascontiguousarray(b).view(np.float16)[..., 0].astype(np.float64)
+
+    d = f16(blk[..., 0:2])
+    if dtype == "q8_0":
+        return d, np.zeros_like(d), blk[..., 2:].view(np.int8).astype(np.int64)
+    qs = blk[..., 4:] if dtype == "q4_1" else blk[..., 2:]
+    nib = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.int64)
+    if dtype == "q4_0":
+        return d, np.zeros_like(d), nib - 8
+    return d, f16(blk[..., 2:4]), nib
+
+
+def emulate_gemv(x, wq, dtype):
+    """(y, scale of the terms, activation-rounding bound) of the integer scheme, float64."""
+    a, dx = quantize_x(x)
+    d, m, q = block_fields(wq, dtype)
+    isum = np.einsum("nbj,bj->nb", q, a).astype(np.float64)
+    xb = x.reshape(-1, 32).astype(np.float64)
+    sx = xb.sum(axis=1)
+    terms = isum * (d * dx.astype(np.float64)[None, :]) + m * sx[None, :]
+    y = terms.sum(axis=1)
+    mag = (np.abs(isum) * np.abs(d * dx) + np.abs(m) * np.abs(xb).sum(axis=1)).sum(axis=1)
+    # the part of w multiplied by the quantized x: d*q (q includes the -8 of q4_0)
+    wpart = np.abs(d[..., None] * q).sum(axis=2)  # [n, nb]
+    bound = (wpart * (dx.astype(np.float64) / 2)[None, :]).sum(axis=1)
+    return y, mag, bound
+
+
+def dequant64(wq, dtype):
+    return quant.dequantize(wq, dtype).astype(np.float64)
+
+
+# ------------------------------------------------------------------ registry
+
+
+def test_registry_matches_header():
+    header = re.sub(r"\s+", " ", HEADER.read_text())
+    names = set(SPECS)
+    for dt in ("bf16", *QTYPES):
+        for k in ("gemv", "gemv_bias", "gemm", "gemm_bias", "embed"):
+            assert f"{k}_{dt}" in names
+    for name, spec in SPECS.items():
+        proto = re.sub(r"\s+", " ", spec.c_signature())
+        assert proto + ";" in header, f"{name}: {proto} not in ckir_quant.h"
+        ref = proto.replace(spec.c_name, spec.c_name.replace("ckir_", "ckir_ref_", 1))
+        assert ref + ";" in header, f"{name}: no reference twin in ckir_quant.h"
+        want_modes = {"gemv": ("decode",), "gemm": ("prefill",), "embed": ("prefill", "decode")}
+        assert spec.modes == want_modes[name.split("_")[0]]
+        assert spec.op == ("embed" if name.startswith("embed") else "linear")
+        if name.split("_")[-2:] != ["bf16"] and not name.endswith("bf16"):
+            dim = "E" if name.startswith("embed") else "K"
+            assert spec.check({dim: 48, "N": 1, "M": 1, "T": 1}), "K % 32 must be a constraint"
+
+
+def test_symbols_exported(qlib):
+    for spec in SPECS.values():
+        getattr(qlib.dll, spec.c_name)
+        getattr(qlib.dll, spec.c_name.replace("ckir_", "ckir_ref_", 1))
+
+
+# --------------------------------------------------------------- ckir.quant
+
+
+def quant_inputs(rng):
+    yield rand(rng, 16, 256)
+    yield (rng.integers(-8, 8, (16, 256)) * 0.25).astype(F32)  # exact ties
+    tiny = rand(rng, 16, 256) * F32(1e-6)
+    tiny[0, :32] = 0.0
+    tiny[1, :32] = 3.0
+    tiny[2, :32] = -1e-7
+    yield tiny
+    yield (rand(rng, 16, 256) * np.exp(rng.uniform(-20, 10, (16, 1)))).astype(F32)
+
+
+@pytest.mark.parametrize("dtype", QTYPES)
+def test_quantize_matches_gguf(dtype):
+    rng = np.random.default_rng(1)
+    for a in quant_inputs(rng):
+        ours = quant.quantize(a, dtype)
+        theirs = gguf.quants.quantize(a, GG_TYPES[dtype])
+        assert ours.dtype == np.uint8 and ours.shape == theirs.shape
+        np.testing.assert_array_equal(ours, theirs)
+        got = quant.dequantize(theirs, dtype)
+        want = gguf.quants.dequantize(theirs, GG_TYPES[dtype])
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert quant.block_bytes(dtype) == (32, {"q8_0": 34, "q4_0": 18, "q4_1": 20}[dtype])
+
+
+def test_bf16_round_to_nearest_even():
+    rng = np.random.default_rng(2)
+    a = rand(rng, 4096)
+    a[:6] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 3.4e38]
+    # ties: exactly half way between two bf16 values
+    a[6:8] = np.array([0x3F808000, 0x3F818000], np.uint32).view(F32)
+    ours = quant.to_bf16(a)
+    theirs = gguf.quants.quantize(a, GGML.BF16).view(np.uint16)
+    np.testing.assert_array_equal(ours, theirs)
+    assert ours[6] == 0x3F80 and ours[7] == 0x3F82
+    back = quant.from_bf16(ours)
+    np.testing.assert_array_equal(back[3:], (ours[3:].astype(np.uint32) << 16).view(F32))
+    assert np.isnan(back[0])
+
+
+# ------------------------------------------------------------------ embed
+
+
+@pytest.mark.parametrize("dtype", ["bf16", *QTYPES])
+@pytest.mark.parametrize("T,E", [(1, 32), (5, 96), (3, 4128)])
+def test_embed_bit_exact(qlib, dtype, T, E):
+    rng = np.random.default_rng(T * 7 + E)
+    V = 11
+    table = weights(rng, V, E)
+    tq = store(table, dtype)
+    want = gguf.quants.dequantize(tq.view(np.uint8) if dtype == "bf16" else tq, GG_TYPES[dtype])
+    want = want.reshape(V, E).astype(F32)
+    tokens = rng.integers(0, V, T).astype(np.int32)
+    tokens[0] = V - 1
+    for fn in (qlib.call, qlib.ref):
+        out = np.full((T, E), np.nan, F32)
+        fn(f"embed_{dtype}", tokens, tq, out, T, E)
+        np.testing.assert_array_equal(out.view(np.uint32), want[tokens].view(np.uint32))
+
+
+# ------------------------------------------------------------------- gemv
+
+GEMV_SHAPES = [(1, 32), (3, 64), (17, 96), (33, 4128), (16, 256), (64, 1024)]
+
+
+@pytest.mark.parametrize("dtype", QTYPES)
+@pytest.mark.parametrize("N,K", GEMV_SHAPES)
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+def test_gemv_quant(qlib, threads, dtype, N, K, bias):
+    rng = np.random.default_rng(N * 1000 + K)
+    w = weights(rng, N, K)
+    x = activations(rng, K)
+    wq = store(w, dtype)
+    b = rand(rng, N)
+    y_emu, mag, bound = emulate_gemv(x, wq, dtype)
+    wd = dequant64(wq, dtype)
+    y64 = wd @ x.astype(np.float64)
+    absdot = np.abs(wd) @ np.abs(x.astype(np.float64))
+    if bias:
+        y_emu, y64 = y_emu + b, y64 + b
+    # the emulation and the float64 product agree within the derived bound
+    assert np.all(np.abs(y_emu - y64) <= bound + 1e-9 * absdot)
+    name = f"gemv_bias_{dtype}" if bias else f"gemv_{dtype}"
+    outs = []
+    for fn in (qlib.call, qlib.ref):
+        y = np.full(N, np.nan, F32)
+        args = (x, wq, b, y, N, K) if bias else (x, wq, y, N, K)
+        fn(name, *args)
+        err_emu = np.abs(y - y_emu)
+        assert np.all(err_emu <= 1e-5 * mag + 1e-30), (err_emu / np.maximum(mag, 1e-30)).max()
+        assert np.all(np.abs(y - y64) <= bound + 1e-5 * absdot)
+        outs.append(y)
+    np.testing.assert_allclose(outs[0], outs[1], rtol=0, atol=float((2e-5 * mag).max()) + 1e-30)
+
+
+@pytest.mark.parametrize("dtype", QTYPES)
+def test_gemv_quant_zero_and_extremes(qlib, dtype):
+    """x = 0, a single non-zero, and values that quantize to +-127 exactly."""
+    K, N = 96, 5
+    rng = np.random.default_rng(9)
+    wq = store(weights(rng, N, K), dtype)
+    for x in (np.zeros(K, F32), np.eye(1, K, 40, dtype=F32)[0] * -3, np.tile([1, -1], K // 2).astype(F32)):
+        y_emu, mag, _ = emulate_gemv(x, wq, dtype)
+        y = np.full(N, np.nan, F32)
+        qlib.call(f"gemv_{dtype}", x, wq, y, N, K)
+        assert np.all(np.abs(y - y_emu) <= 1e-5 * mag + 1e-30)
+
+
+@pytest.mark.parametrize("N,K", [(1, 1), (3, 17), (17, 96), (33, 4128), (16, 4096), (5, 1000)])
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+def test_gemv_bf16(qlib, threads, N, K, bias):
+    rng = np.random.default_rng(N * 31 + K)
+    w = weights(rng, N, K)
+    wb = quant.to_bf16(w)
+    wd = quant.from_bf16(wb).astype(np.float64)
+    x = activations(rng, K) if K >= 32 else rand(rng, K)
+    b = rand(rng, N)
+    y64 = wd @ x.astype(np.float64) + (b if bias else 0)
+    absdot = np.abs(wd) @ np.abs(x.astype(np.float64)) + (np.abs(b) if bias else 0)
+    name = "gemv_bias_bf16" if bias else "gemv_bf16"
+    for fn in (qlib.call, qlib.ref):
+        y = np.full(N, np.nan, F32)
+        fn(name, *((x, wb, b, y, N, K) if bias else (x, wb, y, N, K)))
+        assert np.all(np.abs(y - y64) <= 1e-5 * absdot + 1e-30)
+
+
+# ------------------------------------------------------------------- gemm
+
+GEMM_SHAPES = [(1, 1, 32), (3, 17, 64), (67, 33, 96), (4, 3, 4128), (67, 17, 512), (8, 64, 288)]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", *QTYPES])
+@pytest.mark.parametrize("M,N,K", GEMM_SHAPES)
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+def test_gemm(qlib, threads, dtype, M, N, K, bias):
+    rng = np.random.default_rng(M * 10007 + N * 101 + K)
+    w = weights(rng, N, K)
+    wq = store(w, dtype)
+    wd = quant.dequantize(wq, dtype).reshape(N, K).astype(np.float64)
+    x = rand(rng, M, K)
+    b = rand(rng, N)
+    y64 = x.astype(np.float64) @ wd.T + (b if bias else 0)
+    absdot = np.abs(x.astype(np.float64)) @ np.abs(wd).T + (np.abs(b) if bias else 0)
+    name = f"gemm_bias_{dtype}" if bias else f"gemm_{dtype}"
+    for fn in (qlib.call, qlib.ref):
+        y = np.full((M, N), np.nan, F32)
+        fn(name, *((x, wq, b, y, M, N, K) if bias else (x, wq, y, M, N, K)))
+        err = np.abs(y - y64)
+        assert np.all(err <= 1e-5 * absdot + 1e-30), (err / absdot).max()
+
+
+@pytest.mark.parametrize("M,N,K", [(2, 3, 1), (5, 7, 17), (67, 20, 300), (1, 16, 33)])
+def test_gemm_bf16_any_k(qlib, M, N, K):
+    rng = np.random.default_rng(M + N + K)
+    wb = quant.to_bf16(rand(rng, N, K))
+    wd = quant.from_bf16(wb).astype(np.float64)
+    x = rand(rng, M, K)
+    y64 = x.astype(np.float64) @ wd.T
+    absdot = np.abs(x.astype(np.float64)) @ np.abs(wd).T
+    for fn in (qlib.call, qlib.ref):
+        y = np.full((M, N), np.nan, F32)
+        fn("gemm_bf16", x, wb, y, M, N, K)
+        assert np.all(np.abs(y - y64) <= 1e-5 * absdot + 1e-30)
+
+
+def test_read_probe(qlib):
+    buf = np.arange(1000, dtype=F32) % 7
+    out = np.zeros(1, F32)
+    fn = qlib.dll.ckir_quant_read_probe
+    fn.restype = None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    fn(buf.ctypes.data, out.ctypes.data, buf.size)
+    assert out[0] == buf.sum()
