@@ -1466,7 +1466,7 @@ class EmbedOp(ComputeOp):
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
         t = self._in_type(0)
-        if t.dtype_name not in ("i32", "i64"):
+        if t.dtype_name != "i32":
             raise VerifyException(f"graph.embed: token ids must be i32, got {t}")
         out = self._last(self._out_type(0), "result")
         self._weight_dim(weights[0], 1, out, "the result's last dim", symbols)
@@ -1720,7 +1720,7 @@ class CrossEntropyOp(ComputeOp):
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
         t = self._in_type(1)
-        if t.dtype_name not in ("i32", "i64"):
+        if t.dtype_name != "i32":
             raise VerifyException(f"graph.cross_entropy: targets must be i32, got {t}")
 
 
