@@ -23,6 +23,7 @@ DIALECTS: dict[str, str] = {
 
 #: pass flag -> "module:class"; one file per pass, named after its flag
 PASSES: dict[str, str] = {
+    "convert-weights": "ckir.passes.convert_weights:ConvertWeightsPass",
     "lower-prefill": "ckir.passes.lower_prefill:LowerPrefillPass",
     "lower-decode": "ckir.passes.lower_decode:LowerDecodePass",
     "plan-layout": "ckir.passes.plan_layout:PlanLayoutPass",
