@@ -62,6 +62,7 @@ def _options(args: argparse.Namespace):  # -> CompileOptions
         strategy=args.strategy,
         template=args.template,
         canaries=not args.no_canaries,
+        dtype=args.dtype,
     )
 
 
@@ -208,6 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="memory plan (default: liveness; bump with --debug)",
     )
     s.add_argument("--no-canaries", action="store_true")
+    s.add_argument(
+        "--dtype",
+        choices=["f32", "bf16", "q8_0", "q4_0", "q4_1"],
+        help="store linear-layer weights in this dtype (default: as in the checkpoint)",
+    )
     s.add_argument("--template")
     s.add_argument("-q", "--quiet", action="store_true")
     s.set_defaults(func=cmd_compile)

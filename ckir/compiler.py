@@ -1,7 +1,9 @@
 """``ckir compile``: a checkpoint folder -> a build folder, in one process.
 
-Steps: import (graph IR) -> lower each mode -> plan layout -> emit C ->
-write weights.bin -> build the shared library.  Every artifact is written to
+Steps: import (graph IR) -> convert weights (``--dtype``) -> lower each
+mode -> plan layout -> emit C -> write weights.bin -> build the shared
+library.  ``prepare`` does the first half (what the compile cache keys on),
+``build`` the second.  Every artifact is written to
 a temporary folder next to the target and moved in only when all steps
 succeeded, so a failed compile never leaves a half-written build behind.
 Same inputs give byte-identical files (no timestamps, fixed iteration order).
@@ -26,11 +28,12 @@ from xdsl.targets.mlir import MLIRTarget
 
 import ckir
 from ckir.backend.c_emitter import emit_c
-from ckir.backend.weights import SafetensorsSource, write_weights_bin
+from ckir.backend.weights import SafetensorsSource, WeightSource, write_weights_bin
 from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
+from ckir.passes.convert_weights import ConvertWeightsPass
 from ckir.passes.lower_decode import LowerDecodePass
 from ckir.passes.lower_prefill import LowerPrefillPass
 from ckir.passes.plan_layout import PlanLayoutPass
@@ -55,6 +58,8 @@ class CompileOptions:
     canaries: bool = True
     template: str | None = None
     isa: str = "native"
+    #: storage dtype of weight matrices (--convert-weights); None keeps the source's
+    dtype: str | None = None
 
     def __post_init__(self) -> None:
         bad = [m for m in self.modes if m not in MODES]
@@ -113,8 +118,26 @@ def graph_only(module: ModuleOp) -> str:
     return print_module(clone)
 
 
+def import_source(
+    path: str | Path, template: str | None
+) -> tuple[ModuleOp, list[str], WeightSource]:
+    """Graph module, warnings and weight source of a HF folder or a GGUF file."""
+    from ckir import frontend
+
+    dispatch = getattr(frontend, "import_model", None)
+    if dispatch is not None:
+        return dispatch(Path(path), template)
+    from ckir.frontend.hf import import_hf
+
+    module, warnings = import_hf(Path(path), template)
+    return module, warnings, SafetensorsSource(Path(path))
+
+
 def lower(module: ModuleOp, options: CompileOptions) -> None:
-    """Run the lowering passes and the layout planner in place (one process, no re-parse)."""
+    """Convert weights, lower every mode and plan the layout, in place (one process)."""
+    ctx = Context()
+    if options.dtype is not None:
+        ConvertWeightsPass(dtype=options.dtype).apply(ctx, module)
     max_context = options.max_context
     if max_context is None:
         graph_model = next(op for op in module.ops if isinstance(op, g.ModelOp))
@@ -125,7 +148,6 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
         passes.append(LowerPrefillPass(max_context=max_context))
     if "decode" in options.modes:
         passes.append(LowerDecodePass(max_context=max_context))
-    ctx = Context()
     for p in passes:
         p.apply(ctx, module)
     PlanLayoutPass(
@@ -137,38 +159,56 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
         raise CkirError(f"the lowered module does not verify: {err}") from None
 
 
-def compile_model(
-    model_dir: str | Path,
-    out_dir: str | Path,
-    options: CompileOptions | None = None,
-    *,
-    quiet: bool = True,
+@dataclass
+class Prepared:
+    """A model imported and lowered, not yet written: what the compile cache keys on."""
+
+    module: ModuleOp
+    weights: WeightSource
+    graph_text: str
+    layout_text: str
+    options: CompileOptions
+    source: Path
+
+
+def prepare(
+    path: str | Path,
+    options: CompileOptions,
+    progress: Progress,
     on_warning: Callable[[str], None] | None = None,
+) -> Prepared:
+    progress.begin("import")
+    module, warnings, weights = import_source(path, options.template)
+    for w in warnings:
+        (on_warning or (lambda s: None))(w)
+    graph_text = graph_only(module)
+    progress.end("import")
+    progress.begin("lower + plan")
+    lower(module, options)
+    layout_text = print_module(module)
+    progress.end("lower + plan")
+    return Prepared(module, weights, graph_text, layout_text, options, Path(path))
+
+
+def build(
+    prepared: Prepared,
+    out_dir: str | Path,
+    progress: Progress,
+    extra_info: dict[str, object] | None = None,
 ) -> Path:
-    """Compile the checkpoint in ``model_dir`` into the build folder ``out_dir``."""
-    from ckir.frontend.hf import import_hf
+    """Write every artifact of a prepared model into ``out_dir`` (atomically)."""
     from ckir.runtime_build import build_library
 
-    options = options or CompileOptions()
-    model_dir, out_dir = Path(model_dir), Path(out_dir)
-    progress = Progress(quiet=quiet)
+    options, module = prepared.options, prepared.module
+    out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
     try:
-        progress.begin("import")
-        module, warnings = import_hf(model_dir, options.template)
-        for w in warnings:
-            (on_warning or (lambda s: None))(w)
-        (work / "graph.mlir").write_text(graph_only(module))
-        progress.end("import")
-
-        progress.begin("lower + plan")
-        lower(module, options)
-        (work / "layout.mlir").write_text(print_module(module))
+        (work / "graph.mlir").write_text(prepared.graph_text)
+        (work / "layout.mlir").write_text(prepared.layout_text)
         plan = next(op for op in module.ops if isinstance(op, ly.PlanOp))
         (work / "layout.json").write_text(ly.plan_to_json(plan))
         (work / "layout.map").write_text(ly.plan_to_map(plan))
-        progress.end("lower + plan")
 
         progress.begin("emit C")
         sources = emit_c(module)
@@ -179,8 +219,7 @@ def compile_model(
         progress.begin("weights.bin")
         graph_model = next(op for op in module.ops if isinstance(op, g.ModelOp))
         lowered = next(op for op in module.ops if isinstance(op, lw.LoweredModelOp))
-        source = SafetensorsSource(model_dir)
-        write_weights_bin(graph_model, lowered, plan, source, work / "weights.bin")
+        write_weights_bin(graph_model, lowered, plan, prepared.weights, work / "weights.bin")
         progress.end("weights.bin")
 
         progress.begin("cc")
@@ -193,15 +232,17 @@ def compile_model(
         )
         progress.end("cc")
 
-        info = {
+        info: dict[str, object] = {
             "ckir_version": ckir.__version__,
             "model": graph_model.sym_name.data,
             "modes": list(options.modes),
             "max_context": options.max_context,
             "debug": options.debug,
+            "dtype": options.dtype,
             "strategy": options.layout_strategy,
             "isa": options.isa,
-            "source": str(model_dir.resolve()),
+            "source": prepared.source.name,
+            **(extra_info or {}),
         }
         (work / BUILD_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
         _replace_dir(work, out_dir)
@@ -209,6 +250,21 @@ def compile_model(
         shutil.rmtree(work, ignore_errors=True)
         raise
     return out_dir
+
+
+def compile_model(
+    model_path: str | Path,
+    out_dir: str | Path,
+    options: CompileOptions | None = None,
+    *,
+    quiet: bool = True,
+    on_warning: Callable[[str], None] | None = None,
+) -> Path:
+    """Compile a HF checkpoint folder (or GGUF file) into the build folder ``out_dir``."""
+    options = options or CompileOptions()
+    progress = Progress(quiet=quiet)
+    prepared = prepare(model_path, options, progress, on_warning)
+    return build(prepared, out_dir, progress)
 
 
 def _support_source() -> Path:

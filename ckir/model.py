@@ -219,15 +219,17 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     debug: bool = False,
     template: str | None = None,
     strategy: str | None = None,
+    dtype: str | None = None,
     quiet: bool = True,
 ) -> CompiledModel:
-    """Compile a HF checkpoint folder into ``out_dir`` and load it."""
+    """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it."""
     options = CompileOptions(
         modes=tuple(modes),
         max_context=max_context,
         debug=debug,
         template=template,
         strategy=strategy,
+        dtype=dtype,
     )
     compile_model(model_dir, out_dir, options, quiet=quiet)
     return CompiledModel(out_dir)
