@@ -136,6 +136,9 @@ def test_check_constraints():
     assert any("H % KV == 0" in m and "KV=4" in m for m in msgs)
     assert any("D <= 256" in m for m in msgs)
     assert "needs" in att.check({"T": 1})[1]
+    # partial: constraints over params known only at run time are skipped
+    assert att.check({"H": 6, "KV": 2, "D": 64}, partial=True) == []
+    assert len(att.check({"H": 6, "KV": 4, "D": 64}, partial=True)) == 1
     rms = load_registry()["rmsnorm_f32"]
     assert rms.check({"T": 2, "E": 8, "eps": 1e-5}) == []
     assert rms.check({"T": 2, "E": 8, "eps": -1.0})
