@@ -15,10 +15,12 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from ckir.errors import CkirError
+from ckir.runtime_build import RuntimeBuildError
 
 
 def _write_text_atomically(path: Path, text: str) -> None:
@@ -156,6 +158,47 @@ def _kernel_counts(path: Path) -> dict[str, dict[str, int]]:
     return counts
 
 
+def cmd_generate(args: argparse.Namespace) -> int:
+    """Compile (through the cache), then stream generated text."""
+    from ckir.cache import cached_build
+    from ckir.compiler import CompileOptions
+    from ckir.generate import Sampler, Sampling, Stats, default_model, generate_ids
+    from ckir.model import load
+    from ckir.tokenizer import Tokenizer
+
+    source = Path(args.model) if args.model else default_model()
+    if not source.exists():
+        raise CkirError(f"{source}: no such file or folder")
+    sampling = Sampling(args.temperature, args.top_k, args.top_p, args.seed)
+    tokenizer = Tokenizer.from_gguf(source) if source.is_file() else Tokenizer.from_hf_dir(source)
+    text = args.prompt
+    if args.chat:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}])
+    prompt_ids = tokenizer.encode(text)
+    options = CompileOptions(max_context=args.max_context, dtype=args.dtype)
+    t0 = time.perf_counter()
+    build_dir, cached = cached_build(source, options, quiet=args.quiet, on_warning=_warn)
+    with load(build_dir) as model:
+        ready = time.perf_counter() - t0
+        print(
+            f"[{source.name}: {'cached build' if cached else 'compiled'} in {ready:.2f}s; "
+            f"{len(prompt_ids)} prompt tokens]",
+            file=sys.stderr,
+        )
+        stats = Stats()
+        stream = tokenizer.stream_decoder()
+        stops = {t for t in (tokenizer.eos_id,) if t is not None}
+        ids = generate_ids(model, prompt_ids, args.max_tokens, Sampler(sampling), stops, stats)
+        for tok in ids:
+            piece = stream.push(tok)
+            if piece:
+                sys.stdout.write(piece)
+                sys.stdout.flush()
+        sys.stdout.write(stream.flush() + "\n")
+    print(f"[{stats.summary()}]", file=sys.stderr)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Make a tiny random model, compile it, run it: the README's first command."""
     from ckir.compiler import CompileOptions, compile_model
@@ -230,6 +273,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--full", action="store_true", help="print the whole layout map")
     s.set_defaults(func=cmd_inspect)
 
+    s = sub.add_parser("generate", help="compile (cached) and generate text")
+    s.add_argument("model", nargs="?", help="GGUF file or HF folder (default: SmolLM2-135M)")
+    s.add_argument("--prompt", default="What is the capital of France?")
+    s.add_argument("--max-tokens", type=int, default=64)
+    s.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    s.add_argument("--top-k", type=int, default=0)
+    s.add_argument("--top-p", type=float, default=1.0)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--chat", action="store_true", help="apply the model's chat template")
+    s.add_argument("--max-context", type=int, default=None)
+    s.add_argument("--dtype", choices=["f32", "bf16", "q8_0", "q4_0", "q4_1"])
+    s.add_argument("-q", "--quiet", action="store_true", help="no compile progress")
+    s.set_defaults(func=cmd_generate)
+
     s = sub.add_parser("demo", help="make, compile and run a tiny random model")
     s.add_argument("--arch", default="llama", choices=["llama", "qwen2", "gpt2", "mistral"])
     s.add_argument("--out", default="out/demo")
@@ -244,6 +301,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CkirError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
+    except RuntimeBuildError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -1,0 +1,160 @@
+"""The compile cache: builds kept under ``$CKIR_CACHE_DIR/builds/<key>``.
+
+The key of a build is a SHA-256 over
+
+* the canonical lowered + layout IR (what ``ckir-opt`` prints after
+  lowering and planning: it determines model.c and the weights layout),
+* the compiler version and the generated-model ABI version,
+* the runtime fingerprint: the kernel sources, headers and registry,
+* the target ISA and the C flags,
+* the weights' source fingerprint (name, size, modification time of every
+  input file: the IR names tensors, not their values).
+
+Computing that key needs an import and a lowering (about a second for a
+large model), so a small index maps a cheap fingerprint of the request
+(input files' stats + options) to the key.  A build found through the index
+is used only if its ``build.json`` holds the same key and the runtime
+fingerprint, ABI and version recomputed now still match; otherwise the
+model is recompiled.  Builds are written to a temporary folder and renamed,
+so an interrupted compile never leaves a half build in the cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import ckir
+from ckir.backend.abi import MODEL_ABI_VERSION
+from ckir.compiler import BUILD_INFO, CompileOptions, Progress, build, prepare, required_files
+
+
+def cache_root() -> Path:
+    env = os.environ.get("CKIR_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "ckir"
+
+
+def runtime_fingerprint(isa: str, debug: bool) -> str:
+    """Hash of everything of the runtime a build links: sources, headers, registry, flags."""
+    from ckir.runtime_build import BASE_CFLAGS, DEBUG_CFLAGS, isa_flags, runtime_dir
+
+    root = runtime_dir()
+    h = hashlib.sha256()
+    flags = [*BASE_CFLAGS, *isa_flags(isa), *(DEBUG_CFLAGS if debug else [])]
+    h.update("\0".join(flags).encode())
+    files = sorted(
+        p for p in root.rglob("*") if p.is_file() and p.suffix in (".c", ".h", ".yaml")
+    )
+    for path in files:
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def input_files(source: Path) -> list[Path]:
+    """The files a build reads: a GGUF file, or a HF folder's config and weights."""
+    if source.is_file():
+        return [source]
+    return sorted(
+        p
+        for p in source.iterdir()
+        if p.is_file() and (p.suffix in (".json", ".safetensors") or p.name.endswith(".yaml"))
+    )
+
+
+def source_fingerprint(source: Path) -> str:
+    h = hashlib.sha256()
+    for path in input_files(source):
+        st = path.stat()
+        h.update(f"{path.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _options_text(options: CompileOptions) -> str:
+    return json.dumps(dataclasses.asdict(options), sort_keys=True)
+
+
+def request_fingerprint(source: Path, options: CompileOptions) -> str:
+    h = hashlib.sha256()
+    h.update(str(source.resolve()).encode() + b"\0")
+    h.update(source_fingerprint(source).encode() + b"\0")
+    h.update(_options_text(options).encode() + b"\0")
+    h.update(ckir.__version__.encode())
+    return h.hexdigest()
+
+
+def build_key(ir_text: str, source: Path, options: CompileOptions) -> dict[str, str]:
+    """The components of a build's key and the key itself (``key``)."""
+    parts = {
+        "ir": hashlib.sha256(ir_text.encode()).hexdigest(),
+        "ckir_version": ckir.__version__,
+        "model_abi": str(MODEL_ABI_VERSION),
+        "runtime": runtime_fingerprint(options.isa, options.debug),
+        "isa": options.isa,
+        "debug": str(options.debug),
+        "weights_source": source_fingerprint(source),
+    }
+    blob = "\n".join(f"{k}={v}" for k, v in sorted(parts.items()))
+    parts["key"] = hashlib.sha256(blob.encode()).hexdigest()
+    return parts
+
+
+def build_is_valid(build_dir: Path, expected: dict[str, str] | None = None) -> bool:
+    """Complete, and its recorded key parts still match the current compiler and runtime."""
+    if not all((build_dir / f).exists() for f in required_files()):
+        return False
+    try:
+        info = json.loads((build_dir / BUILD_INFO).read_text())
+    except (OSError, ValueError):
+        return False
+    recorded = info.get("cache_key")
+    if not isinstance(recorded, dict) or build_dir.name != recorded.get("key"):
+        return False
+    if expected is not None and recorded != expected:
+        return False
+    return (
+        recorded.get("ckir_version") == ckir.__version__
+        and recorded.get("model_abi") == str(MODEL_ABI_VERSION)
+        and recorded.get("runtime")
+        == runtime_fingerprint(str(recorded.get("isa")), recorded.get("debug") == "True")
+    )
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".idx-", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def cached_build(
+    source: str | Path,
+    options: CompileOptions | None = None,
+    *,
+    quiet: bool = True,
+    on_warning: Callable[[str], None] | None = None,
+    root: Path | None = None,
+) -> tuple[Path, bool]:
+    """The build folder for ``source`` compiled with ``options``; ``(path, was_cached)``."""
+    options = options or CompileOptions()
+    source = Path(source)
+    root = root or cache_root()
+    index = root / "index" / request_fingerprint(source, options)
+    if index.exists():
+        key = index.read_text().strip()
+        build_dir = root / "builds" / key
+        if build_is_valid(build_dir):
+            return build_dir, True
+    progress = Progress(quiet=quiet)
+    prepared = prepare(source, options, progress, on_warning)
+    parts = build_key(prepared.layout_text, source, options)
+    build_dir = root / "builds" / parts["key"]
+    if not build_is_valid(build_dir, parts):
+        build(prepared, build_dir, progress, extra_info={"cache_key": parts})
+    _write_atomically(index, parts["key"] + "\n")
+    return build_dir, False
