@@ -376,6 +376,37 @@ def _load(path: str) -> Mapping[str, KernelSpec]:
     return parse_registry(data, p.name)
 
 
+def registry_paths() -> list[Path]:
+    """``runtime/registry.yaml`` then every ``runtime/registry_*.yaml`` (by name)."""
+    main = registry_path()
+    return [main, *sorted(main.parent.glob("registry_*.yaml"))]
+
+
+@functools.lru_cache(maxsize=1)
+def _load_all(paths: tuple[str, ...]) -> Mapping[str, KernelSpec]:
+    merged: dict[str, KernelSpec] = {}
+    owner: dict[str, str] = {}
+    for path in paths:
+        name = Path(path).name
+        for kname, spec in _load(path).items():
+            clash = kname if kname in merged else None
+            clash = clash or next((k for k, s in merged.items() if s.c_name == spec.c_name), None)
+            if clash is not None:
+                raise RegistryError(
+                    f"{name}: kernel '{kname}' clashes with '{clash}' of {owner[clash]}"
+                )
+            merged[kname] = spec
+            owner[kname] = name
+    return MappingProxyType(merged)
+
+
 def load_registry(path: Path | str | None = None) -> Mapping[str, KernelSpec]:
-    """Load and validate the registry (default ``runtime/registry.yaml``); cached per path."""
-    return _load(str(Path(path).resolve() if path is not None else registry_path()))
+    """Load and validate a registry file, or by default every runtime registry file merged.
+
+    The default is ``runtime/registry.yaml`` plus ``runtime/registry_*.yaml``
+    (one file per kernel family); a kernel name or C name defined twice is an
+    error naming both files.  Cached.
+    """
+    if path is not None:
+        return _load(str(Path(path).resolve()))
+    return _load_all(tuple(str(p) for p in registry_paths()))

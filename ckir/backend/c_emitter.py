@@ -226,6 +226,7 @@ class CEmitter:
             " * One function per mode; every call below comes from one lowered.call. */",
             '#include "model.h"',
             '#include "ckir_runtime.h"',
+            '#include "ckir_quant.h"',
             "",
             "#ifdef CKIR_DEBUG",
             "#define CKIR_SCOPE_END(m) \\",
