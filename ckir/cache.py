@@ -5,8 +5,9 @@ The key of a build is a SHA-256 over
 * the canonical lowered + layout IR (what ``ckir-opt`` prints after
   lowering and planning: it determines model.c and the weights layout),
 * the compiler version and the generated-model ABI version,
-* the runtime fingerprint: the kernel sources, headers and registry,
-* the target ISA and the C flags,
+* the runtime fingerprint: compiler identity, C flags (ISA), kernel and
+  support sources, headers (``ckir.runtime_build.runtime_fingerprint``),
+* the target ISA,
 * the weights' source fingerprint (name, size, modification time of every
   input file: the IR names tensors, not their values).
 
@@ -32,27 +33,12 @@ from pathlib import Path
 import ckir
 from ckir.backend.abi import MODEL_ABI_VERSION
 from ckir.compiler import BUILD_INFO, CompileOptions, Progress, build, prepare, required_files
+from ckir.runtime_build import runtime_fingerprint
 
 
 def cache_root() -> Path:
     env = os.environ.get("CKIR_CACHE_DIR")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "ckir"
-
-
-def runtime_fingerprint(isa: str, debug: bool) -> str:
-    """Hash of everything of the runtime a build links: sources, headers, registry, flags."""
-    from ckir.runtime_build import BASE_CFLAGS, DEBUG_CFLAGS, isa_flags, runtime_dir
-
-    root = runtime_dir()
-    h = hashlib.sha256()
-    flags = [*BASE_CFLAGS, *isa_flags(isa), *(DEBUG_CFLAGS if debug else [])]
-    h.update("\0".join(flags).encode())
-    files = sorted(
-        p for p in root.rglob("*") if p.is_file() and p.suffix in (".c", ".h", ".yaml")
-    )
-    for path in files:
-        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
 
 
 def input_files(source: Path) -> list[Path]:

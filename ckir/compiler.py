@@ -226,7 +226,7 @@ def build(
         build_library(
             work / LIBRARY_NAME,
             isa=options.isa,
-            extra_sources=[work / "model.c", _support_source()],
+            extra_sources=[work / "model.c", *_support_sources()],
             debug=options.debug,
             include_dirs=[work],
         )
@@ -267,10 +267,10 @@ def compile_model(
     return build(prepared, out_dir, progress)
 
 
-def _support_source() -> Path:
-    from ckir.runtime_build import runtime_dir
+def _support_sources() -> list[Path]:
+    from ckir.runtime_build import support_sources
 
-    return runtime_dir() / "support" / "ckir_model.c"
+    return support_sources()
 
 
 def _replace_dir(src: Path, dst: Path) -> None:

@@ -121,6 +121,27 @@ def _cflags(isa: str, debug: bool, include_dirs: Sequence[Path | str]) -> list[s
     return flags
 
 
+def support_sources() -> list[Path]:
+    """Generic model support compiled into every model library (runtime/support/*.c)."""
+    return sorted((runtime_dir() / "support").glob("*.c"))
+
+
+def runtime_fingerprint(isa: str = "native", debug: bool = False) -> str:
+    """SHA-256 of what a model library links from the runtime: compiler identity, flags,
+    kernel and support sources, headers.  Keys the object cache and the compile cache."""
+    cc = _cc()
+    flags = _cflags(isa, debug, ())
+    h = hashlib.sha256()
+    h.update(_compiler_identity(cc, tuple(flags)).encode())
+    h.update("\0".join(flags).encode())
+    headers = sorted((runtime_dir() / "include").glob("*.h")) + sorted(
+        (runtime_dir() / "kernels").glob("*.h")
+    )
+    for path in [*kernel_sources(), *support_sources(), *headers]:
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def compile_runtime_objects(*, isa: str = "native", debug: bool = False) -> list[Path]:
     """Compile (or reuse from the cache) one object file per runtime kernel source.
 
@@ -132,15 +153,7 @@ def compile_runtime_objects(*, isa: str = "native", debug: bool = False) -> list
     sources = kernel_sources()
     if not sources:
         raise RuntimeBuildError(f"no kernel sources in {runtime_dir() / 'kernels'}")
-    h = hashlib.sha256()
-    h.update(_compiler_identity(cc, tuple(flags)).encode())
-    h.update("\0".join(flags).encode())
-    headers = sorted((runtime_dir() / "include").glob("*.h")) + sorted(
-        (runtime_dir() / "kernels").glob("*.h")
-    )
-    for path in [*sources, *headers]:
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    out_dir = cache_dir() / h.hexdigest()[:24]
+    out_dir = cache_dir() / runtime_fingerprint(isa, debug)[:24]
     out_dir.mkdir(parents=True, exist_ok=True)
 
     def build_one(src: Path) -> Path:

@@ -1,0 +1,82 @@
+"""The compile cache: reuse, key checks on load, rebuild on mismatch, atomic builds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ckir import cache
+from ckir.compiler import BUILD_INFO, CompileOptions
+from ckir.model import load
+
+
+@pytest.fixture
+def model_dir(llama_dir: Path) -> Path:
+    return llama_dir
+
+
+def test_second_request_is_served_from_the_cache(model_dir: Path, tmp_path: Path) -> None:
+    opts = CompileOptions(max_context=16)
+    first, cached1 = cache.cached_build(model_dir, opts, root=tmp_path)
+    second, cached2 = cache.cached_build(model_dir, opts, root=tmp_path)
+    assert (cached1, cached2) == (False, True)
+    assert first == second
+    info = json.loads((first / BUILD_INFO).read_text())
+    key = info["cache_key"]
+    assert first.name == key["key"]
+    assert set(key) >= {"ir", "ckir_version", "model_abi", "runtime", "isa", "weights_source"}
+    with load(second) as m:
+        assert m.prefill([1, 2, 3]).shape == (3, m.vocab_size)
+
+
+def test_other_options_give_another_build(model_dir: Path, tmp_path: Path) -> None:
+    a, _ = cache.cached_build(model_dir, CompileOptions(max_context=16), root=tmp_path)
+    b, cached = cache.cached_build(model_dir, CompileOptions(max_context=32), root=tmp_path)
+    assert not cached and a != b
+
+
+def test_key_mismatch_on_load_rebuilds(model_dir: Path, tmp_path: Path) -> None:
+    opts = CompileOptions(max_context=16)
+    build, _ = cache.cached_build(model_dir, opts, root=tmp_path)
+    info_path = build / BUILD_INFO
+    info = json.loads(info_path.read_text())
+    info["cache_key"]["runtime"] = "0" * 64  # as if built by another runtime
+    info_path.write_text(json.dumps(info))
+    assert not cache.build_is_valid(build)
+    again, cached = cache.cached_build(model_dir, opts, root=tmp_path)
+    assert not cached and again == build
+    assert cache.build_is_valid(again)
+
+
+def test_runtime_change_invalidates(model_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    opts = CompileOptions(max_context=16)
+    build, _ = cache.cached_build(model_dir, opts, root=tmp_path)
+    monkeypatch.setattr(cache, "runtime_fingerprint", lambda isa, debug: "f" * 64)
+    assert not cache.build_is_valid(build)
+    _, cached = cache.cached_build(model_dir, opts, root=tmp_path)
+    assert not cached
+
+
+def test_incomplete_build_is_not_used(model_dir: Path, tmp_path: Path) -> None:
+    opts = CompileOptions(max_context=16)
+    build, _ = cache.cached_build(model_dir, opts, root=tmp_path)
+    (build / "libmodel.so").unlink()
+    _, cached = cache.cached_build(model_dir, opts, root=tmp_path)
+    assert not cached and (build / "libmodel.so").exists()
+
+
+def test_touched_checkpoint_changes_the_key(model_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    src = tmp_path / "src"
+    shutil.copytree(model_dir, src)
+    opts = CompileOptions(max_context=16)
+    a, _ = cache.cached_build(src, opts, root=tmp_path / "c")
+    weights = next(src.glob("*.safetensors"))
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # a different weight value: the IR is the same, the blob is not
+    weights.write_bytes(bytes(data))
+    b, cached = cache.cached_build(src, opts, root=tmp_path / "c")
+    assert not cached and a != b
