@@ -11,13 +11,14 @@ Same inputs give byte-identical files (no timestamps, fixed iteration order).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,18 +88,23 @@ class Progress:
 
     quiet: bool = False
     steps: list[tuple[str, float]] = field(default_factory=list[tuple[str, float]])
-    _start: float = 0.0
 
-    def begin(self, what: str) -> None:
-        self._start = time.perf_counter()
+    @contextlib.contextmanager
+    def step(self, what: str) -> Iterator[None]:
+        """``with progress.step("cc"): ...`` prints ``  cc ... 0.34s`` (or ``failed``)."""
+        start = time.perf_counter()
         if not self.quiet:
             print(f"  {what} ...", end="", file=sys.stderr, flush=True)
-
-    def end(self, what: str, detail: str = "") -> None:
-        dt = time.perf_counter() - self._start
+        try:
+            yield
+        except BaseException:
+            if not self.quiet:
+                print(" failed", file=sys.stderr, flush=True)
+            raise
+        dt = time.perf_counter() - start
         self.steps.append((what, dt))
         if not self.quiet:
-            print(f" {dt:.2f}s {detail}".rstrip(), file=sys.stderr, flush=True)
+            print(f" {dt:.2f}s", file=sys.stderr, flush=True)
 
 
 def print_module(module: ModuleOp) -> str:
@@ -177,16 +183,14 @@ def prepare(
     progress: Progress,
     on_warning: Callable[[str], None] | None = None,
 ) -> Prepared:
-    progress.begin("import")
-    module, warnings, weights = import_source(path, options.template)
-    for w in warnings:
-        (on_warning or (lambda s: None))(w)
-    graph_text = graph_only(module)
-    progress.end("import")
-    progress.begin("lower + plan")
-    lower(module, options)
-    layout_text = print_module(module)
-    progress.end("lower + plan")
+    with progress.step("import"):
+        module, warnings, weights = import_source(path, options.template)
+        for w in warnings:
+            (on_warning or (lambda s: None))(w)
+        graph_text = graph_only(module)
+    with progress.step("lower + plan"):
+        lower(module, options)
+        layout_text = print_module(module)
     return Prepared(module, weights, graph_text, layout_text, options, Path(path))
 
 
@@ -210,27 +214,24 @@ def build(
         (work / "layout.json").write_text(ly.plan_to_json(plan))
         (work / "layout.map").write_text(ly.plan_to_map(plan))
 
-        progress.begin("emit C")
-        sources = emit_c(module)
-        (work / "model.h").write_text(sources.header)
-        (work / "model.c").write_text(sources.source)
-        progress.end("emit C")
+        with progress.step("emit C"):
+            sources = emit_c(module)
+            (work / "model.h").write_text(sources.header)
+            (work / "model.c").write_text(sources.source)
 
-        progress.begin("weights.bin")
-        graph_model = next(op for op in module.ops if isinstance(op, g.ModelOp))
-        lowered = next(op for op in module.ops if isinstance(op, lw.LoweredModelOp))
-        write_weights_bin(graph_model, lowered, plan, prepared.weights, work / "weights.bin")
-        progress.end("weights.bin")
+        with progress.step("weights.bin"):
+            graph_model = next(op for op in module.ops if isinstance(op, g.ModelOp))
+            lowered = next(op for op in module.ops if isinstance(op, lw.LoweredModelOp))
+            write_weights_bin(graph_model, lowered, plan, prepared.weights, work / "weights.bin")
 
-        progress.begin("cc")
-        build_library(
-            work / LIBRARY_NAME,
-            isa=options.isa,
-            extra_sources=[work / "model.c", *_support_sources()],
-            debug=options.debug,
-            include_dirs=[work],
-        )
-        progress.end("cc")
+        with progress.step("cc"):
+            build_library(
+                work / LIBRARY_NAME,
+                isa=options.isa,
+                extra_sources=[work / "model.c", *_support_sources()],
+                debug=options.debug,
+                include_dirs=[work],
+            )
 
         info: dict[str, object] = {
             "ckir_version": ckir.__version__,
