@@ -30,7 +30,9 @@
 //   + 2 layers x (2 x 256 norms + 2 x 16384 (wq, wo) + 2 x 8192 (wk, wv) + 3 x 44032 (gate, up, down))
 //   = 131328 + 2 x 181760 = 494848.
 // kv_cache = 4 x 2048 = 8192; io = 4 (one token) + 1024 (256 logits) = 1028;
-// activation = 2 x (10 x 256 + 2 x 128 + 3 x 688) + 256 (header x) + 256 (footer h) = 9248.
+// activation, per layer: 8 x [1, 64] (h, q, a, o, x1, h2, d, x2: 256 bytes; rope updates q
+//   and k in place) + 2 x [1, 32] (k, v: 128) + 3 x [1, 172] (gate, up, m: 688) = 4368;
+//   2 layers + header x (256) + footer h (256) = 9248.
 // CHECK:        layout.totals {activation = 9248 : i64, io = 1028 : i64, kv_cache = 8192 : i64, saved = 0 : i64, weight = 494848 : i64}
 
 // Without canaries, slots are packed at the alignment.
@@ -42,3 +44,10 @@
 
 // NOLOW: error: plan-layout: expected one lowered.model (run --lower-prefill or --lower-decode first), found 0
 // ALIGN: error: plan-layout: align must be a power of two >= 8, got 48
+
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-prefill{max-context=16} --plan-layout | filecheck %s --check-prefix=PREFILL
+// Prefill, max-context 16, hand-computed: weights as above (494848); kv_cache 4 x [16, 32] f32
+// = 8192; io = 16 tokens x 4 + [16, 256] logits x 4 = 64 + 16384 = 16448; activations,
+// 16 rows each: per layer 8 x [16, 64] (4096) + 2 x [16, 32] (2048: k, v) + 3 x [16, 172]
+// (11008: gate, up, m) = 69888, two layers 139776, + header x 4096 + footer h 4096 = 147968.
+// PREFILL: layout.totals {activation = 147968 : i64, io = 16448 : i64, kv_cache = 8192 : i64, saved = 0 : i64, weight = 494848 : i64}
