@@ -109,7 +109,14 @@ class QLib:
 def custom_build(out: Path, flags: list[str]) -> Path:
     cc = os.environ.get("CC", "cc")
     cmd = [cc, "-std=c11", "-O3", "-fPIC", "-fopenmp", "-shared", *flags]
-    cmd += ["-I", str(runtime_dir() / "include"), *map(str, kernel_sources()), "-o", str(out), "-lm"]
+    cmd += [
+        "-I",
+        str(runtime_dir() / "include"),
+        *map(str, kernel_sources()),
+        "-o",
+        str(out),
+        "-lm",
+    ]
     subprocess.run(cmd, check=True, capture_output=True)
     return out
 
@@ -340,7 +347,11 @@ def test_gemv_quant_zero_and_extremes(qlib, dtype):
     K, N = 96, 5
     rng = np.random.default_rng(9)
     wq = store(weights(rng, N, K), dtype)
-    for x in (np.zeros(K, F32), np.eye(1, K, 40, dtype=F32)[0] * -3, np.tile([1, -1], K // 2).astype(F32)):
+    for x in (
+        np.zeros(K, F32),
+        np.eye(1, K, 40, dtype=F32)[0] * -3,
+        np.tile([1, -1], K // 2).astype(F32),
+    ):
         y_emu, mag, _ = emulate_gemv(x, wq, dtype)
         y = np.full(N, np.nan, F32)
         qlib.call(f"gemv_{dtype}", x, wq, y, N, K)

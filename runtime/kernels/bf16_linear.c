@@ -8,9 +8,14 @@
 #include "ckir_internal.h"
 #include "ckir_quant.h"
 
+#ifndef GEMV_R
 #define GEMV_R 4
-/* prefetch distance along a row, in bytes */
-#define BF16_PF 512
+#endif
+/* Software prefetch distance in bytes; -1: the same place in the next group
+ * of GEMV_R rows (best for the short rows of small models); 0: none. */
+#ifndef BF16_PF
+#define BF16_PF -1
+#endif
 
 CKIR_INLINE float bf16_to_f32(uint16_t h) {
   uint32_t u = (uint32_t)h << 16;
@@ -71,7 +76,7 @@ CKIR_INLINE void bf16_dot_rows(const float *x, const uint16_t *w, int64_t K, flo
     __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
     for (int r = 0; r < R; r++) {
       const uint16_t *p = w + r * K + k;
-      _mm_prefetch((const char *)p + BF16_PF, _MM_HINT_T0);
+      if (BF16_PF != 0) _mm_prefetch((const char *)p + (BF16_PF > 0 ? BF16_PF : GEMV_R * 2 * K), _MM_HINT_T0);
       a[r] = _mm512_fmadd_ps(bf16x16_load(p), x0, a[r]);
       c[r] = _mm512_fmadd_ps(bf16x16_load(p + 16), x1, c[r]);
     }
@@ -91,7 +96,7 @@ CKIR_INLINE void bf16_dot_rows(const float *x, const uint16_t *w, int64_t K, flo
     __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
     for (int r = 0; r < R; r++) {
       const uint16_t *p = w + r * K + k;
-      _mm_prefetch((const char *)p + BF16_PF, _MM_HINT_T0);
+      if (BF16_PF != 0) _mm_prefetch((const char *)p + (BF16_PF > 0 ? BF16_PF : GEMV_R * 2 * K), _MM_HINT_T0);
       a[r] = _mm256_fmadd_ps(bf16x8_load(p), x0, a[r]);
       c[r] = _mm256_fmadd_ps(bf16x8_load(p + 8), x1, c[r]);
     }

@@ -242,6 +242,11 @@ void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const 
 
 /* ---- read-bandwidth probe ------------------------------------------------ */
 
+/* Each thread reads its contiguous share as PROBE_S concurrent sequential
+ * streams (as the gemv kernels read GEMV_R rows at once), 64 bytes per stream
+ * per step, into independent accumulators. */
+#define PROBE_S 4
+
 void ckir_quant_read_probe(const float *buf, float *out, int64_t n) {
   float total = 0.0f;
 #pragma omp parallel reduction(+ : total)
@@ -253,34 +258,36 @@ void ckir_quant_read_probe(const float *buf, float *out, int64_t n) {
 #endif
     int64_t chunk = (n / nt + 63) / 64 * 64;
     int64_t lo = CKIR_MIN(n, t * chunk), hi = CKIR_MIN(n, lo + chunk);
-    int64_t i = lo;
-    float s = 0.0f;
+    int64_t len = (hi - lo) / (PROBE_S * 16) * 16; /* floats per stream */
+    const float *s[PROBE_S];
+    for (int j = 0; j < PROBE_S; j++) s[j] = buf + lo + j * len;
+    float acc = 0.0f;
+    int64_t i = 0;
 #if defined(CKIR_AVX512)
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (; i + 64 <= hi; i += 64) {
-      a0 = _mm512_add_ps(a0, _mm512_loadu_ps(buf + i));
-      a1 = _mm512_add_ps(a1, _mm512_loadu_ps(buf + i + 16));
-      a2 = _mm512_add_ps(a2, _mm512_loadu_ps(buf + i + 32));
-      a3 = _mm512_add_ps(a3, _mm512_loadu_ps(buf + i + 48));
-    }
-    s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    __m512 a[PROBE_S];
+    for (int j = 0; j < PROBE_S; j++) a[j] = _mm512_setzero_ps();
+    for (; i < len; i += 16)
+      for (int j = 0; j < PROBE_S; j++) a[j] = _mm512_add_ps(a[j], _mm512_loadu_ps(s[j] + i));
+    for (int j = 0; j < PROBE_S; j++) acc += _mm512_reduce_add_ps(a[j]);
 #elif defined(CKIR_AVX2)
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (; i + 32 <= hi; i += 32) {
-      a0 = _mm256_add_ps(a0, _mm256_loadu_ps(buf + i));
-      a1 = _mm256_add_ps(a1, _mm256_loadu_ps(buf + i + 8));
-      a2 = _mm256_add_ps(a2, _mm256_loadu_ps(buf + i + 16));
-      a3 = _mm256_add_ps(a3, _mm256_loadu_ps(buf + i + 24));
-    }
-    s = ckir_hsum_ps256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    __m256 a[PROBE_S][2];
+    for (int j = 0; j < PROBE_S; j++) a[j][0] = a[j][1] = _mm256_setzero_ps();
+    for (; i < len; i += 16)
+      for (int j = 0; j < PROBE_S; j++) {
+        a[j][0] = _mm256_add_ps(a[j][0], _mm256_loadu_ps(s[j] + i));
+        a[j][1] = _mm256_add_ps(a[j][1], _mm256_loadu_ps(s[j] + i + 8));
+      }
+    for (int j = 0; j < PROBE_S; j++) acc += ckir_hsum_ps256(_mm256_add_ps(a[j][0], a[j][1]));
 #else
-    float s8[8] = {0};
-    for (; i + 8 <= hi; i += 8)
-      for (int l = 0; l < 8; l++) s8[l] += buf[i + l];
-    for (int l = 0; l < 8; l++) s += s8[l];
+    for (int j = 0; j < PROBE_S; j++) {
+      float s8[8] = {0};
+      for (int64_t k = 0; k < len; k += 8)
+        for (int l = 0; l < 8; l++) s8[l] += s[j][k + l];
+      for (int l = 0; l < 8; l++) acc += s8[l];
+    }
 #endif
-    for (; i < hi; i++) s += buf[i];
-    total += s;
+    for (int64_t k = lo + PROBE_S * len; k < hi; k++) acc += buf[k];
+    total += acc;
   }
   out[0] = total;
 }

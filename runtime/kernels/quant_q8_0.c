@@ -16,8 +16,14 @@
 #include "ckir_quant.h"
 
 #define BLK CKIR_Q8_0_BYTES
+#ifndef GEMV_R
 #define GEMV_R 4
-#define Q8_PF 512 /* prefetch distance along a row, bytes */
+#endif
+/* Software prefetch distance in bytes; -1: the same place in the next group
+ * of GEMV_R rows (two lines per block pair); 0: none. */
+#ifndef Q8_PF
+#define Q8_PF -1
+#endif
 
 /* ---- dequantization (embed, gemm panels) ---------------------------------- */
 
@@ -93,7 +99,11 @@ CKIR_INLINE void q8_0_rows(const uint8_t *w, int64_t rb, int64_t nb, const int8_
     dxp = _mm_unpacklo_ps(dxp, dxp); /* dx0 dx0 dx1 dx1 */
     for (int r = 0; r < R; r++) {
       const uint8_t *p = w + r * rb + b * BLK;
-      _mm_prefetch((const char *)p + Q8_PF, _MM_HINT_T0);
+      if (Q8_PF != 0) {
+        const char *pf = (const char *)p + (Q8_PF > 0 ? Q8_PF : GEMV_R * rb);
+        _mm_prefetch(pf, _MM_HINT_T0);
+        _mm_prefetch(pf + 64, _MM_HINT_T0);
+      }
       __m512i wv = _mm512_inserti64x4(
           _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 2))),
           _mm256_loadu_si256((const __m256i *)(p + BLK + 2)), 1);
@@ -125,7 +135,7 @@ CKIR_INLINE void q8_0_rows(const uint8_t *w, int64_t rb, int64_t nb, const int8_
     float dxb = dx[b];
     for (int r = 0; r < R; r++) {
       const uint8_t *p = w + r * rb + b * BLK;
-      _mm_prefetch((const char *)p + Q8_PF, _MM_HINT_T0);
+      if (Q8_PF != 0) _mm_prefetch((const char *)p + (Q8_PF > 0 ? Q8_PF : GEMV_R * rb), _MM_HINT_T0);
       __m256i wv = _mm256_loadu_si256((const __m256i *)(p + 2));
       __m256i is = CKIR_DPBUSD256(_mm256_setzero_si256(), _mm256_abs_epi8(wv),
                                   _mm256_sign_epi8(av, wv));
