@@ -109,8 +109,12 @@ void ckir_internal_quantize_x(const float *x, int64_t K, int8_t *a, float *dx, f
 
 /* ---- wgemm: fp32 GEMM over converted weight panels ----------------------- */
 
+#ifndef WG_NP
 #define WG_NP 16  /* rows of w per panel (per thread work unit) */
+#endif
+#ifndef WG_KC
 #define WG_KC 256 /* columns per slice; a multiple of 32 */
+#endif
 #define WG_NR 4   /* panel rows per micro-tile */
 #if defined(CKIR_AVX512)
 #define WG_MR 4
@@ -131,9 +135,14 @@ CKIR_INLINE void wg_tile(const float *x, int64_t ldx, const float *p, int64_t kc
   int64_t k = 0;
   for (; k + 16 <= kc; k += 16) {
     __m512 xv[WG_MR];
-    for (int i = 0; i < mr; i++) xv[i] = _mm512_loadu_ps(x + i * ldx + k);
+    for (int i = 0; i < mr; i++) {
+      xv[i] = _mm512_loadu_ps(x + i * ldx + k);
+      /* keep the operands in registers: GCC folds a load into every FMA */
+      __asm__("" : "+v"(xv[i]));
+    }
     for (int j = 0; j < WG_NR; j++) {
       __m512 wv = _mm512_load_ps(p + j * WG_KC + k);
+      __asm__("" : "+v"(wv));
       for (int i = 0; i < mr; i++) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
     }
   }
@@ -157,9 +166,13 @@ CKIR_INLINE void wg_tile(const float *x, int64_t ldx, const float *p, int64_t kc
   int64_t k = 0;
   for (; k + 8 <= kc; k += 8) {
     __m256 xv[WG_MR];
-    for (int i = 0; i < mr; i++) xv[i] = _mm256_loadu_ps(x + i * ldx + k);
+    for (int i = 0; i < mr; i++) {
+      xv[i] = _mm256_loadu_ps(x + i * ldx + k);
+      __asm__("" : "+x"(xv[i]));
+    }
     for (int j = 0; j < WG_NR; j++) {
       __m256 wv = _mm256_load_ps(p + j * WG_KC + k);
+      __asm__("" : "+x"(wv));
       for (int i = 0; i < mr; i++) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
     }
   }
