@@ -27,6 +27,9 @@ PASSES: dict[str, str] = {
     "lower-prefill": "ckir.passes.lower_prefill:LowerPrefillPass",
     "lower-decode": "ckir.passes.lower_decode:LowerDecodePass",
     "plan-layout": "ckir.passes.plan_layout:PlanLayoutPass",
+    "fuse-qkv": "ckir.passes.fuse_qkv:FuseQkvPass",
+    "fuse-gate-up": "ckir.passes.fuse_gate_up:FuseGateUpPass",
+    "fuse-add-rmsnorm": "ckir.passes.fuse_add_rmsnorm:FuseAddRmsnormPass",
 }
 
 #: target name -> "module:class"
