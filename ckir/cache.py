@@ -26,13 +26,13 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import ckir
 from ckir.backend.abi import MODEL_ABI_VERSION
 from ckir.compiler import BUILD_INFO, CompileOptions, Progress, build, prepare, required_files
+from ckir.fileio import write_text_atomically
 from ckir.runtime_build import runtime_fingerprint
 
 
@@ -110,14 +110,6 @@ def build_is_valid(build_dir: Path, expected: dict[str, str] | None = None) -> b
     )
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".idx-", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def cached_build(
     source: str | Path,
     options: CompileOptions | None = None,
@@ -142,5 +134,5 @@ def cached_build(
     build_dir = root / "builds" / parts["key"]
     if not build_is_valid(build_dir, parts):
         build(prepared, build_dir, progress, extra_info={"cache_key": parts})
-    _write_atomically(index, parts["key"] + "\n")
+    write_text_atomically(index, parts["key"] + "\n")
     return build_dir, False

@@ -12,27 +12,14 @@ User mistakes print one line (``error: ...``) and exit 1, never a traceback.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from ckir.errors import CkirError
+from ckir.fileio import write_text_atomically
 from ckir.runtime_build import RuntimeBuildError
-
-
-def _write_text_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _warn(message: str) -> None:
@@ -48,7 +35,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         _warn(w)
     text = print_module(module)
     if args.output:
-        _write_text_atomically(Path(args.output), text)
+        write_text_atomically(Path(args.output), text)
     else:
         sys.stdout.write(text)
     return 0

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
@@ -29,6 +27,7 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from ckir.errors import CkirError
+from ckir.fileio import write_text_atomically
 from ckir.universe import PASSES, dialect_factories, pass_factories, target_factories
 
 
@@ -135,18 +134,6 @@ def _pass_summary(name: str) -> str:
     return doc[0] if doc else name
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def format_parse_error(err: ParseError) -> str:
     """``file:line:col: error: message`` followed by the source line with carets."""
     loc = err.span.get_location()
@@ -164,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         driver.prepare_output = lambda: output  # type: ignore[method-assign]
         driver.run()
         if isinstance(output, _KeepOpenStringIO):
-            _write_atomically(Path(driver.args.output_file), output.getvalue())
+            write_text_atomically(Path(driver.args.output_file), output.getvalue())
     except ParseError as err:
         print(format_parse_error(err), file=sys.stderr)
         return 1
