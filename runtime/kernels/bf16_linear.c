@@ -5,16 +5,12 @@
  * runs at half the fp32 FMA rate).  gemv streams GEMV_R rows at a time with
  * software prefetch; gemm converts panels to fp32 and reuses the fp32
  * micro-kernel of ckir_internal_wgemm (quant_common.c). */
+#define CKIR_QUANT_INTERNAL 1
 #include "ckir_internal.h"
 #include "ckir_quant.h"
 
 #ifndef GEMV_R
 #define GEMV_R 4
-#endif
-/* Software prefetch distance in bytes; -1: the same place in the next group
- * of GEMV_R rows (best for the short rows of small models); 0: none. */
-#ifndef BF16_PF
-#define BF16_PF -1
 #endif
 
 CKIR_INLINE float bf16_to_f32(uint16_t h) {
@@ -65,9 +61,9 @@ static void bf16_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t k
 
 /* ---- gemv ---------------------------------------------------------------- */
 
-/* out[r] = dot(x, row r of w) for r < R (R = GEMV_R or 1) */
-CKIR_INLINE void bf16_dot_rows(const float *x, const uint16_t *w, int64_t K, float *out,
-                               const int R) {
+/* out[r] = dot(x, row r of w) for r < R (R = GEMV_R or 1); pfd: prefetch distance */
+CKIR_INLINE void bf16_dot_rows(const float *x, const uint16_t *w, int64_t K, int64_t pfd,
+                               float *out, const int R) {
 #if defined(CKIR_AVX512)
   __m512 a[GEMV_R], c[GEMV_R];
   for (int r = 0; r < R; r++) a[r] = c[r] = _mm512_setzero_ps();
@@ -76,7 +72,7 @@ CKIR_INLINE void bf16_dot_rows(const float *x, const uint16_t *w, int64_t K, flo
     __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
     for (int r = 0; r < R; r++) {
       const uint16_t *p = w + r * K + k;
-      if (BF16_PF != 0) _mm_prefetch((const char *)p + (BF16_PF > 0 ? BF16_PF : GEMV_R * 2 * K), _MM_HINT_T0);
+      __builtin_prefetch((const char *)p + pfd, 0, 3);
       a[r] = _mm512_fmadd_ps(bf16x16_load(p), x0, a[r]);
       c[r] = _mm512_fmadd_ps(bf16x16_load(p + 16), x1, c[r]);
     }
@@ -96,7 +92,7 @@ CKIR_INLINE void bf16_dot_rows(const float *x, const uint16_t *w, int64_t K, flo
     __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
     for (int r = 0; r < R; r++) {
       const uint16_t *p = w + r * K + k;
-      if (BF16_PF != 0) _mm_prefetch((const char *)p + (BF16_PF > 0 ? BF16_PF : GEMV_R * 2 * K), _MM_HINT_T0);
+      __builtin_prefetch((const char *)p + pfd, 0, 3);
       a[r] = _mm256_fmadd_ps(bf16x8_load(p), x0, a[r]);
       c[r] = _mm256_fmadd_ps(bf16x8_load(p + 8), x1, c[r]);
     }
@@ -107,6 +103,7 @@ CKIR_INLINE void bf16_dot_rows(const float *x, const uint16_t *w, int64_t K, flo
     out[r] = s;
   }
 #else
+  (void)pfd;
   for (int r = 0; r < R; r++) {
     float s8[8] = {0};
     const uint16_t *p = w + r * K;
@@ -123,18 +120,24 @@ CKIR_INLINE void bf16_dot_rows(const float *x, const uint16_t *w, int64_t K, flo
 
 static void gemv_bf16_impl(const float *x, const uint16_t *w, const float *b, float *y,
                            int64_t N, int64_t K) {
-  int64_t nb = (N + GEMV_R - 1) / GEMV_R;
-#pragma omp parallel for schedule(static) if (N * K >= 8 * CKIR_PAR_MIN_WORK && nb > 1)
-  for (int64_t blk = 0; blk < nb; blk++) {
-    int64_t n0 = blk * GEMV_R;
-    float out[GEMV_R];
-    if (n0 + GEMV_R <= N) {
-      bf16_dot_rows(x, w + n0 * K, K, out, GEMV_R);
-      for (int r = 0; r < GEMV_R; r++) y[n0 + r] = out[r] + (b ? b[n0 + r] : 0.0f);
-    } else {
-      for (int64_t n = n0; n < N; n++) {
-        bf16_dot_rows(x, w + n * K, K, out, 1);
-        y[n] = out[0] + (b ? b[n] : 0.0f);
+  const int64_t nb = (N + GEMV_R - 1) / GEMV_R, gb = GEMV_R * K * 2;
+  const int64_t pfd = ckir_q_pf_distance(gb);
+#pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && nb > 1)
+  {
+    int64_t lo, hi;
+    ckir_q_thread_range(nb, &lo, &hi);
+    ckir_q_prefetch((const char *)w + lo * gb, CKIR_MIN(pfd, (hi - lo) * gb));
+    for (int64_t blk = lo; blk < hi; blk++) {
+      int64_t n0 = blk * GEMV_R;
+      float out[GEMV_R];
+      if (n0 + GEMV_R <= N) {
+        bf16_dot_rows(x, w + n0 * K, K, pfd, out, GEMV_R);
+        for (int r = 0; r < GEMV_R; r++) y[n0 + r] = out[r] + (b ? b[n0 + r] : 0.0f);
+      } else {
+        for (int64_t n = n0; n < N; n++) {
+          bf16_dot_rows(x, w + n * K, K, pfd, out, 1);
+          y[n] = out[0] + (b ? b[n] : 0.0f);
+        }
       }
     }
   }

@@ -29,12 +29,6 @@
 #ifndef GEMV_R
 #define GEMV_R 4
 #endif
-/* Software prefetch distance in bytes; -1: the same place in the next group
- * of GEMV_R rows (rows are short, a few KiB: the hardware prefetcher alone
- * restarts on every row and gets ~1/3 of the bandwidth); 0: none. */
-#ifndef Q4_PF
-#define Q4_PF -1
-#endif
 
 /* ---- dequantization ---------------------------------------------------------- */
 
@@ -192,8 +186,8 @@ static float q4_row_scalar(const uint8_t *row, int64_t nb, const q4_act *s, int 
 }
 
 /* out[r] = row r of w . quantized x for r < R; has_m selects q4_1 */
-CKIR_INLINE void q4_rows(const uint8_t *w, int64_t rb, int64_t nb, const q4_act *s, float *out,
-                         const int R, const int has_m) {
+CKIR_INLINE void q4_rows(const uint8_t *w, int64_t rb, int64_t nb, const q4_act *s, int64_t pfd,
+                         float *out, const int R, const int has_m) {
   const int64_t bb = has_m ? B41 : B40, qoff = has_m ? 4 : 2;
 #if defined(CKIR_Q512)
   const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2);
@@ -215,7 +209,7 @@ CKIR_INLINE void q4_rows(const uint8_t *w, int64_t rb, int64_t nb, const q4_act 
     }
     for (int r = 0; r < R; r++) {
       const uint8_t *p = w + r * rb + b * bb;
-      if (Q4_PF != 0) _mm_prefetch((const char *)p + (Q4_PF > 0 ? Q4_PF : GEMV_R * rb), _MM_HINT_T0);
+      __builtin_prefetch((const char *)p + pfd, 0, 3);
       __m256i q = _mm256_inserti128_si256(
           _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p + qoff))),
           _mm_loadu_si128((const __m128i *)(p + bb + qoff)), 1);
@@ -260,7 +254,7 @@ CKIR_INLINE void q4_rows(const uint8_t *w, int64_t rb, int64_t nb, const q4_act 
     float dxb = s->dx[b], sxb = has_m ? s->dxs[2 * b + 1] : 0.0f;
     for (int r = 0; r < R; r++) {
       const uint8_t *p = w + r * rb + b * bb;
-      if (Q4_PF != 0) _mm_prefetch((const char *)p + (Q4_PF > 0 ? Q4_PF : GEMV_R * rb), _MM_HINT_T0);
+      __builtin_prefetch((const char *)p + pfd, 0, 3);
       __m128i q = _mm_loadu_si128((const __m128i *)(p + qoff));
       __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
       __m256i is = CKIR_DPBUSD256(init, _mm256_and_si256(v, nib), av);
@@ -270,7 +264,7 @@ CKIR_INLINE void q4_rows(const uint8_t *w, int64_t rb, int64_t nb, const q4_act 
   }
   for (int r = 0; r < R; r++) out[r] = ckir_hsum_ps256(acc[r]) + macc[r];
 #else
-  (void)bb, (void)qoff;
+  (void)bb, (void)qoff, (void)pfd;
   for (int r = 0; r < R; r++) out[r] = q4_row_scalar(w + r * rb, nb, s, has_m);
 #endif
 }
@@ -280,24 +274,30 @@ static void gemv_q4_impl(const float *x, const uint8_t *w, const float *bias, fl
   const int64_t nb = K / CKIR_QK, rb = nb * (has_m ? B41 : B40);
   uint8_t buf[Q4_ACT_BYTES(K)];
   const q4_act s = q4_prepare(x, K, has_m, buf, 0);
-  const int64_t nblk = (N + GEMV_R - 1) / GEMV_R;
-#pragma omp parallel for schedule(static) if (N * K >= 8 * CKIR_PAR_MIN_WORK && nblk > 1)
-  for (int64_t blk = 0; blk < nblk; blk++) {
-    int64_t n0 = blk * GEMV_R;
-    float out[GEMV_R];
-    if (n0 + GEMV_R <= N) {
-      if (has_m)
-        q4_rows(w + n0 * rb, rb, nb, &s, out, GEMV_R, 1);
-      else
-        q4_rows(w + n0 * rb, rb, nb, &s, out, GEMV_R, 0);
-      for (int r = 0; r < GEMV_R; r++) y[n0 + r] = out[r] + (bias ? bias[n0 + r] : 0.0f);
-    } else {
-      for (int64_t n = n0; n < N; n++) {
+  const int64_t nblk = (N + GEMV_R - 1) / GEMV_R, gb = GEMV_R * rb;
+  const int64_t pfd = ckir_q_pf_distance(gb);
+#pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && nblk > 1)
+  {
+    int64_t lo, hi;
+    ckir_q_thread_range(nblk, &lo, &hi);
+    ckir_q_prefetch(w + lo * gb, CKIR_MIN(pfd, (hi - lo) * gb));
+    for (int64_t blk = lo; blk < hi; blk++) {
+      int64_t n0 = blk * GEMV_R;
+      float out[GEMV_R];
+      if (n0 + GEMV_R <= N) {
         if (has_m)
-          q4_rows(w + n * rb, rb, nb, &s, out, 1, 1);
+          q4_rows(w + n0 * rb, rb, nb, &s, pfd, out, GEMV_R, 1);
         else
-          q4_rows(w + n * rb, rb, nb, &s, out, 1, 0);
-        y[n] = out[0] + (bias ? bias[n] : 0.0f);
+          q4_rows(w + n0 * rb, rb, nb, &s, pfd, out, GEMV_R, 0);
+        for (int r = 0; r < GEMV_R; r++) y[n0 + r] = out[r] + (bias ? bias[n0 + r] : 0.0f);
+      } else {
+        for (int64_t n = n0; n < N; n++) {
+          if (has_m)
+            q4_rows(w + n * rb, rb, nb, &s, pfd, out, 1, 1);
+          else
+            q4_rows(w + n * rb, rb, nb, &s, pfd, out, 1, 0);
+          y[n] = out[0] + (bias ? bias[n] : 0.0f);
+        }
       }
     }
   }

@@ -19,11 +19,6 @@
 #ifndef GEMV_R
 #define GEMV_R 4
 #endif
-/* Software prefetch distance in bytes; -1: the same place in the next group
- * of GEMV_R rows (two lines per block pair); 0: none. */
-#ifndef Q8_PF
-#define Q8_PF -1
-#endif
 
 /* ---- dequantization (embed, gemm panels) ---------------------------------- */
 
@@ -85,7 +80,7 @@ static float q8_0_row_scalar(const uint8_t *row, int64_t nb, const int8_t *a, co
 
 /* out[r] = row r of w (rows rb bytes apart) . quantized x, r < R */
 CKIR_INLINE void q8_0_rows(const uint8_t *w, int64_t rb, int64_t nb, const int8_t *a,
-                           const float *dx, float *out, const int R) {
+                           const float *dx, int64_t pfd, float *out, const int R) {
 #if defined(CKIR_Q512)
   const __m512i zero = _mm512_setzero_si512();
   const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
@@ -99,11 +94,8 @@ CKIR_INLINE void q8_0_rows(const uint8_t *w, int64_t rb, int64_t nb, const int8_
     dxp = _mm_unpacklo_ps(dxp, dxp); /* dx0 dx0 dx1 dx1 */
     for (int r = 0; r < R; r++) {
       const uint8_t *p = w + r * rb + b * BLK;
-      if (Q8_PF != 0) {
-        const char *pf = (const char *)p + (Q8_PF > 0 ? Q8_PF : GEMV_R * rb);
-        _mm_prefetch(pf, _MM_HINT_T0);
-        _mm_prefetch(pf + 64, _MM_HINT_T0);
-      }
+      __builtin_prefetch((const char *)p + pfd, 0, 3); /* a pair spans 68 bytes */
+      __builtin_prefetch((const char *)p + pfd + 64, 0, 3);
       __m512i wv = _mm512_inserti64x4(
           _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 2))),
           _mm256_loadu_si256((const __m256i *)(p + BLK + 2)), 1);
@@ -135,7 +127,7 @@ CKIR_INLINE void q8_0_rows(const uint8_t *w, int64_t rb, int64_t nb, const int8_
     float dxb = dx[b];
     for (int r = 0; r < R; r++) {
       const uint8_t *p = w + r * rb + b * BLK;
-      if (Q8_PF != 0) _mm_prefetch((const char *)p + (Q8_PF > 0 ? Q8_PF : GEMV_R * rb), _MM_HINT_T0);
+      __builtin_prefetch((const char *)p + pfd, 0, 3);
       __m256i wv = _mm256_loadu_si256((const __m256i *)(p + 2));
       __m256i is = CKIR_DPBUSD256(_mm256_setzero_si256(), _mm256_abs_epi8(wv),
                                   _mm256_sign_epi8(av, wv));
@@ -144,6 +136,7 @@ CKIR_INLINE void q8_0_rows(const uint8_t *w, int64_t rb, int64_t nb, const int8_
   }
   for (int r = 0; r < R; r++) out[r] = ckir_hsum_ps256(acc[r]);
 #else
+  (void)pfd;
   for (int r = 0; r < R; r++) out[r] = q8_0_row_scalar(w + r * rb, nb, a, dx);
 #endif
 }
@@ -155,18 +148,24 @@ static void gemv_q8_0_impl(const float *x, const uint8_t *w, const float *bias, 
   int8_t *a = CKIR_ALIGN64(buf);
   float *dx = (float *)(a + K);
   ckir_internal_quantize_x(x, K, a, dx, NULL);
-  const int64_t nblk = (N + GEMV_R - 1) / GEMV_R;
-#pragma omp parallel for schedule(static) if (N * K >= 8 * CKIR_PAR_MIN_WORK && nblk > 1)
-  for (int64_t blk = 0; blk < nblk; blk++) {
-    int64_t n0 = blk * GEMV_R;
-    float out[GEMV_R];
-    if (n0 + GEMV_R <= N) {
-      q8_0_rows(w + n0 * rb, rb, nb, a, dx, out, GEMV_R);
-      for (int r = 0; r < GEMV_R; r++) y[n0 + r] = out[r] + (bias ? bias[n0 + r] : 0.0f);
-    } else {
-      for (int64_t n = n0; n < N; n++) {
-        q8_0_rows(w + n * rb, rb, nb, a, dx, out, 1);
-        y[n] = out[0] + (bias ? bias[n] : 0.0f);
+  const int64_t nblk = (N + GEMV_R - 1) / GEMV_R, gb = GEMV_R * rb;
+  const int64_t pfd = ckir_q_pf_distance(gb);
+#pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && nblk > 1)
+  {
+    int64_t lo, hi;
+    ckir_q_thread_range(nblk, &lo, &hi);
+    ckir_q_prefetch(w + lo * gb, CKIR_MIN(pfd, (hi - lo) * gb));
+    for (int64_t blk = lo; blk < hi; blk++) {
+      int64_t n0 = blk * GEMV_R;
+      float out[GEMV_R];
+      if (n0 + GEMV_R <= N) {
+        q8_0_rows(w + n0 * rb, rb, nb, a, dx, pfd, out, GEMV_R);
+        for (int r = 0; r < GEMV_R; r++) y[n0 + r] = out[r] + (bias ? bias[n0 + r] : 0.0f);
+      } else {
+        for (int64_t n = n0; n < N; n++) {
+          q8_0_rows(w + n * rb, rb, nb, a, dx, pfd, out, 1);
+          y[n] = out[0] + (bias ? bias[n] : 0.0f);
+        }
       }
     }
   }
