@@ -1,0 +1,149 @@
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --fuse-gate-up | filecheck %s
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-prefill{max-context=16} --fuse-gate-up --plan-layout | filecheck %s --check-prefix=PRE
+// RUN: ckir-opt %inputs/tiny_llama.mlir --convert-weights{dtype=q4_1} --lower-decode{max-context=16} --fuse-gate-up | filecheck %s --check-prefix=NOKERNEL
+// RUN: ckir-opt %inputs/tiny_gpt2.mlir --lower-decode{max-context=16} --fuse-gate-up | filecheck %s --check-prefix=GPT2
+// RUN: ckir-opt %s --split-input-file --fuse-gate-up | filecheck %s --check-prefix=HAND
+
+// Decode: gate gemv + up gemv + swiglu -> one gemv_gate_up_f32 writing the
+// swiglu's output; the gate and up buffers are gone, the output buffer stays.
+// CHECK:      lowered.program @decode mode "decode" max_context 16 attributes {fused = {gate_up = 2 : i64}} {
+// CHECK:      lowered.buffer @decode.layers.0.h2 activation : !lowered.buf<[1, 64], f32>
+// CHECK-NEXT: lowered.buffer @decode.layers.0.m activation : !lowered.buf<[1, 172], f32>
+// CHECK:      lowered.call @rmsnorm_f32(@decode.layers.0.x1, @w.layers.0.mlp_norm) -> (@decode.layers.0.h2)
+// CHECK-NEXT: lowered.call @gemv_gate_up_f32(@decode.layers.0.h2, @w.layers.0.mlp.gate, @w.layers.0.mlp.up) -> (@decode.layers.0.m) {N = 172 : i64, K = 64 : i64, comment = "layers.0: graph.linear + graph.linear + graph.swiglu [fuse-gate-up]"}
+// CHECK-NEXT: lowered.call @gemv_f32(@decode.layers.0.m, @w.layers.0.mlp.down) -> (@decode.layers.0.d)
+// CHECK:      lowered.call @gemv_gate_up_f32(@decode.layers.1.h2, @w.layers.1.mlp.gate, @w.layers.1.mlp.up) -> (@decode.layers.1.m) {N = 172 : i64, K = 64 : i64
+// CHECK-NOT:  @swiglu_f32
+// CHECK-NOT:  @decode.layers.{{[01]}}.gate
+// CHECK-NOT:  @decode.layers.{{[01]}}.up
+
+// Prefill: gemm_gate_up_f32 with the run-time row count; the plan has no
+// slots for the gate and up buffers.
+// PRE:     lowered.program @prefill mode "prefill" max_context 16 attributes {fused = {gate_up = 2 : i64}} {
+// PRE-NOT: lowered.buffer @prefill.layers.0.gate
+// PRE:     lowered.call @gemm_gate_up_f32(@prefill.layers.0.h2, @w.layers.0.mlp.gate, @w.layers.0.mlp.up) -> (@prefill.layers.0.m) {M = #lowered.rt<T>, N = 172 : i64, K = 64 : i64
+// PRE-NEXT: lowered.call @gemm_f32(@prefill.layers.0.m, @w.layers.0.mlp.down)
+// PRE:     layout.plan @llama
+// PRE:     layout.slot @prefill.layers.0.h2
+// PRE-NEXT: layout.slot @prefill.layers.0.m
+// PRE-NOT: layout.slot @prefill.layers.{{[01]}}.gate
+// PRE-NOT: layout.slot @prefill.layers.{{[01]}}.up
+
+// Q4_1 weights: no fused_gate_up kernel for them: nothing changes.
+// NOKERNEL:      lowered.program @decode mode "decode" max_context 16 {
+// NOKERNEL:      lowered.buffer @decode.layers.0.gate activation
+// NOKERNEL:      lowered.call @gemv_q4_1(@decode.layers.0.h2, @w.layers.0.mlp.gate) -> (@decode.layers.0.gate)
+// NOKERNEL-NEXT: lowered.call @gemv_q4_1(@decode.layers.0.h2, @w.layers.0.mlp.up) -> (@decode.layers.0.up)
+// NOKERNEL-NEXT: lowered.call @swiglu_f32(@decode.layers.0.gate, @decode.layers.0.up) -> (@decode.layers.0.m)
+// NOKERNEL-NOT:  gate_up
+
+// GPT-2 has no SwiGLU MLP.
+// GPT2:     lowered.program @decode mode "decode" max_context 16 {
+// GPT2-NOT: gate_up
+// GPT2:     lowered.call @gelu_tanh_f32
+
+builtin.module {
+  lowered.model @moved {
+    lowered.buffer @w.g weight : !lowered.buf<[8, 16], f32> {source = "g"}
+    lowered.buffer @w.u weight : !lowered.buf<[8, 16], f32> {source = "u"}
+    lowered.buffer @w.n weight : !lowered.buf<[16], f32> {source = "n"}
+    lowered.program @decode mode "decode" max_context 4 {
+      lowered.buffer @x activation : !lowered.buf<[1, 16], f32>
+      lowered.buffer @z activation : !lowered.buf<[1, 16], f32>
+      lowered.buffer @gate activation : !lowered.buf<[1, 8], f32>
+      lowered.buffer @up activation : !lowered.buf<[1, 8], f32>
+      lowered.buffer @m activation : !lowered.buf<[1, 8], f32>
+      // the fused call takes the swiglu's place; the linears move down past an
+      // independent call
+      lowered.call @gemv_f32(@x, @w.g) -> (@gate) {N = 8 : i64, K = 16 : i64}
+      lowered.call @gemv_f32(@x, @w.u) -> (@up) {N = 8 : i64, K = 16 : i64}
+      lowered.call @rmsnorm_f32(@x, @w.n) -> (@z) {T = 1 : i64, E = 16 : i64, eps = 1.0e-05 : f64}
+      lowered.call @swiglu_f32(@gate, @up) -> (@m) {n = 8 : i64}
+    }
+  }
+}
+// HAND-LABEL: lowered.model @moved
+// HAND:      lowered.buffer @z activation
+// HAND-NEXT: lowered.buffer @m activation
+// HAND-NEXT: lowered.call @rmsnorm_f32(@x, @w.n) -> (@z)
+// HAND-NEXT: lowered.call @gemv_gate_up_f32(@x, @w.g, @w.u) -> (@m) {N = 8 : i64, K = 16 : i64, comment = "gemv_f32 + gemv_f32 + swiglu_f32 [fuse-gate-up]"}
+// HAND-NEXT: }
+
+// -----
+
+builtin.module {
+  lowered.model @gate_read_elsewhere {
+    lowered.buffer @w.g weight : !lowered.buf<[8, 16], f32> {source = "g"}
+    lowered.buffer @w.u weight : !lowered.buf<[8, 16], f32> {source = "u"}
+    lowered.program @decode mode "decode" max_context 4 {
+      lowered.buffer @x activation : !lowered.buf<[1, 16], f32>
+      lowered.buffer @gate activation : !lowered.buf<[1, 8], f32>
+      lowered.buffer @up activation : !lowered.buf<[1, 8], f32>
+      lowered.buffer @m activation : !lowered.buf<[1, 8], f32>
+      lowered.buffer @r activation : !lowered.buf<[1, 8], f32>
+      // the gate is also read by another call: it must stay
+      lowered.call @gemv_f32(@x, @w.g) -> (@gate) {N = 8 : i64, K = 16 : i64}
+      lowered.call @gemv_f32(@x, @w.u) -> (@up) {N = 8 : i64, K = 16 : i64}
+      lowered.call @swiglu_f32(@gate, @up) -> (@m) {n = 8 : i64}
+      lowered.call @relu_f32(@gate) -> (@r) {n = 8 : i64}
+    }
+  }
+}
+// HAND-LABEL: lowered.model @gate_read_elsewhere
+// HAND-NOT:   fused
+// HAND:       lowered.buffer @gate activation
+// HAND:       lowered.call @gemv_f32(@x, @w.g) -> (@gate)
+// HAND-NEXT:  lowered.call @gemv_f32(@x, @w.u) -> (@up)
+// HAND-NEXT:  lowered.call @swiglu_f32(@gate, @up) -> (@m)
+
+// -----
+
+builtin.module {
+  lowered.model @two_inputs {
+    lowered.buffer @w.g weight : !lowered.buf<[8, 16], f32> {source = "g"}
+    lowered.buffer @w.u weight : !lowered.buf<[8, 16], f32> {source = "u"}
+    lowered.program @decode mode "decode" max_context 4 {
+      lowered.buffer @x activation : !lowered.buf<[1, 16], f32>
+      lowered.buffer @x2 activation : !lowered.buf<[1, 16], f32>
+      lowered.buffer @gate activation : !lowered.buf<[1, 8], f32>
+      lowered.buffer @up activation : !lowered.buf<[1, 8], f32>
+      lowered.buffer @m activation : !lowered.buf<[1, 8], f32>
+      // gate and up come from different inputs
+      lowered.call @gemv_f32(@x, @w.g) -> (@gate) {N = 8 : i64, K = 16 : i64}
+      lowered.call @gemv_f32(@x2, @w.u) -> (@up) {N = 8 : i64, K = 16 : i64}
+      lowered.call @swiglu_f32(@gate, @up) -> (@m) {n = 8 : i64}
+    }
+  }
+}
+// HAND-LABEL: lowered.model @two_inputs
+// HAND-NOT:   fused
+// HAND:       lowered.call @gemv_f32(@x, @w.g) -> (@gate)
+// HAND-NEXT:  lowered.call @gemv_f32(@x2, @w.u) -> (@up)
+// HAND-NEXT:  lowered.call @swiglu_f32(@gate, @up) -> (@m)
+
+// -----
+
+builtin.module {
+  lowered.model @input_rewritten {
+    lowered.buffer @w.g weight : !lowered.buf<[8, 16], f32> {source = "g"}
+    lowered.buffer @w.u weight : !lowered.buf<[8, 16], f32> {source = "u"}
+    lowered.buffer @w.n weight : !lowered.buf<[16], f32> {source = "n"}
+    lowered.program @decode mode "decode" max_context 4 {
+      lowered.buffer @x activation : !lowered.buf<[1, 16], f32>
+      lowered.buffer @gate activation : !lowered.buf<[1, 8], f32>
+      lowered.buffer @up activation : !lowered.buf<[1, 8], f32>
+      lowered.buffer @m activation : !lowered.buf<[1, 8], f32>
+      // @x changes between the linears and the swiglu: they cannot move down
+      lowered.call @gemv_f32(@x, @w.g) -> (@gate) {N = 8 : i64, K = 16 : i64}
+      lowered.call @gemv_f32(@x, @w.u) -> (@up) {N = 8 : i64, K = 16 : i64}
+      lowered.call @rmsnorm_f32(@x, @w.n) -> (@x) {T = 1 : i64, E = 16 : i64, eps = 1.0e-05 : f64}
+      lowered.call @swiglu_f32(@gate, @up) -> (@m) {n = 8 : i64}
+    }
+  }
+}
+// HAND-LABEL: lowered.model @input_rewritten
+// HAND-NOT:   fused
+// HAND:       lowered.call @gemv_f32(@x, @w.g) -> (@gate)
+// HAND-NEXT:  lowered.call @gemv_f32(@x, @w.u) -> (@up)
+// HAND-NEXT:  lowered.call @rmsnorm_f32(@x, @w.n) -> (@x)
+// HAND-NEXT:  lowered.call @swiglu_f32(@gate, @up) -> (@m)

@@ -1,0 +1,183 @@
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --fuse-qkv | filecheck %s
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-prefill{max-context=16} --fuse-qkv | filecheck %s --check-prefix=PRE
+// RUN: ckir-opt %inputs/tiny_gpt2.mlir --lower-decode{max-context=16} --lower-prefill{max-context=16} --fuse-qkv | filecheck %s --check-prefix=BIAS
+// RUN: ckir-opt %inputs/tiny_llama.mlir --convert-weights{dtype=q4_1} --lower-decode{max-context=16} --fuse-qkv | filecheck %s --check-prefix=NOKERNEL
+// RUN: ckir-opt %s --split-input-file --fuse-qkv | filecheck %s --check-prefix=HAND
+// RUN: not ckir-opt %inputs/tiny_llama.mlir --fuse-qkv 2>&1 | filecheck %s --check-prefix=NOLOWER
+
+// Decode: the three gemv_f32 of each layer become one gemv_qkv_f32 at the place
+// of the first; q/k/v keep their (separate) buffers and their dims.
+// CHECK:      lowered.program @decode mode "decode" max_context 16 attributes {fused = {qkv = 2 : i64}} {
+// CHECK:      lowered.buffer @decode.layers.0.q activation : !lowered.buf<[1, 64], f32>
+// CHECK-NEXT: lowered.buffer @decode.layers.0.k activation : !lowered.buf<[1, 32], f32>
+// CHECK-NEXT: lowered.buffer @decode.layers.0.v activation : !lowered.buf<[1, 32], f32>
+// CHECK:      lowered.call @rmsnorm_f32(@decode.header.x, @w.layers.0.attn_norm) -> (@decode.layers.0.h)
+// CHECK-NEXT: lowered.call @gemv_qkv_f32(@decode.layers.0.h, @w.layers.0.attn.wq, @w.layers.0.attn.wk, @w.layers.0.attn.wv) -> (@decode.layers.0.q, @decode.layers.0.k, @decode.layers.0.v) {Nq = 64 : i64, Nk = 32 : i64, Nv = 32 : i64, K = 64 : i64, comment = "layers.0: graph.linear + graph.linear + graph.linear [fuse-qkv]"}
+// CHECK-NEXT: lowered.call @rope_f32() -> (@decode.layers.0.q, @decode.layers.0.k)
+// The output projection and the MLP linears are not q/k/v triples: untouched.
+// CHECK:      lowered.call @gemv_f32(@decode.layers.0.a, @w.layers.0.attn.wo) -> (@decode.layers.0.o)
+// CHECK:      lowered.call @gemv_f32(@decode.layers.0.h2, @w.layers.0.mlp.gate) -> (@decode.layers.0.gate)
+// CHECK-NEXT: lowered.call @gemv_f32(@decode.layers.0.h2, @w.layers.0.mlp.up) -> (@decode.layers.0.up)
+// CHECK:      lowered.call @gemv_qkv_f32(@decode.layers.1.h, @w.layers.1.attn.wq, @w.layers.1.attn.wk, @w.layers.1.attn.wv) -> (@decode.layers.1.q, @decode.layers.1.k, @decode.layers.1.v) {Nq = 64 : i64, Nk = 32 : i64, Nv = 32 : i64, K = 64 : i64
+// CHECK-NOT:  @gemv_f32(@decode.layers.{{[01]}}.h,
+// CHECK:      lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits)
+
+// Prefill: gemm_qkv_f32 with the run-time row count.
+// PRE:      lowered.program @prefill mode "prefill" max_context 16 attributes {fused = {qkv = 2 : i64}} {
+// PRE:      lowered.call @gemm_qkv_f32(@prefill.layers.0.h, @w.layers.0.attn.wq, @w.layers.0.attn.wk, @w.layers.0.attn.wv) -> (@prefill.layers.0.q, @prefill.layers.0.k, @prefill.layers.0.v) {M = #lowered.rt<T>, Nq = 64 : i64, Nk = 32 : i64, Nv = 32 : i64, K = 64 : i64
+// PRE-NEXT: lowered.call @rope_f32()
+// PRE-NOT:  @gemm_f32(@prefill.layers.{{[01]}}.h,
+
+// GPT-2 (q/k/v biases): the bias variants, biases in q, k, v order after the weights.
+// BIAS:      lowered.program @decode mode "decode" max_context 16 attributes {fused = {qkv = 2 : i64}} {
+// BIAS:      lowered.call @gemv_qkv_bias_f32(@decode.layers.0.h, @w.layers.0.attn.wq, @w.layers.0.attn.wk, @w.layers.0.attn.wv, @w.layers.0.attn.bq, @w.layers.0.attn.bk, @w.layers.0.attn.bv) -> (@decode.layers.0.q, @decode.layers.0.k, @decode.layers.0.v) {Nq = 64 : i64, Nk = 64 : i64, Nv = 64 : i64, K = 64 : i64
+// BIAS-NEXT: lowered.call @kv_store_f32(@decode.layers.0.k, @decode.layers.0.v)
+// BIAS:      lowered.program @prefill mode "prefill" max_context 16 attributes {fused = {qkv = 2 : i64}} {
+// BIAS:      lowered.call @gemm_qkv_bias_f32(@prefill.layers.1.h, @w.layers.1.attn.wq, @w.layers.1.attn.wk, @w.layers.1.attn.wv, @w.layers.1.attn.bq, @w.layers.1.attn.bk, @w.layers.1.attn.bv) -> (@prefill.layers.1.q, @prefill.layers.1.k, @prefill.layers.1.v) {M = #lowered.rt<T>, Nq = 64 : i64, Nk = 64 : i64, Nv = 64 : i64, K = 64 : i64
+
+// Q4_1 weights: the registry has no fused_qkv kernel for them, so nothing fires.
+// NOKERNEL:     lowered.program @decode mode "decode" max_context 16 {
+// NOKERNEL:     lowered.call @gemv_q4_1(@decode.layers.0.h, @w.layers.0.attn.wq) -> (@decode.layers.0.q)
+// NOKERNEL-NEXT: lowered.call @gemv_q4_1(@decode.layers.0.h, @w.layers.0.attn.wk) -> (@decode.layers.0.k)
+// NOKERNEL-NEXT: lowered.call @gemv_q4_1(@decode.layers.0.h, @w.layers.0.attn.wv) -> (@decode.layers.0.v)
+// NOKERNEL-NOT: qkv
+
+// NOLOWER: fuse-qkv: no lowered.program (run --lower-prefill or --lower-decode first)
+
+builtin.module {
+  lowered.model @independent {
+    lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
+    lowered.buffer @w.b weight : !lowered.buf<[4, 16], f32> {source = "b"}
+    lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}
+    lowered.buffer @w.g weight : !lowered.buf<[16], f32> {source = "g"}
+    lowered.program @decode mode "decode" max_context 4 {
+      lowered.buffer @x activation : !lowered.buf<[1, 16], f32>
+      lowered.buffer @z activation : !lowered.buf<[1, 16], f32>
+      lowered.buffer @ya activation : !lowered.buf<[1, 8], f32>
+      lowered.buffer @yb activation : !lowered.buf<[1, 4], f32>
+      lowered.buffer @yc activation : !lowered.buf<[1, 4], f32>
+      // an independent call between the linears does not stop the fusion; the
+      // fused call takes the place of the first linear
+      lowered.call @gemv_f32(@x, @w.a) -> (@ya) {N = 8 : i64, K = 16 : i64}
+      lowered.call @rmsnorm_f32(@x, @w.g) -> (@z) {T = 1 : i64, E = 16 : i64, eps = 1.0e-05 : f64}
+      lowered.call @gemv_f32(@x, @w.b) -> (@yb) {N = 4 : i64, K = 16 : i64}
+      lowered.call @gemv_f32(@x, @w.c) -> (@yc) {N = 4 : i64, K = 16 : i64}
+    }
+  }
+}
+// HAND-LABEL: lowered.model @independent
+// HAND:      attributes {fused = {qkv = 1 : i64}}
+// HAND:      lowered.call @gemv_qkv_f32(@x, @w.a, @w.b, @w.c) -> (@ya, @yb, @yc) {Nq = 8 : i64, Nk = 4 : i64, Nv = 4 : i64, K = 16 : i64, comment = "gemv_f32 + gemv_f32 + gemv_f32 [fuse-qkv]"}
+// HAND-NEXT: lowered.call @rmsnorm_f32(@x, @w.g) -> (@z)
+// HAND-NEXT: }
+
+// -----
+
+builtin.module {
+  lowered.model @two_inputs {
+    lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
+    lowered.buffer @w.b weight : !lowered.buf<[4, 16], f32> {source = "b"}
+    lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}
+    lowered.buffer @w.g weight : !lowered.buf<[16], f32> {source = "g"}
+    lowered.program @decode mode "decode" max_context 4 {
+      lowered.buffer @x activation : !lowered.buf<[1, 16], f32>
+      lowered.buffer @x2 activation : !lowered.buf<[1, 16], f32>
+      lowered.buffer @ya activation : !lowered.buf<[1, 8], f32>
+      lowered.buffer @yb activation : !lowered.buf<[1, 4], f32>
+      lowered.buffer @yc activation : !lowered.buf<[1, 4], f32>
+      // different input buffers: only two linears read @x
+      lowered.call @gemv_f32(@x, @w.a) -> (@ya) {N = 8 : i64, K = 16 : i64}
+      lowered.call @gemv_f32(@x2, @w.b) -> (@yb) {N = 4 : i64, K = 16 : i64}
+      lowered.call @gemv_f32(@x, @w.c) -> (@yc) {N = 4 : i64, K = 16 : i64}
+    }
+  }
+}
+// HAND-LABEL: lowered.model @two_inputs
+// HAND-NOT:   fused
+// HAND:       lowered.call @gemv_f32(@x, @w.a) -> (@ya)
+// HAND-NEXT:  lowered.call @gemv_f32(@x2, @w.b) -> (@yb)
+// HAND-NEXT:  lowered.call @gemv_f32(@x, @w.c) -> (@yc)
+
+// -----
+
+builtin.module {
+  lowered.model @x_rewritten {
+    lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
+    lowered.buffer @w.b weight : !lowered.buf<[4, 16], f32> {source = "b"}
+    lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}
+    lowered.buffer @w.g weight : !lowered.buf<[16], f32> {source = "g"}
+    lowered.program @decode mode "decode" max_context 4 {
+      lowered.buffer @x activation : !lowered.buf<[1, 16], f32>
+      lowered.buffer @x2 activation : !lowered.buf<[1, 16], f32>
+      lowered.buffer @ya activation : !lowered.buf<[1, 8], f32>
+      lowered.buffer @yb activation : !lowered.buf<[1, 4], f32>
+      lowered.buffer @yc activation : !lowered.buf<[1, 4], f32>
+      // @x is rewritten between the first and the second linear: the later two
+      // read another value of @x and cannot move up
+      lowered.call @gemv_f32(@x, @w.a) -> (@ya) {N = 8 : i64, K = 16 : i64}
+      lowered.call @rmsnorm_f32(@x2, @w.g) -> (@x) {T = 1 : i64, E = 16 : i64, eps = 1.0e-05 : f64}
+      lowered.call @gemv_f32(@x, @w.b) -> (@yb) {N = 4 : i64, K = 16 : i64}
+      lowered.call @gemv_f32(@x, @w.c) -> (@yc) {N = 4 : i64, K = 16 : i64}
+    }
+  }
+}
+// HAND-LABEL: lowered.model @x_rewritten
+// HAND-NOT:   fused
+// HAND:       lowered.call @gemv_f32(@x, @w.a) -> (@ya)
+// HAND-NEXT:  lowered.call @rmsnorm_f32(@x2, @w.g) -> (@x)
+// HAND-NEXT:  lowered.call @gemv_f32(@x, @w.b) -> (@yb)
+// HAND-NEXT:  lowered.call @gemv_f32(@x, @w.c) -> (@yc)
+
+// -----
+
+builtin.module {
+  lowered.model @reads_yb {
+    lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
+    lowered.buffer @w.b weight : !lowered.buf<[4, 16], f32> {source = "b"}
+    lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}
+    lowered.program @decode mode "decode" max_context 4 {
+      lowered.buffer @x activation : !lowered.buf<[1, 16], f32>
+      lowered.buffer @ya activation : !lowered.buf<[1, 8], f32>
+      lowered.buffer @yb activation : !lowered.buf<[1, 4], f32>
+      lowered.buffer @yc activation : !lowered.buf<[1, 4], f32>
+      lowered.buffer @s activation : !lowered.buf<[1, 4], f32>
+      // the call in between reads @yb before the second linear writes it: moving
+      // that linear up would change what the call reads
+      lowered.call @gemv_f32(@x, @w.a) -> (@ya) {N = 8 : i64, K = 16 : i64}
+      lowered.call @add_f32(@yb, @yc) -> (@s) {n = 4 : i64}
+      lowered.call @gemv_f32(@x, @w.b) -> (@yb) {N = 4 : i64, K = 16 : i64}
+      lowered.call @gemv_f32(@x, @w.c) -> (@yc) {N = 4 : i64, K = 16 : i64}
+    }
+  }
+}
+// HAND-LABEL: lowered.model @reads_yb
+// HAND-NOT:   fused
+// HAND:       lowered.call @gemv_f32(@x, @w.a) -> (@ya)
+// HAND-NEXT:  lowered.call @add_f32(@yb, @yc) -> (@s)
+// HAND-NEXT:  lowered.call @gemv_f32(@x, @w.b) -> (@yb)
+// HAND-NEXT:  lowered.call @gemv_f32(@x, @w.c) -> (@yc)
+
+// -----
+
+builtin.module {
+  lowered.model @mixed_dtypes {
+    lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
+    lowered.buffer @w.b weight : !lowered.buf<[4, 16], bf16> {source = "b"}
+    lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}
+    lowered.program @decode mode "decode" max_context 4 {
+      lowered.buffer @x activation : !lowered.buf<[1, 16], f32>
+      lowered.buffer @ya activation : !lowered.buf<[1, 8], f32>
+      lowered.buffer @yb activation : !lowered.buf<[1, 4], f32>
+      lowered.buffer @yc activation : !lowered.buf<[1, 4], f32>
+      // weights of different dtypes: no fused kernel takes f32, bf16, f32
+      lowered.call @gemv_f32(@x, @w.a) -> (@ya) {N = 8 : i64, K = 16 : i64}
+      lowered.call @gemv_bf16(@x, @w.b) -> (@yb) {N = 4 : i64, K = 16 : i64}
+      lowered.call @gemv_f32(@x, @w.c) -> (@yc) {N = 4 : i64, K = 16 : i64}
+    }
+  }
+}
+// HAND-LABEL: lowered.model @mixed_dtypes
+// HAND-NOT:   fused
+// HAND:       lowered.call @gemv_f32(@x, @w.a) -> (@ya)
+// HAND-NEXT:  lowered.call @gemv_bf16(@x, @w.b) -> (@yb)
+// HAND-NEXT:  lowered.call @gemv_f32(@x, @w.c) -> (@yc)
