@@ -1,0 +1,202 @@
+"""End-to-end parity of the fusion passes on tiny random llama / qwen2 / gpt2 checkpoints.
+
+Each model is built twice through the Python API (import -> lower prefill and
+decode -> [fuse-qkv, fuse-gate-up, fuse-add-rmsnorm] -> plan-layout ->
+``ckir.compiler.build``): once with the fusions, once without.  Prefill and
+decode logits of the fused build must match the unfused build within 1e-5 and
+HF transformers within 1e-4 (max abs error relative to the largest logit).
+Prefill runs with 5 tokens (fused GEMMs in their streaming form, M <= 8), 11
+and 40 tokens (blocked-GEMM form; 40 x 172 gate/up columns span two tiles).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from xdsl.context import Context  # noqa: E402
+
+import ckir.compiler as compiler  # noqa: E402
+from ckir.backend.c_emitter import CSources  # noqa: E402
+from ckir.backend.weights import SafetensorsSource  # noqa: E402
+from ckir.compiler import CompileOptions, Prepared, Progress, graph_only, print_module  # noqa: E402
+from ckir.frontend.hf import import_hf  # noqa: E402
+from ckir.fusion import fused_counts  # noqa: E402
+from ckir.model import CompiledModel  # noqa: E402
+from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass  # noqa: E402
+from ckir.passes.fuse_gate_up import FuseGateUpPass  # noqa: E402
+from ckir.passes.fuse_qkv import FuseQkvPass  # noqa: E402
+from ckir.passes.lower_decode import LowerDecodePass  # noqa: E402
+from ckir.passes.lower_prefill import LowerPrefillPass  # noqa: E402
+from ckir.passes.plan_layout import PlanLayoutPass  # noqa: E402
+from ckir.zoo import make_tiny_model  # noqa: E402
+
+ARCHS = {
+    "llama": {"arch": "llama"},
+    "qwen2": {"arch": "qwen2"},  # q/k/v biases, tied head
+    "gpt2": {"arch": "gpt2"},  # biases everywhere, layernorm, gelu MLP
+}
+#: what each pass must have fired per program (2 layers)
+EXPECTED_FUSED = {
+    "llama": {"add_rmsnorm": 4, "gate_up": 2, "qkv": 2},
+    "qwen2": {"add_rmsnorm": 4, "gate_up": 2, "qkv": 2},
+    "gpt2": {"qkv": 2},
+}
+MAX_CONTEXT = 64
+VS_UNFUSED = 1e-5
+VS_HF = 1e-4
+
+
+def fusion_passes():
+    return [FuseQkvPass(), FuseGateUpPass(), FuseAddRmsnormPass()]
+
+
+def prepare(path: Path, fused: bool) -> Prepared:
+    """What ``ckir.compiler.prepare`` does, with the fusion passes before plan-layout."""
+    module, _ = import_hf(path, None)
+    graph_text = graph_only(module)
+    ctx = Context()
+    LowerPrefillPass(max_context=MAX_CONTEXT).apply(ctx, module)
+    LowerDecodePass(max_context=MAX_CONTEXT).apply(ctx, module)
+    if fused:
+        for p in fusion_passes():
+            p.apply(ctx, module)
+    PlanLayoutPass(strategy="liveness").apply(ctx, module)
+    module.verify()
+    options = CompileOptions(max_context=MAX_CONTEXT)
+    return Prepared(
+        module, SafetensorsSource(path), graph_text, print_module(module), options, path
+    )
+
+
+def emit_c_with_fused_header(module):
+    """emit_c, plus ``#include "ckir_fused.h"`` if the emitter does not add it yet."""
+    sources = _EMIT_C(module)
+    if '"ckir_fused.h"' in sources.source:
+        return sources
+    anchor = '#include "ckir_runtime.h"\n'
+    assert anchor in sources.source
+    text = sources.source.replace(anchor, anchor + '#include "ckir_fused.h"\n', 1)
+    return CSources(header=sources.header, source=text)
+
+
+_EMIT_C = compiler.emit_c
+
+
+@pytest.fixture(scope="session")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("fusion_models")
+    out: dict[str, Path] = {}
+    for key, spec in ARCHS.items():
+        spec = dict(spec)
+        arch = spec.pop("arch")
+        out[key] = make_tiny_model(arch, root / key, seed=11, **spec)
+    return out
+
+
+@pytest.fixture(scope="session")
+def builds(checkpoints, tmp_path_factory: pytest.TempPathFactory):
+    """{arch: (fused model, unfused model, fused counts)}"""
+    root = tmp_path_factory.mktemp("fusion_builds")
+    out = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compiler, "emit_c", emit_c_with_fused_header)
+        for key, path in checkpoints.items():
+            models = []
+            counts = {}
+            for fused in (True, False):
+                prepared = prepare(path, fused)
+                if fused:
+                    counts = fused_counts(prepared.module)
+                out_dir = root / f"{key}_{'fused' if fused else 'plain'}"
+                compiler.build(prepared, out_dir, Progress(quiet=True))
+                models.append(CompiledModel(out_dir))
+            out[key] = (models[0], models[1], counts)
+    yield out
+    for fused, plain, _ in out.values():
+        fused.close()
+        plain.close()
+
+
+def hf_model(path: Path):
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model.eval()
+    return model
+
+
+def assert_close(ours: np.ndarray, ref: np.ndarray, rel: float, what: str) -> None:
+    assert ours.shape == ref.shape, what
+    scale = float(np.abs(ref).max())
+    err = float(np.abs(ours.astype(np.float64) - ref).max())
+    assert err <= rel * scale, f"{what}: max abs error {err:.3g} > {rel} * {scale:.3g}"
+
+
+@pytest.mark.parametrize("key", list(ARCHS))
+def test_the_expected_patterns_fired(key, builds):
+    fused, plain, counts = builds[key]
+    assert counts == {"prefill": EXPECTED_FUSED[key], "decode": EXPECTED_FUSED[key]}
+    text = (fused.build_dir / "layout.mlir").read_text()
+    assert "fused = {" in text
+    assert "fused = {" not in (plain.build_dir / "layout.mlir").read_text()
+    c_source = (fused.build_dir / "model.c").read_text()
+    kernels = {"qkv": "ckir_gemv_qkv", "gate_up": "ckir_gemv_gate_up_f32("}
+    kernels["add_rmsnorm"] = "ckir_add_rmsnorm_f32("
+    for pattern, c_name in kernels.items():
+        assert (c_name in c_source) == (pattern in EXPECTED_FUSED[key]), pattern
+
+
+@pytest.mark.parametrize("n_tokens", [5, 11, 40])
+@pytest.mark.parametrize("key", list(ARCHS))
+def test_prefill(key, n_tokens, checkpoints, builds):
+    fused, plain, _ = builds[key]
+    tokens = np.random.default_rng(n_tokens).integers(0, fused.vocab_size, size=n_tokens)
+    fused.reset()
+    plain.reset()
+    ours, ref = fused.prefill(tokens), plain.prefill(tokens)
+    assert_close(ours, ref.astype(np.float64), VS_UNFUSED, f"{key} prefill vs unfused")
+    with torch.no_grad():
+        hf = hf_model(checkpoints[key])(torch.tensor(tokens[None, :])).logits[0].numpy()
+    assert_close(ours, hf.astype(np.float64), VS_HF, f"{key} prefill vs HF")
+
+
+@pytest.mark.parametrize("key", list(ARCHS))
+def test_decode(key, checkpoints, builds):
+    fused, plain, _ = builds[key]
+    rng = np.random.default_rng(2)
+    prompt = rng.integers(0, fused.vocab_size, size=5)
+    steps = rng.integers(0, fused.vocab_size, size=8)
+    hf = hf_model(checkpoints[key])
+    fused.reset()
+    plain.reset()
+    fused.prefill(prompt)
+    plain.prefill(prompt)
+    with torch.no_grad():
+        out = hf(torch.tensor(prompt[None, :]), use_cache=True)
+        cache = out.past_key_values
+        for i, tok in enumerate(steps):
+            ours, ref = fused.decode(int(tok)), plain.decode(int(tok))
+            assert_close(ours, ref.astype(np.float64), VS_UNFUSED, f"{key} decode {i} vs unfused")
+            out = hf(torch.tensor([[int(tok)]]), past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            hf_logits = out.logits[0, -1].numpy().astype(np.float64)
+            assert_close(ours, hf_logits, VS_HF, f"{key} decode {i} vs HF")
+
+
+def test_fused_plan_has_no_gate_up_buffers(builds):
+    fused, plain, _ = builds["llama"]
+
+    def names(model: CompiledModel) -> set[str]:
+        lines = (model.build_dir / "layout.map").read_text().splitlines()
+        return {line.split()[-1] for line in lines if line.strip()}
+
+    for mode in ("prefill", "decode"):
+        for layer in (0, 1):
+            scope = f"{mode}.layers.{layer}"
+            assert {f"{scope}.gate", f"{scope}.up", f"{scope}.m"} <= names(plain)
+            assert f"{scope}.m" in names(fused)
+            assert not {f"{scope}.gate", f"{scope}.up"} & names(fused)
