@@ -229,14 +229,14 @@ static inline int32_t ckir_q_hsum_epi32(__m256i v) {
 #ifndef CKIR_GEMV_PAR_MIN
 #define CKIR_GEMV_PAR_MIN 65536
 #endif
-/* gemv prefetch: each row is prefetched at its own position in a group of rows
- * at least CKIR_PF_MIN bytes further on (whole groups: rows are contiguous). */
+/* gemv prefetch distance: a whole number of rows, at least CKIR_PF_MIN bytes
+ * (rows are contiguous, so this is the same column a few rows further on). */
 #ifndef CKIR_PF_MIN
 #define CKIR_PF_MIN 4096
 #endif
-static inline int64_t ckir_q_pf_distance(int64_t group_bytes) {
-  int64_t m = (CKIR_PF_MIN + group_bytes - 1) / group_bytes;
-  return (m < 1 ? 1 : m) * group_bytes;
+static inline int64_t ckir_q_pf_distance(int64_t row_bytes) {
+  int64_t m = (CKIR_PF_MIN + row_bytes - 1) / row_bytes;
+  return (m < 1 ? 1 : m) * row_bytes;
 }
 /* the calling OpenMP thread's share [lo, hi) of n work items (static split) */
 static inline void ckir_q_thread_range(int64_t n, int64_t *lo, int64_t *hi) {

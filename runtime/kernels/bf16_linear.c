@@ -2,15 +2,16 @@
  *
  * bf16 -> fp32 is a 16-bit left shift, done in registers; all arithmetic is
  * fp32 FMA (vdpbf16ps would round x to bf16 and, on this class of machine,
- * runs at half the fp32 FMA rate).  gemv streams GEMV_R rows at a time with
- * software prefetch; gemm converts panels to fp32 and reuses the fp32
- * micro-kernel of ckir_internal_wgemm (quant_common.c). */
+ * runs at half the fp32 FMA rate).  gemv: each thread streams one contiguous
+ * range of rows, one row at a time, with software prefetch; gemm converts
+ * panels to fp32 and reuses the fp32 micro-kernel of ckir_internal_wgemm
+ * (quant_common.c). */
 #define CKIR_QUANT_INTERNAL 1
 #include "ckir_internal.h"
 #include "ckir_quant.h"
 
-#ifndef GEMV_R
-#define GEMV_R 4
+#ifndef BF16_R
+#define BF16_R 1 /* rows per bf16_dot_rows call: one sequential stream per thread measured best */
 #endif
 
 CKIR_INLINE float bf16_to_f32(uint16_t h) {
@@ -61,11 +62,11 @@ static void bf16_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t k
 
 /* ---- gemv ---------------------------------------------------------------- */
 
-/* out[r] = dot(x, row r of w) for r < R (R = GEMV_R or 1); pfd: prefetch distance */
+/* out[r] = dot(x, row r of w) for r < R (R = BF16_R or 1); pfd: prefetch distance */
 CKIR_INLINE void bf16_dot_rows(const float *x, const uint16_t *w, int64_t K, int64_t pfd,
                                float *out, const int R) {
 #if defined(CKIR_AVX512)
-  __m512 a[GEMV_R], c[GEMV_R];
+  __m512 a[BF16_R], c[BF16_R];
   for (int r = 0; r < R; r++) a[r] = c[r] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 32 <= K; k += 32) {
@@ -85,7 +86,7 @@ CKIR_INLINE void bf16_dot_rows(const float *x, const uint16_t *w, int64_t K, int
   }
   for (int r = 0; r < R; r++) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(a[r], c[r]));
 #elif defined(CKIR_AVX2)
-  __m256 a[GEMV_R], c[GEMV_R];
+  __m256 a[BF16_R], c[BF16_R];
   for (int r = 0; r < R; r++) a[r] = c[r] = _mm256_setzero_ps();
   int64_t k = 0;
   for (; k + 16 <= K; k += 16) {
@@ -120,25 +121,16 @@ CKIR_INLINE void bf16_dot_rows(const float *x, const uint16_t *w, int64_t K, int
 
 static void gemv_bf16_impl(const float *x, const uint16_t *w, const float *b, float *y,
                            int64_t N, int64_t K) {
-  const int64_t nb = (N + GEMV_R - 1) / GEMV_R, gb = GEMV_R * K * 2;
-  const int64_t pfd = ckir_q_pf_distance(gb);
-#pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && nb > 1)
+  const int64_t rb = K * 2, pfd = ckir_q_pf_distance(rb);
+#pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && N > 1)
   {
-    int64_t lo, hi;
-    ckir_q_thread_range(nb, &lo, &hi);
-    ckir_q_prefetch((const char *)w + lo * gb, CKIR_MIN(pfd, (hi - lo) * gb));
-    for (int64_t blk = lo; blk < hi; blk++) {
-      int64_t n0 = blk * GEMV_R;
-      float out[GEMV_R];
-      if (n0 + GEMV_R <= N) {
-        bf16_dot_rows(x, w + n0 * K, K, pfd, out, GEMV_R);
-        for (int r = 0; r < GEMV_R; r++) y[n0 + r] = out[r] + (b ? b[n0 + r] : 0.0f);
-      } else {
-        for (int64_t n = n0; n < N; n++) {
-          bf16_dot_rows(x, w + n * K, K, pfd, out, 1);
-          y[n] = out[0] + (b ? b[n] : 0.0f);
-        }
-      }
+    int64_t lo, hi; /* each thread streams one contiguous range of rows */
+    ckir_q_thread_range(N, &lo, &hi);
+    ckir_q_prefetch((const char *)w + lo * rb, CKIR_MIN(pfd, (hi - lo) * rb));
+    for (int64_t n = lo; n < hi; n++) {
+      float out;
+      bf16_dot_rows(x, w + n * K, K, pfd, &out, 1);
+      y[n] = out + (b ? b[n] : 0.0f);
     }
   }
 }

@@ -26,9 +26,6 @@
 
 #define B40 CKIR_Q4_0_BYTES
 #define B41 CKIR_Q4_1_BYTES
-#ifndef GEMV_R
-#define GEMV_R 4
-#endif
 
 /* ---- dequantization ---------------------------------------------------------- */
 
@@ -185,87 +182,89 @@ static float q4_row_scalar(const uint8_t *row, int64_t nb, const q4_act *s, int 
   return acc;
 }
 
-/* out[r] = row r of w . quantized x for r < R; has_m selects q4_1 */
-CKIR_INLINE void q4_rows(const uint8_t *w, int64_t rb, int64_t nb, const q4_act *s, int64_t pfd,
-                         float *out, const int R, const int has_m) {
+#if defined(CKIR_Q512)
+/* acc + the lanes of the block pair at p (blocks b, b+1) times the activations;
+ * for q4_1 also macc += (., m0 sx0, ., m1 sx1) */
+CKIR_INLINE __m512 q4_pair(const uint8_t *p, const q4_act *s, int64_t b, int64_t pfd, __m512 acc,
+                           __m128 *macc, const int has_m) {
+  const int64_t bb = has_m ? B41 : B40, qoff = has_m ? 4 : 2;
+  const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2);
+  __builtin_prefetch((const char *)p + pfd, 0, 3);
+  __m512i av = _mm512_load_si512((const void *)(s->a + b * CKIR_QK));
+  __m512i init = has_m ? _mm512_setzero_si512() : _mm512_load_si512((const void *)(s->c + b * 8));
+  __m128 mul; /* lanes: dx0 (dx0|sx0) dx1 (dx1|sx1) matching f16 lanes d0 (.|m0) d1 (.|m1) */
+  if (has_m) {
+    mul = _mm_loadu_ps(s->dxs + 2 * b);
+  } else {
+    mul = _mm_castpd_ps(_mm_load_sd((const double *)(s->dx + b)));
+    mul = _mm_unpacklo_ps(mul, mul);
+  }
+  __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p + qoff))),
+                                      _mm_loadu_si128((const __m128i *)(p + bb + qoff)), 1);
+  __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
+  __m512i is = CKIR_DPBUSD512(init, _mm512_and_si512(v, _mm512_set1_epi8(0x0F)), av);
+  __m128i dd = _mm_insert_epi32(_mm_cvtsi32_si128(ckir_q_ld32(p)), ckir_q_ld32(p + bb), 1);
+  __m128 t = _mm_mul_ps(_mm_cvtph_ps(dd), mul);
+  if (has_m) *macc = _mm_add_ps(*macc, t); /* lanes 1, 3: m * sx */
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(is),
+                         _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(t)), acc);
+}
+#endif
+
+/* one row . quantized x; has_m selects q4_1; pfd: prefetch distance in bytes */
+CKIR_INLINE float q4_row(const uint8_t *row, int64_t nb, const q4_act *s, int64_t pfd,
+                         const int has_m) {
   const int64_t bb = has_m ? B41 : B40, qoff = has_m ? 4 : 2;
 #if defined(CKIR_Q512)
-  const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2);
-  const __m512i nib = _mm512_set1_epi8(0x0F);
-  __m512 acc[GEMV_R];
-  __m128 macc[GEMV_R];
-  float tail[GEMV_R];
-  for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps(), macc[r] = _mm_setzero_ps(), tail[r] = 0;
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(); /* two FMA chains */
+  __m128 macc = _mm_setzero_ps();
   int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    __m512i av = _mm512_load_si512((const void *)(s->a + b * CKIR_QK));
-    __m512i init = has_m ? _mm512_setzero_si512() : _mm512_load_si512((const void *)(s->c + b * 8));
-    __m128 mul; /* lanes: dx0 (dx0|sx0) dx1 (dx1|sx1) matching f16 lanes d0 (.|m0) d1 (.|m1) */
-    if (has_m) {
-      mul = _mm_loadu_ps(s->dxs + 2 * b);
-    } else {
-      mul = _mm_castpd_ps(_mm_load_sd((const double *)(s->dx + b)));
-      mul = _mm_unpacklo_ps(mul, mul);
-    }
-    for (int r = 0; r < R; r++) {
-      const uint8_t *p = w + r * rb + b * bb;
-      __builtin_prefetch((const char *)p + pfd, 0, 3);
-      __m256i q = _mm256_inserti128_si256(
-          _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p + qoff))),
-          _mm_loadu_si128((const __m128i *)(p + bb + qoff)), 1);
-      __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
-      __m512i is = CKIR_DPBUSD512(init, _mm512_and_si512(v, nib), av);
-      __m128i dd = _mm_insert_epi32(_mm_cvtsi32_si128(ckir_q_ld32(p)), ckir_q_ld32(p + bb), 1);
-      __m128 t = _mm_mul_ps(_mm_cvtph_ps(dd), mul);
-      __m512 sc = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(t));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sc, acc[r]);
-      if (has_m) macc[r] = _mm_add_ps(macc[r], t); /* lanes 1, 3: m * sx */
-    }
+  for (; b + 4 <= nb; b += 4) {
+    acc0 = q4_pair(row + b * bb, s, b, pfd, acc0, &macc, has_m);
+    acc1 = q4_pair(row + (b + 2) * bb, s, b + 2, pfd, acc1, &macc, has_m);
   }
+  if (b + 2 <= nb) {
+    acc0 = q4_pair(row + b * bb, s, b, pfd, acc0, &macc, has_m);
+    b += 2;
+  }
+  float tail = 0.0f;
   if (b < nb) { /* odd last block: ymm, natural order */
+    const uint8_t *p = row + b * bb;
     __m256i av = _mm256_load_si256((const __m256i *)(s->a + b * CKIR_QK));
     __m256i init = has_m ? _mm256_setzero_si256() : _mm256_load_si256((const __m256i *)(s->c + b * 8));
-    for (int r = 0; r < R; r++) {
-      const uint8_t *p = w + r * rb + b * bb;
-      __m128i q = _mm_loadu_si128((const __m128i *)(p + qoff));
-      __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
-      __m256i is = CKIR_DPBUSD256(init, _mm256_and_si256(v, _mm256_set1_epi8(0x0F)), av);
-      tail[r] = (float)ckir_q_hsum_epi32(is) * (ckir_q_f16(p) * s->dx[b]);
-      if (has_m) tail[r] += ckir_q_f16(p + 2) * s->dxs[2 * b + 1];
-    }
+    __m128i q = _mm_loadu_si128((const __m128i *)(p + qoff));
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    __m256i is = CKIR_DPBUSD256(init, _mm256_and_si256(v, _mm256_set1_epi8(0x0F)), av);
+    tail = (float)ckir_q_hsum_epi32(is) * (ckir_q_f16(p) * s->dx[b]);
+    if (has_m) tail += ckir_q_f16(p + 2) * s->dxs[2 * b + 1];
   }
-  for (int r = 0; r < R; r++) {
-    float m = 0.0f;
-    if (has_m) {
-      float l[4];
-      _mm_storeu_ps(l, macc[r]);
-      m = l[1] + l[3];
-    }
-    out[r] = _mm512_reduce_add_ps(acc[r]) + m + tail[r];
+  float m = 0.0f;
+  if (has_m) {
+    float l[4];
+    _mm_storeu_ps(l, macc);
+    m = l[1] + l[3];
   }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + m + tail;
 #elif defined(CKIR_Q256)
   const __m256i nib = _mm256_set1_epi8(0x0F);
-  __m256 acc[GEMV_R];
-  float macc[GEMV_R];
-  for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps(), macc[r] = 0.0f;
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  float macc = 0.0f;
   for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = row + b * bb;
+    __builtin_prefetch((const char *)p + pfd, 0, 3);
     __m256i av = _mm256_load_si256((const __m256i *)(s->a + b * CKIR_QK));
     __m256i init = has_m ? _mm256_setzero_si256() : _mm256_load_si256((const __m256i *)(s->c + b * 8));
-    float dxb = s->dx[b], sxb = has_m ? s->dxs[2 * b + 1] : 0.0f;
-    for (int r = 0; r < R; r++) {
-      const uint8_t *p = w + r * rb + b * bb;
-      __builtin_prefetch((const char *)p + pfd, 0, 3);
-      __m128i q = _mm_loadu_si128((const __m128i *)(p + qoff));
-      __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
-      __m256i is = CKIR_DPBUSD256(init, _mm256_and_si256(v, nib), av);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(ckir_q_f16(p) * dxb), acc[r]);
-      if (has_m) macc[r] += ckir_q_f16(p + 2) * sxb;
-    }
+    __m128i q = _mm_loadu_si128((const __m128i *)(p + qoff));
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    __m256i is = CKIR_DPBUSD256(init, _mm256_and_si256(v, nib), av);
+    acc[b & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(ckir_q_f16(p) * s->dx[b]),
+                                 acc[b & 1]);
+    if (has_m) macc += ckir_q_f16(p + 2) * s->dxs[2 * b + 1];
   }
-  for (int r = 0; r < R; r++) out[r] = ckir_hsum_ps256(acc[r]) + macc[r];
+  return ckir_hsum_ps256(_mm256_add_ps(acc[0], acc[1])) + macc;
 #else
   (void)bb, (void)qoff, (void)pfd;
-  for (int r = 0; r < R; r++) out[r] = q4_row_scalar(w + r * rb, nb, s, has_m);
+  return q4_row_scalar(row, nb, s, has_m);
 #endif
 }
 
@@ -274,31 +273,15 @@ static void gemv_q4_impl(const float *x, const uint8_t *w, const float *bias, fl
   const int64_t nb = K / CKIR_QK, rb = nb * (has_m ? B41 : B40);
   uint8_t buf[Q4_ACT_BYTES(K)];
   const q4_act s = q4_prepare(x, K, has_m, buf, 0);
-  const int64_t nblk = (N + GEMV_R - 1) / GEMV_R, gb = GEMV_R * rb;
-  const int64_t pfd = ckir_q_pf_distance(gb);
-#pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && nblk > 1)
+  const int64_t pfd = ckir_q_pf_distance(rb);
+#pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && N > 1)
   {
-    int64_t lo, hi;
-    ckir_q_thread_range(nblk, &lo, &hi);
-    ckir_q_prefetch(w + lo * gb, CKIR_MIN(pfd, (hi - lo) * gb));
-    for (int64_t blk = lo; blk < hi; blk++) {
-      int64_t n0 = blk * GEMV_R;
-      float out[GEMV_R];
-      if (n0 + GEMV_R <= N) {
-        if (has_m)
-          q4_rows(w + n0 * rb, rb, nb, &s, pfd, out, GEMV_R, 1);
-        else
-          q4_rows(w + n0 * rb, rb, nb, &s, pfd, out, GEMV_R, 0);
-        for (int r = 0; r < GEMV_R; r++) y[n0 + r] = out[r] + (bias ? bias[n0 + r] : 0.0f);
-      } else {
-        for (int64_t n = n0; n < N; n++) {
-          if (has_m)
-            q4_rows(w + n * rb, rb, nb, &s, pfd, out, 1, 1);
-          else
-            q4_rows(w + n * rb, rb, nb, &s, pfd, out, 1, 0);
-          y[n] = out[0] + (bias ? bias[n] : 0.0f);
-        }
-      }
+    int64_t lo, hi; /* each thread streams one contiguous range of rows */
+    ckir_q_thread_range(N, &lo, &hi);
+    ckir_q_prefetch(w + lo * rb, CKIR_MIN(pfd, (hi - lo) * rb));
+    for (int64_t n = lo; n < hi; n++) {
+      float v = has_m ? q4_row(w + n * rb, nb, &s, pfd, 1) : q4_row(w + n * rb, nb, &s, pfd, 0);
+      y[n] = v + (bias ? bias[n] : 0.0f);
     }
   }
 }

@@ -8,7 +8,9 @@
  * one.  AVX-512 takes two blocks per zmm: the block sums stay in int32 lanes,
  * are converted to fp32 and scaled lane-wise by d_w * d_x (the two block
  * scales are converted together and spread over their 8 lanes with one
- * permute).  GEMV_R rows share each activation load.
+ * permute); two accumulators per row.  Each thread streams one contiguous
+ * range of rows, one row at a time (a single sequential stream per core got
+ * more bandwidth than 2, 4 or 8 interleaved rows), prefetching ahead.
  *
  * gemm: panels of w dequantized to fp32 (ckir_internal_wgemm). */
 #define CKIR_QUANT_INTERNAL 1
@@ -16,9 +18,6 @@
 #include "ckir_quant.h"
 
 #define BLK CKIR_Q8_0_BYTES
-#ifndef GEMV_R
-#define GEMV_R 4
-#endif
 
 /* ---- dequantization (embed, gemm panels) ---------------------------------- */
 
@@ -78,66 +77,68 @@ static float q8_0_row_scalar(const uint8_t *row, int64_t nb, const int8_t *a, co
   return s;
 }
 
-/* out[r] = row r of w (rows rb bytes apart) . quantized x, r < R */
-CKIR_INLINE void q8_0_rows(const uint8_t *w, int64_t rb, int64_t nb, const int8_t *a,
-                           const float *dx, int64_t pfd, float *out, const int R) {
 #if defined(CKIR_Q512)
+/* acc + the lanes of blocks p, p + BLK (a pair) times a, a + 32, scaled */
+CKIR_INLINE __m512 q8_0_pair(const uint8_t *p, const int8_t *a, const float *dx, int64_t pfd,
+                             __m512 acc) {
   const __m512i zero = _mm512_setzero_si512();
   const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
-  __m512 acc[GEMV_R];
-  float tail[GEMV_R];
-  for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps(), tail[r] = 0.0f;
+  __builtin_prefetch((const char *)p + pfd, 0, 3); /* a pair spans 68 bytes */
+  __builtin_prefetch((const char *)p + pfd + 64, 0, 3);
+  __m512i av = _mm512_load_si512((const void *)a);
+  __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 2))),
+                                  _mm256_loadu_si256((const __m256i *)(p + BLK + 2)), 1);
+  __m512i as = _mm512_mask_sub_epi8(av, _mm512_movepi8_mask(wv), zero, av); /* a * sign(w) */
+  __m512i is = CKIR_DPBUSD512(zero, _mm512_abs_epi8(wv), as);
+  /* f16 lanes d0 . d1 . -> fp32; times dx0 dx0 dx1 dx1; spread over 8 lanes each */
+  __m128 dxp = _mm_castpd_ps(_mm_load_sd((const double *)dx));
+  __m128i dd = _mm_insert_epi32(_mm_cvtsi32_si128(ckir_q_ld32(p)), ckir_q_ld32(p + BLK), 1);
+  __m128 sc = _mm_mul_ps(_mm_cvtph_ps(dd), _mm_unpacklo_ps(dxp, dxp));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(is),
+                         _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(sc)), acc);
+}
+#endif
+
+/* one row (nb blocks at row) . quantized x; pfd: prefetch distance in bytes */
+static inline float q8_0_row(const uint8_t *row, int64_t nb, const int8_t *a, const float *dx,
+                             int64_t pfd) {
+#if defined(CKIR_Q512)
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(); /* two FMA chains */
   int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    __m512i av = _mm512_load_si512((const void *)(a + b * CKIR_QK));
-    __m128 dxp = _mm_castpd_ps(_mm_load_sd((const double *)(dx + b)));
-    dxp = _mm_unpacklo_ps(dxp, dxp); /* dx0 dx0 dx1 dx1 */
-    for (int r = 0; r < R; r++) {
-      const uint8_t *p = w + r * rb + b * BLK;
-      __builtin_prefetch((const char *)p + pfd, 0, 3); /* a pair spans 68 bytes */
-      __builtin_prefetch((const char *)p + pfd + 64, 0, 3);
-      __m512i wv = _mm512_inserti64x4(
-          _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 2))),
-          _mm256_loadu_si256((const __m256i *)(p + BLK + 2)), 1);
-      __m512i as = _mm512_mask_sub_epi8(av, _mm512_movepi8_mask(wv), zero, av);
-      __m512i is = CKIR_DPBUSD512(zero, _mm512_abs_epi8(wv), as);
-      /* f16 lanes: d0 . d1 . -> fp32 d0 . d1 . ; times dx; spread over 8 lanes each */
-      __m128i dd = _mm_insert_epi32(_mm_cvtsi32_si128(ckir_q_ld32(p)), ckir_q_ld32(p + BLK), 1);
-      __m128 s = _mm_mul_ps(_mm_cvtph_ps(dd), dxp);
-      __m512 sc = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sc, acc[r]);
-    }
+  for (; b + 4 <= nb; b += 4) {
+    acc0 = q8_0_pair(row + b * BLK, a + b * CKIR_QK, dx + b, pfd, acc0);
+    acc1 = q8_0_pair(row + (b + 2) * BLK, a + (b + 2) * CKIR_QK, dx + b + 2, pfd, acc1);
   }
+  if (b + 2 <= nb) {
+    acc0 = q8_0_pair(row + b * BLK, a + b * CKIR_QK, dx + b, pfd, acc0);
+    b += 2;
+  }
+  float tail = 0.0f;
   if (b < nb) { /* odd last block */
+    const uint8_t *p = row + b * BLK;
     __m256i av = _mm256_load_si256((const __m256i *)(a + b * CKIR_QK));
-    for (int r = 0; r < R; r++) {
-      const uint8_t *p = w + r * rb + b * BLK;
-      __m256i wv = _mm256_loadu_si256((const __m256i *)(p + 2));
-      __m256i is = CKIR_DPBUSD256(_mm256_setzero_si256(), _mm256_abs_epi8(wv),
-                                  _mm256_sign_epi8(av, wv));
-      tail[r] = (float)ckir_q_hsum_epi32(is) * (ckir_q_f16(p) * dx[b]);
-    }
+    __m256i wv = _mm256_loadu_si256((const __m256i *)(p + 2));
+    __m256i is = CKIR_DPBUSD256(_mm256_setzero_si256(), _mm256_abs_epi8(wv),
+                                _mm256_sign_epi8(av, wv));
+    tail = (float)ckir_q_hsum_epi32(is) * (ckir_q_f16(p) * dx[b]);
   }
-  for (int r = 0; r < R; r++) out[r] = _mm512_reduce_add_ps(acc[r]) + tail[r];
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + tail;
 #elif defined(CKIR_Q256)
-  __m256 acc[GEMV_R];
-  for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = row + b * BLK;
+    __builtin_prefetch((const char *)p + pfd, 0, 3);
     __m256i av = _mm256_load_si256((const __m256i *)(a + b * CKIR_QK));
-    float dxb = dx[b];
-    for (int r = 0; r < R; r++) {
-      const uint8_t *p = w + r * rb + b * BLK;
-      __builtin_prefetch((const char *)p + pfd, 0, 3);
-      __m256i wv = _mm256_loadu_si256((const __m256i *)(p + 2));
-      __m256i is = CKIR_DPBUSD256(_mm256_setzero_si256(), _mm256_abs_epi8(wv),
-                                  _mm256_sign_epi8(av, wv));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(ckir_q_f16(p) * dxb), acc[r]);
-    }
+    __m256i wv = _mm256_loadu_si256((const __m256i *)(p + 2));
+    __m256i is = CKIR_DPBUSD256(_mm256_setzero_si256(), _mm256_abs_epi8(wv),
+                                _mm256_sign_epi8(av, wv));
+    acc[b & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(ckir_q_f16(p) * dx[b]),
+                                 acc[b & 1]);
   }
-  for (int r = 0; r < R; r++) out[r] = ckir_hsum_ps256(acc[r]);
+  return ckir_hsum_ps256(_mm256_add_ps(acc[0], acc[1]));
 #else
   (void)pfd;
-  for (int r = 0; r < R; r++) out[r] = q8_0_row_scalar(w + r * rb, nb, a, dx);
+  return q8_0_row_scalar(row, nb, a, dx);
 #endif
 }
 
@@ -148,26 +149,14 @@ static void gemv_q8_0_impl(const float *x, const uint8_t *w, const float *bias, 
   int8_t *a = CKIR_ALIGN64(buf);
   float *dx = (float *)(a + K);
   ckir_internal_quantize_x(x, K, a, dx, NULL);
-  const int64_t nblk = (N + GEMV_R - 1) / GEMV_R, gb = GEMV_R * rb;
-  const int64_t pfd = ckir_q_pf_distance(gb);
-#pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && nblk > 1)
+  const int64_t pfd = ckir_q_pf_distance(rb);
+#pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && N > 1)
   {
-    int64_t lo, hi;
-    ckir_q_thread_range(nblk, &lo, &hi);
-    ckir_q_prefetch(w + lo * gb, CKIR_MIN(pfd, (hi - lo) * gb));
-    for (int64_t blk = lo; blk < hi; blk++) {
-      int64_t n0 = blk * GEMV_R;
-      float out[GEMV_R];
-      if (n0 + GEMV_R <= N) {
-        q8_0_rows(w + n0 * rb, rb, nb, a, dx, pfd, out, GEMV_R);
-        for (int r = 0; r < GEMV_R; r++) y[n0 + r] = out[r] + (bias ? bias[n0 + r] : 0.0f);
-      } else {
-        for (int64_t n = n0; n < N; n++) {
-          q8_0_rows(w + n * rb, rb, nb, a, dx, pfd, out, 1);
-          y[n] = out[0] + (bias ? bias[n] : 0.0f);
-        }
-      }
-    }
+    int64_t lo, hi; /* each thread streams one contiguous range of rows */
+    ckir_q_thread_range(N, &lo, &hi);
+    ckir_q_prefetch(w + lo * rb, CKIR_MIN(pfd, (hi - lo) * rb));
+    for (int64_t n = lo; n < hi; n++)
+      y[n] = q8_0_row(w + n * rb, nb, a, dx, pfd) + (bias ? bias[n] : 0.0f);
   }
 }
 
