@@ -31,7 +31,7 @@
  *
  * Constraints and stack use
  *   quantized kernels: K % 32 == 0 (E % 32 == 0 for embed); gemv_<q>: K <= 32768
- *   (the quantized x lives on the caller's stack, ~2.25*K bytes).
+ *   (the quantized x lives on the caller's stack, <= 2.5*K + 256 bytes).
  *   gemm_*: ~17 KiB of stack per thread (one fp32 panel of 16 rows x 256).
  *   y must not alias x or w.  Token ids must be in range (the caller checks).
  */
