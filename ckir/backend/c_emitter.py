@@ -227,6 +227,7 @@ class CEmitter:
             '#include "model.h"',
             '#include "ckir_runtime.h"',
             '#include "ckir_quant.h"',
+            '#include "ckir_fused.h"',
             "",
             "#ifdef CKIR_DEBUG",
             "#define CKIR_SCOPE_END(m) \\",
