@@ -256,8 +256,8 @@ void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const 
 /* ---- read-bandwidth probe ------------------------------------------------ */
 
 /* Each thread reads its contiguous share as PROBE_S concurrent sequential
- * streams (as the gemv kernels read GEMV_R rows at once), 64 bytes per stream
- * per step, into independent accumulators. */
+ * streams, 64 bytes per stream per step, into independent accumulators (4
+ * streams read a little faster than 1 here: the probe is the upper mark). */
 #define PROBE_S 4
 
 void ckir_quant_read_probe(const float *buf, float *out, int64_t n) {
