@@ -56,19 +56,22 @@ def fusion_passes():
     return [FuseQkvPass(), FuseGateUpPass(), FuseAddRmsnormPass()]
 
 
-def prepare(path: Path, fused: bool) -> Prepared:
-    """What ``ckir.compiler.prepare`` does, with the fusion passes before plan-layout."""
+def prepare(path: Path, fused: bool | list, max_context: int = MAX_CONTEXT) -> Prepared:
+    """What ``ckir.compiler.prepare`` does, with fusion passes before plan-layout.
+
+    ``fused``: True for all three passes, False for none, or a list of passes.
+    """
     module, _ = import_hf(path, None)
     graph_text = graph_only(module)
     ctx = Context()
-    LowerPrefillPass(max_context=MAX_CONTEXT).apply(ctx, module)
-    LowerDecodePass(max_context=MAX_CONTEXT).apply(ctx, module)
-    if fused:
-        for p in fusion_passes():
-            p.apply(ctx, module)
+    LowerPrefillPass(max_context=max_context).apply(ctx, module)
+    LowerDecodePass(max_context=max_context).apply(ctx, module)
+    passes = fusion_passes() if fused is True else list(fused or [])
+    for p in passes:
+        p.apply(ctx, module)
     PlanLayoutPass(strategy="liveness").apply(ctx, module)
     module.verify()
-    options = CompileOptions(max_context=MAX_CONTEXT)
+    options = CompileOptions(max_context=max_context)
     return Prepared(
         module, SafetensorsSource(path), graph_text, print_module(module), options, path
     )
@@ -200,3 +203,96 @@ def test_fused_plan_has_no_gate_up_buffers(builds):
             assert {f"{scope}.gate", f"{scope}.up", f"{scope}.m"} <= names(plain)
             assert f"{scope}.m" in names(fused)
             assert not {f"{scope}.gate", f"{scope}.up"} & names(fused)
+
+
+# ------------------------------------------------------------------ benchmark (by hand)
+#
+#   .venv/bin/python tests/test_fusion_parity.py --bench [--rounds 7] [--steps 64]
+#
+# Builds a random-weight SmolLM-135M-shaped llama (hidden 576, 30 layers, 9/3
+# heads, intermediate 1536, vocab 49152, tied) without fusions, with all three,
+# and with each one alone; then, round after round, runs every build in turn
+# (alternating, so machine noise hits all alike): prefill of 128 tokens, then
+# --steps decode steps timed one by one.  Prints medians over rounds: decode
+# tokens/s, prefill tokens/s, and the ratio to the unfused build.
+
+
+def _bench(argv: list[str]) -> None:
+    import argparse
+    import statistics
+    import tempfile
+    import time
+
+    ap = argparse.ArgumentParser(description="fusion passes: decode/prefill tokens/s")
+    ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--steps", type=int, default=64)
+    ap.add_argument("--prompt", type=int, default=128)
+    ap.add_argument("--workdir", default=None)
+    args = ap.parse_args(argv)
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="ckir-fusion-bench-"))
+    ckpt = work / "smollm135m_shape"
+    if not (ckpt / "config.json").exists():
+        make_tiny_model(
+            "llama",
+            ckpt,
+            seed=0,
+            hidden_size=576,
+            num_hidden_layers=30,
+            num_attention_heads=9,
+            num_key_value_heads=3,
+            intermediate_size=1536,
+            vocab_size=49152,
+            tie_word_embeddings=True,
+            max_position_embeddings=2048,
+        )
+    variants = {
+        "unfused": [],
+        "all three": fusion_passes(),
+        "qkv only": [FuseQkvPass()],
+        "gate_up only": [FuseGateUpPass()],
+        "add_rmsnorm only": [FuseAddRmsnormPass()],
+    }
+    models: dict[str, CompiledModel] = {}
+    compiler.emit_c = emit_c_with_fused_header
+    ctx_len = args.prompt + args.steps + 8
+    for name, passes in variants.items():
+        out = work / ("build_" + name.replace(" ", "_"))
+        prepared = prepare(ckpt, passes, max_context=ctx_len)
+        compiler.build(prepared, out, Progress(quiet=True))
+        models[name] = CompiledModel(out)
+        print(f"built {name}: {fused_counts(prepared.module)}", flush=True)
+    rng = np.random.default_rng(0)
+    prompt = rng.integers(0, 49152, size=args.prompt)
+    decode_tps: dict[str, list[float]] = {n: [] for n in models}
+    prefill_tps: dict[str, list[float]] = {n: [] for n in models}
+    for r in range(args.rounds):
+        order = list(models) if r % 2 == 0 else list(reversed(models))
+        for name in order:
+            m = models[name]
+            m.reset()
+            t0 = time.perf_counter()
+            logits = m.prefill(prompt)
+            prefill_tps[name].append(args.prompt / (time.perf_counter() - t0))
+            tok = int(logits[-1].argmax())
+            times = []
+            for _ in range(args.steps):
+                t0 = time.perf_counter()
+                tok = int(m.decode(tok).argmax())
+                times.append(time.perf_counter() - t0)
+            decode_tps[name].append(1.0 / statistics.median(times))
+        print(f"round {r + 1}/{args.rounds} done", flush=True)
+    base_d = statistics.median(decode_tps["unfused"])
+    base_p = statistics.median(prefill_tps["unfused"])
+    print(f"\n{'build':<18} {'decode tok/s':>12} {'ratio':>6} {'prefill tok/s':>14} {'ratio':>6}")
+    for name in models:
+        d, p = statistics.median(decode_tps[name]), statistics.median(prefill_tps[name])
+        print(f"{name:<18} {d:12.2f} {d / base_d:6.3f} {p:14.1f} {p / base_p:6.3f}")
+    for m in models.values():
+        m.close()
+
+
+if __name__ == "__main__":
+    import sys
+
+    _bench(sys.argv[1:])

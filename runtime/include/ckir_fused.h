@@ -17,9 +17,10 @@
  * gate_up (SwiGLU MLP input side, no gate/up buffers):
  *   out[M, N] = silu(x . wg^T) * (x . wu^T),  silu(g) = g / (1 + e^-g)
  *   gemv / M <= 8: one parallel region over chunks of 64 rows of wg and wu;
- *   gemm with M > 8: tiles of (<= 96 rows of x) x (128 columns), each the two
- *   runtime GEMMs into stack tiles (~96 KiB per thread, plus the GEMM's own
- *   panels), then silu * up into out; tiles spread over the threads.
+ *   gemm with M > 8: tiles of (<= 144 rows of x) x (256 columns), each the
+ *   two runtime GEMMs into stack tiles, then silu * up into out; tiles spread
+ *   over the threads.  Stack: 288 KiB per thread for the tiles plus the
+ *   GEMM's packed panels (~352 KiB): keep OMP_STACKSIZE >= 1 MiB.
  *
  * add_rmsnorm (residual add then RMSNorm of the sum):
  *   s[T, E] = a + b;  h[t, :] = s[t, :] * rsqrt(mean(s[t, :]^2) + eps) * gamma
