@@ -52,6 +52,7 @@ def _options(args: argparse.Namespace):  # -> CompileOptions
         template=args.template,
         canaries=not args.no_canaries,
         dtype=args.dtype,
+        fuse=not args.no_fuse,
     )
 
 
@@ -109,12 +110,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     text = layout_map.read_text()
     # totals first: they are what a user asks for most
     sys.stdout.write(text if args.full else _totals_section(text))
-    kernels = _kernel_counts(build / "layout.mlir")
+    kernels, fused = _kernel_counts(build / "layout.mlir")
     if kernels:
         print("kernel calls per mode:")
         for mode, counts in kernels.items():
             listing = ", ".join(f"{k} x{n}" for k, n in sorted(counts.items()))
             print(f"  {mode}: {listing}")
+    print("fusion patterns fired:")
+    for mode in kernels:
+        print(f"  {mode}: {fused.get(mode) or 'none'}")
     return 0
 
 
@@ -126,23 +130,28 @@ def _totals_section(text: str) -> str:
     return text
 
 
-def _kernel_counts(path: Path) -> dict[str, dict[str, int]]:
+def _kernel_counts(path: Path) -> tuple[dict[str, dict[str, int]], dict[str, str]]:
+    """Kernel calls per mode and the fusion counts (``fused = {...}``) of each program."""
     import re
 
     if not path.exists():
-        return {}
+        return {}, {}
     counts: dict[str, dict[str, int]] = {}
+    fused: dict[str, str] = {}
     mode = "?"
     for line in path.read_text().splitlines():
         m = re.search(r'lowered\.program @\S+ mode "(\w+)"', line)
         if m:
             mode = m.group(1)
+            f = re.search(r"fused = \{([^}]*)\}", line)
+            if f:
+                fused[mode] = re.sub(r" : i64", "", f.group(1))
             continue
         m = re.search(r"lowered\.call @(\w+)", line)
         if m:
             per = counts.setdefault(mode, {})
             per[m.group(1)] = per.get(m.group(1), 0) + 1
-    return counts
+    return counts, fused
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -239,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="memory plan (default: liveness; bump with --debug)",
     )
     s.add_argument("--no-canaries", action="store_true")
+    s.add_argument("--no-fuse", action="store_true", help="skip the fusion passes")
     s.add_argument(
         "--dtype",
         choices=["f32", "bf16", "q8_0", "q4_0", "q4_1"],

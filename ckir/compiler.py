@@ -1,12 +1,13 @@
-"""``ckir compile``: a checkpoint folder -> a build folder, in one process.
+"""``ckir compile``: a checkpoint folder or GGUF file -> a build folder, in one process.
 
 Steps: import (graph IR) -> convert weights (``--dtype``) -> lower each
-mode -> plan layout -> emit C -> write weights.bin -> build the shared
-library.  ``prepare`` does the first half (what the compile cache keys on),
-``build`` the second.  Every artifact is written to
-a temporary folder next to the target and moved in only when all steps
-succeeded, so a failed compile never leaves a half-written build behind.
-Same inputs give byte-identical files (no timestamps, fixed iteration order).
+mode -> fuse (qkv, gate+up+SwiGLU, add+RMSNorm) -> plan layout -> emit C ->
+write weights.bin -> build the shared library.  ``prepare`` does the first
+half (what the compile cache keys on), ``build`` the second.  Every artifact
+is written to a temporary folder next to the target and moved in only when
+all steps succeeded, so a failed compile never leaves a half-written build
+behind.  Same inputs give byte-identical files (no timestamps, fixed
+iteration order).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.passes.convert_weights import ConvertWeightsPass
+from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass
+from ckir.passes.fuse_gate_up import FuseGateUpPass
+from ckir.passes.fuse_qkv import FuseQkvPass
 from ckir.passes.lower_decode import LowerDecodePass
 from ckir.passes.lower_prefill import LowerPrefillPass
 from ckir.passes.plan_layout import PlanLayoutPass
@@ -61,6 +65,8 @@ class CompileOptions:
     isa: str = "native"
     #: storage dtype of weight matrices (--convert-weights); None keeps the source's
     dtype: str | None = None
+    #: run the fusion passes (each fires only where the registry has the fused kernel)
+    fuse: bool = True
 
     def __post_init__(self) -> None:
         bad = [m for m in self.modes if m not in MODES]
@@ -154,6 +160,8 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
         passes.append(LowerPrefillPass(max_context=max_context))
     if "decode" in options.modes:
         passes.append(LowerDecodePass(max_context=max_context))
+    if options.fuse:
+        passes += [FuseQkvPass(), FuseGateUpPass(), FuseAddRmsnormPass()]
     for p in passes:
         p.apply(ctx, module)
     PlanLayoutPass(
@@ -240,6 +248,7 @@ def build(
             "max_context": options.max_context,
             "debug": options.debug,
             "dtype": options.dtype,
+            "fuse": options.fuse,
             "strategy": options.layout_strategy,
             "isa": options.isa,
             "source": prepared.source.name,

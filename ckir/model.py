@@ -220,6 +220,7 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     template: str | None = None,
     strategy: str | None = None,
     dtype: str | None = None,
+    fuse: bool = True,
     quiet: bool = True,
 ) -> CompiledModel:
     """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it."""
@@ -230,6 +231,7 @@ def compile(  # noqa: A001 - the public name is ckir.compile
         template=template,
         strategy=strategy,
         dtype=dtype,
+        fuse=fuse,
     )
     compile_model(model_dir, out_dir, options, quiet=quiet)
     return CompiledModel(out_dir)
