@@ -656,6 +656,7 @@ _TOP_KEYS = (
     "header",
     "body",
     "footer",
+    "gguf",
 )
 _REQUIRED_TOP = ("name", "model_types", "symbols", "weights", "header", "body", "footer")
 _OP_TEXT = re.compile(
@@ -817,7 +818,34 @@ class _Loader:
             header=header,
             body=body,
             footer=footer,
+            gguf=self.gguf(doc["gguf"]) if "gguf" in doc else None,
         )
+
+    def gguf(self, raw: Any) -> GGUFMap:
+        """The ``gguf:`` block: how a GGUF file maps onto this template's HF view."""
+        d = self.mapping(raw, "gguf")
+        self.keys(d, ("architectures", "config", "tensors", "unpermute"), "gguf")
+        arches = self.strings(d.get("architectures", []), "gguf.architectures")
+        config: dict[str, tuple[str, ...]] = {}
+        for key, value in self.mapping(d.get("config", {}), "gguf.config").items():
+            where = f"gguf.config.{key}"
+            sources = value if isinstance(value, list) else [value]
+            if not sources or not all(isinstance(v, str) and v for v in sources):
+                raise self.err(where, "expected a GGUF key or a list of them")
+            for v in sources:
+                special = v == "@token_count" or v.startswith("@tensor_absent:")
+                if v.startswith("@") and not special:
+                    raise self.err(where, f"unknown source '{v}'")
+            config[str(key)] = tuple(sources)
+        tensors = {
+            str(k): self.string(v, f"gguf.tensors.{k}")
+            for k, v in self.mapping(d.get("tensors", {}), "gguf.tensors").items()
+        }
+        unpermute = {
+            str(k): self.ident(v, f"gguf.unpermute.{k}")
+            for k, v in self.mapping(d.get("unpermute", {}), "gguf.unpermute").items()
+        }
+        return GGUFMap(arches, config, tensors, unpermute)
 
     def config_keys(self, d: dict, where: str) -> tuple[str, ...]:
         if "key" not in d:
@@ -1318,6 +1346,25 @@ def _lookup(config: Mapping[str, Any], key: str) -> Any:
 
 
 @dataclass(frozen=True)
+class GGUFMap:
+    """A template's ``gguf:`` block (docs/templates.md, "GGUF").
+
+    ``config``: HF config key -> GGUF metadata keys to read it from (first
+    present wins; ``{arch}`` is ``general.architecture``), or the sources
+    ``@tensor_absent:<gguf tensor>`` (true when the file lacks that tensor, e.g.
+    tied embeddings) and ``@token_count`` (length of ``tokenizer.ggml.tokens``).
+    ``tensors``: GGUF tensor name -> HF tensor name (``{i}`` per layer).
+    ``unpermute``: HF tensor name -> the head-count symbol whose rotary row
+    interleave the GGUF converter applied and the writer undoes.
+    """
+
+    architectures: tuple[str, ...]
+    config: Mapping[str, tuple[str, ...]]
+    tensors: Mapping[str, str]
+    unpermute: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class Template:
     name: str
     path: Path
@@ -1333,6 +1380,7 @@ class Template:
     header: SectionDef
     body: SectionDef
     footer: SectionDef
+    gguf: GGUFMap | None = None
 
     @property
     def file(self) -> str:

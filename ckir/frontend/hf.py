@@ -23,7 +23,9 @@ from ckir.frontend.safetensors_header import TensorInfo, read_checkpoint_header
 from ckir.template import ModelSpec, Template, WeightSpec, display_path, select_template
 
 #: safetensors dtype -> graph dtype, for weights
-WEIGHT_DTYPES: dict[str, str] = {"F32": "f32", "BF16": "bf16", "F16": "f16"}
+#: checkpoint dtype -> graph dtype.  F16 becomes f32 (converted when weights.bin is
+#: written): the runtime has no f16 kernels.
+WEIGHT_DTYPES: dict[str, str] = {"F32": "f32", "BF16": "bf16", "F16": "f32"}
 
 
 def model_name(model_dir: Path) -> str:
@@ -63,9 +65,15 @@ def _fmt(shape: tuple[int, ...]) -> str:
 
 class _Checker:
     def __init__(
-        self, tpl: Template, spec: ModelSpec, tensors: Mapping[str, TensorInfo], source: Path
+        self,
+        tpl: Template,
+        spec: ModelSpec,
+        tensors: Mapping[str, TensorInfo],
+        source: Path,
+        dtypes: Mapping[str, str] = WEIGHT_DTYPES,
     ) -> None:
         self.tpl = tpl
+        self.dtypes = dtypes
         self.spec = spec
         self.tensors = tensors
         self.source = source
@@ -106,11 +114,11 @@ class _Checker:
                     f"{self.where(info)}: tensor '{name}' has shape {_fmt(info.shape)}, template "
                     f"{self.tpl.name} expects {_fmt(expected)} ({expr})"
                 )
-            got = WEIGHT_DTYPES.get(info.dtype)
+            got = self.dtypes.get(info.dtype)
             if got is None:
                 raise CkirError(
                     f"{self.where(info)}: tensor '{name}' has dtype {info.dtype}; weights must be "
-                    f"F32, BF16 or F16 (weight {w.name} of template {self.tpl.name})"
+                    f"{', '.join(self.dtypes)} (weight {w.name} of template {self.tpl.name})"
                 )
             if dtype is not None and got != dtype:
                 raise CkirError(
@@ -146,15 +154,35 @@ def import_hf(
             f"{config_name}: model_type '{model_type}' is not one of template {tpl.name}'s "
             f"model_types ({', '.join(tpl.model_types)}); using it because it was given"
         )
-    spec = tpl.instantiate(config, config_name=config_name)
-    warnings.extend(spec.warnings)
     tensors, source = read_checkpoint_header(model_dir)
-    checker = _Checker(tpl, spec, tensors, source)
+    module = import_tensors(
+        tpl, config, config_name, tensors, source, model_name(model_dir), warnings
+    )
+    return module, warnings
+
+
+def import_tensors(
+    tpl: Template,
+    config: Mapping[str, object],
+    config_name: str,
+    tensors: Mapping[str, TensorInfo],
+    source: Path,
+    name: str,
+    warnings: list[str],
+    dtypes: Mapping[str, str] = WEIGHT_DTYPES,
+) -> ModuleOp:
+    """The graph module of a config + tensor header (HF names); appends to ``warnings``.
+
+    Shared by every frontend: a GGUF file is presented in HF terms (config
+    keys, tensor names) by its template's ``gguf:`` block, then checked here.
+    """
+    spec = tpl.instantiate(dict(config), config_name=config_name)
+    warnings.extend(spec.warnings)
+    checker = _Checker(tpl, spec, tensors, source, dtypes)
     resolved = {w.name: checker.resolve(w) for w in spec.weights if w.tied_to is None}
     ignore = _ignore_regex(spec.ignore)
-    for name in sorted(tensors):
-        if name in checker.used or (ignore is not None and ignore.fullmatch(name)):
+    for tensor in sorted(tensors):
+        if tensor in checker.used or (ignore is not None and ignore.fullmatch(tensor)):
             continue
-        warnings.append(f"unmapped tensor '{name}' (template {tpl.name} does not use it)")
-    module = build_graph(spec, model_name(model_dir), resolved)
-    return module, warnings
+        warnings.append(f"unmapped tensor '{tensor}' (template {tpl.name} does not use it)")
+    return build_graph(spec, name, resolved)
