@@ -160,7 +160,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from ckir.compiler import CompileOptions
     from ckir.generate import Sampler, Sampling, Stats, default_model, generate_ids
     from ckir.model import load
-    from ckir.tokenizer import Tokenizer
+    from ckir.tokenization import Tokenizer
 
     source = Path(args.model) if args.model else default_model()
     if not source.exists():

@@ -134,11 +134,10 @@ def import_source(
     path: str | Path, template: str | None
 ) -> tuple[ModuleOp, list[str], WeightSource]:
     """Graph module, warnings and weight source of a HF folder or a GGUF file."""
-    from ckir import frontend
+    if Path(path).suffix == ".gguf":
+        from ckir.frontend.gguf_model import import_gguf
 
-    dispatch = getattr(frontend, "import_model", None)
-    if dispatch is not None:
-        return dispatch(Path(path), template)
+        return import_gguf(Path(path), template)
     from ckir.frontend.hf import import_hf
 
     module, warnings = import_hf(Path(path), template)
