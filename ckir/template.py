@@ -658,6 +658,8 @@ _TOP_KEYS = (
     "footer",
     "gguf",
 )
+_GGUF_KEYS = ("architectures", "config", "tensors", "unpermute", "ignore", "reject")
+_GGUF_TENSOR_SOURCES = ("@tensor_absent:", "@tensor_present:")
 _REQUIRED_TOP = ("name", "model_types", "symbols", "weights", "header", "body", "footer")
 _OP_TEXT = re.compile(
     rf"^\s*({_IDENT}(?:\s*,\s*{_IDENT})*)\s*=\s*({_IDENT})\s*\(\s*"
@@ -818,14 +820,22 @@ class _Loader:
             header=header,
             body=body,
             footer=footer,
-            gguf=self.gguf(doc["gguf"]) if "gguf" in doc else None,
+            gguf=self.gguf(doc["gguf"], model_types, dims, weights) if "gguf" in doc else None,
         )
 
-    def gguf(self, raw: Any) -> GGUFMap:
+    def gguf(
+        self,
+        raw: Any,
+        model_types: tuple[str, ...],
+        dims: set[str],
+        weights: tuple[WeightDef, ...],
+    ) -> GGUFMap:
         """The ``gguf:`` block: how a GGUF file maps onto this template's HF view."""
         d = self.mapping(raw, "gguf")
-        self.keys(d, ("architectures", "config", "tensors", "unpermute"), "gguf")
-        arches = self.strings(d.get("architectures", []), "gguf.architectures")
+        self.keys(d, _GGUF_KEYS, "gguf")
+        arches = model_types
+        if "architectures" in d:
+            arches = self.strings(d["architectures"], "gguf.architectures")
         config: dict[str, tuple[str, ...]] = {}
         for key, value in self.mapping(d.get("config", {}), "gguf.config").items():
             where = f"gguf.config.{key}"
@@ -833,19 +843,49 @@ class _Loader:
             if not sources or not all(isinstance(v, str) and v for v in sources):
                 raise self.err(where, "expected a GGUF key or a list of them")
             for v in sources:
-                special = v == "@token_count" or v.startswith("@tensor_absent:")
+                special = v == "@token_count" or v.startswith(_GGUF_TENSOR_SOURCES)
                 if v.startswith("@") and not special:
-                    raise self.err(where, f"unknown source '{v}'")
+                    raise self.err(
+                        where,
+                        f"unknown source '{v}' (sources: a GGUF key, @token_count, "
+                        "@tensor_absent:<name>, @tensor_present:<name>)",
+                    )
+                if v.startswith(_GGUF_TENSOR_SOURCES) and not v.split(":", 1)[1]:
+                    raise self.err(where, f"'{v}' names no tensor")
             config[str(key)] = tuple(sources)
-        tensors = {
-            str(k): self.string(v, f"gguf.tensors.{k}")
-            for k, v in self.mapping(d.get("tensors", {}), "gguf.tensors").items()
-        }
-        unpermute = {
-            str(k): self.ident(v, f"gguf.unpermute.{k}")
-            for k, v in self.mapping(d.get("unpermute", {}), "gguf.unpermute").items()
-        }
-        return GGUFMap(arches, config, tensors, unpermute)
+        hf_names: dict[str, bool] = {}  # every HF name a weight may use -> per layer
+        for w in weights:
+            for v in w.variants:
+                for h in v.hf:
+                    hf_names[h] = w.per_layer
+        tensors: dict[str, str] = {}
+        for k, v in self.mapping(d.get("tensors", {}), "gguf.tensors").items():
+            where = f"gguf.tensors.{k}"
+            gname = self.string(k, where)
+            hf = self.string(v, where)
+            if hf not in hf_names:
+                raise self.err(where, f"'{hf}' is not the hf name of any weight")
+            if ("{i}" in gname) != hf_names[hf]:
+                raise self.err(
+                    where,
+                    "a per-layer weight's GGUF name needs '{i}', a global one must not have it",
+                )
+            if hf in tensors.values():
+                raise self.err(where, f"'{hf}' is mapped twice")
+            tensors[gname] = hf
+        unpermute: dict[str, str] = {}
+        for k, v in self.mapping(d.get("unpermute", {}), "gguf.unpermute").items():
+            where = f"gguf.unpermute.{k}"
+            if str(k) not in tensors.values():
+                raise self.err(where, f"'{k}' is not an HF name in gguf.tensors")
+            unpermute[str(k)] = str(self.dim(v, where, dims))
+        ignore: tuple[str, ...] = ()
+        if "ignore" in d:
+            ignore = self.strings(d["ignore"], "gguf.ignore")
+        reject: dict[str, str] = {}
+        for k, v in self.mapping(d.get("reject", {}), "gguf.reject").items():
+            reject[self.string(k, "gguf.reject")] = self.string(v, f"gguf.reject.{k}")
+        return GGUFMap(arches, config, tensors, unpermute, ignore, reject)
 
     def config_keys(self, d: dict, where: str) -> tuple[str, ...]:
         if "key" not in d:
@@ -1347,21 +1387,29 @@ def _lookup(config: Mapping[str, Any], key: str) -> Any:
 
 @dataclass(frozen=True)
 class GGUFMap:
-    """A template's ``gguf:`` block (docs/templates.md, "GGUF").
+    """A template's ``gguf:`` block (docs/templates.md, "GGUF files").
 
+    ``architectures``: the ``general.architecture`` values served (default:
+    the template's ``model_types``).
     ``config``: HF config key -> GGUF metadata keys to read it from (first
     present wins; ``{arch}`` is ``general.architecture``), or the sources
-    ``@tensor_absent:<gguf tensor>`` (true when the file lacks that tensor, e.g.
-    tied embeddings) and ``@token_count`` (length of ``tokenizer.ggml.tokens``).
+    ``@tensor_absent:<gguf tensor>`` / ``@tensor_present:<gguf tensor>`` (a
+    bool: whether the file has that tensor, e.g. no ``output.weight`` means tied
+    embeddings) and ``@token_count`` (length of ``tokenizer.ggml.tokens``).
     ``tensors``: GGUF tensor name -> HF tensor name (``{i}`` per layer).
-    ``unpermute``: HF tensor name -> the head-count symbol whose rotary row
-    interleave the GGUF converter applied and the writer undoes.
+    ``unpermute``: HF tensor name -> the head count (a dim expression) whose
+    rotary row interleave the GGUF converter applied and the writer undoes.
+    ``ignore``: GGUF tensor name patterns (``{i}``, ``*``) that are not weights.
+    ``reject``: GGUF tensor name pattern -> why a file with such a tensor is
+    not supported (e.g. ``rope_freqs.weight``: Llama 3 RoPE scaling).
     """
 
     architectures: tuple[str, ...]
     config: Mapping[str, tuple[str, ...]]
     tensors: Mapping[str, str]
     unpermute: Mapping[str, str]
+    ignore: tuple[str, ...] = ()
+    reject: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -1738,3 +1786,41 @@ def select_template(
         names = ", ".join(t.file for t in matches)
         raise CkirError(f"{config_name}: model_type '{model_type}' is served by {names}")
     return matches[0]
+
+
+def select_gguf_template(
+    architecture: str | None,
+    override: str | Path | None = None,
+    *,
+    templates_dir: str | Path | None = None,
+    source_name: str = "model.gguf",
+) -> Template:
+    """The template whose ``gguf:`` block serves ``architecture`` (``general.architecture``),
+    or ``override`` (a template name or a YAML path), which must have a ``gguf:`` block."""
+    d = Path(templates_dir) if templates_dir is not None else TEMPLATES_DIR
+    if override is not None:
+        tpl = select_template(None, override, templates_dir=d, config_name=source_name)
+    else:
+        if not architecture:
+            raise CkirError(f"{source_name}: no 'general.architecture'; pass a template explicitly")
+        templates = [t for t in list_templates(d) if t.gguf is not None]
+        matches = [t for t in templates if architecture in t.gguf.architectures]  # type: ignore[union-attr]
+        if not matches:
+            served = sorted({a for t in templates for a in t.gguf.architectures})  # type: ignore[union-attr]
+            raise CkirError(
+                f"{source_name}: GGUF architecture '{architecture}' is not served by any template "
+                f"in {display_path(d)} (served: {', '.join(served) or 'none'}); "
+                "pass a template explicitly"
+            )
+        if len(matches) > 1:
+            names = ", ".join(t.file for t in matches)
+            raise CkirError(
+                f"{source_name}: GGUF architecture '{architecture}' is served by {names}"
+            )
+        tpl = matches[0]
+    if tpl.gguf is None:
+        raise CkirError(
+            f"{source_name}: template {tpl.name} has no gguf: block ({tpl.file}); "
+            "it cannot import GGUF files"
+        )
+    return tpl
