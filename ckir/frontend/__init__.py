@@ -2,16 +2,58 @@
 
 ``ckir.frontend.hf.import_hf`` reads a HuggingFace checkpoint folder
 (``config.json`` + safetensors headers) through a template (``templates/``);
+``ckir.frontend.gguf.import_gguf`` reads a GGUF file through the template's
+``gguf:`` block; ``import_model`` picks one by the path and also returns the
+weight source that ``weights.bin`` is written from.
 ``ckir.frontend.safetensors_header.read_safetensors_header`` reads one
-safetensors header.  Both are re-exported here, imported on first use so that
-reading a header does not load xDSL.
+safetensors header.  Everything is imported on first use so that reading a
+header does not load xDSL.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["TensorInfo", "import_hf", "read_safetensors_header"]
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
+
+    from ckir.backend.weights import WeightSource
+
+__all__ = [
+    "TensorInfo",
+    "import_gguf",
+    "import_hf",
+    "import_model",
+    "read_safetensors_header",
+]
+
+
+def import_model(
+    path: str | Path, template: str | Path | None = None
+) -> tuple[ModuleOp, list[str], WeightSource]:
+    """``(graph module, warnings, weight source)`` of a HF folder or a GGUF file.
+
+    A directory is a HF checkpoint folder (``import_hf`` + ``SafetensorsSource``);
+    a file ending in ``.gguf`` (or starting with the GGUF magic) is a GGUF file
+    (``import_gguf``'s module + ``GGUFSource``).
+    """
+    from ckir.errors import CkirError
+
+    path = Path(path)
+    if path.is_dir():
+        from ckir.backend.weights import SafetensorsSource
+        from ckir.frontend.hf import import_hf
+
+        module, warnings = import_hf(path, template)
+        return module, warnings, SafetensorsSource(path)
+    from ckir.frontend.gguf import import_gguf_model, is_gguf_file
+
+    if path.suffix.lower() == ".gguf" or is_gguf_file(path):
+        return import_gguf_model(path, template)
+    if not path.exists():
+        raise CkirError(f"{path}: no such file or folder")
+    raise CkirError(f"{path}: not a HF checkpoint folder or a GGUF file")
 
 
 def __getattr__(name: str) -> Any:
@@ -19,6 +61,10 @@ def __getattr__(name: str) -> Any:
         from ckir.frontend.hf import import_hf
 
         return import_hf
+    if name == "import_gguf":
+        from ckir.frontend.gguf import import_gguf
+
+        return import_gguf
     if name in ("TensorInfo", "read_safetensors_header"):
         from ckir.frontend import safetensors_header
 

@@ -1,0 +1,511 @@
+"""GGUF file (llama.cpp's format) -> graph dialect module, and its weight source.
+
+The file is read with the ``gguf`` package's ``GGUFReader`` (memory-mapped;
+no hand-written parser).  Nothing here knows an architecture: the template
+is chosen by ``general.architecture`` (its ``gguf.architectures``) and its
+``gguf:`` block says which metadata keys give which config keys and which
+GGUF tensor is which weight (docs/templates.md, "GGUF files").  The same
+template engine and :func:`~ckir.frontend.build_graph.build_graph` as the HF
+frontend build the graph, so both frontends produce the same ops; only the
+``graph.weight`` declarations differ::
+
+    graph.weight @"layers.{i}.attn.wq" : [H*D, E] q4_1 gguf "blk.{i}.attn_q.weight"
+        attributes {gguf_unpermute = "H"}
+
+Weight dtypes: F32 / F16 / BF16 tensors are declared ``f32`` (converted when
+weights.bin is written); Q8_0 / Q4_0 / Q4_1 (and Q4_K) matrices keep their
+block bytes and are declared ``q8_0`` / ``q4_0`` / ``q4_1`` / ``q4_k``.  A
+quantized tensor that is not a matrix is declared ``f32`` (dequantized).
+
+``gguf_unpermute = "<heads>"`` marks q/k rows that llama.cpp's converter
+interleaved per head for GGML's adjacent-pair RoPE; :class:`GGUFSource`
+restores HF's rotate-half row order (a row permutation, so it applies to
+quantized rows as well: blocks run along K).
+
+    module, warnings = import_gguf("SmolLM2-135M-Instruct.Q4_1.gguf")
+    module, warnings, source = import_gguf_model(path)   # + the WeightSource
+
+Every user mistake raises :class:`~ckir.errors.CkirError` with one line naming
+the GGUF file and the tensor or metadata key.  See docs/gguf.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+
+from ckir.dialects import graph as g
+from ckir.dialects.dims import evaluate_dim
+from ckir.errors import CkirError
+from ckir.frontend.build_graph import ResolvedWeight, build_graph
+from ckir.template import (
+    GGUFMap,
+    ModelSpec,
+    Template,
+    WeightSpec,
+    select_gguf_template,
+)
+
+#: GGUF tensor type -> graph dtype of the weight (float types are converted to f32)
+GGUF_WEIGHT_DTYPES: dict[str, str] = {
+    "F32": "f32",
+    "F16": "f32",
+    "BF16": "f32",
+    "Q8_0": "q8_0",
+    "Q4_0": "q4_0",
+    "Q4_1": "q4_1",
+    "Q4_K": "q4_k",
+}
+#: GGUF block formats whose bytes are kept as they are
+QUANTIZED = ("Q8_0", "Q4_0", "Q4_1", "Q4_K")
+#: the attribute on graph.weight naming the head count whose rotary rows to restore
+UNPERMUTE_ATTR = "gguf_unpermute"
+GGUF_MAGIC = b"GGUF"
+
+
+def _one_line(err: object) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def _fmt(shape: tuple[int, ...] | list[int]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def is_gguf_file(path: str | Path) -> bool:
+    """True for an existing file that starts with the GGUF magic."""
+    p = Path(path)
+    if not p.is_file():
+        return False
+    try:
+        with p.open("rb") as f:
+            return f.read(4) == GGUF_MAGIC
+    except OSError:
+        return False
+
+
+def open_gguf(path: str | Path) -> Any:
+    """A ``gguf.GGUFReader`` for ``path`` (memory-mapped), or a one-line CkirError."""
+    path = Path(path)
+    if not path.is_file():
+        raise CkirError(f"{path}: no such GGUF file")
+    size = path.stat().st_size
+    if not is_gguf_file(path):
+        raise CkirError(f"{path.name}: not a GGUF file (no 'GGUF' magic in its first 4 bytes)")
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(path, "r")
+    except Exception as err:  # the gguf package raises plain errors on bad files
+        raise CkirError(
+            f"{path.name}: truncated or corrupt GGUF file ({size} bytes): {_one_line(err)}"
+        ) from None
+    for t in reader.tensors:
+        end = int(t.data_offset) + int(t.n_bytes)
+        if end > size:
+            raise CkirError(
+                f"{path.name}: tensor '{t.name}' data ends at byte {end}, past the end of the "
+                f"file ({size} bytes): truncated"
+            )
+    return reader
+
+
+def metadata(reader: Any, key: str, source: str) -> Any:
+    """The value of metadata ``key`` (Python scalar, str or list), None when absent."""
+    field = reader.fields.get(key)
+    if field is None:
+        return None
+    try:
+        value = field.contents()
+    except Exception as err:
+        raise CkirError(f"{source}: metadata '{key}' is unreadable ({_one_line(err)})") from None
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def numpy_shape(t: Any) -> tuple[int, ...]:
+    """A GGUF tensor's shape in row-major order (GGUF lists ne0, the innermost dim, first)."""
+    return tuple(int(d) for d in reversed(list(t.shape)))
+
+
+# ---------------------------------------------------------------------------
+# metadata -> config
+# ---------------------------------------------------------------------------
+
+
+def _set_key(config: dict[str, Any], key: str, value: Any) -> None:
+    """``a.b`` -> config["a"]["b"] (the template reads dotted keys as nested objects)."""
+    parts = key.split(".")
+    node = config
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+    node[parts[-1]] = value
+
+
+def gguf_config(
+    reader: Any, gmap: GGUFMap, arch: str, source: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The config dict the template binds, read from metadata as ``gguf.config`` says.
+
+    Returns ``(config, provenance)``; provenance maps each config key that was
+    found to the GGUF key (or ``@`` source) it came from.
+    """
+    tensor_names = {t.name for t in reader.tensors}
+    config: dict[str, Any] = {"model_type": arch}
+    provenance: dict[str, str] = {}
+    for key, sources in gmap.config.items():
+        for src in sources:
+            if src == "@token_count":
+                field = reader.fields.get("tokenizer.ggml.tokens")
+                value = len(field.data) if field is not None else None
+                label = "length of tokenizer.ggml.tokens"
+            elif src.startswith("@tensor_absent:"):
+                value = src.split(":", 1)[1] not in tensor_names
+                label = src
+            elif src.startswith("@tensor_present:"):
+                value = src.split(":", 1)[1] in tensor_names
+                label = src
+            else:
+                label = src.replace("{arch}", arch)
+                value = metadata(reader, label, source)
+                if isinstance(value, list):
+                    raise CkirError(
+                        f"{source}: metadata '{label}' is an array; {key} needs a single value"
+                    )
+            if value is not None:
+                _set_key(config, key, value)
+                provenance[key] = label
+                break
+    return config, provenance
+
+
+def _check_required(tpl: Template, config: Mapping[str, Any], arch: str, source: str) -> None:
+    """Name the GGUF key when a symbol or param without default has no value."""
+    from ckir.template import _lookup  # the engine's own key lookup
+
+    assert tpl.gguf is not None
+    required = [
+        (f"symbol {s.name}", s.keys) for s in tpl.symbols if s.expr is None and s.default is None
+    ]
+    required += [
+        (f"param {p.name}", p.keys) for p in tpl.params if p.value is None and p.default is None
+    ]
+    for what, keys in required:
+        if any(_lookup(config, k) is not None for k in keys):
+            continue
+        gguf_keys = [
+            src.replace("{arch}", arch) for k in keys for src in tpl.gguf.config.get(k, ())
+        ]
+        if gguf_keys:
+            raise CkirError(
+                f"{source}: missing metadata {' or '.join(repr(k) for k in gguf_keys)} "
+                f"(template {tpl.name} needs it for {what}, {tpl.file})"
+            )
+        raise CkirError(
+            f"{source}: template {tpl.name}'s gguf: block maps no GGUF key to "
+            f"{' or '.join(repr(k) for k in keys)}, needed for {what} ({tpl.file})"
+        )
+
+
+def _instantiate(
+    tpl: Template, config: dict[str, Any], provenance: Mapping[str, str], source: str
+) -> ModelSpec:
+    try:
+        return tpl.instantiate(config, config_name=source)
+    except CkirError as err:
+        msg = str(err)
+        for key, label in provenance.items():  # say which GGUF key a config key came from
+            msg = msg.replace(f"key '{key}'", f"key '{key}' (GGUF '{label}')", 1)
+        raise CkirError(msg) from None
+
+
+# ---------------------------------------------------------------------------
+# tensors -> weights
+# ---------------------------------------------------------------------------
+
+
+def _patterns(patterns: tuple[str, ...] | list[str]) -> re.Pattern[str] | None:
+    if not patterns:
+        return None
+    parts = [re.escape(p).replace(r"\{i\}", r"\d+").replace(r"\*", r".*") for p in patterns]
+    return re.compile("|".join(f"(?:{p})" for p in parts))
+
+
+class _Checker:
+    """Finds each template weight's GGUF tensor(s) and checks shape and type."""
+
+    def __init__(self, tpl: Template, spec: ModelSpec, reader: Any, source: str) -> None:
+        assert tpl.gguf is not None
+        self.tpl = tpl
+        self.gmap = tpl.gguf
+        self.spec = spec
+        self.source = source
+        self.tensors = {t.name: t for t in reader.tensors}
+        self.by_hf = {hf: name for name, hf in self.gmap.tensors.items()}
+        self.used: set[str] = set()
+
+    def gguf_name(self, w: WeightSpec) -> tuple[str, str | None]:
+        """(GGUF name pattern, HF name it was found by, if any)."""
+        if w.gguf is not None:
+            return w.gguf, None
+        candidates = list(w.hf)
+        for c in w.hf:
+            for p in self.tpl.hf_prefixes:
+                if p and c.startswith(p):
+                    candidates.append(c[len(p) :])
+        for c in candidates:
+            if c in self.by_hf:
+                return self.by_hf[c], c
+        hf = f" (hf '{w.hf[0]}')" if w.hf else ""
+        raise CkirError(
+            f"{self.source}: template {self.tpl.name}'s gguf: block maps no GGUF tensor to "
+            f"weight {w.name}{hf} ({self.tpl.file})"
+        )
+
+    def resolve(self, w: WeightSpec) -> tuple[str, str, str | None]:
+        """(GGUF name pattern, graph dtype, unpermute heads expression or None)."""
+        pattern, hf = self.gguf_name(w)
+        if w.slice is not None or w.transpose or w.hf_shape is not None:
+            raise CkirError(
+                f"{self.source}: weight {w.name} of template {self.tpl.name} is packed "
+                f"(slice/transpose of an HF tensor); GGUF weights must be whole tensors"
+            )
+        layers: list[int | None] = list(range(self.spec.layers)) if w.per_layer else [None]
+        expected = w.shape_values
+        dims = ", ".join(str(d) for d in w.shape)
+        dtype: str | None = None
+        first: tuple[str, str] | None = None
+        for i in layers:
+            name = pattern if i is None else pattern.replace("{i}", str(i))
+            t = self.tensors.get(name)
+            if t is None:
+                raise CkirError(
+                    f"{self.source}: missing tensor '{name}' (weight {w.name} of template "
+                    f"{self.tpl.name}, {self.tpl.file})"
+                )
+            shape = numpy_shape(t)
+            if shape != expected:
+                raise CkirError(
+                    f"{self.source}: tensor '{name}' has shape {_fmt(shape)} (GGUF ne "
+                    f"{_fmt(list(t.shape))}), template {self.tpl.name} expects {_fmt(expected)} "
+                    f"({dims}) for weight {w.name}"
+                )
+            kind = t.tensor_type.name
+            got = GGUF_WEIGHT_DTYPES.get(kind)
+            if got is None:
+                raise CkirError(
+                    f"{self.source}: tensor '{name}' has type {kind}; ckir reads "
+                    f"{', '.join(GGUF_WEIGHT_DTYPES)} (weight {w.name})"
+                )
+            if kind in QUANTIZED and len(expected) != 2:
+                got = "f32"  # only matrices have quantized kernels: dequantize the rest
+            if first is None:
+                first = (name, kind)
+            elif got != dtype:
+                raise CkirError(
+                    f"{self.source}: tensor '{name}' is {kind} but '{first[0]}' is {first[1]}; "
+                    f"all layers of weight {w.name} must share one storage type "
+                    "(mixed-quantization files are not supported)"
+                )
+            dtype = got
+            self.used.add(name)
+        assert dtype is not None
+        heads = self.gmap.unpermute.get(hf) if hf is not None else None
+        return pattern, dtype, heads
+
+
+def _model_name(path: Path) -> str:
+    base = re.sub(r"[^A-Za-z0-9_]+", "_", path.name.removesuffix(".gguf")).strip("_")
+    if not base:
+        return "model"
+    return base if not base[0].isdigit() else f"m_{base}"
+
+
+def import_gguf_model(
+    path: str | Path, template: str | Path | None = None
+) -> tuple[ModuleOp, list[str], GGUFSource]:
+    """Import a GGUF file: ``(graph module, warnings, weight source)``.
+
+    ``template`` overrides selection by ``general.architecture``: a template
+    name (``"llama"``) or a YAML path; the template needs a ``gguf:`` block.
+    """
+    path = Path(path)
+    reader = open_gguf(path)
+    source = path.name
+    arch = metadata(reader, "general.architecture", source)
+    if arch is not None and not isinstance(arch, str):
+        raise CkirError(f"{source}: 'general.architecture' must be a string")
+    tpl = select_gguf_template(arch, template, source_name=source)
+    gmap = tpl.gguf
+    assert gmap is not None
+    warnings: list[str] = []
+    if template is not None and arch is not None and arch not in gmap.architectures:
+        warnings.append(
+            f"{source}: architecture '{arch}' is not one of template {tpl.name}'s GGUF "
+            f"architectures ({', '.join(gmap.architectures)}); using it because it was given"
+        )
+    for pat, why in gmap.reject.items():
+        rx = _patterns([pat])
+        assert rx is not None
+        hit = next((t.name for t in reader.tensors if rx.fullmatch(t.name)), None)
+        if hit is not None:
+            raise CkirError(f"{source}: tensor '{hit}': {why} (template {tpl.name})")
+    arch_name = arch or tpl.name
+    config, provenance = gguf_config(reader, gmap, arch_name, source)
+    _check_required(tpl, config, arch_name, source)
+    spec = _instantiate(tpl, config, provenance, source)
+    warnings.extend(spec.warnings)
+
+    checker = _Checker(tpl, spec, reader, source)
+    resolved: dict[str, ResolvedWeight] = {}
+    weights: list[WeightSpec] = []
+    unpermute: dict[str, str] = {}
+    for w in spec.weights:
+        if w.tied_to is not None:
+            weights.append(replace(w, hf=(), gguf=None))
+            continue
+        pattern, dtype, heads = checker.resolve(w)
+        resolved[w.name] = ResolvedWeight(None, dtype)
+        weights.append(replace(w, hf=(), gguf=pattern))
+        if heads is not None:
+            unpermute[w.name] = heads
+    ignore = _patterns(list(gmap.ignore))
+    for name in sorted(checker.tensors):
+        if name in checker.used or (ignore is not None and ignore.fullmatch(name)):
+            continue
+        warnings.append(f"{source}: unmapped tensor '{name}' (template {tpl.name} does not use it)")
+
+    module = build_graph(replace(spec, weights=tuple(weights)), _model_name(path), resolved)
+    for op in module.walk():
+        if isinstance(op, g.WeightOp) and op.weight_name in unpermute:
+            op.attributes[UNPERMUTE_ATTR] = StringAttr(unpermute[op.weight_name])
+    return module, warnings, GGUFSource(path, reader)
+
+
+def import_gguf(
+    path: str | Path, template: str | Path | None = None
+) -> tuple[ModuleOp, list[str]]:
+    """Import a GGUF file: ``(graph module, warnings)`` (see :func:`import_gguf_model`)."""
+    module, warnings, _ = import_gguf_model(path, template)
+    return module, warnings
+
+
+# ---------------------------------------------------------------------------
+# weights
+# ---------------------------------------------------------------------------
+
+
+def unpermute_rows(rows: np.ndarray, heads: int, what: str = "tensor") -> np.ndarray:
+    """Undo the GGUF converter's per-head interleave of the two rotary halves.
+
+    The converter reorders the rows of each head ``[h0 .. h(D/2-1), g0 .. g(D/2-1)]``
+    (HF's rotate-half layout) into pairs ``[h0, g0, h1, g1, ...]``, i.e.
+    ``reshape(heads, 2, D/2, ...).swapaxes(1, 2)``; the inverse is
+    ``reshape(heads, D/2, 2, ...).swapaxes(1, 2)``.  ``rows`` is ``[N, ...]`` with
+    any row payload (float values or a row of quantized blocks).
+    """
+    n = rows.shape[0]
+    if heads <= 0 or n % (2 * heads):
+        raise CkirError(f"{what}: cannot unpermute {n} rows for {heads} heads")
+    rest = rows.shape[1:]
+    half = n // heads // 2
+    return rows.reshape(heads, half, 2, *rest).swapaxes(1, 2).reshape(n, *rest)
+
+
+def tensor_values(t: Any, what: str) -> np.ndarray:
+    """A GGUF tensor as float32 in its row-major shape (dequantized if needed)."""
+    kind = t.tensor_type.name
+    shape = numpy_shape(t)
+    raw = np.asarray(t.data)
+    if kind == "F32":
+        return np.ascontiguousarray(raw, dtype="<f4").reshape(shape)
+    if kind == "F16":
+        return raw.view("<f2").astype(np.float32).reshape(shape)
+    if kind == "BF16":
+        bits = raw.view(np.uint8).view("<u2").astype(np.uint32) << np.uint32(16)
+        return bits.view(np.float32).reshape(shape)
+    if kind in ("Q8_0", "Q4_0", "Q4_1"):
+        from ckir import quant
+
+        blocks = raw.view(np.uint8).reshape(*shape[:-1], -1)
+        return quant.dequantize(blocks, kind.lower()).reshape(shape)
+    if kind in QUANTIZED:
+        import gguf
+
+        qtype = gguf.GGMLQuantizationType[kind]
+        return gguf.quants.dequantize(raw.view(np.uint8), qtype).astype(np.float32).reshape(shape)
+    raise CkirError(f"{what}: GGUF type {kind} is not supported")
+
+
+class GGUFSource:
+    """Weight bytes of a GGUF file (``WeightSource``), one tensor at a time, memory-mapped.
+
+    Quantized matrices declared in their own format are copied as raw block
+    bytes (rows unpermuted where the graph says ``gguf_unpermute``); float
+    tensors are converted to f32, and anything declared in another dtype
+    (``--dtype``) is dequantized and re-encoded with
+    :func:`ckir.backend.weights.encode`.
+    """
+
+    def __init__(self, path: str | Path, reader: Any | None = None) -> None:
+        self.path = Path(path)
+        self._reader = reader
+        self._tensors: dict[str, Any] | None = None
+
+    @property
+    def reader(self) -> Any:
+        if self._reader is None:
+            self._reader = open_gguf(self.path)
+        return self._reader
+
+    def tensor(self, name: str) -> Any:
+        """The reader's tensor ``name`` (None when absent)."""
+        if self._tensors is None:
+            self._tensors = {t.name: t for t in self.reader.tensors}
+        return self._tensors.get(name)
+
+    def bytes_for(
+        self, decl: g.WeightOp, layer: int | None, symbols: Mapping[str, int], dtype: str
+    ) -> np.ndarray:
+        from ckir.backend.weights import encode
+
+        pattern = decl.gguf_name
+        if pattern is None:
+            raise CkirError(f"graph.weight @{decl.weight_name}: has no GGUF source tensor")
+        name = pattern if layer is None else pattern.replace("{i}", str(layer))
+        what = f"{self.path.name}: tensor '{name}'"
+        t = self.tensor(name)
+        if t is None:
+            raise CkirError(
+                f"{self.path.name}: no tensor '{name}' (graph.weight @{decl.weight_name})"
+            )
+        shape = numpy_shape(t)
+        want = tuple(evaluate_dim(d, symbols) for d in decl.shape_dims)
+        if shape != want:
+            raise CkirError(
+                f"{what} has shape {_fmt(shape)}, graph.weight @{decl.weight_name} needs "
+                f"{_fmt(want)}"
+            )
+        heads_attr = decl.attributes.get(UNPERMUTE_ATTR)
+        heads = None
+        if heads_attr is not None:
+            if not isinstance(heads_attr, StringAttr):
+                raise CkirError(
+                    f"graph.weight @{decl.weight_name}: {UNPERMUTE_ATTR} must be a string "
+                    "(a dim expression)"
+                )
+            heads = evaluate_dim(heads_attr.data, symbols)
+        kind = t.tensor_type.name
+        if kind in QUANTIZED and GGUF_WEIGHT_DTYPES[kind] == dtype:
+            rows = np.asarray(t.data).view(np.uint8).reshape(shape[0], -1)
+            if heads is not None:
+                rows = unpermute_rows(rows, heads, what)
+            return np.ascontiguousarray(rows).reshape(-1)
+        arr = tensor_values(t, what)
+        if heads is not None:
+            arr = unpermute_rows(arr, heads, what)
+        return encode(np.ascontiguousarray(arr), dtype, name)
