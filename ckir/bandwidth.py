@@ -1,0 +1,185 @@
+"""Machine probes for ``ckir bench``: memory read bandwidth, fp32 FMA peak, peak-RSS driver.
+
+The C sources live in ``runtime/bench/`` and are compiled with the system C
+compiler (``$CC`` or ``cc``, ``-O2 -march=native -fopenmp``) into
+``$CKIR_CACHE_DIR/bench/<hash>/`` (default ``~/.cache/ckir/bench/``), keyed by
+the sources, the flags and the compiler version; the model libraries never
+link them.
+
+* :class:`ReadProbe` reads a large buffer (default 256 MiB, far beyond the
+  L3) with ``threads`` OpenMP threads and wide vector loads: GB/s per pass.
+  It is the "how fast can this machine stream weights" mark that decode is
+  measured against.
+* :func:`fma_peak` runs independent vector FMA chains in registers on every
+  thread: GFLOP/s, the mark prefill is measured against.
+* :func:`rss_driver` is a small C program that opens a build through the
+  generated-model ABI, prefills and decodes, and prints its peak RSS (no
+  Python in the process).
+
+``python -m ckir.bandwidth [--threads 1 2] [--mib 256]`` prints both probes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import functools
+import hashlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+CFLAGS = ["-O2", "-march=native", "-fopenmp", "-Wall"]
+
+
+class ProbeBuildError(RuntimeError):
+    """The C compiler failed on a probe source."""
+
+
+def bench_source_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "runtime" / "bench"
+
+
+def _cache_root() -> Path:
+    env = os.environ.get("CKIR_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "ckir"
+
+
+def _cc() -> str:
+    return os.environ.get("CC", "cc")
+
+
+@functools.cache
+def _build_dir() -> Path:
+    h = hashlib.sha256()
+    try:
+        ver = subprocess.run([_cc(), "--version"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise ProbeBuildError(f"cannot run the C compiler {_cc()!r}: {exc}") from None
+    h.update(ver.stdout.encode() + "\0".join(CFLAGS).encode())
+    for src in sorted(bench_source_dir().glob("*.c")):
+        h.update(src.name.encode() + b"\0" + src.read_bytes())
+    d = _cache_root() / "bench" / h.hexdigest()[:20]
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _compile(out_name: str, args: list[str]) -> Path:
+    out = _build_dir() / out_name
+    if out.exists():
+        return out
+    fd, tmp = tempfile.mkstemp(prefix=out_name + ".", suffix=".tmp", dir=out.parent)
+    os.close(fd)
+    try:
+        proc = subprocess.run([_cc(), *args, "-o", tmp], capture_output=True, text=True)
+        if proc.returncode != 0:
+            first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr)
+            raise ProbeBuildError(f"cc failed on {out_name}: {first.strip()}")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
+
+
+@functools.cache
+def probe_library() -> ctypes.CDLL:
+    """The probes' shared library (built on first use)."""
+    src = bench_source_dir() / "probes.c"
+    path = _compile("libckir_probes.so", [*CFLAGS, "-shared", "-fPIC", str(src)])
+    lib = ctypes.CDLL(str(path))
+    lib.ckb_buffer_new.restype = ctypes.c_void_p
+    lib.ckb_buffer_new.argtypes = [ctypes.c_int64, ctypes.c_int]
+    lib.ckb_buffer_free.argtypes = [ctypes.c_void_p]
+    lib.ckb_read.restype = ctypes.c_double
+    lib.ckb_read.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int]
+    lib.ckb_fma.restype = ctypes.c_double
+    lib.ckb_fma.argtypes = [ctypes.c_int, ctypes.c_int64]
+    lib.ckb_fma_flops.restype = ctypes.c_double
+    lib.ckb_fma_flops.argtypes = [ctypes.c_int, ctypes.c_int64]
+    return lib
+
+
+def rss_driver() -> Path:
+    """Path of the peak-RSS driver executable (built on first use)."""
+    src = bench_source_dir() / "rss_run.c"
+    return _compile("rss_run", ["-O2", "-Wall", str(src), "-ldl"])
+
+
+class ReadProbe:
+    """A buffer of ``mib`` MiB, allocated and written once; ``measure`` reads it.
+
+    ``huge``: ask for transparent huge pages (``madvise(MADV_HUGEPAGE)``; fewer
+    TLB misses, the machine's best case) or forbid them (4 KiB pages, as a
+    file mapping such as ckir's ``weights.bin`` gets)."""
+
+    def __init__(self, mib: int = 256, streams: int = 1, huge: bool = True) -> None:
+        self.lib = probe_library()
+        self.nbytes = int(mib) << 20
+        self.streams = streams
+        self.huge = huge
+        self._buf = self.lib.ckb_buffer_new(self.nbytes, int(huge))
+        if not self._buf:
+            raise MemoryError(f"read probe: cannot allocate {mib} MiB")
+
+    def measure(self, threads: int, reps: int = 3) -> list[float]:
+        """GB/s (1e9 bytes/s) of ``reps`` passes over the buffer."""
+        out = []
+        for _ in range(reps):
+            dt = self.lib.ckb_read(self._buf, self.nbytes, threads, self.streams)
+            out.append(self.nbytes / dt / 1e9)
+        return out
+
+    def close(self) -> None:
+        if self._buf:
+            self.lib.ckb_buffer_free(self._buf)
+            self._buf = None
+
+    def __enter__(self) -> ReadProbe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def fma_peak(threads: int, reps: int = 3, iters: int = 1_000_000) -> list[float]:
+    """GFLOP/s of ``reps`` runs of ``iters`` x 16 independent vector FMAs per thread."""
+    lib = probe_library()
+    flops = lib.ckb_fma_flops(threads, iters)
+    return [flops / lib.ckb_fma(threads, iters) / 1e9 for _ in range(reps)]
+
+
+def _fmt(values: Sequence[float]) -> str:
+    return (
+        f"median {statistics.median(values):.1f} "
+        f"(min {min(values):.1f}, max {max(values):.1f}, n={len(values)})"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m ckir.bandwidth", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--mib", type=int, default=256, help="read-probe buffer size")
+    ap.add_argument("--streams", type=int, default=1, choices=[1, 2], help="streams per thread")
+    ap.add_argument("--reps", type=int, default=9)
+    args = ap.parse_args(argv)
+    for huge in (True, False):
+        pages = "huge pages" if huge else "4 KiB pages"
+        with ReadProbe(args.mib, args.streams, huge) as probe:
+            for t in args.threads:
+                probe.measure(t, 1)  # warm-up
+                gbps = probe.measure(t, args.reps)
+                print(f"read bandwidth, {args.mib} MiB, {pages}, {t} thread(s): {_fmt(gbps)} GB/s")
+    for t in args.threads:
+        print(f"fp32 FMA peak, {t} thread(s): {_fmt(fma_peak(t, args.reps))} GFLOP/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

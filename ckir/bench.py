@@ -1,0 +1,1681 @@
+"""``ckir bench``: tokens/s of ckir against PyTorch, ONNX Runtime and llama.cpp, with rooflines.
+
+    ckir bench MODEL [--modes prefill,decode] [--dtype f32,bf16,q8_0,...]
+                     [--against torch,onnxruntime,llama.cpp] [--prompt-tokens 128]
+                     [--decode-tokens 64] [--context 128] [--repeat 5] [--threads 2]
+                     [--profile] [--cold-build] [--json FILE]
+
+MODEL is a HF checkpoint folder or a built-in shape (``smollm-135m``,
+``qwen2-0.5b``, ``gpt2-small``): random weights, made once with
+:func:`ckir.zoo.make_tiny_model` under ``$CKIR_CACHE_DIR/bench-models/``.
+Nothing is downloaded.
+
+Method.  ckir is compiled (timed step by step) for every requested dtype.
+Every system (ckir per dtype, each baseline per dtype it supports) runs in a
+worker process of its own, loaded once and warmed up; the parent sends one
+run at a time, so only one system computes at any moment.  A round runs every
+system once per mode, in alternating order (ckir, torch, ckir, torch, ...;
+reversed on odd rounds); each round starts with the machine probes of
+:mod:`ckir.bandwidth` (read bandwidth for decode, FMA peak for prefill), so
+a run and the bound it is compared with see the same machine load.  Printed:
+tokens/s median and min-max over rounds, the ratio ckir / baseline (median of
+per-round ratios of adjacent runs), and the fraction of the roofline.
+
+* prefill: ``--prompt-tokens`` tokens from an empty cache; every system
+  computes the logits of every position (ckir's prefill returns [T, V]).
+* decode: ``--decode-tokens`` single-token steps after a ``--context``-token
+  prefill; tokens/s over the decode steps only.
+* decode bound: bytes read per token = every weight matrix the decode calls
+  read (layer weights, LM head) + one row of each gathered table (token /
+  position embedding) + the K and V cache rows read by attention at that
+  position (mean over the steps), in the stored dtype; bound = read
+  bandwidth / bytes.  Counted from the build's lowered IR and layout.
+* prefill bound: 2 x (parameters of the matrices multiplied) x T + causal
+  attention 4 x H x D x T(T+1)/2 per layer, against the FMA peak.
+
+Also printed: compile time (checkpoint -> C, weights.bin, C build), peak RSS
+of a decode run (a C driver without Python) against weights + state arena
+sizes of layout.json, and with ``--profile`` per-kernel time shares of a
+decode step and a prefill (model.c rebuilt with a timer around every call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ckir.errors import CkirError
+
+DTYPES = ("f32", "bf16", "q8_0", "q4_0", "q4_1")
+BASELINES = ("torch", "onnxruntime", "llama.cpp")
+MODES = ("prefill", "decode")
+_GATHER_KERNELS = ("embed", "pos_embed")
+_MATRIX_KERNELS = ("gemv", "gemm", "matmul")
+
+#: built-in shapes: (zoo architecture, HF config keys)
+SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
+    "smollm-135m": (
+        "llama",
+        dict(
+            hidden_size=576,
+            num_hidden_layers=30,
+            num_attention_heads=9,
+            num_key_value_heads=3,
+            intermediate_size=1536,
+            vocab_size=49152,
+            max_position_embeddings=2048,
+            rope_theta=10000.0,
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=True,
+        ),
+    ),
+    "qwen2-0.5b": (
+        "qwen2",
+        dict(
+            hidden_size=896,
+            num_hidden_layers=24,
+            num_attention_heads=14,
+            num_key_value_heads=2,
+            intermediate_size=4864,
+            vocab_size=151936,
+            max_position_embeddings=32768,
+            rope_theta=1_000_000.0,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=True,
+        ),
+    ),
+    "gpt2-small": (
+        "gpt2",
+        dict(n_embd=768, n_layer=12, n_head=12, vocab_size=50257, n_positions=1024),
+    ),
+}
+#: weight init scale of the built-in shapes (HF's initializer_range)
+SHAPE_STD = 0.02
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------
+# statistics
+# ---------------------------------------------------------------------------------------
+
+
+def rates(tokens: int, seconds: Sequence[float]) -> list[float]:
+    """Tokens/s of each run."""
+    return [tokens / s for s in seconds]
+
+
+def paired_ratios(ckir_seconds: Sequence[float], other_seconds: Sequence[float]) -> list[float]:
+    """Per-round speed ratio ckir / other (same tokens): other_time / ckir_time."""
+    return [o / c for c, o in zip(ckir_seconds, other_seconds, strict=True)]
+
+
+def spread(values: Sequence[float]) -> tuple[float, float, float]:
+    """(median, min, max)."""
+    return statistics.median(values), min(values), max(values)
+
+
+def fmt_num(x: float) -> str:
+    """3 significant digits, no exponent for the ranges seen here."""
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    if x >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3f}"
+
+
+def fmt_range(values: Sequence[float]) -> str:
+    _, lo, hi = spread(values)
+    return f"{fmt_num(lo)}–{fmt_num(hi)}"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# the build's cost model (lowered IR + layout.json)
+# ---------------------------------------------------------------------------------------
+
+_PROG_RE = re.compile(r'lowered\.program @\S+ mode "(\w+)"')
+_BUF_RE = re.compile(r"lowered\.buffer @([\w.\-]+) (\w+) : !lowered\.buf<\[([^\]]*)\], (\w+)>")
+_CALL_RE = re.compile(r"lowered\.call @(\w+)\(([^)]*)\) -> \(([^)]*)\)(?: \{(.*)\})?")
+_INT_ATTR_RE = re.compile(r"\b(\w+) = (-?\d+) : i64")
+
+
+@dataclass
+class IRCall:
+    kernel: str
+    ins: list[str]
+    outs: list[str]
+    dims: dict[str, int]
+
+
+@dataclass
+class IRBuffer:
+    name: str
+    role: str
+    shape: list[int]
+    dtype: str
+
+
+def parse_lowered(text: str) -> tuple[dict[str, IRBuffer], dict[str, list[IRCall]]]:
+    """Model-level buffers and the calls of each mode, in program order."""
+    buffers: dict[str, IRBuffer] = {}
+    calls: dict[str, list[IRCall]] = {}
+    mode: str | None = None
+    for line in text.splitlines():
+        if m := _PROG_RE.search(line):
+            mode = m.group(1)
+            calls[mode] = []
+            continue
+        if m := _BUF_RE.search(line):
+            shape = [int(d) for d in m.group(3).replace(" ", "").split(",") if d]
+            if m.group(2) in ("weight", "kv_cache"):
+                buffers[m.group(1)] = IRBuffer(m.group(1), m.group(2), shape, m.group(4))
+            continue
+        if (m := _CALL_RE.search(line)) and mode is not None:
+
+            def names(s: str) -> list[str]:
+                return [n.strip().lstrip("@") for n in s.split(",") if n.strip()]
+
+            dims = {k: int(v) for k, v in _INT_ATTR_RE.findall(m.group(4) or "")}
+            calls[mode].append(IRCall(m.group(1), names(m.group(2)), names(m.group(3)), dims))
+    return buffers, calls
+
+
+@dataclass
+class ModelCost:
+    """What one token costs, from a build folder."""
+
+    #: weight bytes decode reads per token (matrices in full, one row of gathered tables)
+    decode_weight_bytes: int
+    #: K + V cache bytes attention reads per context position (all layers)
+    kv_bytes_per_position: int
+    #: parameters of the weight matrices prefill multiplies, per token
+    prefill_params: int
+    #: sum over prefill attention calls of H * D
+    attention_hd: int
+    weights_arena: int
+    state_arena: int
+    kv_cache: int
+    max_context: int
+    vocab: int
+
+    def decode_bytes(self, context: int, steps: int) -> float:
+        """Mean bytes per decode step over ``steps`` steps after ``context`` cached tokens
+        (the step at position p reads p + 1 cache rows)."""
+        mean_rows = context + (steps + 1) / 2
+        return self.decode_weight_bytes + self.kv_bytes_per_position * mean_rows
+
+    def prefill_flops(self, tokens: int) -> float:
+        """FLOPs of a ``tokens``-token prefill from an empty cache."""
+        causal_pairs = tokens * (tokens + 1) / 2
+        return 2.0 * self.prefill_params * tokens + 4.0 * self.attention_hd * causal_pairs
+
+
+def model_cost(build: Path) -> ModelCost:
+    layout = json.loads((build / "layout.json").read_text())
+    slot_size: dict[str, int] = {}
+    arena_size: dict[str, int] = {}
+    for arena in layout["arenas"]:
+        arena_size[arena["name"]] = int(arena["size"])
+        for s in arena["slots"]:
+            slot_size[s["name"]] = int(s["size"])
+    buffers, calls = parse_lowered((build / "layout.mlir").read_text())
+
+    def weights_of(call: IRCall) -> list[IRBuffer]:
+        return [buffers[n] for n in call.ins if n in buffers and buffers[n].role == "weight"]
+
+    decode_bytes = kv_pos = 0
+    for call in calls.get("decode", []):
+        gather = call.kernel.startswith(_GATHER_KERNELS)
+        for w in weights_of(call):
+            size = slot_size[w.name]
+            decode_bytes += size // w.shape[0] if gather and w.shape else size
+        if call.kernel.startswith("attention"):
+            for n in call.ins:
+                b = buffers.get(n)
+                if b is not None and b.role == "kv_cache":
+                    kv_pos += slot_size[n] // b.shape[0]
+    params = hd = 0
+    for call in calls.get("prefill", []):
+        if not call.kernel.startswith(_GATHER_KERNELS):
+            params += sum(w.shape[0] * w.shape[1] for w in weights_of(call) if len(w.shape) == 2)
+        if call.kernel.startswith("attention"):
+            hd += call.dims.get("H", 0) * call.dims.get("D", 0)
+    kv_total = sum(slot_size[b.name] for b in buffers.values() if b.role == "kv_cache")
+    info = json.loads((build / "build.json").read_text())
+    max_ctx = max(
+        (b.shape[0] for b in buffers.values() if b.role == "kv_cache"),
+        default=int(info.get("max_context") or 0),
+    )
+    vocab = next(
+        (
+            buffers[n].shape[0]
+            for c in calls.get("decode", calls.get("prefill", []))
+            if c.kernel.startswith("embed")
+            for n in c.ins
+            if n in buffers
+        ),
+        0,
+    )
+    return ModelCost(
+        decode_weight_bytes=decode_bytes,
+        kv_bytes_per_position=kv_pos,
+        prefill_params=params,
+        attention_hd=hd,
+        weights_arena=arena_size.get("weights", 0),
+        state_arena=arena_size.get("state", 0),
+        kv_cache=kv_total,
+        max_context=max_ctx,
+        vocab=vocab,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# models and builds
+# ---------------------------------------------------------------------------------------
+
+
+def cache_root() -> Path:
+    env = os.environ.get("CKIR_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "ckir"
+
+
+def resolve_model(spec: str) -> tuple[Path, str]:
+    """(checkpoint folder, short name) of a folder or a built-in shape name."""
+    path = Path(spec)
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise CkirError(f"{path}: no config.json (not a HF checkpoint folder)")
+        return path, path.resolve().name
+    if spec not in SHAPES:
+        raise CkirError(
+            f"{spec}: not a folder and not a built-in shape ({', '.join(sorted(SHAPES))})"
+        )
+    out = cache_root() / "bench-models" / spec
+    done = out / ".complete"
+    if not done.exists():
+        from ckir.zoo import make_tiny_model
+
+        arch, config = SHAPES[spec]
+        _log(f"making the random-weight {spec} checkpoint in {out} (once)")
+        shutil.rmtree(out, ignore_errors=True)
+        make_tiny_model(arch, out, seed=0, std=SHAPE_STD, **config)
+        done.write_text("ok\n")
+    return out, spec
+
+
+def model_config(model_dir: Path) -> dict[str, Any]:
+    return json.loads((model_dir / "config.json").read_text())
+
+
+@dataclass
+class CompileTimes:
+    steps: dict[str, float]
+    cold_cc: float | None = None
+
+    @property
+    def to_c(self) -> float:
+        return sum(self.steps.get(k, 0.0) for k in ("import", "lower + plan", "emit C"))
+
+
+def compile_build(
+    model_dir: Path, out: Path, dtype: str, max_context: int, cold: bool
+) -> CompileTimes:
+    """Compile ``model_dir`` into ``out`` (fresh), timing every step."""
+    from ckir.compiler import CompileOptions, Progress, build, prepare
+
+    progress = Progress(quiet=True)
+    options = CompileOptions(max_context=max_context, dtype=None if dtype == "f32" else dtype)
+    prepared = prepare(model_dir, options, progress)
+    build(prepared, out, progress)
+    times = CompileTimes(dict(progress.steps))
+    if cold:
+        times.cold_cc = cold_c_build(out)
+    return times
+
+
+def cold_c_build(build_dir: Path) -> float:
+    """Seconds to build ``build_dir``'s library with an empty runtime object cache."""
+    from ckir.runtime_build import build_library, support_sources
+
+    old = os.environ.get("CKIR_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="ckir-cold-") as tmp:
+        os.environ["CKIR_CACHE_DIR"] = tmp
+        try:
+            t0 = time.perf_counter()
+            build_library(
+                Path(tmp) / "libmodel.so",
+                extra_sources=[build_dir / "model.c", *support_sources()],
+                include_dirs=[build_dir],
+            )
+            return time.perf_counter() - t0
+        finally:
+            if old is None:
+                os.environ.pop("CKIR_CACHE_DIR", None)
+            else:
+                os.environ["CKIR_CACHE_DIR"] = old
+
+
+# ---------------------------------------------------------------------------------------
+# per-kernel profile: model.c with a timer around every kernel call
+# ---------------------------------------------------------------------------------------
+
+_RUN_FN_RE = re.compile(r"^static int ckir_run_(\w+)\(")
+_C_CALL_RE = re.compile(r"^(\s+)(ckir_\w+)\((.*)\);\s*$")
+
+_PROF_HEADER = """
+/* ---- ckir bench profile: wall time of every kernel call ---- */
+#include <time.h>
+#define CKB_NCALLS {n}
+static double ckb_time[CKB_NCALLS];
+static long long ckb_count[CKB_NCALLS];
+static inline double ckb_now(void) {{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}}
+long long ckir_bench_prof_n(void) {{ return CKB_NCALLS; }}
+const double *ckir_bench_prof_times(void) {{ return ckb_time; }}
+const long long *ckir_bench_prof_counts(void) {{ return ckb_count; }}
+void ckir_bench_prof_reset(void) {{
+  for (int i = 0; i < CKB_NCALLS; i++) {{ ckb_time[i] = 0; ckb_count[i] = 0; }}
+}}
+"""
+
+
+@dataclass
+class ProfCall:
+    index: int
+    mode: str
+    kernel: str
+    weights: list[str]
+
+
+def instrument_model_c(text: str) -> tuple[str, list[ProfCall]]:
+    """model.c with every kernel call of the run functions wrapped in a timer."""
+    out: list[str] = []
+    calls: list[ProfCall] = []
+    mode: str | None = None
+    for line in text.splitlines():
+        if m := _RUN_FN_RE.match(line):
+            mode = m.group(1)
+        elif line.startswith("}"):
+            mode = None
+        m = _C_CALL_RE.match(line)
+        if mode is not None and m and m.group(2) != "ckir_run":
+            i = len(calls)
+            weights = re.findall(r"W \+ CKIR_OFF_(\w+)", m.group(3))
+            calls.append(ProfCall(i, mode, m.group(2)[len("ckir_") :], weights))
+            ind = m.group(1)
+            line = (
+                f"{ind}{{ double ckb_t0 = ckb_now();\n{ind}{m.group(2)}({m.group(3)});\n"
+                f"{ind}ckb_time[{i}] += ckb_now() - ckb_t0; ckb_count[{i}]++; }}"
+            )
+        out.append(line)
+    # the header goes after the last #include
+    last_inc = max(i for i, ln in enumerate(out) if ln.startswith("#include"))
+    out.insert(last_inc + 1, _PROF_HEADER.format(n=max(1, len(calls))))
+    return "\n".join(out) + "\n", calls
+
+
+def build_profile_copy(build: Path, out: Path) -> list[ProfCall]:
+    """A build folder at ``out`` sharing ``build``'s files but an instrumented library."""
+    from ckir.compiler import LIBRARY_NAME, required_files
+    from ckir.runtime_build import build_library, support_sources
+
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    text, calls = instrument_model_c((build / "model.c").read_text())
+    for name in required_files():
+        if name not in ("model.c", LIBRARY_NAME):
+            (out / name).symlink_to((build / name).resolve())
+    (out / "model.c").write_text(text)
+    build_library(
+        out / LIBRARY_NAME,
+        extra_sources=[out / "model.c", *support_sources()],
+        include_dirs=[out],
+    )
+    return calls
+
+
+# ---------------------------------------------------------------------------------------
+# workers: one process per system, a JSON line protocol over a private pipe
+# ---------------------------------------------------------------------------------------
+
+
+class BaselineUnavailable(CkirError):
+    """A baseline cannot run here; the message says why, in one line."""
+
+
+class Worker:
+    """A system loaded in its own process; ``call`` sends one request, returns the reply."""
+
+    def __init__(self, label: str, spec: dict[str, Any], threads: int, timeout: float) -> None:
+        self.label = label
+        env = dict(os.environ)
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env[var] = str(threads)
+        env["TOKENIZERS_PARALLELISM"] = "false"
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")]
+        ).rstrip(os.pathsep)
+        self._err = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ckir.bench", "--worker", json.dumps(spec)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            text=True,
+            env=env,
+        )
+        self.timeout = timeout
+        self.info: dict[str, Any] = self._read()
+
+    def _stderr_tail(self) -> str:
+        self._err.seek(0)
+        lines = [ln.strip() for ln in self._err.read().splitlines() if ln.strip()]
+        return lines[-1] if lines else "(no output)"
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait(timeout=10)
+            raise BaselineUnavailable(
+                f"{self.label}: worker exited ({self.proc.returncode}): {self._stderr_tail()}"
+            )
+        reply = json.loads(line)
+        if "error" in reply:
+            raise BaselineUnavailable(f"{self.label}: {reply['error']}")
+        return reply
+
+    def call(self, **msg: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(msg) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            raise BaselineUnavailable(f"{self.label}: worker died: {self._stderr_tail()}") from None
+        return self._read()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.proc.poll() is None and self.proc.stdin is not None:
+                self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=20)
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._err.close()
+
+
+class Runner:
+    """Worker-side interface: time a prefill, time decode steps after a context."""
+
+    info: dict[str, Any]
+
+    def prefill(self, tokens: list[int]) -> float:
+        raise NotImplementedError
+
+    def decode(self, context: list[int], tokens: list[int]) -> float:
+        raise NotImplementedError
+
+    def sample(self, tokens: list[int], stride: int) -> list[float]:
+        """Every ``stride``-th logit of the last row after prefilling ``tokens``."""
+        raise NotImplementedError
+
+
+class CkirRunner(Runner):
+    def __init__(self, build: str, threads: int) -> None:
+        from ckir.model import load
+
+        self.m = load(build)
+        lib = self.m._lib
+        lib.ckir_set_num_threads.argtypes = [ctypes.c_int]
+        lib.ckir_set_num_threads(threads)
+        self.info = {"threads": threads}
+        self._prof = hasattr(lib, "ckir_bench_prof_n")
+        if self._prof:
+            lib.ckir_bench_prof_n.restype = ctypes.c_longlong
+            lib.ckir_bench_prof_times.restype = ctypes.POINTER(ctypes.c_double)
+            lib.ckir_bench_prof_counts.restype = ctypes.POINTER(ctypes.c_longlong)
+
+    def prefill(self, tokens: list[int]) -> float:
+        self.m.reset()
+        t0 = time.perf_counter()
+        self.m.prefill(tokens)
+        return time.perf_counter() - t0
+
+    def decode(self, context: list[int], tokens: list[int]) -> float:
+        self.m.reset()
+        self.m.prefill(context)
+        t0 = time.perf_counter()
+        for tok in tokens:
+            self.m.decode(tok)
+        return time.perf_counter() - t0
+
+    def sample(self, tokens: list[int], stride: int) -> list[float]:
+        self.m.reset()
+        return [float(x) for x in self.m.prefill(tokens)[-1, ::stride]]
+
+    def prof_reset(self) -> None:
+        self.m._lib.ckir_bench_prof_reset()
+
+    def prof_get(self) -> dict[str, list[float]]:
+        lib = self.m._lib
+        n = int(lib.ckir_bench_prof_n())
+        t, c = lib.ckir_bench_prof_times(), lib.ckir_bench_prof_counts()
+        return {"times": [t[i] for i in range(n)], "counts": [float(c[i]) for i in range(n)]}
+
+
+class TorchRunner(Runner):
+    def __init__(self, model_dir: str, dtype: str, threads: int) -> None:
+        import torch
+        import transformers
+
+        torch.set_num_threads(threads)
+        self.torch = torch
+        tdtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
+        self.model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=tdtype)
+        self.model.eval()
+        self.info = {
+            "threads": torch.get_num_threads(),
+            "attn": getattr(self.model.config, "_attn_implementation", "?"),
+            "version": torch.__version__,
+        }
+
+    def _ids(self, tokens: list[int]) -> Any:
+        return self.torch.tensor([tokens], dtype=self.torch.long)
+
+    def prefill(self, tokens: list[int]) -> float:
+        ids = self._ids(tokens)
+        with self.torch.inference_mode():
+            t0 = time.perf_counter()
+            self.model(input_ids=ids, use_cache=True)
+            return time.perf_counter() - t0
+
+    def decode(self, context: list[int], tokens: list[int]) -> float:
+        with self.torch.inference_mode():
+            out = self.model(input_ids=self._ids(context), use_cache=True)
+            cache = out.past_key_values
+            steps = [self._ids([t]) for t in tokens]
+            t0 = time.perf_counter()
+            for ids in steps:
+                out = self.model(input_ids=ids, past_key_values=cache, use_cache=True)
+                cache = out.past_key_values
+            return time.perf_counter() - t0
+
+    def sample(self, tokens: list[int], stride: int) -> list[float]:
+        with self.torch.inference_mode():
+            logits = self.model(input_ids=self._ids(tokens), use_cache=False).logits
+        return [float(x) for x in logits[0, -1, ::stride].float()]
+
+
+def export_onnx(model_dir: str, path: Path, tokens: int) -> None:
+    """``torch.onnx.export`` (dynamo) of the model's logits for a fixed [1, tokens] input."""
+    import torch
+    import transformers
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.eval()
+
+    class Logits(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+            return self.inner(input_ids=input_ids, use_cache=False).logits
+
+    ids = torch.zeros((1, tokens), dtype=torch.long)
+    tmp = path.parent / (path.name + ".tmp")
+    errors = []
+    for dynamo in (True, False):
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        try:
+            with torch.no_grad():
+                torch.onnx.export(
+                    Logits(model),
+                    (ids,),
+                    str(tmp / "model.onnx"),
+                    dynamo=dynamo,
+                    input_names=["input_ids"],
+                    output_names=["logits"],
+                    external_data=True,
+                )
+            break
+        except Exception as exc:  # report every exporter's reason
+            text = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+            reason = f"{type(exc).__name__}: {text[-1] if text else ''}"[:200]
+            errors.append(f"dynamo={dynamo}: {reason}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise BaselineUnavailable("torch.onnx.export failed (" + "; ".join(errors) + ")")
+    shutil.rmtree(path, ignore_errors=True)
+    tmp.rename(path)
+
+
+class OrtRunner(Runner):
+    def __init__(self, model_dir: str, onnx_dir: str, tokens: int, threads: int) -> None:
+        import onnxruntime as ort
+
+        path = Path(onnx_dir)
+        if not (path / "model.onnx").exists():
+            export_onnx(model_dir, path, tokens)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.sess = ort.InferenceSession(
+            str(path / "model.onnx"), opts, providers=["CPUExecutionProvider"]
+        )
+        self.tokens = tokens
+        self.info = {"threads": threads, "version": ort.__version__}
+
+    def prefill(self, tokens: list[int]) -> float:
+        import numpy as np
+
+        ids = np.asarray([tokens], dtype=np.int64)
+        t0 = time.perf_counter()
+        self.sess.run(None, {"input_ids": ids})
+        return time.perf_counter() - t0
+
+    def sample(self, tokens: list[int], stride: int) -> list[float]:
+        import numpy as np
+
+        out = self.sess.run(None, {"input_ids": np.asarray([tokens], dtype=np.int64)})[0]
+        return [float(x) for x in out[0, -1, ::stride]]
+
+
+class LlamaCppRunner(Runner):
+    def __init__(self, gguf_path: str, threads: int, n_ctx: int, n_batch: int) -> None:
+        import llama_cpp
+
+        self.llm = llama_cpp.Llama(
+            model_path=gguf_path,
+            n_ctx=n_ctx,
+            n_batch=n_batch,
+            n_ubatch=n_batch,
+            n_threads=threads,
+            n_threads_batch=threads,
+            logits_all=True,  # ckir's prefill returns every row: same work
+            type_k=llama_cpp.GGML_TYPE_F32,  # ckir's KV cache is fp32
+            type_v=llama_cpp.GGML_TYPE_F32,
+            verbose=False,
+        )
+        self.info = {"threads": threads, "version": llama_cpp.__version__}
+
+    def prefill(self, tokens: list[int]) -> float:
+        self.llm.reset()
+        t0 = time.perf_counter()
+        self.llm.eval(tokens)
+        return time.perf_counter() - t0
+
+    def decode(self, context: list[int], tokens: list[int]) -> float:
+        self.llm.reset()
+        self.llm.eval(context)
+        t0 = time.perf_counter()
+        for tok in tokens:
+            self.llm.eval([tok])
+        return time.perf_counter() - t0
+
+    def sample(self, tokens: list[int], stride: int) -> list[float]:
+        self.llm.reset()
+        self.llm.eval(tokens)
+        return [float(x) for x in self.llm.scores[len(tokens) - 1, ::stride]]
+
+
+def _make_runner(spec: dict[str, Any]) -> Runner:
+    kind = spec["kind"]
+    if kind == "ckir":
+        return CkirRunner(spec["build"], spec["threads"])
+    if kind == "torch":
+        return TorchRunner(spec["model"], spec["dtype"], spec["threads"])
+    if kind == "onnxruntime":
+        return OrtRunner(spec["model"], spec["onnx"], spec["tokens"], spec["threads"])
+    if kind == "llama.cpp":
+        return LlamaCppRunner(spec["gguf"], spec["threads"], spec["n_ctx"], spec["n_batch"])
+    raise ValueError(f"unknown worker kind {kind!r}")
+
+
+def worker_main(spec_text: str) -> int:
+    """The worker process: replies go to a private copy of stdout; fd 1 becomes stderr."""
+    reply_fd = os.dup(1)
+    os.dup2(2, 1)
+    out = os.fdopen(reply_fd, "w")
+
+    def reply(obj: dict[str, Any]) -> None:
+        out.write(json.dumps(obj) + "\n")
+        out.flush()
+
+    try:
+        runner = _make_runner(json.loads(spec_text))
+    except BaselineUnavailable as exc:
+        reply({"error": str(exc)})
+        return 1
+    except Exception as exc:
+        text = str(exc).strip().splitlines()
+        reply({"error": f"{type(exc).__name__}: {text[0] if text else ''}"})
+        return 1
+    reply({"ok": True, **runner.info})
+    for line in sys.stdin:
+        msg = json.loads(line)
+        op = msg["op"]
+        try:
+            if op == "quit":
+                break
+            if op == "prefill":
+                reply({"s": runner.prefill(msg["tokens"])})
+            elif op == "decode":
+                reply({"s": runner.decode(msg["context"], msg["tokens"])})
+            elif op == "sample":
+                reply({"values": runner.sample(msg["tokens"], msg["stride"])})
+            elif op == "prof_reset" and isinstance(runner, CkirRunner):
+                runner.prof_reset()
+                reply({"ok": True})
+            elif op == "prof_get" and isinstance(runner, CkirRunner):
+                reply(runner.prof_get())
+            else:
+                reply({"error": f"unsupported request {op!r}"})
+        except Exception as exc:
+            reply({"error": f"{type(exc).__name__}: {exc}"})
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# llama.cpp: install on first use, write a GGUF from the HF checkpoint
+# ---------------------------------------------------------------------------------------
+
+
+def ensure_llama_cpp(log: Callable[[str], None] = _log) -> None:
+    """Import llama_cpp in a child process; pip-install llama-cpp-python if that fails."""
+    probe = [sys.executable, "-c", "import llama_cpp"]
+    if subprocess.run(probe, capture_output=True).returncode == 0:
+        return
+    log("llama.cpp: installing llama-cpp-python from PyPI (source build, about 5 minutes) ...")
+    env = dict(os.environ)
+    env.setdefault("CMAKE_ARGS", "-DGGML_NATIVE=ON")
+    cmd = [sys.executable, "-m", "pip", "install", "--no-binary", "llama-cpp-python"]
+    proc = subprocess.run([*cmd, "llama-cpp-python"], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+        err = next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "")
+        raise BaselineUnavailable(f"llama.cpp: pip install llama-cpp-python failed: {err.strip()}")
+    if subprocess.run(probe, capture_output=True).returncode != 0:
+        raise BaselineUnavailable("llama.cpp: llama_cpp does not import after installing it")
+
+
+def _permute_rope(w: Any, heads: int) -> Any:
+    """HF rotate-half q/k rows -> llama.cpp's interleaved (GPT-J) rope order."""
+    n = w.shape[0]
+    return w.reshape(heads, 2, n // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def write_gguf(model_dir: Path, dtype: str, out: Path) -> Path:
+    """A GGUF file of the HF checkpoint for llama.cpp, matrices stored as ``dtype``.
+
+    Like ckir's ``--dtype``: 2-D matrices (embeddings, projections, LM head)
+    are converted (block formats only where K is a multiple of 32), GPT-2's
+    position table, norms and biases stay f32.  No tokenizer: the vocabulary
+    is declared as ``none`` with ``vocab_size`` dummy tokens (token ids only).
+    """
+    import gguf
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    from ckir import quant
+
+    cfg = model_config(model_dir)
+    mtype = cfg["model_type"]
+    tensors: dict[str, np.ndarray] = {}
+    for f in sorted(model_dir.glob("*.safetensors")):
+        tensors.update(load_file(str(f)))
+    gq = gguf.GGMLQuantizationType
+    raw = {"bf16": gq.BF16, "q8_0": gq.Q8_0, "q4_0": gq.Q4_0, "q4_1": gq.Q4_1}
+
+    tmp = out.with_name(out.name + ".tmp")
+    if mtype in ("llama", "mistral"):
+        arch = "llama"
+    elif mtype in ("qwen2", "gpt2"):
+        arch = mtype
+    else:
+        raise BaselineUnavailable(f"llama.cpp: no GGUF writer for model_type {mtype!r}")
+    w = gguf.GGUFWriter(str(tmp), arch)
+
+    def add(name: str, arr: np.ndarray, convert: bool = True) -> None:
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
+        blocky = dtype.startswith("q")
+        if convert and dtype != "f32" and arr.ndim == 2 and not (blocky and arr.shape[1] % 32):
+            data = quant.quantize(arr, dtype)
+            if dtype == "bf16":
+                data = data.view(np.uint8)
+            w.add_tensor(name, data, raw_dtype=raw[dtype])
+        else:
+            w.add_tensor(name, arr)
+
+    if arch == "gpt2":
+        E, L, H = cfg["n_embd"], cfg["n_layer"], cfg["n_head"]
+        p = "transformer." if "transformer.wte.weight" in tensors else ""
+        w.add_context_length(cfg["n_positions"])
+        w.add_embedding_length(E)
+        w.add_block_count(L)
+        w.add_feed_forward_length(cfg.get("n_inner") or 4 * E)
+        w.add_head_count(H)
+        w.add_layer_norm_eps(cfg.get("layer_norm_epsilon", 1e-5))
+        add("token_embd.weight", tensors[f"{p}wte.weight"])
+        add("position_embd.weight", tensors[f"{p}wpe.weight"], convert=False)
+        for i in range(L):
+            h = f"{p}h.{i}."
+            for src, dst in (("ln_1", "attn_norm"), ("ln_2", "ffn_norm")):
+                add(f"blk.{i}.{dst}.weight", tensors[h + src + ".weight"])
+                add(f"blk.{i}.{dst}.bias", tensors[h + src + ".bias"])
+            for src, dst in (
+                ("attn.c_attn", "attn_qkv"),
+                ("attn.c_proj", "attn_output"),
+                ("mlp.c_fc", "ffn_up"),
+                ("mlp.c_proj", "ffn_down"),
+            ):
+                add(f"blk.{i}.{dst}.weight", tensors[h + src + ".weight"].T)  # Conv1D
+                add(f"blk.{i}.{dst}.bias", tensors[h + src + ".bias"])
+        add("output_norm.weight", tensors[f"{p}ln_f.weight"])
+        add("output_norm.bias", tensors[f"{p}ln_f.bias"])
+        if "lm_head.weight" in tensors and not cfg.get("tie_word_embeddings", True):
+            add("output.weight", tensors["lm_head.weight"])
+    else:
+        E, L = cfg["hidden_size"], cfg["num_hidden_layers"]
+        H = cfg["num_attention_heads"]
+        KV = cfg.get("num_key_value_heads") or H
+        w.add_context_length(cfg.get("max_position_embeddings", 2048))
+        w.add_embedding_length(E)
+        w.add_block_count(L)
+        w.add_feed_forward_length(cfg["intermediate_size"])
+        w.add_head_count(H)
+        w.add_head_count_kv(KV)
+        w.add_rope_freq_base(float(cfg.get("rope_theta", 10000.0)))
+        w.add_layer_norm_rms_eps(float(cfg.get("rms_norm_eps", 1e-6)))
+        add("token_embd.weight", tensors["model.embed_tokens.weight"])
+        for i in range(L):
+            h = f"model.layers.{i}."
+            q = tensors[h + "self_attn.q_proj.weight"]
+            k = tensors[h + "self_attn.k_proj.weight"]
+            if arch == "llama":
+                q, k = _permute_rope(q, H), _permute_rope(k, KV)
+            add(f"blk.{i}.attn_norm.weight", tensors[h + "input_layernorm.weight"])
+            add(f"blk.{i}.attn_q.weight", q)
+            add(f"blk.{i}.attn_k.weight", k)
+            add(f"blk.{i}.attn_v.weight", tensors[h + "self_attn.v_proj.weight"])
+            if arch == "qwen2":
+                for part in ("q", "k", "v"):
+                    add(f"blk.{i}.attn_{part}.bias", tensors[h + f"self_attn.{part}_proj.bias"])
+            add(f"blk.{i}.attn_output.weight", tensors[h + "self_attn.o_proj.weight"])
+            add(f"blk.{i}.ffn_norm.weight", tensors[h + "post_attention_layernorm.weight"])
+            add(f"blk.{i}.ffn_gate.weight", tensors[h + "mlp.gate_proj.weight"])
+            add(f"blk.{i}.ffn_up.weight", tensors[h + "mlp.up_proj.weight"])
+            add(f"blk.{i}.ffn_down.weight", tensors[h + "mlp.down_proj.weight"])
+        add("output_norm.weight", tensors["model.norm.weight"])
+        if "lm_head.weight" in tensors and not cfg.get("tie_word_embeddings", False):
+            add("output.weight", tensors["lm_head.weight"])
+    w.add_vocab_size(int(cfg["vocab_size"]))
+    w.add_tokenizer_model("none")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    tmp.replace(out)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# the benchmark
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class System:
+    """One column of runs: a system at a dtype, with its worker and its timings."""
+
+    name: str
+    dtype: str
+    modes: tuple[str, ...]
+    worker: Worker | None = None
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+    dead: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.dtype}"
+
+
+@dataclass
+class Report:
+    model: str
+    args: dict[str, Any]
+    costs: dict[str, ModelCost]
+    compile: dict[str, CompileTimes]
+    systems: list[System]
+    bandwidth: list[float]
+    fma: list[float]
+    bandwidth_4k: list[float]
+    notes: list[str]
+    rss: dict[str, dict[str, float]]
+    profiles: dict[str, dict[str, Any]]
+    env: dict[str, str]
+    builds: dict[str, Path] = field(default_factory=dict)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="HF checkpoint folder, or " + ", ".join(SHAPES))
+    p.add_argument("--modes", default="prefill,decode", help="prefill,decode (default both)")
+    p.add_argument("--dtype", default="f32", help=f"comma list of {', '.join(DTYPES)}")
+    p.add_argument("--against", default="", help=f"comma list of {', '.join(BASELINES)}")
+    p.add_argument("--prompt-tokens", type=int, default=128, help="prefill length")
+    p.add_argument("--decode-tokens", type=int, default=64, help="timed decode steps")
+    p.add_argument("--context", type=int, default=128, help="tokens cached before decoding")
+    p.add_argument("--repeat", type=int, default=5, help="rounds (every system once per round)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--profile", action="store_true", help="per-kernel time shares of ckir")
+    p.add_argument(
+        "--cold-build", action="store_true", help="also time the C build with no cached objects"
+    )
+    p.add_argument("--probe-mib", type=int, default=256, help="read-bandwidth probe buffer")
+    p.add_argument("--build-dir", help="where ckir builds go (default: the cache dir)")
+    p.add_argument("--json", help="also write every measurement to this JSON file")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds a worker may take to start")
+
+
+def _split(text: str, allowed: Sequence[str], what: str) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in items if t not in allowed]
+    if bad:
+        raise CkirError(f"--{what}: unknown {bad[0]!r} (choose from {', '.join(allowed)})")
+    return list(dict.fromkeys(items))
+
+
+def _tokens(n: int, vocab: int, seed: int) -> list[int]:
+    import numpy as np
+
+    return [int(t) for t in np.random.default_rng(seed).integers(0, vocab, size=n)]
+
+
+@contextlib.contextmanager
+def _workers(systems: list[System]) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for s in systems:
+            if s.worker is not None:
+                s.worker.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    modes = tuple(_split(args.modes, MODES, "modes"))
+    dtypes = _split(args.dtype, DTYPES, "dtype")
+    against = _split(args.against, BASELINES, "against")
+    if not modes or not dtypes:
+        raise CkirError("--modes and --dtype need at least one entry")
+    for name in ("prompt_tokens", "decode_tokens", "context", "repeat", "threads"):
+        if getattr(args, name) < (0 if name == "context" else 1):
+            raise CkirError(f"--{name.replace('_', '-')} must be positive")
+    report = collect(args, modes, dtypes, against)
+    text = render(report)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report_json(report), indent=1) + "\n")
+    return 0
+
+
+def collect(
+    args: argparse.Namespace, modes: tuple[str, ...], dtypes: list[str], against: list[str]
+) -> Report:
+    from ckir import bandwidth
+
+    model_dir, name = resolve_model(args.model)
+    cfg = model_config(model_dir)
+    vocab = int(cfg["vocab_size"])
+    max_ctx = max(args.prompt_tokens, args.context + args.decode_tokens)
+    positions = cfg.get("max_position_embeddings") or cfg.get("n_positions")
+    if positions and max_ctx > positions:
+        raise CkirError(f"{name}: {max_ctx} tokens needed but the model has {positions} positions")
+    build_root = Path(args.build_dir) if args.build_dir else cache_root() / "bench-builds"
+    notes: list[str] = []
+
+    # -- compile ckir, one build per dtype --------------------------------------------
+    builds: dict[str, Path] = {}
+    compile_times: dict[str, CompileTimes] = {}
+    costs: dict[str, ModelCost] = {}
+    for dt in dtypes:
+        out = build_root / f"{name}-{dt}-ctx{max_ctx}"
+        _log(f"compiling {name} ({dt}) -> {out}")
+        compile_times[dt] = compile_build(model_dir, out, dt, max_ctx, args.cold_build)
+        builds[dt] = out
+        costs[dt] = model_cost(out)
+
+    # -- systems ---------------------------------------------------------------------
+    prompt = _tokens(args.prompt_tokens, vocab, 1)
+    context = _tokens(args.context, vocab, 2)
+    steps = _tokens(args.decode_tokens, vocab, 3)
+    systems: list[System] = []
+    specs: list[tuple[System, dict[str, Any]]] = []
+    base = {"threads": args.threads}
+    gguf_dir = cache_root() / "bench-gguf"
+    if "llama.cpp" in against:
+        try:
+            ensure_llama_cpp()
+        except BaselineUnavailable as exc:
+            notes.append(str(exc))
+            against = [a for a in against if a != "llama.cpp"]
+    for dt in dtypes:
+        s = System("ckir", dt, modes)
+        specs.append((s, {**base, "kind": "ckir", "build": str(builds[dt])}))
+        for b in against:
+            if b == "torch":
+                if dt not in ("f32", "bf16"):
+                    notes.append(f"torch: no {dt} weights in PyTorch eager; skipped")
+                    continue
+                spec = {**base, "kind": "torch", "model": str(model_dir), "dtype": dt}
+                specs.append((System("torch", dt, modes), spec))
+            elif b == "onnxruntime":
+                if "prefill" not in modes or dt != "f32":
+                    if dt == "f32":
+                        notes.append("onnxruntime: prefill only (no decode run)")
+                    continue
+                onnx = cache_root() / "bench-onnx" / f"{name}-T{args.prompt_tokens}"
+                spec = {
+                    **base,
+                    "kind": "onnxruntime",
+                    "model": str(model_dir),
+                    "onnx": str(onnx),
+                    "tokens": args.prompt_tokens,
+                }
+                specs.append((System("onnxruntime", dt, ("prefill",)), spec))
+            elif b == "llama.cpp":
+                path = gguf_dir / f"{name}-{dt}.gguf"
+                src_mtime = max(f.stat().st_mtime for f in model_dir.glob("*.safetensors"))
+                try:
+                    if not path.exists() or path.stat().st_mtime < src_mtime:
+                        _log(f"llama.cpp: writing {path}")
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        write_gguf(model_dir, dt, path)
+                except (BaselineUnavailable, KeyError, ImportError) as exc:
+                    notes.append(f"llama.cpp {dt}: cannot write the GGUF file: {exc}")
+                    continue
+                spec = {
+                    **base,
+                    "kind": "llama.cpp",
+                    "gguf": str(path),
+                    "n_ctx": max_ctx,
+                    "n_batch": max(args.prompt_tokens, args.context),
+                }
+                specs.append((System("llama.cpp", dt, modes), spec))
+
+    report = Report(
+        model=name,
+        args={k: v for k, v in vars(args).items() if k != "func"},
+        costs=costs,
+        compile=compile_times,
+        systems=[],
+        bandwidth=[],
+        fma=[],
+        bandwidth_4k=[],
+        notes=notes,
+        rss={},
+        profiles={},
+        env={},
+        builds=builds,
+    )
+    with _workers([s for s, _ in specs]):
+        for s, spec in specs:
+            _log(f"starting {s.label} ...")
+            try:
+                s.worker = Worker(s.label, spec, args.threads, args.timeout)
+            except BaselineUnavailable as exc:
+                if s.name == "ckir":
+                    raise CkirError(str(exc)) from None
+                notes.append(f"{s.label}: skipped: {str(exc).removeprefix(s.label + ': ')}")
+                continue
+            if s.name != "ckir":
+                report.env[s.name] = str(s.worker.info.get("version", ""))
+                if s.name == "torch":
+                    report.env["torch attention"] = str(s.worker.info.get("attn", ""))
+            systems.append(s)
+        report.systems = systems
+        _agreement(systems, prompt, vocab, notes)
+        # warm-up: every system runs every mode once (pages in the weights)
+        for s in systems:
+            _run_one(s, "prefill" if "prefill" in s.modes else s.modes[0], prompt, context, steps)
+            if "decode" in s.modes:
+                _run_one(s, "decode", prompt, context, steps)
+            for m in s.modes:
+                s.seconds[m] = []
+        with (
+            bandwidth.ReadProbe(args.probe_mib, huge=True) as probe,
+            bandwidth.ReadProbe(args.probe_mib, huge=False) as probe_4k,
+        ):
+
+            def measure_bandwidth() -> None:
+                report.bandwidth.append(statistics.median(probe.measure(args.threads, 5)))
+                report.bandwidth_4k.append(statistics.median(probe_4k.measure(args.threads, 5)))
+
+            probe.measure(args.threads, 1)
+            probe_4k.measure(args.threads, 1)
+            bandwidth.fma_peak(args.threads, 1)
+            for r in range(args.repeat):
+                for mode in modes:
+                    if mode == "decode":
+                        measure_bandwidth()
+                    else:
+                        report.fma.append(statistics.median(bandwidth.fma_peak(args.threads, 5)))
+                    order = systems if r % 2 == 0 else systems[::-1]
+                    for s in order:
+                        if mode in s.modes and s.dead is None:
+                            t = _run_one(s, mode, prompt, context, steps)
+                            if t is not None:
+                                s.seconds[mode].append(t)
+                _log(f"round {r + 1}/{args.repeat} done")
+            if "decode" in modes:  # bandwidth also measured after the runs
+                measure_bandwidth()
+        for s in systems:
+            if s.dead:
+                notes.append(f"{s.label}: stopped: {s.dead}")
+        report.rss = {dt: _peak_rss(builds[dt], args, vocab) for dt in dtypes if "decode" in modes}
+        if args.profile:
+            for dt in dtypes:
+                report.profiles[dt] = _profile(builds[dt], args, prompt, context, steps)
+    return report
+
+
+def _run_one(
+    s: System, mode: str, prompt: list[int], context: list[int], steps: list[int]
+) -> float | None:
+    assert s.worker is not None
+    try:
+        if mode == "prefill":
+            return float(s.worker.call(op="prefill", tokens=prompt)["s"])
+        return float(s.worker.call(op="decode", context=context, tokens=steps)["s"])
+    except BaselineUnavailable as exc:
+        if s.name == "ckir":
+            raise CkirError(str(exc)) from None
+        s.dead = str(exc)
+        return None
+
+
+def _agreement(systems: list[System], prompt: list[int], vocab: int, notes: list[str]) -> None:
+    """Compare last-row logits of every baseline with ckir at the same dtype (sanity)."""
+    stride = max(1, vocab // 512)
+    ref: dict[str, list[float]] = {}
+    for s in systems:
+        assert s.worker is not None
+        try:
+            values = s.worker.call(op="sample", tokens=prompt, stride=stride)["values"]
+        except BaselineUnavailable as exc:
+            notes.append(f"{s.label}: logits check failed: {exc}")
+            continue
+        if s.name == "ckir":
+            ref[s.dtype] = values
+        elif s.dtype in ref:
+            r = ref[s.dtype]
+            diff = max(abs(a - b) for a, b in zip(r, values, strict=True))
+            scale = max(abs(a) for a in r) or 1.0
+            notes.append(
+                f"logits check {s.label} vs ckir {s.dtype}: max |diff| / max |logit| = "
+                f"{diff / scale:.1e} over {len(r)} entries of the last prefill row"
+            )
+
+
+def _peak_rss(build: Path, args: argparse.Namespace, vocab: int) -> dict[str, float]:
+    from ckir import bandwidth
+
+    cmd = [
+        str(bandwidth.rss_driver()),
+        str((build / "libmodel.so").resolve()),
+        str(build / "weights.bin"),
+        str(args.threads),
+        str(args.context),
+        str(args.decode_tokens),
+        str(vocab),
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        return {"error": 1.0}
+    return {k: float(v) for k, v in json.loads(proc.stdout).items()}
+
+
+def _profile(
+    build: Path, args: argparse.Namespace, prompt: list[int], context: list[int], steps: list[int]
+) -> dict[str, Any]:
+    prof_dir = build.with_name(build.name + "-profile")
+    _log(f"profile: instrumented build {prof_dir}")
+    calls = build_profile_copy(build, prof_dir)
+    spec = {"kind": "ckir", "build": str(prof_dir), "threads": args.threads}
+    w = Worker("ckir profile", spec, args.threads, args.timeout)
+    out: dict[str, Any] = {"calls": [c.__dict__ for c in calls]}
+    try:
+        w.call(op="prefill", tokens=prompt)
+        w.call(op="decode", context=context, tokens=steps)
+        modes = [m for m in ("prefill", "decode") if m in args.modes]
+        for mode in modes:
+            walls = []
+            w.call(op="prof_reset")
+            for _ in range(args.repeat):
+                if mode == "prefill":
+                    walls.append(w.call(op="prefill", tokens=prompt)["s"])
+                else:
+                    # the context prefill is timed too: count only the decode calls below
+                    walls.append(w.call(op="decode", context=context, tokens=steps)["s"])
+            got = w.call(op="prof_get")
+            out[mode] = {"wall": walls, "times": got["times"], "counts": got["counts"]}
+    finally:
+        w.close()
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# the report
+# ---------------------------------------------------------------------------------------
+
+
+def _tokens_per_run(args: dict[str, Any], mode: str) -> int:
+    return int(args["prompt_tokens"] if mode == "prefill" else args["decode_tokens"])
+
+
+def _bound_rate(report: Report, dtype: str, mode: str) -> tuple[float, float] | None:
+    """(median bound tok/s, cost per token) for a dtype and mode, from the probes."""
+    cost = report.costs.get(dtype)
+    if cost is None:
+        return None
+    a = report.args
+    if mode == "decode" and report.bandwidth:
+        per_token = cost.decode_bytes(a["context"], a["decode_tokens"])
+        return statistics.median(report.bandwidth) * 1e9 / per_token, per_token
+    if mode == "prefill" and report.fma:
+        per_token = cost.prefill_flops(a["prompt_tokens"]) / a["prompt_tokens"]
+        return statistics.median(report.fma) * 1e9 / per_token, per_token
+    return None
+
+
+def _fractions(report: Report, s: System, mode: str) -> list[float]:
+    """Per-round fraction of the bound (rate x cost / probe of the same round)."""
+    b = _bound_rate(report, s.dtype, mode)
+    if b is None:
+        return []
+    _, per_token = b
+    probes = report.bandwidth if mode == "decode" else report.fma
+    unit = 1e9
+    r = rates(_tokens_per_run(report.args, mode), s.seconds.get(mode, []))
+    return [x * per_token / (p * unit) for x, p in zip(r, probes, strict=False)]
+
+
+def render(report: Report) -> str:
+    a = report.args
+    out: list[str] = []
+    out.append(
+        f"# ckir bench {report.model}: threads {a['threads']}, {a['repeat']} rounds; "
+        f"prefill {a['prompt_tokens']} tokens from empty; decode {a['decode_tokens']} tokens "
+        f"after {a['context']}"
+    )
+    out.append("")
+    rows = []
+    ckir = {(s.dtype, m): s for s in report.systems if s.name == "ckir" for m in s.modes}
+    for mode in MODES:
+        for s in report.systems:
+            secs = s.seconds.get(mode)
+            if not secs:
+                continue
+            r = rates(_tokens_per_run(a, mode), secs)
+            ratio = "—"
+            ref = ckir.get((s.dtype, mode))
+            if s.name != "ckir" and ref is not None and ref.seconds.get(mode):
+                n = min(len(ref.seconds[mode]), len(secs))
+                pr = paired_ratios(ref.seconds[mode][:n], secs[:n])
+                ratio = f"{statistics.median(pr):.2f} ({fmt_range(pr)})"
+            fr = _fractions(report, s, mode)
+            frac = f"{statistics.median(fr):.2f}" if fr else "—"
+            rows.append(
+                [s.name, s.dtype, mode, fmt_num(statistics.median(r)), fmt_range(r), ratio, frac]
+            )
+    out.append(
+        markdown_table(
+            ["system", "dtype", "mode", "tok/s median", "min–max", "ckir / this", "of bound"],
+            rows,
+        )
+    )
+    out.append("")
+    out += _render_rooflines(report)
+    out += _render_compile(report)
+    out += _render_rss(report)
+    for dt, prof in report.profiles.items():
+        out += render_profile(report, dt, prof)
+    if report.env:
+        out.append("versions: " + ", ".join(f"{k} {v}" for k, v in report.env.items()))
+    for n in report.notes:
+        out.append(f"note: {n}")
+    return "\n".join(out)
+
+
+def _render_rooflines(report: Report) -> list[str]:
+    a = report.args
+    out: list[str] = []
+    ck = {s.dtype: s for s in report.systems if s.name == "ckir"}
+    if report.bandwidth:
+        bw = report.bandwidth
+        out.append(
+            f"Decode roofline: read bandwidth (C probe, {a['probe_mib']} MiB, huge pages, "
+            f"{a['threads']} threads) median {fmt_num(statistics.median(bw))} GB/s "
+            f"({fmt_range(bw)}, {len(bw)} probes; with 4 KiB pages "
+            f"{fmt_num(statistics.median(report.bandwidth_4k))} GB/s). Bytes per token = weight "
+            f"matrices + LM head + embedding row + KV rows at the mean position "
+            f"{a['context'] + (a['decode_tokens'] + 1) / 2:.1f}."
+        )
+        out.append("")
+        rows = []
+        for dt, cost in report.costs.items():
+            b = _bound_rate(report, dt, "decode")
+            s = ck.get(dt)
+            if b is None or s is None or not s.seconds.get("decode"):
+                continue
+            fr = _fractions(report, s, "decode")
+            kv = cost.kv_bytes_per_position * (a["context"] + (a["decode_tokens"] + 1) / 2)
+            rate = statistics.median(rates(a["decode_tokens"], s.seconds["decode"]))
+            rows.append(
+                [
+                    dt,
+                    f"{b[1] / 1e6:.1f}",
+                    f"{cost.decode_weight_bytes / 1e6:.1f} + {kv / 1e6:.2f}",
+                    fmt_num(b[0]),
+                    fmt_num(rate),
+                    f"{statistics.median(fr):.2f} ({fmt_range(fr)})",
+                ]
+            )
+        out.append(
+            markdown_table(
+                [
+                    "dtype",
+                    "MB/token",
+                    "weights + KV MB",
+                    "bound tok/s",
+                    "ckir tok/s",
+                    "ckir fraction (min–max)",
+                ],
+                rows,
+            )
+        )
+        out.append("")
+    if report.fma:
+        fma = report.fma
+        out.append(
+            f"Prefill roofline: fp32 FMA peak (C probe, {a['threads']} threads) median "
+            f"{fmt_num(statistics.median(fma))} GFLOP/s ({fmt_range(fma)}, {len(fma)} probes). "
+            f"FLOPs = 2 x params x T + causal attention 4 x H x D x T(T+1)/2 per layer."
+        )
+        out.append("")
+        rows = []
+        for dt, cost in report.costs.items():
+            b = _bound_rate(report, dt, "prefill")
+            s = ck.get(dt)
+            if b is None or s is None or not s.seconds.get("prefill"):
+                continue
+            fr = _fractions(report, s, "prefill")
+            T = a["prompt_tokens"]
+            rate = statistics.median(rates(T, s.seconds["prefill"]))
+            rows.append(
+                [
+                    dt,
+                    f"{cost.prefill_flops(T) / 1e9:.2f}",
+                    f"{cost.prefill_params / 1e6:.1f}",
+                    fmt_num(b[0]),
+                    fmt_num(rate),
+                    f"{statistics.median(fr):.2f} ({fmt_range(fr)})",
+                ]
+            )
+        out.append(
+            markdown_table(
+                [
+                    "dtype",
+                    f"GFLOP / {a['prompt_tokens']}-token prefill",
+                    "matrix params (M)",
+                    "bound tok/s",
+                    "ckir tok/s",
+                    "ckir fraction (min–max)",
+                ],
+                rows,
+            )
+        )
+        out.append("")
+    return out
+
+
+def _render_compile(report: Report) -> list[str]:
+    rows = []
+    for dt, t in report.compile.items():
+        st = t.steps
+        rows.append(
+            [
+                dt,
+                f"{st.get('import', 0):.2f}",
+                f"{st.get('lower + plan', 0):.2f}",
+                f"{st.get('emit C', 0):.2f}",
+                f"{t.to_c:.2f}",
+                f"{st.get('weights.bin', 0):.2f}",
+                f"{st.get('cc', 0):.2f}",
+                "—" if t.cold_cc is None else f"{t.cold_cc:.2f}",
+            ]
+        )
+    out = [
+        "Compile time (s): checkpoint -> C = import + lower/plan + emit C; cc = model.c + link "
+        "with cached runtime objects; cold cc = runtime objects compiled too.",
+        "",
+        markdown_table(
+            [
+                "dtype",
+                "import",
+                "lower + plan",
+                "emit C",
+                "checkpoint -> C",
+                "weights.bin",
+                "cc",
+                "cold cc",
+            ],
+            rows,
+        ),
+        "",
+    ]
+    return out
+
+
+def _render_rss(report: Report) -> list[str]:
+    if not report.rss:
+        return []
+    a = report.args
+    rows = []
+    for dt, r in report.rss.items():
+        cost = report.costs[dt]
+        if "hwm_kb" not in r:
+            rows.append([dt, "driver failed", "", "", "", "", ""])
+            continue
+        hwm = r["hwm_kb"] * 1024
+        expected = cost.weights_arena + cost.state_arena
+        c_rate = a["decode_tokens"] / r["decode_s"] if r.get("decode_s") else 0.0
+        rows.append(
+            [
+                dt,
+                f"{hwm / 1e6:.1f}",
+                f"{r['rss_loaded_kb'] * 1024 / 1e6:.1f}",
+                f"{cost.weights_arena / 1e6:.1f}",
+                f"{cost.kv_cache / 1e6:.2f}",
+                f"{(cost.state_arena - cost.kv_cache) / 1e6:.2f}",
+                f"{hwm / expected:.3f}",
+                fmt_num(c_rate),
+            ]
+        )
+    return [
+        f"Peak RSS of a decode run (C driver: prefill {a['context']} + decode "
+        f"{a['decode_tokens']}, no Python; VmHWM): against the weights arena + the state arena "
+        "(KV cache + activations + io) of layout.json.",
+        "",
+        markdown_table(
+            [
+                "dtype",
+                "peak RSS MB",
+                "before open MB",
+                "weights MB",
+                "KV MB",
+                "other state MB",
+                "peak / (weights + state)",
+                "driver decode tok/s",
+            ],
+            rows,
+        ),
+        "",
+    ]
+
+
+def slot_info(build: Path) -> dict[str, tuple[int, int]]:
+    """model.c offset-macro suffix (``W_LAYERS_0_ATTN_WQ``) -> (bytes, matrix params or 0)."""
+    layout = json.loads((build / "layout.json").read_text())
+    buffers, _ = parse_lowered((build / "layout.mlir").read_text())
+    out = {}
+    for arena in layout["arenas"]:
+        for s in arena["slots"]:
+            b = buffers.get(s["name"])
+            params = b.shape[0] * b.shape[1] if b is not None and len(b.shape) == 2 else 0
+            out[re.sub(r"[^A-Za-z0-9]", "_", s["name"]).upper()] = (int(s["size"]), params)
+    return out
+
+
+def profile_rows(
+    calls: list[dict[str, Any]],
+    times: Sequence[float],
+    counts: Sequence[float],
+    mode: str,
+    per: float,
+    slots: dict[str, tuple[int, int]] | None = None,
+) -> list[tuple[str, float, float, float, float]]:
+    """Per kernel, slowest first: (kernel, calls, seconds, weight bytes, matrix params),
+    each per unit; ``per`` is the number of units (decode steps or prefills) counted."""
+    agg: dict[str, list[float]] = {}
+    for c in calls:
+        if c["mode"] != mode:
+            continue
+        i = c["index"]
+        e = agg.setdefault(c["kernel"], [0.0, 0.0, 0.0, 0.0])
+        e[0] += counts[i] / per
+        e[1] += times[i] / per
+        if slots is not None and c["kernel"].startswith(_MATRIX_KERNELS):
+            for w in c["weights"]:
+                nbytes, params = slots.get(w, (0, 0))
+                e[2] += nbytes * counts[i] / per
+                e[3] += params * counts[i] / per
+    rows = [(k, v[0], v[1], v[2], v[3]) for k, v in agg.items()]
+    return sorted(rows, key=lambda r: -r[2])
+
+
+def render_profile(report: Report, dtype: str, prof: dict[str, Any]) -> list[str]:
+    a = report.args
+    out: list[str] = []
+    build = report.builds.get(dtype)
+    slots = slot_info(build) if build is not None else None
+    for mode in ("decode", "prefill"):
+        if mode not in prof:
+            continue
+        p = prof[mode]
+        runs = len(p["wall"])
+        if mode == "decode":
+            per = runs * a["decode_tokens"]
+            unit = "decode step"
+        else:
+            per = runs
+            unit = f"{a['prompt_tokens']}-token prefill"
+        wall_per = sum(p["wall"]) / per
+        rows = profile_rows(prof["calls"], p["times"], p["counts"], mode, per, slots)
+        total = sum(r[2] for r in rows)
+        table = []
+        for k, n, sec, nbytes, params in rows:
+            rate = "—"
+            if mode == "decode" and nbytes and sec > 0:
+                rate = f"{nbytes / sec / 1e9:.1f} GB/s"
+            elif mode == "prefill" and params and sec > 0:
+                rate = f"{2 * params * a['prompt_tokens'] / sec / 1e9:.0f} GFLOP/s"
+            table.append([k, f"{n:g}", f"{sec * 1e3:.3f}", f"{sec / wall_per:.1%}", rate])
+        table.append(
+            [
+                "(outside kernels: Python, ctypes, logits copy)",
+                "",
+                f"{(wall_per - total) * 1e3:.3f}",
+                f"{(wall_per - total) / wall_per:.1%}",
+                "",
+            ]
+        )
+        out.append(
+            f"Per-kernel time, ckir {dtype}, per {unit} (mean of {per:g}; "
+            f"wall {wall_per * 1e3:.2f} ms):"
+        )
+        out.append("")
+        head = ["kernel", "calls", "ms", "share of wall", "rate (weights read / matrix FLOPs)"]
+        out.append(markdown_table(head, table))
+        out.append("")
+    return out
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    return {
+        "model": report.model,
+        "args": {k: v for k, v in report.args.items() if not k.startswith("_")},
+        "costs": {k: v.__dict__ for k, v in report.costs.items()},
+        "compile": {k: {"steps": v.steps, "cold_cc": v.cold_cc} for k, v in report.compile.items()},
+        "systems": [
+            {"name": s.name, "dtype": s.dtype, "seconds": s.seconds, "dead": s.dead}
+            for s in report.systems
+        ],
+        "bandwidth_gbps": report.bandwidth,
+        "bandwidth_4k_gbps": report.bandwidth_4k,
+        "fma_gflops": report.fma,
+        "rss": report.rss,
+        "profiles": report.profiles,
+        "notes": report.notes,
+        "env": report.env,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ckir bench", description=__doc__.split("\n")[0] if __doc__ else None
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except CkirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--worker"]:
+        sys.exit(worker_main(sys.argv[2]))
+    sys.exit(main())

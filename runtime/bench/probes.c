@@ -1,0 +1,175 @@
+/* ckir benchmark probes: memory read bandwidth and fp32 FMA peak of this machine.
+ *
+ * Built by ckir/bandwidth.py with the system cc (-O2 -march=native -fopenmp)
+ * into its own shared library; the model libraries never link it.
+ *
+ *   ckb_buffer_new(bytes)            page-aligned buffer, every page written
+ *   ckb_read(buf, bytes, threads)    seconds to read the buffer once with
+ *                                    `threads` OpenMP threads (each thread one
+ *                                    contiguous share, `streams` sequential
+ *                                    streams per thread, widest vector loads)
+ *   ckb_fma(threads, iters)          seconds for threads x iters x CKB_ACC
+ *                                    independent vector FMAs (see ckb_fma_flops)
+ */
+#define _DEFAULT_SOURCE
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void *ckb_buffer_new(int64_t bytes, int huge) {
+  const size_t align = (size_t)2 << 20;
+  size_t n = ((size_t)bytes + align - 1) / align * align;
+  float *p = aligned_alloc(align, n);
+  if (!p) return NULL;
+#ifdef MADV_HUGEPAGE
+  madvise(p, n, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+#else
+  (void)huge;
+#endif
+  /* real (not zero-page) memory: write every float */
+  int64_t count = (int64_t)(n / sizeof(float));
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < count; i++) p[i] = (float)(i & 1023) * 0.25f;
+  return p;
+}
+
+void ckb_buffer_free(void *p) { free(p); }
+
+/* sum of one stream [lo, hi) of floats; hi - lo is a multiple of 64 */
+static float sum_range(const float *p, int64_t lo, int64_t hi) {
+#if defined(__AVX512F__)
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = lo; i < hi; i += 64) {
+    a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
+    a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+    a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
+    a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+#elif defined(__AVX2__)
+  __m256 a[8];
+  for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
+  for (int64_t i = lo; i < hi; i += 64)
+    for (int j = 0; j < 8; j++) a[j] = _mm256_add_ps(a[j], _mm256_load_ps(p + i + 8 * j));
+  float out[8], s = 0.0f;
+  for (int j = 1; j < 8; j++) a[0] = _mm256_add_ps(a[0], a[j]);
+  _mm256_storeu_ps(out, a[0]);
+  for (int j = 0; j < 8; j++) s += out[j];
+  return s;
+#else
+  float a[16] = {0};
+  for (int64_t i = lo; i < hi; i += 16)
+    for (int j = 0; j < 16; j++) a[j] += p[i + j];
+  float s = 0.0f;
+  for (int j = 0; j < 16; j++) s += a[j];
+  return s;
+#endif
+}
+
+/* two interleaved streams of one thread's share (the halves of [lo, hi)) */
+static float sum_two(const float *p, int64_t lo, int64_t hi) {
+  int64_t half = (hi - lo) / 2 / 64 * 64;
+  float s = 0.0f;
+  for (int64_t i = 0; i < half; i += 1024) {
+    int64_t n = half - i < 1024 ? half - i : 1024;
+    s += sum_range(p, lo + i, lo + i + n);
+    s += sum_range(p, lo + half + i, lo + half + i + n);
+  }
+  return s + sum_range(p, lo + 2 * half, hi);
+}
+
+volatile float ckb_sink;
+
+double ckb_read(const void *buf, int64_t bytes, int threads, int streams) {
+  const float *p = buf;
+  int64_t n = bytes / (int64_t)sizeof(float) / 64 * 64;
+  float total = 0.0f;
+  double t0 = now();
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+  {
+    int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    int64_t share = (n / nt + 63) / 64 * 64;
+    int64_t lo = t * share < n ? t * share : n;
+    int64_t hi = lo + share < n ? lo + share : n;
+    total += streams >= 2 ? sum_two(p, lo, hi) : sum_range(p, lo, hi);
+  }
+  double dt = now() - t0;
+  ckb_sink = total;
+  return dt;
+}
+
+/* ---- FMA peak --------------------------------------------------------------------- */
+
+#define CKB_ACC 16
+
+/* flops of one ckb_fma(threads, iters) call */
+double ckb_fma_flops(int threads, int64_t iters) {
+#if defined(__AVX512F__)
+  const double lanes = 16;
+#elif defined(__AVX2__)
+  const double lanes = 8;
+#else
+  const double lanes = 1;
+#endif
+  return 2.0 * lanes * CKB_ACC * (double)iters * threads;
+}
+
+/* CKB_ACC independent chains, written out so that they stay in registers */
+#define CKB_CHAINS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) \
+  X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
+
+double ckb_fma(int threads, int64_t iters) {
+  float total = 0.0f;
+  double t0 = now();
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+  {
+#if defined(__AVX512F__)
+#define CKB_VEC __m512
+#define CKB_SET1 _mm512_set1_ps
+#define CKB_FMA _mm512_fmadd_ps
+#define CKB_ADD _mm512_add_ps
+#elif defined(__AVX2__)
+#define CKB_VEC __m256
+#define CKB_SET1 _mm256_set1_ps
+#define CKB_FMA _mm256_fmadd_ps
+#define CKB_ADD _mm256_add_ps
+#endif
+#if defined(CKB_VEC)
+    const CKB_VEC a = CKB_SET1(0.999999f), b = CKB_SET1(1e-7f);
+#define CKB_INIT(j) CKB_VEC c##j = CKB_SET1(1.0f + (float)(j));
+#define CKB_STEP(j) c##j = CKB_FMA(c##j, a, b);
+#define CKB_SUM(j) s = CKB_ADD(s, c##j);
+    CKB_CHAINS(CKB_INIT)
+    for (int64_t i = 0; i < iters; i++) {
+      CKB_CHAINS(CKB_STEP)
+    }
+    CKB_VEC s = CKB_SET1(0.0f);
+    CKB_CHAINS(CKB_SUM)
+    float lanes[sizeof(CKB_VEC) / sizeof(float)];
+    memcpy(lanes, &s, sizeof lanes);
+    for (size_t j = 0; j < sizeof lanes / sizeof(float); j++) total += lanes[j];
+#else
+    float acc[CKB_ACC];
+    for (int j = 0; j < CKB_ACC; j++) acc[j] = 1.0f + (float)j;
+    for (int64_t i = 0; i < iters; i++)
+      for (int j = 0; j < CKB_ACC; j++) acc[j] = acc[j] * 0.999999f + 1e-7f;
+    for (int j = 0; j < CKB_ACC; j++) total += acc[j];
+#endif
+  }
+  double dt = now() - t0;
+  ckb_sink = total;
+  return dt;
+}

@@ -1,0 +1,199 @@
+"""``ckir bench`` smoke tests: tiny models, one round, table format and ratio arithmetic.
+
+No timing assertions: speed targets are measured by hand (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from ckir import bench
+
+# tiny llama of ckir.zoo: E=64, H=4, KV=2 (D=16), I=172, L=2, V=256, untied
+E, H, KV, D, I, L, V = 64, 4, 2, 16, 172, 2, 256
+
+
+@pytest.fixture(scope="module")
+def tiny_build(llama_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bench") / "tiny-f32"
+    bench.compile_build(llama_dir, out, "f32", max_context=32, cold=False)
+    return out
+
+
+def test_cost_model_matches_hand_count(tiny_build: Path) -> None:
+    cost = bench.model_cost(tiny_build)
+    f = 4  # bytes per f32
+    layer_matrices = E * E + 2 * (KV * D) * E + E * E + 3 * I * E
+    layer_norms = 2 * E
+    expected_decode = (
+        E * f  # one embedding row
+        + L * (layer_matrices + layer_norms) * f
+        + E * f  # final norm
+        + V * E * f  # untied LM head
+    )
+    assert cost.decode_weight_bytes == expected_decode
+    assert cost.kv_bytes_per_position == L * 2 * KV * D * f
+    assert cost.prefill_params == L * layer_matrices + V * E
+    assert cost.attention_hd == L * H * D
+    assert cost.max_context == 32
+    assert cost.vocab == V
+    assert cost.kv_cache == L * 2 * 32 * KV * D * f
+    layout = json.loads((tiny_build / "layout.json").read_text())
+    sizes = {a["name"]: a["size"] for a in layout["arenas"]}
+    assert (cost.weights_arena, cost.state_arena) == (sizes["weights"], sizes["state"])
+
+
+def test_roofline_arithmetic() -> None:
+    cost = bench.ModelCost(
+        decode_weight_bytes=1000,
+        kv_bytes_per_position=10,
+        prefill_params=50,
+        attention_hd=3,
+        weights_arena=0,
+        state_arena=0,
+        kv_cache=0,
+        max_context=0,
+        vocab=0,
+    )
+    # steps at positions 128..191 read 129..192 rows: mean 160.5
+    assert cost.decode_bytes(128, 64) == pytest.approx(1000 + 10 * 160.5)
+    assert cost.decode_bytes(0, 1) == 1010
+    # 2 x params x T + 4 x HD x T(T+1)/2
+    assert cost.prefill_flops(4) == 2 * 50 * 4 + 4 * 3 * 10
+
+
+def test_ratio_and_stats_helpers() -> None:
+    assert bench.rates(64, [2.0, 1.0]) == [32.0, 64.0]
+    # ckir took 1 s and 2 s, the baseline 3 s and 3 s: ckir is 3x then 1.5x faster
+    assert bench.paired_ratios([1.0, 2.0], [3.0, 3.0]) == [3.0, 1.5]
+    with pytest.raises(ValueError):
+        bench.paired_ratios([1.0], [1.0, 2.0])
+    assert bench.spread([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0)
+    assert [bench.fmt_num(x) for x in (1234.5, 56.78, 3.456, 0.01234)] == [
+        "1234",
+        "56.8",
+        "3.46",
+        "0.012",
+    ]
+    assert bench.fmt_range([2.0, 30.0, 5.0]) == "2.00–30.0"
+    table = bench.markdown_table(["a", "b"], [["1", "2"]])
+    assert table.splitlines() == ["| a | b |", "|---|---|", "| 1 | 2 |"]
+
+
+def test_instrumented_model_c_times_every_call(tiny_build: Path) -> None:
+    text = (tiny_build / "model.c").read_text()
+    new, calls = bench.instrument_model_c(text)
+    plain = re.findall(r"^\s+ckir_\w+\(.*\);$", text, flags=re.M)
+    assert len(calls) == len(plain) > 0
+    assert new.count("ckb_now() - ckb_t0") == len(calls)
+    assert {c.mode for c in calls} == {"prefill", "decode"}
+    lm_head = [c for c in calls if c.mode == "decode"][-1]
+    assert lm_head.kernel == "gemv_f32" and lm_head.weights == ["W_LM_HEAD"]
+    rows = bench.profile_rows(
+        [c.__dict__ for c in calls],
+        times=[1.0] * len(calls),
+        counts=[2.0] * len(calls),
+        mode="decode",
+        per=2.0,
+        slots=bench.slot_info(tiny_build),
+    )
+    by_kernel = {r[0]: r for r in rows}
+    n_decode = sum(c.mode == "decode" for c in calls)
+    assert sum(r[1] for r in rows) == n_decode  # calls per step
+    gemv = by_kernel["gemv_f32"]  # wo, down (x2 layers) + LM head, f32
+    assert gemv[1] == 5 and gemv[3] == (2 * (E * E + E * I) + V * E) * 4
+
+
+def test_gguf_writer_layout(llama_dir: Path, tmp_path: Path) -> None:
+    gguf = pytest.importorskip("gguf")
+    path = bench.write_gguf(llama_dir, "q8_0", tmp_path / "tiny.gguf")
+    reader = gguf.GGUFReader(str(path))
+    types = {t.name: t.tensor_type.name for t in reader.tensors}
+    assert types["blk.0.attn_q.weight"] == "Q8_0"
+    assert types["blk.1.ffn_up.weight"] == "Q8_0"
+    assert types["blk.1.ffn_down.weight"] == "F32"  # K = 172: not whole blocks (as in ckir)
+    assert types["blk.0.attn_norm.weight"] == "F32"
+    assert types["output.weight"] == "Q8_0"  # untied tiny llama
+    assert len(types) == 2 + 1 + L * 9
+
+
+def test_bench_end_to_end(llama_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    report = tmp_path / "bench.json"
+    argv = [
+        str(llama_dir),
+        "--against",
+        "torch",
+        "--dtype",
+        "f32,q8_0",
+        "--repeat",
+        "2",
+        "--prompt-tokens",
+        "8",
+        "--decode-tokens",
+        "4",
+        "--context",
+        "8",
+        "--probe-mib",
+        "16",
+        "--profile",
+        "--build-dir",
+        str(tmp_path / "builds"),
+        "--json",
+        str(report),
+    ]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    header = "| system | dtype | mode | tok/s median | min–max | ckir / this | of bound |"
+    assert header in out
+    rows = {
+        tuple(cells[:3]): cells
+        for line in out.splitlines()
+        if line.startswith("| ") and (cells := [c.strip() for c in line.strip("|").split("|")])
+    }
+    for key in [
+        ("ckir", "f32", "prefill"),
+        ("torch", "f32", "prefill"),
+        ("ckir", "q8_0", "decode"),
+        ("torch", "f32", "decode"),
+    ]:
+        assert key in rows, key
+    assert "note: torch: no q8_0 weights in PyTorch eager; skipped" in out
+    assert re.search(r"logits check torch f32 vs ckir f32: .* = \d\.\de-0[5-9]", out)
+    for section in ("Decode roofline", "Prefill roofline", "Compile time", "Peak RSS"):
+        assert section in out
+    assert "Per-kernel time, ckir q8_0, per decode step" in out
+
+    data = json.loads(report.read_text())
+    secs = {(s["name"], s["dtype"]): s["seconds"] for s in data["systems"]}
+    # the ratio column is the median of per-round ratios of adjacent runs
+    for mode in ("prefill", "decode"):
+        ckir_s, torch_s = secs["ckir", "f32"][mode], secs["torch", "f32"][mode]
+        assert len(ckir_s) == len(torch_s) == 2
+        ratio = statistics.median(t / c for c, t in zip(ckir_s, torch_s, strict=True))
+        assert rows["torch", "f32", mode][5].startswith(f"{ratio:.2f} (")
+        assert rows["ckir", "f32", mode][5] == "—"
+    # the decode fraction of bound: tok/s x bytes per token / bandwidth of the same round
+    cost = data["costs"]["f32"]
+    per_token = cost["decode_weight_bytes"] + cost["kv_bytes_per_position"] * (8 + 5 / 2)
+    fr = [
+        4 / s * per_token / (bw * 1e9)
+        for s, bw in zip(secs["ckir", "f32"]["decode"], data["bandwidth_gbps"], strict=False)
+    ]
+    assert rows["ckir", "f32", "decode"][6] == f"{statistics.median(fr):.2f}"
+    rss = data["rss"]["f32"]
+    assert rss["hwm_kb"] >= rss["rss_loaded_kb"] > 0
+
+
+def test_bench_rejects_bad_arguments(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    assert bench.main(["smollm-135m", "--dtype", "f16"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: --dtype: unknown 'f16'") and err.count("\n") == 1
+    assert bench.main([str(tmp_path / "nope")]) == 1
+    assert "not a folder and not a built-in shape" in capsys.readouterr().err
