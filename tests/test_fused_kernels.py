@@ -301,3 +301,98 @@ def test_results_do_not_depend_on_the_thread_count(lib):
     for other in results[1:]:
         for r0, r in zip(results[0], other, strict=True):
             np.testing.assert_array_equal(r, r0)
+
+
+# ------------------------------------------------- bf16 / q8_0 / q4_0 / q4_1 weights
+#
+# These kernels compose the unfused weight-dtype kernels; the oracle is those
+# kernels (same build, same numerics: q8-quantized x in decode for the block
+# formats), plus a loose check against NumPy on the dequantized weights.
+
+WDTYPES = ("bf16", "q8_0", "q4_0", "q4_1")
+W_QKV_SHAPES = [  # (M, Nq, Nk, Nv, K); K % 32 == 0 for the block formats
+    (1, 1, 1, 1, 32),
+    (1, 17, 5, 3, 64),
+    (1, 576, 192, 192, 576),
+    (3, 40, 8, 8, 96),
+    (12, 64, 32, 32, 64),
+    (40, 96, 40, 24, 128),
+]
+W_GATE_UP_SHAPES = [
+    (1, 1, 32),
+    (1, 100, 64),
+    (1, 1536, 576),
+    (1, 300, 32),
+    (4, 70, 96),
+    (30, 257, 64),
+    (150, 300, 128),
+]
+
+
+def wstore(rng, n, k, dtype):
+    from ckir import quant
+
+    w = rng.standard_normal((n, k)) * k**-0.5
+    stored = quant.quantize(w, dtype)
+    if dtype == "bf16":
+        return stored, quant.from_bf16(stored).astype(np.float64)
+    return stored, quant.dequantize(stored, dtype).reshape(n, k).astype(np.float64)
+
+
+def loose(out, x, wd, dtype, decode):
+    """Against NumPy on the dequantized weights: exact-ish for fp32 x, q8 error for block gemv."""
+    x64 = x.astype(np.float64)
+    ref = x64 @ wd.T
+    mag = np.abs(x64) @ np.abs(wd).T
+    tol = 2e-2 if decode and dtype != "bf16" else 2e-5
+    assert np.all(np.abs(out - ref) <= tol * mag + 1e-6)
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("shape", W_QKV_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", WDTYPES)
+def test_qkv_wdtype(lib, threads, dtype, shape, bias):
+    M, Nq, Nk, Nv, K = shape
+    rng = np.random.default_rng(sum(shape) + bias)
+    x = rand(rng, M, K)
+    pairs = [wstore(rng, n, K, dtype) for n in (Nq, Nk, Nv)]
+    ws = [p[0] for p in pairs]
+    bs = [rand(rng, n, scale=0.5) for n in (Nq, Nk, Nv)] if bias else []
+    sfx = f"{'_bias' if bias else ''}_{dtype}"
+    kinds = ["gemm"] + (["gemv"] if M == 1 else [])
+    for kind in kinds:
+        dims = ([M] if kind == "gemm" else []) + [Nq, Nk, Nv, K]
+        for fn in (lib.call, lib.ref):
+            outs = [nan(M, n) for n in (Nq, Nk, Nv)]
+            fn(f"{kind}_qkv{sfx}", x, *ws, *bs, *outs, *dims)
+            for i, (o, n) in enumerate(zip(outs, (Nq, Nk, Nv), strict=True)):
+                alone = nan(M, n)
+                single = f"{kind}{'_bias' if bias else ''}_{dtype}"
+                sdims = ([M] if kind == "gemm" else []) + [n, K]
+                fn(single, x, ws[i], *([bs[i]] if bias else []), alone, *sdims)
+                np.testing.assert_allclose(o, alone, rtol=1e-6, atol=1e-7)
+                ob = o - bs[i] if bias else o
+                loose(ob.astype(np.float64), x, pairs[i][1], dtype, kind == "gemv")
+
+
+@pytest.mark.parametrize("shape", W_GATE_UP_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", WDTYPES)
+def test_gate_up_wdtype(lib, threads, dtype, shape):
+    M, N, K = shape
+    rng = np.random.default_rng(M * 7 + N + K)
+    x = rand(rng, M, K)
+    (wg, gd), (wu, ud) = wstore(rng, N, K, dtype), wstore(rng, N, K, dtype)
+    kinds = ["gemm"] + (["gemv"] if M == 1 else [])
+    for kind in kinds:
+        dims = ([M] if kind == "gemm" else []) + [N, K]
+        for fn in (lib.call, lib.ref):
+            out = nan(M, N)
+            fn(f"{kind}_gate_up_{dtype}", x, wg, wu, out, *dims)
+            g, u, ref = nan(M, N), nan(M, N), nan(M, N)
+            fn(f"{kind}_{dtype}", x, wg, g, *dims)
+            fn(f"{kind}_{dtype}", x, wu, u, *dims)
+            fn("swiglu_f32", g, u, ref, M * N)
+            np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+            if dtype == "bf16" or kind == "gemm":
+                x64 = x.astype(np.float64)
+                close(out, silu_mul(x64 @ gd.T, x64 @ ud.T), rtol=1e-4, atol=1e-4)

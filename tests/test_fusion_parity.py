@@ -22,12 +22,12 @@ transformers = pytest.importorskip("transformers")
 from xdsl.context import Context  # noqa: E402
 
 import ckir.compiler as compiler  # noqa: E402
-from ckir.backend.c_emitter import CSources  # noqa: E402
 from ckir.backend.weights import SafetensorsSource  # noqa: E402
 from ckir.compiler import CompileOptions, Prepared, Progress, graph_only, print_module  # noqa: E402
 from ckir.frontend.hf import import_hf  # noqa: E402
 from ckir.fusion import fused_counts  # noqa: E402
 from ckir.model import CompiledModel  # noqa: E402
+from ckir.passes.convert_weights import ConvertWeightsPass  # noqa: E402
 from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass  # noqa: E402
 from ckir.passes.fuse_gate_up import FuseGateUpPass  # noqa: E402
 from ckir.passes.fuse_qkv import FuseQkvPass  # noqa: E402
@@ -56,14 +56,19 @@ def fusion_passes():
     return [FuseQkvPass(), FuseGateUpPass(), FuseAddRmsnormPass()]
 
 
-def prepare(path: Path, fused: bool | list, max_context: int = MAX_CONTEXT) -> Prepared:
+def prepare(
+    path: Path, fused: bool | list, max_context: int = MAX_CONTEXT, dtype: str | None = None
+) -> Prepared:
     """What ``ckir.compiler.prepare`` does, with fusion passes before plan-layout.
 
-    ``fused``: True for all three passes, False for none, or a list of passes.
+    ``fused``: True for all three passes, False for none, or a list of passes;
+    ``dtype``: weight storage (``--convert-weights``), None for the checkpoint's.
     """
     module, _ = import_hf(path, None)
     graph_text = graph_only(module)
     ctx = Context()
+    if dtype is not None:
+        ConvertWeightsPass(dtype=dtype).apply(ctx, module)
     LowerPrefillPass(max_context=max_context).apply(ctx, module)
     LowerDecodePass(max_context=max_context).apply(ctx, module)
     passes = fusion_passes() if fused is True else list(fused or [])
@@ -71,24 +76,10 @@ def prepare(path: Path, fused: bool | list, max_context: int = MAX_CONTEXT) -> P
         p.apply(ctx, module)
     PlanLayoutPass(strategy="liveness").apply(ctx, module)
     module.verify()
-    options = CompileOptions(max_context=max_context)
+    options = CompileOptions(max_context=max_context, dtype=dtype, fuse=bool(passes))
     return Prepared(
         module, SafetensorsSource(path), graph_text, print_module(module), options, path
     )
-
-
-def emit_c_with_fused_header(module):
-    """emit_c, plus ``#include "ckir_fused.h"`` if the emitter does not add it yet."""
-    sources = _EMIT_C(module)
-    if '"ckir_fused.h"' in sources.source:
-        return sources
-    anchor = '#include "ckir_runtime.h"\n'
-    assert anchor in sources.source
-    text = sources.source.replace(anchor, anchor + '#include "ckir_fused.h"\n', 1)
-    return CSources(header=sources.header, source=text)
-
-
-_EMIT_C = compiler.emit_c
 
 
 @pytest.fixture(scope="session")
@@ -107,19 +98,17 @@ def builds(checkpoints, tmp_path_factory: pytest.TempPathFactory):
     """{arch: (fused model, unfused model, fused counts)}"""
     root = tmp_path_factory.mktemp("fusion_builds")
     out = {}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(compiler, "emit_c", emit_c_with_fused_header)
-        for key, path in checkpoints.items():
-            models = []
-            counts = {}
-            for fused in (True, False):
-                prepared = prepare(path, fused)
-                if fused:
-                    counts = fused_counts(prepared.module)
-                out_dir = root / f"{key}_{'fused' if fused else 'plain'}"
-                compiler.build(prepared, out_dir, Progress(quiet=True))
-                models.append(CompiledModel(out_dir))
-            out[key] = (models[0], models[1], counts)
+    for key, path in checkpoints.items():
+        models = []
+        counts = {}
+        for fused in (True, False):
+            prepared = prepare(path, fused)
+            if fused:
+                counts = fused_counts(prepared.module)
+            out_dir = root / f"{key}_{'fused' if fused else 'plain'}"
+            compiler.build(prepared, out_dir, Progress(quiet=True))
+            models.append(CompiledModel(out_dir))
+        out[key] = (models[0], models[1], counts)
     yield out
     for fused, plain, _ in out.values():
         fused.close()
@@ -190,6 +179,33 @@ def test_decode(key, checkpoints, builds):
             assert_close(ours, hf_logits, VS_HF, f"{key} decode {i} vs HF")
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "q8_0", "q4_1"])
+def test_weight_dtypes_fused_equals_unfused(dtype, checkpoints, tmp_path):
+    """bf16 / Q8_0 / Q4_1 weights: the fused kernels compose the unfused ones (same numerics)."""
+    path = checkpoints["qwen2"]  # q/k/v biases
+    models = []
+    for fused in (True, False):
+        prepared = prepare(path, fused, dtype=dtype)
+        if fused:
+            counts = fused_counts(prepared.module)
+            assert counts["decode"] == EXPECTED_FUSED["qwen2"], counts
+            assert counts["prefill"] == EXPECTED_FUSED["qwen2"], counts
+        out_dir = tmp_path / f"{dtype}_{fused}"
+        compiler.build(prepared, out_dir, Progress(quiet=True))
+        models.append(CompiledModel(out_dir))
+    fused_m, plain_m = models
+    try:
+        tokens = np.random.default_rng(4).integers(0, fused_m.vocab_size, size=12)
+        a, b = fused_m.prefill(tokens), plain_m.prefill(tokens)
+        assert_close(a, b.astype(np.float64), VS_UNFUSED, f"{dtype} prefill")
+        for tok in tokens[:6]:
+            a, b = fused_m.decode(int(tok)), plain_m.decode(int(tok))
+            assert_close(a, b.astype(np.float64), VS_UNFUSED, f"{dtype} decode")
+    finally:
+        fused_m.close()
+        plain_m.close()
+
+
 def test_fused_plan_has_no_gate_up_buffers(builds):
     fused, plain, _ = builds["llama"]
 
@@ -254,7 +270,6 @@ def _bench(argv: list[str]) -> None:
         "add_rmsnorm only": [FuseAddRmsnormPass()],
     }
     models: dict[str, CompiledModel] = {}
-    compiler.emit_c = emit_c_with_fused_header
     ctx_len = args.prompt + args.steps + 8
     for name, passes in variants.items():
         out = work / ("build_" + name.replace(" ", "_"))

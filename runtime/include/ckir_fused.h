@@ -22,6 +22,13 @@
  *   over the threads.  Stack: 288 KiB per thread for the tiles plus the
  *   GEMM's packed panels (~352 KiB): keep OMP_STACKSIZE >= 1 MiB.
  *
+ * Weight dtypes: the kernels above take fp32 weights (fused_linear.c); the
+ * _bf16 / _q8_0 / _q4_0 / _q4_1 variants below (fused_wdtype.c) compose the
+ * runtime's own weight-dtype gemv/gemm (ckir_quant.h) with the same numerics
+ * as the unfused calls: in decode, one parallel region whose threads each run
+ * the gemv on their share of the rows (the nested region runs on the calling
+ * thread); in prefill, three gemm calls (qkv) or the 144 x 256 tiles (gate_up).
+ *
  * add_rmsnorm (residual add then RMSNorm of the sum):
  *   s[T, E] = a + b;  h[t, :] = s[t, :] * rsqrt(mean(s[t, :]^2) + eps) * gamma
  *   s may alias a or b; h may alias a or b but not s.
@@ -85,6 +92,178 @@ void ckir_ref_gemm_gate_up_f32(const float *x, const float *wg, const float *wu,
                                int64_t M, int64_t N, int64_t K);
 void ckir_ref_add_rmsnorm_f32(const float *a, const float *b, const float *gamma, float *s,
                               float *h, int64_t T, int64_t E, float eps);
+
+/* ---- qkv and gate_up with bf16 / q8_0 / q4_0 / q4_1 weights (fused_wdtype.c) ----
+ * Same shapes as the f32 kernels; w is bf16 (uint16_t) or GGUF blocks
+ * (uint8_t, K % 32 == 0); numerics of the unfused gemv_<d> / gemm_<d>. */
+
+void ckir_gemv_qkv_bf16(const float *x, const uint16_t *wq, const uint16_t *wk, const uint16_t *wv,
+                        float *q, float *k, float *v, int64_t Nq, int64_t Nk, int64_t Nv,
+                        int64_t K);
+void ckir_gemv_qkv_bias_bf16(const float *x, const uint16_t *wq, const uint16_t *wk,
+                             const uint16_t *wv, const float *bq, const float *bk, const float *bv,
+                             float *q, float *k, float *v, int64_t Nq, int64_t Nk, int64_t Nv,
+                             int64_t K);
+void ckir_gemm_qkv_bf16(const float *x, const uint16_t *wq, const uint16_t *wk, const uint16_t *wv,
+                        float *q, float *k, float *v, int64_t M, int64_t Nq, int64_t Nk, int64_t Nv,
+                        int64_t K);
+void ckir_gemm_qkv_bias_bf16(const float *x, const uint16_t *wq, const uint16_t *wk,
+                             const uint16_t *wv, const float *bq, const float *bk, const float *bv,
+                             float *q, float *k, float *v, int64_t M, int64_t Nq, int64_t Nk,
+                             int64_t Nv, int64_t K);
+void ckir_gemv_gate_up_bf16(const float *x, const uint16_t *wg, const uint16_t *wu, float *out,
+                            int64_t N, int64_t K);
+void ckir_gemm_gate_up_bf16(const float *x, const uint16_t *wg, const uint16_t *wu, float *out,
+                            int64_t M, int64_t N, int64_t K);
+
+void ckir_gemv_qkv_q8_0(const float *x, const uint8_t *wq, const uint8_t *wk, const uint8_t *wv,
+                        float *q, float *k, float *v, int64_t Nq, int64_t Nk, int64_t Nv,
+                        int64_t K);
+void ckir_gemv_qkv_bias_q8_0(const float *x, const uint8_t *wq, const uint8_t *wk,
+                             const uint8_t *wv, const float *bq, const float *bk, const float *bv,
+                             float *q, float *k, float *v, int64_t Nq, int64_t Nk, int64_t Nv,
+                             int64_t K);
+void ckir_gemm_qkv_q8_0(const float *x, const uint8_t *wq, const uint8_t *wk, const uint8_t *wv,
+                        float *q, float *k, float *v, int64_t M, int64_t Nq, int64_t Nk, int64_t Nv,
+                        int64_t K);
+void ckir_gemm_qkv_bias_q8_0(const float *x, const uint8_t *wq, const uint8_t *wk,
+                             const uint8_t *wv, const float *bq, const float *bk, const float *bv,
+                             float *q, float *k, float *v, int64_t M, int64_t Nq, int64_t Nk,
+                             int64_t Nv, int64_t K);
+void ckir_gemv_gate_up_q8_0(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                            int64_t N, int64_t K);
+void ckir_gemm_gate_up_q8_0(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                            int64_t M, int64_t N, int64_t K);
+
+void ckir_gemv_qkv_q4_0(const float *x, const uint8_t *wq, const uint8_t *wk, const uint8_t *wv,
+                        float *q, float *k, float *v, int64_t Nq, int64_t Nk, int64_t Nv,
+                        int64_t K);
+void ckir_gemv_qkv_bias_q4_0(const float *x, const uint8_t *wq, const uint8_t *wk,
+                             const uint8_t *wv, const float *bq, const float *bk, const float *bv,
+                             float *q, float *k, float *v, int64_t Nq, int64_t Nk, int64_t Nv,
+                             int64_t K);
+void ckir_gemm_qkv_q4_0(const float *x, const uint8_t *wq, const uint8_t *wk, const uint8_t *wv,
+                        float *q, float *k, float *v, int64_t M, int64_t Nq, int64_t Nk, int64_t Nv,
+                        int64_t K);
+void ckir_gemm_qkv_bias_q4_0(const float *x, const uint8_t *wq, const uint8_t *wk,
+                             const uint8_t *wv, const float *bq, const float *bk, const float *bv,
+                             float *q, float *k, float *v, int64_t M, int64_t Nq, int64_t Nk,
+                             int64_t Nv, int64_t K);
+void ckir_gemv_gate_up_q4_0(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                            int64_t N, int64_t K);
+void ckir_gemm_gate_up_q4_0(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                            int64_t M, int64_t N, int64_t K);
+
+void ckir_gemv_qkv_q4_1(const float *x, const uint8_t *wq, const uint8_t *wk, const uint8_t *wv,
+                        float *q, float *k, float *v, int64_t Nq, int64_t Nk, int64_t Nv,
+                        int64_t K);
+void ckir_gemv_qkv_bias_q4_1(const float *x, const uint8_t *wq, const uint8_t *wk,
+                             const uint8_t *wv, const float *bq, const float *bk, const float *bv,
+                             float *q, float *k, float *v, int64_t Nq, int64_t Nk, int64_t Nv,
+                             int64_t K);
+void ckir_gemm_qkv_q4_1(const float *x, const uint8_t *wq, const uint8_t *wk, const uint8_t *wv,
+                        float *q, float *k, float *v, int64_t M, int64_t Nq, int64_t Nk, int64_t Nv,
+                        int64_t K);
+void ckir_gemm_qkv_bias_q4_1(const float *x, const uint8_t *wq, const uint8_t *wk,
+                             const uint8_t *wv, const float *bq, const float *bk, const float *bv,
+                             float *q, float *k, float *v, int64_t M, int64_t Nq, int64_t Nk,
+                             int64_t Nv, int64_t K);
+void ckir_gemv_gate_up_q4_1(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                            int64_t N, int64_t K);
+void ckir_gemm_gate_up_q4_1(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                            int64_t M, int64_t N, int64_t K);
+
+/* reference twins */
+void ckir_ref_gemv_qkv_bf16(const float *x, const uint16_t *wq, const uint16_t *wk,
+                            const uint16_t *wv, float *q, float *k, float *v, int64_t Nq,
+                            int64_t Nk, int64_t Nv, int64_t K);
+void ckir_ref_gemv_qkv_bias_bf16(const float *x, const uint16_t *wq, const uint16_t *wk,
+                                 const uint16_t *wv, const float *bq, const float *bk,
+                                 const float *bv, float *q, float *k, float *v, int64_t Nq,
+                                 int64_t Nk, int64_t Nv, int64_t K);
+void ckir_ref_gemm_qkv_bf16(const float *x, const uint16_t *wq, const uint16_t *wk,
+                            const uint16_t *wv, float *q, float *k, float *v, int64_t M, int64_t Nq,
+                            int64_t Nk, int64_t Nv, int64_t K);
+void ckir_ref_gemm_qkv_bias_bf16(const float *x, const uint16_t *wq, const uint16_t *wk,
+                                 const uint16_t *wv, const float *bq, const float *bk,
+                                 const float *bv, float *q, float *k, float *v, int64_t M,
+                                 int64_t Nq, int64_t Nk, int64_t Nv, int64_t K);
+void ckir_ref_gemv_gate_up_bf16(const float *x, const uint16_t *wg, const uint16_t *wu, float *out,
+                                int64_t N, int64_t K);
+void ckir_ref_gemm_gate_up_bf16(const float *x, const uint16_t *wg, const uint16_t *wu, float *out,
+                                int64_t M, int64_t N, int64_t K);
+
+void ckir_ref_gemv_qkv_q8_0(const float *x, const uint8_t *wq, const uint8_t *wk, const uint8_t *wv,
+                            float *q, float *k, float *v, int64_t Nq, int64_t Nk, int64_t Nv,
+                            int64_t K);
+void ckir_ref_gemv_qkv_bias_q8_0(const float *x, const uint8_t *wq, const uint8_t *wk,
+                                 const uint8_t *wv, const float *bq, const float *bk,
+                                 const float *bv, float *q, float *k, float *v, int64_t Nq,
+                                 int64_t Nk, int64_t Nv, int64_t K);
+void ckir_ref_gemm_qkv_q8_0(const float *x, const uint8_t *wq, const uint8_t *wk, const uint8_t *wv,
+                            float *q, float *k, float *v, int64_t M, int64_t Nq, int64_t Nk,
+                            int64_t Nv, int64_t K);
+void ckir_ref_gemm_qkv_bias_q8_0(const float *x, const uint8_t *wq, const uint8_t *wk,
+                                 const uint8_t *wv, const float *bq, const float *bk,
+                                 const float *bv, float *q, float *k, float *v, int64_t M,
+                                 int64_t Nq, int64_t Nk, int64_t Nv, int64_t K);
+void ckir_ref_gemv_gate_up_q8_0(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                                int64_t N, int64_t K);
+void ckir_ref_gemm_gate_up_q8_0(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                                int64_t M, int64_t N, int64_t K);
+
+void ckir_ref_gemv_qkv_q4_0(const float *x, const uint8_t *wq, const uint8_t *wk, const uint8_t *wv,
+                            float *q, float *k, float *v, int64_t Nq, int64_t Nk, int64_t Nv,
+                            int64_t K);
+void ckir_ref_gemv_qkv_bias_q4_0(const float *x, const uint8_t *wq, const uint8_t *wk,
+                                 const uint8_t *wv, const float *bq, const float *bk,
+                                 const float *bv, float *q, float *k, float *v, int64_t Nq,
+                                 int64_t Nk, int64_t Nv, int64_t K);
+void ckir_ref_gemm_qkv_q4_0(const float *x, const uint8_t *wq, const uint8_t *wk, const uint8_t *wv,
+                            float *q, float *k, float *v, int64_t M, int64_t Nq, int64_t Nk,
+                            int64_t Nv, int64_t K);
+void ckir_ref_gemm_qkv_bias_q4_0(const float *x, const uint8_t *wq, const uint8_t *wk,
+                                 const uint8_t *wv, const float *bq, const float *bk,
+                                 const float *bv, float *q, float *k, float *v, int64_t M,
+                                 int64_t Nq, int64_t Nk, int64_t Nv, int64_t K);
+void ckir_ref_gemv_gate_up_q4_0(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                                int64_t N, int64_t K);
+void ckir_ref_gemm_gate_up_q4_0(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                                int64_t M, int64_t N, int64_t K);
+
+void ckir_ref_gemv_qkv_q4_1(const float *x, const uint8_t *wq, const uint8_t *wk, const uint8_t *wv,
+                            float *q, float *k, float *v, int64_t Nq, int64_t Nk, int64_t Nv,
+                            int64_t K);
+void ckir_ref_gemv_qkv_bias_q4_1(const float *x, const uint8_t *wq, const uint8_t *wk,
+                                 const uint8_t *wv, const float *bq, const float *bk,
+                                 const float *bv, float *q, float *k, float *v, int64_t Nq,
+                                 int64_t Nk, int64_t Nv, int64_t K);
+void ckir_ref_gemm_qkv_q4_1(const float *x, const uint8_t *wq, const uint8_t *wk, const uint8_t *wv,
+                            float *q, float *k, float *v, int64_t M, int64_t Nq, int64_t Nk,
+                            int64_t Nv, int64_t K);
+void ckir_ref_gemm_qkv_bias_q4_1(const float *x, const uint8_t *wq, const uint8_t *wk,
+                                 const uint8_t *wv, const float *bq, const float *bk,
+                                 const float *bv, float *q, float *k, float *v, int64_t M,
+                                 int64_t Nq, int64_t Nk, int64_t Nv, int64_t K);
+void ckir_ref_gemv_gate_up_q4_1(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                                int64_t N, int64_t K);
+void ckir_ref_gemm_gate_up_q4_1(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                                int64_t M, int64_t N, int64_t K);
+
+
+/* ---- internal: shared by runtime/kernels/fused_*.c ------------------------ */
+
+/* y[M, N] = x[M, K] . W^T for a weight matrix of any dtype (a runtime gemm) */
+typedef void (*ckir_fused_gemm_fn)(const float *x, const void *w, float *y, int64_t M, int64_t N,
+                                   int64_t K);
+/* out[i] = g[i] / (1 + e^-g[i]) * u[i], vectorized (the swiglu of elementwise.c) */
+void ckir_internal_silu_mul(const float *g, const float *u, float *out, int64_t n);
+/* out[M, N] = silu(x . wg^T) * (x . wu^T) by tiles of <= 144 rows x 256 columns spread
+ * over the threads; each tile calls `gemm` twice (it then runs on the calling
+ * thread) into stack tiles (288 KiB); row n of a weight matrix starts at n * row_bytes. */
+void ckir_internal_gate_up_tiles(const float *x, const void *wg, const void *wu,
+                                 int64_t row_bytes, ckir_fused_gemm_fn gemm, float *out,
+                                 int64_t M, int64_t N, int64_t K);
 
 #ifdef __cplusplus
 }

@@ -281,13 +281,9 @@ void ckir_gemv_gate_up_f32(const float *x, const float *wg, const float *wu, flo
   gate_up_rows(x, 1, wg, wu, out, N, K);
 }
 
-void ckir_gemm_gate_up_f32(const float *x, const float *wg, const float *wu, float *out,
-                           int64_t M, int64_t N, int64_t K) {
-  CKIR_REQUIRE(M >= 1 && N >= 1 && K >= 1, "gemm_gate_up_f32");
-  if (M <= FUSED_SMALL_M) {
-    gate_up_rows(x, M, wg, wu, out, N, K);
-    return;
-  }
+void ckir_internal_gate_up_tiles(const float *x, const void *wg, const void *wu,
+                                 int64_t row_bytes, ckir_fused_gemm_fn gemm, float *out,
+                                 int64_t M, int64_t N, int64_t K) {
   /* row tiles of about equal size (whole 12-row register panels, at most
    * GU_MT rows); tiles ordered column-major so each thread reads a contiguous
    * share of the weight rows */
@@ -301,10 +297,28 @@ void ckir_gemm_gate_up_f32(const float *x, const float *wg, const float *wu, flo
     const int64_t mc = CKIR_MIN(mrows, M - m0), nc = CKIR_MIN(GU_NT, N - n0);
     float g[GU_MT * GU_NT] __attribute__((aligned(64)));
     float u[GU_MT * GU_NT] __attribute__((aligned(64)));
-    ckir_gemm_f32(x + m0 * K, wg + n0 * K, g, mc, nc, K);
-    ckir_gemm_f32(x + m0 * K, wu + n0 * K, u, mc, nc, K);
-    for (int64_t i = 0; i < mc; i++) silu_mul_span(g + i * nc, u + i * nc, out + (m0 + i) * N + n0, nc);
+    gemm(x + m0 * K, (const uint8_t *)wg + n0 * row_bytes, g, mc, nc, K);
+    gemm(x + m0 * K, (const uint8_t *)wu + n0 * row_bytes, u, mc, nc, K);
+    for (int64_t i = 0; i < mc; i++)
+      silu_mul_span(g + i * nc, u + i * nc, out + (m0 + i) * N + n0, nc);
   }
+}
+
+void ckir_internal_silu_mul(const float *g, const float *u, float *out, int64_t n) {
+  silu_mul_span(g, u, out, n);
+}
+
+static void gemm_f32_w(const float *x, const void *w, float *y, int64_t M, int64_t N, int64_t K) {
+  ckir_gemm_f32(x, (const float *)w, y, M, N, K);
+}
+
+void ckir_gemm_gate_up_f32(const float *x, const float *wg, const float *wu, float *out,
+                           int64_t M, int64_t N, int64_t K) {
+  CKIR_REQUIRE(M >= 1 && N >= 1 && K >= 1, "gemm_gate_up_f32");
+  if (M <= FUSED_SMALL_M)
+    gate_up_rows(x, M, wg, wu, out, N, K);
+  else
+    ckir_internal_gate_up_tiles(x, wg, wu, K * (int64_t)sizeof(float), gemm_f32_w, out, M, N, K);
 }
 
 /* ---- reference twins ------------------------------------------------------ */

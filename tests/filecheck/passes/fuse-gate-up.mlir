@@ -1,6 +1,6 @@
 // RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --fuse-gate-up | filecheck %s
 // RUN: ckir-opt %inputs/tiny_llama.mlir --lower-prefill{max-context=16} --fuse-gate-up --plan-layout | filecheck %s --check-prefix=PRE
-// RUN: ckir-opt %inputs/tiny_llama.mlir --convert-weights{dtype=q4_1} --lower-decode{max-context=16} --fuse-gate-up | filecheck %s --check-prefix=NOKERNEL
+// RUN: ckir-opt %inputs/tiny_llama.mlir --convert-weights{dtype=q4_1} --lower-decode{max-context=16} --fuse-gate-up | filecheck %s --check-prefix=Q41
 // RUN: ckir-opt %inputs/tiny_gpt2.mlir --lower-decode{max-context=16} --fuse-gate-up | filecheck %s --check-prefix=GPT2
 // RUN: ckir-opt %s --split-input-file --fuse-gate-up | filecheck %s --check-prefix=HAND
 
@@ -29,13 +29,11 @@
 // PRE-NOT: layout.slot @prefill.layers.{{[01]}}.gate
 // PRE-NOT: layout.slot @prefill.layers.{{[01]}}.up
 
-// Q4_1 weights: no fused_gate_up kernel for them: nothing changes.
-// NOKERNEL:      lowered.program @decode mode "decode" max_context 16 {
-// NOKERNEL:      lowered.buffer @decode.layers.0.gate activation
-// NOKERNEL:      lowered.call @gemv_q4_1(@decode.layers.0.h2, @w.layers.0.mlp.gate) -> (@decode.layers.0.gate)
-// NOKERNEL-NEXT: lowered.call @gemv_q4_1(@decode.layers.0.h2, @w.layers.0.mlp.up) -> (@decode.layers.0.up)
-// NOKERNEL-NEXT: lowered.call @swiglu_f32(@decode.layers.0.gate, @decode.layers.0.up) -> (@decode.layers.0.m)
-// NOKERNEL-NOT:  gate_up
+// Q4_1 weights: the q4_1 variant; gate and up buffers go as well.
+// Q41:      lowered.program @decode mode "decode" max_context 16 attributes {fused = {gate_up = 2 : i64}} {
+// Q41-NOT:  lowered.buffer @decode.layers.0.gate
+// Q41:      lowered.call @gemv_gate_up_q4_1(@decode.layers.0.h2, @w.layers.0.mlp.gate, @w.layers.0.mlp.up) -> (@decode.layers.0.m) {N = 172 : i64, K = 64 : i64
+// Q41-NOT:  @swiglu_f32
 
 // GPT-2 has no SwiGLU MLP.
 // GPT2:     lowered.program @decode mode "decode" max_context 16 {
@@ -146,4 +144,30 @@ builtin.module {
 // HAND:       lowered.call @gemv_f32(@x, @w.g) -> (@gate)
 // HAND-NEXT:  lowered.call @gemv_f32(@x, @w.u) -> (@up)
 // HAND-NEXT:  lowered.call @rmsnorm_f32(@x, @w.n) -> (@x)
+// HAND-NEXT:  lowered.call @swiglu_f32(@gate, @up) -> (@m)
+
+// -----
+
+builtin.module {
+  lowered.model @mixed_dtypes {
+    lowered.buffer @w.g weight : !lowered.buf<[8, 32], f32> {source = "g"}
+    lowered.buffer @w.u weight : !lowered.buf<[8, 32], bf16> {source = "u"}
+    lowered.program @decode mode "decode" max_context 4 {
+      lowered.buffer @x activation : !lowered.buf<[1, 32], f32>
+      lowered.buffer @gate activation : !lowered.buf<[1, 8], f32>
+      lowered.buffer @up activation : !lowered.buf<[1, 8], f32>
+      lowered.buffer @m activation : !lowered.buf<[1, 8], f32>
+      // f32 gate and bf16 up weights: the registry has no fused kernel for the pair
+      lowered.call @gemv_f32(@x, @w.g) -> (@gate) {N = 8 : i64, K = 32 : i64}
+      lowered.call @gemv_bf16(@x, @w.u) -> (@up) {N = 8 : i64, K = 32 : i64}
+      lowered.call @swiglu_f32(@gate, @up) -> (@m) {n = 8 : i64}
+    }
+  }
+}
+// HAND-LABEL: lowered.model @mixed_dtypes
+// HAND-NOT:   fused
+// HAND:       lowered.buffer @gate activation
+// HAND-NEXT:  lowered.buffer @up activation
+// HAND:       lowered.call @gemv_f32(@x, @w.g) -> (@gate)
+// HAND-NEXT:  lowered.call @gemv_bf16(@x, @w.u) -> (@up)
 // HAND-NEXT:  lowered.call @swiglu_f32(@gate, @up) -> (@m)

@@ -1,7 +1,7 @@
 // RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --fuse-qkv | filecheck %s
 // RUN: ckir-opt %inputs/tiny_llama.mlir --lower-prefill{max-context=16} --fuse-qkv | filecheck %s --check-prefix=PRE
 // RUN: ckir-opt %inputs/tiny_gpt2.mlir --lower-decode{max-context=16} --lower-prefill{max-context=16} --fuse-qkv | filecheck %s --check-prefix=BIAS
-// RUN: ckir-opt %inputs/tiny_llama.mlir --convert-weights{dtype=q4_1} --lower-decode{max-context=16} --fuse-qkv | filecheck %s --check-prefix=NOKERNEL
+// RUN: ckir-opt %inputs/tiny_llama.mlir --convert-weights{dtype=q4_1} --lower-decode{max-context=16} --lower-prefill{max-context=16} --fuse-qkv | filecheck %s --check-prefix=Q41
 // RUN: ckir-opt %s --split-input-file --fuse-qkv | filecheck %s --check-prefix=HAND
 // RUN: not ckir-opt %inputs/tiny_llama.mlir --fuse-qkv 2>&1 | filecheck %s --check-prefix=NOLOWER
 
@@ -35,12 +35,13 @@
 // BIAS:      lowered.program @prefill mode "prefill" max_context 16 attributes {fused = {qkv = 2 : i64}} {
 // BIAS:      lowered.call @gemm_qkv_bias_f32(@prefill.layers.1.h, @w.layers.1.attn.wq, @w.layers.1.attn.wk, @w.layers.1.attn.wv, @w.layers.1.attn.bq, @w.layers.1.attn.bk, @w.layers.1.attn.bv) -> (@prefill.layers.1.q, @prefill.layers.1.k, @prefill.layers.1.v) {M = #lowered.rt<T>, Nq = 64 : i64, Nk = 64 : i64, Nv = 64 : i64, K = 64 : i64
 
-// Q4_1 weights: the registry has no fused_qkv kernel for them, so nothing fires.
-// NOKERNEL:     lowered.program @decode mode "decode" max_context 16 {
-// NOKERNEL:     lowered.call @gemv_q4_1(@decode.layers.0.h, @w.layers.0.attn.wq) -> (@decode.layers.0.q)
-// NOKERNEL-NEXT: lowered.call @gemv_q4_1(@decode.layers.0.h, @w.layers.0.attn.wk) -> (@decode.layers.0.k)
-// NOKERNEL-NEXT: lowered.call @gemv_q4_1(@decode.layers.0.h, @w.layers.0.attn.wv) -> (@decode.layers.0.v)
-// NOKERNEL-NOT: qkv
+// Q4_1 weights: the registry's q4_1 variants (fused_wdtype.c).  The weights
+// without a kernel of their own dtype are in the hand-written cases below.
+// Q41:      lowered.program @decode mode "decode" max_context 16 attributes {fused = {qkv = 2 : i64}} {
+// Q41:      lowered.call @gemv_qkv_q4_1(@decode.layers.0.h, @w.layers.0.attn.wq, @w.layers.0.attn.wk, @w.layers.0.attn.wv) -> (@decode.layers.0.q, @decode.layers.0.k, @decode.layers.0.v) {Nq = 64 : i64, Nk = 32 : i64, Nv = 32 : i64, K = 64 : i64
+// Q41-NOT:  @gemv_q4_1(@decode.layers.{{[01]}}.h,
+// Q41:      lowered.program @prefill mode "prefill" max_context 16 attributes {fused = {qkv = 2 : i64}} {
+// Q41:      lowered.call @gemm_qkv_q4_1(@prefill.layers.0.h, @w.layers.0.attn.wq, @w.layers.0.attn.wk, @w.layers.0.attn.wv) -> (@prefill.layers.0.q, @prefill.layers.0.k, @prefill.layers.0.v) {M = #lowered.rt<T>, Nq = 64 : i64
 
 // NOLOWER: fuse-qkv: no lowered.program (run --lower-prefill or --lower-decode first)
 
