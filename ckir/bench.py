@@ -1016,6 +1016,41 @@ def _split(text: str, allowed: Sequence[str], what: str) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+def source_info() -> str:
+    """Which ckir is measured: a clean export's COMMIT file, or git HEAD (+ dirty files)."""
+    root = Path(__file__).resolve().parent.parent
+    if (root / "COMMIT").exists():
+        return f"commit {(root / 'COMMIT').read_text().strip()} (clean export)"
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "ckir", "runtime", "passes"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return "not a git checkout"
+    if dirty:
+        return f"git {head} + {len(dirty)} uncommitted file(s) in ckir/, runtime/, passes/"
+    return f"git {head}"
+
+
+def cpu_info() -> str:
+    name = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    return f"{name}, {os.cpu_count()} CPUs"
+
+
 def _tokens(n: int, vocab: int, seed: int) -> list[int]:
     import numpy as np
 
@@ -1148,6 +1183,9 @@ def collect(
         env={},
         builds=builds,
     )
+    report.env["ckir"] = source_info()
+    report.env["cpu"] = cpu_info()
+    report.env["load average at start"] = f"{os.getloadavg()[0]:.2f}"
     with _workers([s for s, _ in specs]):
         for s, spec in specs:
             _log(f"starting {s.label} ...")
@@ -1189,7 +1227,8 @@ def collect(
                     if mode == "decode":
                         measure_bandwidth()
                     else:
-                        report.fma.append(statistics.median(bandwidth.fma_peak(args.threads, 5)))
+                        peak = bandwidth.fma_peak(args.threads, 5, iters=8_000_000)
+                        report.fma.append(statistics.median(peak))
                     order = systems if r % 2 == 0 else systems[::-1]
                     for s in order:
                         if mode in s.modes and s.dead is None:
@@ -1202,6 +1241,7 @@ def collect(
         for s in systems:
             if s.dead:
                 notes.append(f"{s.label}: stopped: {s.dead}")
+        report.env["load average after the rounds"] = f"{os.getloadavg()[0]:.2f}"
         report.rss = {dt: _peak_rss(builds[dt], args, vocab) for dt in dtypes if "decode" in modes}
         if args.profile:
             for dt in dtypes:
@@ -1372,7 +1412,7 @@ def render(report: Report) -> str:
     for dt, prof in report.profiles.items():
         out += render_profile(report, dt, prof)
     if report.env:
-        out.append("versions: " + ", ".join(f"{k} {v}" for k, v in report.env.items()))
+        out.append("environment: " + "; ".join(f"{k}: {v}" for k, v in report.env.items()))
     for n in report.notes:
         out.append(f"note: {n}")
     return "\n".join(out)
