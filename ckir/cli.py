@@ -160,13 +160,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from ckir.compiler import CompileOptions
     from ckir.generate import Sampler, Sampling, Stats, default_model, generate_ids
     from ckir.model import load
-    from ckir.tokenization import Tokenizer
+    from ckir.tokenizer import Tokenizer
 
     source = Path(args.model) if args.model else default_model()
     if not source.exists():
         raise CkirError(f"{source}: no such file or folder")
     sampling = Sampling(args.temperature, args.top_k, args.top_p, args.seed)
-    tokenizer = Tokenizer.from_gguf(source) if source.is_file() else Tokenizer.from_hf_dir(source)
+    tokenizer = Tokenizer.from_path(source)
     text = args.prompt
     if args.chat:
         text = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}])

@@ -30,7 +30,7 @@ from xdsl.targets.mlir import MLIRTarget
 
 import ckir
 from ckir.backend.c_emitter import emit_c
-from ckir.backend.weights import SafetensorsSource, WeightSource, write_weights_bin
+from ckir.backend.weights import WeightSource, write_weights_bin
 from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
@@ -134,14 +134,9 @@ def import_source(
     path: str | Path, template: str | None
 ) -> tuple[ModuleOp, list[str], WeightSource]:
     """Graph module, warnings and weight source of a HF folder or a GGUF file."""
-    if Path(path).suffix == ".gguf":
-        from ckir.frontend.gguf_model import import_gguf
+    from ckir.frontend import import_model
 
-        return import_gguf(Path(path), template)
-    from ckir.frontend.hf import import_hf
-
-    module, warnings = import_hf(Path(path), template)
-    return module, warnings, SafetensorsSource(Path(path))
+    return import_model(Path(path), template)
 
 
 def lower(module: ModuleOp, options: CompileOptions) -> None:
