@@ -4,6 +4,8 @@
     ckir compile MODEL_DIR -o BUILD [--modes prefill,decode] [--max-context N] [--debug]
     ckir run BUILD --tokens 1,2,3 [--steps N] [--logits-out F.npy]
     ckir inspect BUILD
+    ckir generate [MODEL] --prompt TEXT [--chat] [--max-tokens N] [sampling options]
+    ckir bench MODEL [--modes prefill,decode] [--dtype f32,bf16] [--against torch,...]
     ckir demo [--arch llama] [--out DIR]
 
 User mistakes print one line (``error: ...``) and exit 1, never a traceback.
@@ -283,6 +285,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dtype", choices=["f32", "bf16", "q8_0", "q4_0", "q4_1"])
     s.add_argument("-q", "--quiet", action="store_true", help="no compile progress")
     s.set_defaults(func=cmd_generate)
+
+    s = sub.add_parser(
+        "bench", help="tokens/s of ckir vs baselines, alternating runs, with rooflines"
+    )
+    from ckir import bench
+
+    bench.add_arguments(s)
+    s.set_defaults(func=bench.run)
 
     s = sub.add_parser("demo", help="make, compile and run a tiny random model")
     s.add_argument("--arch", default="llama", choices=["llama", "qwen2", "gpt2", "mistral"])
