@@ -224,6 +224,7 @@ def test_fused_plan_has_no_gate_up_buffers(builds):
 # ------------------------------------------------------------------ benchmark (by hand)
 #
 #   .venv/bin/python tests/test_fusion_parity.py --bench [--rounds 7] [--steps 64]
+#       [--dtype bf16|q8_0|q4_0|q4_1] [--pair] [--workdir DIR]
 #
 # Builds a random-weight SmolLM-135M-shaped llama (hidden 576, 30 layers, 9/3
 # heads, intermediate 1536, vocab 49152, tied) without fusions, with all three,
@@ -245,6 +246,8 @@ def _bench(argv: list[str]) -> None:
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--dtype", default=None, help="weight dtype (--convert-weights)")
+    ap.add_argument("--pair", action="store_true", help="only unfused vs all three")
     args = ap.parse_args(argv)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="ckir-fusion-bench-"))
     ckpt = work / "smollm135m_shape"
@@ -265,15 +268,18 @@ def _bench(argv: list[str]) -> None:
     variants = {
         "unfused": [],
         "all three": fusion_passes(),
-        "qkv only": [FuseQkvPass()],
-        "gate_up only": [FuseGateUpPass()],
-        "add_rmsnorm only": [FuseAddRmsnormPass()],
     }
+    if not args.pair:
+        variants |= {
+            "qkv only": [FuseQkvPass()],
+            "gate_up only": [FuseGateUpPass()],
+            "add_rmsnorm only": [FuseAddRmsnormPass()],
+        }
     models: dict[str, CompiledModel] = {}
     ctx_len = args.prompt + args.steps + 8
     for name, passes in variants.items():
-        out = work / ("build_" + name.replace(" ", "_"))
-        prepared = prepare(ckpt, passes, max_context=ctx_len)
+        out = work / f"build_{args.dtype or 'f32'}_{name.replace(' ', '_')}"
+        prepared = prepare(ckpt, passes, max_context=ctx_len, dtype=args.dtype)
         compiler.build(prepared, out, Progress(quiet=True))
         models[name] = CompiledModel(out)
         print(f"built {name}: {fused_counts(prepared.module)}", flush=True)
