@@ -916,7 +916,8 @@ def write_gguf(model_dir: Path, dtype: str, out: Path) -> Path:
         w.add_feed_forward_length(cfg["intermediate_size"])
         w.add_head_count(H)
         w.add_head_count_kv(KV)
-        w.add_rope_freq_base(float(cfg.get("rope_theta", 10000.0)))
+        rope = cfg.get("rope_parameters") or {}  # transformers 5 nests rope_theta here
+        w.add_rope_freq_base(float(rope.get("rope_theta", cfg.get("rope_theta", 10000.0))))
         w.add_layer_norm_rms_eps(float(cfg.get("rms_norm_eps", 1e-6)))
         add("token_embd.weight", tensors["model.embed_tokens.weight"])
         for i in range(L):

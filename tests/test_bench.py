@@ -122,6 +122,13 @@ def test_gguf_writer_layout(llama_dir: Path, tmp_path: Path) -> None:
     assert len(types) == 2 + 1 + L * 9
 
 
+def test_gguf_writer_rope_theta(qwen2_tied_dir: Path, tmp_path: Path) -> None:
+    gguf = pytest.importorskip("gguf")
+    path = bench.write_gguf(qwen2_tied_dir, "f32", tmp_path / "q.gguf")
+    field = gguf.GGUFReader(str(path)).fields["qwen2.rope.freq_base"]
+    assert float(field.parts[field.data[0]][0]) == 1e6  # transformers 5: rope_parameters
+
+
 def test_bench_end_to_end(llama_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
