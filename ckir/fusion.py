@@ -93,6 +93,8 @@ class ProgramView:
                         self.local[op.view_name] = op
         self._reads: dict[int, frozenset[str]] = {}
         self._writes: dict[int, frozenset[str]] = {}
+        self._linear: dict[int, Linear | None] = {}
+        self._users: dict[str, list[lw.CallOp]] | None = None
 
     # -- calls ------------------------------------------------------------------------
     def spec(self, call: lw.CallOp) -> KernelSpec | None:
@@ -132,8 +134,13 @@ class ProgramView:
         return self._writes[key]
 
     def uses(self, root: str) -> list[lw.CallOp]:
-        """Calls that name ``root`` or one of its views."""
-        return [c for c in self.calls if root in self.reads(c) or root in self.writes(c)]
+        """Calls that name ``root`` or one of its views, in program order."""
+        if self._users is None:
+            self._users = {}
+            for c in self.calls:
+                for r in sorted(self.reads(c) | self.writes(c)):
+                    self._users.setdefault(r, []).append(c)
+        return self._users.get(root, [])
 
     def last_writer_before(self, call: lw.CallOp, root: str) -> lw.CallOp | None:
         for c in reversed(self.calls[: self.position(call)]):
@@ -165,7 +172,13 @@ class ProgramView:
 
     # -- linear calls ---------------------------------------------------------------
     def linear(self, call: lw.CallOp) -> Linear | None:
-        """The call as a :class:`Linear` when its kernel implements ``linear``."""
+        """The call as a :class:`Linear` when its kernel implements ``linear`` (cached)."""
+        key = id(call)
+        if key not in self._linear:
+            self._linear[key] = self._as_linear(call)
+        return self._linear[key]
+
+    def _as_linear(self, call: lw.CallOp) -> Linear | None:
         spec = self.spec(call)
         if spec is None or spec.op != "linear":
             return None
@@ -244,22 +257,27 @@ def make_call(
 
 
 def erase_unused(
-    rewriter: PatternRewriter, program: lw.ProgramOp, names: Iterable[str]
+    rewriter: PatternRewriter,
+    view: ProgramView,
+    names: Iterable[str],
+    removed: Iterable[lw.CallOp],
+    added: Iterable[lw.CallOp] = (),
 ) -> list[str]:
-    """Erase the program-local buffers among ``names`` (and views of them) no call names.
+    """Erase the program-local buffers among ``names`` (and their views) no call names now.
 
-    Only activation/scratch buffers are removed; io buffers and model-level
-    buffers always stay.  Returns the erased symbol names.
+    ``view`` is the snapshot taken before the rewrite that erased the calls
+    ``removed`` and inserted ``added``.  Only activation/scratch buffers are
+    removed; io buffers and model-level buffers always stay.  Returns the
+    erased symbol names.
     """
-    view = ProgramView(program)
-    used: set[str] = set()
-    for c in view.calls:
-        used |= view.reads(c) | view.writes(c)
+    gone = {id(c) for c in removed}
+    named = {view.root(n) for c in added for n in (*c.in_names, *c.out_names)}
     erased: list[str] = []
-    roots = {view.root(n) for n in names}
-    for root in sorted(roots):
+    for root in sorted({view.root(n) for n in names}):
         buf = view.local.get(root)
-        if root in used or not isinstance(buf, lw.BufferOp) or buf.role not in REMOVABLE_ROLES:
+        if not isinstance(buf, lw.BufferOp) or buf.role not in REMOVABLE_ROLES or root in named:
+            continue
+        if any(id(c) not in gone for c in view.uses(root)):
             continue
         for name, op in list(view.local.items()):
             if isinstance(op, lw.ViewOp) and op.root_name == root:

@@ -60,7 +60,7 @@ class FuseGateUp(FusionPattern):
             return False
         fused = make_call(spec, in_names, out_names, params, group, "fuse-gate-up")
         self.replace(rewriter, fused, call, group)
-        erase_unused(rewriter, self.program, [g_name, u_name])
+        erase_unused(rewriter, view, [g_name, u_name], group, [fused])
         return True
 
 
