@@ -613,19 +613,10 @@ def test_source_errors_are_one_line(llama_f32: Path, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- writes and runs
 
 
-@pytest.fixture
-def via_import_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Route the compile driver through ckir.frontend.import_model (this frontend)."""
-    import ckir.compiler
-
-    monkeypatch.setattr(ckir.compiler, "import_source", lambda p, t: import_model(p, t))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("qtype,rel", [("F32", 1e-4), ("Q8_0", 0.05)])
 def test_compiled_gguf_matches_hf(
-    hf_llama: Path, gguf_dir: Path, tmp_path: Path, via_import_model: None, qtype: str,
-    rel: float,
+    hf_llama: Path, gguf_dir: Path, tmp_path: Path, qtype: str, rel: float
 ) -> None:
     """Compile the GGUF and compare logits with HF on the original checkpoint: the q/k row
     order reaches RoPE correctly (a wrong order changes every position but 0)."""
