@@ -117,7 +117,7 @@ class ReadProbe:
     TLB misses, the machine's best case) or forbid them (4 KiB pages, as a
     file mapping such as ckir's ``weights.bin`` gets)."""
 
-    def __init__(self, mib: int = 256, streams: int = 1, huge: bool = True) -> None:
+    def __init__(self, mib: int = 256, streams: int = 2, huge: bool = True) -> None:
         self.lib = probe_library()
         self.nbytes = int(mib) << 20
         self.streams = streams
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--mib", type=int, default=256, help="read-probe buffer size")
-    ap.add_argument("--streams", type=int, default=1, choices=[1, 2], help="streams per thread")
+    ap.add_argument("--streams", type=int, default=2, choices=[1, 2], help="streams per thread")
     ap.add_argument("--reps", type=int, default=9)
     args = ap.parse_args(argv)
     for huge in (True, False):

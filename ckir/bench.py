@@ -15,9 +15,10 @@ Every system (ckir per dtype, each baseline per dtype it supports) runs in a
 worker process of its own, loaded once and warmed up; the parent sends one
 run at a time, so only one system computes at any moment.  A round runs every
 system once per mode, in alternating order (ckir, torch, ckir, torch, ...;
-reversed on odd rounds); each round starts with the machine probes of
-:mod:`ckir.bandwidth` (read bandwidth for decode, FMA peak for prefill), so
-a run and the bound it is compared with see the same machine load.  Printed:
+reversed on odd rounds).  Every run is bracketed by the machine probes of
+:mod:`ckir.bandwidth` (read bandwidth for decode, FMA peak for prefill), so a
+run and the bound it is compared with see the same machine (the host's
+bandwidth changes by 2x from one second to the next here).  Printed:
 tokens/s median and min-max over rounds, the ratio ckir / baseline (median of
 per-round ratios of adjacent runs), and the fraction of the roofline.
 
@@ -965,6 +966,8 @@ class System:
     modes: tuple[str, ...]
     worker: Worker | None = None
     seconds: dict[str, list[float]] = field(default_factory=dict)
+    #: per run: the machine probe (GB/s decode, GFLOP/s prefill), mean of right before and after
+    probes: dict[str, list[float]] = field(default_factory=dict)
     dead: str | None = None
 
     @property
@@ -1216,29 +1219,34 @@ def collect(
             bandwidth.ReadProbe(args.probe_mib, huge=False) as probe_4k,
         ):
 
-            def measure_bandwidth() -> None:
-                report.bandwidth.append(statistics.median(probe.measure(args.threads, 5)))
-                report.bandwidth_4k.append(statistics.median(probe_4k.measure(args.threads, 5)))
+            def machine(mode: str) -> float:
+                if mode == "decode":
+                    value = statistics.median(probe.measure(args.threads, 3))
+                    report.bandwidth.append(value)
+                else:
+                    value = statistics.median(bandwidth.fma_peak(args.threads, 3, iters=4_000_000))
+                    report.fma.append(value)
+                return value
 
             probe.measure(args.threads, 1)
             probe_4k.measure(args.threads, 1)
             bandwidth.fma_peak(args.threads, 1)
+            for s in systems:
+                s.probes = {m: [] for m in s.modes}
             for r in range(args.repeat):
+                if "decode" in modes:
+                    report.bandwidth_4k.append(statistics.median(probe_4k.measure(args.threads, 3)))
                 for mode in modes:
-                    if mode == "decode":
-                        measure_bandwidth()
-                    else:
-                        peak = bandwidth.fma_peak(args.threads, 5, iters=8_000_000)
-                        report.fma.append(statistics.median(peak))
                     order = systems if r % 2 == 0 else systems[::-1]
                     for s in order:
                         if mode in s.modes and s.dead is None:
+                            before = machine(mode)
                             t = _run_one(s, mode, prompt, context, steps)
+                            after = machine(mode)
                             if t is not None:
                                 s.seconds[mode].append(t)
+                                s.probes[mode].append((before + after) / 2)
                 _log(f"round {r + 1}/{args.repeat} done")
-            if "decode" in modes:  # bandwidth also measured after the runs
-                measure_bandwidth()
         for s in systems:
             if s.dead:
                 notes.append(f"{s.label}: stopped: {s.dead}")
@@ -1310,6 +1318,8 @@ def _peak_rss(build: Path, args: argparse.Namespace, vocab: int) -> dict[str, fl
 def _profile(
     build: Path, args: argparse.Namespace, prompt: list[int], context: list[int], steps: list[int]
 ) -> dict[str, Any]:
+    from ckir import bandwidth
+
     prof_dir = build.with_name(build.name + "-profile")
     _log(f"profile: instrumented build {prof_dir}")
     calls = build_profile_copy(build, prof_dir)
@@ -1320,17 +1330,25 @@ def _profile(
         w.call(op="prefill", tokens=prompt)
         w.call(op="decode", context=context, tokens=steps)
         modes = [m for m in ("prefill", "decode") if m in args.modes]
-        for mode in modes:
-            walls = []
-            w.call(op="prof_reset")
-            for _ in range(args.repeat):
-                if mode == "prefill":
-                    walls.append(w.call(op="prefill", tokens=prompt)["s"])
-                else:
-                    # the context prefill is timed too: count only the decode calls below
-                    walls.append(w.call(op="decode", context=context, tokens=steps)["s"])
-            got = w.call(op="prof_get")
-            out[mode] = {"wall": walls, "times": got["times"], "counts": got["counts"]}
+        with bandwidth.ReadProbe(args.probe_mib) as probe:
+            for mode in modes:
+                walls, probes = [], []
+                w.call(op="prof_reset")
+                for _ in range(args.repeat):
+                    probes.append(statistics.median(probe.measure(args.threads, 3)))
+                    if mode == "prefill":
+                        walls.append(w.call(op="prefill", tokens=prompt)["s"])
+                    else:
+                        # the context prefill runs too: its calls are counted under "prefill"
+                        walls.append(w.call(op="decode", context=context, tokens=steps)["s"])
+                    probes.append(statistics.median(probe.measure(args.threads, 3)))
+                got = w.call(op="prof_get")
+                out[mode] = {
+                    "wall": walls,
+                    "times": got["times"],
+                    "counts": got["counts"],
+                    "bandwidth": probes,
+                }
     finally:
         w.close()
     return out
@@ -1345,31 +1363,29 @@ def _tokens_per_run(args: dict[str, Any], mode: str) -> int:
     return int(args["prompt_tokens"] if mode == "prefill" else args["decode_tokens"])
 
 
-def _bound_rate(report: Report, dtype: str, mode: str) -> tuple[float, float] | None:
-    """(median bound tok/s, cost per token) for a dtype and mode, from the probes."""
+def _per_token(report: Report, dtype: str, mode: str) -> float | None:
+    """Bytes (decode) or FLOPs (prefill) per token of a dtype, from its ckir build."""
     cost = report.costs.get(dtype)
     if cost is None:
         return None
     a = report.args
-    if mode == "decode" and report.bandwidth:
-        per_token = cost.decode_bytes(a["context"], a["decode_tokens"])
-        return statistics.median(report.bandwidth) * 1e9 / per_token, per_token
-    if mode == "prefill" and report.fma:
-        per_token = cost.prefill_flops(a["prompt_tokens"]) / a["prompt_tokens"]
-        return statistics.median(report.fma) * 1e9 / per_token, per_token
-    return None
+    if mode == "decode":
+        return cost.decode_bytes(a["context"], a["decode_tokens"])
+    return cost.prefill_flops(a["prompt_tokens"]) / a["prompt_tokens"]
+
+
+def _bounds(report: Report, s: System, mode: str) -> list[float]:
+    """Per run: the bound tok/s from the probe taken around that run."""
+    per_token = _per_token(report, s.dtype, mode)
+    if per_token is None:
+        return []
+    return [p * 1e9 / per_token for p in s.probes.get(mode, [])]
 
 
 def _fractions(report: Report, s: System, mode: str) -> list[float]:
-    """Per-round fraction of the bound (rate x cost / probe of the same round)."""
-    b = _bound_rate(report, s.dtype, mode)
-    if b is None:
-        return []
-    _, per_token = b
-    probes = report.bandwidth if mode == "decode" else report.fma
-    unit = 1e9
+    """Per run: tok/s / the bound from the probe taken around that run."""
     r = rates(_tokens_per_run(report.args, mode), s.seconds.get(mode, []))
-    return [x * per_token / (p * unit) for x, p in zip(r, probes, strict=False)]
+    return [x / b for x, b in zip(r, _bounds(report, s, mode), strict=True)]
 
 
 def render(report: Report) -> str:
@@ -1423,91 +1439,93 @@ def _render_rooflines(report: Report) -> list[str]:
     a = report.args
     out: list[str] = []
     ck = {s.dtype: s for s in report.systems if s.name == "ckir"}
+    mean_rows = a["context"] + (a["decode_tokens"] + 1) / 2
     if report.bandwidth:
         bw = report.bandwidth
+        bw4k = f"{fmt_num(statistics.median(report.bandwidth_4k))}" if report.bandwidth_4k else "—"
         out.append(
-            f"Decode roofline: read bandwidth (C probe, {a['probe_mib']} MiB, huge pages, "
-            f"{a['threads']} threads) median {fmt_num(statistics.median(bw))} GB/s "
-            f"({fmt_range(bw)}, {len(bw)} probes; with 4 KiB pages "
-            f"{fmt_num(statistics.median(report.bandwidth_4k))} GB/s). Bytes per token = weight "
-            f"matrices + LM head + embedding row + KV rows at the mean position "
-            f"{a['context'] + (a['decode_tokens'] + 1) / 2:.1f}."
+            f"Decode roofline. Read bandwidth: C probe ({a['probe_mib']} MiB, huge pages, "
+            f"{a['threads']} threads) right before and after every run, median "
+            f"{fmt_num(statistics.median(bw))} GB/s over {len(bw)} probes ({fmt_range(bw)}; "
+            f"4 KiB pages, once per round: {bw4k} GB/s). Bytes per token = weight matrices + "
+            f"LM head + embedding row + KV rows at the mean position {mean_rows:.1f}, in the "
+            f"stored dtype. Bound = probe around the run / bytes; fraction = tok/s / bound, "
+            f"per run."
         )
         out.append("")
         rows = []
         for dt, cost in report.costs.items():
-            b = _bound_rate(report, dt, "decode")
             s = ck.get(dt)
-            if b is None or s is None or not s.seconds.get("decode"):
+            per_token = _per_token(report, dt, "decode")
+            if s is None or per_token is None or not s.seconds.get("decode"):
                 continue
             fr = _fractions(report, s, "decode")
-            kv = cost.kv_bytes_per_position * (a["context"] + (a["decode_tokens"] + 1) / 2)
-            rate = statistics.median(rates(a["decode_tokens"], s.seconds["decode"]))
+            kv = cost.kv_bytes_per_position * mean_rows
+            r = rates(a["decode_tokens"], s.seconds["decode"])
             rows.append(
                 [
                     dt,
-                    f"{b[1] / 1e6:.1f}",
+                    f"{per_token / 1e6:.1f}",
                     f"{cost.decode_weight_bytes / 1e6:.1f} + {kv / 1e6:.2f}",
-                    fmt_num(b[0]),
-                    fmt_num(rate),
+                    fmt_num(statistics.median(s.probes["decode"])),
+                    fmt_num(statistics.median(_bounds(report, s, "decode"))),
+                    fmt_num(statistics.median(r)),
+                    fmt_num(statistics.median(r) * per_token / 1e9),
                     f"{statistics.median(fr):.2f} ({fmt_range(fr)})",
                 ]
             )
-        out.append(
-            markdown_table(
-                [
-                    "dtype",
-                    "MB/token",
-                    "weights + KV MB",
-                    "bound tok/s",
-                    "ckir tok/s",
-                    "ckir fraction (min–max)",
-                ],
-                rows,
-            )
-        )
-        out.append("")
+        head = [
+            "dtype",
+            "MB/token",
+            "weights + KV MB",
+            "probe GB/s",
+            "bound tok/s",
+            "ckir tok/s",
+            "ckir GB/s",
+            "ckir fraction (min–max)",
+        ]
+        out += [markdown_table(head, rows), ""]
     if report.fma:
         fma = report.fma
         out.append(
-            f"Prefill roofline: fp32 FMA peak (C probe, {a['threads']} threads) median "
-            f"{fmt_num(statistics.median(fma))} GFLOP/s ({fmt_range(fma)}, {len(fma)} probes). "
-            f"FLOPs = 2 x params x T + causal attention 4 x H x D x T(T+1)/2 per layer."
+            f"Prefill roofline. fp32 FMA peak: C probe ({a['threads']} threads) right before and "
+            f"after every run, median {fmt_num(statistics.median(fma))} GFLOP/s over {len(fma)} "
+            f"probes ({fmt_range(fma)}). FLOPs = 2 x matrix params x T + causal attention "
+            f"4 x H x D x T(T+1)/2 per layer (every dtype computes in fp32)."
         )
         out.append("")
         rows = []
+        T = a["prompt_tokens"]
         for dt, cost in report.costs.items():
-            b = _bound_rate(report, dt, "prefill")
             s = ck.get(dt)
-            if b is None or s is None or not s.seconds.get("prefill"):
+            per_token = _per_token(report, dt, "prefill")
+            if s is None or per_token is None or not s.seconds.get("prefill"):
                 continue
             fr = _fractions(report, s, "prefill")
-            T = a["prompt_tokens"]
-            rate = statistics.median(rates(T, s.seconds["prefill"]))
+            r = rates(T, s.seconds["prefill"])
             rows.append(
                 [
                     dt,
                     f"{cost.prefill_flops(T) / 1e9:.2f}",
                     f"{cost.prefill_params / 1e6:.1f}",
-                    fmt_num(b[0]),
-                    fmt_num(rate),
+                    fmt_num(statistics.median(s.probes["prefill"])),
+                    fmt_num(statistics.median(_bounds(report, s, "prefill"))),
+                    fmt_num(statistics.median(r)),
+                    fmt_num(statistics.median(r) * per_token / 1e9),
                     f"{statistics.median(fr):.2f} ({fmt_range(fr)})",
                 ]
             )
-        out.append(
-            markdown_table(
-                [
-                    "dtype",
-                    f"GFLOP / {a['prompt_tokens']}-token prefill",
-                    "matrix params (M)",
-                    "bound tok/s",
-                    "ckir tok/s",
-                    "ckir fraction (min–max)",
-                ],
-                rows,
-            )
-        )
-        out.append("")
+        head = [
+            "dtype",
+            f"GFLOP / {T}-token prefill",
+            "matrix params (M)",
+            "probe GFLOP/s",
+            "bound tok/s",
+            "ckir tok/s",
+            "ckir GFLOP/s",
+            "ckir fraction (min–max)",
+        ]
+        out += [markdown_table(head, rows), ""]
     return out
 
 
@@ -1672,9 +1690,11 @@ def render_profile(report: Report, dtype: str, prof: dict[str, Any]) -> list[str
                 "",
             ]
         )
+        bw = p.get("bandwidth") or [0.0]
         out.append(
             f"Per-kernel time, ckir {dtype}, per {unit} (mean of {per:g}; "
-            f"wall {wall_per * 1e3:.2f} ms):"
+            f"wall {wall_per * 1e3:.2f} ms; read-bandwidth probe around the runs "
+            f"{fmt_num(statistics.median(bw))} GB/s, {fmt_range(bw)}):"
         )
         out.append("")
         head = ["kernel", "calls", "ms", "share of wall", "rate (weights read / matrix FLOPs)"]
@@ -1690,7 +1710,13 @@ def report_json(report: Report) -> dict[str, Any]:
         "costs": {k: v.__dict__ for k, v in report.costs.items()},
         "compile": {k: {"steps": v.steps, "cold_cc": v.cold_cc} for k, v in report.compile.items()},
         "systems": [
-            {"name": s.name, "dtype": s.dtype, "seconds": s.seconds, "dead": s.dead}
+            {
+                "name": s.name,
+                "dtype": s.dtype,
+                "seconds": s.seconds,
+                "probes": s.probes,
+                "dead": s.dead,
+            }
             for s in report.systems
         ],
         "bandwidth_gbps": report.bandwidth,

@@ -186,12 +186,14 @@ def test_bench_end_to_end(llama_dir: Path, tmp_path: Path, capsys: pytest.Captur
         ratio = statistics.median(t / c for c, t in zip(ckir_s, torch_s, strict=True))
         assert rows["torch", "f32", mode][5].startswith(f"{ratio:.2f} (")
         assert rows["ckir", "f32", mode][5] == "—"
-    # the decode fraction of bound: tok/s x bytes per token / bandwidth of the same round
+    # the decode fraction of bound: tok/s x bytes per token / bandwidth probed around the run
     cost = data["costs"]["f32"]
     per_token = cost["decode_weight_bytes"] + cost["kv_bytes_per_position"] * (8 + 5 / 2)
+    ck = next(s for s in data["systems"] if (s["name"], s["dtype"]) == ("ckir", "f32"))
+    assert len(ck["probes"]["decode"]) == 2
     fr = [
         4 / s * per_token / (bw * 1e9)
-        for s, bw in zip(secs["ckir", "f32"]["decode"], data["bandwidth_gbps"], strict=False)
+        for s, bw in zip(ck["seconds"]["decode"], ck["probes"]["decode"], strict=True)
     ]
     assert rows["ckir", "f32", "decode"][6] == f"{statistics.median(fr):.2f}"
     rss = data["rss"]["f32"]
