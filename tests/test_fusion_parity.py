@@ -230,8 +230,9 @@ def test_fused_plan_has_no_gate_up_buffers(builds):
 # heads, intermediate 1536, vocab 49152, tied) without fusions, with all three,
 # and with each one alone; then, round after round, runs every build in turn
 # (alternating, so machine noise hits all alike): prefill of 128 tokens, then
-# --steps decode steps timed one by one.  Prints medians over rounds: decode
-# tokens/s, prefill tokens/s, and the ratio to the unfused build.
+# --steps decode steps timed one by one.  Prints medians over rounds of decode
+# tokens/s (1 / median step time) and prefill tokens/s, and the median (and
+# quartiles) of the per-round ratio to the unfused build run in the same round.
 
 
 def _bench(argv: list[str]) -> None:
@@ -303,12 +304,24 @@ def _bench(argv: list[str]) -> None:
                 times.append(time.perf_counter() - t0)
             decode_tps[name].append(1.0 / statistics.median(times))
         print(f"round {r + 1}/{args.rounds} done", flush=True)
-    base_d = statistics.median(decode_tps["unfused"])
-    base_p = statistics.median(prefill_tps["unfused"])
-    print(f"\n{'build':<18} {'decode tok/s':>12} {'ratio':>6} {'prefill tok/s':>14} {'ratio':>6}")
+
+    def paired(tps: dict[str, list[float]], name: str) -> tuple[float, float, float]:
+        """Median and quartiles of the per-round ratio to the unfused build."""
+        ratios = sorted(a / b for a, b in zip(tps[name], tps["unfused"], strict=True))
+        q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+        return q[1], q[0], q[2]
+
+    print(
+        f"\n{'build':<18} {'decode tok/s':>12} {'ratio [IQR]':>20} "
+        f"{'prefill tok/s':>14} {'ratio [IQR]':>20}"
+    )
     for name in models:
         d, p = statistics.median(decode_tps[name]), statistics.median(prefill_tps[name])
-        print(f"{name:<18} {d:12.2f} {d / base_d:6.3f} {p:14.1f} {p / base_p:6.3f}")
+        rd, rp = paired(decode_tps, name), paired(prefill_tps, name)
+        print(
+            f"{name:<18} {d:12.2f} {rd[0]:6.3f} [{rd[1]:.3f}, {rd[2]:.3f}] "
+            f"{p:14.1f} {rp[0]:6.3f} [{rp[1]:.3f}, {rp[2]:.3f}]"
+        )
     for m in models.values():
         m.close()
 
