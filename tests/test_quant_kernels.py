@@ -9,8 +9,8 @@ Oracles:
   block to int8, integer block dot products, fp32 scales), tolerance 1e-5 of the
   sum of |block terms|; (2) the float64 product on the dequantized weights,
   within the derived activation-quantization bound
-  sum_b (d_x[b] / 2) * sum_j |w'_j| (+ 1e-5 sum |x| |w|), where w' is the part
-  of the weight multiplied by the quantized x (w for q8_0 / q4_0, d * nib for q4_1).
+  sum_b (d_x[b] / 2) * sum_j |w_j| (+ 1e-5 sum |x| |w|) (the whole dequantized
+  weight meets the quantized x: q4_1's min term uses the sum of the quantized block).
 Each public kernel and its ``ckir_ref_`` twin are checked, with 1 and 2 threads.
 """
 
@@ -205,13 +205,13 @@ def emulate_gemv(x, wq, dtype):
     a, dx = quantize_x(x)
     d, m, q = block_fields(wq, dtype)
     isum = np.einsum("nbj,bj->nb", q, a).astype(np.float64)
-    xb = x.reshape(-1, 32).astype(np.float64)
-    sx = xb.sum(axis=1)
-    terms = isum * (d * dx.astype(np.float64)[None, :]) + m * sx[None, :]
+    dx64 = dx.astype(np.float64)
+    sx = dx64 * a.sum(axis=1)  # q4_1: d_x * sum of the quantized block
+    terms = isum * (d * dx64[None, :]) + m * sx[None, :]
     y = terms.sum(axis=1)
-    mag = (np.abs(isum) * np.abs(d * dx) + np.abs(m) * np.abs(xb).sum(axis=1)).sum(axis=1)
-    # the part of w multiplied by the quantized x: d*q (q includes the -8 of q4_0)
-    wpart = np.abs(d[..., None] * q).sum(axis=2)  # [n, nb]
+    mag = (np.abs(isum) * np.abs(d * dx) + np.abs(m) * np.abs(sx)[None, :]).sum(axis=1)
+    # every weight meets the quantized x: d*q + m (q includes the -8 of q4_0)
+    wpart = np.abs(d[..., None] * q + m[..., None]).sum(axis=2)  # [n, nb]
     bound = (wpart * (dx.astype(np.float64) / 2)[None, :]).sum(axis=1)
     return y, mag, bound
 

@@ -19,7 +19,8 @@
  *     a = round-to-nearest-even(x / d_x)), each block's dot product is exact in
  *     int32 (AVX512-VNNI vpdpbusd / AVX2 vpmaddubsw+vpmaddwd / scalar), scaled
  *     by d_w*d_x in fp32 and accumulated in fp32.  q4_0 subtracts 8*sum(a);
- *     q4_1 adds m * (exact fp32 sum of the block of x).
+ *     q4_1 adds m * d_x * sum(a): the whole dequantized weight
+ *     d*nib + m meets the same quantized x (as llama.cpp's Q8_1 does).
  *   gemm_<q>, gemm_bf16 (prefill): panels of w are converted to fp32 (exactly
  *     the embed_<q> values) and multiplied by the unquantized fp32 x with an
  *     fp32 register-blocked micro-kernel.
@@ -154,11 +155,10 @@ void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const 
                          float *y, int64_t M, int64_t N, int64_t K);
 
 /* Quantize x[K] (K % 32 == 0) per block of 32: dx[b] = max|x_b| / 127 (fp32),
- * a[i] = round-to-nearest-even(x[i] / dx[b]) (0 when dx[b] == 0); when sx is
- * not NULL, sx[b] = fp32 sum of x_b.  `_ref` is the scalar version; a and dx
- * are identical between the two, sx may differ in rounding. */
-void ckir_internal_quantize_x(const float *x, int64_t K, int8_t *a, float *dx, float *sx);
-void ckir_internal_quantize_x_ref(const float *x, int64_t K, int8_t *a, float *dx, float *sx);
+ * a[i] = round-to-nearest-even(x[i] / dx[b]) (0 when dx[b] == 0).  `_ref` is
+ * the scalar version; a and dx are identical between the two. */
+void ckir_internal_quantize_x(const float *x, int64_t K, int8_t *a, float *dx);
+void ckir_internal_quantize_x_ref(const float *x, int64_t K, int8_t *a, float *dx);
 
 /* f16 bits -> fp32 (exact, including subnormals, infinities and NaNs). */
 float ckir_internal_f16_to_f32(uint16_t h);

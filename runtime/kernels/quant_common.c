@@ -39,23 +39,19 @@ float ckir_internal_f16_to_f32(uint16_t h) {
 
 /* ---- activation quantizer ------------------------------------------------ */
 
-void ckir_internal_quantize_x_ref(const float *x, int64_t K, int8_t *a, float *dx, float *sx) {
+void ckir_internal_quantize_x_ref(const float *x, int64_t K, int8_t *a, float *dx) {
   for (int64_t b = 0; b < K / CKIR_QK; b++) {
     const float *xb = x + b * CKIR_QK;
-    float amax = 0.0f, s = 0.0f;
-    for (int j = 0; j < CKIR_QK; j++) {
-      amax = fmaxf(amax, fabsf(xb[j]));
-      s += xb[j];
-    }
+    float amax = 0.0f;
+    for (int j = 0; j < CKIR_QK; j++) amax = fmaxf(amax, fabsf(xb[j]));
     float d = amax / 127.0f;
     dx[b] = d;
-    if (sx) sx[b] = s;
     for (int j = 0; j < CKIR_QK; j++)
       a[b * CKIR_QK + j] = d == 0.0f ? 0 : (int8_t)lrintf(xb[j] / d);
   }
 }
 
-void ckir_internal_quantize_x(const float *x, int64_t K, int8_t *a, float *dx, float *sx) {
+void ckir_internal_quantize_x(const float *x, int64_t K, int8_t *a, float *dx) {
 #if defined(CKIR_AVX512) && defined(__AVX512BW__)
   const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
   for (int64_t b = 0; b < K / CKIR_QK; b++) {
@@ -64,7 +60,6 @@ void ckir_internal_quantize_x(const float *x, int64_t K, int8_t *a, float *dx, f
         _mm512_max_ps(_mm512_and_ps(x0, absmask), _mm512_and_ps(x1, absmask)));
     float d = amax / 127.0f;
     dx[b] = d;
-    if (sx) sx[b] = _mm512_reduce_add_ps(_mm512_add_ps(x0, x1));
     if (d == 0.0f) {
       memset(a + b * CKIR_QK, 0, CKIR_QK);
       continue;
@@ -86,9 +81,6 @@ void ckir_internal_quantize_x(const float *x, int64_t K, int8_t *a, float *dx, f
     float amax = ckir_hmax_ps256(m);
     float d = amax / 127.0f;
     dx[b] = d;
-    if (sx)
-      sx[b] = ckir_hsum_ps256(
-          _mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])));
     if (d == 0.0f) {
       memset(a + b * CKIR_QK, 0, CKIR_QK);
       continue;
@@ -103,7 +95,7 @@ void ckir_internal_quantize_x(const float *x, int64_t K, int8_t *a, float *dx, f
     _mm256_storeu_si256((__m256i *)(a + b * CKIR_QK), bytes);
   }
 #else
-  ckir_internal_quantize_x_ref(x, K, a, dx, sx);
+  ckir_internal_quantize_x_ref(x, K, a, dx);
 #endif
 }
 

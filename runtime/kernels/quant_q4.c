@@ -10,9 +10,12 @@
  *         group of 4 lanes is precomputed once per call (array c) and is the
  *         initial value of the vpdpbusd accumulator, so it costs nothing per row;
  *         row sum += d_w d_x (that), in fp32.
- *   Q4_1: row sum += d_w d_x sum nib*a + m * sx, where sx is the exact fp32 sum
- *         of the block of x (not of the quantized x): only the d*nib part sees
- *         the activation rounding.
+ *   Q4_1: row sum += d_w d_x sum nib*a + m * sx, where sx = d_x sum a is the
+ *         sum of the quantized block of x, so the row is exactly the dequantized
+ *         weight d*nib + m times the quantized x.  (Using the exact fp32 sum of x
+ *         instead leaves only d*nib facing the rounding, but d*nib ranges over
+ *         [0, max - min] while d*nib + m is centred on 0: on SmolLM2-135M the
+ *         decode logits' max relative error drops from 0.073 to 0.040.)
  * AVX-512 handles two blocks per zmm.  The 32 qs bytes of a block pair are
  * split into nibbles as [lo0 | lo1 | hi0 | hi1] (128-bit lanes), so a is stored
  * in that order too (per pair: a0[0:16] a1[0:16] a0[16:32] a1[16:32]); an odd
@@ -134,11 +137,18 @@ static q4_act q4_prepare(const float *x, int64_t K, int has_m, uint8_t *buf, int
   s.c = (int32_t *)CKIR_ALIGN64(s.a + K);
   s.dx = (float *)(s.c + K / 4);
   s.dxs = s.dx + nb;
-  float *sx = s.dxs + 2 * nb; /* [K/32] fp32 block sums of x (q4_1) */
-  if (ref) {
-    ckir_internal_quantize_x_ref(x, K, s.a, s.dx, has_m ? sx : NULL);
-  } else {
-    ckir_internal_quantize_x(x, K, s.a, s.dx, has_m ? sx : NULL);
+  if (ref)
+    ckir_internal_quantize_x_ref(x, K, s.a, s.dx);
+  else
+    ckir_internal_quantize_x(x, K, s.a, s.dx);
+  if (has_m) { /* dx[b] and sx[b] = dx[b] * sum of the block's a (natural layout) */
+    for (int64_t b = 0; b < nb; b++) {
+      int32_t t = 0;
+      for (int j = 0; j < CKIR_QK; j++) t += s.a[b * CKIR_QK + j];
+      s.dxs[2 * b] = s.dx[b], s.dxs[2 * b + 1] = s.dx[b] * (float)t;
+    }
+  }
+  if (!ref) {
 #if defined(CKIR_Q512)
     for (int64_t b = 0; b + 2 <= nb; b += 2) { /* swap a0[16:32] and a1[0:16] */
       int8_t t[16];
@@ -149,9 +159,7 @@ static q4_act q4_prepare(const float *x, int64_t K, int has_m, uint8_t *buf, int
     }
 #endif
   }
-  if (has_m) {
-    for (int64_t b = 0; b < nb; b++) s.dxs[2 * b] = s.dx[b], s.dxs[2 * b + 1] = sx[b];
-  } else {
+  if (!has_m) {
     for (int64_t i = 0; i < K / 4; i++)
       s.c[i] = -8 * ((int32_t)s.a[4 * i] + s.a[4 * i + 1] + s.a[4 * i + 2] + s.a[4 * i + 3]);
   }

@@ -148,7 +148,7 @@ static void gemv_q8_0_impl(const float *x, const uint8_t *w, const float *bias, 
   uint8_t buf[K + nb * (int64_t)sizeof(float) + 128];
   int8_t *a = CKIR_ALIGN64(buf);
   float *dx = (float *)(a + K);
-  ckir_internal_quantize_x(x, K, a, dx, NULL);
+  ckir_internal_quantize_x(x, K, a, dx);
   const int64_t pfd = ckir_q_pf_distance(rb);
 #pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && N > 1)
   {
@@ -195,7 +195,7 @@ void ckir_ref_gemv_bias_q8_0(const float *x, const uint8_t *w, const float *b, f
   const int64_t nb = K / CKIR_QK;
   int8_t a[K];
   float dx[nb];
-  ckir_internal_quantize_x_ref(x, K, a, dx, NULL);
+  ckir_internal_quantize_x_ref(x, K, a, dx);
   for (int64_t n = 0; n < N; n++)
     y[n] = q8_0_row_scalar(w + n * nb * BLK, nb, a, dx) + (b ? b[n] : 0.0f);
 }
