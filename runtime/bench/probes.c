@@ -113,7 +113,14 @@ double ckb_read(const void *buf, int64_t bytes, int threads, int streams) {
 
 /* ---- FMA peak --------------------------------------------------------------------- */
 
+/* independent accumulator chains: enough to cover FMA latency x pipes (4-5 x 2)
+ * and few enough to stay in registers with the two constants -- AVX2 has only
+ * 16 ymm registers, and 16 chains there spill and halve the measured peak */
+#if defined(__AVX512F__)
 #define CKB_ACC 16
+#else
+#define CKB_ACC 12
+#endif
 
 /* flops of one ckb_fma(threads, iters) call */
 double ckb_fma_flops(int threads, int64_t iters) {
@@ -128,8 +135,12 @@ double ckb_fma_flops(int threads, int64_t iters) {
 }
 
 /* CKB_ACC independent chains, written out so that they stay in registers */
+#if CKB_ACC == 16
 #define CKB_CHAINS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) \
   X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
+#else
+#define CKB_CHAINS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#endif
 
 double ckb_fma(int threads, int64_t iters) {
   float total = 0.0f;

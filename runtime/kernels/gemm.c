@@ -282,20 +282,40 @@ static void ukernel(int64_t kc, const float *restrict Ap, const float *restrict 
     Ap += GEMM_MR;
     Bp += GEMM_NR;
   }
-  float tile[GEMM_MR][GEMM_NR] __attribute__((aligned(32)));
-  _mm256_store_ps(tile[0], c00), _mm256_store_ps(tile[0] + 8, c01);
-  _mm256_store_ps(tile[1], c10), _mm256_store_ps(tile[1] + 8, c11);
-  _mm256_store_ps(tile[2], c20), _mm256_store_ps(tile[2] + 8, c21);
-  _mm256_store_ps(tile[3], c30), _mm256_store_ps(tile[3] + 8, c31);
-  _mm256_store_ps(tile[4], c40), _mm256_store_ps(tile[4] + 8, c41);
-  _mm256_store_ps(tile[5], c50), _mm256_store_ps(tile[5] + 8, c51);
-  for (int64_t r = 0; r < mr; r++) {
-    float *cr = C + r * ldc;
-    for (int64_t n = 0; n < nr; n++) {
-      float v = tile[r][n] + (first ? (bias ? bias[n] : 0.0f) : cr[n]);
-      cr[n] = last && relu && v < 0.0f ? 0.0f : v;
-    }
+  /* vector epilogue: lane masks for the nr valid columns (maskload reads 0 elsewhere) */
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nr), lane);
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nr - 8), lane);
+  __m256 bias0 = _mm256_setzero_ps(), bias1 = _mm256_setzero_ps();
+  if (first && bias) {
+    bias0 = _mm256_maskload_ps(bias, m0);
+    bias1 = _mm256_maskload_ps(bias + 8, m1);
   }
+  const __m256 zero = _mm256_setzero_ps();
+#define CKIR_STORE_ROW(r, x0, x1)                                              \
+  if (r < mr) {                                                                \
+    float *cr = C + (r) * ldc;                                                 \
+    if (first) {                                                               \
+      x0 = _mm256_add_ps(x0, bias0);                                           \
+      x1 = _mm256_add_ps(x1, bias1);                                           \
+    } else {                                                                   \
+      x0 = _mm256_add_ps(x0, _mm256_maskload_ps(cr, m0));                      \
+      x1 = _mm256_add_ps(x1, _mm256_maskload_ps(cr + 8, m1));                  \
+    }                                                                          \
+    if (last && relu) {                                                        \
+      x0 = _mm256_max_ps(x0, zero);                                            \
+      x1 = _mm256_max_ps(x1, zero);                                            \
+    }                                                                          \
+    _mm256_maskstore_ps(cr, m0, x0);                                           \
+    _mm256_maskstore_ps(cr + 8, m1, x1);                                       \
+  }
+  CKIR_STORE_ROW(0, c00, c01)
+  CKIR_STORE_ROW(1, c10, c11)
+  CKIR_STORE_ROW(2, c20, c21)
+  CKIR_STORE_ROW(3, c30, c31)
+  CKIR_STORE_ROW(4, c40, c41)
+  CKIR_STORE_ROW(5, c50, c51)
+#undef CKIR_STORE_ROW
 }
 #else
 static void ukernel(int64_t kc, const float *restrict Ap, const float *restrict Bp,
