@@ -18,7 +18,9 @@ system once per mode, in alternating order (ckir, torch, ckir, torch, ...;
 reversed on odd rounds).  Every run is bracketed by the machine probes of
 :mod:`ckir.bandwidth` (read bandwidth for decode, FMA peak for prefill), so a
 run and the bound it is compared with see the same machine (the host's
-bandwidth changes by 2x from one second to the next here).  Printed:
+bandwidth changes by 2x from one second to the next here).  No system may
+keep the CPU busy between runs: ONNX Runtime's thread pool runs without
+spinning (its spinning threads halved the probe after its runs).  Printed:
 tokens/s median and min-max over rounds, the ratio ckir / baseline (median of
 per-round ratios of adjacent runs), and the fraction of the roofline.
 
@@ -692,6 +694,11 @@ class OrtRunner(Runner):
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # ORT's pool threads spin for up to ~0.3 s after a run: measured, the
+        # FMA probe right after an ORT prefill read half the machine (96 vs 190
+        # GFLOP/s), which inflated ORT's fraction of bound and slowed whichever
+        # system ran next.  Without spinning the probes agree (198 vs 196).
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.sess = ort.InferenceSession(
             str(path / "model.onnx"), opts, providers=["CPUExecutionProvider"]
         )

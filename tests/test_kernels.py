@@ -174,6 +174,7 @@ GEMM_SHAPES = [
     (8, 600, 70),  # largest M of the dot-product path, threaded
     (9, 65, 31),  # smallest M of the packed path
     (300, 40, 200),  # narrow N: threads split M
+    (130, 600, 520),  # row tail, several column chunks per thread, K in 3 equal slices
 ]
 
 

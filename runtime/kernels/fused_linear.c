@@ -285,13 +285,14 @@ void ckir_internal_gate_up_tiles(const float *x, const void *wg, const void *wu,
                                  int64_t row_bytes, ckir_fused_gemm_fn gemm, float *out,
                                  int64_t M, int64_t N, int64_t K) {
   /* row tiles of about equal size (whole 12-row register panels, at most
-   * GU_MT rows); tiles ordered column-major so each thread reads a contiguous
-   * share of the weight rows */
+   * GU_MT rows); tiles ordered column-major (tiles of one weight block run
+   * back to back) and handed out one at a time, so a thread that the host
+   * slows down takes fewer tiles */
   int64_t mtiles = (M + GU_MT - 1) / GU_MT;
   const int64_t mrows = ((M + mtiles - 1) / mtiles + 11) / 12 * 12;
   mtiles = (M + mrows - 1) / mrows;
   const int64_t ntiles = (N + GU_NT - 1) / GU_NT, tiles = mtiles * ntiles;
-#pragma omp parallel for schedule(static) if (tiles > 1)
+#pragma omp parallel for schedule(dynamic, 1) if (tiles > 1)
   for (int64_t t = 0; t < tiles; t++) {
     const int64_t m0 = (t % mtiles) * mrows, n0 = (t / mtiles) * GU_NT;
     const int64_t mc = CKIR_MIN(mrows, M - m0), nc = CKIR_MIN(GU_NT, N - n0);

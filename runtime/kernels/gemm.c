@@ -14,9 +14,18 @@
  *         for jr (NR columns)  B micro-panel KC x NR     -> L1
  *           for ir (MR rows)   micro-kernel MR x NR
  *
- * Threads split N (in whole NR panels) when there are enough columns, else M;
- * each thread packs into its own stack buffers (GEMM_STACK_BYTES, below).
- * Partial edges are zero-padded in the packs and written with masks. */
+ * The AVX2 micro-kernel reads A in place (GEMM_PACK_A 0: six row pointers,
+ * one broadcast each per k); its MR x KC slice is a few cache lines per row,
+ * so packing A only cost time (each thread repacked all of A for every NC
+ * block).  K is cut into slices of equal depth (no short last slice).
+ *
+ * Threads split N (in whole NR panels) when there are enough columns, else M,
+ * into GEMM_CHUNKS chunks per thread handed out dynamically: on a shared host
+ * one vCPU is often slower for a while, and a static half-and-half split then
+ * waits for it (measured: 2 threads ran at ~1.5x one thread; with 4 chunks per
+ * thread and no A packing, 1.05-1.5x faster on the prefill shapes).  Each
+ * thread packs into its own stack buffers (GEMM_STACK_BYTES, below).  Partial
+ * edges are zero-padded in the packs and written with masks. */
 #include "ckir_internal.h"
 
 #if defined(CKIR_AVX512)
@@ -25,12 +34,16 @@
 #define GEMM_KC 256
 #define GEMM_MC 96
 #define GEMM_NC 256
+#define GEMM_PACK_A 1
+#define GEMM_CHUNKS 1
 #elif defined(CKIR_AVX2)
 #define GEMM_MR 6
 #define GEMM_NR 16
 #define GEMM_KC 256
 #define GEMM_MC 96
 #define GEMM_NC 256
+#define GEMM_PACK_A 0
+#define GEMM_CHUNKS 4
 #else
 /* 4x8 keeps the accumulators in 8 SSE registers (4x16 spills: 5x slower) */
 #define GEMM_MR 4
@@ -38,6 +51,8 @@
 #define GEMM_KC 256
 #define GEMM_MC 64
 #define GEMM_NC 256
+#define GEMM_PACK_A 1
+#define GEMM_CHUNKS 1
 #endif
 /* the packs hold whole panels: MC rows and NC columns must be whole panels */
 _Static_assert(GEMM_MC % GEMM_MR == 0, "GEMM_MC must be a multiple of GEMM_MR");
@@ -91,6 +106,7 @@ void ckir_ref_matmul_relu_f32(const float *a, const float *b, float *c, int64_t 
 
 /* ---- packing ------------------------------------------------------------- */
 
+#if GEMM_PACK_A
 /* A panels: Ap[p][k][r] = a[(p*MR + r) * lda + k], rows >= mc are zero. */
 static void pack_a(const float *a, int64_t lda, int64_t mc, int64_t kc, float *Ap) {
   for (int64_t i0 = 0; i0 < mc; i0 += GEMM_MR) {
@@ -106,6 +122,7 @@ static void pack_a(const float *a, int64_t lda, int64_t mc, int64_t kc, float *A
     }
   }
 }
+#endif
 
 #if defined(CKIR_AVX512)
 /* Transpose the 16x16 block src[r * lds + c] (rows r < 16) into dst[c * ldd + r]. */
@@ -143,6 +160,32 @@ static inline void transpose16(const float *src, int64_t lds, float *dst, int64_
 }
 #endif
 
+#if defined(CKIR_AVX2)
+/* Transpose the 8x8 block src[r * lds + c] (rows r < nrows, the rest read as
+ * zero) into dst[c * ldd + r]. */
+static inline void transpose8(const float *src, int64_t lds, float *dst, int64_t ldd,
+                              int64_t nrows) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; i++) r[i] = i < nrows ? _mm256_loadu_ps(src + i * lds) : _mm256_setzero_ps();
+  for (int i = 0; i < 4; i++) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; i++) {
+    r[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  /* r[4i + j] holds, in 128-bit lane L, column (4L + j) of rows 4i..4i+3 */
+  for (int j = 0; j < 4; j++) {
+    t[j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x20);     /* col j */
+    t[4 + j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x31); /* col 4 + j */
+  }
+  for (int c = 0; c < 8; c++) _mm256_storeu_ps(dst + c * ldd, t[c]);
+}
+#endif
+
 /* B panels from w[N, K] (transposing): Bp[p][k][n] = w[(p*NR + n) * ldw + k]. */
 static void pack_b_nk(const float *w, int64_t ldw, int64_t nc, int64_t kc, float *Bp) {
   for (int64_t j0 = 0; j0 < nc; j0 += GEMM_NR) {
@@ -155,6 +198,15 @@ static void pack_b_nk(const float *w, int64_t ldw, int64_t nc, int64_t kc, float
         transpose16(w + (j0 + h) * ldw + k0, ldw, dst + k0 * GEMM_NR + h, GEMM_NR,
                     CKIR_MAX(0, CKIR_MIN(16, nr - h)), kk);
     }
+#elif defined(CKIR_AVX2)
+    int64_t k0 = 0;
+    for (; k0 + 8 <= kc; k0 += 8)
+      for (int64_t h = 0; h < GEMM_NR; h += 8)
+        transpose8(w + (j0 + h) * ldw + k0, ldw, dst + k0 * GEMM_NR + h, GEMM_NR,
+                   CKIR_MAX(0, CKIR_MIN(8, nr - h)));
+    for (; k0 < kc; k0++)
+      for (int n = 0; n < GEMM_NR; n++)
+        dst[k0 * GEMM_NR + n] = n < nr ? w[(j0 + n) * ldw + k0] : 0.0f;
 #else
     for (int64_t k = 0; k < kc; k++)
       for (int n = 0; n < GEMM_NR; n++)
@@ -185,9 +237,10 @@ static void pack_b_kn(const float *b, int64_t ldb, int64_t nc, int64_t kc, float
  * last && relu: clamp at zero. */
 
 #if defined(CKIR_AVX512)
-static void ukernel(int64_t kc, const float *restrict Ap, const float *restrict Bp,
+static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const float *restrict Bp,
                     float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first, int last,
                     const float *bias, int relu) {
+  (void)lda; /* Ap is a packed panel */
   __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(),
          c11 = _mm512_setzero_ps(), c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps(),
          c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps(), c40 = _mm512_setzero_ps(),
@@ -258,28 +311,33 @@ static void ukernel(int64_t kc, const float *restrict Ap, const float *restrict 
 #undef CKIR_STORE_ROW
 }
 #elif defined(CKIR_AVX2)
-static void ukernel(int64_t kc, const float *restrict Ap, const float *restrict Bp,
+/* reads A in place (GEMM_PACK_A == 0): row r at A + r * lda; rows >= mr
+ * alias row mr - 1 (computed, never stored), so nothing past A is read */
+static void ukernel(int64_t kc, const float *restrict A, int64_t lda, const float *restrict Bp,
                     float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first, int last,
                     const float *bias, int relu) {
+  const float *a0 = A, *a1 = A + CKIR_MIN(1, mr - 1) * lda, *a2 = A + CKIR_MIN(2, mr - 1) * lda,
+              *a3 = A + CKIR_MIN(3, mr - 1) * lda, *a4 = A + CKIR_MIN(4, mr - 1) * lda,
+              *a5 = A + CKIR_MIN(5, mr - 1) * lda;
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
          c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
          c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
          c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+#pragma GCC unroll 4
   for (int64_t k = 0; k < kc; k++) {
     const __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8);
     __m256 a;
-#define CKIR_FMA_ROW(r, x0, x1)          \
-  a = _mm256_broadcast_ss(Ap + r);       \
+#define CKIR_FMA_ROW(ar, x0, x1)         \
+  a = _mm256_broadcast_ss(ar + k);       \
   x0 = _mm256_fmadd_ps(a, b0, x0);       \
   x1 = _mm256_fmadd_ps(a, b1, x1);
-    CKIR_FMA_ROW(0, c00, c01)
-    CKIR_FMA_ROW(1, c10, c11)
-    CKIR_FMA_ROW(2, c20, c21)
-    CKIR_FMA_ROW(3, c30, c31)
-    CKIR_FMA_ROW(4, c40, c41)
-    CKIR_FMA_ROW(5, c50, c51)
+    CKIR_FMA_ROW(a0, c00, c01)
+    CKIR_FMA_ROW(a1, c10, c11)
+    CKIR_FMA_ROW(a2, c20, c21)
+    CKIR_FMA_ROW(a3, c30, c31)
+    CKIR_FMA_ROW(a4, c40, c41)
+    CKIR_FMA_ROW(a5, c50, c51)
 #undef CKIR_FMA_ROW
-    Ap += GEMM_MR;
     Bp += GEMM_NR;
   }
   /* vector epilogue: lane masks for the nr valid columns (maskload reads 0 elsewhere) */
@@ -318,9 +376,10 @@ static void ukernel(int64_t kc, const float *restrict Ap, const float *restrict 
 #undef CKIR_STORE_ROW
 }
 #else
-static void ukernel(int64_t kc, const float *restrict Ap, const float *restrict Bp,
+static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const float *restrict Bp,
                     float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first, int last,
                     const float *bias, int relu) {
+  (void)lda; /* Ap is a packed panel */
   float acc[GEMM_MR][GEMM_NR];
   for (int r = 0; r < GEMM_MR; r++)
     for (int n = 0; n < GEMM_NR; n++) acc[r][n] = 0.0f;
@@ -348,11 +407,17 @@ static void gemm_blocked(const float *A, int64_t lda, const float *B, int64_t ld
                          const float *bias, float *C, int64_t ldc, int64_t M, int64_t N, int64_t K,
                          int relu) {
   float Bp[GEMM_KC * GEMM_NC] __attribute__((aligned(64)));
+#if GEMM_PACK_A
   float Ap[GEMM_MC * GEMM_KC] __attribute__((aligned(64)));
+#endif
+  /* K in slices of equal depth (<= GEMM_KC, a multiple of 8): no short last
+   * slice whose C round trip costs as much as a full one */
+  const int64_t nslices = (K + GEMM_KC - 1) / GEMM_KC;
+  const int64_t kstep = CKIR_MIN(GEMM_KC, ((K + nslices - 1) / nslices + 7) / 8 * 8);
   for (int64_t jc = 0; jc < N; jc += GEMM_NC) {
     const int64_t nc = CKIR_MIN(GEMM_NC, N - jc);
-    for (int64_t pc = 0; pc < K; pc += GEMM_KC) {
-      const int64_t kc = CKIR_MIN(GEMM_KC, K - pc);
+    for (int64_t pc = 0; pc < K; pc += kstep) {
+      const int64_t kc = CKIR_MIN(kstep, K - pc);
       const int first = pc == 0, last = pc + kc >= K;
       if (b_nk)
         pack_b_nk(B + jc * ldb + pc, ldb, nc, kc, Bp);
@@ -360,12 +425,19 @@ static void gemm_blocked(const float *A, int64_t lda, const float *B, int64_t ld
         pack_b_kn(B + pc * ldb + jc, ldb, nc, kc, Bp);
       for (int64_t ic = 0; ic < M; ic += GEMM_MC) {
         const int64_t mc = CKIR_MIN(GEMM_MC, M - ic);
+#if GEMM_PACK_A
         pack_a(A + ic * lda + pc, lda, mc, kc, Ap);
+#endif
         for (int64_t jr = 0; jr < nc; jr += GEMM_NR) {
           const int64_t nr = CKIR_MIN(GEMM_NR, nc - jr);
           const float *bj = bias ? bias + jc + jr : NULL;
           for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
-            ukernel(kc, Ap + ir * kc, Bp + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc,
+#if GEMM_PACK_A
+            const float *a = Ap + ir * kc;
+#else
+            const float *a = A + (ic + ir) * lda + pc;
+#endif
+            ukernel(kc, a, lda, Bp + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc,
                     CKIR_MIN(GEMM_MR, mc - ir), nr, first, last, bj, relu);
           }
         }
@@ -378,7 +450,9 @@ static void gemm_driver(const float *A, const float *B, int b_nk, const float *b
                         int64_t M, int64_t N, int64_t K, int relu) {
   int nt = 1;
 #ifdef _OPENMP
-  if ((double)M * N * K >= 64.0 * CKIR_PAR_MIN_WORK) nt = omp_get_max_threads();
+  /* inside a parallel region (gate_up tiles) the call runs on its thread */
+  if ((double)M * N * K >= 64.0 * CKIR_PAR_MIN_WORK && !omp_in_parallel())
+    nt = omp_get_max_threads();
 #endif
   const int64_t npanels = (N + GEMM_NR - 1) / GEMM_NR, mpanels = (M + GEMM_MR - 1) / GEMM_MR;
   const int split_n = npanels >= 2 * nt || npanels >= mpanels;
@@ -388,10 +462,10 @@ static void gemm_driver(const float *A, const float *B, int b_nk, const float *b
     gemm_blocked(A, K, B, b_nk ? K : N, b_nk, bias, C, N, M, N, K, relu);
     return;
   }
-#pragma omp parallel num_threads(nt)
-  {
-    const int64_t tid = omp_get_thread_num(), n_t = omp_get_num_threads();
-    const int64_t u0 = units * tid / n_t, u1 = units * (tid + 1) / n_t;
+  const int64_t chunks = CKIR_MIN(units, (int64_t)nt * GEMM_CHUNKS);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+  for (int64_t c = 0; c < chunks; c++) {
+    const int64_t u0 = units * c / chunks, u1 = units * (c + 1) / chunks;
     if (u1 > u0) {
       if (split_n) {
         const int64_t n0 = u0 * GEMM_NR, n1 = CKIR_MIN(N, u1 * GEMM_NR);

@@ -6,7 +6,8 @@
  *    (gemm_bf16, gemm_<q>);
  *  - ckir_quant_read_probe, the memory read-bandwidth probe of the benchmark.
  *
- * wgemm: threads split N in panels of WG_NP rows of w.  For each panel and
+ * wgemm: threads take panels of WG_NP rows of w, two at a time (dynamic: a
+ * thread slowed by the host takes fewer).  For each panel and
  * each slice of WG_KC columns, the rows are converted to fp32 into a stack
  * buffer (16 KiB, stays in L1), then every group of WG_MR rows of x meets every
  * group of 4 panel rows in a register-blocked dot-product micro-kernel (one
@@ -214,7 +215,7 @@ static void wg_tile_any(const float *x, int64_t ldx, const float *p, int64_t kc,
 void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const float *b,
                          float *y, int64_t M, int64_t N, int64_t K) {
   int64_t npanels = (N + WG_NP - 1) / WG_NP;
-#pragma omp parallel for schedule(static) if (M * N * K >= 8 * CKIR_PAR_MIN_WORK && npanels > 1)
+#pragma omp parallel for schedule(dynamic, 2) if (M * N * K >= 8 * CKIR_PAR_MIN_WORK && npanels > 1)
   for (int64_t pi = 0; pi < npanels; pi++) {
     _Alignas(64) float panel[WG_NP * WG_KC];
     int64_t n0 = pi * WG_NP, nn = CKIR_MIN(WG_NP, N - n0);
