@@ -80,7 +80,6 @@ class CompileOptions:
         if self.max_context is not None and self.max_context < 1:
             raise CkirError(f"--max-context must be >= 1, got {self.max_context}")
 
-
     @property
     def layout_strategy(self) -> str:
         if self.strategy is not None:

@@ -98,9 +98,7 @@ class Planner:
         """Lowest aligned offset >= start that overlaps no conflicting placed item."""
         placed: list[Placed] = []
         for item in sorted(items, key=lambda i: (-i.size, i.name)):
-            rivals = sorted(
-                (p for p in placed if conflicts(p.item, item)), key=lambda p: p.offset
-            )
+            rivals = sorted((p for p in placed if conflicts(p.item, item)), key=lambda p: p.offset)
             offset = align_up(start, self.align)
             for p in rivals:
                 trial = self._placed(item, offset)

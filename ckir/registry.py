@@ -68,7 +68,9 @@ KNOWN_OPS = frozenset(
         "fused_matmul_relu",
         "softmax",
         "cross_entropy",
-        "fused_qkv", "fused_gate_up", "fused_add_rmsnorm",  # registry_fused.yaml
+        "fused_qkv",
+        "fused_gate_up",
+        "fused_add_rmsnorm",  # registry_fused.yaml
     }
 )
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -37,8 +37,15 @@ def build(llama_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_compile_writes_every_artifact(build: Path) -> None:
     names = {p.name for p in build.iterdir()}
     assert names >= {
-        "graph.mlir", "layout.mlir", "layout.json", "layout.map", "model.h", "model.c",
-        "weights.bin", "libmodel.so", "build.json",
+        "graph.mlir",
+        "layout.mlir",
+        "layout.json",
+        "layout.map",
+        "model.h",
+        "model.c",
+        "weights.bin",
+        "libmodel.so",
+        "build.json",
     }
     assert not [p for p in build.parent.iterdir() if p.name.startswith(".")]  # no temp dirs
 
@@ -52,8 +59,9 @@ def test_every_stage_reprints_identically(build: Path) -> None:
 
 def test_run_prints_greedy_tokens_and_saves_logits(build: Path, tmp_path: Path) -> None:
     out = tmp_path / "logits.npy"
-    proc = run("ckir", "run", str(build), "--tokens", "1,2,3", "--steps", "5",
-               "--logits-out", str(out))
+    proc = run(
+        "ckir", "run", str(build), "--tokens", "1,2,3", "--steps", "5", "--logits-out", str(out)
+    )
     assert proc.returncode == 0, proc.stderr
     tokens = [int(t) for t in proc.stdout.split()]
     logits = np.load(out)
@@ -117,7 +125,7 @@ def test_ckir_opt_errors_leave_no_output(tmp_path: Path) -> None:
 def test_ckir_opt_verifier_error(tmp_path: Path) -> None:
     text = (Path(__file__).parent / "filecheck/inputs/tiny_llama.mlir").read_text()
     bad = tmp_path / "bad.mlir"
-    bad.write_text(text.replace('{weights = [@"layers.{i}.attn.wq"]}', '{weights = [@nope]}'))
+    bad.write_text(text.replace('{weights = [@"layers.{i}.attn.wq"]}', "{weights = [@nope]}"))
     proc = run("ckir-opt", str(bad))
     err = one_line_error(proc)
     assert "@nope" in err
@@ -137,7 +145,10 @@ def test_xdsl_opt_sees_ckir() -> None:
     text = (Path(__file__).parent / "filecheck/inputs/tiny_llama.mlir").read_text()
     proc = subprocess.run(
         [str(BIN / "xdsl-opt"), "-p", "lower-decode{max-context=8}"],
-        input=text, capture_output=True, text=True, timeout=300,
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     assert "lowered.program @decode" in proc.stdout

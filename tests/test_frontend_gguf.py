@@ -66,8 +66,11 @@ def hf_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def hf_llama_tied(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_model(
-        "llama", tmp_path_factory.mktemp("gguf_hf") / "llama_tied", seed=4,
-        intermediate_size=128, tied=True,
+        "llama",
+        tmp_path_factory.mktemp("gguf_hf") / "llama_tied",
+        seed=4,
+        intermediate_size=128,
+        tied=True,
     )
 
 
@@ -166,7 +169,14 @@ def test_llama_f32_graph_and_roundtrip(llama_f32: Path) -> None:
     assert warnings == []
     model = _model(module)
     assert model.symbol_values() == {
-        "E": 64, "H": 4, "KV": 2, "D": 16, "I": 128, "L": 2, "V": 256, "C": 128
+        "E": 64,
+        "H": 4,
+        "KV": 2,
+        "D": 16,
+        "I": 128,
+        "L": 2,
+        "V": 256,
+        "C": 128,
     }
     text = _print(module)
     again = _parse(text)
@@ -272,8 +282,12 @@ def test_quantized_blocks_are_raw_and_rows_unpermuted(
 
 
 def test_float_types_and_reencoding(hf_llama: Path, gguf_dir: Path) -> None:
-    path = gguf_from_hf(hf_llama, gguf_dir / "llama-f16.gguf", qtype="F16",
-                        qtypes={"blk.0.ffn_up.weight": "BF16", "blk.1.ffn_up.weight": "BF16"})
+    path = gguf_from_hf(
+        hf_llama,
+        gguf_dir / "llama-f16.gguf",
+        qtype="F16",
+        qtypes={"blk.0.ffn_up.weight": "BF16", "blk.1.ffn_up.weight": "BF16"},
+    )
     module, _, source = import_model(path)
     ws = _weights(module)
     assert {w.dtype_name for w in ws.values()} == {"f32"}
@@ -302,8 +316,9 @@ def test_quantized_dequantized_when_declared_f32(hf_llama: Path, gguf_dir: Path)
 
 
 def test_tied_embedding(hf_llama_tied: Path, gguf_dir: Path) -> None:
-    path = gguf_from_hf(hf_llama_tied, gguf_dir / "tied.gguf", qtype="Q4_1",
-                        qtypes={"token_embd.weight": "Q8_0"})
+    path = gguf_from_hf(
+        hf_llama_tied, gguf_dir / "tied.gguf", qtype="Q4_1", qtypes={"token_embd.weight": "Q8_0"}
+    )
     module, warnings = import_gguf(path)
     assert warnings == []
     ws = _weights(module)
@@ -328,8 +343,9 @@ def test_qwen2_no_unpermute_and_biases(hf_qwen2: Path, gguf_dir: Path) -> None:
 
 
 def test_llama_biases_unpermuted(tmp_path: Path) -> None:
-    hf = make_tiny_model("llama", tmp_path / "hf", seed=9, intermediate_size=128,
-                         attention_bias=True)
+    hf = make_tiny_model(
+        "llama", tmp_path / "hf", seed=9, intermediate_size=128, attention_bias=True
+    )
     path = gguf_from_hf(hf, tmp_path / "bias.gguf")
     module, warnings, source = import_model(path)
     assert warnings == []
@@ -366,8 +382,10 @@ def test_template_override(llama_f32: Path, tmp_path: Path) -> None:
     # a template file that serves another architecture: an explicit choice is obeyed
     from ckir.template import TEMPLATES_DIR
 
-    text = (TEMPLATES_DIR / "llama.yaml").read_text().replace(
-        "architectures: [llama]", "architectures: [my_llama]"
+    text = (
+        (TEMPLATES_DIR / "llama.yaml")
+        .read_text()
+        .replace("architectures: [llama]", "architectures: [my_llama]")
     )
     (tmp_path / "mine.yaml").write_text(text.replace("name: llama", "name: mine", 1))
     module, warnings = import_gguf(llama_f32, template=tmp_path / "mine.yaml")
@@ -435,9 +453,16 @@ def test_q4_k_kept_raw(tmp_path: Path) -> None:
     """Q4_K (256-element blocks) matrices are declared q4_k and copied as they are."""
     import gguf
 
-    hf = make_tiny_model("llama", tmp_path / "hf", seed=2, hidden_size=256,
-                         num_attention_heads=4, num_key_value_heads=2, intermediate_size=256,
-                         num_hidden_layers=1)
+    hf = make_tiny_model(
+        "llama",
+        tmp_path / "hf",
+        seed=2,
+        hidden_size=256,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=256,
+        num_hidden_layers=1,
+    )
     path = gguf_from_hf(hf, tmp_path / "f32.gguf")
     rng = np.random.default_rng(0)
     q4k = _q4_k_blocks(256, 256, rng)
@@ -505,17 +530,24 @@ def test_wrong_shape_transposed(hf_llama: Path, tmp_path: Path) -> None:
     """A tensor written [in, out] (ne reversed) is reported with both orders."""
     hf = _hf_tensors(hf_llama)
     up = hf["model.layers.0.mlp.up_proj.weight"].T.copy()  # [64, 128] instead of [128, 64]
-    path = gguf_from_hf(hf_llama, tmp_path / "t.gguf", drop=["blk.0.ffn_up.weight"],
-                        extra={"blk.0.ffn_up.weight": (up, "F32")})
+    path = gguf_from_hf(
+        hf_llama,
+        tmp_path / "t.gguf",
+        drop=["blk.0.ffn_up.weight"],
+        extra={"blk.0.ffn_up.weight": (up, "F32")},
+    )
     with pytest.raises(CkirError) as err:
         import_gguf(path)
-    assert "tensor 'blk.0.ffn_up.weight' has shape [64, 128] (GGUF ne [128, 64]), template " \
+    assert (
+        "tensor 'blk.0.ffn_up.weight' has shape [64, 128] (GGUF ne [128, 64]), template "
         "llama expects [128, 64] (I, E)" in _one_line(err)
+    )
 
 
 def test_mixed_layer_types(hf_llama: Path, tmp_path: Path) -> None:
-    path = gguf_from_hf(hf_llama, tmp_path / "mix.gguf", qtype="Q4_0",
-                        qtypes={"blk.1.ffn_gate.weight": "Q8_0"})
+    path = gguf_from_hf(
+        hf_llama, tmp_path / "mix.gguf", qtype="Q4_0", qtypes={"blk.1.ffn_gate.weight": "Q8_0"}
+    )
     with pytest.raises(CkirError) as err:
         import_gguf(path)
     assert _one_line(err).startswith(
@@ -534,8 +566,7 @@ def test_missing_metadata_names_the_gguf_key(hf_llama: Path, tmp_path: Path) -> 
 
 
 def test_bad_metadata_value_names_the_gguf_key(hf_llama: Path, tmp_path: Path) -> None:
-    path = gguf_from_hf(hf_llama, tmp_path / "v.gguf",
-                        metadata={"llama.embedding_length": 64.0})
+    path = gguf_from_hf(hf_llama, tmp_path / "v.gguf", metadata={"llama.embedding_length": 64.0})
     with pytest.raises(CkirError) as err:
         import_gguf(path)
     msg = _one_line(err)
@@ -546,8 +577,9 @@ def test_vocab_from_token_list(hf_llama: Path, tmp_path: Path) -> None:
     from gguf_fixtures import byte_alphabet
 
     tokens = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": byte_alphabet()}
-    path = gguf_from_hf(hf_llama, tmp_path / "v.gguf", drop_metadata=["llama.vocab_size"],
-                        metadata=tokens)
+    path = gguf_from_hf(
+        hf_llama, tmp_path / "v.gguf", drop_metadata=["llama.vocab_size"], metadata=tokens
+    )
     module, _ = import_gguf(path)
     assert _model(module).symbol_values()["V"] == 256
 
@@ -657,7 +689,14 @@ def test_smollm2_header_import(smollm2: Path) -> None:
     assert isinstance(source, GGUFSource)
     model = _model(module)
     assert model.symbol_values() == {
-        "E": 576, "H": 9, "KV": 3, "D": 64, "I": 1536, "L": 30, "V": 49152, "C": 8192
+        "E": 576,
+        "H": 9,
+        "KV": 3,
+        "D": 64,
+        "I": 1536,
+        "L": 30,
+        "V": 49152,
+        "C": 8192,
     }
     ws = model.weights()
     dtypes = {name: w.dtype_name for name, w in ws.items()}
@@ -706,11 +745,14 @@ def test_write_gguf_helper_roundtrip(tmp_path: Path) -> None:
     from ckir.frontend.gguf import numpy_shape, open_gguf
 
     w = np.arange(64 * 3, dtype=np.float32).reshape(3, 64)
-    path = write_gguf(tmp_path / "h.gguf", "llama", {"llama.block_count": 1},
-                      {"a.weight": (w, "F32"), "b.weight": (w, "Q8_0")})
+    path = write_gguf(
+        tmp_path / "h.gguf",
+        "llama",
+        {"llama.block_count": 1},
+        {"a.weight": (w, "F32"), "b.weight": (w, "Q8_0")},
+    )
     reader = open_gguf(path)
     a, b = reader.tensors
     assert list(a.shape) == [64, 3] and numpy_shape(a) == (3, 64)
     assert np.array_equal(np.asarray(a.data), w)
     assert b.tensor_type.name == "Q8_0" and numpy_shape(b) == (3, 64)
-

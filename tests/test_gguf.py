@@ -232,7 +232,10 @@ def test_smollm2_matches_transformers_gguf_reference(tmp_path: Path) -> None:
     with torch.no_grad():
         ref = ref_model(torch.tensor([prompt])).logits[0].numpy()
         gen = ref_model.generate(
-            torch.tensor([prompt]), max_new_tokens=32, do_sample=False, pad_token_id=2,
+            torch.tensor([prompt]),
+            max_new_tokens=32,
+            do_sample=False,
+            pad_token_id=2,
             eos_token_id=None,  # 32 tokens even past <|im_end|>
         )[0, len(prompt) :].tolist()
     model = ckir.compile(SMOL, tmp_path / "smol", max_context=128)

@@ -127,7 +127,7 @@ def test_greedy_32_tokens_match_hf(key: str, checkpoints, builds) -> None:
             pad_token_id=0,
             eos_token_id=None,
         )
-    assert ours == gen[0, len(prompt):].tolist()
+    assert ours == gen[0, len(prompt) :].tolist()
 
 
 def test_prefill_after_prefill_continues_the_cache(builds) -> None:

@@ -95,8 +95,9 @@ def reference(gguf_path: Path):
 
 @pytest.fixture(scope="module")
 def compiled(gguf_path: Path, tmp_path_factory: pytest.TempPathFactory):
-    model = ckir.compile(gguf_path, tmp_path_factory.mktemp("smollm2") / "build",
-                         max_context=MAX_CONTEXT)
+    model = ckir.compile(
+        gguf_path, tmp_path_factory.mktemp("smollm2") / "build", max_context=MAX_CONTEXT
+    )
     yield model
     model.close()
 
@@ -115,7 +116,7 @@ def test_reference_answers(reference, tokenizer: Tokenizer) -> None:
     ids = _prompt(tokenizer, CHAT)
     with torch.no_grad():
         out = reference.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False)
-    answer = tokenizer.decode(out[0, len(ids):].tolist())
+    answer = tokenizer.decode(out[0, len(ids) :].tolist())
     assert answer.startswith("The capital of France is Paris."), answer
 
 
@@ -128,8 +129,10 @@ def test_prefill_logits_match(reference, tokenizer: Tokenizer, compiled) -> None
     assert ours.shape == ref.shape == (len(ids), 49152)
     rel = float(np.abs(ours - ref).max() / np.abs(ref).max())
     top1 = ours.argmax(-1) == ref.argmax(-1)
-    print(f"prefill: {len(ids)} positions, max|diff|/max|logit| = {rel:.2e}, "
-          f"top-1 agreement {top1.mean():.3f}")
+    print(
+        f"prefill: {len(ids)} positions, max|diff|/max|logit| = {rel:.2e}, "
+        f"top-1 agreement {top1.mean():.3f}"
+    )
     assert rel <= PREFILL_REL
     assert top1[-16:].mean() >= TOP1_MIN
     assert top1.all()
@@ -143,8 +146,9 @@ def story(reference, tokenizer: Tokenizer) -> tuple[list[int], list[int], np.nda
     threads would compete."""
     ids = _prompt(tokenizer, STORY)
     with torch.no_grad():
-        gen = reference.generate(torch.tensor([ids]), max_new_tokens=NEW_TOKENS,
-                                 do_sample=False)[0, len(ids):].tolist()
+        gen = reference.generate(torch.tensor([ids]), max_new_tokens=NEW_TOKENS, do_sample=False)[
+            0, len(ids) :
+        ].tolist()
     # one forward over prompt + continuation gives every decode step's logits
     logits = _ref_logits(reference, ids + gen)[len(ids) - 1 :]
     return ids, gen, logits
@@ -161,8 +165,10 @@ def test_decode_logits_match(story, compiled) -> None:
         ours = compiled.decode(tok)
         rels.append(float(np.abs(ours - ref).max() / np.abs(ref).max()))
         agree.append(bool(ours.argmax() == ref.argmax()))
-    print(f"decode: {len(rels)} steps, max|diff|/max|logit| max {max(rels):.3f} "
-          f"mean {np.mean(rels):.3f}, top-1 agreement {np.mean(agree):.3f}")
+    print(
+        f"decode: {len(rels)} steps, max|diff|/max|logit| max {max(rels):.3f} "
+        f"mean {np.mean(rels):.3f}, top-1 agreement {np.mean(agree):.3f}"
+    )
     assert max(rels) <= DECODE_REL
     assert np.mean(agree) >= TOP1_MIN
 

@@ -175,16 +175,24 @@ def test_no_chat_template(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "change,message",
     [
-        ({"tokenizer.ggml.model": "llama"}, "tokenizer.ggml.model is 'llama'; ckir reads "
-         "byte-level BPE ('gpt2') tokenizers only"),
+        (
+            {"tokenizer.ggml.model": "llama"},
+            "tokenizer.ggml.model is 'llama'; ckir reads byte-level BPE ('gpt2') tokenizers only",
+        ),
         ({"tokenizer.ggml.pre": "mystery"}, "tokenizer.ggml.pre 'mystery' is not supported"),
         ({"tokenizer.ggml.merges": ["Ġt"]}, "tokenizer.ggml.merges[0] = 'Ġt' is not 'left right'"),
-        ({"tokenizer.ggml.eos_token_id": 9999}, "'tokenizer.ggml.eos_token_id' = 9999 is not a "
-         "token id"),
-        ({"tokenizer.ggml.token_type": [1, 1]}, "'tokenizer.ggml.token_type' has 2 entries "
-         "for 264"),
-        ({"tokenizer.ggml.model": None}, "no tokenizer (metadata 'tokenizer.ggml.model' is "
-         "missing)"),
+        (
+            {"tokenizer.ggml.eos_token_id": 9999},
+            "'tokenizer.ggml.eos_token_id' = 9999 is not a token id",
+        ),
+        (
+            {"tokenizer.ggml.token_type": [1, 1]},
+            "'tokenizer.ggml.token_type' has 2 entries for 264",
+        ),
+        (
+            {"tokenizer.ggml.model": None},
+            "no tokenizer (metadata 'tokenizer.ggml.model' is missing)",
+        ),
     ],
 )
 def test_bad_tokenizer_metadata(tmp_path: Path, change: dict, message: str) -> None:

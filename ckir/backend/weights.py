@@ -190,8 +190,9 @@ def write_weights_bin(
                 decl, layer = instances[source_name]
                 data = weights.bytes_for(decl, layer, symbols, btypes[name].dtype_name)
                 if data.nbytes != slot.size_bytes:
-                    raise CkirError(f"weights.bin: @{name} is {data.nbytes} bytes, slot holds "
-                                    f"{slot.size_bytes}")
+                    raise CkirError(
+                        f"weights.bin: @{name} is {data.nbytes} bytes, slot holds {slot.size_bytes}"
+                    )
                 f.seek(WEIGHTS_HEADER_BYTES + slot.offset_bytes)
                 f.write(data.tobytes())
                 if slot.canary_offset is not None:

@@ -386,9 +386,7 @@ def import_gguf_model(
     return module, warnings, GGUFSource(path, reader)
 
 
-def import_gguf(
-    path: str | Path, template: str | Path | None = None
-) -> tuple[ModuleOp, list[str]]:
+def import_gguf(path: str | Path, template: str | Path | None = None) -> tuple[ModuleOp, list[str]]:
     """Import a GGUF file: ``(graph module, warnings)`` (see :func:`import_gguf_model`)."""
     module, warnings, _ = import_gguf_model(path, template)
     return module, warnings

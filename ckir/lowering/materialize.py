@@ -206,9 +206,7 @@ class _Cloner:
             else:
                 self.ctx.names[new] = self._new_buffer(orig, scope, "activation")
 
-    def _new_buffer(
-        self, value: SSAValue, scope: str, role: str, source: str | None = None
-    ) -> str:
+    def _new_buffer(self, value: SSAValue, scope: str, role: str, source: str | None = None) -> str:
         vtype = value.type
         assert isinstance(vtype, g.TensorType)
         hint = value.name_hint or f"v{len(self.specs)}"

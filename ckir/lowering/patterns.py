@@ -275,7 +275,7 @@ class LowerGelu(_Elementwise):
     def lower(self, op: Operation) -> list[Operation]:
         approx = op.properties.get("approximate") or op.attributes.get("approximate")
         if getattr(approx, "data", "tanh") != "tanh":
-            raise CkirError(f"{self.where(op)}: only approximate = \"tanh\" has a kernel")
+            raise CkirError(f'{self.where(op)}: only approximate = "tanh" has a kernel')
         return super().lower(op)
 
 
