@@ -65,8 +65,8 @@ void ckir_layernorm_f32(const float *x, const float *gamma, const float *beta, f
 /* ---- linear layers ------------------------------------------------------ */
 
 /* y[M, N] = x[M, K] . w[N, K]^T (prefill).  Cache- and register-blocked,
- * OpenMP-threaded.  y must not alias x or w.  Uses up to ~400 KiB of stack
- * per thread for packed panels. */
+ * OpenMP-threaded.  y must not alias x or w.  Uses up to ~360 KiB of stack
+ * per thread for packed panels (docs/runtime.md). */
 void ckir_gemm_f32(const float *x, const float *w, float *y, int64_t M, int64_t N, int64_t K);
 
 /* y[M, N] = x[M, K] . w[N, K]^T + b[N] (bias broadcast over rows). */

@@ -21,6 +21,8 @@
  * in that order too (per pair: a0[0:16] a1[0:16] a0[16:32] a1[16:32]); an odd
  * last block uses a ymm in natural order.  The two f16 scales (and Q4_1 mins)
  * of a pair are converted with one vcvtph2ps and spread with one permute.
+ * AVX2 (no VNNI: vpmaddubsw + vpmaddwd) runs two weight rows per pass over
+ * the activation blocks (q4_rows2).
  *
  * gemm: panels of w dequantized to fp32 (ckir_internal_wgemm). */
 #define CKIR_QUANT_INTERNAL 1
@@ -219,6 +221,7 @@ CKIR_INLINE __m512 q4_pair(const uint8_t *p, const q4_act *s, int64_t b, int64_t
 }
 #endif
 
+#if !defined(CKIR_Q256) /* AVX2 runs two rows a pass: q4_rows2 below */
 /* one row . quantized x; has_m selects q4_1; pfd: prefetch distance in bytes */
 CKIR_INLINE float q4_row(const uint8_t *row, int64_t nb, const q4_act *s, int64_t pfd,
                          const int has_m) {
@@ -253,28 +256,61 @@ CKIR_INLINE float q4_row(const uint8_t *row, int64_t nb, const q4_act *s, int64_
     m = l[1] + l[3];
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + m + tail;
-#elif defined(CKIR_Q256)
-  const __m256i nib = _mm256_set1_epi8(0x0F);
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  float macc = 0.0f;
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *p = row + b * bb;
-    __builtin_prefetch((const char *)p + pfd, 0, 3);
-    __m256i av = _mm256_load_si256((const __m256i *)(s->a + b * CKIR_QK));
-    __m256i init = has_m ? _mm256_setzero_si256() : _mm256_load_si256((const __m256i *)(s->c + b * 8));
-    __m128i q = _mm_loadu_si128((const __m128i *)(p + qoff));
-    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
-    __m256i is = CKIR_DPBUSD256(init, _mm256_and_si256(v, nib), av);
-    acc[b & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(ckir_q_f16(p) * s->dx[b]),
-                                 acc[b & 1]);
-    if (has_m) macc += ckir_q_f16(p + 2) * s->dxs[2 * b + 1];
-  }
-  return ckir_hsum_ps256(_mm256_add_ps(acc[0], acc[1])) + macc;
 #else
   (void)bb, (void)qoff, (void)pfd;
   return q4_row_scalar(row, nb, s, has_m);
 #endif
 }
+#endif
+
+#if defined(CKIR_Q256)
+/* rows `row` and `row + rb` . quantized x -> out[0], out[1] (rb = 0: one row,
+ * computed twice).  Sharing a pass between two rows loads each activation
+ * block once for both, and the scales of both blocks come in one vcvtph2ps:
+ * lanes (d0, m0, d1, m1) times (dx, sx, dx, sx) give the d*dx factors of the
+ * int dot products and, in lanes 1 and 3, the q4_1 min terms m*sx.  AVX2
+ * without VNNI spends ~10 cycles per block per row one at a time (the nibble
+ * split, the two-instruction int8 dot and two scalar f16 conversions), so
+ * q4 decode is compute-bound here; two rows a pass cut the work per block. */
+CKIR_INLINE void q4_rows2(const uint8_t *row, int64_t rb, int64_t nb, const q4_act *s,
+                          int64_t pfd, const int has_m, float out[2]) {
+  const int64_t bb = has_m ? B41 : B40, qoff = has_m ? 4 : 2;
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m128 macc = _mm_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p0 = row + b * bb, *p1 = p0 + rb;
+    __builtin_prefetch((const char *)p0 + pfd, 0, 3);
+    __builtin_prefetch((const char *)p1 + pfd, 0, 3);
+    const __m256i av = _mm256_load_si256((const __m256i *)(s->a + b * CKIR_QK));
+    const __m256i init =
+        has_m ? _mm256_setzero_si256() : _mm256_load_si256((const __m256i *)(s->c + b * 8));
+    const __m128i q0 = _mm_loadu_si128((const __m128i *)(p0 + qoff));
+    const __m128i q1 = _mm_loadu_si128((const __m128i *)(p1 + qoff));
+    const __m256i v0 = _mm256_inserti128_si256(_mm256_castsi128_si256(q0), _mm_srli_epi16(q0, 4), 1);
+    const __m256i v1 = _mm256_inserti128_si256(_mm256_castsi128_si256(q1), _mm_srli_epi16(q1, 4), 1);
+    const __m256i is0 = CKIR_DPBUSD256(init, _mm256_and_si256(v0, nib), av);
+    const __m256i is1 = CKIR_DPBUSD256(init, _mm256_and_si256(v1, nib), av);
+    /* (d0, m0, d1, m1) as f16; q4_0 has no m: those lanes hold qs bytes, unused */
+    const __m128i dd = _mm_insert_epi32(_mm_cvtsi32_si128(ckir_q_ld32(p0)), ckir_q_ld32(p1), 1);
+    __m128 mul;
+    if (has_m) {
+      mul = _mm_castpd_ps(_mm_loaddup_pd((const double *)(s->dxs + 2 * b)));
+    } else {
+      mul = _mm_set1_ps(s->dx[b]);
+    }
+    const __m128 t = _mm_mul_ps(_mm_cvtph_ps(dd), mul);
+    if (has_m) macc = _mm_add_ps(macc, t);
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is0), _mm256_broadcastss_ps(t), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is1), _mm256_broadcastss_ps(_mm_movehl_ps(t, t)),
+                           acc1);
+  }
+  float m[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (has_m) _mm_storeu_ps(m, macc);
+  out[0] = ckir_hsum_ps256(acc0) + m[1];
+  out[1] = ckir_hsum_ps256(acc1) + m[3];
+}
+#endif
 
 static void gemv_q4_impl(const float *x, const uint8_t *w, const float *bias, float *y,
                          int64_t N, int64_t K, const int has_m) {
@@ -287,10 +323,23 @@ static void gemv_q4_impl(const float *x, const uint8_t *w, const float *bias, fl
     int64_t lo, hi; /* each thread streams one contiguous range of rows */
     ckir_q_thread_range(N, &lo, &hi);
     ckir_q_prefetch(w + lo * rb, CKIR_MIN(pfd, (hi - lo) * rb));
+#if defined(CKIR_Q256)
+    for (int64_t n = lo; n < hi; n += 2) {
+      float o[2];
+      const int64_t step = n + 1 < hi ? rb : 0; /* an odd last row runs alone */
+      if (has_m)
+        q4_rows2(w + n * rb, step, nb, &s, pfd, 1, o);
+      else
+        q4_rows2(w + n * rb, step, nb, &s, pfd, 0, o);
+      y[n] = o[0] + (bias ? bias[n] : 0.0f);
+      if (n + 1 < hi) y[n + 1] = o[1] + (bias ? bias[n + 1] : 0.0f);
+    }
+#else
     for (int64_t n = lo; n < hi; n++) {
       float v = has_m ? q4_row(w + n * rb, nb, &s, pfd, 1) : q4_row(w + n * rb, nb, &s, pfd, 0);
       y[n] = v + (bias ? bias[n] : 0.0f);
     }
+#endif
   }
 }
 
