@@ -58,7 +58,7 @@
 _Static_assert(GEMM_MC % GEMM_MR == 0, "GEMM_MC must be a multiple of GEMM_MR");
 _Static_assert(GEMM_NC % GEMM_NR == 0, "GEMM_NC must be a multiple of GEMM_NR");
 /* per-thread stack used by the packed panels (documented in the header) */
-#define GEMM_STACK_BYTES ((GEMM_KC * GEMM_NC + GEMM_MC * GEMM_KC) * 4)
+#define GEMM_STACK_BYTES ((GEMM_KC * GEMM_NC + GEMM_PACK_A * GEMM_MC * GEMM_KC) * 4)
 
 /* gemm with M <= GEMM_SMALL_M streams w with the dot-product kernel instead:
  * measured faster than packing up to M = 8 (packing w costs more than the
