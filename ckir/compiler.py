@@ -19,7 +19,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -288,8 +288,8 @@ def _replace_dir(src: Path, dst: Path) -> None:
         src.rename(dst)
 
 
-def required_files(modes: Sequence[str] = MODES) -> tuple[str, ...]:
-    del modes
+def required_files() -> tuple[str, ...]:
+    """The files every build folder holds, whatever its modes."""
     return (
         "graph.mlir",
         "layout.mlir",
