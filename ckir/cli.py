@@ -158,17 +158,16 @@ def _kernel_counts(path: Path) -> tuple[dict[str, dict[str, int]], dict[str, str
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """Compile (through the cache), then stream generated text."""
-    from ckir.cache import cached_build
+    from ckir.cache import cached_build, cached_tokenizer
     from ckir.compiler import CompileOptions
     from ckir.generate import Sampler, Sampling, Stats, default_model, generate_ids
     from ckir.model import load
-    from ckir.tokenizer import Tokenizer
 
     source = Path(args.model) if args.model else default_model()
     if not source.exists():
         raise CkirError(f"{source}: no such file or folder")
     sampling = Sampling(args.temperature, args.top_k, args.top_p, args.seed)
-    tokenizer = Tokenizer.from_path(source)
+    tokenizer = cached_tokenizer(source)
     text = args.prompt
     if args.chat:
         text = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}])

@@ -46,6 +46,9 @@ TOKEN_USER_DEFINED = 4
 TOKEN_UNUSED = 5
 TOKEN_BYTE = 6
 
+#: version of the ``Tokenizer.to_json`` text
+SERIAL_FORMAT = 1
+
 #: GPT-2's split: contractions, letter runs, digit runs, other runs, whitespace
 _GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 #: Llama 3: case-insensitive contractions, digits in groups of up to three
@@ -159,6 +162,40 @@ class Tokenizer:
         """``from_gguf`` for a file, ``from_hf_dir`` for a folder."""
         path = Path(path)
         return cls.from_gguf(path) if path.is_file() else cls.from_hf_dir(path)
+
+    # -- serialization (the compile cache keeps GGUF tokenizers this way) ---
+    def to_json(self) -> str:
+        """The whole tokenizer as one JSON text (``from_json`` reads it back)."""
+        return json.dumps(
+            {
+                "format": SERIAL_FORMAT,
+                "backend": self.backend.to_str(),
+                "bos_id": self.bos_id,
+                "eos_id": self.eos_id,
+                "chat_template": self.chat_template,
+                "source": self.source,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str, name: str = "tokenizer") -> Tokenizer:
+        """A tokenizer written by ``to_json``; ``name`` (a file) is named in errors."""
+        from tokenizers import Tokenizer as Backend
+
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.get("format") != SERIAL_FORMAT:
+                raise ValueError(f"not a ckir tokenizer (format {SERIAL_FORMAT})")
+            backend = Backend.from_str(data["backend"])
+            return cls(
+                backend,
+                bos_id=data["bos_id"],
+                eos_id=data["eos_id"],
+                chat_template=data["chat_template"],
+                source=data["source"],
+            )
+        except Exception as err:  # json, key and tokenizers errors
+            raise CkirError(f"{name}: unreadable tokenizer ({_one_line(err)})") from None
 
     # -- ids ----------------------------------------------------------------
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,41 @@ def test_touched_checkpoint_changes_the_key(model_dir: Path, tmp_path: Path) -> 
     weights.write_bytes(bytes(data))
     b, cached = cache.cached_build(src, opts, root=tmp_path / "c")
     assert not cached and a != b
+
+
+def test_tokenizer_is_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second request reads the cached JSON, not the GGUF metadata; a touched
+    source or a corrupt entry is read from the source again."""
+    pytest.importorskip("gguf")
+    pytest.importorskip("tokenizers")
+    from gguf_fixtures import tokenizer_metadata, write_gguf
+
+    from ckir import tokenizer as tokenizer_mod
+
+    src = write_gguf(tmp_path / "tok.gguf", "llama", tokenizer_metadata(), {})
+    root = tmp_path / "cache"
+    reads: list[Path] = []
+    real = tokenizer_mod._gguf_metadata
+
+    def counting(path: Path):
+        reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(tokenizer_mod, "_gguf_metadata", counting)
+    first = cache.cached_tokenizer(src, root=root)
+    second = cache.cached_tokenizer(src, root=root)
+    assert len(reads) == 1
+    assert second.to_json() == first.to_json()
+    assert second.encode(" the cat<|im_end|>") == first.encode(" the cat<|im_end|>")
+    (entry,) = (root / "tokenizers").iterdir()
+    assert not [p for p in entry.parent.iterdir() if p.name.startswith(".")]  # no temp files
+
+    entry.write_text("{not json")
+    third = cache.cached_tokenizer(src, root=root)
+    assert len(reads) == 2 and third.to_json() == first.to_json()
+    assert json.loads(entry.read_text())["format"] == 1  # rewritten
+
+    os.utime(src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 10**9))
+    cache.cached_tokenizer(src, root=root)
+    assert len(reads) == 3
+    assert len(list((root / "tokenizers").iterdir())) == 2

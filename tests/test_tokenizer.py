@@ -87,6 +87,48 @@ def test_tiny_gguf_bos_eos_flags(tmp_path: Path) -> None:
     assert tok.encode("a") == [3 + ord("a")]
 
 
+def _same_tokenizer(a: Tokenizer, b: Tokenizer) -> None:
+    assert (a.bos_id, a.eos_id, a.chat_template, a.source, a.vocab_size) == (
+        b.bos_id,
+        b.eos_id,
+        b.chat_template,
+        b.source,
+        b.vocab_size,
+    )
+    for text in TEXTS:
+        ids = a.encode(text)
+        assert ids == b.encode(text), text
+        assert a.encode(text, add_special_tokens=False) == b.encode(text, add_special_tokens=False)
+        assert a.decode(ids, skip_special_tokens=True) == b.decode(ids, skip_special_tokens=True)
+    if a.chat_template is not None:
+        assert a.apply_chat_template(CHAT) == b.apply_chat_template(CHAT)
+
+
+def test_json_round_trip(tmp_path: Path) -> None:
+    """to_json / from_json keep the BPE, pre-tokenizer, specials, BOS/EOS and template."""
+    for tok in (
+        Tokenizer.from_gguf(_tiny(tmp_path)),
+        Tokenizer.from_gguf(_tiny(tmp_path, "b.gguf", add_bos_token=True, add_eos_token=True)),
+    ):
+        again = Tokenizer.from_json(tok.to_json())
+        _same_tokenizer(tok, again)
+        assert again.to_json() == tok.to_json()
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{", "t.json: unreadable tokenizer"),
+        ('{"format": 0}', r"not a ckir tokenizer \(format 1\)"),
+        ('{"format": 1, "backend": "{}"}', "t.json: unreadable tokenizer"),
+    ],
+)
+def test_from_json_errors(text: str, message: str) -> None:
+    with pytest.raises(CkirError, match=message) as err:
+        Tokenizer.from_json(text, "t.json")
+    _one_line(err)
+
+
 def test_user_defined_tokens_are_not_special(tmp_path: Path) -> None:
     meta = tokenizer_metadata()
     meta["tokenizer.ggml.tokens"] = [*meta["tokenizer.ggml.tokens"], "<think>"]
@@ -320,6 +362,10 @@ def test_smollm2_chat_template_matches_transformers(ours: Tokenizer, reference) 
     text = ours.apply_chat_template(CHAT[:1])
     assert text.startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
     assert text.endswith("<|im_start|>assistant\n")
+
+
+def test_smollm2_json_round_trip(ours: Tokenizer) -> None:
+    _same_tokenizer(ours, Tokenizer.from_json(ours.to_json()))
 
 
 def test_smollm2_stream_decoding(ours: Tokenizer) -> None:
