@@ -20,3 +20,11 @@ class CkirError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+def one_line(err: object) -> str:
+    """``str(err)`` on one line (whitespace runs collapsed); the type name when empty.
+
+    For quoting another library's exception inside a CkirError message.
+    """
+    return " ".join(str(err).split()) or type(err).__name__

@@ -36,7 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ckir.errors import CkirError
+from ckir.errors import CkirError, one_line
 
 # GGUF token types (tokenizer.ggml.token_type)
 TOKEN_NORMAL = 1
@@ -78,11 +78,6 @@ PRE_TOKENIZERS: dict[str, tuple[tuple[str, ...], bool]] = {
     "qwen2": ((_QWEN2_SPLIT,), False),
     "deepseek-r1-qwen": ((_QWEN2_SPLIT,), False),
 }
-
-
-def _one_line(text: object) -> str:
-    s = " ".join(str(text).split())
-    return s if s else type(text).__name__
 
 
 class StreamDecoder:
@@ -195,7 +190,7 @@ class Tokenizer:
                 source=data["source"],
             )
         except Exception as err:  # json, key and tokenizers errors
-            raise CkirError(f"{name}: unreadable tokenizer ({_one_line(err)})") from None
+            raise CkirError(f"{name}: unreadable tokenizer ({one_line(err)})") from None
 
     # -- ids ----------------------------------------------------------------
     @property
@@ -272,7 +267,7 @@ class Tokenizer:
             raise
         except Exception as err:  # jinja2 errors, sandbox violations
             raise CkirError(
-                f"{self.source}: chat template failed: {type(err).__name__}: {_one_line(err)}"
+                f"{self.source}: chat template failed: {type(err).__name__}: {one_line(err)}"
             ) from None
 
     def __repr__(self) -> str:
@@ -297,7 +292,7 @@ def _compile_chat_template(text: str, source: str) -> Any:
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     def raise_exception(message: object) -> None:
-        raise CkirError(f"{source}: chat template: {_one_line(message)}")
+        raise CkirError(f"{source}: chat template: {one_line(message)}")
 
     def strftime_now(fmt: str) -> str:
         return datetime.now().strftime(fmt)
@@ -315,7 +310,7 @@ def _compile_chat_template(text: str, source: str) -> Any:
     try:
         template = env.from_string(text)
     except jinja2.TemplateError as err:
-        raise CkirError(f"{source}: chat template does not parse: {_one_line(err)}") from None
+        raise CkirError(f"{source}: chat template does not parse: {one_line(err)}") from None
     _TEMPLATES[text] = template
     return template
 
@@ -327,14 +322,9 @@ def _compile_chat_template(text: str, source: str) -> Any:
 
 def _gguf_metadata(path: Path) -> dict[str, Any]:
     """Scalar and array metadata of a GGUF file (tensor data is not read)."""
-    if not path.is_file():
-        raise CkirError(f"{path}: no such GGUF file")
-    try:
-        import gguf
+    from ckir.frontend.gguf_file import open_gguf
 
-        reader = gguf.GGUFReader(path, "r")
-    except Exception as err:  # the gguf package raises plain errors on bad files
-        raise CkirError(f"{path.name}: not a readable GGUF file ({_one_line(err)})") from None
+    reader = open_gguf(path)
     meta: dict[str, Any] = {}
     for key, field in reader.fields.items():
         if not key.startswith(("tokenizer.", "general.architecture")):
@@ -401,7 +391,7 @@ def _tokenizer_from_gguf_metadata(meta: Mapping[str, Any], name: str) -> Tokeniz
     try:
         bpe = models.BPE(vocab, merges, ignore_merges=ignore_merges)
     except Exception as err:
-        raise CkirError(f"{name}: the BPE vocabulary does not load ({_one_line(err)})") from None
+        raise CkirError(f"{name}: the BPE vocabulary does not load ({one_line(err)})") from None
     backend = Backend(bpe)
     steps = [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in splits]
     steps.append(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False))
@@ -458,7 +448,7 @@ def _set_post_processor(
             single=" ".join(single), pair=" ".join(pair), special_tokens=specials
         )
     except Exception as err:
-        raise CkirError(f"{name}: cannot add BOS/EOS tokens ({_one_line(err)})") from None
+        raise CkirError(f"{name}: cannot add BOS/EOS tokens ({one_line(err)})") from None
 
 
 # ---------------------------------------------------------------------------
@@ -472,7 +462,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CkirError(f"{path}: not valid JSON ({_one_line(err)})") from None
+        raise CkirError(f"{path}: not valid JSON ({one_line(err)})") from None
     if not isinstance(data, dict):
         raise CkirError(f"{path}: expected a JSON object")
     return data
@@ -505,7 +495,7 @@ def _tokenizer_from_hf_dir(model_dir: Path) -> Tokenizer:
     try:
         backend = Backend.from_file(str(tj))
     except Exception as err:
-        raise CkirError(f"{tj}: does not load ({_one_line(err)})") from None
+        raise CkirError(f"{tj}: does not load ({one_line(err)})") from None
     cfg = _read_json(model_dir / "tokenizer_config.json") or {}
     model_cfg = _read_json(model_dir / "config.json") or {}
     gen_cfg = _read_json(model_dir / "generation_config.json") or {}

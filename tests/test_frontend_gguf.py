@@ -243,6 +243,26 @@ def test_f32_weights_equal_hf_and_qk_rows_unpermuted(hf_llama: Path, llama_f32: 
     assert np.array_equal(np.asarray(stored.data), permute_rows(q, 4))
 
 
+def test_open_gguf_reuses_the_reader_of_an_unchanged_file(llama_f32: Path, tmp_path: Path) -> None:
+    """One parse serves the tokenizer and the compile; a changed file is read again."""
+    import os
+    import shutil
+
+    from ckir.frontend.gguf_file import open_gguf
+
+    path = tmp_path / "m.gguf"
+    shutil.copyfile(llama_f32, path)
+    first = open_gguf(path)
+    assert open_gguf(path) is first
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    second = open_gguf(path)
+    assert second is not first and open_gguf(path) is second
+    path.write_bytes(llama_f32.read_bytes()[: st.st_size // 2])  # changed: truncated
+    with pytest.raises(CkirError, match="m.gguf: (truncated|tensor)"):
+        open_gguf(path)
+
+
 def test_unpermute_inverts_the_converter_permutation() -> None:
     rng = np.random.default_rng(0)
     for heads, d, k in ((4, 16, 64), (3, 64, 576), (1, 2, 5)):

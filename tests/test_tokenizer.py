@@ -258,7 +258,7 @@ def test_bad_files(tmp_path: Path) -> None:
     cut.write_bytes(_tiny(tmp_path).read_bytes()[:200])
     with pytest.raises(CkirError) as err:
         Tokenizer.from_gguf(cut)
-    assert _one_line(err).startswith("cut.gguf: not a readable GGUF file")
+    assert _one_line(err).startswith("cut.gguf: truncated or corrupt GGUF file (200 bytes)")
     with pytest.raises(CkirError, match="not a directory"):
         Tokenizer.from_hf_dir(tmp_path / "nope")
     with pytest.raises(CkirError, match="tokenizer.json: not found"):

@@ -47,7 +47,8 @@ def import_model(
 
         module, warnings = import_hf(path, template)
         return module, warnings, SafetensorsSource(path)
-    from ckir.frontend.gguf import import_gguf_model, is_gguf_file
+    from ckir.frontend.gguf import import_gguf_model
+    from ckir.frontend.gguf_file import is_gguf_file
 
     if path.suffix.lower() == ".gguf" or is_gguf_file(path):
         return import_gguf_model(path, template)

@@ -42,8 +42,9 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from ckir.dialects import graph as g
 from ckir.dialects.dims import evaluate_dim
-from ckir.errors import CkirError
+from ckir.errors import CkirError, one_line
 from ckir.frontend.build_graph import ResolvedWeight, build_graph
+from ckir.frontend.gguf_file import open_gguf
 from ckir.template import (
     GGUFMap,
     ModelSpec,
@@ -66,53 +67,10 @@ GGUF_WEIGHT_DTYPES: dict[str, str] = {
 QUANTIZED = ("Q8_0", "Q4_0", "Q4_1", "Q4_K")
 #: the attribute on graph.weight naming the head count whose rotary rows to restore
 UNPERMUTE_ATTR = "gguf_unpermute"
-GGUF_MAGIC = b"GGUF"
-
-
-def _one_line(err: object) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
 
 
 def _fmt(shape: tuple[int, ...] | list[int]) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
-
-
-def is_gguf_file(path: str | Path) -> bool:
-    """True for an existing file that starts with the GGUF magic."""
-    p = Path(path)
-    if not p.is_file():
-        return False
-    try:
-        with p.open("rb") as f:
-            return f.read(4) == GGUF_MAGIC
-    except OSError:
-        return False
-
-
-def open_gguf(path: str | Path) -> Any:
-    """A ``gguf.GGUFReader`` for ``path`` (memory-mapped), or a one-line CkirError."""
-    path = Path(path)
-    if not path.is_file():
-        raise CkirError(f"{path}: no such GGUF file")
-    size = path.stat().st_size
-    if not is_gguf_file(path):
-        raise CkirError(f"{path.name}: not a GGUF file (no 'GGUF' magic in its first 4 bytes)")
-    import gguf
-
-    try:
-        reader = gguf.GGUFReader(path, "r")
-    except Exception as err:  # the gguf package raises plain errors on bad files
-        raise CkirError(
-            f"{path.name}: truncated or corrupt GGUF file ({size} bytes): {_one_line(err)}"
-        ) from None
-    for t in reader.tensors:
-        end = int(t.data_offset) + int(t.n_bytes)
-        if end > size:
-            raise CkirError(
-                f"{path.name}: tensor '{t.name}' data ends at byte {end}, past the end of the "
-                f"file ({size} bytes): truncated"
-            )
-    return reader
 
 
 def metadata(reader: Any, key: str, source: str) -> Any:
@@ -123,7 +81,7 @@ def metadata(reader: Any, key: str, source: str) -> Any:
     try:
         value = field.contents()
     except Exception as err:
-        raise CkirError(f"{source}: metadata '{key}' is unreadable ({_one_line(err)})") from None
+        raise CkirError(f"{source}: metadata '{key}' is unreadable ({one_line(err)})") from None
     return value.item() if isinstance(value, np.generic) else value
 
 
