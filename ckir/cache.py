@@ -153,13 +153,16 @@ def cached_build(
 
 
 def cached_tokenizer(source: str | Path, *, root: Path | None = None) -> Tokenizer:
-    """``Tokenizer.from_path(source)``, kept under the cache folder.
+    """``Tokenizer.from_path(source)``; a GGUF file's is kept under the cache folder.
 
-    Keyed by ``source_identity`` (path, files' names, sizes and modification
-    times, ckir version); an entry that does not load is rebuilt from the
-    source.
+    Keyed by ``source_identity`` (path, size, modification time, ckir
+    version); an entry that does not load is rebuilt from the file.  A HF
+    folder's ``tokenizer.json`` loads fast and is read every time (its chat
+    template may also live in files the source fingerprint does not cover).
     """
     source = Path(source)
+    if not source.is_file():
+        return Tokenizer.from_path(source)
     root = root or cache_root()
     entry = root / "tokenizers" / f"{source_identity(source)}.json"
     if entry.is_file():

@@ -119,3 +119,23 @@ def test_tokenizer_is_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     cache.cached_tokenizer(src, root=root)
     assert len(reads) == 3
     assert len(list((root / "tokenizers").iterdir())) == 2
+
+
+def test_hf_folder_tokenizer_is_read_each_time(tmp_path: Path) -> None:
+    """A folder's tokenizer (tokenizer.json, chat_template.jinja) is not cached."""
+    pytest.importorskip("tokenizers")
+    from gguf_fixtures import tokenizer_metadata, write_gguf
+
+    from ckir.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_gguf(write_gguf(tmp_path / "t.gguf", "llama", tokenizer_metadata(), {}))
+    d = tmp_path / "hf"
+    d.mkdir()
+    tok.backend.save(str(d / "tokenizer.json"))
+    (d / "chat_template.jinja").write_text("A{{ messages[0]['content'] }}")
+    root = tmp_path / "cache"
+    msgs = [{"role": "user", "content": "x"}]
+    assert cache.cached_tokenizer(d, root=root).apply_chat_template(msgs) == "Ax"
+    (d / "chat_template.jinja").write_text("B{{ messages[0]['content'] }}")
+    assert cache.cached_tokenizer(d, root=root).apply_chat_template(msgs) == "Bx"
+    assert not (root / "tokenizers").exists()
