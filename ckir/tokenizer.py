@@ -322,18 +322,14 @@ def _compile_chat_template(text: str, source: str) -> Any:
 
 def _gguf_metadata(path: Path) -> dict[str, Any]:
     """Scalar and array metadata of a GGUF file (tensor data is not read)."""
-    from ckir.frontend.gguf_file import open_gguf
+    from ckir.frontend.gguf_file import metadata, open_gguf
 
     reader = open_gguf(path)
-    meta: dict[str, Any] = {}
-    for key, field in reader.fields.items():
-        if not key.startswith(("tokenizer.", "general.architecture")):
-            continue
-        try:
-            meta[key] = field.contents()
-        except Exception as err:
-            raise CkirError(f"{path.name}: metadata '{key}' is unreadable ({err})") from None
-    return meta
+    return {
+        key: metadata(reader, key, path.name)
+        for key in reader.fields
+        if key.startswith(("tokenizer.", "general.architecture"))
+    }
 
 
 def _ids_field(meta: Mapping[str, Any], key: str, name: str, count: int) -> int | None:

@@ -42,9 +42,9 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from ckir.dialects import graph as g
 from ckir.dialects.dims import evaluate_dim
-from ckir.errors import CkirError, one_line
+from ckir.errors import CkirError
 from ckir.frontend.build_graph import ResolvedWeight, build_graph
-from ckir.frontend.gguf_file import open_gguf
+from ckir.frontend.gguf_file import metadata, open_gguf
 from ckir.template import (
     GGUFMap,
     ModelSpec,
@@ -71,18 +71,6 @@ UNPERMUTE_ATTR = "gguf_unpermute"
 
 def _fmt(shape: tuple[int, ...] | list[int]) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
-
-
-def metadata(reader: Any, key: str, source: str) -> Any:
-    """The value of metadata ``key`` (Python scalar, str or list), None when absent."""
-    field = reader.fields.get(key)
-    if field is None:
-        return None
-    try:
-        value = field.contents()
-    except Exception as err:
-        raise CkirError(f"{source}: metadata '{key}' is unreadable ({one_line(err)})") from None
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def numpy_shape(t: Any) -> tuple[int, ...]:

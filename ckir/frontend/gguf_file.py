@@ -1,4 +1,5 @@
-"""Opening GGUF files: the magic check, the ``gguf`` package's reader, truncation.
+"""Opening GGUF files (magic check, the ``gguf`` package's reader, truncation) and
+reading their metadata values.
 
 Both the GGUF frontend (config, tensors, weights) and the tokenizer (its
 ``tokenizer.ggml.*`` metadata) read a model file through :func:`open_gguf`.
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ckir.errors import CkirError, one_line
 
@@ -70,3 +73,15 @@ def open_gguf(path: str | Path) -> Any:
     _LAST.clear()
     _LAST[key] = reader
     return reader
+
+
+def metadata(reader: Any, key: str, source: str) -> Any:
+    """The value of metadata ``key`` (Python scalar, str or list), None when absent."""
+    field = reader.fields.get(key)
+    if field is None:
+        return None
+    try:
+        value = field.contents()
+    except Exception as err:
+        raise CkirError(f"{source}: metadata '{key}' is unreadable ({one_line(err)})") from None
+    return value.item() if isinstance(value, np.generic) else value
