@@ -16,8 +16,9 @@ What is compared (numbers measured on this machine in docs/gguf.md, "Accuracy"):
   this model (activations with outliers 10-30x their RMS) compounding over 30 layers:
   measured 5-8% of max |logit|; asserted <= 0.15 and top-1 agreement >= 0.9.
 * greedy generation of 32 tokens vs ``generate(do_sample=False)``: equal up to the first
-  step where the reference's own top-2 logit gap is within the decode error; asserted
-  equal for >= 16 tokens and, at any divergence, that the gap is below the bound.
+  step where the reference's own top-2 logit gap is within the decode error; at a
+  divergence, ckir's logit error and the reference's gap there are both asserted below
+  the decode bound (tests/greedy_check.py); where it falls depends on the ISA.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ PREFILL_REL = 1e-4
 DECODE_REL = 0.15
 TOP1_MIN = 0.9
 NEW_TOKENS = 32
-MIN_EQUAL = 16
 
 CHAT = [{"role": "user", "content": "What is the capital of France?"}]
 STORY = [{"role": "user", "content": "Write a short story about a robot who learns to paint."}]
@@ -180,9 +180,11 @@ def test_greedy_generation_matches(story, compiled, tokenizer: Tokenizer) -> Non
     compiled.reset()
     logits = compiled.prefill(ids)[-1]
     got: list[int] = []
+    ours: list[np.ndarray] = []
     for _ in range(NEW_TOKENS):
+        ours.append(logits)
         got.append(int(logits.argmax()))
         logits = compiled.decode(got[-1])
     print(f"greedy: ckir {tokenizer.decode(got)!r}")
     print(f"greedy: hf   {tokenizer.decode(want)!r}")
-    assert_greedy_agrees(got, want, ref_all[:NEW_TOKENS], MIN_EQUAL, DECODE_REL)
+    assert_greedy_agrees(got, want, ref_all[:NEW_TOKENS], ours, DECODE_REL)
