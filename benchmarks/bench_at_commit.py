@@ -7,7 +7,7 @@ changes to the runtime; timing those says nothing about the committed
 compiler.  This script exports ``--rev`` with ``git archive`` into a
 temporary folder (the repository itself is not touched: no checkout, no
 worktree), links the ``ckir.dialects`` / ``ckir.passes`` package folders the
-way the editable install maps them, and runs ``python -m ckir.bench`` from
+way the editable install maps them, and runs ``python -m ckir.tools.bench`` from
 there with the same interpreter, so the compiler, the runtime kernels and the
 probes all come from that commit.  Builds go to a folder of their own under
 the cache (``bench-builds-<rev>``); the random-weight models are shared.
@@ -55,7 +55,9 @@ def main() -> int:
         bench_args = [*bench_args, "--build-dir", str(cache / f"bench-builds-{rev}")]
     print(f"[bench_at_commit] {rev} exported to {tmp}", file=sys.stderr, flush=True)
     try:
-        proc = subprocess.run([sys.executable, "-m", "ckir.bench", *bench_args], cwd=tmp, env=env)
+        proc = subprocess.run(
+            [sys.executable, "-m", "ckir.tools.bench", *bench_args], cwd=tmp, env=env
+        )
     finally:
         if not args.keep:
             subprocess.run(["rm", "-rf", str(tmp)], check=False)

@@ -200,7 +200,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Make a tiny random model, compile it, run it: the README's first command."""
     from ckir.compiler import CompileOptions, compile_model
     from ckir.model import load
-    from ckir.zoo import make_tiny_model
+    from ckir.tools.zoo import make_tiny_model
 
     out = Path(args.out)
     model_dir = out / f"tiny-{args.arch}"
@@ -288,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "bench", help="tokens/s of ckir vs baselines, alternating runs, with rooflines"
     )
-    from ckir import bench
+    from ckir.tools import bench
 
     bench.add_arguments(s)
     s.set_defaults(func=bench.run)

@@ -10,7 +10,7 @@ from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter
 
 from ckir.dialects import lowered as lw
-from ckir.fusion import FusionPattern, find_kernel, make_call, rows_times, run_fusion
+from ckir.passes.fusion import FusionPattern, find_kernel, make_call, rows_times, run_fusion
 
 
 class FuseAddRmsnorm(FusionPattern):

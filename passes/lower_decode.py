@@ -8,7 +8,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from ckir.lowering import lower_mode
+from ckir.passes.lowering import lower_mode
 
 
 @dataclass(frozen=True)

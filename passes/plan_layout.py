@@ -1,7 +1,31 @@
-"""``--plan-layout``: assign every lowered buffer a byte offset (the layout dialect)."""
+"""``--plan-layout``: place every lowered buffer at a byte offset in one of two arenas.
+
+Arenas:
+
+* ``weights`` — every weight buffer, in declaration order (this is the byte
+  layout of ``weights.bin``);
+* ``state`` — the KV cache and io buffers (live for the whole run), then the
+  activation and scratch buffers of every program.
+
+Strategies:
+
+* ``bump`` (the deterministic reference): every buffer gets its own range,
+  one after the other, in the order the IR declares them.
+* ``liveness``: a buffer's lifetime is the range of call indices in its
+  program that name it (or a view of it); two activation buffers may share
+  bytes when their programs differ (only one mode runs at a time) or their
+  lifetimes do not intersect.  Greedy best-offset placement, largest first,
+  ties broken by name, so the plan is deterministic.  ``saved`` is the
+  difference between the bump extent and the liveness extent of the state
+  arena, counting root buffers only.
+
+With canaries on, each slot is followed by a CANARY_BYTES guard at the next
+aligned offset; the guard belongs to the slot for overlap purposes.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -12,7 +36,189 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-from ckir.layout_planner import plan
+
+PERMANENT_ROLES = ("kv_cache", "io", "grad", "optimizer_state")
+
+
+@dataclass
+class Item:
+    """A root buffer to place."""
+
+    name: str
+    size: int
+    role: str
+    live: tuple[str, int, int] | None  # None: live for the whole run
+
+
+@dataclass
+class Placed:
+    item: Item
+    offset: int
+    canary: int | None
+
+    @property
+    def end(self) -> int:
+        """First byte after the slot and its canary."""
+        if self.canary is not None:
+            return self.canary + ly.CANARY_BYTES
+        return self.offset + self.item.size
+
+
+def align_up(n: int, align: int) -> int:
+    return (n + align - 1) // align * align
+
+
+def conflicts(a: Item, b: Item) -> bool:
+    """Whether two buffers may be in use at the same time."""
+    if a.live is None or b.live is None:
+        return True
+    if a.live[0] != b.live[0]:
+        return False
+    return not (a.live[2] < b.live[1] or b.live[2] < a.live[1])
+
+
+class Planner:
+    """Places items into one arena with a given alignment and canary setting."""
+
+    def __init__(self, align: int, canaries: bool) -> None:
+        if align < 8 or align & (align - 1):
+            raise CkirError(f"plan-layout: align must be a power of two >= 8, got {align}")
+        self.align = align
+        self.canaries = canaries
+
+    def _placed(self, item: Item, offset: int) -> Placed:
+        canary = align_up(offset + item.size, self.align) if self.canaries else None
+        return Placed(item, offset, canary)
+
+    def bump(self, items: Iterable[Item], start: int = 0) -> list[Placed]:
+        out: list[Placed] = []
+        cur = start
+        for item in items:
+            p = self._placed(item, align_up(cur, self.align))
+            out.append(p)
+            cur = p.end
+        return out
+
+    def best_fit(self, items: Iterable[Item], start: int) -> list[Placed]:
+        """Lowest aligned offset >= start that overlaps no conflicting placed item."""
+        placed: list[Placed] = []
+        for item in sorted(items, key=lambda i: (-i.size, i.name)):
+            rivals = sorted((p for p in placed if conflicts(p.item, item)), key=lambda p: p.offset)
+            offset = align_up(start, self.align)
+            for p in rivals:
+                trial = self._placed(item, offset)
+                if trial.end <= p.offset or p.end <= offset:
+                    continue
+                offset = max(offset, align_up(p.end, self.align))
+            placed.append(self._placed(item, offset))
+        return placed
+
+
+def extent(placed: list[Placed], start: int) -> int:
+    return max((p.end for p in placed), default=start)
+
+
+def collect(model: lw.LoweredModelOp) -> tuple[list[Item], list[Item], list[lw.ViewOp]]:
+    """Weights, state items (permanent first, then per program) and views, in IR order."""
+    weights: list[Item] = []
+    permanent: list[Item] = []
+    transient: list[Item] = []
+    views: list[lw.ViewOp] = []
+    for op in model.body_block.ops:
+        if isinstance(op, lw.BufferOp):
+            item = Item(op.buffer_name, op.buffer_type.byte_size, op.role, None)
+            (weights if op.role == "weight" else permanent).append(item)
+        elif isinstance(op, lw.ProgramOp):
+            p_perm, p_trans, p_views = _program_items(op)
+            permanent += p_perm
+            transient += p_trans
+            views += p_views
+    return weights, permanent + transient, views
+
+
+def _program_items(program: lw.ProgramOp) -> tuple[list[Item], list[Item], list[lw.ViewOp]]:
+    roots: dict[str, str] = {}
+    buffers: list[lw.BufferOp] = []
+    views: list[lw.ViewOp] = []
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    index = 0
+    for op in program.body_block.ops:
+        if isinstance(op, lw.BufferOp):
+            buffers.append(op)
+        elif isinstance(op, lw.ViewOp):
+            views.append(op)
+            roots[op.view_name] = op.root_name
+        elif isinstance(op, lw.CallOp):
+            for name in (*op.in_names, *op.out_names):
+                root = roots.get(name, name)
+                first.setdefault(root, index)
+                last[root] = index
+            index += 1
+    mode = program.mode_name
+    permanent: list[Item] = []
+    transient: list[Item] = []
+    for buf in buffers:
+        name = buf.buffer_name
+        if buf.role in PERMANENT_ROLES:
+            permanent.append(Item(name, buf.buffer_type.byte_size, buf.role, None))
+        else:
+            live = (mode, first.get(name, 0), last.get(name, 0))
+            transient.append(Item(name, buf.buffer_type.byte_size, buf.role, live))
+    return permanent, transient, views
+
+
+def plan(model: lw.LoweredModelOp, strategy: str, align: int, canaries: bool) -> ly.PlanOp:
+    """The ``layout.plan`` for a lowered model."""
+    if strategy not in ("bump", "liveness"):
+        raise CkirError(f"plan-layout: unknown strategy '{strategy}' (bump or liveness)")
+    planner = Planner(align, canaries)
+    weights, state, views = collect(model)
+    if not weights and not state:
+        raise CkirError("plan-layout: the lowered model has no buffers (run a lowering first)")
+
+    w_placed = planner.bump(weights)
+    permanent = [i for i in state if i.live is None]
+    transient = [i for i in state if i.live is not None]
+    s_perm = planner.bump(permanent)
+    base = extent(s_perm, 0)
+    bump_transient = planner.bump(transient, base)
+    if strategy == "bump":
+        s_trans = bump_transient
+        saved = 0
+    else:
+        s_trans = planner.best_fit(transient, base)
+        saved = max(0, extent(bump_transient, base) - extent(s_trans, base))
+
+    root_of: dict[str, Placed] = {p.item.name: p for p in (*w_placed, *s_perm, *s_trans)}
+    plan_op = ly.PlanOp.make(model.sym_name.data, strategy, align, canaries)
+    for arena_name, placed, arena_views in (
+        ("weights", w_placed, []),
+        ("state", [*s_perm, *s_trans], views),
+    ):
+        size = align_up(extent(placed, 0), align)
+        arena = ly.ArenaOp.make(arena_name, size)
+        for p in placed:
+            item = p.item
+            slot = ly.SlotOp.make(item.name, p.offset, item.size, item.role, p.canary, item.live)
+            arena.body_block.add_op(slot)
+        for v in arena_views:
+            if v.root_name not in root_of:
+                raise CkirError(f"plan-layout: view @{v.view_name} has no root @{v.root_name}")
+            size = v.view_type.byte_size
+            arena.body_block.add_op(
+                ly.LayoutViewOp.make(v.view_name, v.root_name, v.offset_bytes, size)
+            )
+        plan_op.body_block.add_op(arena)
+
+    totals: dict[str, int] = {}
+    for p in (*w_placed, *s_perm, *s_trans):
+        totals[p.item.role] = totals.get(p.item.role, 0) + p.item.size
+    for role in ("weight", "kv_cache", "activation", "io"):
+        totals.setdefault(role, 0)
+    totals["saved"] = saved
+    plan_op.body_block.add_op(ly.TotalsOp.make(totals))
+    return plan_op
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Shared fixtures: tiny random-weight HF checkpoints, built once per test session.
 
 ``tiny_model(arch, tied=None)`` returns the folder of a checkpoint made by
-:func:`ckir.zoo.make_tiny_model` (cached per ``(arch, tied)``); the named
+:func:`ckir.tools.zoo.make_tiny_model` (cached per ``(arch, tied)``); the named
 fixtures below are shortcuts.  Tests that modify a checkpoint must copy it
 first (``copy_checkpoint``).
 """
@@ -25,7 +25,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
         if key not in cache:
             pytest.importorskip("torch")
             pytest.importorskip("transformers")
-            from ckir.zoo import make_tiny_model
+            from ckir.tools.zoo import make_tiny_model
 
             suffix = "" if tied is None else ("-tied" if tied else "-untied")
             cache[key] = make_tiny_model(arch, root / f"tiny-{arch}{suffix}", tied=tied)

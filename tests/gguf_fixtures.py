@@ -6,7 +6,7 @@ and a GGUF type name (``F32``, ``F16``, ``BF16``, ``Q8_0``, ``Q4_0``,
 ``Q4_1``, ...; quantized with ``gguf.quants.quantize``).
 
 ``gguf_from_hf(hf_dir, path, ...)`` converts a tiny HF Llama or Qwen2
-checkpoint (:func:`ckir.zoo.make_tiny_model`) the way llama.cpp's converter
+checkpoint (:func:`ckir.tools.zoo.make_tiny_model`) the way llama.cpp's converter
 lays a file out: its metadata keys and tensor names, Llama's q/k rows
 interleaved per head (:func:`permute_rows`), no ``output.weight`` when the
 embedding is tied.  ``tokenizer_metadata()`` is a small byte-level BPE

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ckir import bench
+from ckir.tools import bench
 
-# tiny llama of ckir.zoo: E=64, H=4, KV=2 (D=16), I=172, L=2, V=256, untied
+# tiny llama of ckir.tools.zoo: E=64, H=4, KV=2 (D=16), I=172, L=2, V=256, untied
 E, H, KV, D, I, L, V = 64, 4, 2, 16, 172, 2, 256  # noqa: E741 - the model symbols
 
 

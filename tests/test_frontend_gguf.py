@@ -1,6 +1,6 @@
 """GGUF frontend: tiny GGUF files -> graph IR, weight bytes, bad inputs; SmolLM2's header.
 
-Tiny files are written from tiny HF checkpoints (``ckir.zoo``) by
+Tiny files are written from tiny HF checkpoints (``ckir.tools.zoo``) by
 ``tests/gguf_fixtures.py`` the way llama.cpp's converter lays them out, so
 every weight can be compared with the HF tensor it came from.
 """
@@ -38,7 +38,7 @@ from ckir.frontend.gguf import (  # noqa: E402
     import_gguf,
     unpermute_rows,
 )
-from ckir.zoo import make_tiny_model  # noqa: E402
+from ckir.tools.zoo import make_tiny_model  # noqa: E402
 
 BIN = Path(sys.executable).parent
 SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"

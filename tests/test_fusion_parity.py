@@ -25,16 +25,16 @@ import ckir.compiler as compiler  # noqa: E402
 from ckir.backend.weights import SafetensorsSource  # noqa: E402
 from ckir.compiler import CompileOptions, Prepared, Progress, graph_only, print_module  # noqa: E402
 from ckir.frontend.hf import import_hf  # noqa: E402
-from ckir.fusion import fused_counts  # noqa: E402
 from ckir.model import CompiledModel  # noqa: E402
 from ckir.passes.convert_weights import ConvertWeightsPass  # noqa: E402
 from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass  # noqa: E402
 from ckir.passes.fuse_gate_up import FuseGateUpPass  # noqa: E402
 from ckir.passes.fuse_qkv import FuseQkvPass  # noqa: E402
+from ckir.passes.fusion import fused_counts  # noqa: E402
 from ckir.passes.lower_decode import LowerDecodePass  # noqa: E402
 from ckir.passes.lower_prefill import LowerPrefillPass  # noqa: E402
 from ckir.passes.plan_layout import PlanLayoutPass  # noqa: E402
-from ckir.zoo import make_tiny_model  # noqa: E402
+from ckir.tools.zoo import make_tiny_model  # noqa: E402
 
 ARCHS = {
     "llama": {"arch": "llama"},

@@ -93,7 +93,7 @@ def write_gguf(hf_dir: Path, out: Path, qtype: str | None = None, arch: str = "l
 
 @pytest.fixture(scope="module")
 def hf_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from ckir.zoo import make_tiny_model
+    from ckir.tools.zoo import make_tiny_model
 
     # K of every matrix a multiple of 32 (block formats); GQA 4/2 heads
     root = tmp_path_factory.mktemp("gguf")

@@ -16,7 +16,7 @@ transformers = pytest.importorskip("transformers")
 
 import ckir  # noqa: E402
 from ckir.errors import CkirError  # noqa: E402
-from ckir.zoo import make_tiny_model  # noqa: E402
+from ckir.tools.zoo import make_tiny_model  # noqa: E402
 
 ARCHS = {
     "llama": {"arch": "llama"},

@@ -18,7 +18,7 @@ transformers = pytest.importorskip("transformers")
 
 import ckir  # noqa: E402
 from ckir import quant  # noqa: E402
-from ckir.zoo import make_tiny_model  # noqa: E402
+from ckir.tools.zoo import make_tiny_model  # noqa: E402
 
 # max |ckir - oracle| / max |oracle logit|.  Prefill: fp32 arithmetic on the stored
 # weights, so fp32 rounding only.  Decode with block formats: the activation row is

@@ -1,6 +1,6 @@
 /* ckir benchmark probes: memory read bandwidth and fp32 FMA peak of this machine.
  *
- * Built by ckir/bandwidth.py with the system cc (-O2 -march=native -fopenmp)
+ * Built by tools/bandwidth.py with the system cc (-O2 -march=native -fopenmp)
  * into its own shared library; the model libraries never link it.
  *
  *   ckb_buffer_new(bytes)            page-aligned buffer, every page written

@@ -1,6 +1,6 @@
 // End to end on a real (tiny, random) checkpoint: make it, import it, lower it, plan it.
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: python -c "from ckir.zoo import make_tiny_model; make_tiny_model('qwen2', '%t/qwen2', tied=True)" 2>/dev/null
+// RUN: python -c "from ckir.tools.zoo import make_tiny_model; make_tiny_model('qwen2', '%t/qwen2', tied=True)" 2>/dev/null
 // RUN: ckir import %t/qwen2 -o %t/graph.mlir
 // RUN: filecheck %s --check-prefix=GRAPH < %t/graph.mlir
 // Every stage prints identically after a re-parse.

@@ -22,7 +22,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from ckir.dialects import graph as g
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-from ckir.lowering.context import InplaceTable, LoweringContext, find_graph_model
+from ckir.passes.lowering.context import InplaceTable, LoweringContext, find_graph_model
 
 
 def materialize(

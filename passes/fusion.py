@@ -9,7 +9,7 @@ before ``--plan-layout``.  Every pass follows the same rules, implemented here:
   has a kernel of the fused op kind (``fused_qkv``, ``fused_gate_up``,
   ``fused_add_rmsnorm``) for the program's mode, the operand dtypes and the
   parameters at hand (:func:`find_kernel`, which uses the lowering's own
-  :func:`ckir.lowering.kernels.select_kernel`).
+  :func:`ckir.passes.lowering.kernels.select_kernel`).
 - **Calls move only when nothing in between notices.**  The fused call takes
   the place of one call of the group (the anchor); the others move there.
   :meth:`ProgramView.can_move` allows a move when no call passed over writes
@@ -39,7 +39,7 @@ from xdsl.pattern_rewriter import (
 
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-from ckir.lowering.kernels import ParamValue, kernel_params, select_kernel
+from ckir.passes.lowering.kernels import ParamValue, kernel_params, select_kernel
 from ckir.registry import KernelSpec, load_registry
 
 #: program attribute holding {pattern name: number of times it fired}

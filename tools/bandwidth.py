@@ -16,7 +16,7 @@ link them.
   generated-model ABI, prefills and decodes, and prints its peak RSS (no
   Python in the process).
 
-``python -m ckir.bandwidth [--threads 1 2] [--mib 256]`` prints both probes.
+``python -m ckir.tools.bandwidth [--threads 1 2] [--mib 256]`` prints both probes.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def _fmt(values: Sequence[float]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m ckir.bandwidth", description=__doc__.split("\n")[0]
+        prog="python -m ckir.tools.bandwidth", description=__doc__.split("\n")[0]
     )
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--mib", type=int, default=256, help="read-probe buffer size")

@@ -3,7 +3,7 @@
 ``materialize`` turns the graph model into a flat ``lowered.program`` that
 still holds graph compute ops (header, then the body unrolled ``repeat``
 times with ``{i}`` substituted, then the footer), and gives every SSA value a
-buffer.  The rewrite patterns in :mod:`ckir.lowering.patterns` then replace
+buffer.  The rewrite patterns in :mod:`ckir.passes.lowering.patterns` then replace
 each graph op with kernel calls, reading buffer names from this context.
 """
 

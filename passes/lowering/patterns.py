@@ -2,7 +2,7 @@
 
 Each pattern knows the semantics of one abstract op (which buffers are its
 inputs and outputs, which integers describe its shape) and asks
-:func:`ckir.lowering.kernels.select_kernel` for the kernel that fits the
+:func:`ckir.passes.lowering.kernels.select_kernel` for the kernel that fits the
 mode and dtypes.  No pattern knows an architecture: those live in templates.
 
 The walker visits the program in reverse, so when a graph op is replaced its
@@ -26,8 +26,8 @@ from xdsl.pattern_rewriter import (
 from ckir.dialects import graph as g
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-from ckir.lowering.context import LoweringContext
-from ckir.lowering.kernels import ParamValue, kernel_params, select_kernel
+from ckir.passes.lowering.context import LoweringContext
+from ckir.passes.lowering.kernels import ParamValue, kernel_params, select_kernel
 
 
 class GraphOpLowering(RewritePattern):

@@ -7,7 +7,7 @@
 
 MODEL is a HF checkpoint folder or a built-in shape (``smollm-135m``,
 ``qwen2-0.5b``, ``gpt2-small``): random weights, made once with
-:func:`ckir.zoo.make_tiny_model` under ``$CKIR_CACHE_DIR/bench-models/``.
+:func:`ckir.tools.zoo.make_tiny_model` under ``$CKIR_CACHE_DIR/bench-models/``.
 Nothing is downloaded.
 
 Method.  ckir is compiled (timed step by step) for every requested dtype.
@@ -16,7 +16,7 @@ worker process of its own, loaded once and warmed up; the parent sends one
 run at a time, so only one system computes at any moment.  A round runs every
 system once per mode, in alternating order (ckir, torch, ckir, torch, ...;
 reversed on odd rounds).  Every run is bracketed by the machine probes of
-:mod:`ckir.bandwidth` (read bandwidth for decode, FMA peak for prefill), so a
+:mod:`ckir.tools.bandwidth` (read bandwidth for decode, FMA peak for prefill), so a
 run and the bound it is compared with see the same machine (the host's
 bandwidth changes by 2x from one second to the next here).  No system may
 keep the CPU busy between runs: ONNX Runtime's thread pool runs without
@@ -320,7 +320,7 @@ def resolve_model(spec: str) -> tuple[Path, str]:
     out = cache_root() / "bench-models" / spec
     done = out / ".complete"
     if not done.exists():
-        from ckir.zoo import make_tiny_model
+        from ckir.tools.zoo import make_tiny_model
 
         arch, config = SHAPES[spec]
         _log(f"making the random-weight {spec} checkpoint in {out} (once)")
@@ -487,7 +487,7 @@ class Worker:
         ).rstrip(os.pathsep)
         self._err = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ckir.bench", "--worker", json.dumps(spec)],
+            [sys.executable, "-m", "ckir.tools.bench", "--worker", json.dumps(spec)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._err,
@@ -1098,7 +1098,7 @@ def run(args: argparse.Namespace) -> int:
 def collect(
     args: argparse.Namespace, modes: tuple[str, ...], dtypes: list[str], against: list[str]
 ) -> Report:
-    from ckir import bandwidth
+    from ckir.tools import bandwidth
 
     model_dir, name = resolve_model(args.model)
     cfg = model_config(model_dir)
@@ -1304,7 +1304,7 @@ def _agreement(systems: list[System], prompt: list[int], vocab: int, notes: list
 
 
 def _peak_rss(build: Path, args: argparse.Namespace, vocab: int) -> dict[str, float]:
-    from ckir import bandwidth
+    from ckir.tools import bandwidth
 
     cmd = [
         str(bandwidth.rss_driver()),
@@ -1325,7 +1325,7 @@ def _peak_rss(build: Path, args: argparse.Namespace, vocab: int) -> dict[str, fl
 def _profile(
     build: Path, args: argparse.Namespace, prompt: list[int], context: list[int], steps: list[int]
 ) -> dict[str, Any]:
-    from ckir import bandwidth
+    from ckir.tools import bandwidth
 
     prof_dir = build.with_name(build.name + "-profile")
     _log(f"profile: instrumented build {prof_dir}")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import ModuleOp
 
-from ckir.lowering.materialize import materialize
-from ckir.lowering.patterns import INPLACE, rewrite_program
+from ckir.passes.lowering.materialize import materialize
+from ckir.passes.lowering.patterns import INPLACE, rewrite_program
 
 
 def lower_mode(module: ModuleOp, mode: str, max_context: int, pass_name: str) -> None:
