@@ -22,6 +22,7 @@ from pathlib import Path
 from ckir.errors import CkirError
 from ckir.fileio import write_text_atomically
 from ckir.runtime_build import RuntimeBuildError
+from ckir.vocab import WEIGHT_DTYPES
 
 
 def _warn(message: str) -> None:
@@ -252,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-fuse", action="store_true", help="skip the fusion passes")
     s.add_argument(
         "--dtype",
-        choices=["f32", "bf16", "q8_0", "q4_0", "q4_1"],
+        choices=WEIGHT_DTYPES,
         help="store linear-layer weights in this dtype (default: as in the checkpoint)",
     )
     s.add_argument("--template")
@@ -281,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--chat", action="store_true", help="apply the model's chat template")
     s.add_argument("--max-context", type=int, default=None)
-    s.add_argument("--dtype", choices=["f32", "bf16", "q8_0", "q4_0", "q4_1"])
+    s.add_argument("--dtype", choices=WEIGHT_DTYPES)
     s.add_argument("-q", "--quiet", action="store_true", help="no compile progress")
     s.set_defaults(func=cmd_generate)
 

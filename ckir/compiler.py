@@ -42,8 +42,8 @@ from ckir.passes.fuse_qkv import FuseQkvPass
 from ckir.passes.lower_decode import LowerDecodePass
 from ckir.passes.lower_prefill import LowerPrefillPass
 from ckir.passes.plan_layout import PlanLayoutPass
+from ckir.vocab import LOWERED_MODES
 
-MODES = ("prefill", "decode")
 DEFAULT_MAX_CONTEXT = 256
 LIBRARY_NAME = "libmodel.so"
 BUILD_INFO = "build.json"
@@ -53,7 +53,7 @@ BUILD_INFO = "build.json"
 class CompileOptions:
     """Everything that changes a build besides the checkpoint itself."""
 
-    modes: tuple[str, ...] = MODES
+    modes: tuple[str, ...] = LOWERED_MODES
     #: None: the model's maximum positions (symbol C), capped at DEFAULT_MAX_CONTEXT
     max_context: int | None = None
     debug: bool = False
@@ -69,9 +69,11 @@ class CompileOptions:
     fuse: bool = True
 
     def __post_init__(self) -> None:
-        bad = [m for m in self.modes if m not in MODES]
+        bad = [m for m in self.modes if m not in LOWERED_MODES]
         if bad or not self.modes:
-            raise CkirError(f"--modes: unknown mode(s) {bad}; choose from {', '.join(MODES)}")
+            raise CkirError(
+                f"--modes: unknown mode(s) {bad}; choose from {', '.join(LOWERED_MODES)}"
+            )
         if self.debug and self.strategy == "liveness":
             raise CkirError(
                 "--debug needs the bump layout: under liveness, buffers legitimately "

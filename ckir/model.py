@@ -21,6 +21,7 @@ import numpy as np
 
 from ckir.compiler import BUILD_INFO, LIBRARY_NAME, CompileOptions, compile_model, required_files
 from ckir.errors import CkirError
+from ckir.vocab import LOWERED_MODES
 
 ERRORS = {
     1: "token out of range",
@@ -66,8 +67,8 @@ class _ModelDesc(ctypes.Structure):
         ("align", ctypes.c_int64),
         ("slots", ctypes.POINTER(_SlotDesc)),
         ("n_slots", ctypes.c_int64),
-        ("prefill", _ModeDesc),
-        ("decode", _ModeDesc),
+        # one per lowered mode, in vocabulary order (as the emitter writes them)
+        *[(mode, _ModeDesc) for mode in LOWERED_MODES],
     ]
 
 
@@ -214,7 +215,7 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     model_dir: str | Path,
     out_dir: str | Path,
     *,
-    modes: Sequence[str] = ("prefill", "decode"),
+    modes: Sequence[str] = LOWERED_MODES,
     max_context: int | None = None,
     debug: bool = False,
     template: str | None = None,

@@ -25,23 +25,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from ckir.vocab import BLOCK_DTYPES, ELEMENT_BYTES, WEIGHT_DTYPES
+
 QK = 32
 """Elements per block of every block format here."""
 
-_BLOCK_BYTES = {"q8_0": 34, "q4_0": 18, "q4_1": 20}
-
-WEIGHT_DTYPES = ("f32", "bf16", "q8_0", "q4_0", "q4_1")
+#: bytes per 32-element block of the block formats quantized here
+_BLOCK_BYTES = {k: nbytes for k, (nbytes, elems) in BLOCK_DTYPES.items() if k in WEIGHT_DTYPES}
+assert all(BLOCK_DTYPES[k][1] == QK for k in _BLOCK_BYTES)
 
 
 def block_bytes(dtype: str) -> tuple[int, int]:
     """(elements per block, bytes per block) of ``dtype``; scalars are one-element blocks."""
+    if dtype not in WEIGHT_DTYPES:
+        raise ValueError(f"unknown weight dtype {dtype!r}")
     if dtype in _BLOCK_BYTES:
         return QK, _BLOCK_BYTES[dtype]
-    if dtype == "bf16":
-        return 1, 2
-    if dtype == "f32":
-        return 1, 4
-    raise ValueError(f"unknown weight dtype {dtype!r}")
+    return 1, ELEMENT_BYTES[dtype]
 
 
 def row_bytes(dtype: str, k: int) -> int:

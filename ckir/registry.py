@@ -7,9 +7,7 @@ then scalar params).  See docs/runtime.md for the file format.
 
 from __future__ import annotations
 
-import ast
 import functools
-import operator
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,10 +17,11 @@ from typing import Any
 
 import yaml
 
+from ckir.dialects.dims import DimError, parse_constraint
+from ckir.vocab import DTYPES, KERNEL_OPS, MODES, dtype_info
+
 __all__ = [
     "ACCESSES",
-    "KNOWN_OPS",
-    "MODES",
     "PARAM_TYPES",
     "KernelSpec",
     "OperandSpec",
@@ -33,140 +32,13 @@ __all__ = [
     "registry_path",
 ]
 
-MODES = ("prefill", "decode")
 ACCESSES = ("read", "write", "readwrite")
 PARAM_TYPES = {"i64": "int64_t", "f32": "float"}
-DTYPE_C = {
-    "f32": "float",
-    "f64": "double",
-    "i32": "int32_t",
-    "i64": "int64_t",
-    "i8": "int8_t",
-    "u8": "uint8_t",
-    "bf16": "uint16_t",
-    "f16": "uint16_t",
-    "q8_0": "uint8_t",  # GGUF blocks, addressed as bytes
-    "q4_0": "uint8_t",
-    "q4_1": "uint8_t",
-}
-KNOWN_OPS = frozenset(
-    {
-        "embed",
-        "pos_embed",
-        "rmsnorm",
-        "layernorm",
-        "linear",
-        "lm_head",
-        "rope",
-        "kv_store",
-        "attention",
-        "swiglu",
-        "gelu",
-        "add",
-        "relu",
-        "matmul",
-        "fused_matmul_relu",
-        "softmax",
-        "cross_entropy",
-        "fused_qkv",
-        "fused_gate_up",
-        "fused_add_rmsnorm",  # registry_fused.yaml
-    }
-)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class RegistryError(ValueError):
     """A malformed registry entry; the message names the file and the kernel."""
-
-
-# ---------------------------------------------------------------- constraints
-
-_BINOPS = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-}
-_CMPOPS = {
-    ast.Eq: operator.eq,
-    ast.NotEq: operator.ne,
-    ast.Lt: operator.lt,
-    ast.LtE: operator.le,
-    ast.Gt: operator.gt,
-    ast.GtE: operator.ge,
-}
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
-
-
-def _check_node(node: ast.AST, names: set[str]) -> None:
-    """Reject anything but names, numbers, arithmetic, comparisons and and/or."""
-    if isinstance(node, ast.Expression):
-        _check_node(node.body, names)
-    elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And | ast.Or):
-        for v in node.values:
-            _check_node(v, names)
-    elif isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        _check_node(node.left, names)
-        _check_node(node.right, names)
-    elif isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        _check_node(node.operand, names)
-    elif isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
-        _check_node(node.left, names)
-        for c in node.comparators:
-            _check_node(c, names)
-    elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-        if node.id not in names:
-            raise ValueError(f"unknown name {node.id!r} (params: {', '.join(sorted(names))})")
-    elif isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        pass
-    else:
-        raise ValueError(f"disallowed syntax {type(node).__name__}")
-
-
-def _eval_node(node: ast.AST, env: Mapping[str, int | float]) -> Any:
-    if isinstance(node, ast.Expression):
-        return _eval_node(node.body, env)
-    if isinstance(node, ast.BoolOp):
-        if isinstance(node.op, ast.And):
-            result: Any = True
-            for v in node.values:
-                result = _eval_node(v, env)
-                if not result:
-                    return result
-            return result
-        result = False
-        for v in node.values:
-            result = _eval_node(v, env)
-            if result:
-                return result
-        return result
-    if isinstance(node, ast.BinOp):
-        return _BINOPS[type(node.op)](_eval_node(node.left, env), _eval_node(node.right, env))
-    if isinstance(node, ast.UnaryOp):
-        return _UNARY[type(node.op)](_eval_node(node.operand, env))
-    if isinstance(node, ast.Compare):
-        left = _eval_node(node.left, env)
-        for op, comp in zip(node.ops, node.comparators, strict=True):
-            right = _eval_node(comp, env)
-            if not _CMPOPS[type(op)](left, right):
-                return False
-            left = right
-        return True
-    if isinstance(node, ast.Name):
-        return env[node.id]
-    if isinstance(node, ast.Constant):
-        return node.value
-    raise ValueError(f"disallowed syntax {type(node).__name__}")  # pragma: no cover
-
-
-@functools.lru_cache(maxsize=512)
-def _parse_constraint(expr: str, names: frozenset[str]) -> ast.Expression:
-    tree = ast.parse(expr, mode="eval")
-    _check_node(tree, set(names))
-    return tree
 
 
 # ---------------------------------------------------------------------- specs
@@ -181,7 +53,7 @@ class OperandSpec:
     access: str
 
     def c_decl(self) -> str:
-        ctype = DTYPE_C.get(self.dtype, "void")
+        ctype = dtype_info(self.dtype).c_type
         const = "const " if self.access == "read" else ""
         return f"{const}{ctype} *{self.name}"
 
@@ -227,11 +99,10 @@ class KernelSpec:
         With ``partial``, constraints over params not given (values known only
         at run time) are skipped instead of reported.
         """
-        names = frozenset(self.param_names())
         problems = []
         for expr in self.constraints:
-            tree = _parse_constraint(expr, names)
-            used = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)})
+            constraint = parse_constraint(expr)
+            used = sorted(constraint.names())
             missing = [n for n in used if n not in params]
             if missing:
                 if partial:
@@ -239,8 +110,8 @@ class KernelSpec:
                 problems.append(f"{self.name}: constraint '{expr}' needs {', '.join(missing)}")
                 continue
             try:
-                ok = _eval_node(tree, params)
-            except ZeroDivisionError:
+                ok = constraint.holds(params)
+            except (ValueError, ZeroDivisionError):  # an inexact or zero division
                 ok = False
             if not ok:
                 shown = ", ".join(f"{n}={params[n]}" for n in used)
@@ -289,8 +160,8 @@ def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
     if not _IDENT.match(c_name):
         raise _fail(where, f"c_name {c_name!r} is not a C identifier")
     op = _get(entry, "op", where, str)
-    if op not in KNOWN_OPS:
-        raise _fail(where, f"unknown op {op!r} (known: {', '.join(sorted(KNOWN_OPS))})")
+    if op not in KERNEL_OPS:
+        raise _fail(where, f"unknown op {op!r} (known: {', '.join(sorted(KERNEL_OPS))})")
     modes = _get(entry, "modes", where, list)
     if not modes or any(m not in MODES for m in modes) or len(set(modes)) != len(modes):
         raise _fail(where, f"modes must be a non-empty list drawn from {list(MODES)}, got {modes}")
@@ -302,8 +173,8 @@ def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
             raise _fail(w, f"must be {{name, dtype, access}}, got {o!r}")
         if not _IDENT.match(str(o["name"])):
             raise _fail(w, f"name {o['name']!r} is not an identifier")
-        if o["dtype"] not in DTYPE_C:
-            raise _fail(w, f"unknown dtype {o['dtype']!r} (known: {', '.join(DTYPE_C)})")
+        if o["dtype"] not in DTYPES:
+            raise _fail(w, f"unknown dtype {o['dtype']!r} (known: {', '.join(DTYPES)})")
         if o["access"] not in ACCESSES:
             raise _fail(w, f"access must be one of {list(ACCESSES)}, got {o['access']!r}")
         operands.append(OperandSpec(str(o["name"]), str(o["dtype"]), str(o["access"])))
@@ -332,9 +203,12 @@ def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
     pnames = frozenset(p.name for p in params)
     for c in constraints:
         try:
-            _parse_constraint(c, pnames)
-        except (SyntaxError, ValueError) as exc:
+            unknown = sorted(parse_constraint(c).names() - pnames)
+        except DimError as exc:
             raise _fail(where, f"bad constraint {c!r}: {exc}") from None
+        if unknown:
+            known = ", ".join(sorted(pnames))
+            raise _fail(where, f"constraint {c!r}: unknown name {unknown[0]!r} (params: {known})")
     doc = entry.get("doc", "")
     if not isinstance(doc, str):
         raise _fail(where, "doc must be a string")

@@ -28,7 +28,9 @@ from typing import Any
 
 import yaml
 
+from ckir.dialects.dims import Dim, DimError
 from ckir.errors import CkirError
+from ckir.vocab import GRAPH_OPS, MODES, SCHEDULE_KEYS, VALUE_DTYPES, OpSignature
 
 #: where the repository's templates live
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
@@ -39,11 +41,6 @@ RUNTIME_SYMBOLS = ("T",)
 #: the largest value a symbol may have (IR integers are i64)
 MAX_SYMBOL = 2**40
 
-#: modes an op's ``when`` guard may name
-MODES = ("prefill", "decode", "backward")
-
-#: dtypes a value (activation or input) may have
-VALUE_DTYPES = ("f32", "f16", "bf16", "i32", "i64")
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _IDENT_RE = re.compile(rf"^{_IDENT}$")
@@ -63,155 +60,18 @@ def display_path(path: Path) -> str:
 
 
 # ---------------------------------------------------------------------------
-# Dim expressions: integers and symbols with + - * / ( )
+# Dim expressions: the language of ckir.dialects.dims
 # ---------------------------------------------------------------------------
 
-_DIM_TOKEN = re.compile(r"\s*(?:(\d+)|(" + _IDENT + r")|([-+*/()]))")
-_PREC = {"+": 1, "-": 1, "*": 2, "/": 2}
 
-
-@dataclass(frozen=True)
-class DimExpr:
-    """A parsed dim expression.
-
-    ``op`` is ``"int"`` (``value`` holds the int), ``"sym"`` (``value`` holds
-    the name) or one of ``+ - * /`` (two args).  Division
-    is exact integer division: it fails when the division leaves a remainder.
-    """
-
-    op: str
-    value: int | str | None = None
-    args: tuple[DimExpr, ...] = ()
-
-    def symbols(self) -> set[str]:
-        if self.op == "sym":
-            return {str(self.value)}
-        out: set[str] = set()
-        for a in self.args:
-            out |= a.symbols()
-        return out
-
-    def evaluate(self, env: Mapping[str, int]) -> int:
-        if self.op == "int":
-            return int(self.value)  # type: ignore[arg-type]
-        if self.op == "sym":
-            name = str(self.value)
-            if name not in env:
-                raise TemplateError(f"symbol '{name}' has no value here")
-            return env[name]
-        a, b = (x.evaluate(env) for x in self.args)
-        if self.op == "+":
-            return a + b
-        if self.op == "-":
-            return a - b
-        if self.op == "*":
-            return a * b
-        if b == 0:
-            raise TemplateError(f"division by zero in '{self}'")
-        if a % b:
-            raise TemplateError(f"'{self}' = {a}/{b} is not an integer")
-        return a // b
-
-    def to_ir(self) -> int | str:
-        """The form stored in graph IR: a plain int, or the canonical expression text."""
-        return int(self.value) if self.op == "int" else str(self)  # type: ignore[arg-type]
-
-    def _prec(self) -> int:
-        return _PREC.get(self.op, 3)
-
-    def __str__(self) -> str:
-        if self.op in ("int", "sym"):
-            return str(self.value)
-        left, right = self.args
-        ls, rs = str(left), str(right)
-        if left._prec() < self._prec():
-            ls = f"({ls})"
-        rp = right._prec()
-        if rp < self._prec() or (
-            rp == self._prec() and not (self.op == right.op and self.op in "+*")
-        ):
-            rs = f"({rs})"
-        return f"{ls}{self.op}{rs}"
-
-
-def parse_dim(value: object) -> DimExpr:
-    """Parse ``64``, ``"E"``, ``"H*D"``, ``"3*E"``, ``"(E+1)/2"`` into a :class:`DimExpr`."""
+def parse_dim(value: object) -> Dim:
+    """Parse ``64``, ``"E"``, ``"H*D"``, ``"3*E"``, ``"(E+1)/2"`` into a :class:`Dim`."""
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise TemplateError(f"dim must be an integer or an expression string, got {value!r}")
-    if isinstance(value, int):
-        if value < 0:
-            raise TemplateError(f"dim must not be negative, got {value}")
-        return DimExpr("int", value)
-    text = value
-    tokens: list[tuple[str, str]] = []
-    pos = 0
-    while pos < len(text):
-        if text[pos:].strip() == "":
-            break
-        m = _DIM_TOKEN.match(text, pos)
-        if not m:
-            raise TemplateError(
-                f"bad dim expression '{text}': unexpected '{text[pos:].strip()[0]}'"
-            )
-        if m.group(1):
-            tokens.append(("int", m.group(1)))
-        elif m.group(2):
-            tokens.append(("sym", m.group(2)))
-        else:
-            tokens.append(("op", m.group(3)))
-        pos = m.end()
-    if not tokens:
-        raise TemplateError("empty dim expression")
-    i = 0
-
-    def peek() -> tuple[str, str] | None:
-        return tokens[i] if i < len(tokens) else None
-
-    def fail(expected: str) -> TemplateError:
-        tok = peek()
-        where = f"'{tok[1]}'" if tok else "end"
-        return TemplateError(f"bad dim expression '{text}': expected {expected} at {where}")
-
-    def expr() -> DimExpr:
-        nonlocal i
-        node = term()
-        while (tok := peek()) and tok[0] == "op" and tok[1] in "+-":
-            i += 1
-            node = DimExpr(tok[1], None, (node, term()))
-        return node
-
-    def term() -> DimExpr:
-        nonlocal i
-        node = unary()
-        while (tok := peek()) and tok[0] == "op" and tok[1] in "*/":
-            i += 1
-            node = DimExpr(tok[1], None, (node, unary()))
-        return node
-
-    def unary() -> DimExpr:
-        nonlocal i
-        tok = peek()
-        if tok is None:
-            raise fail("a symbol, integer or '('")
-        if tok[0] == "int":
-            i += 1
-            return DimExpr("int", int(tok[1]))
-        if tok[0] == "sym":
-            i += 1
-            return DimExpr("sym", tok[1])
-        if tok == ("op", "("):
-            i += 1
-            node = expr()
-            if peek() != ("op", ")"):
-                raise fail("')'")
-            i += 1
-            return node
-        raise fail("a symbol, integer or '('")
-
-    node = expr()
-    if i != len(tokens):
-        raise fail("an operator")
-    return node
+    try:
+        return Dim.parse(value)
+    except DimError as e:
+        raise TemplateError(str(e)) from None
 
 
 # ---------------------------------------------------------------------------
@@ -404,52 +264,6 @@ def parse_condition(value: object, names: Mapping[str, str]) -> Condition:
 
 
 # ---------------------------------------------------------------------------
-# Graph op signatures (dialect knowledge, not architecture knowledge)
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OpSignature:
-    ins: int
-    outs: int
-    weights: tuple[int, int]  # (min, max)
-    #: attr name -> (kind, required); kind in float, int, bool, str, dim, schedule
-    attrs: Mapping[str, tuple[str, bool]] = field(default_factory=dict)
-
-
-_HEADS = {
-    "heads": ("dim", True),
-    "kv_heads": ("dim", True),
-    "head_dim": ("dim", True),
-}
-_SCHEDULE = {"schedule": ("schedule", False)}
-
-OP_SIGNATURES: dict[str, OpSignature] = {
-    "embed": OpSignature(1, 1, (1, 1)),
-    "pos_embed": OpSignature(1, 1, (1, 1)),
-    "rmsnorm": OpSignature(1, 1, (1, 1), {"eps": ("float", True)}),
-    "layernorm": OpSignature(1, 1, (2, 2), {"eps": ("float", True)}),
-    "linear": OpSignature(1, 1, (1, 2)),
-    "rope": OpSignature(2, 2, (0, 0), {"theta": ("float", True), **_HEADS}),
-    "attention": OpSignature(3, 1, (0, 0), {**_HEADS, "causal": ("bool", True)}),
-    "swiglu": OpSignature(2, 1, (0, 0)),
-    "gelu": OpSignature(1, 1, (0, 0), {"approximate": ("str", True)}),
-    "relu": OpSignature(1, 1, (0, 0), _SCHEDULE),
-    "add": OpSignature(2, 1, (0, 0)),
-    "lm_head": OpSignature(1, 1, (1, 1)),
-    "cross_entropy": OpSignature(2, 1, (0, 0)),
-    "matmul": OpSignature(2, 1, (0, 0), _SCHEDULE),
-    "fused_matmul_relu": OpSignature(2, 1, (0, 0), _SCHEDULE),
-    "softmax": OpSignature(1, 1, (0, 0)),
-}
-
-#: allowed values of string attributes
-ATTR_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {("gelu", "approximate"): ("tanh", "none")}
-
-_SCHEDULE_KEYS = ("tile_m", "tile_n", "tile_k", "vectorize")
-
-
-# ---------------------------------------------------------------------------
 # Template data model (what the YAML says, validated)
 # ---------------------------------------------------------------------------
 
@@ -460,8 +274,8 @@ _PARAM_TYPES = ("float", "int", "bool", "str")
 class SymbolDef:
     name: str
     keys: tuple[str, ...]  # config keys tried in order (dotted paths into nested dicts)
-    default: DimExpr | None  # used when no key is present (or the value is null)
-    expr: DimExpr | None  # derived symbol: always this expression, never from config
+    default: Dim | None  # used when no key is present (or the value is null)
+    expr: Dim | None  # derived symbol: always this expression, never from config
 
 
 @dataclass(frozen=True)
@@ -477,10 +291,10 @@ class ParamDef:
 @dataclass(frozen=True)
 class WeightVariant:
     cond: Condition | None
-    shape: tuple[DimExpr, ...]
+    shape: tuple[Dim, ...]
     hf: tuple[str, ...]  # alternative HF names, tried in order (after hf_prefixes)
-    hf_shape: tuple[DimExpr, ...] | None
-    slice: tuple[int, DimExpr, DimExpr] | None  # (axis, start, stop), stop exclusive
+    hf_shape: tuple[Dim, ...] | None
+    slice: tuple[int, Dim, Dim] | None  # (axis, start, stop), stop exclusive
     transpose: bool
     tied_to: str | None
     gguf: str | None
@@ -497,7 +311,7 @@ class WeightDef:
 
 @dataclass(frozen=True)
 class ValueType:
-    shape: tuple[DimExpr, ...]
+    shape: tuple[Dim, ...]
     dtype: str
 
     def to_ir(self) -> tuple[tuple[int | str, ...], str]:
@@ -521,7 +335,7 @@ class OpDef:
 @dataclass(frozen=True)
 class SectionDef:
     kind: str  # header, body, footer
-    repeat: DimExpr | None
+    repeat: Dim | None
     args: tuple[str, ...]
     inputs: tuple[tuple[str, ValueType], ...]
     ops: tuple[OpDef, ...]
@@ -531,7 +345,7 @@ class SectionDef:
 @dataclass(frozen=True)
 class BufferDef:
     name: str
-    shape: tuple[DimExpr, ...]
+    shape: tuple[Dim, ...]
     dtype: str
     role: str
     per_layer: bool
@@ -555,12 +369,12 @@ class WeightSpec:
 
     name: str
     per_layer: bool
-    shape: tuple[DimExpr, ...]
+    shape: tuple[Dim, ...]
     shape_values: tuple[int, ...]
     hf: tuple[str, ...]  # candidate HF names (with "{i}" for per-layer weights)
-    hf_shape: tuple[DimExpr, ...] | None  # only for packed weights (slice/transpose)
+    hf_shape: tuple[Dim, ...] | None  # only for packed weights (slice/transpose)
     hf_shape_values: tuple[int, ...] | None  # expected HF shape (always set unless tied)
-    slice: tuple[int, DimExpr, DimExpr] | None  # (axis, start, stop), stop exclusive
+    slice: tuple[int, Dim, Dim] | None  # (axis, start, stop), stop exclusive
     transpose: bool
     tied_to: str | None
     gguf: str | None
@@ -580,7 +394,7 @@ class OpSpec:
 @dataclass(frozen=True)
 class SectionSpec:
     kind: str
-    repeat: DimExpr | None
+    repeat: Dim | None
     args: tuple[tuple[str, ValueType], ...]
     inputs: tuple[tuple[str, ValueType], ...]
     ops: tuple[OpSpec, ...]
@@ -590,7 +404,7 @@ class SectionSpec:
 @dataclass(frozen=True)
 class BufferSpec:
     name: str
-    shape: tuple[DimExpr, ...]
+    shape: tuple[Dim, ...]
     shape_values: tuple[int, ...]
     dtype: str
     role: str
@@ -714,10 +528,10 @@ class _Loader:
             raise self.err(where, "expected at least one name")
         return tuple(self.string(v, f"{where}[{n}]") for n, v in enumerate(items))
 
-    def dim(self, value: Any, where: str, allowed: set[str]) -> DimExpr:
+    def dim(self, value: Any, where: str, allowed: set[str]) -> Dim:
         try:
             d = parse_dim(value)
-        except TemplateError as e:
+        except (TemplateError, DimError) as e:
             raise self.err(where, str(e)) from None
         unknown = d.symbols() - allowed
         if unknown:
@@ -728,14 +542,14 @@ class _Loader:
             )
         return d
 
-    def shape(self, value: Any, where: str, allowed: set[str]) -> tuple[DimExpr, ...]:
+    def shape(self, value: Any, where: str, allowed: set[str]) -> tuple[Dim, ...]:
         items = self.seq(value, where)
         return tuple(self.dim(v, f"{where}[{n}]", allowed) for n, v in enumerate(items))
 
     def cond(self, value: Any, where: str) -> Condition:
         try:
             return parse_condition(value, self.names)
-        except TemplateError as e:
+        except (TemplateError, DimError) as e:
             raise self.err(where, str(e)) from None
 
     def when(self, value: Any, where: str) -> tuple[str, ...]:
@@ -965,7 +779,7 @@ class _Loader:
     def typed(self, value: Any, typ: str, where: str) -> Any:
         try:
             return _coerce(value, typ)
-        except TemplateError as e:
+        except (TemplateError, DimError) as e:
             raise self.err(where, str(e)) from None
 
     def checks(self, raw: Any) -> tuple[CheckDef, ...]:
@@ -1063,7 +877,7 @@ class _Loader:
                 stop = self.dim(spec["stop"], f"{where}.slice.stop", dims)
             else:
                 size = self.dim(spec["size"], f"{where}.slice.size", dims)
-                stop = size if start == DimExpr("int", 0) else DimExpr("+", None, (start, size))
+                stop = size if start.ast == 0 else Dim.parse(f"{start}+{size}")
             sl = (axis, start, stop)
             if hf_shape is None:
                 raise self.err(where, "a sliced weight needs 'hf_shape' (the packed HF tensor)")
@@ -1200,10 +1014,10 @@ class _Loader:
         outs = tuple(s.strip() for s in m.group(1).split(","))
         kind = m.group(2)
         ins = tuple(s.strip() for s in m.group(3).split(",")) if m.group(3) else ()
-        sig = OP_SIGNATURES.get(kind)
+        sig = GRAPH_OPS.get(kind)
         if sig is None:
             raise self.err(
-                where, f"unknown op kind '{kind}' (known: {', '.join(sorted(OP_SIGNATURES))})"
+                where, f"unknown op kind '{kind}' (known: {', '.join(sorted(GRAPH_OPS))})"
             )
         if len(ins) != sig.ins:
             raise self.err(where, f"{kind} takes {sig.ins} inputs, got {len(ins)}")
@@ -1303,14 +1117,14 @@ class _Loader:
                 out[name] = self.dim(value, awhere, dims)
             elif akind == "schedule":
                 sched = self.mapping(value, awhere)
-                self.keys(sched, _SCHEDULE_KEYS, awhere)
+                self.keys(sched, SCHEDULE_KEYS, awhere)
                 for k, v in sched.items():
                     if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                         raise self.err(f"{awhere}.{k}", f"expected a positive integer, got {v!r}")
                 out[name] = dict(sched)
             else:
                 out[name] = self.typed(value, akind, awhere)
-                choices = ATTR_CHOICES.get((kind, name))
+                choices = sig.choices.get(name)
                 if choices is not None and out[name] not in choices:
                     raise self.err(awhere, f"{out[name]!r} is not one of {', '.join(choices)}")
         for name, (_, required) in sig.attrs.items():
@@ -1454,7 +1268,7 @@ class Template:
             if s.expr is not None:
                 try:
                     v = s.expr.evaluate(symbols)
-                except TemplateError as e:
+                except (TemplateError, DimError) as e:
                     raise CkirError(f"{config_name}: symbol {s.name} ({tpl}): {e}") from None
             else:
                 found = [(k, _lookup(config, k)) for k in s.keys]
@@ -1469,7 +1283,7 @@ class Template:
                 elif s.default is not None:
                     try:
                         v = s.default.evaluate(symbols)
-                    except TemplateError as e:
+                    except (TemplateError, DimError) as e:
                         raise CkirError(
                             f"{config_name}: default of symbol {s.name} ({tpl}): {e}"
                         ) from None
@@ -1494,7 +1308,7 @@ class Template:
                 key, raw = found[0]
                 try:
                     v = _coerce(raw, p.type)
-                except TemplateError as e:
+                except (TemplateError, DimError) as e:
                     raise CkirError(
                         f"{config_name}: key '{key}': {e} ({tpl}, param {p.name})"
                     ) from None
@@ -1551,7 +1365,7 @@ class Template:
         assert body.repeat is not None
         try:
             layers = body.repeat.evaluate(symbols)
-        except TemplateError as e:
+        except (TemplateError, DimError) as e:
             raise self._err("body.repeat", str(e)) from None
         if layers <= 0:
             raise self._err("body.repeat", f"'{body.repeat}' = {layers} is not positive")
@@ -1576,11 +1390,11 @@ class Template:
         )
 
     def _eval_shape(
-        self, shape: Sequence[DimExpr], symbols: Mapping[str, int], where: str
+        self, shape: Sequence[Dim], symbols: Mapping[str, int], where: str
     ) -> tuple[int, ...]:
         try:
             vals = tuple(d.evaluate(symbols) for d in shape)
-        except TemplateError as e:
+        except (TemplateError, DimError) as e:
             raise self._err(where, str(e)) from None
         for d, v in zip(shape, vals, strict=True):
             if v < 0:
@@ -1674,7 +1488,7 @@ class Template:
                 assert wdef is not None
                 if wdef.name in weights:
                     names.append(wdef.name)
-            lo, hi = OP_SIGNATURES[op.kind].weights
+            lo, hi = GRAPH_OPS[op.kind].weights
             if not lo <= len(names) <= hi:
                 missing = [
                     r
@@ -1688,10 +1502,10 @@ class Template:
                 )
             attrs: dict[str, Any] = {}
             for k, a in op.attrs.items():
-                if isinstance(a, DimExpr):
+                if isinstance(a, Dim):
                     attrs[k] = a.to_ir()
                 elif isinstance(a, str) and a.startswith("$"):
-                    akind = OP_SIGNATURES[op.kind].attrs[k][0]
+                    akind = GRAPH_OPS[op.kind].attrs[k][0]
                     attrs[k] = float(env[a[1:]]) if akind == "float" else env[a[1:]]
                 else:
                     attrs[k] = a
@@ -1707,7 +1521,7 @@ class Template:
         return SectionSpec(sec.kind, sec.repeat, args, sec.inputs, tuple(ops), tuple(results))
 
 
-def _fmt_dims(shape: Sequence[DimExpr]) -> str:
+def _fmt_dims(shape: Sequence[Dim]) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 

@@ -1,4 +1,8 @@
-"""Dim expressions: the symbolic sizes of graph tensors and weights.
+"""Dim expressions and constraints: ckir's one language of symbolic sizes.
+
+Templates (shapes, derived symbols), the graph dialect (tensor types and dim
+attributes), the lowering (resolving dims to integers) and the kernel registry
+(constraints such as ``E % 32 == 0``) all parse and evaluate through this module.
 
 A dim expression is an integer or an arithmetic expression over symbol names::
 
@@ -7,7 +11,13 @@ A dim expression is an integer or an arithmetic expression over symbol names::
     prod   ::= atom (("*" | "/") atom)*
     atom   ::= integer | identifier | "(" sum ")"
 
-Examples: ``64``, ``E``, ``H*D``, ``3*E``, ``E/H``, ``(E+1)*2``.  ``/`` is exact
+Examples: ``64``, ``E``, ``H*D``, ``3*E``, ``E/H``, ``(E+1)*2``.  A constraint
+compares dim expressions, which may also use ``%`` (remainder) there::
+
+    constraint ::= comparison ("and" comparison)*
+    comparison ::= sum ("==" | "!=" | "<" | "<=" | ">" | ">=") sum
+
+e.g. ``E % 32 == 0``, ``H % KV == 0``, ``T >= 1 and T <= 4096``.  ``/`` is exact
 integer division: ``evaluate_dim("E/H", {"E": 64, "H": 5})`` is an error.  The
 canonical text of an expression is its tokens without spaces (``H * D`` -> ``H*D``);
 the graph dialect stores and prints dims in that form, so text round-trips exactly.
@@ -18,21 +28,34 @@ handful of distinct dims.
 
 from __future__ import annotations
 
+import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 
 __all__ = [
+    "Constraint",
+    "Dim",
     "DimError",
     "dim_symbols",
     "evaluate_dim",
     "is_identifier",
     "normalize_dim",
+    "parse_constraint",
     "parse_dim",
     "try_evaluate_dim",
 ]
 
-_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|([-+*/()]))")
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(==|!=|<=|>=|[-+*/%()<>]))")
+_CMP: dict[str, Callable[[float, float], bool]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # AST: int | str (symbol) | tuple[op, lhs, rhs]
@@ -65,13 +88,16 @@ def _tokenize(text: str) -> list[str]:
 
 
 class _Parser:
-    def __init__(self, text: str, tokens: list[str]):
+    def __init__(self, text: str, tokens: list[str], what: str = "dim expression"):
         self.text = text
         self.tokens = tokens
         self.i = 0
+        self.what = what
+        #: ``%`` is allowed in constraints only (it is an SSA sigil in IR text)
+        self.products = ("*", "/", "%") if what == "constraint" else ("*", "/")
 
     def error(self, msg: str) -> DimError:
-        return DimError(f"bad dim expression '{self.text}': {msg}")
+        return DimError(f"bad {self.what} '{self.text}': {msg}")
 
     def peek(self) -> str | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -86,7 +112,7 @@ class _Parser:
 
     def prod(self) -> DimAst:
         lhs = self.atom()
-        while self.peek() in ("*", "/"):
+        while self.peek() in self.products:
             op = self.tokens[self.i]
             self.i += 1
             lhs = (op, lhs, self.atom())
@@ -105,9 +131,24 @@ class _Parser:
                 raise self.error("expected ')'")
             self.i += 1
             return inner
-        if tok in "+-*/)":
+        if not is_identifier(tok):
             raise self.error(f"unexpected '{tok}'")
         return tok
+
+    def conjunction(self) -> list[tuple[str, DimAst, DimAst]]:
+        parts = [self.comparison()]
+        while self.peek() == "and":
+            self.i += 1
+            parts.append(self.comparison())
+        return parts
+
+    def comparison(self) -> tuple[str, DimAst, DimAst]:
+        lhs = self.sum()
+        op = self.peek()
+        if op not in _CMP:
+            raise self.error("expected a comparison (==, !=, <, <=, >, >=)")
+        self.i += 1
+        return (op, lhs, self.sum())
 
 
 @lru_cache(maxsize=4096)
@@ -161,6 +202,7 @@ def dim_symbols(text: str) -> frozenset[str]:
 
 
 def _eval(ast: DimAst, symbols: Mapping[str, int], text: str) -> int:
+    """Exact integer arithmetic (floats pass through + - * and comparisons)."""
     if isinstance(ast, int):
         return ast
     if isinstance(ast, str):
@@ -176,8 +218,10 @@ def _eval(ast: DimAst, symbols: Mapping[str, int], text: str) -> int:
         return lhs * rhs
     if rhs == 0:
         raise ZeroDivisionError(f"dim '{text}': division by zero")
+    if op == "%":
+        return lhs % rhs
     if lhs % rhs:
-        raise ValueError(f"dim '{text}': {lhs}/{rhs} is not an integer")
+        raise ValueError(f"'{text}' = {lhs}/{rhs} is not an integer")
     return lhs // rhs
 
 
@@ -204,3 +248,86 @@ def try_evaluate_dim(text: str | int, symbols: Mapping[str, int]) -> int | None:
         return evaluate_dim(text, symbols)
     except (KeyError, ValueError, ZeroDivisionError):
         return None
+
+
+@dataclass(frozen=True)
+class Dim:
+    """A parsed dim expression: its canonical ``text`` and its AST.
+
+    ``Dim.parse("H * D")`` -> ``Dim("H*D", ...)``; ``str(d)`` is the canonical text,
+    which re-parses to the same ``Dim``.
+    """
+
+    text: str
+    ast: DimAst
+
+    @staticmethod
+    def parse(value: str | int) -> Dim:
+        """Parse an integer or expression text; :class:`DimError` when malformed."""
+        return _dim(value if isinstance(value, str) else normalize_dim(value))
+
+    def symbols(self) -> frozenset[str]:
+        """The symbol names it uses."""
+        out: set[str] = set()
+        _symbols(self.ast, out)
+        return frozenset(out)
+
+    def evaluate(self, symbols: Mapping[str, int]) -> int:
+        """Its value; :class:`DimError` for an unbound symbol or a bad division."""
+        try:
+            return _eval(self.ast, symbols, self.text)
+        except KeyError as e:
+            raise DimError(f"symbol '{e.args[0]}' has no value here") from None
+        except ZeroDivisionError:
+            raise DimError(f"division by zero in '{self.text}'") from None
+        except ValueError as e:
+            raise DimError(str(e)) from None
+
+    def to_ir(self) -> int | str:
+        """The form stored in graph IR: a plain int, or the canonical text."""
+        return self.ast if isinstance(self.ast, int) else self.text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@lru_cache(maxsize=4096)
+def _dim(text: str) -> Dim:
+    ast, canonical = _parse(text)
+    return Dim(canonical, ast)
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A parsed constraint over named integer or float values (kernel parameters)."""
+
+    text: str
+    parts: tuple[tuple[str, DimAst, DimAst], ...]
+
+    def names(self) -> frozenset[str]:
+        """The names it reads."""
+        out: set[str] = set()
+        for _, lhs, rhs in self.parts:
+            _symbols(lhs, out)
+            _symbols(rhs, out)
+        return frozenset(out)
+
+    def holds(self, values: Mapping[str, int | float]) -> bool:
+        """Whether every comparison holds; ``KeyError`` for a name without a value."""
+        env: Mapping[str, int] = values  # type: ignore[assignment]  # floats pass through
+        return all(
+            _CMP[op](_eval(a, env, self.text), _eval(b, env, self.text)) for op, a, b in self.parts
+        )
+
+
+@lru_cache(maxsize=1024)
+def parse_constraint(text: str) -> Constraint:
+    """Parse ``"E % 32 == 0"``; :class:`DimError` when malformed."""
+    tokens = _tokenize(text)
+    p = _Parser(text, tokens, "constraint")
+    if not tokens:
+        raise p.error("empty")
+    parts = p.conjunction()
+    if p.i != len(tokens):
+        raise p.error(f"unexpected '{tokens[p.i]}'")
+    return Constraint(text, tuple(parts))

@@ -27,7 +27,6 @@ See docs/dialects/graph.md for the full reference.
 
 from __future__ import annotations
 
-import re
 import weakref
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -88,6 +87,8 @@ from ckir.dialects.dims import (
     normalize_dim,
     try_evaluate_dim,
 )
+from ckir.dialects.symbols import sym
+from ckir.vocab import DTYPES, GRAPH_OPS, MODES, SCHEDULE_KEYS
 
 __all__ = [
     "COMPUTE_OPS",
@@ -128,23 +129,10 @@ __all__ = [
     "sym",
 ]
 
-#: element types a tensor or weight may have
-DTYPES: tuple[str, ...] = ("f32", "bf16", "f16", "i32", "i64", "q8_0", "q4_0", "q4_1", "q4_k")
 _DTYPE_SET = frozenset(DTYPES)
-#: modes a ``when`` guard may name
-MODES: tuple[str, ...] = ("prefill", "decode", "backward")
 _MODE_SET = frozenset(MODES)
 #: the runtime token count, always allowed in tensor dims, never bound on the model
 RUNTIME_TOKENS = "T"
-
-_BARE_SYM = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
-
-
-def sym(name: str) -> str:
-    """A symbol name as the printer writes it: ``@tiny`` or ``@"layers.{i}.wq"``."""
-    if _BARE_SYM.fullmatch(name):
-        return "@" + name
-    return '@"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 # --------------------------------------------------------------------------- dims
@@ -153,42 +141,45 @@ def sym(name: str) -> str:
 def parse_dim_expr(parser: AttrParser) -> str:
     """Parse one dim expression (``E``, ``3*E``, ``(E+1)/2``, ``64``) from the token stream.
 
-    Returns the canonical text (tokens without spaces).  Stops before a token that
-    cannot continue the expression (``,``, ``]``, ``)`` at depth 0, ...).
+    Takes the longest run of atoms (identifiers, integers, parentheses) and
+    operators that can form an expression, then checks it with the one dim
+    grammar of :mod:`ckir.dialects.dims`; returns the canonical text.  Stops
+    before a token that cannot continue the expression (``,``, ``]``, ``)`` at
+    depth 0, ``(`` after an atom, ...).
     """
     start = parser.pos
     parts: list[str] = []
     depth = 0
+    expect_atom = True
     while True:
-        # an atom: identifier, integer or '('
-        ident = parser.parse_optional_identifier()
-        if ident is not None:
-            if not is_identifier(ident):
-                parser.raise_error(f"bad dim expression: '{ident}' is not a symbol name", start)
-            parts.append(ident)
-        else:
-            value = parser.parse_optional_integer(allow_boolean=False, allow_negative=False)
-            if value is not None:
-                parts.append(str(value))
+        if expect_atom:
+            ident = parser.parse_optional_identifier()
+            value = (
+                None
+                if ident is not None
+                else parser.parse_optional_integer(allow_boolean=False, allow_negative=False)
+            )
+            if ident is not None or value is not None:
+                parts.append(ident if ident is not None else str(value))
+                expect_atom = False
             elif parser.parse_optional_punctuation("(") is not None:
                 parts.append("(")
                 depth += 1
-                continue
             else:
-                what = "a dim expression" if not parts else f"an operand after '{''.join(parts)}'"
-                parser.raise_error(f"bad dim expression: expected {what}")
-        # after an atom: closing parens, then an operator or the end
-        while depth and parser.parse_optional_punctuation(")") is not None:
+                break
+        elif depth and parser.parse_optional_punctuation(")") is not None:
             parts.append(")")
             depth -= 1
-        for op in ("*", "+", "-", "/"):
-            if parser.parse_optional_punctuation(op) is not None:
-                parts.append(op)
-                break
         else:
-            if depth:
-                parser.raise_error(f"bad dim expression '{''.join(parts)}': expected ')'")
-            return "".join(parts)
+            op = next((o for o in "*+-/" if parser.parse_optional_punctuation(o)), None)
+            if op is None:
+                break
+            parts.append(op)
+            expect_atom = True
+    try:
+        return normalize_dim("".join(parts))  # atoms alternate with operators: never adjacent
+    except DimError as e:
+        parser.raise_error(str(e), start)
 
 
 def _parse_dim_list(parser: AttrParser) -> list[str]:
@@ -300,7 +291,6 @@ def _parse_dtype(parser: AttrParser) -> str:
     return dtype
 
 
-_SCHEDULE_FIELDS = ("tile_m", "tile_n", "tile_k", "vectorize")
 _VECTOR_WIDTHS = (1, 2, 4, 8, 16)
 
 
@@ -333,7 +323,7 @@ class ScheduleAttr(ParametrizedAttribute):
     def values(self) -> dict[str, int]:
         """The fields that are set, e.g. ``{"tile_m": 8, "vectorize": 8}``."""
         out: dict[str, int] = {}
-        for field, attr in zip(_SCHEDULE_FIELDS, self.parameters, strict=True):
+        for field, attr in zip(SCHEDULE_KEYS, self.parameters, strict=True):
             if isinstance(attr, IntAttr):
                 out[field] = attr.data
         return out
@@ -354,10 +344,10 @@ class ScheduleAttr(ParametrizedAttribute):
         def entry() -> None:
             start = parser.pos
             key = parser.parse_identifier(" (a graph.schedule field)")
-            if key not in _SCHEDULE_FIELDS:
+            if key not in SCHEDULE_KEYS:
                 parser.raise_error(
                     f"unknown graph.schedule field '{key}' (expected one of "
-                    f"{', '.join(_SCHEDULE_FIELDS)})",
+                    f"{', '.join(SCHEDULE_KEYS)})",
                     start,
                     parser.pos,
                 )
@@ -376,7 +366,7 @@ class ScheduleAttr(ParametrizedAttribute):
             found[key] = value
 
         parser.parse_comma_separated_list(parser.Delimiter.ANGLE, entry)
-        return tuple(IntAttr(found[f]) if f in found else NoneAttr() for f in _SCHEDULE_FIELDS)
+        return tuple(IntAttr(found[f]) if f in found else NoneAttr() for f in SCHEDULE_KEYS)
 
     def print_parameters(self, printer: Printer) -> None:
         printer.print_string("<" + ", ".join(f"{k} = {v}" for k, v in self.values().items()) + ">")
@@ -1233,6 +1223,7 @@ class ComputeOp(IRDLOperation):
     : (<operand types>) -> <result type(s)>``.  ``weights`` is omitted when empty.
     """
 
+    # set for every kind from its ckir.vocab.GRAPH_OPS signature (below COMPUTE_OPS)
     NUM_INPUTS: ClassVar[int] = 1
     NUM_OUTPUTS: ClassVar[int] = 1
     WEIGHT_COUNTS: ClassVar[tuple[int, ...]] = (0,)
@@ -1251,7 +1242,7 @@ class ComputeOp(IRDLOperation):
 
     @property
     def modes(self) -> tuple[str, ...] | None:
-        """The ``when`` guard (``("prefill", "decode")``), or None: all modes."""
+        """The modes of the ``when`` guard, or None: all modes."""
         if self.when is None:
             return None
         return tuple(m.data for m in self.when.data)
@@ -1462,7 +1453,6 @@ class EmbedOp(ComputeOp):
     """
 
     name = "graph.embed"
-    WEIGHT_COUNTS: ClassVar[tuple[int, ...]] = (1,)
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
         t = self._in_type(0)
@@ -1481,7 +1471,6 @@ class PosEmbedOp(ComputeOp):
     """
 
     name = "graph.pos_embed"
-    WEIGHT_COUNTS: ClassVar[tuple[int, ...]] = (1,)
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
         self._same_type("operand and result", self._in_type(0), self._out_type(0))
@@ -1498,8 +1487,6 @@ class RMSNormOp(ComputeOp):
     """
 
     name = "graph.rmsnorm"
-    WEIGHT_COUNTS: ClassVar[tuple[int, ...]] = (1,)
-    PROP_ORDER: ClassVar[tuple[str, ...]] = ("eps",)
 
     eps = prop_def(FloatAttr)
 
@@ -1519,8 +1506,6 @@ class LayerNormOp(ComputeOp):
     """
 
     name = "graph.layernorm"
-    WEIGHT_COUNTS: ClassVar[tuple[int, ...]] = (2,)
-    PROP_ORDER: ClassVar[tuple[str, ...]] = ("eps",)
 
     eps = prop_def(FloatAttr)
 
@@ -1541,7 +1526,6 @@ class LinearOp(ComputeOp):
     """
 
     name = "graph.linear"
-    WEIGHT_COUNTS: ClassVar[tuple[int, ...]] = (1, 2)
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
         tin, tout = self._in_type(0), self._out_type(0)
@@ -1567,10 +1551,6 @@ class RopeOp(ComputeOp):
     """
 
     name = "graph.rope"
-    NUM_INPUTS: ClassVar[int] = 2
-    NUM_OUTPUTS: ClassVar[int] = 2
-    PROP_ORDER: ClassVar[tuple[str, ...]] = ("theta", "heads", "kv_heads", "head_dim")
-    DIM_PROPS: ClassVar[tuple[str, ...]] = ("heads", "kv_heads", "head_dim")
 
     theta = prop_def(FloatAttr)
     heads = prop_def(StringAttr)
@@ -1595,9 +1575,6 @@ class AttentionOp(ComputeOp):
     """
 
     name = "graph.attention"
-    NUM_INPUTS: ClassVar[int] = 3
-    PROP_ORDER: ClassVar[tuple[str, ...]] = ("heads", "kv_heads", "head_dim", "causal")
-    DIM_PROPS: ClassVar[tuple[str, ...]] = ("heads", "kv_heads", "head_dim")
 
     heads = prop_def(StringAttr)
     kv_heads = prop_def(StringAttr)
@@ -1611,33 +1588,9 @@ class AttentionOp(ComputeOp):
 
 
 class _BinarySameType(ComputeOp):
-    NUM_INPUTS: ClassVar[int] = 2
-
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
         self._same_type("operands", self._in_type(0), self._in_type(1))
         self._same_type("operand and result", self._in_type(0), self._out_type(0))
-
-
-@irdl_op_definition
-class SwiGLUOp(_BinarySameType):
-    """``silu(gate) * up`` (element-wise): ``gate, up -> y``, all of one type.
-
-    ``%a = graph.swiglu %g, %u : (!graph.tensor<[T, I], f32>, !graph.tensor<[T, I], f32>)
-    -> !graph.tensor<[T, I], f32>``
-    """
-
-    name = "graph.swiglu"
-
-
-@irdl_op_definition
-class AddOp(_BinarySameType):
-    """Element-wise add, used for explicit residuals: ``a, b -> a + b``.
-
-    ``%x2 = graph.add %x, %o : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>)
-    -> !graph.tensor<[T, E], f32>``
-    """
-
-    name = "graph.add"
 
 
 class _Unary(ComputeOp):
@@ -1654,12 +1607,11 @@ class GeluOp(_Unary):
     """
 
     name = "graph.gelu"
-    PROP_ORDER: ClassVar[tuple[str, ...]] = ("approximate",)
 
     approximate = prop_def(StringAttr)
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
-        if self.approximate.data not in ("tanh", "none"):
+        if self.approximate.data not in GRAPH_OPS["gelu"].choices["approximate"]:
             raise VerifyException(
                 f'graph.gelu: approximate = "{self.approximate.data}" must be "tanh" or "none"'
             )
@@ -1674,19 +1626,8 @@ class ReluOp(_Unary):
     """
 
     name = "graph.relu"
-    PROP_ORDER: ClassVar[tuple[str, ...]] = ("schedule",)
 
     schedule = opt_prop_def(ScheduleAttr)
-
-
-@irdl_op_definition
-class SoftmaxOp(_Unary):
-    """Softmax over the last dim.
-
-    ``%p = graph.softmax %l : (!graph.tensor<[T, V], f32>) -> !graph.tensor<[T, V], f32>``
-    """
-
-    name = "graph.softmax"
 
 
 @irdl_op_definition
@@ -1698,7 +1639,6 @@ class LMHeadOp(ComputeOp):
     """
 
     name = "graph.lm_head"
-    WEIGHT_COUNTS: ClassVar[tuple[int, ...]] = (1,)
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
         k = self._last(self._in_type(0), "operand")
@@ -1716,7 +1656,6 @@ class CrossEntropyOp(ComputeOp):
     """
 
     name = "graph.cross_entropy"
-    NUM_INPUTS: ClassVar[int] = 2
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
         t = self._in_type(1)
@@ -1725,9 +1664,6 @@ class CrossEntropyOp(ComputeOp):
 
 
 class _MatmulLike(ComputeOp):
-    NUM_INPUTS: ClassVar[int] = 2
-    PROP_ORDER: ClassVar[tuple[str, ...]] = ("schedule",)
-
     schedule = opt_prop_def(ScheduleAttr)
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
@@ -1778,22 +1714,59 @@ COMPUTE_OPS: dict[str, type[ComputeOp]] = {
     "linear": LinearOp,
     "rope": RopeOp,
     "attention": AttentionOp,
-    "swiglu": SwiGLUOp,
     "gelu": GeluOp,
     "relu": ReluOp,
-    "add": AddOp,
     "lm_head": LMHeadOp,
     "cross_entropy": CrossEntropyOp,
     "matmul": MatmulOp,
     "fused_matmul_relu": FusedMatmulReluOp,
-    "softmax": SoftmaxOp,
 }
+#: the hand-written op classes; the elementwise kinds without one are made below
+
+
+def _elementwise_op(kind: str) -> type[ComputeOp]:
+    """The op class of an elementwise kind (``ckir.vocab.OpSignature.elementwise``).
+
+    Operands and result share one tensor type; the docstring comes from the
+    vocabulary, with an IR example.
+    """
+    sig = GRAPH_OPS[kind]
+    t = "!graph.tensor<[T, E], f32>"
+    args = ", ".join(f"%{chr(ord('a') + i)}" for i in range(sig.ins))
+    example = f"``%y = graph.{kind} {args} : ({', '.join([t] * sig.ins)}) -> {t}``"
+    body = {
+        "name": f"graph.{kind}",
+        "__doc__": f"{sig.doc} Element-wise, one type throughout.\n\n    {example}\n    ",
+        "__module__": __name__,
+        "__qualname__": "".join(p.title() for p in kind.split("_")) + "Op",
+    }
+    base = _BinarySameType if sig.ins == 2 else _Unary
+    return irdl_op_definition(type(body["__qualname__"], (base,), body))
+
+
+COMPUTE_OPS.update(
+    {k: _elementwise_op(k) for k, s in GRAPH_OPS.items() if s.elementwise and k not in COMPUTE_OPS}
+)
 #: all compute op classes, for ``isinstance`` checks
 COMPUTE_OP_TYPES: tuple[type[ComputeOp], ...] = tuple(COMPUTE_OPS.values())
+AddOp = COMPUTE_OPS["add"]
+SwiGLUOp = COMPUTE_OPS["swiglu"]
+SoftmaxOp = COMPUTE_OPS["softmax"]
 
+if set(COMPUTE_OPS) != set(GRAPH_OPS):  # the op classes follow the vocabulary, never drift
+    raise ImportError(
+        "graph dialect and ckir.vocab.GRAPH_OPS disagree: "
+        f"{sorted(set(COMPUTE_OPS) ^ set(GRAPH_OPS))}"
+    )
 for _kind, _cls in COMPUTE_OPS.items():
     # set after irdl_op_definition: IRDL only accepts upper-case class constants
+    _sig = GRAPH_OPS[_kind]
     _cls.kind = _kind  # type: ignore[attr-defined]
+    _cls.NUM_INPUTS = _sig.ins
+    _cls.NUM_OUTPUTS = _sig.outs
+    _cls.WEIGHT_COUNTS = _sig.weight_counts
+    _cls.PROP_ORDER = tuple(_sig.attrs)
+    _cls.DIM_PROPS = _sig.dim_attrs
 ComputeOp.kind = ""  # type: ignore[attr-defined]
 
 

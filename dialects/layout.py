@@ -31,7 +31,6 @@ See docs/dialects/layout.md.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -61,6 +60,9 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
+from ckir.dialects.symbols import sym
+from ckir.vocab import MODES, ROLES
+
 __all__ = [
     "CANARY_BYTES",
     "ROLES",
@@ -80,30 +82,11 @@ __all__ = [
 CANARY_BYTES = 64
 #: placement strategies
 STRATEGIES: tuple[str, ...] = ("bump", "liveness")
-#: slot roles (the lowered buffer roles)
-ROLES: tuple[str, ...] = (
-    "weight",
-    "kv_cache",
-    "activation",
-    "io",
-    "scratch",
-    "grad",
-    "optimizer_state",
-)
 _ROLE_SET = frozenset(ROLES)
-_MODES = ("prefill", "decode", "backward")
 #: the totals key for the bytes the liveness strategy saved over bump
 SAVED = "saved"
 
-_BARE_SYM = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 _I1 = IntegerType(1)
-
-
-def sym(name: str) -> str:
-    """A symbol name as the printer writes it: ``@x`` or ``@"a b"``."""
-    if _BARE_SYM.fullmatch(name):
-        return "@" + name
-    return '@"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 @lru_cache(maxsize=65536)
@@ -562,9 +545,9 @@ class SlotOp(IRDLOperation):
             ):
                 raise VerifyException(f'{where}: live must be ["<mode>", first, last]')
             mode, first, last = self.live_range or ("", 0, 0)
-            if mode not in _MODES:
+            if mode not in MODES:
                 raise VerifyException(
-                    f'{where}: live mode "{mode}" is not one of prefill, decode, backward'
+                    f'{where}: live mode "{mode}" is not one of {", ".join(MODES)}'
                 )
             if first < 0 or last < first:
                 raise VerifyException(f"{where}: live range {first}..{last} is empty or negative")

@@ -69,6 +69,9 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
+from ckir.dialects.symbols import sym
+from ckir.vocab import BLOCK_DTYPES, DTYPES, ELEMENT_BYTES, GLOBAL_ROLES, LOCAL_ROLES, MODES, ROLES
+
 __all__ = [
     "BLOCK_DTYPES",
     "DTYPES",
@@ -88,46 +91,10 @@ __all__ = [
     "sym",
 ]
 
-#: buffer roles
-ROLES: tuple[str, ...] = (
-    "weight",
-    "kv_cache",
-    "activation",
-    "io",
-    "scratch",
-    "grad",
-    "optimizer_state",
-)
-#: roles of buffers allowed at model level (shared by every program)
-GLOBAL_ROLES: frozenset[str] = frozenset({"weight", "kv_cache", "grad", "optimizer_state"})
-#: roles of buffers allowed inside a program
-LOCAL_ROLES: frozenset[str] = frozenset({"activation", "io", "scratch", "grad"})
-#: program modes
-MODES: tuple[str, ...] = ("prefill", "decode", "backward")
-
-#: bytes per element of the plain dtypes
-ELEMENT_BYTES: dict[str, int] = {"f32": 4, "i32": 4, "bf16": 2, "f16": 2, "i64": 8}
-#: block-quantized dtypes: (bytes per block, elements per block); rows hold whole blocks
-BLOCK_DTYPES: dict[str, tuple[int, int]] = {
-    "q8_0": (34, 32),
-    "q4_0": (18, 32),
-    "q4_1": (20, 32),
-    "q4_k": (144, 256),
-}
-DTYPES: tuple[str, ...] = (*ELEMENT_BYTES, *BLOCK_DTYPES)
 
 #: run-time scalars a call parameter may name
 RUNTIME_SYMBOLS: tuple[str, ...] = ("T", "P", "PT")
 _RT_RE = re.compile(r"(T|P|PT)(?:\*([1-9][0-9]*))?")
-
-_BARE_SYM = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
-
-
-def sym(name: str) -> str:
-    """A symbol name as the printer writes it: ``@x`` or ``@"decode.0.x"``."""
-    if _BARE_SYM.fullmatch(name):
-        return "@" + name
-    return '@"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 # --------------------------------------------------------------------------- attributes

@@ -17,8 +17,8 @@ from xdsl.pattern_rewriter import (
 from ckir.dialects import graph as g
 from ckir.dialects.dims import evaluate_dim
 from ckir.errors import CkirError
+from ckir.vocab import WEIGHT_DTYPES
 
-DTYPES = ("f32", "bf16", "q8_0", "q4_0", "q4_1")
 #: graph ops whose first weight is a [N, K] matrix (or an embedding table)
 MATRIX_OPS = ("linear", "lm_head", "embed")
 #: block length along K of the block-quantized formats
@@ -87,9 +87,10 @@ class ConvertWeightsPass(ModulePass):
     dtype: str = "bf16"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.dtype not in DTYPES:
+        if self.dtype not in WEIGHT_DTYPES:
+            choices = ", ".join(WEIGHT_DTYPES)
             raise CkirError(
-                f"convert-weights: unknown dtype '{self.dtype}' (choose from {', '.join(DTYPES)})"
+                f"convert-weights: unknown dtype '{self.dtype}' (choose from {choices})"
             )
         if self.dtype == "f32":
             return

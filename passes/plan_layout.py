@@ -36,8 +36,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-
-PERMANENT_ROLES = ("kv_cache", "io", "grad", "optimizer_state")
+from ckir.vocab import PERMANENT_ROLES, REPORTED_ROLES
 
 
 @dataclass
@@ -214,7 +213,7 @@ def plan(model: lw.LoweredModelOp, strategy: str, align: int, canaries: bool) ->
     totals: dict[str, int] = {}
     for p in (*w_placed, *s_perm, *s_trans):
         totals[p.item.role] = totals.get(p.item.role, 0) + p.item.size
-    for role in ("weight", "kv_cache", "activation", "io"):
+    for role in REPORTED_ROLES:
         totals.setdefault(role, 0)
     totals["saved"] = saved
     plan_op.body_block.add_op(ly.TotalsOp.make(totals))

@@ -195,14 +195,16 @@ def test_constraint_arithmetic():
     data = _registry_with(
         {
             "params": [{"name": "a", "type": "i64"}, {"name": "b", "type": "f32"}],
-            "constraints": ["a // 2 * 2 == a and (b > 0.5 or a % 3 == 0)", "-a < 0", "1 < a <= 8"],
+            # the dim language of ckir.dialects.dims: exact / and %, "and" of comparisons
+            "constraints": ["a / 2 * 2 == a and a % 4 == 0", "b * 2 > 1", "1 < a and a <= 8"],
         }
     )
     spec = parse_registry(data)["foo"]
     assert spec.check({"a": 4, "b": 1.0}) == []
-    assert len(spec.check({"a": 5, "b": 1.0})) == 1
+    assert len(spec.check({"a": 5, "b": 1.0})) == 1  # 5/2 is inexact: violated, not a crash
+    assert len(spec.check({"a": 6, "b": 1.0})) == 1
     assert len(spec.check({"a": 4, "b": 0.1})) == 1
-    assert len(spec.check({"a": 10, "b": 1.0})) == 1
+    assert len(spec.check({"a": 12, "b": 1.0})) == 1
 
 
 def test_registry_file_is_the_default():

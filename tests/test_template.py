@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ckir.dialects.dims import DimError
 from ckir.errors import CkirError
 from ckir.template import (
     TEMPLATES_DIR,
@@ -143,7 +144,8 @@ def test_dim_errors(bad: object) -> None:
 
 
 def test_dim_exact_division() -> None:
-    with pytest.raises(TemplateError, match="not an integer"):
+    # templates share the dim language of ckir.dialects.dims, and its errors
+    with pytest.raises(DimError, match="not an integer"):
         parse_dim("E/H").evaluate({"E": 64, "H": 5})
 
 

@@ -62,10 +62,9 @@ from pathlib import Path
 from typing import Any
 
 from ckir.errors import CkirError
+from ckir.vocab import LOWERED_MODES, WEIGHT_DTYPES
 
-DTYPES = ("f32", "bf16", "q8_0", "q4_0", "q4_1")
 BASELINES = ("torch", "onnxruntime", "llama.cpp")
-MODES = ("prefill", "decode")
 _GATHER_KERNELS = ("embed", "pos_embed")
 _MATRIX_KERNELS = ("gemv", "gemm", "matmul")
 
@@ -1002,7 +1001,7 @@ class Report:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="HF checkpoint folder, or " + ", ".join(SHAPES))
     p.add_argument("--modes", default="prefill,decode", help="prefill,decode (default both)")
-    p.add_argument("--dtype", default="f32", help=f"comma list of {', '.join(DTYPES)}")
+    p.add_argument("--dtype", default="f32", help=f"comma list of {', '.join(WEIGHT_DTYPES)}")
     p.add_argument("--against", default="", help=f"comma list of {', '.join(BASELINES)}")
     p.add_argument("--prompt-tokens", type=int, default=128, help="prefill length")
     p.add_argument("--decode-tokens", type=int, default=64, help="timed decode steps")
@@ -1079,8 +1078,8 @@ def _workers(systems: list[System]) -> Iterator[None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    modes = tuple(_split(args.modes, MODES, "modes"))
-    dtypes = _split(args.dtype, DTYPES, "dtype")
+    modes = tuple(_split(args.modes, LOWERED_MODES, "modes"))
+    dtypes = _split(args.dtype, WEIGHT_DTYPES, "dtype")
     against = _split(args.against, BASELINES, "against")
     if not modes or not dtypes:
         raise CkirError("--modes and --dtype need at least one entry")
@@ -1336,7 +1335,7 @@ def _profile(
     try:
         w.call(op="prefill", tokens=prompt)
         w.call(op="decode", context=context, tokens=steps)
-        modes = [m for m in ("prefill", "decode") if m in args.modes]
+        modes = [m for m in LOWERED_MODES if m in args.modes]
         with bandwidth.ReadProbe(args.probe_mib) as probe:
             for mode in modes:
                 walls, probes = [], []
@@ -1406,7 +1405,7 @@ def render(report: Report) -> str:
     out.append("")
     rows = []
     ckir = {(s.dtype, m): s for s in report.systems if s.name == "ckir" for m in s.modes}
-    for mode in MODES:
+    for mode in LOWERED_MODES:
         for s in report.systems:
             secs = s.seconds.get(mode)
             if not secs:
@@ -1666,7 +1665,7 @@ def render_profile(report: Report, dtype: str, prof: dict[str, Any]) -> list[str
     out: list[str] = []
     build = report.builds.get(dtype)
     slots = slot_info(build) if build is not None else None
-    for mode in ("decode", "prefill"):
+    for mode in reversed(LOWERED_MODES):  # decode first
         if mode not in prof:
             continue
         p = prof[mode]

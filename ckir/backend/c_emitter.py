@@ -25,6 +25,7 @@ from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.registry import KernelSpec, load_registry
+from ckir.vocab import LOWERED_MODES
 
 C_TYPES = {
     "f32": "float",
@@ -255,7 +256,7 @@ class CEmitter:
             out += self.mode_function(program)
         vocab = 0
         modes: list[str] = []
-        for mode in ("prefill", "decode"):
+        for mode in LOWERED_MODES:  # the fields of ckir_model_desc, in order
             program = progs.get(mode)
             if program is None:
                 modes.append(f'  .{mode} = {{"{mode}", 0, 0, 0, 0, 0}},')

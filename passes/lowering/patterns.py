@@ -28,6 +28,7 @@ from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.passes.lowering.context import LoweringContext
 from ckir.passes.lowering.kernels import ParamValue, kernel_params, select_kernel
+from ckir.vocab import GRAPH_OPS
 
 
 class GraphOpLowering(RewritePattern):
@@ -243,6 +244,8 @@ class LowerAttention(GraphOpLowering):
 
 
 class _Elementwise(GraphOpLowering):
+    """Every elementwise kind (``OpSignature.elementwise``): one call over n = rows x cols."""
+
     def params(self, op: Operation) -> dict[str, ParamValue]:
         dims = self.dims(op.results[0].type)
         w = self.where(op)
@@ -251,22 +254,6 @@ class _Elementwise(GraphOpLowering):
             "rows": self.ctx.leading(dims, where=w),
             "cols": self.ctx.dim(dims[-1], where=w) if dims else 1,
         }
-
-
-class LowerSwiglu(_Elementwise):
-    kind = "swiglu"
-
-
-class LowerAdd(_Elementwise):
-    kind = "add"
-
-
-class LowerRelu(_Elementwise):
-    kind = "relu"
-
-
-class LowerSoftmax(_Elementwise):
-    kind = "softmax"
 
 
 class LowerGelu(_Elementwise):
@@ -305,7 +292,7 @@ class LowerCrossEntropy(GraphOpLowering):
         return {"T": self.ctx.leading(dims, where=w), "V": self.ctx.dim(dims[-1], where=w)}
 
 
-PATTERNS: tuple[type[GraphOpLowering], ...] = (
+_HAND_WRITTEN: tuple[type[GraphOpLowering], ...] = (
     LowerEmbed,
     LowerPosEmbed,
     LowerRmsnorm,
@@ -314,14 +301,17 @@ PATTERNS: tuple[type[GraphOpLowering], ...] = (
     LowerLmHead,
     LowerRope,
     LowerAttention,
-    LowerSwiglu,
-    LowerAdd,
-    LowerRelu,
-    LowerSoftmax,
     LowerGelu,
     LowerMatmul,
     LowerFusedMatmulRelu,
     LowerCrossEntropy,
+)
+#: one pattern per graph op kind: the hand-written ones, and the generic
+#: elementwise pattern for every elementwise kind that has none of its own
+PATTERNS: tuple[type[GraphOpLowering], ...] = _HAND_WRITTEN + tuple(
+    type(f"Lower_{kind}", (_Elementwise,), {"kind": kind})
+    for kind, sig in GRAPH_OPS.items()
+    if sig.elementwise and kind not in {p.kind for p in _HAND_WRITTEN}
 )
 
 INPLACE: dict[str, dict[int, int]] = {p.kind: p.inplace for p in PATTERNS if p.inplace}

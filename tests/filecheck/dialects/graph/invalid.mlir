@@ -3,7 +3,7 @@
 // One case per verifier message and parse error of the graph dialect.
 
 // bad dim expression (parse error)
-// CHECK: bad dim expression: expected an operand after 'E+'
+// CHECK: bad dim expression 'E+': unexpected end of expression
 %0 = "graph.input"() <{input_name = "a"}> : () -> !graph.tensor<[E+], f32>
 
 // -----

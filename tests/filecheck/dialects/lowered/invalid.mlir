@@ -4,7 +4,7 @@
 // lowered.call cases check calls against runtime/registry.yaml.
 
 // unknown dtype (parse error)
-// CHECK: unknown dtype 'f64' (expected one of f32, i32, bf16, f16, i64, q8_0, q4_0, q4_1, q4_k)
+// CHECK: unknown dtype 'f64' (expected one of f32, bf16, f16, i32, i64, q8_0, q4_0, q4_1, q4_k)
 lowered.model @m {
   lowered.program @prefill mode "prefill" max_context 4 {
     lowered.buffer @x activation : !lowered.buf<[4], f64>

@@ -1,0 +1,250 @@
+"""The vocabulary of ckir: execution modes, dtypes, buffer roles and op kinds.
+
+Every other module derives its lists from here (the dialects' verifiers, the
+template engine, the kernel registry, the compiler driver, the weight writer,
+the benchmarks); ``tests/test_vocab.py`` checks that none keeps a copy of its
+own.  File formats keep their own names (safetensors ``"BF16"``, GGUF
+``"Q4_1"``) in their frontends, mapped onto these dtypes.
+
+Nothing here imports xDSL: the table is plain data, cheap to import anywhere.
+
+Adding a graph op kind means adding its :class:`OpSignature` to
+:data:`GRAPH_OPS` (see docs/adding-an-op.md); adding a mode means adding a
+:class:`Mode`; adding a dtype means adding a :class:`DType`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = [
+    "ATTR_KINDS",
+    "BLOCK_DTYPES",
+    "DTYPES",
+    "DTYPE_TABLE",
+    "ELEMENT_BYTES",
+    "GLOBAL_ROLES",
+    "GRAPH_OPS",
+    "KERNEL_ONLY_OPS",
+    "KERNEL_OPS",
+    "LOCAL_ROLES",
+    "LOWERED_MODES",
+    "MODES",
+    "MODE_TABLE",
+    "PERMANENT_ROLES",
+    "REPORTED_ROLES",
+    "ROLES",
+    "SCHEDULE_KEYS",
+    "VALUE_DTYPES",
+    "WEIGHT_DTYPES",
+    "DType",
+    "Mode",
+    "OpSignature",
+    "dtype_info",
+    "storage_bytes",
+]
+
+
+# ----------------------------------------------------------------------------- modes
+
+
+@dataclass(frozen=True)
+class Mode:
+    """An execution mode: one ``lowered.program`` and one C entry point per mode."""
+
+    name: str
+    doc: str
+    #: a ``--lower-<name>`` pass exists, so ``ckir compile`` can build it
+    lowered: bool
+
+
+MODE_TABLE: tuple[Mode, ...] = (
+    Mode("prefill", "T >= 1 new tokens at position P: GEMMs, fills the KV cache", True),
+    Mode("decode", "one new token at position P: GEMVs over the weights and the KV cache", True),
+    Mode("backward", "gradients of the loss for every weight (training)", False),
+)
+#: every mode of the design (graph ``when`` guards, lowered programs)
+MODES: tuple[str, ...] = tuple(m.name for m in MODE_TABLE)
+#: the modes a lowering pass exists for (``ckir compile --modes``, the registry)
+LOWERED_MODES: tuple[str, ...] = tuple(m.name for m in MODE_TABLE if m.lowered)
+
+
+# ----------------------------------------------------------------------------- dtypes
+
+
+@dataclass(frozen=True)
+class DType:
+    """A dtype: its storage, its C type, its NumPy dtype and where it may appear.
+
+    Plain dtypes have ``elem_bytes``; block-quantized ones (GGUF layouts) have
+    ``block = (bytes per block, elements per block)`` and a row holds whole blocks.
+    """
+
+    name: str
+    c_type: str
+    #: NumPy dtype string of one element (bf16 is held as its raw ``<u2`` bits); None for blocks
+    numpy: str | None
+    elem_bytes: int | None = None
+    block: tuple[int, int] | None = None
+    #: may be the dtype of a graph tensor value (activations, inputs)
+    value: bool = False
+    #: a weight dtype ``ckir compile --dtype`` produces (kernels exist for it)
+    weight: bool = False
+
+
+DTYPE_TABLE: tuple[DType, ...] = (
+    DType("f32", "float", "<f4", elem_bytes=4, value=True, weight=True),
+    DType("bf16", "uint16_t", "<u2", elem_bytes=2, value=True, weight=True),
+    DType("f16", "uint16_t", "<f2", elem_bytes=2, value=True),
+    DType("i32", "int32_t", "<i4", elem_bytes=4, value=True),
+    DType("i64", "int64_t", "<i8", elem_bytes=8, value=True),
+    # GGUF blocks, addressed as bytes by the kernels
+    DType("q8_0", "uint8_t", None, block=(34, 32), weight=True),
+    DType("q4_0", "uint8_t", None, block=(18, 32), weight=True),
+    DType("q4_1", "uint8_t", None, block=(20, 32), weight=True),
+    DType("q4_k", "uint8_t", None, block=(144, 256)),
+)
+_BY_NAME: Mapping[str, DType] = MappingProxyType({d.name: d for d in DTYPE_TABLE})
+#: every dtype name: what a graph tensor, a weight or a lowered buffer may hold
+DTYPES: tuple[str, ...] = tuple(_BY_NAME)
+#: bytes per element of the plain dtypes
+ELEMENT_BYTES: Mapping[str, int] = MappingProxyType(
+    {d.name: d.elem_bytes for d in DTYPE_TABLE if d.elem_bytes is not None}
+)
+#: block-quantized dtypes: (bytes per block, elements per block)
+BLOCK_DTYPES: Mapping[str, tuple[int, int]] = MappingProxyType(
+    {d.name: d.block for d in DTYPE_TABLE if d.block is not None}
+)
+#: dtypes of graph tensor values
+VALUE_DTYPES: tuple[str, ...] = tuple(d.name for d in DTYPE_TABLE if d.value)
+#: weight dtypes ckir compiles to (``--dtype``)
+WEIGHT_DTYPES: tuple[str, ...] = tuple(d.name for d in DTYPE_TABLE if d.weight)
+
+
+def dtype_info(name: str) -> DType:
+    """The :class:`DType` called ``name``; ``KeyError`` naming the known ones otherwise."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown dtype {name!r} (known: {', '.join(DTYPES)})") from None
+
+
+def storage_bytes(name: str, elements: int) -> int:
+    """Bytes of ``elements`` values of dtype ``name`` (whole blocks for block dtypes)."""
+    d = dtype_info(name)
+    if d.block is not None:
+        block_bytes, block_elems = d.block
+        return -(-elements // block_elems) * block_bytes
+    assert d.elem_bytes is not None
+    return elements * d.elem_bytes
+
+
+# ----------------------------------------------------------------------------- roles
+
+#: buffer roles of the lowered and layout dialects
+ROLES: tuple[str, ...] = (
+    "weight",
+    "kv_cache",
+    "activation",
+    "io",
+    "scratch",
+    "grad",
+    "optimizer_state",
+)
+#: roles of buffers declared at model level (shared by every program)
+GLOBAL_ROLES: frozenset[str] = frozenset({"weight", "kv_cache", "grad", "optimizer_state"})
+#: roles of buffers declared inside a program
+LOCAL_ROLES: frozenset[str] = frozenset({"activation", "io", "scratch", "grad"})
+#: roles live for the whole run (never share bytes in the state arena)
+PERMANENT_ROLES: tuple[str, ...] = ("kv_cache", "io", "grad", "optimizer_state")
+#: roles whose totals every layout plan reports, even when 0
+REPORTED_ROLES: tuple[str, ...] = ROLES[:4]
+
+
+# ----------------------------------------------------------------------------- op kinds
+
+#: kinds of op attributes: python value kinds plus ``dim`` (a dim expression) and
+#: ``schedule`` (a ``#graph.schedule`` hint)
+ATTR_KINDS: tuple[str, ...] = ("float", "int", "bool", "str", "dim", "schedule")
+
+
+@dataclass(frozen=True)
+class OpSignature:
+    """What a graph op kind takes: operands, results, weights and attributes.
+
+    ``attrs`` maps attribute name -> (kind, required), in the order the graph
+    dialect prints them; ``choices`` lists the allowed values of string attributes.
+
+    ``elementwise`` ops take operands of one tensor type and give a result of that
+    type; the lowering handles them all with one pattern (params ``n``, ``rows``,
+    ``cols``), and the graph dialect makes their op class from ``doc`` unless it
+    defines one by hand (for attributes or extra checks).
+    """
+
+    ins: int
+    outs: int
+    #: (min, max) number of weights
+    weights: tuple[int, int]
+    attrs: Mapping[str, tuple[str, bool]] = field(default_factory=dict)
+    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    elementwise: bool = False
+    doc: str = ""
+
+    @property
+    def weight_counts(self) -> tuple[int, ...]:
+        """Every allowed number of weights."""
+        return tuple(range(self.weights[0], self.weights[1] + 1))
+
+    @property
+    def dim_attrs(self) -> tuple[str, ...]:
+        """The attributes that are dim expressions."""
+        return tuple(k for k, (kind, _) in self.attrs.items() if kind == "dim")
+
+
+#: the fields of a ``#graph.schedule`` hint, in printing order
+SCHEDULE_KEYS: tuple[str, ...] = ("tile_m", "tile_n", "tile_k", "vectorize")
+
+_HEADS = {"heads": ("dim", True), "kv_heads": ("dim", True), "head_dim": ("dim", True)}
+_SCHEDULE = {"schedule": ("schedule", False)}
+
+#: the graph dialect's compute ops (``graph.<kind>``), by kind
+GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
+    {
+        "embed": OpSignature(1, 1, (1, 1)),
+        "pos_embed": OpSignature(1, 1, (1, 1)),
+        "rmsnorm": OpSignature(1, 1, (1, 1), {"eps": ("float", True)}),
+        "layernorm": OpSignature(1, 1, (2, 2), {"eps": ("float", True)}),
+        "linear": OpSignature(1, 1, (1, 2)),
+        "rope": OpSignature(2, 2, (0, 0), {"theta": ("float", True), **_HEADS}),
+        "attention": OpSignature(3, 1, (0, 0), {**_HEADS, "causal": ("bool", True)}),
+        "swiglu": OpSignature(
+            2, 1, (0, 0), elementwise=True, doc="``silu(gate) * up``: ``gate, up -> y``."
+        ),
+        "gelu": OpSignature(
+            1,
+            1,
+            (0, 0),
+            {"approximate": ("str", True)},
+            {"approximate": ("tanh", "none")},
+            elementwise=True,
+        ),
+        "relu": OpSignature(1, 1, (0, 0), _SCHEDULE, elementwise=True),
+        "add": OpSignature(
+            2, 1, (0, 0), elementwise=True, doc="Add, used for explicit residuals: ``a + b``."
+        ),
+        "lm_head": OpSignature(1, 1, (1, 1)),
+        "cross_entropy": OpSignature(2, 1, (0, 0)),
+        "matmul": OpSignature(2, 1, (0, 0), _SCHEDULE),
+        "fused_matmul_relu": OpSignature(2, 1, (0, 0), _SCHEDULE),
+        "softmax": OpSignature(1, 1, (0, 0), elementwise=True, doc="Softmax over the last dim."),
+    }
+)
+
+#: ops that exist only as kernels: steps of a graph op's lowering, and fusions
+KERNEL_ONLY_OPS: frozenset[str] = frozenset(
+    {"kv_store", "fused_qkv", "fused_gate_up", "fused_add_rmsnorm"}
+)
+#: every ``op`` a registry kernel may implement
+KERNEL_OPS: frozenset[str] = frozenset(GRAPH_OPS) | KERNEL_ONLY_OPS
