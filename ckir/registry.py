@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from ckir.resources import runtime_dir
+
 __all__ = [
     "ACCESSES",
     "KNOWN_OPS",
@@ -257,8 +259,8 @@ class KernelSpec:
 
 
 def registry_path() -> Path:
-    """``runtime/registry.yaml`` of this checkout."""
-    return Path(__file__).resolve().parent.parent / "runtime" / "registry.yaml"
+    """``runtime/registry.yaml`` of this ckir (package data: see ckir.resources)."""
+    return runtime_dir() / "registry.yaml"
 
 
 def _fail(where: str, msg: str) -> RegistryError:
