@@ -43,7 +43,10 @@ def _data_dir(package: str) -> Path:
     except ModuleNotFoundError:
         # an editable install made before the data packages were declared maps
         # only ``ckir``: the folder is still beside the package in the checkout
-        found = import_root() / leaf
+        root = source_root()
+        if root is None:
+            raise CkirError(f"ckir's {leaf}/ ({package}) is missing: reinstall ckir") from None
+        found = root / leaf
     if not isinstance(found, Path):
         raise CkirError(
             f"ckir's {leaf}/ is not a folder on disk ({found}): install ckir unpacked, not zipped"

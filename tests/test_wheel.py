@@ -27,6 +27,7 @@ import pytest
 from safetensors import safe_open
 
 from ckir import resources
+from ckir.errors import CkirError
 from ckir.zoo import ARCHES, make_numpy_model
 
 REPO = Path(__file__).resolve().parent.parent
@@ -70,6 +71,25 @@ def test_resources_are_the_checkout_folders() -> None:
     assert resources.templates_dir() == REPO / "templates"
     assert resources.runtime_dir() == REPO / "runtime"
     assert resources.source_root() == REPO
+
+
+def test_resources_without_the_data_packages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An editable install older than the data packages: the checkout's folder; an
+    installed ckir without them: one line saying to reinstall."""
+
+    def absent(package: str) -> None:
+        raise ModuleNotFoundError(f"No module named {package!r}")
+
+    monkeypatch.setattr(resources.importlib.resources, "files", absent)
+    resources._data_dir.cache_clear()
+    try:
+        assert resources.runtime_dir() == REPO / "runtime"
+        resources._data_dir.cache_clear()
+        monkeypatch.setattr(resources, "source_root", lambda: None)
+        with pytest.raises(CkirError, match=r"ckir's templates/ \(ckir.templates\) is missing"):
+            resources.templates_dir()
+    finally:
+        resources._data_dir.cache_clear()
 
 
 @pytest.mark.parametrize("tied", [None, True, False])
@@ -154,12 +174,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = root / "src"
     shutil.copytree(REPO, src, ignore=COPY_IGNORE)
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
-    subprocess.run(
-        [*cmd, "--no-index", "-q", "-w", str(root / "dist"), str(src)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    _run([*cmd, "--no-index", "-q", "-w", root / "dist", src], root, dict(os.environ))
     (whl,) = (root / "dist").glob("ckir-*.whl")
     return whl
 
