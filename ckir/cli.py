@@ -198,15 +198,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Make a tiny random model, compile it, run it: the README's first command."""
+    """Make a tiny random model (NumPy + safetensors: no torch), compile it, run it."""
     from ckir.compiler import CompileOptions, compile_model
     from ckir.model import load
-    from ckir.tools.zoo import make_tiny_model
+    from ckir.tools.zoo import make_numpy_model
 
     out = Path(args.out)
     model_dir = out / f"tiny-{args.arch}"
     print(f"[1/3] making a random-weight tiny {args.arch} checkpoint in {model_dir}")
-    make_tiny_model(args.arch, model_dir)
+    make_numpy_model(args.arch, model_dir)
     build = out / f"build-{args.arch}"
     print(f"[2/3] compiling to {build}")
     compile_model(model_dir, build, CompileOptions(max_context=64), quiet=False, on_warning=_warn)

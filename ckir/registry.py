@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from ckir.dialects.dims import DimError, parse_constraint
+from ckir.resources import runtime_dir
 from ckir.vocab import DTYPES, KERNEL_OPS, MODES, dtype_info
 
 __all__ = [
@@ -128,8 +129,8 @@ class KernelSpec:
 
 
 def registry_path() -> Path:
-    """``runtime/registry.yaml`` of this checkout."""
-    return Path(__file__).resolve().parent.parent / "runtime" / "registry.yaml"
+    """``runtime/registry.yaml`` of this ckir (package data: see ckir.resources)."""
+    return runtime_dir() / "registry.yaml"
 
 
 def _fail(where: str, msg: str) -> RegistryError:

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ckir import resources
+
 __all__ = [
     "RuntimeBuildError",
     "build_library",
@@ -42,8 +44,8 @@ class RuntimeBuildError(RuntimeError):
 
 
 def runtime_dir() -> Path:
-    """The ``runtime/`` directory of this checkout (headers, kernels, registry)."""
-    return Path(__file__).resolve().parent.parent / "runtime"
+    """ckir's ``runtime/`` directory (headers, kernels, registry; see ckir.resources)."""
+    return resources.runtime_dir()
 
 
 def kernel_sources() -> list[Path]:

@@ -30,10 +30,11 @@ import yaml
 
 from ckir.dialects.dims import Dim, DimError
 from ckir.errors import CkirError
+from ckir.resources import templates_dir
 from ckir.vocab import GRAPH_OPS, MODES, SCHEDULE_KEYS, VALUE_DTYPES, OpSignature
 
-#: where the repository's templates live
-TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+#: where ckir's templates live (package data: see ckir.resources)
+TEMPLATES_DIR = templates_dir()
 
 #: dim symbols bound at run time, never by the config (``T`` = tokens of a call)
 RUNTIME_SYMBOLS = ("T",)
@@ -1554,7 +1555,7 @@ def load_template(path: str | Path) -> Template:
 
 
 def list_templates(templates_dir: str | Path | None = None) -> list[Template]:
-    """All templates in a directory (default: the repository's ``templates/``), by file name."""
+    """All templates in a directory (default: ckir's ``templates/``), by file name."""
     d = Path(templates_dir) if templates_dir is not None else TEMPLATES_DIR
     return [load_template(p) for p in sorted(d.glob("*.yaml"))]
 

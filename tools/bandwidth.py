@@ -33,6 +33,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from ckir.resources import runtime_dir
+
 CFLAGS = ["-O2", "-march=native", "-fopenmp", "-Wall"]
 
 
@@ -41,7 +43,8 @@ class ProbeBuildError(RuntimeError):
 
 
 def bench_source_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "runtime" / "bench"
+    """The probes' C sources (``runtime/bench``, package data: see ckir.resources)."""
+    return runtime_dir() / "bench"
 
 
 def _cache_root() -> Path:

@@ -61,7 +61,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ckir import __version__
 from ckir.errors import CkirError
+from ckir.resources import import_root, source_root
 from ckir.vocab import LOWERED_MODES, WEIGHT_DTYPES
 
 BASELINES = ("torch", "onnxruntime", "llama.cpp")
@@ -481,9 +483,8 @@ class Worker:
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             env[var] = str(threads)
         env["TOKENIZERS_PARALLELISM"] = "false"
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")]
-        ).rstrip(os.pathsep)
+        search = [str(import_root()), env.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(search).rstrip(os.pathsep)
         self._err = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ckir.tools.bench", "--worker", json.dumps(spec)],
@@ -1027,8 +1028,11 @@ def _split(text: str, allowed: Sequence[str], what: str) -> list[str]:
 
 
 def source_info() -> str:
-    """Which ckir is measured: a clean export's COMMIT file, or git HEAD (+ dirty files)."""
-    root = Path(__file__).resolve().parent.parent
+    """Which ckir is measured: a clean export's COMMIT file, git HEAD (+ dirty files), or
+    the installed version."""
+    root = source_root()
+    if root is None:
+        return f"installed ckir {__version__}"
     if (root / "COMMIT").exists():
         return f"commit {(root / 'COMMIT').read_text().strip()} (clean export)"
     try:

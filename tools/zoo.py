@@ -3,7 +3,12 @@
 ``make_tiny_model("llama", out_dir)`` builds a small model from a config
 object with ``transformers`` (never a download), initializes every weight
 from a seeded generator and saves ``config.json`` + ``model.safetensors``.
-torch and transformers are imported inside the function only.
+torch and transformers are imported inside the function only: the tests use
+it as the transformers-exact reference.
+
+``make_numpy_model("llama", out_dir)`` writes the same folder layout (tensor
+names, shapes, config keys) with NumPy and safetensors alone, ckir's own
+dependencies: ``ckir demo`` uses it, so an installed ckir needs no torch.
 
 Architectures: ``llama`` (GQA, I not a multiple of 16), ``mistral`` (served by
 the llama template), ``qwen2`` (q/k/v bias; tied or not), ``gpt2`` (fused
@@ -12,6 +17,7 @@ c_attn, Conv1D, tied lm_head).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -129,20 +135,122 @@ def make_tiny_model(
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            leaf = name.rsplit(".", 1)[-1]
-            is_norm = (
-                "norm" in name or ".ln_" in name or name.startswith(("ln_f", "transformer.ln_f"))
-            )
-            if is_norm and leaf == "weight":
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
-            elif is_norm:
-                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
-            elif leaf == "bias":
-                p.copy_(0.5 * std * torch.randn(p.shape, generator=gen))
-            else:
-                p.copy_(std * torch.randn(p.shape, generator=gen))
+            offset, scale = _init_law(name, std)
+            p.copy_(offset + scale * torch.randn(p.shape, generator=gen))
     model.eval()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
+    return out_dir
+
+
+def _init_law(name: str, std: float) -> tuple[float, float]:
+    """``(offset, scale)``: the HF tensor ``name`` is drawn from offset + scale * N(0, 1)."""
+    leaf = name.rsplit(".", 1)[-1]
+    is_norm = "norm" in name or ".ln_" in name or name.startswith(("ln_f", "transformer.ln_f"))
+    if is_norm:
+        return (1.0, 0.1) if leaf == "weight" else (0.0, 0.1)
+    return (0.0, 0.5 * std) if leaf == "bias" else (0.0, std)
+
+
+#: the transformers class ``save_pretrained`` names in ``config.json`` ``architectures``
+_HF_CLASSES = {
+    "llama": "LlamaForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "gpt2": "GPT2LMHeadModel",
+}
+
+
+def _hf_shapes(arch: str, cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """The tensors (HF names, shapes) a transformers ``arch`` model with config ``cfg`` saves."""
+    if arch == "gpt2":
+        shapes, e = _gpt2_shapes(cfg), cfg["n_embd"]
+    else:
+        shapes, e = _llama_shapes(arch, cfg), cfg["hidden_size"]
+    if not cfg["tie_word_embeddings"]:
+        shapes["lm_head.weight"] = (cfg["vocab_size"], e)
+    return shapes
+
+
+def _gpt2_shapes(cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """GPT-2's tensors but ``lm_head``: Conv1D weights are stored ``[in, out]``."""
+    e = cfg["n_embd"]
+    inner = cfg.get("n_inner") or 4 * e
+    shapes = {
+        "transformer.wte.weight": (cfg["vocab_size"], e),
+        "transformer.wpe.weight": (cfg["n_positions"], e),
+    }
+    for i in range(cfg["n_layer"]):
+        pre = f"transformer.h.{i}"
+        for name, n_in, n_out in (
+            ("attn.c_attn", e, 3 * e),
+            ("attn.c_proj", e, e),
+            ("mlp.c_fc", e, inner),
+            ("mlp.c_proj", inner, e),
+        ):
+            shapes[f"{pre}.{name}.weight"] = (n_in, n_out)
+            shapes[f"{pre}.{name}.bias"] = (n_out,)
+        for norm in ("ln_1", "ln_2"):
+            shapes[f"{pre}.{norm}.weight"] = shapes[f"{pre}.{norm}.bias"] = (e,)
+    shapes["transformer.ln_f.weight"] = shapes["transformer.ln_f.bias"] = (e,)
+    return shapes
+
+
+def _llama_shapes(arch: str, cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """The tensors of a llama, mistral or qwen2 model but ``lm_head``."""
+    e, inter = cfg["hidden_size"], cfg["intermediate_size"]
+    heads = cfg["num_attention_heads"]
+    kv = cfg.get("num_key_value_heads") or heads
+    d = cfg.get("head_dim") or e // heads
+    qkv_bias = arch == "qwen2" or bool(cfg.get("attention_bias"))
+    shapes = {"model.embed_tokens.weight": (cfg["vocab_size"], e)}
+    for i in range(cfg["num_hidden_layers"]):
+        pre = f"model.layers.{i}"
+        shapes[f"{pre}.input_layernorm.weight"] = (e,)
+        for proj, rows in (("q_proj", heads * d), ("k_proj", kv * d), ("v_proj", kv * d)):
+            shapes[f"{pre}.self_attn.{proj}.weight"] = (rows, e)
+            if qkv_bias:
+                shapes[f"{pre}.self_attn.{proj}.bias"] = (rows,)
+        shapes[f"{pre}.self_attn.o_proj.weight"] = (e, heads * d)
+        shapes[f"{pre}.post_attention_layernorm.weight"] = (e,)
+        shapes[f"{pre}.mlp.gate_proj.weight"] = (inter, e)
+        shapes[f"{pre}.mlp.up_proj.weight"] = (inter, e)
+        shapes[f"{pre}.mlp.down_proj.weight"] = (e, inter)
+    shapes["model.norm.weight"] = (e,)
+    return shapes
+
+
+def make_numpy_model(
+    arch: str,
+    out_dir: Path,
+    *,
+    seed: int = 0,
+    tied: bool | None = None,
+    std: float = 0.08,
+    **overrides: Any,
+) -> Path:
+    """``make_tiny_model`` without torch: NumPy weights saved with safetensors.
+
+    Writes ``config.json`` and ``model.safetensors`` (f32) in ``out_dir`` with
+    the tensor names and shapes transformers would save for ``arch``, each
+    drawn with ``np.random.default_rng(seed)`` by ``make_tiny_model``'s law
+    (different numbers: another generator).  ``overrides`` are config keys.
+    Returns ``out_dir``.
+    """
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    cfg = tiny_config(arch, tied=tied, **overrides)
+    rng = np.random.default_rng(seed)
+    tensors = {}
+    for name, shape in _hf_shapes(arch, cfg).items():
+        offset, scale = _init_law(name, std)
+        tensors[name] = (offset + scale * rng.standard_normal(shape)).astype(np.float32)
+    config = {"architectures": [_HF_CLASSES[arch]], "model_type": arch, **cfg}
+    config["torch_dtype"] = "float32"
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     return out_dir
