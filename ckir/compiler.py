@@ -44,7 +44,6 @@ from ckir.passes.lower_prefill import LowerPrefillPass
 from ckir.passes.plan_layout import PlanLayoutPass
 from ckir.vocab import LOWERED_MODES
 
-DEFAULT_MAX_CONTEXT = 256
 LIBRARY_NAME = "libmodel.so"
 BUILD_INFO = "build.json"
 
@@ -54,7 +53,7 @@ class CompileOptions:
     """Everything that changes a build besides the checkpoint itself."""
 
     modes: tuple[str, ...] = LOWERED_MODES
-    #: None: the model's maximum positions (symbol C), capped at DEFAULT_MAX_CONTEXT
+    #: None: the model's maximum positions (symbol C), capped at 256 (the passes' default)
     max_context: int | None = None
     debug: bool = False
     #: None: "bump" for debug builds (every canary private), else "liveness"
@@ -145,11 +144,7 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
     ctx = Context()
     if options.dtype is not None:
         ConvertWeightsPass(dtype=options.dtype).apply(ctx, module)
-    max_context = options.max_context
-    if max_context is None:
-        graph_model = next(op for op in module.ops if isinstance(op, g.ModelOp))
-        limit = graph_model.symbol_values().get("C", DEFAULT_MAX_CONTEXT)
-        max_context = min(limit, DEFAULT_MAX_CONTEXT)
+    max_context = options.max_context  # None: the passes' default, min(C, 256)
     passes: list[ModulePass] = []
     if "prefill" in options.modes:
         passes.append(LowerPrefillPass(max_context=max_context))

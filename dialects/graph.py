@@ -1431,17 +1431,34 @@ def _check_eps(op: ComputeOp) -> None:
         raise VerifyException(f"{op.name}: eps = {eps.value.data} must be positive")
 
 
-def _check_heads(op: ComputeOp, symbols: Mapping[str, int]) -> None:
-    heads = op.properties.get("heads")
-    kv = op.properties.get("kv_heads")
-    if not (isinstance(heads, StringAttr) and isinstance(kv, StringAttr)):
+def _check_heads(
+    op: ComputeOp, symbols: Mapping[str, int], q: TensorType, kv: Sequence[TensorType]
+) -> None:
+    """heads / kv_heads / head_dim against each other and against the operand widths.
+
+    ``q`` (and the result) must be ``heads*head_dim`` wide, every k / v operand
+    ``kv_heads*head_dim``: a kernel sized by the attributes would otherwise read
+    or write past its buffers.
+    """
+    attrs = {k: op.properties.get(k) for k in ("heads", "kv_heads", "head_dim")}
+    if not all(isinstance(a, StringAttr) for a in attrs.values()):
         return
-    h = try_evaluate_dim(heads.data, symbols)
-    k = try_evaluate_dim(kv.data, symbols)
+    texts = {k: a.data for k, a in attrs.items() if isinstance(a, StringAttr)}
+    h, k, d = (try_evaluate_dim(texts[n], symbols) for n in ("heads", "kv_heads", "head_dim"))
     if h is not None and k is not None and (k <= 0 or h % k):
         raise VerifyException(
-            f"{op.name}: heads = {heads.data} ({h}) is not a multiple of kv_heads = {kv.data} ({k})"
+            f"{op.name}: heads = {texts['heads']} ({h}) is not a multiple of "
+            f"kv_heads = {texts['kv_heads']} ({k})"
         )
+    if d is None:
+        return
+    for what, t, n, heads in [("q", q, h, "heads"), *(("k/v", t, k, "kv_heads") for t in kv)]:
+        width = try_evaluate_dim(op._last(t, what), symbols)
+        if n is not None and width is not None and width != n * d:
+            raise VerifyException(
+                f"{op.name}: {what} {t} is {width} wide but {heads}*head_dim = "
+                f"{texts[heads]}*{texts['head_dim']} = {n * d}"
+            )
 
 
 @irdl_op_definition
@@ -1563,7 +1580,7 @@ class RopeOp(ComputeOp):
             raise VerifyException(f"graph.rope: theta = {theta} must be positive")
         self._same_type("q and its result", self._in_type(0), self._out_type(0))
         self._same_type("k and its result", self._in_type(1), self._out_type(1))
-        _check_heads(self, symbols)
+        _check_heads(self, symbols, self._in_type(0), [self._in_type(1)])
 
 
 @irdl_op_definition
@@ -1584,7 +1601,7 @@ class AttentionOp(ComputeOp):
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
         self._same_type("q and the result", self._in_type(0), self._out_type(0))
         self._same_type("k and v", self._in_type(1), self._in_type(2))
-        _check_heads(self, symbols)
+        _check_heads(self, symbols, self._in_type(0), [self._in_type(1)])
 
 
 class _BinarySameType(ComputeOp):

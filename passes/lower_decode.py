@@ -22,15 +22,15 @@ class LowerDecodePass(ModulePass):
     global KV cache of ``max-context`` rows shared with the prefill program.
 
     Options:
-      max-context (int, default 256): the KV-cache length (must equal the
-      prefill program's when both are lowered).
+      max-context (int, default min(C, 256), C the model's maximum positions): the
+        KV-cache length (must equal the prefill program's when both are lowered).
 
     Example: ``ckir-opt graph.mlir --lower-decode{max-context=128} --plan-layout``
     """
 
     name = "lower-decode"
 
-    max_context: int = 256
+    max_context: int | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         lower_mode(op, "decode", self.max_context, self.name)

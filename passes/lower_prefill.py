@@ -22,14 +22,15 @@ class LowerPrefillPass(ModulePass):
     Attention writes K/V into a global KV cache of ``max-context`` rows.
 
     Options:
-      max-context (int, default 256): the largest prompt and the KV-cache length.
+      max-context (int, default min(C, 256), C the model's maximum positions): the largest
+        prompt and the KV-cache length.
 
     Example: ``ckir-opt graph.mlir -p 'lower-prefill{max-context=128}'``
     """
 
     name = "lower-prefill"
 
-    max_context: int = 256
+    max_context: int | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         lower_mode(op, "prefill", self.max_context, self.name)

@@ -13,7 +13,7 @@ from ckir.passes.lowering.materialize import materialize
 from ckir.passes.lowering.patterns import INPLACE, rewrite_program
 
 
-def lower_mode(module: ModuleOp, mode: str, max_context: int, pass_name: str) -> None:
+def lower_mode(module: ModuleOp, mode: str, max_context: int | None, pass_name: str) -> None:
     """Add a ``lowered.program`` for ``mode`` to the module's ``lowered.model``."""
     ctx = materialize(module, mode, max_context, INPLACE, pass_name)
     rewrite_program(ctx)

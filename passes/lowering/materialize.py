@@ -24,13 +24,22 @@ from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.passes.lowering.context import InplaceTable, LoweringContext, find_graph_model
 
+#: the KV-cache length when none is asked for, capped by the model's positions C
+DEFAULT_MAX_CONTEXT = 256
+
 
 def materialize(
-    module: ModuleOp, mode: str, max_context: int, inplace: InplaceTable, pass_name: str
+    module: ModuleOp, mode: str, max_context: int | None, inplace: InplaceTable, pass_name: str
 ) -> LoweringContext:
-    """Build the program skeleton for ``mode`` and return the lowering context."""
+    """Build the program skeleton for ``mode`` and return the lowering context.
+
+    ``max_context`` None means min(C, DEFAULT_MAX_CONTEXT), C the model's maximum
+    positions when it has one.
+    """
     model = find_graph_model(module, pass_name)
     symbols = model.symbol_values()
+    if max_context is None:
+        max_context = min(symbols.get("C", DEFAULT_MAX_CONTEXT), DEFAULT_MAX_CONTEXT)
     if max_context < 1:
         raise CkirError(f"{pass_name}: max-context must be >= 1, got {max_context}")
     limit = symbols.get("C")

@@ -1,5 +1,11 @@
 // RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} | filecheck %s
 // RUN: ckir-opt %inputs/tiny_gpt2.mlir --lower-decode{max-context=16} | filecheck %s --check-prefix=GPT2
+// The default max-context is min(C, 256): tiny llama has C = 128, below 256, so the
+// project's signature pipeline works on it without options.
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode --plan-layout | filecheck %s --check-prefix=DEFAULT
+// DEFAULT: lowered.buffer @kv.layers.0.k kv_cache : !lowered.buf<[128, 32], f32>
+// DEFAULT: lowered.program @decode mode "decode" max_context 128 {
+// DEFAULT: layout.plan @llama
 
 // tiny llama: E=64, H=4, KV=2, D=16, I=172, L=2, V=256.
 // The graph stays; a lowered.model follows it with the weights layer by layer.

@@ -1197,3 +1197,32 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
     graph.yield %x : !graph.tensor<[T, E], f32>
   }
 }
+
+// -----
+
+// attention: kv_heads says H where k/v are KV*D wide (a kv_store would overrun its slot)
+// CHECK: graph.attention: k/v !graph.tensor<[T, KV*D], f32> is 4 wide but kv_heads*head_dim = H*D = 8
+graph.model @m arch "test" symbols {E = 8, H = 4, KV = 2, D = 2, L = 2, V = 8} {
+  graph.weight @emb : [V, E] f32 hf "emb"
+  graph.header {
+    %t = graph.input "tokens" : !graph.tensor<[T], i32>
+    %q = graph.input "q" : !graph.tensor<[T, H*D], f32>
+    %k = graph.input "k" : !graph.tensor<[T, KV*D], f32>
+    %o = graph.attention %q, %k, %k {heads = "H", kv_heads = "H", head_dim = "D", causal} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>, !graph.tensor<[T, KV*D], f32>) -> !graph.tensor<[T, H*D], f32>
+    graph.yield %o : !graph.tensor<[T, H*D], f32>
+  }
+}
+
+// -----
+
+// rope: q narrower than heads*head_dim
+// CHECK: graph.rope: q !graph.tensor<[T, E], f32> is 8 wide but heads*head_dim = H*D = 16
+graph.model @m arch "test" symbols {E = 8, H = 4, KV = 2, D = 4, L = 2, V = 8} {
+  graph.weight @emb : [V, E] f32 hf "emb"
+  graph.header {
+    %t = graph.input "tokens" : !graph.tensor<[T], i32>
+    %x = graph.input "x" : !graph.tensor<[T, E], f32>
+    %q, %k = graph.rope %x, %x {theta = 1.0e+04 : f64, heads = "H", kv_heads = "KV", head_dim = "D"} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>)
+    graph.yield %x : !graph.tensor<[T, E], f32>
+  }
+}
