@@ -47,6 +47,8 @@
 
 builtin.module {
   lowered.model @independent {
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
     lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
     lowered.buffer @w.b weight : !lowered.buf<[4, 16], f32> {source = "b"}
     lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}
@@ -76,6 +78,7 @@ builtin.module {
 
 builtin.module {
   lowered.model @two_inputs {
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
     lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
     lowered.buffer @w.b weight : !lowered.buf<[4, 16], f32> {source = "b"}
     lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}
@@ -103,6 +106,8 @@ builtin.module {
 
 builtin.module {
   lowered.model @x_rewritten {
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
     lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
     lowered.buffer @w.b weight : !lowered.buf<[4, 16], f32> {source = "b"}
     lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}
@@ -133,6 +138,8 @@ builtin.module {
 
 builtin.module {
   lowered.model @reads_yb {
+    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
     lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
     lowered.buffer @w.b weight : !lowered.buf<[4, 16], f32> {source = "b"}
     lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}
@@ -162,6 +169,8 @@ builtin.module {
 
 builtin.module {
   lowered.model @mixed_dtypes {
+    lowered.kernel @gemv_bf16 op "linear" c "ckir_gemv_bf16" modes ["decode"] (x: read f32, w: read bf16, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
     lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
     lowered.buffer @w.b weight : !lowered.buf<[4, 16], bf16> {source = "b"}
     lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}
