@@ -6,11 +6,16 @@
 
 // Decode: gate gemv + up gemv + swiglu -> one gemv_gate_up_f32 writing the
 // swiglu's output; the gate and up buffers are gone, the output buffer stays.
+// The fused kernel is declared; swiglu_f32, which no call names any more, is not.
+// CHECK:      lowered.model @llama {
+// CHECK-NOT:  lowered.kernel @swiglu_f32
+// CHECK:      lowered.kernel @gemv_gate_up_f32 op "fused_gate_up" c "ckir_gemv_gate_up_f32" modes ["decode"] (x: read f32, wg: read f32, wu: read f32, out: write f32) params (N: i64, K: i64)
+// CHECK-NOT:  lowered.kernel @swiglu_f32
 // CHECK:      lowered.program @decode mode "decode" max_context 16 attributes {fused = {gate_up = 2 : i64}} {
 // CHECK:      lowered.buffer @decode.layers.0.h2 activation : !lowered.buf<[1, 64], f32>
 // CHECK-NEXT: lowered.buffer @decode.layers.0.m activation : !lowered.buf<[1, 172], f32>
 // CHECK:      lowered.call @rmsnorm_f32(@decode.layers.0.x1, @w.layers.0.mlp_norm) -> (@decode.layers.0.h2)
-// CHECK-NEXT: lowered.call @gemv_gate_up_f32(@decode.layers.0.h2, @w.layers.0.mlp.gate, @w.layers.0.mlp.up) -> (@decode.layers.0.m) {N = 172 : i64, K = 64 : i64, comment = "layers.0: graph.linear + graph.linear + graph.swiglu [fuse-gate-up]"}
+// CHECK-NEXT: lowered.call @gemv_gate_up_f32(@decode.layers.0.h2, @w.layers.0.mlp.gate, @w.layers.0.mlp.up) -> (@decode.layers.0.m) {N = 172 : i64, K = 64 : i64, origin = #lowered.origin<scope "layers.0", fusion "fuse-gate-up", of [#lowered.origin<scope "layers.0", op "graph.linear">, #lowered.origin<scope "layers.0", op "graph.linear">, #lowered.origin<scope "layers.0", op "graph.swiglu">]>}
 // CHECK-NEXT: lowered.call @gemv_f32(@decode.layers.0.m, @w.layers.0.mlp.down) -> (@decode.layers.0.d)
 // CHECK:      lowered.call @gemv_gate_up_f32(@decode.layers.1.h2, @w.layers.1.mlp.gate, @w.layers.1.mlp.up) -> (@decode.layers.1.m) {N = 172 : i64, K = 64 : i64
 // CHECK-NOT:  @swiglu_f32
@@ -67,7 +72,7 @@ builtin.module {
 // HAND:      lowered.buffer @z activation
 // HAND-NEXT: lowered.buffer @m activation
 // HAND-NEXT: lowered.call @rmsnorm_f32(@x, @w.n) -> (@z)
-// HAND-NEXT: lowered.call @gemv_gate_up_f32(@x, @w.g, @w.u) -> (@m) {N = 8 : i64, K = 16 : i64, comment = "gemv_f32 + gemv_f32 + swiglu_f32 [fuse-gate-up]"}
+// HAND-NEXT: lowered.call @gemv_gate_up_f32(@x, @w.g, @w.u) -> (@m) {N = 8 : i64, K = 16 : i64}
 // HAND-NEXT: }
 
 // -----

@@ -12,7 +12,7 @@
 // CHECK-NEXT: lowered.buffer @decode.layers.0.k activation : !lowered.buf<[1, 32], f32>
 // CHECK-NEXT: lowered.buffer @decode.layers.0.v activation : !lowered.buf<[1, 32], f32>
 // CHECK:      lowered.call @rmsnorm_f32(@decode.header.x, @w.layers.0.attn_norm) -> (@decode.layers.0.h)
-// CHECK-NEXT: lowered.call @gemv_qkv_f32(@decode.layers.0.h, @w.layers.0.attn.wq, @w.layers.0.attn.wk, @w.layers.0.attn.wv) -> (@decode.layers.0.q, @decode.layers.0.k, @decode.layers.0.v) {Nq = 64 : i64, Nk = 32 : i64, Nv = 32 : i64, K = 64 : i64, comment = "layers.0: graph.linear + graph.linear + graph.linear [fuse-qkv]"}
+// CHECK-NEXT: lowered.call @gemv_qkv_f32(@decode.layers.0.h, @w.layers.0.attn.wq, @w.layers.0.attn.wk, @w.layers.0.attn.wv) -> (@decode.layers.0.q, @decode.layers.0.k, @decode.layers.0.v) {Nq = 64 : i64, Nk = 32 : i64, Nv = 32 : i64, K = 64 : i64, origin = #lowered.origin<scope "layers.0", fusion "fuse-qkv", of [#lowered.origin<scope "layers.0", op "graph.linear">, #lowered.origin<scope "layers.0", op "graph.linear">, #lowered.origin<scope "layers.0", op "graph.linear">]>}
 // CHECK-NEXT: lowered.call @rope_f32() -> (@decode.layers.0.q, @decode.layers.0.k)
 // The output projection and the MLP linears are not q/k/v triples: untouched.
 // CHECK:      lowered.call @gemv_f32(@decode.layers.0.a, @w.layers.0.attn.wo) -> (@decode.layers.0.o)
@@ -70,7 +70,7 @@ builtin.module {
 }
 // HAND-LABEL: lowered.model @independent
 // HAND:      attributes {fused = {qkv = 1 : i64}}
-// HAND:      lowered.call @gemv_qkv_f32(@x, @w.a, @w.b, @w.c) -> (@ya, @yb, @yc) {Nq = 8 : i64, Nk = 4 : i64, Nv = 4 : i64, K = 16 : i64, comment = "gemv_f32 + gemv_f32 + gemv_f32 [fuse-qkv]"}
+// HAND:      lowered.call @gemv_qkv_f32(@x, @w.a, @w.b, @w.c) -> (@ya, @yb, @yc) {Nq = 8 : i64, Nk = 4 : i64, Nv = 4 : i64, K = 16 : i64}
 // HAND-NEXT: lowered.call @rmsnorm_f32(@x, @w.g) -> (@z)
 // HAND-NEXT: }
 
