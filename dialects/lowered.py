@@ -9,20 +9,27 @@ Every dim is an integer, except the run-time scalars ``#lowered.rt<T>`` (tokens
 in this call), ``#lowered.rt<P>`` (tokens already cached) and ``#lowered.rt<PT>``
 (P + T), optionally scaled: ``#lowered.rt<T*64>``.
 
+The module describes its kernels: one ``lowered.kernel`` declaration per kernel
+called (op kind, C name, modes, operands with access and dtype, parameters,
+constraints), and every call carries its origin (``#lowered.origin<...>``).
+
 Example::
 
     lowered.model @tiny {
+      lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["decode"]
+          (tokens: read i32, table: read f32, out: write f32) params (T: i64, E: i64)
       lowered.buffer @"w.embed" weight : !lowered.buf<[256, 64], f32> {source = "embed"}
       lowered.program @decode mode "decode" max_context 128 {
         lowered.buffer @"decode.tokens" io : !lowered.buf<[1], i32>
         lowered.buffer @"decode.x" activation : !lowered.buf<[1, 64], f32>
         lowered.call @embed_f32(@"decode.tokens", @"w.embed") -> (@"decode.x")
-            {T = 1 : i64, E = 64 : i64, V = 256 : i64}
+            {T = 1 : i64, E = 64 : i64, origin = #lowered.origin<scope "header", op "graph.embed">}
       }
     }
 
-Calls are checked against the kernel registry (``ckir.registry``) when it is
-available.  See docs/dialects/lowered.md.
+Calls are checked against the declaration they name, never against the global
+kernel registry (``ckir.registry`` only provides the spec type and constraint
+language).  See docs/dialects/lowered.md.
 """
 
 from __future__ import annotations
