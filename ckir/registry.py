@@ -12,12 +12,14 @@ import functools
 import operator
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import yaml
+
+from ckir.dialects.dims import dim_symbols
 
 __all__ = [
     "ACCESSES",
@@ -179,6 +181,9 @@ class OperandSpec:
     name: str
     dtype: str
     access: str
+    #: elements the kernel may touch, a dim expression over the params ("T*E"); "" = unstated.
+    #: Checked by the lowered.call verifier; not part of the C signature, so not compared.
+    extent: str = field(default="", compare=False)
 
     def c_decl(self) -> str:
         ctype = DTYPE_C.get(self.dtype, "void")
@@ -298,15 +303,22 @@ def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
     operands = []
     for i, o in enumerate(_get(entry, "operands", where, list)):
         w = f"{where} operand {i}"
-        if not isinstance(o, Mapping) or set(o) != {"name", "dtype", "access"}:
-            raise _fail(w, f"must be {{name, dtype, access}}, got {o!r}")
+        if not isinstance(o, Mapping) or not (
+            {"name", "dtype", "access"} <= set(o) <= {"name", "dtype", "access", "extent"}
+        ):
+            raise _fail(w, f"must be {{name, dtype, access[, extent]}}, got {o!r}")
         if not _IDENT.match(str(o["name"])):
             raise _fail(w, f"name {o['name']!r} is not an identifier")
         if o["dtype"] not in DTYPE_C:
             raise _fail(w, f"unknown dtype {o['dtype']!r} (known: {', '.join(DTYPE_C)})")
         if o["access"] not in ACCESSES:
             raise _fail(w, f"access must be one of {list(ACCESSES)}, got {o['access']!r}")
-        operands.append(OperandSpec(str(o["name"]), str(o["dtype"]), str(o["access"])))
+        extent = o.get("extent", "")
+        if not isinstance(extent, str):
+            raise _fail(w, f"extent must be a string (a dim expression), got {extent!r}")
+        operands.append(
+            OperandSpec(str(o["name"]), str(o["dtype"]), str(o["access"]), extent.replace(" ", ""))
+        )
     if not operands:
         raise _fail(where, "a kernel needs at least one buffer operand")
 
@@ -321,6 +333,18 @@ def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
             raise _fail(w, f"type must be one of {list(PARAM_TYPES)}, got {p['type']!r}")
         params.append(ParamSpec(str(p["name"]), str(p["type"])))
 
+    pnames = frozenset(p.name for p in params)
+    for o in operands:
+        if o.extent:
+            try:
+                unknown = sorted(dim_symbols(o.extent) - pnames)
+            except ValueError as exc:
+                raise _fail(where, f"operand {o.name}: bad extent {o.extent!r}: {exc}") from None
+            if unknown:
+                raise _fail(
+                    where, f"operand {o.name}: extent {o.extent!r} names no param {unknown[0]}"
+                )
+
     all_names = [o.name for o in operands] + [p.name for p in params]
     dupes = sorted({n for n in all_names if all_names.count(n) > 1})
     if dupes:
@@ -329,7 +353,6 @@ def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
     constraints = entry.get("constraints", [])
     if not isinstance(constraints, list) or not all(isinstance(c, str) for c in constraints):
         raise _fail(where, "constraints must be a list of strings")
-    pnames = frozenset(p.name for p in params)
     for c in constraints:
         try:
             _parse_constraint(c, pnames)

@@ -76,6 +76,7 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
+from ckir.dialects.dims import dim_symbols, evaluate_dim
 from ckir.registry import KernelSpec, OperandSpec, ParamSpec
 
 __all__ = [
@@ -322,11 +323,13 @@ PARAM_TYPES: dict[str, Attribute] = {"i64": i64, "f32": f32}
 
 @irdl_attr_definition
 class KernelArgAttr(ParametrizedAttribute):
-    """One buffer operand of a kernel declaration: ``#lowered.arg<x: read f32>``.
+    """One buffer operand of a kernel declaration: ``#lowered.arg<x: read f32 extent "T*E">``.
 
     ``access`` is ``read``, ``write`` or ``readwrite``; ``dtype`` one of the buffer
-    dtypes.  Inside a ``lowered.kernel`` the operands print without the prefix:
-    ``(x: read f32, y: write f32)``.
+    dtypes; the optional ``extent`` is how many elements the kernel may touch, a
+    dim expression over the kernel's parameters (``"(P+T)*KVD"``).  Inside a
+    ``lowered.kernel`` the operands print without the prefix:
+    ``(x: read f32 extent "T*E", y: write f32)``.
     """
 
     name = "lowered.arg"
@@ -334,10 +337,18 @@ class KernelArgAttr(ParametrizedAttribute):
     arg_name: StringAttr
     access: StringAttr
     dtype: StringAttr
+    extent: StringAttr
 
     @staticmethod
-    def make(name: str, access: str, dtype: str) -> KernelArgAttr:
-        return KernelArgAttr(_str_attr(name), _str_attr(access), _str_attr(dtype))
+    def make(name: str, access: str, dtype: str, extent: str = "") -> KernelArgAttr:
+        return KernelArgAttr(
+            _str_attr(name), _str_attr(access), _str_attr(dtype), _str_attr(extent)
+        )
+
+    @property
+    def extent_text(self) -> str | None:
+        """The extent expression, None when the declaration states none."""
+        return self.extent.data or None
 
     @property
     def name_text(self) -> str:
@@ -368,6 +379,13 @@ class KernelArgAttr(ParametrizedAttribute):
                 f"lowered.arg {self.arg_name.data}: unknown dtype '{self.dtype.data}' "
                 f"(expected one of {', '.join(DTYPES)})"
             )
+        if self.extent.data:
+            try:
+                dim_symbols(self.extent.data)
+            except ValueError as err:
+                raise VerifyException(
+                    f"lowered.arg {self.arg_name.data}: bad extent '{self.extent.data}': {err}"
+                ) from None
 
     @staticmethod
     def parse_body(parser: AttrParser) -> KernelArgAttr:
@@ -388,16 +406,22 @@ class KernelArgAttr(ParametrizedAttribute):
             parser.raise_error(
                 f"unknown dtype '{dtype}' (expected one of {', '.join(DTYPES)})", start, parser.pos
             )
-        return KernelArgAttr.make(name, access, dtype)
+        extent = ""
+        if parser.parse_optional_keyword("extent") is not None:
+            extent = parser.parse_str_literal(" (an extent: a dim expression over the params)")
+        return KernelArgAttr.make(name, access, dtype, extent)
 
     def body_text(self) -> str:
-        return f"{self.arg_name.data}: {self.access.data} {self.dtype.data}"
+        text = f"{self.arg_name.data}: {self.access.data} {self.dtype.data}"
+        if self.extent.data:
+            text += f' extent "{self.extent.data}"'
+        return text
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         with parser.in_angle_brackets():
             arg = cls.parse_body(parser)
-        return (arg.arg_name, arg.access, arg.dtype)
+        return (arg.arg_name, arg.access, arg.dtype, arg.extent)
 
     def print_parameters(self, printer: Printer) -> None:
         printer.print_string("<" + self.body_text() + ">")
@@ -1031,7 +1055,10 @@ class KernelOp(IRDLOperation):
                 "c_name": StringAttr(spec.c_name),
                 "modes": ArrayAttr(tuple(_str_attr(m) for m in spec.modes)),
                 "args": ArrayAttr(
-                    tuple(KernelArgAttr.make(o.name, o.access, o.dtype) for o in spec.operands)
+                    tuple(
+                        KernelArgAttr.make(o.name, o.access, o.dtype, o.extent)
+                        for o in spec.operands
+                    )
                 ),
                 "params": DictionaryAttr({p.name: PARAM_TYPES[p.type] for p in spec.params}),
                 "constraints": ArrayAttr(tuple(StringAttr(c) for c in spec.constraints)),
@@ -1079,7 +1106,8 @@ class KernelOp(IRDLOperation):
             op=self.kind.data,
             modes=tuple(m.data for m in self.modes.data),
             operands=tuple(
-                OperandSpec(a.name_text, a.dtype_name, a.access_text) for a in self.args.data
+                OperandSpec(a.name_text, a.dtype_name, a.access_text, a.extent.data)
+                for a in self.args.data
             ),
             params=tuple(ParamSpec(k, t) for k, t in self.param_types()),
             constraints=tuple(c.data for c in self.constraints.data),
@@ -1111,6 +1139,14 @@ class KernelOp(IRDLOperation):
                     f"{where}: parameter {k} has type {v}, expected one of {', '.join(PARAM_TYPES)}"
                 )
             names.append(k)
+        integers = {k for k, v in self.params.data.items() if v == i64}
+        for a in self.args.data:
+            if a.extent.data and not dim_symbols(a.extent.data) <= integers:
+                bad = sorted(dim_symbols(a.extent.data) - integers)[0]
+                raise VerifyException(
+                    f"{where}: operand {a.name_text}: extent '{a.extent.data}' names {bad}, "
+                    "which is not an i64 parameter"
+                )
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise VerifyException(
@@ -1439,12 +1475,58 @@ class CallOp(IRDLOperation):
             prefix = f"{decl.kernel_name}: "
             text = problem[len(prefix) :] if problem.startswith(prefix) else problem
             raise VerifyException(f"{where}: {text}")
+        if isinstance(program, ProgramOp):
+            self._verify_extents(decl, types, program, where)
         modes = [m.data for m in decl.modes.data]
         if isinstance(program, ProgramOp) and program.mode_name not in modes:
             raise VerifyException(
                 f'{where}: kernel is not available in mode "{program.mode_name}" '
                 f"(modes: {', '.join(modes)})"
             )
+
+    def largest_params(self, program: ProgramOp) -> dict[str, int]:
+        """The integer parameters, run-time ones at their largest in ``program``.
+
+        ``T`` (tokens in this call) is at most ``max_context`` in prefill and 1 in
+        decode; ``P + T`` is at most ``max_context``, so ``P`` is taken as
+        ``max_context - T``.  Float parameters are left out.
+        """
+        most = program.max_ctx
+        tokens = 1 if program.mode_name == "decode" else most
+        runtime = {"T": tokens, "P": most - tokens, "PT": most}
+        out: dict[str, int] = {}
+        for k, v in self.param_values.items():
+            if isinstance(v, str):
+                base, _, factor = v.partition("*")
+                out[k] = runtime[base] * (int(factor) if factor else 1)
+            elif isinstance(self.params.data[k], IntegerAttr):
+                out[k] = int(v)
+        return out
+
+    def _verify_extents(
+        self, decl: KernelOp, types: Mapping[str, BufferType], program: ProgramOp, where: str
+    ) -> None:
+        """Every buffer holds the elements its operand's declared extent may touch."""
+        env: dict[str, int] | None = None
+        for arg, name in self.bindings(decl):
+            extent = arg.extent_text
+            if extent is None:
+                continue
+            env = env if env is not None else self.largest_params(program)
+            try:
+                need = evaluate_dim(extent, env)
+            except (KeyError, ValueError, ZeroDivisionError) as err:
+                raise VerifyException(
+                    f'{where}: operand {arg.name_text}: cannot evaluate extent "{extent}": {err}'
+                ) from None
+            have = types[name].num_elements
+            if need > have:
+                used = ", ".join(f"{s}={env[s]}" for s in sorted(dim_symbols(extent)))
+                raise VerifyException(
+                    f"{where}: operand {arg.name_text} = {sym(name)} holds {have} elements, "
+                    f'but the kernel may access {need} (extent "{extent}" at {used}; '
+                    "run-time values at their largest)"
+                )
 
     @classmethod
     def parse(cls, parser: Parser) -> CallOp:

@@ -4,7 +4,7 @@
 // RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --fuse-qkv --plan-layout --emit-c{profile=true} | filecheck %s --check-prefix=PROF
 // RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout -t "c{profile=true}" | filecheck %s --check-prefix=PROF2
 // RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout -t c | filecheck %s --check-prefix=NOPROF
-// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout | sed -e 's/(x: read f32, w: read f32, y: write f32) params (N: i64, K: i64)/(x: read f32, w: read f32, y: readwrite f32) params (N: i64, K: i64)/' > %t.mlir
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout | sed -e 's/y: write f32 extent "N") params (N: i64, K: i64)/y: readwrite f32 extent "N") params (N: i64, K: i64)/' > %t.mlir
 // RUN: not ckir-opt %t.mlir --emit-c 2>&1 | filecheck %s --check-prefix=ABI
 
 // model.h: one offset constant per slot, from the layout plan (bump, canaries on).

@@ -9,7 +9,7 @@
 // The fused kernel is declared; swiglu_f32, which no call names any more, is not.
 // CHECK:      lowered.model @llama {
 // CHECK-NOT:  lowered.kernel @swiglu_f32
-// CHECK:      lowered.kernel @gemv_gate_up_f32 op "fused_gate_up" c "ckir_gemv_gate_up_f32" modes ["decode"] (x: read f32, wg: read f32, wu: read f32, out: write f32) params (N: i64, K: i64)
+// CHECK:      lowered.kernel @gemv_gate_up_f32 op "fused_gate_up" c "ckir_gemv_gate_up_f32" modes ["decode"] (x: read f32 extent "K", wg: read f32 extent "N*K", wu: read f32 extent "N*K", out: write f32 extent "N") params (N: i64, K: i64)
 // CHECK-NOT:  lowered.kernel @swiglu_f32
 // CHECK:      lowered.program @decode mode "decode" max_context 16 attributes {fused = {gate_up = 2 : i64}} {
 // CHECK:      lowered.buffer @decode.layers.0.h2 activation : !lowered.buf<[1, 64], f32>

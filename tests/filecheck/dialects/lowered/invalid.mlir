@@ -584,3 +584,63 @@ lowered.model @m {
     lowered.call @relu_f32(@x) -> (@x) {n = 64 : i64, origin = #lowered.origin<scope "", op "graph.relu">}
   }
 }
+
+// -----
+
+// memory overrun (issue 11): a kv_store whose rows are 96 floats (KVD = 96) into
+// a cache of 32-float rows; the extent (P+T)*KVD at P+T = max_context = 8
+// needs 768 elements, the cache holds 256
+// CHECK: lowered.call @kv_store_f32: operand kcache = @kv.0.k holds 256 elements, but the kernel may access 768 (extent "(P+T)*KVD" at KVD=96, P=0, T=8; run-time values at their largest)
+lowered.model @m {
+  lowered.kernel @kv_store_f32 op "kv_store" c "ckir_kv_store_f32" modes ["prefill", "decode"] (k: read f32 extent "T*KVD", v: read f32 extent "T*KVD", kcache: readwrite f32 extent "(P+T)*KVD", vcache: readwrite f32 extent "(P+T)*KVD") params (T: i64, P: i64, KVD: i64) constraints ["T >= 1", "P >= 0", "KVD >= 1"]
+  lowered.buffer @kv.0.k kv_cache : !lowered.buf<[8, 32], f32>
+  lowered.buffer @kv.0.v kv_cache : !lowered.buf<[8, 32], f32>
+  lowered.program @prefill mode "prefill" max_context 8 {
+    lowered.buffer @k activation : !lowered.buf<[8, 96], f32>
+    lowered.buffer @v activation : !lowered.buf<[8, 96], f32>
+    lowered.call @kv_store_f32(@k, @v) -> (@kv.0.k, @kv.0.v) {T = #lowered.rt<T>, P = #lowered.rt<P>, KVD = 96 : i64}
+  }
+}
+
+// -----
+
+// the same in decode: one token (T = 1) at P <= max_context - 1
+// CHECK: lowered.call @kv_store_f32: operand k = @k holds 32 elements, but the kernel may access 96 (extent "T*KVD" at KVD=96, T=1; run-time values at their largest)
+lowered.model @m {
+  lowered.kernel @kv_store_f32 op "kv_store" c "ckir_kv_store_f32" modes ["prefill", "decode"] (k: read f32 extent "T*KVD", v: read f32 extent "T*KVD", kcache: readwrite f32 extent "(P+T)*KVD", vcache: readwrite f32 extent "(P+T)*KVD") params (T: i64, P: i64, KVD: i64)
+  lowered.buffer @kv.0.k kv_cache : !lowered.buf<[8, 96], f32>
+  lowered.buffer @kv.0.v kv_cache : !lowered.buf<[8, 96], f32>
+  lowered.program @decode mode "decode" max_context 8 {
+    lowered.buffer @k activation : !lowered.buf<[1, 32], f32>
+    lowered.buffer @v activation : !lowered.buf<[1, 96], f32>
+    lowered.call @kv_store_f32(@k, @v) -> (@kv.0.k, @kv.0.v) {T = 1 : i64, P = #lowered.rt<P>, KVD = 96 : i64}
+  }
+}
+
+// -----
+
+// an extent over a float parameter
+// CHECK: lowered.kernel @k: operand x: extent 'n*eps' names eps, which is not an i64 parameter
+lowered.model @m {
+  lowered.kernel @k op "relu" c "k" modes ["decode"] (x: read f32 extent "n*eps") params (n: i64, eps: f32)
+}
+
+// -----
+
+// a malformed extent
+// CHECK: lowered.arg x: bad extent 'n*'
+lowered.model @m {
+  lowered.kernel @k op "relu" c "k" modes ["decode"] (x: read f32 extent "n*") params (n: i64)
+}
+
+// -----
+
+// an extent that does not divide exactly
+// CHECK: lowered.call @k: operand x: cannot evaluate extent "n/3"
+lowered.model @m {
+  lowered.kernel @k op "relu" c "k" modes ["decode"] (x: write f32 extent "n/3") params (n: i64)
+  lowered.program @decode mode "decode" max_context 8 {
+    lowered.buffer @x activation : !lowered.buf<[1, 64], f32>
+    lowered.call @k() -> (@x) {n = 64 : i64}
+  }
+}
