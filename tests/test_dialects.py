@@ -19,7 +19,16 @@ from pathlib import Path
 
 import pytest
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, Builtin, FloatAttr, ModuleOp, StringAttr, f64
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    Builtin,
+    DictionaryAttr,
+    FloatAttr,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    f64,
+)
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -29,7 +38,14 @@ from ckir.dialects import dims
 from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
-from ckir.registry import KernelSpec, OperandSpec, ParamSpec
+from ckir.registry import (
+    KernelSpec,
+    OperandSpec,
+    ParamSpec,
+    RegistryError,
+    load_registry,
+    parse_registry,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 LIT = ROOT / "tests" / "filecheck" / "dialects"
@@ -685,3 +701,48 @@ def test_two_thousand_ops_parse_quickly(make) -> None:  # type: ignore[no-untype
     assert n_ops >= 2000
     assert elapsed < 1.0, f"parsing {n_ops} ops took {elapsed:.2f} s of CPU"
     module.verify()
+
+
+def test_extents_come_from_the_registry_and_bound_every_buffer() -> None:
+    decl = lw.KernelOp.from_spec(load_registry()["kv_store_f32"])
+    assert [a.extent_text for a in decl.arg_list] == ["T*KVD", "T*KVD", "(P+T)*KVD", "(P+T)*KVD"]
+    model = lw.LoweredModelOp.make("m")
+    model.body_block.add_op(decl)
+    for name, width in (("kv.k", 32), ("kv.v", 32)):
+        model.body_block.add_op(
+            lw.BufferOp.make(name, "kv_cache", lw.BufferType.make([8, width], "f32"))
+        )
+    prog = lw.ProgramOp.make("prefill", "prefill", 8)
+    model.body_block.add_op(prog)
+    for name in ("k", "v"):
+        prog.body_block.add_op(
+            lw.BufferOp.make(name, "activation", lw.BufferType.make([8, 32], "f32"))
+        )
+    call = lw.CallOp.make(
+        "kv_store_f32", ["k", "v"], ["kv.k", "kv.v"], {"T": "T", "P": "P", "KVD": 32}
+    )
+    prog.body_block.add_op(call)
+    module = ModuleOp([model])
+    module.verify()  # 32-float rows into 32-float rows: fits exactly
+    assert call.largest_params(prog) == {"T": 8, "P": 0, "KVD": 32}
+    call.params = DictionaryAttr({**call.params.data, "KVD": IntegerAttr(96, 64)})
+    with pytest.raises(VerifyException, match="operand k = @k holds 256 elements, but the kernel"):
+        module.verify()
+
+
+def test_registry_extents_are_validated() -> None:
+    entry = {
+        "c_name": "ckir_x",
+        "op": "relu",
+        "modes": ["decode"],
+        "operands": [{"name": "x", "dtype": "f32", "access": "read", "extent": "n*m"}],
+        "params": [{"name": "n", "type": "i64"}],
+    }
+    with pytest.raises(RegistryError, match="operand x: extent 'n\\*m' names no param m"):
+        parse_registry({"version": 1, "kernels": {"x": entry}})
+    entry["operands"][0]["extent"] = "n*"
+    with pytest.raises(RegistryError, match="operand x: bad extent 'n\\*'"):
+        parse_registry({"version": 1, "kernels": {"x": entry}})
+    entry["operands"][0]["extent"] = "2 * n"
+    spec = parse_registry({"version": 1, "kernels": {"x": entry}})["x"]
+    assert spec.operands[0].extent == "2*n"
