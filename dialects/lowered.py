@@ -77,7 +77,7 @@ from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
 from ckir.dialects.dims import dim_symbols, evaluate_dim
-from ckir.registry import KernelSpec, OperandSpec, ParamSpec
+from ckir.registry import ACCESSES, PARAM_TYPES, KernelSpec, OperandSpec, ParamSpec
 
 __all__ = [
     "BLOCK_DTYPES",
@@ -134,7 +134,6 @@ RUNTIME_SYMBOLS: tuple[str, ...] = ("T", "P", "PT")
 _RT_RE = re.compile(r"(T|P|PT)(?:\*([1-9][0-9]*))?")
 
 _BARE_SYM = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
-_BARE_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def sym(name: str) -> str:
@@ -315,10 +314,10 @@ class RuntimeSymAttr(ParametrizedAttribute):
         printer.print_string("<" + self.symbol.data + ">")
 
 
-#: how a kernel touches a buffer operand
-ACCESSES: tuple[str, ...] = ("read", "write", "readwrite")
-#: scalar parameter types of a kernel and the builtin types that spell them in the IR
-PARAM_TYPES: dict[str, Attribute] = {"i64": i64, "f32": f32}
+_BUILTIN_SCALARS: dict[str, Attribute] = {"i64": i64, "f32": f32}
+#: the builtin types that spell the registry's scalar parameter types in the IR
+IR_PARAM_TYPES: dict[str, Attribute] = {name: _BUILTIN_SCALARS[name] for name in PARAM_TYPES}
+_BARE_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @irdl_attr_definition
@@ -1013,7 +1012,7 @@ _SPECS: weakref.WeakKeyDictionary[Operation, tuple[tuple[Attribute, ...], Kernel
 
 
 def _param_type_name(attr: Attribute) -> str | None:
-    return next((k for k, v in PARAM_TYPES.items() if v == attr), None)
+    return next((k for k, v in IR_PARAM_TYPES.items() if v == attr), None)
 
 
 @irdl_op_definition
@@ -1060,7 +1059,7 @@ class KernelOp(IRDLOperation):
                         for o in spec.operands
                     )
                 ),
-                "params": DictionaryAttr({p.name: PARAM_TYPES[p.type] for p in spec.params}),
+                "params": DictionaryAttr({p.name: IR_PARAM_TYPES[p.type] for p in spec.params}),
                 "constraints": ArrayAttr(tuple(StringAttr(c) for c in spec.constraints)),
             }
         )
@@ -1178,11 +1177,11 @@ class KernelOp(IRDLOperation):
             parser.parse_punctuation(":")
             start = parser.pos
             ptype = parser.parse_identifier(" (i64 or f32)")
-            if ptype not in PARAM_TYPES:
+            if ptype not in IR_PARAM_TYPES:
                 parser.raise_error(
                     f"unknown parameter type '{ptype}' (expected i64 or f32)", start, parser.pos
                 )
-            return pname, PARAM_TYPES[ptype]
+            return pname, IR_PARAM_TYPES[ptype]
 
         params = parser.parse_comma_separated_list(parser.Delimiter.PAREN, param, " (parameters)")
         constraints: list[str] = []
