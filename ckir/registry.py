@@ -1,8 +1,9 @@
 """The kernel registry: ``runtime/registry.yaml`` loaded into typed, validated specs.
 
-Lowering picks kernels from it, the ``lowered.call`` verifier checks calls
-against it and the C emitter orders arguments by it (buffers in operand order,
-then scalar params).  See docs/runtime.md for the file format.
+Lowering picks kernels from it and copies each choice into the IR as a
+``lowered.kernel`` declaration (which the ``lowered.call`` verifier and the C
+emitter read); the C emitter checks the declarations against it once (the
+runtime ABI check).  See docs/runtime.md for the file format.
 """
 
 from __future__ import annotations
