@@ -54,8 +54,8 @@ def fold_pass_flags(argv: Sequence[str], pass_names: Sequence[str]) -> list[str]
             pipeline.append(arg.removeprefix("--passes="))
             i += 1
             continue
-        if arg == "--emit-c":
-            out += ["-t", "c"]
+        if arg == "--emit-c" or arg.startswith("--emit-c{"):
+            out += ["-t", "c" + arg.removeprefix("--emit-c")]  # --emit-c{profile=true}
             i += 1
             continue
         if arg.startswith("--") and not arg.startswith("---"):

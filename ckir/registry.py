@@ -1,8 +1,9 @@
 """The kernel registry: ``runtime/registry.yaml`` loaded into typed, validated specs.
 
-Lowering picks kernels from it, the ``lowered.call`` verifier checks calls
-against it and the C emitter orders arguments by it (buffers in operand order,
-then scalar params).  See docs/runtime.md for the file format.
+Lowering picks kernels from it and copies each choice into the IR as a
+``lowered.kernel`` declaration (which the ``lowered.call`` verifier and the C
+emitter read); the C emitter checks the declarations against it once (the
+runtime ABI check).  See docs/runtime.md for the file format.
 """
 
 from __future__ import annotations
@@ -10,14 +11,14 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import yaml
 
-from ckir.dialects.dims import DimError, parse_constraint
+from ckir.dialects.dims import DimError, dim_symbols, parse_constraint
 from ckir.resources import runtime_dir
 from ckir.vocab import DTYPES, KERNEL_OPS, MODES, dtype_info
 
@@ -28,6 +29,7 @@ __all__ = [
     "OperandSpec",
     "ParamSpec",
     "RegistryError",
+    "constraint_problem",
     "load_registry",
     "parse_registry",
     "registry_path",
@@ -45,6 +47,18 @@ class RegistryError(ValueError):
 # ---------------------------------------------------------------------- specs
 
 
+def constraint_problem(expr: str, params: frozenset[str]) -> str | None:
+    """Why ``expr`` is no constraint over ``params`` (the dims language), or None."""
+    try:
+        names = parse_constraint(expr).names()
+    except DimError as exc:
+        return str(exc)
+    unknown = sorted(names - params)
+    if unknown:
+        return f"unknown name {unknown[0]!r} (params: {', '.join(sorted(params))})"
+    return None
+
+
 @dataclass(frozen=True)
 class OperandSpec:
     """A buffer argument: name, element dtype and access (read | write | readwrite)."""
@@ -52,6 +66,9 @@ class OperandSpec:
     name: str
     dtype: str
     access: str
+    #: elements the kernel may touch, a dim expression over the params ("T*E"); "" = unstated.
+    #: Checked by the lowered.call verifier; not part of the C signature, so not compared.
+    extent: str = field(default="", compare=False)
 
     def c_decl(self) -> str:
         ctype = dtype_info(self.dtype).c_type
@@ -170,15 +187,22 @@ def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
     operands = []
     for i, o in enumerate(_get(entry, "operands", where, list)):
         w = f"{where} operand {i}"
-        if not isinstance(o, Mapping) or set(o) != {"name", "dtype", "access"}:
-            raise _fail(w, f"must be {{name, dtype, access}}, got {o!r}")
+        if not isinstance(o, Mapping) or not (
+            {"name", "dtype", "access"} <= set(o) <= {"name", "dtype", "access", "extent"}
+        ):
+            raise _fail(w, f"must be {{name, dtype, access[, extent]}}, got {o!r}")
         if not _IDENT.match(str(o["name"])):
             raise _fail(w, f"name {o['name']!r} is not an identifier")
         if o["dtype"] not in DTYPES:
             raise _fail(w, f"unknown dtype {o['dtype']!r} (known: {', '.join(DTYPES)})")
         if o["access"] not in ACCESSES:
             raise _fail(w, f"access must be one of {list(ACCESSES)}, got {o['access']!r}")
-        operands.append(OperandSpec(str(o["name"]), str(o["dtype"]), str(o["access"])))
+        extent = o.get("extent", "")
+        if not isinstance(extent, str):
+            raise _fail(w, f"extent must be a string (a dim expression), got {extent!r}")
+        operands.append(
+            OperandSpec(str(o["name"]), str(o["dtype"]), str(o["access"]), extent.replace(" ", ""))
+        )
     if not operands:
         raise _fail(where, "a kernel needs at least one buffer operand")
 
@@ -193,6 +217,18 @@ def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
             raise _fail(w, f"type must be one of {list(PARAM_TYPES)}, got {p['type']!r}")
         params.append(ParamSpec(str(p["name"]), str(p["type"])))
 
+    pnames = frozenset(p.name for p in params)
+    for o in operands:
+        if o.extent:
+            try:
+                unknown = sorted(dim_symbols(o.extent) - pnames)
+            except ValueError as exc:
+                raise _fail(where, f"operand {o.name}: bad extent {o.extent!r}: {exc}") from None
+            if unknown:
+                raise _fail(
+                    where, f"operand {o.name}: extent {o.extent!r} names no param {unknown[0]}"
+                )
+
     all_names = [o.name for o in operands] + [p.name for p in params]
     dupes = sorted({n for n in all_names if all_names.count(n) > 1})
     if dupes:
@@ -201,15 +237,10 @@ def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
     constraints = entry.get("constraints", [])
     if not isinstance(constraints, list) or not all(isinstance(c, str) for c in constraints):
         raise _fail(where, "constraints must be a list of strings")
-    pnames = frozenset(p.name for p in params)
     for c in constraints:
-        try:
-            unknown = sorted(parse_constraint(c).names() - pnames)
-        except DimError as exc:
-            raise _fail(where, f"bad constraint {c!r}: {exc}") from None
-        if unknown:
-            known = ", ".join(sorted(pnames))
-            raise _fail(where, f"constraint {c!r}: unknown name {unknown[0]!r} (params: {known})")
+        problem = constraint_problem(c, pnames)
+        if problem is not None:
+            raise _fail(where, f"bad constraint {c!r}: {problem}")
     doc = entry.get("doc", "")
     if not isinstance(doc, str):
         raise _fail(where, "doc must be a string")

@@ -9,20 +9,27 @@ Every dim is an integer, except the run-time scalars ``#lowered.rt<T>`` (tokens
 in this call), ``#lowered.rt<P>`` (tokens already cached) and ``#lowered.rt<PT>``
 (P + T), optionally scaled: ``#lowered.rt<T*64>``.
 
+The module describes its kernels: one ``lowered.kernel`` declaration per kernel
+called (op kind, C name, modes, operands with access and dtype, parameters,
+constraints), and every call carries its origin (``#lowered.origin<...>``).
+
 Example::
 
     lowered.model @tiny {
+      lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["decode"]
+          (tokens: read i32, table: read f32, out: write f32) params (T: i64, E: i64)
       lowered.buffer @"w.embed" weight : !lowered.buf<[256, 64], f32> {source = "embed"}
       lowered.program @decode mode "decode" max_context 128 {
         lowered.buffer @"decode.tokens" io : !lowered.buf<[1], i32>
         lowered.buffer @"decode.x" activation : !lowered.buf<[1, 64], f32>
         lowered.call @embed_f32(@"decode.tokens", @"w.embed") -> (@"decode.x")
-            {T = 1 : i64, E = 64 : i64, V = 256 : i64}
+            {T = 1 : i64, E = 64 : i64, origin = #lowered.origin<scope "header", op "graph.embed">}
       }
     }
 
-Calls are checked against the kernel registry (``ckir.registry``) when it is
-available.  See docs/dialects/lowered.md.
+Calls are checked against the declaration they name, never against the global
+kernel registry (``ckir.registry`` only provides the spec type and constraint
+language).  See docs/dialects/lowered.md.
 """
 
 from __future__ import annotations
@@ -31,7 +38,6 @@ import re
 import weakref
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
 
 from xdsl.dialects.builtin import (
     I64,
@@ -43,6 +49,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     SymbolNameConstraint,
     SymbolRefAttr,
+    f32,
     f64,
     i64,
 )
@@ -69,7 +76,16 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
+from ckir.dialects.dims import dim_symbols, evaluate_dim
 from ckir.dialects.symbols import sym
+from ckir.registry import (
+    ACCESSES,
+    PARAM_TYPES,
+    KernelSpec,
+    OperandSpec,
+    ParamSpec,
+    constraint_problem,
+)
 from ckir.vocab import BLOCK_DTYPES, DTYPES, ELEMENT_BYTES, GLOBAL_ROLES, LOCAL_ROLES, MODES, ROLES
 
 __all__ = [
@@ -83,8 +99,11 @@ __all__ = [
     "BufferOp",
     "BufferType",
     "CallOp",
+    "KernelArgAttr",
+    "KernelOp",
     "Lowered",
     "LoweredModelOp",
+    "OriginAttr",
     "ProgramOp",
     "RuntimeSymAttr",
     "ViewOp",
@@ -268,6 +287,230 @@ class RuntimeSymAttr(ParametrizedAttribute):
         printer.print_string("<" + self.symbol.data + ">")
 
 
+_BUILTIN_SCALARS: dict[str, Attribute] = {"i64": i64, "f32": f32}
+#: the builtin types that spell the registry's scalar parameter types in the IR
+IR_PARAM_TYPES: dict[str, Attribute] = {name: _BUILTIN_SCALARS[name] for name in PARAM_TYPES}
+_BARE_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@irdl_attr_definition
+class KernelArgAttr(ParametrizedAttribute):
+    """One buffer operand of a kernel declaration: ``#lowered.arg<x: read f32 extent "T*E">``.
+
+    ``access`` is ``read``, ``write`` or ``readwrite``; ``dtype`` one of the buffer
+    dtypes; the optional ``extent`` is how many elements the kernel may touch, a
+    dim expression over the kernel's parameters (``"(P+T)*KVD"``).  Inside a
+    ``lowered.kernel`` the operands print without the prefix:
+    ``(x: read f32 extent "T*E", y: write f32)``.
+    """
+
+    name = "lowered.arg"
+
+    arg_name: StringAttr
+    access: StringAttr
+    dtype: StringAttr
+    extent: StringAttr
+
+    @staticmethod
+    def make(name: str, access: str, dtype: str, extent: str = "") -> KernelArgAttr:
+        return KernelArgAttr(
+            _str_attr(name), _str_attr(access), _str_attr(dtype), _str_attr(extent)
+        )
+
+    @property
+    def extent_text(self) -> str | None:
+        """The extent expression, None when the declaration states none."""
+        return self.extent.data or None
+
+    @property
+    def name_text(self) -> str:
+        return self.arg_name.data
+
+    @property
+    def access_text(self) -> str:
+        return self.access.data
+
+    @property
+    def dtype_name(self) -> str:
+        return self.dtype.data
+
+    @property
+    def writes(self) -> bool:
+        return self.access.data != "read"
+
+    def verify(self) -> None:
+        if _BARE_IDENT.fullmatch(self.arg_name.data) is None:
+            raise VerifyException(f"lowered.arg: '{self.arg_name.data}' is not an identifier")
+        if self.access.data not in ACCESSES:
+            raise VerifyException(
+                f"lowered.arg {self.arg_name.data}: unknown access '{self.access.data}' "
+                f"(expected one of {', '.join(ACCESSES)})"
+            )
+        if self.dtype.data not in DTYPES:
+            raise VerifyException(
+                f"lowered.arg {self.arg_name.data}: unknown dtype '{self.dtype.data}' "
+                f"(expected one of {', '.join(DTYPES)})"
+            )
+        if self.extent.data:
+            try:
+                dim_symbols(self.extent.data)
+            except ValueError as err:
+                raise VerifyException(
+                    f"lowered.arg {self.arg_name.data}: bad extent '{self.extent.data}': {err}"
+                ) from None
+
+    @staticmethod
+    def parse_body(parser: AttrParser) -> KernelArgAttr:
+        """``x: read f32`` (the text inside the angle brackets)."""
+        name = parser.parse_identifier(" (an operand name)")
+        parser.parse_punctuation(":")
+        start = parser.pos
+        access = parser.parse_identifier(" (read, write or readwrite)")
+        if access not in ACCESSES:
+            parser.raise_error(
+                f"unknown access '{access}' (expected one of {', '.join(ACCESSES)})",
+                start,
+                parser.pos,
+            )
+        start = parser.pos
+        dtype = parser.parse_identifier(" (a dtype)")
+        if dtype not in DTYPES:
+            parser.raise_error(
+                f"unknown dtype '{dtype}' (expected one of {', '.join(DTYPES)})", start, parser.pos
+            )
+        extent = ""
+        if parser.parse_optional_keyword("extent") is not None:
+            extent = parser.parse_str_literal(" (an extent: a dim expression over the params)")
+        return KernelArgAttr.make(name, access, dtype, extent)
+
+    def body_text(self) -> str:
+        text = f"{self.arg_name.data}: {self.access.data} {self.dtype.data}"
+        if self.extent.data:
+            text += f' extent "{self.extent.data}"'
+        return text
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            arg = cls.parse_body(parser)
+        return (arg.arg_name, arg.access, arg.dtype, arg.extent)
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string("<" + self.body_text() + ">")
+
+
+@irdl_attr_definition
+class OriginAttr(ParametrizedAttribute):
+    """Where a call comes from: its scope, the graph op, and for fused calls the fusion.
+
+    ``#lowered.origin<scope "layers.0", op "graph.linear">`` for a call a lowering
+    made; a fusion keeps the origins of the calls it replaced, in their order:
+    ``#lowered.origin<scope "layers.0", fusion "fuse-qkv", of [#lowered.origin<...>,
+    ...]>`` (the scope is that of the first replaced call).  The C emitter groups
+    canary checks by ``scope`` and prints :attr:`label` as the call's comment.
+    """
+
+    name = "lowered.origin"
+
+    scope: StringAttr
+    graph_op: StringAttr
+    fusion: StringAttr
+    parts: ArrayAttr[Attribute]
+
+    @staticmethod
+    def make(scope: str, graph_op: str) -> OriginAttr:
+        return OriginAttr(_str_attr(scope), _str_attr(graph_op), _str_attr(""), ArrayAttr(()))
+
+    @staticmethod
+    def fused(fusion: str, parts: Sequence[OriginAttr]) -> OriginAttr:
+        """The origin of a call that replaces calls of origins ``parts`` (first one's scope)."""
+        scope = parts[0].scope.data if parts else ""
+        return OriginAttr(_str_attr(scope), _str_attr(""), _str_attr(fusion), ArrayAttr(parts))
+
+    @property
+    def scope_name(self) -> str:
+        return self.scope.data
+
+    @property
+    def op_name(self) -> str:
+        return self.graph_op.data
+
+    @property
+    def fusion_name(self) -> str | None:
+        return self.fusion.data or None
+
+    @property
+    def replaced(self) -> tuple[OriginAttr, ...]:
+        return tuple(p for p in self.parts.data if isinstance(p, OriginAttr))
+
+    @property
+    def label(self) -> str:
+        """One line for humans: ``layers.0: graph.linear``; fused calls list their parts,
+        the scope once per run of equal scopes, and the fusion in brackets:
+        ``layers.0: graph.add + layers.1: graph.rmsnorm [fuse-add-rmsnorm]``."""
+        if not self.fusion.data:
+            return f"{self.scope.data}: {self.graph_op.data}"
+        pieces: list[str] = []
+        scope: str | None = None
+        for part in self.replaced:
+            text = part.label
+            if part.fusion.data or part.scope.data != scope:
+                pieces.append(text)
+            else:
+                pieces.append(part.graph_op.data)
+            scope = part.scope.data
+        return " + ".join(pieces) + f" [{self.fusion.data}]"
+
+    def verify(self) -> None:
+        if not self.scope.data:
+            raise VerifyException("lowered.origin: the scope must not be empty")
+        if bool(self.fusion.data) == bool(self.graph_op.data):
+            raise VerifyException(
+                "lowered.origin: give either an op (a lowered graph op) or a fusion, not "
+                f"{'both' if self.fusion.data else 'neither'}"
+            )
+        if self.fusion.data and not self.replaced:
+            raise VerifyException(
+                f'lowered.origin: fusion "{self.fusion.data}" lists no replaced origins'
+            )
+        if len(self.replaced) != len(self.parts.data):
+            raise VerifyException("lowered.origin: 'of' holds only #lowered.origin attributes")
+        if not self.fusion.data and self.parts.data:
+            raise VerifyException("lowered.origin: only a fusion lists replaced origins")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            parser.parse_keyword("scope")
+            scope = parser.parse_str_literal(" (the origin's scope)")
+            parser.parse_punctuation(",")
+            if parser.parse_optional_keyword("op") is not None:
+                graph_op = parser.parse_str_literal(" (the graph op)")
+                return (_str_attr(scope), _str_attr(graph_op), _str_attr(""), ArrayAttr(()))
+            parser.parse_keyword("fusion", " (expected 'op' or 'fusion')")
+            fusion = parser.parse_str_literal(" (the fusion pass)")
+            parser.parse_punctuation(",")
+            parser.parse_keyword("of")
+            parts = parser.parse_comma_separated_list(
+                parser.Delimiter.SQUARE, parser.parse_attribute, " (replaced origins)"
+            )
+        return (_str_attr(scope), _str_attr(""), _str_attr(fusion), ArrayAttr(parts))
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string("<scope ")
+        printer.print_string_literal(self.scope.data)
+        if not self.fusion.data:
+            printer.print_string(", op ")
+            printer.print_string_literal(self.graph_op.data)
+        else:
+            printer.print_string(", fusion ")
+            printer.print_string_literal(self.fusion.data)
+            printer.print_string(", of [")
+            printer.print_list(self.parts.data, printer.print_attribute)
+            printer.print_string("]")
+        printer.print_string(">")
+
+
 # --------------------------------------------------------------------------- symbol tables
 
 
@@ -430,10 +673,10 @@ class LoweredModelOp(IRDLOperation):
                         f'both have mode "{mode}" (at most one program per mode)'
                     )
                 modes[mode] = op.sym_name.data
-            elif not isinstance(op, BufferOp | ViewOp):
+            elif not isinstance(op, BufferOp | ViewOp | KernelOp):
                 raise VerifyException(
-                    f"{where}: '{op.name}' is not allowed at model level (only lowered.buffer, "
-                    "lowered.view, lowered.program)"
+                    f"{where}: '{op.name}' is not allowed at model level (only lowered.kernel, "
+                    "lowered.buffer, lowered.view, lowered.program)"
                 )
 
     @classmethod
@@ -734,24 +977,233 @@ class ViewOp(IRDLOperation):
             )
 
 
+# --------------------------------------------------------------------------- kernel declarations
+
+_SPECS: weakref.WeakKeyDictionary[Operation, tuple[tuple[Attribute, ...], KernelSpec]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _param_type_name(attr: Attribute) -> str | None:
+    return next((k for k, v in IR_PARAM_TYPES.items() if v == attr), None)
+
+
+@irdl_op_definition
+class KernelOp(IRDLOperation):
+    """The declaration of a C kernel that calls of this model name.
+
+    ``lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"]
+    (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64)
+    constraints ["N >= 1", "K >= 1"]``
+
+    Everything a pass needs to know about a kernel: the op kind it implements,
+    its C name, the modes it runs in, its buffer operands in C argument order
+    with their access and dtype, its scalar parameters (``i64`` or ``f32``) and
+    the constraints over them.  Lowering copies it from the kernel registry when
+    it selects the kernel; verifiers, fusion, the cost model and the C emitter
+    read it from here.  A call binds its inputs then its outputs to the operands
+    in order, so read operands come first.
+    """
+
+    name = "lowered.kernel"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    kind = prop_def(StringAttr)
+    c_name = prop_def(StringAttr)
+    modes = prop_def(ArrayAttr[StringAttr])
+    args = prop_def(ArrayAttr[KernelArgAttr])
+    params = prop_def(DictionaryAttr)
+    constraints = prop_def(ArrayAttr[StringAttr])
+
+    traits = traits_def(SymbolOpInterface(), HasParent(LoweredModelOp))
+
+    @staticmethod
+    def from_spec(spec: KernelSpec) -> KernelOp:
+        """The declaration of a registry kernel."""
+        return KernelOp.create(
+            properties={
+                "sym_name": StringAttr(spec.name),
+                "kind": _str_attr(spec.op),
+                "c_name": StringAttr(spec.c_name),
+                "modes": ArrayAttr(tuple(_str_attr(m) for m in spec.modes)),
+                "args": ArrayAttr(
+                    tuple(
+                        KernelArgAttr.make(o.name, o.access, o.dtype, o.extent)
+                        for o in spec.operands
+                    )
+                ),
+                "params": DictionaryAttr({p.name: IR_PARAM_TYPES[p.type] for p in spec.params}),
+                "constraints": ArrayAttr(tuple(StringAttr(c) for c in spec.constraints)),
+            }
+        )
+
+    @property
+    def kernel_name(self) -> str:
+        return self.sym_name.data
+
+    @property
+    def kind_name(self) -> str:
+        """The op kind the kernel implements (``linear``, ``add``, ``fused_qkv``, ...)."""
+        return self.kind.data
+
+    @property
+    def arg_list(self) -> tuple[KernelArgAttr, ...]:
+        return self.args.data
+
+    def inputs(self) -> tuple[KernelArgAttr, ...]:
+        """The operands a call passes as inputs (access ``read``)."""
+        return tuple(a for a in self.args.data if not a.writes)
+
+    def outputs(self) -> tuple[KernelArgAttr, ...]:
+        """The operands a call passes as outputs (access ``write`` or ``readwrite``)."""
+        return tuple(a for a in self.args.data if a.writes)
+
+    def param_types(self) -> list[tuple[str, str]]:
+        """(name, ``"i64"`` or ``"f32"``) of every scalar parameter, in C argument order."""
+        return [(k, _param_type_name(v) or "?") for k, v in self.params.data.items()]
+
+    def spec(self) -> KernelSpec:
+        """The declaration as a registry spec (cached): constraint checks, C signature."""
+        key = tuple(self.properties.values())
+        cached = _SPECS.get(self)
+        if (
+            cached is not None
+            and len(cached[0]) == len(key)
+            and all(a is b for a, b in zip(cached[0], key, strict=True))
+        ):
+            return cached[1]
+        spec = KernelSpec(
+            name=self.kernel_name,
+            c_name=self.c_name.data,
+            op=self.kind.data,
+            modes=tuple(m.data for m in self.modes.data),
+            operands=tuple(
+                OperandSpec(a.name_text, a.dtype_name, a.access_text, a.extent.data)
+                for a in self.args.data
+            ),
+            params=tuple(ParamSpec(k, t) for k, t in self.param_types()),
+            constraints=tuple(c.data for c in self.constraints.data),
+            doc="",
+        )
+        _SPECS[self] = (key, spec)
+        return spec
+
+    def verify_(self) -> None:
+        where = f"lowered.kernel {sym(self.kernel_name)}"
+        if _BARE_IDENT.fullmatch(self.c_name.data) is None:
+            raise VerifyException(f"{where}: c name '{self.c_name.data}' is not a C identifier")
+        if not self.kind.data:
+            raise VerifyException(f"{where}: the op kind must not be empty")
+        modes = [m.data for m in self.modes.data]
+        if not modes or len(set(modes)) != len(modes) or any(m not in MODES for m in modes):
+            raise VerifyException(
+                f"{where}: modes must be distinct and drawn from {', '.join(MODES)}, "
+                f"got [{', '.join(modes)}]"
+            )
+        if not self.args.data:
+            raise VerifyException(f"{where}: a kernel needs at least one buffer operand")
+        names = [a.name_text for a in self.args.data]
+        for k, v in self.params.data.items():
+            if _BARE_IDENT.fullmatch(k) is None:
+                raise VerifyException(f"{where}: parameter '{k}' is not an identifier")
+            if _param_type_name(v) is None:
+                raise VerifyException(
+                    f"{where}: parameter {k} has type {v}, expected one of {', '.join(PARAM_TYPES)}"
+                )
+            names.append(k)
+        integers = {k for k, v in self.params.data.items() if v == i64}
+        for a in self.args.data:
+            if a.extent.data and not dim_symbols(a.extent.data) <= integers:
+                bad = sorted(dim_symbols(a.extent.data) - integers)[0]
+                raise VerifyException(
+                    f"{where}: operand {a.name_text}: extent '{a.extent.data}' names {bad}, "
+                    "which is not an i64 parameter"
+                )
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise VerifyException(
+                f"{where}: duplicate operand/parameter name(s) {', '.join(dupes)}"
+            )
+        params = frozenset(self.params.data)
+        for c in self.constraints.data:
+            problem = constraint_problem(c.data, params)
+            if problem is not None:
+                raise VerifyException(f"{where}: bad constraint: {problem}")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> KernelOp:
+        name = parser.parse_symbol_name()
+        parser.parse_keyword("op")
+        kind = parser.parse_str_literal(" (the op kind)")
+        parser.parse_keyword("c")
+        c_name = parser.parse_str_literal(" (the C function name)")
+        parser.parse_keyword("modes")
+        modes = parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE, parser.parse_str_literal, " (modes)"
+        )
+        args = parser.parse_comma_separated_list(
+            parser.Delimiter.PAREN, lambda: KernelArgAttr.parse_body(parser), " (operands)"
+        )
+        parser.parse_keyword("params")
+
+        def param() -> tuple[str, Attribute]:
+            pname = parser.parse_identifier(" (a parameter name)")
+            parser.parse_punctuation(":")
+            start = parser.pos
+            ptype = parser.parse_identifier(" (i64 or f32)")
+            if ptype not in IR_PARAM_TYPES:
+                parser.raise_error(
+                    f"unknown parameter type '{ptype}' (expected i64 or f32)", start, parser.pos
+                )
+            return pname, IR_PARAM_TYPES[ptype]
+
+        params = parser.parse_comma_separated_list(parser.Delimiter.PAREN, param, " (parameters)")
+        constraints: list[str] = []
+        if parser.parse_optional_keyword("constraints") is not None:
+            constraints = parser.parse_comma_separated_list(
+                parser.Delimiter.SQUARE, parser.parse_str_literal, " (constraints)"
+            )
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        return cls.create(
+            properties={
+                "sym_name": name,
+                "kind": _str_attr(kind),
+                "c_name": StringAttr(c_name),
+                "modes": ArrayAttr(tuple(_str_attr(m) for m in modes)),
+                "args": ArrayAttr(tuple(args)),
+                "params": DictionaryAttr(dict(params)),
+                "constraints": ArrayAttr(tuple(StringAttr(c) for c in constraints)),
+            },
+            attributes=dict(attrs.data) if attrs else {},
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.kernel_name)
+        printer.print_string(" op ")
+        printer.print_string_literal(self.kind.data)
+        printer.print_string(" c ")
+        printer.print_string_literal(self.c_name.data)
+        printer.print_string(" modes [")
+        printer.print_list(self.modes.data, lambda m: printer.print_string_literal(m.data))
+        printer.print_string("] (")
+        printer.print_string(", ".join(a.body_text() for a in self.args.data))
+        printer.print_string(") params (")
+        printer.print_string(
+            ", ".join(f"{k}: {_param_type_name(v) or v}" for k, v in self.params.data.items())
+        )
+        printer.print_string(")")
+        if self.constraints.data:
+            printer.print_string(" constraints [")
+            printer.print_list(
+                self.constraints.data, lambda c: printer.print_string_literal(c.data)
+            )
+            printer.print_string("]")
+        if self.attributes:
+            printer.print_op_attributes(self.attributes, print_keyword=True)
+
+
 # --------------------------------------------------------------------------- calls
-
-_REGISTRY: Any = None
-_REGISTRY_LOADED = False
-
-
-def _registry() -> Mapping[str, Any] | None:
-    """The kernel registry, or None when ``ckir.registry`` is not available."""
-    global _REGISTRY, _REGISTRY_LOADED
-    if not _REGISTRY_LOADED:
-        _REGISTRY_LOADED = True
-        try:
-            from ckir.registry import load_registry
-        except ImportError:
-            _REGISTRY = None
-        else:
-            _REGISTRY = load_registry()
-    return _REGISTRY
 
 
 def _param_attr(value: int | float | str | Attribute) -> Attribute:
@@ -817,15 +1269,18 @@ def _parse_params(parser: Parser) -> dict[str, Attribute]:
 
 @irdl_op_definition
 class CallOp(IRDLOperation):
-    """A call of a registry kernel, destination-passing, with resolved parameters.
+    """A call of a declared kernel, destination-passing, with resolved parameters.
 
     ``lowered.call @gemm_bias_f32(@x, @w, @b) -> (@y) {M = #lowered.rt<T>, N = 64 : i64,
-    K = 64 : i64, comment = "layers.0 linear wq"}``
+    K = 64 : i64, origin = #lowered.origin<scope "layers.0", op "graph.linear">}``
 
-    Parameters are ``i64`` integers, floats, or run-time scalars (``#lowered.rt<..>``).
-    The optional ``comment`` (the graph op the call came from) is printed in the same
-    dictionary.  Checked against the kernel registry: kernel known, operand counts and
-    dtypes, parameter names and constraints, program mode.
+    ``@gemm_bias_f32`` is a ``lowered.kernel`` of the enclosing model.  The inputs
+    then the outputs bind, in order, to the declaration's operands: inputs to
+    ``read`` operands, outputs to ``write``/``readwrite`` ones, with equal dtypes.
+    Parameters are ``i64`` integers, floats, or run-time scalars
+    (``#lowered.rt<..>``), exactly the declaration's, and its constraints hold.
+    The optional ``origin`` (where the call comes from) prints in the same
+    dictionary, so ``origin`` cannot be a parameter name.
     """
 
     name = "lowered.call"
@@ -834,7 +1289,7 @@ class CallOp(IRDLOperation):
     ins = prop_def(ArrayAttr[SymbolRefAttr])
     outs = prop_def(ArrayAttr[SymbolRefAttr])
     params = prop_def(DictionaryAttr)
-    comment = opt_prop_def(StringAttr)
+    origin = opt_prop_def(OriginAttr)
 
     traits = traits_def(HasParent(ProgramOp))
 
@@ -845,7 +1300,7 @@ class CallOp(IRDLOperation):
         outs: Sequence[str],
         params: Mapping[str, int | float | str],
         *,
-        comment: str | None = None,
+        origin: OriginAttr | None = None,
     ) -> CallOp:
         props: dict[str, Attribute] = {
             "kernel": _ref(kernel),
@@ -853,8 +1308,8 @@ class CallOp(IRDLOperation):
             "outs": ArrayAttr(tuple(_ref(n) for n in outs)),
             "params": DictionaryAttr({k: _param_attr(v) for k, v in params.items()}),
         }
-        if comment is not None:
-            props["comment"] = StringAttr(comment)
+        if origin is not None:
+            props["origin"] = origin
         return CallOp.create(properties=props)
 
     @property
@@ -875,16 +1330,30 @@ class CallOp(IRDLOperation):
         return {k: _param_value(v) for k, v in self.params.data.items()}
 
     @property
-    def comment_text(self) -> str | None:
-        return self.comment.data if self.comment is not None else None
+    def scope_name(self) -> str:
+        """The scope of the call's origin (``"layers.3"``), ``""`` without one."""
+        return self.origin.scope_name if self.origin is not None else ""
+
+    def declaration(self) -> KernelOp | None:
+        """The ``lowered.kernel`` this call names, from the enclosing model (None if absent)."""
+        program = self.parent_op()
+        model = program.parent_op() if program is not None else None
+        if not isinstance(model, LoweredModelOp):
+            return None
+        found = _lookup(model, self.kernel_name)
+        return found if isinstance(found, KernelOp) else None
+
+    def bindings(self, decl: KernelOp) -> list[tuple[KernelArgAttr, str]]:
+        """(operand, buffer symbol) pairs: the inputs then the outputs, in operand order."""
+        return list(zip(decl.arg_list, (*self.in_names, *self.out_names), strict=True))
 
     def verify_(self) -> None:
         kernel = self.kernel_name
         where = f"lowered.call {sym(kernel)}"
         for k, v in self.params.data.items():
-            if k == "comment":
+            if k == "origin":
                 raise VerifyException(
-                    f"{where}: 'comment' is reserved for the call's comment, not a parameter"
+                    f"{where}: 'origin' is reserved for the call's origin, not a parameter"
                 )
             if not isinstance(v, IntegerAttr | FloatAttr | RuntimeSymAttr):
                 raise VerifyException(
@@ -894,7 +1363,7 @@ class CallOp(IRDLOperation):
         program = self.parent_op()
         if program is None:
             return
-        buffers: list[tuple[str, BufferType]] = []
+        types: dict[str, BufferType] = {}
         for label, names in (("input", self.in_names), ("output", self.out_names)):
             for name in names:
                 target = _resolve(self, name)
@@ -903,36 +1372,53 @@ class CallOp(IRDLOperation):
                         f"{where}: {label} {sym(name)} is not a buffer or view of "
                         f"{_container_ref(program)} or its model"
                     )
-                if isinstance(target, BufferOp):
-                    buffers.append((name, target.buffer_type))
-                elif isinstance(target, ViewOp):
-                    buffers.append((name, target.view_type))
-                else:
+                if not isinstance(target, BufferOp | ViewOp):
                     raise VerifyException(
                         f"{where}: {label} {sym(name)} is a {target.name}, not a buffer or view"
                     )
-        registry = _registry()
-        if registry is None:
+                types[name] = target.buffer_type
+        model = program.parent_op()
+        if not isinstance(model, LoweredModelOp):
             return
-        spec = registry.get(kernel)
-        if spec is None:
-            raise VerifyException(f"{where}: kernel is not in the kernel registry")
-        spec_ins = list(spec.inputs())
-        spec_outs = list(spec.outputs())
-        if len(self.in_names) != len(spec_ins) or len(self.out_names) != len(spec_outs):
+        decl = _lookup(model, kernel)
+        if not isinstance(decl, KernelOp):
+            what = "is not declared" if decl is None else f"names a {decl.name}"
+            raise VerifyException(
+                f"{where}: the kernel {what} in {_container_ref(model)} "
+                "(expected a lowered.kernel declaration)"
+            )
+        self._verify_against(decl, types, program, where)
+
+    def _verify_against(
+        self, decl: KernelOp, types: Mapping[str, BufferType], program: Operation, where: str
+    ) -> None:
+        spec_ins, spec_outs = decl.inputs(), decl.outputs()
+        if len(self.in_names) + len(self.out_names) != len(decl.arg_list):
             raise VerifyException(
                 f"{where}: takes {len(spec_ins)} input(s) and {len(spec_outs)} output(s) "
-                f"({', '.join(o.name for o in spec_ins)} -> "
-                f"{', '.join(o.name for o in spec_outs)}), got {len(self.in_names)} and "
+                f"({', '.join(a.name_text for a in spec_ins)} -> "
+                f"{', '.join(a.name_text for a in spec_outs)}), got {len(self.in_names)} and "
                 f"{len(self.out_names)}"
             )
-        for (name, btype), operand in zip(buffers, [*spec_ins, *spec_outs], strict=True):
-            if btype.dtype_name != operand.dtype:
+        for k, (arg, name) in enumerate(self.bindings(decl)):
+            is_out = k >= len(self.in_names)
+            if is_out and not arg.writes:
                 raise VerifyException(
-                    f"{where}: operand {operand.name} = {sym(name)} has dtype "
-                    f"{btype.dtype_name}, the kernel expects {operand.dtype}"
+                    f"{where}: output {sym(name)} is bound to operand {arg.name_text}, "
+                    "which the kernel only reads"
                 )
-        expected = [p.name for p in spec.params]
+            if not is_out and arg.writes:
+                raise VerifyException(
+                    f"{where}: input {sym(name)} is bound to operand {arg.name_text}, "
+                    f"which the kernel writes ({arg.access_text}); pass it as an output"
+                )
+            dtype = types[name].dtype_name
+            if dtype != arg.dtype_name:
+                raise VerifyException(
+                    f"{where}: operand {arg.name_text} = {sym(name)} has dtype "
+                    f"{dtype}, the kernel expects {arg.dtype_name}"
+                )
+        expected = list(decl.params.data)
         got = list(self.params.data)
         if sorted(expected) != sorted(got):
             missing = sorted(set(expected) - set(got))
@@ -943,31 +1429,77 @@ class CallOp(IRDLOperation):
             if extra:
                 parts.append(f"unknown {', '.join(extra)}")
             raise VerifyException(
-                f"{where}: parameters do not match the registry ({'; '.join(parts)}); "
+                f"{where}: parameters do not match the declaration ({'; '.join(parts)}); "
                 f"expected {', '.join(expected)}"
             )
         values = self.param_values
-        for p in spec.params:
-            v = values[p.name]
-            if isinstance(v, str):
-                if p.type != "i64":
+        for pname, ptype in decl.params.data.items():
+            if isinstance(values[pname], str):
+                if ptype != i64:
                     raise VerifyException(
-                        f"{where}: parameter {p.name} is {p.type}, a run-time symbol is not allowed"
+                        f"{where}: parameter {pname} is {_param_type_name(ptype)}, a run-time "
+                        "symbol is not allowed"
                     )
-            elif p.type == "i64" and not isinstance(self.params.data[p.name], IntegerAttr):
-                raise VerifyException(f"{where}: parameter {p.name} must be an i64 integer")
+            elif ptype == i64 and not isinstance(self.params.data[pname], IntegerAttr):
+                raise VerifyException(f"{where}: parameter {pname} must be an i64 integer")
         concrete = {k: v for k, v in values.items() if not isinstance(v, str)}
         # partial: constraints over run-time symbols are checked at run time
-        for problem in spec.check(concrete, partial=True):
-            prefix = f"{spec.name}: "
+        for problem in decl.spec().check(concrete, partial=True):
+            prefix = f"{decl.kernel_name}: "
             text = problem[len(prefix) :] if problem.startswith(prefix) else problem
             raise VerifyException(f"{where}: {text}")
-        modes = getattr(spec, "modes", None)
-        if isinstance(program, ProgramOp) and modes and program.mode_name not in modes:
+        if isinstance(program, ProgramOp):
+            self._verify_extents(decl, types, program, where)
+        modes = [m.data for m in decl.modes.data]
+        if isinstance(program, ProgramOp) and program.mode_name not in modes:
             raise VerifyException(
                 f'{where}: kernel is not available in mode "{program.mode_name}" '
                 f"(modes: {', '.join(modes)})"
             )
+
+    def largest_params(self, program: ProgramOp) -> dict[str, int]:
+        """The integer parameters, run-time ones at their largest in ``program``.
+
+        ``T`` (tokens in this call) is at most ``max_context`` in prefill and 1 in
+        decode; ``P + T`` is at most ``max_context``, so ``P`` is taken as
+        ``max_context - T``.  Float parameters are left out.
+        """
+        most = program.max_ctx
+        tokens = 1 if program.mode_name == "decode" else most
+        runtime = {"T": tokens, "P": most - tokens, "PT": most}
+        out: dict[str, int] = {}
+        for k, v in self.param_values.items():
+            if isinstance(v, str):
+                base, _, factor = v.partition("*")
+                out[k] = runtime[base] * (int(factor) if factor else 1)
+            elif isinstance(self.params.data[k], IntegerAttr):
+                out[k] = int(v)
+        return out
+
+    def _verify_extents(
+        self, decl: KernelOp, types: Mapping[str, BufferType], program: ProgramOp, where: str
+    ) -> None:
+        """Every buffer holds the elements its operand's declared extent may touch."""
+        env: dict[str, int] | None = None
+        for arg, name in self.bindings(decl):
+            extent = arg.extent_text
+            if extent is None:
+                continue
+            env = env if env is not None else self.largest_params(program)
+            try:
+                need = evaluate_dim(extent, env)
+            except (KeyError, ValueError, ZeroDivisionError) as err:
+                raise VerifyException(
+                    f'{where}: operand {arg.name_text}: cannot evaluate extent "{extent}": {err}'
+                ) from None
+            have = types[name].num_elements
+            if need > have:
+                used = ", ".join(f"{s}={env[s]}" for s in sorted(dim_symbols(extent)))
+                raise VerifyException(
+                    f"{where}: operand {arg.name_text} = {sym(name)} holds {have} elements, "
+                    f'but the kernel may access {need} (extent "{extent}" at {used}; '
+                    "run-time values at their largest)"
+                )
 
     @classmethod
     def parse(cls, parser: Parser) -> CallOp:
@@ -983,7 +1515,7 @@ class CallOp(IRDLOperation):
         parser.parse_punctuation("->")
         outs = sym_list()
         entries = _parse_params(parser)
-        comment = entries.pop("comment", None)
+        origin = entries.pop("origin", None)
         attrs = parser.parse_optional_attr_dict_with_keyword()
         props: dict[str, Attribute] = {
             "kernel": _ref(kernel),
@@ -991,11 +1523,11 @@ class CallOp(IRDLOperation):
             "outs": outs,
             "params": DictionaryAttr(entries),
         }
-        if comment is not None:
-            props["comment"] = comment
+        if origin is not None:
+            props["origin"] = origin
         return cls.create(properties=props, attributes=dict(attrs.data) if attrs else {})
 
-    def print(self, printer: Printer) -> None:
+    def print(self, printer: Printer, *, with_origin: bool = True) -> None:
         printer.print_string(" ")
         printer.print_symbol_name(self.kernel_name)
         printer.print_string("(")
@@ -1004,8 +1536,8 @@ class CallOp(IRDLOperation):
         printer.print_list(self.out_names, printer.print_symbol_name)
         printer.print_string(")")
         items: dict[str, Attribute] = dict(self.params.data)
-        if self.comment is not None:
-            items["comment"] = self.comment
+        if self.origin is not None and with_origin:
+            items["origin"] = self.origin
         _print_attr_dict_items(printer, items)
         if self.attributes:
             printer.print_op_attributes(self.attributes, print_keyword=True)
@@ -1013,6 +1545,6 @@ class CallOp(IRDLOperation):
 
 Lowered = Dialect(
     "lowered",
-    [LoweredModelOp, ProgramOp, BufferOp, ViewOp, CallOp],
-    [BufferType, RuntimeSymAttr],
+    [LoweredModelOp, ProgramOp, BufferOp, ViewOp, KernelOp, CallOp],
+    [BufferType, RuntimeSymAttr, KernelArgAttr, OriginAttr],
 )

@@ -5,11 +5,15 @@ rewrite groups of ``lowered.call`` ops of one ``lowered.program`` into one call
 of a fused kernel.  They run after ``--lower-prefill`` / ``--lower-decode`` and
 before ``--plan-layout``.  Every pass follows the same rules, implemented here:
 
-- **Kernels come from the registry.**  A group is fused only when the registry
-  has a kernel of the fused op kind (``fused_qkv``, ``fused_gate_up``,
+- **Calls are read through their declarations.**  What a call's kernel does
+  (its op kind, which operands it reads and writes) comes from the
+  ``lowered.kernel`` it names, never from the registry.
+- **Fused kernels come from the registry.**  A group is fused only when the
+  registry has a kernel of the fused op kind (``fused_qkv``, ``fused_gate_up``,
   ``fused_add_rmsnorm``) for the program's mode, the operand dtypes and the
   parameters at hand (:func:`find_kernel`, which uses the lowering's own
-  :func:`ckir.passes.lowering.kernels.select_kernel`).
+  :func:`ckir.passes.lowering.kernels.select_kernel` and declares the kernel
+  it picks in the model).
 - **Calls move only when nothing in between notices.**  The fused call takes
   the place of one call of the group (the anchor); the others move there.
   :meth:`ProgramView.can_move` allows a move when no call passed over writes
@@ -39,8 +43,13 @@ from xdsl.pattern_rewriter import (
 
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-from ckir.passes.lowering.kernels import ParamValue, kernel_params, select_kernel
-from ckir.registry import KernelSpec, load_registry
+from ckir.passes.lowering.kernels import (
+    ParamValue,
+    declare_kernel,
+    kernel_params,
+    select_kernel,
+)
+from ckir.registry import KernelSpec
 
 #: program attribute holding {pattern name: number of times it fired}
 FUSED_ATTR = "fused"
@@ -63,7 +72,7 @@ class Linear:
 
 
 class ProgramView:
-    """A snapshot of one program's calls: order, kernel specs, buffer roots and dtypes.
+    """A snapshot of one program's calls: order, kernel declarations, buffer roots and dtypes.
 
     Cheap to build (one walk); rebuilt after every rewrite of the program.
     """
@@ -71,17 +80,20 @@ class ProgramView:
     def __init__(self, program: lw.ProgramOp) -> None:
         self.program = program
         self.mode = program.mode_name
-        self.registry = load_registry()
+        self.kernels: dict[str, lw.KernelOp] = {}
         self.calls: list[lw.CallOp] = program.calls()
         self.index: dict[int, int] = {id(c): i for i, c in enumerate(self.calls)}
         self.types: dict[str, lw.BufferType] = {}
         self.roots: dict[str, str] = {}
         self.local: dict[str, lw.BufferOp | lw.ViewOp] = {}
         model = program.parent_op()
+        self.model = model if isinstance(model, lw.LoweredModelOp) else None
         containers = [model, program] if isinstance(model, lw.LoweredModelOp) else [program]
         for container in containers:
             for op in container.body_block.ops:
-                if isinstance(op, lw.BufferOp):
+                if isinstance(op, lw.KernelOp):
+                    self.kernels[op.kernel_name] = op
+                elif isinstance(op, lw.BufferOp):
                     self.types[op.buffer_name] = op.buffer_type
                     self.roots[op.buffer_name] = op.buffer_name
                     if container is program:
@@ -97,13 +109,14 @@ class ProgramView:
         self._users: dict[str, list[lw.CallOp]] | None = None
 
     # -- calls ------------------------------------------------------------------------
-    def spec(self, call: lw.CallOp) -> KernelSpec | None:
-        return self.registry.get(call.kernel_name)
+    def decl(self, call: lw.CallOp) -> lw.KernelOp | None:
+        """The ``lowered.kernel`` the call names (None when undeclared)."""
+        return self.kernels.get(call.kernel_name)
 
     def kind(self, call: lw.CallOp) -> str | None:
-        """The registry ``op`` of the call's kernel (``linear``, ``add``, ...)."""
-        spec = self.spec(call)
-        return spec.op if spec is not None else None
+        """The op kind of the call's kernel (``linear``, ``add``, ...), from its declaration."""
+        decl = self.decl(call)
+        return decl.kind_name if decl is not None else None
 
     def position(self, call: lw.CallOp) -> int:
         return self.index[id(call)]
@@ -116,13 +129,15 @@ class ProgramView:
         key = id(call)
         if key not in self._reads:
             names = set(call.in_names)
-            spec = self.spec(call)
-            if spec is None:  # unknown kernel: assume it reads its outputs too
+            decl = self.decl(call)
+            if decl is None:  # undeclared kernel: assume it reads its outputs too
                 names |= set(call.out_names)
             else:
-                outs = spec.outputs()
+                outs = decl.outputs()
                 names |= {
-                    n for n, o in zip(call.out_names, outs, strict=False) if o.access == "readwrite"
+                    n
+                    for n, o in zip(call.out_names, outs, strict=False)
+                    if o.access_text == "readwrite"
                 }
             self._reads[key] = frozenset(self.root(n) for n in names)
         return self._reads[key]
@@ -179,8 +194,7 @@ class ProgramView:
         return self._linear[key]
 
     def _as_linear(self, call: lw.CallOp) -> Linear | None:
-        spec = self.spec(call)
-        if spec is None or spec.op != "linear":
+        if self.kind(call) != "linear":
             return None
         ins, outs = call.in_names, call.out_names
         params = call.param_values
@@ -209,12 +223,13 @@ def find_kernel(
     outs: Sequence[str],
     params: Mapping[str, ParamValue],
 ) -> KernelSpec | None:
-    """The registry kernel of op ``kind`` for this mode, these buffers' dtypes and params.
+    """The registry kernel of op ``kind`` for this mode, these buffers' dtypes and params,
+    declared in the model.
 
     None when the registry has none (the pass then leaves the calls alone).
     """
     try:
-        return select_kernel(
+        spec = select_kernel(
             kind,
             view.mode,
             [view.dtype(n) for n in ins],
@@ -224,6 +239,9 @@ def find_kernel(
         )
     except CkirError:
         return None
+    if view.model is not None:
+        declare_kernel(view.model, spec)
+    return spec
 
 
 def make_call(
@@ -234,26 +252,16 @@ def make_call(
     group: Sequence[lw.CallOp],
     tag: str,
 ) -> lw.CallOp:
-    """The fused call; its comment keeps the scope and graph ops of the calls it replaces.
+    """The fused call; its origin lists the origins of the calls it replaces.
 
-    ``"layers.0: graph.add + layers.1: graph.rmsnorm [fuse-add-rmsnorm]"``: the
-    text before the first colon is the scope of the first call (what emit-c
-    groups canary checks by).
+    ``#lowered.origin<scope "layers.0", fusion "fuse-add-rmsnorm", of [...]>``: the
+    scope is the first replaced call's (what emit-c groups canary checks by).
+    Replaced calls without an origin (hand-written IR) are left out of the list;
+    if none has one, neither has the fused call.
     """
-    parts: list[str] = []
-    scope: str | None = None
-    for c in group:
-        text = c.comment_text or c.kernel_name
-        s, sep, what = text.partition(": ")
-        if not sep:
-            parts.append(text)
-        elif scope is None or s != scope:
-            parts.append(text)
-            scope = scope or s
-        else:
-            parts.append(what)
-    comment = " + ".join(parts) + f" [{tag}]"
-    return lw.CallOp.make(spec.name, ins, outs, kernel_params(spec, params), comment=comment)
+    parts = [c.origin for c in group if c.origin is not None]
+    origin = lw.OriginAttr.fused(tag, parts) if parts else None
+    return lw.CallOp.make(spec.name, ins, outs, kernel_params(spec, params), origin=origin)
 
 
 def erase_unused(
@@ -380,4 +388,15 @@ def run_fusion(
         ).rewrite_region(program.body)
         record(program, name, pattern.fired)
         counts[program.mode_name] = pattern.fired
+    for model in {id(p.parent_op()): p.parent_op() for p in programs}.values():
+        if isinstance(model, lw.LoweredModelOp):
+            _erase_unused_kernels(model)
     return counts
+
+
+def _erase_unused_kernels(model: lw.LoweredModelOp) -> None:
+    """Remove the kernel declarations no call of the model names any more."""
+    used = {op.kernel_name for op in model.walk() if isinstance(op, lw.CallOp)}
+    for op in list(model.body_block.ops):
+        if isinstance(op, lw.KernelOp) and op.kernel_name not in used:
+            model.body_block.erase_op(op)

@@ -5,6 +5,7 @@ No timing assertions: speed targets are measured by hand (docs/performance.md).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import statistics
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from ckir import cost
+from ckir.backend.c_emitter import emit_c
 from ckir.tools import bench
 
 # tiny llama of ckir.tools.zoo: E=64, H=4, KV=2 (D=16), I=172, L=2, V=256, untied
@@ -85,17 +88,41 @@ def test_ratio_and_stats_helpers() -> None:
     assert table.splitlines() == ["| a | b |", "|---|---|", "| 1 | 2 |"]
 
 
-def test_instrumented_model_c_times_every_call(tiny_build: Path) -> None:
+def test_per_call_costs_read_the_declarations(tiny_build: Path) -> None:
+    calls = [c for c in cost.call_costs(bench.build_module(tiny_build)) if c.mode == "decode"]
+    by_label: dict[str, list[cost.CallCost]] = {}
+    for c in calls:
+        by_label.setdefault(c.label, []).append(c)
+    (embed,) = by_label["header: graph.embed"]
+    assert (embed.kind, embed.weight_bytes, embed.matrix_params) == ("embed", E * 4, 0)
+    (head,) = by_label["footer: graph.lm_head"]
+    assert (head.kind, head.weight_bytes, head.matrix_params) == ("linear", V * E * 4, V * E)
+    attention = [c for c in calls if c.kind == "attention"]
+    assert [c.kv_bytes_per_position for c in attention] == [2 * KV * D * 4] * L
+    assert [c.attention_hd for c in attention] == [H * D] * L
+    # kv_store writes the cache: writing is not reading
+    assert all(c.kv_bytes_per_position == 0 for c in calls if c.kind == "kv_store")
+    assert [c.index for c in calls] == list(range(len(calls)))
+
+
+def test_profiling_build_times_every_call(tiny_build: Path) -> None:
     text = (tiny_build / "model.c").read_text()
-    new, calls = bench.instrument_model_c(text)
+    module = bench.build_module(tiny_build)
+    # the profiling model.c is emitted from the build's own IR: the same program
+    assert emit_c(module).source == text
+    prof = emit_c(module, profile=True)
+    calls = list(prof.profile)
     plain = re.findall(r"^\s+ckir_\w+\(.*\);$", text, flags=re.M)
     assert len(calls) == len(plain) > 0
-    assert new.count("ckb_now() - ckb_t0") == len(calls)
+    assert [c.index for c in calls] == list(range(len(calls)))
+    assert prof.source.count("ckir_prof_now() - ckir_prof_t0") == len(calls)
     assert {c.mode for c in calls} == {"prefill", "decode"}
     lm_head = [c for c in calls if c.mode == "decode"][-1]
-    assert lm_head.kernel == "gemv_f32" and lm_head.weights == ["W_LM_HEAD"]
+    assert lm_head.kernel == "gemv_f32" and lm_head.weights == ("w.lm_head",)
+    assert lm_head.label == "footer: graph.lm_head" and lm_head.kind == "linear"
+    assert '"footer: graph.lm_head"' in prof.source
     rows = bench.profile_rows(
-        [c.__dict__ for c in calls],
+        [dataclasses.asdict(c) for c in calls],
         times=[1.0] * len(calls),
         counts=[2.0] * len(calls),
         mode="decode",

@@ -19,7 +19,16 @@ from pathlib import Path
 
 import pytest
 from xdsl.context import Context
-from xdsl.dialects.builtin import Builtin, FloatAttr, ModuleOp, StringAttr, f64
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    Builtin,
+    DictionaryAttr,
+    FloatAttr,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    f64,
+)
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -29,6 +38,14 @@ from ckir.dialects import dims
 from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
+from ckir.registry import (
+    KernelSpec,
+    OperandSpec,
+    ParamSpec,
+    RegistryError,
+    load_registry,
+    parse_registry,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 LIT = ROOT / "tests" / "filecheck" / "dialects"
@@ -406,13 +423,30 @@ def test_lowered_builders_and_accessors() -> None:
     tok = lw.BufferOp.make("decode.tokens", "io", lw.BufferType.make([1], "i32"), source="input")
     x = lw.BufferOp.make("decode.x", "activation", lw.BufferType.make([1, 64], "f32"))
     view = lw.ViewOp.make("decode.x.lo", "decode.x", 128, lw.BufferType.make([1, 32], "f32"))
+    origin = lw.OriginAttr.make("header", "graph.embed")
     call = lw.CallOp.make(
         "embed_f32",
         ["decode.tokens", "w.embed"],
         ["decode.x"],
         {"T": 1, "E": 64},
-        comment="header embed",
+        origin=origin,
     )
+    spec = KernelSpec(
+        name="embed_f32",
+        c_name="ckir_embed_f32",
+        op="embed",
+        modes=("prefill", "decode"),
+        operands=(
+            OperandSpec("tokens", "i32", "read"),
+            OperandSpec("table", "f32", "read"),
+            OperandSpec("out", "f32", "write"),
+        ),
+        params=(ParamSpec("T", "i64"), ParamSpec("E", "i64")),
+        constraints=("T >= 1",),
+        doc="",
+    )
+    decl = lw.KernelOp.from_spec(spec)
+    model.body_block.insert_op_before(decl, w)
     for op in (tok, x, view, call):
         prog.body_block.add_op(op)
     module = ModuleOp([model])
@@ -428,13 +462,45 @@ def test_lowered_builders_and_accessors() -> None:
     assert call.in_names == ("decode.tokens", "w.embed")
     assert call.out_names == ("decode.x",)
     assert call.param_values == {"T": 1, "E": 64}
-    assert call.comment_text == "header embed"
+    assert call.origin == origin and call.scope_name == "header"
+    assert origin.label == "header: graph.embed" and origin.fusion_name is None
+    assert call.declaration() is decl
+    assert decl.kind_name == "embed" and decl.spec() == spec
+    assert [a.name_text for a in decl.inputs()] == ["tokens", "table"]
+    assert [a.name_text for a in decl.outputs()] == ["out"]
+    assert decl.param_types() == [("T", "i64"), ("E", "i64")]
+    assert [(a.name_text, n) for a, n in call.bindings(decl)] == [
+        ("tokens", "decode.tokens"),
+        ("table", "w.embed"),
+        ("out", "decode.x"),
+    ]
     text = show(module)
     assert (
+        'lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] '
+        "(tokens: read i32, table: read f32, out: write f32) params (T: i64, E: i64) "
+        'constraints ["T >= 1"]'
+    ) in text
+    assert (
         "lowered.call @embed_f32(@decode.tokens, @w.embed) -> (@decode.x) "
-        '{T = 1 : i64, E = 64 : i64, comment = "header embed"}'
+        '{T = 1 : i64, E = 64 : i64, origin = #lowered.origin<scope "header", op "graph.embed">}'
     ) in text
     assert show(parse(text)) == text
+    assert show(parse(show(module, generic=True))) == text
+
+    fused = lw.OriginAttr.fused(
+        "fuse-add-rmsnorm",
+        [
+            lw.OriginAttr.make("layers.0", "graph.add"),
+            lw.OriginAttr.make("layers.1", "graph.rmsnorm"),
+        ],
+    )
+    assert fused.scope_name == "layers.0" and fused.fusion_name == "fuse-add-rmsnorm"
+    assert fused.label == "layers.0: graph.add + layers.1: graph.rmsnorm [fuse-add-rmsnorm]"
+    assert [p.op_name for p in fused.replaced] == ["graph.add", "graph.rmsnorm"]
+    with pytest.raises(VerifyException, match="either an op .* or a fusion, not both"):
+        lw.OriginAttr(*(StringAttr(t) for t in ("s", "graph.add", "fuse-x")), ArrayAttr(()))
+    with pytest.raises(VerifyException, match="not neither"):
+        lw.OriginAttr(*(StringAttr(t) for t in ("s", "", "")), ArrayAttr(()))
 
     rt = lw.CallOp.make("add_f32", ["decode.x", "decode.x"], ["decode.x"], {"n": "T*64"})
     assert rt.param_values == {"n": "T*64"}
@@ -442,13 +508,18 @@ def test_lowered_builders_and_accessors() -> None:
     assert f.param_values == {"eps": 1e-5}
 
 
-def test_call_checked_against_registry() -> None:
-    pytest.importorskip("ckir.registry")
+def test_call_checked_against_its_declaration() -> None:
     text = lit_body("lowered").replace(
         "{N = 256 : i64, K = 64 : i64} attributes", "{N = 256 : i64, K = 0 : i64} attributes"
     )
     with pytest.raises(VerifyException, match=r"lowered.call @gemv_f32: constraint 'K >= 1'"):
         parse(text).verify()
+    # the constraint comes from the declaration in the module, not the registry
+    decl = 'params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]'
+    assert decl in lit_body("lowered")
+    stricter = lit_body("lowered").replace(decl, decl.replace("K >= 1", "K >= 128"))
+    with pytest.raises(VerifyException, match=r"lowered.call @gemv_f32: constraint 'K >= 128'"):
+        parse(stricter).verify()
 
 
 # --------------------------------------------------------------------------- layout API
@@ -595,7 +666,12 @@ def _big_graph(n_layers_ops: int) -> str:
 
 
 def _big_lowered(n: int) -> str:
-    lines = ["lowered.model @big {"]
+    lines = [
+        "lowered.model @big {",
+        '  lowered.kernel @gemm_f32 op "linear" c "ckir_gemm_f32" modes ["prefill"] '
+        "(x: read f32, w: read f32, y: write f32) params (M: i64, N: i64, K: i64) "
+        'constraints ["M >= 1", "N >= 1", "K >= 1"]',
+    ]
     lines += [
         f'  lowered.buffer @w{j} weight : !lowered.buf<[64, 64], f32> {{source = "w{j}"}}'
         for j in range(n // 4)
@@ -625,3 +701,48 @@ def test_two_thousand_ops_parse_quickly(make) -> None:  # type: ignore[no-untype
     assert n_ops >= 2000
     assert elapsed < 1.0, f"parsing {n_ops} ops took {elapsed:.2f} s of CPU"
     module.verify()
+
+
+def test_extents_come_from_the_registry_and_bound_every_buffer() -> None:
+    decl = lw.KernelOp.from_spec(load_registry()["kv_store_f32"])
+    assert [a.extent_text for a in decl.arg_list] == ["T*KVD", "T*KVD", "(P+T)*KVD", "(P+T)*KVD"]
+    model = lw.LoweredModelOp.make("m")
+    model.body_block.add_op(decl)
+    for name, width in (("kv.k", 32), ("kv.v", 32)):
+        model.body_block.add_op(
+            lw.BufferOp.make(name, "kv_cache", lw.BufferType.make([8, width], "f32"))
+        )
+    prog = lw.ProgramOp.make("prefill", "prefill", 8)
+    model.body_block.add_op(prog)
+    for name in ("k", "v"):
+        prog.body_block.add_op(
+            lw.BufferOp.make(name, "activation", lw.BufferType.make([8, 32], "f32"))
+        )
+    call = lw.CallOp.make(
+        "kv_store_f32", ["k", "v"], ["kv.k", "kv.v"], {"T": "T", "P": "P", "KVD": 32}
+    )
+    prog.body_block.add_op(call)
+    module = ModuleOp([model])
+    module.verify()  # 32-float rows into 32-float rows: fits exactly
+    assert call.largest_params(prog) == {"T": 8, "P": 0, "KVD": 32}
+    call.params = DictionaryAttr({**call.params.data, "KVD": IntegerAttr(96, 64)})
+    with pytest.raises(VerifyException, match="operand k = @k holds 256 elements, but the kernel"):
+        module.verify()
+
+
+def test_registry_extents_are_validated() -> None:
+    entry = {
+        "c_name": "ckir_x",
+        "op": "relu",
+        "modes": ["decode"],
+        "operands": [{"name": "x", "dtype": "f32", "access": "read", "extent": "n*m"}],
+        "params": [{"name": "n", "type": "i64"}],
+    }
+    with pytest.raises(RegistryError, match="operand x: extent 'n\\*m' names no param m"):
+        parse_registry({"version": 1, "kernels": {"x": entry}})
+    entry["operands"][0]["extent"] = "n*"
+    with pytest.raises(RegistryError, match="operand x: bad extent 'n\\*'"):
+        parse_registry({"version": 1, "kernels": {"x": entry}})
+    entry["operands"][0]["extent"] = "2 * n"
+    spec = parse_registry({"version": 1, "kernels": {"x": entry}})["x"]
+    assert spec.operands[0].extent == "2*n"

@@ -47,9 +47,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import dataclasses
+import functools
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -61,14 +62,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ckir import __version__
+from xdsl.dialects.builtin import ModuleOp
+
+from ckir import __version__, cost
+from ckir.backend.c_emitter import ProfiledCall, emit_c
+from ckir.cost import ModelCost
+from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.resources import import_root, source_root
 from ckir.vocab import LOWERED_MODES, WEIGHT_DTYPES
 
 BASELINES = ("torch", "onnxruntime", "llama.cpp")
-_GATHER_KERNELS = ("embed", "pos_embed")
-_MATRIX_KERNELS = ("gemv", "gemm", "matmul")
 
 #: built-in shapes: (zoo architecture, HF config keys)
 SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -158,143 +162,26 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# the build's cost model (lowered IR + layout.json)
+# the build's cost model: an analysis of its lowered IR (ckir.cost)
 # ---------------------------------------------------------------------------------------
 
-_PROG_RE = re.compile(r'lowered\.program @\S+ mode "(\w+)"')
-_BUF_RE = re.compile(r"lowered\.buffer @([\w.\-]+) (\w+) : !lowered\.buf<\[([^\]]*)\], (\w+)>")
-_CALL_RE = re.compile(r"lowered\.call @(\w+)\(([^)]*)\) -> \(([^)]*)\)(?: \{(.*)\})?")
-_INT_ATTR_RE = re.compile(r"\b(\w+) = (-?\d+) : i64")
+
+def build_module(build: Path) -> ModuleOp:
+    """The build's IR (``layout.mlir``: graph, lowered and layout), parsed once per version."""
+    path = build / "layout.mlir"
+    return _parsed(path, path.stat().st_mtime_ns)
 
 
-@dataclass
-class IRCall:
-    kernel: str
-    ins: list[str]
-    outs: list[str]
-    dims: dict[str, int]
-
-
-@dataclass
-class IRBuffer:
-    name: str
-    role: str
-    shape: list[int]
-    dtype: str
-
-
-def parse_lowered(text: str) -> tuple[dict[str, IRBuffer], dict[str, list[IRCall]]]:
-    """Model-level buffers and the calls of each mode, in program order."""
-    buffers: dict[str, IRBuffer] = {}
-    calls: dict[str, list[IRCall]] = {}
-    mode: str | None = None
-    for line in text.splitlines():
-        if m := _PROG_RE.search(line):
-            mode = m.group(1)
-            calls[mode] = []
-            continue
-        if m := _BUF_RE.search(line):
-            shape = [int(d) for d in m.group(3).replace(" ", "").split(",") if d]
-            if m.group(2) in ("weight", "kv_cache"):
-                buffers[m.group(1)] = IRBuffer(m.group(1), m.group(2), shape, m.group(4))
-            continue
-        if (m := _CALL_RE.search(line)) and mode is not None:
-
-            def names(s: str) -> list[str]:
-                return [n.strip().lstrip("@") for n in s.split(",") if n.strip()]
-
-            dims = {k: int(v) for k, v in _INT_ATTR_RE.findall(m.group(4) or "")}
-            calls[mode].append(IRCall(m.group(1), names(m.group(2)), names(m.group(3)), dims))
-    return buffers, calls
-
-
-@dataclass
-class ModelCost:
-    """What one token costs, from a build folder."""
-
-    #: weight bytes decode reads per token (matrices in full, one row of gathered tables)
-    decode_weight_bytes: int
-    #: K + V cache bytes attention reads per context position (all layers)
-    kv_bytes_per_position: int
-    #: parameters of the weight matrices prefill multiplies, per token
-    prefill_params: int
-    #: sum over prefill attention calls of H * D
-    attention_hd: int
-    weights_arena: int
-    state_arena: int
-    kv_cache: int
-    max_context: int
-    vocab: int
-
-    def decode_bytes(self, context: int, steps: int) -> float:
-        """Mean bytes per decode step over ``steps`` steps after ``context`` cached tokens
-        (the step at position p reads p + 1 cache rows)."""
-        mean_rows = context + (steps + 1) / 2
-        return self.decode_weight_bytes + self.kv_bytes_per_position * mean_rows
-
-    def prefill_flops(self, tokens: int) -> float:
-        """FLOPs of a ``tokens``-token prefill from an empty cache."""
-        causal_pairs = tokens * (tokens + 1) / 2
-        return 2.0 * self.prefill_params * tokens + 4.0 * self.attention_hd * causal_pairs
+@functools.lru_cache(maxsize=4)
+def _parsed(path: Path, mtime_ns: int) -> ModuleOp:
+    return cost.load_module(path)
 
 
 def model_cost(build: Path) -> ModelCost:
-    layout = json.loads((build / "layout.json").read_text())
-    slot_size: dict[str, int] = {}
-    arena_size: dict[str, int] = {}
-    for arena in layout["arenas"]:
-        arena_size[arena["name"]] = int(arena["size"])
-        for s in arena["slots"]:
-            slot_size[s["name"]] = int(s["size"])
-    buffers, calls = parse_lowered((build / "layout.mlir").read_text())
-
-    def weights_of(call: IRCall) -> list[IRBuffer]:
-        return [buffers[n] for n in call.ins if n in buffers and buffers[n].role == "weight"]
-
-    decode_bytes = kv_pos = 0
-    for call in calls.get("decode", []):
-        gather = call.kernel.startswith(_GATHER_KERNELS)
-        for w in weights_of(call):
-            size = slot_size[w.name]
-            decode_bytes += size // w.shape[0] if gather and w.shape else size
-        if call.kernel.startswith("attention"):
-            for n in call.ins:
-                b = buffers.get(n)
-                if b is not None and b.role == "kv_cache":
-                    kv_pos += slot_size[n] // b.shape[0]
-    params = hd = 0
-    for call in calls.get("prefill", []):
-        if not call.kernel.startswith(_GATHER_KERNELS):
-            params += sum(w.shape[0] * w.shape[1] for w in weights_of(call) if len(w.shape) == 2)
-        if call.kernel.startswith("attention"):
-            hd += call.dims.get("H", 0) * call.dims.get("D", 0)
-    kv_total = sum(slot_size[b.name] for b in buffers.values() if b.role == "kv_cache")
+    """The build's cost model: an analysis of its lowered IR (:mod:`ckir.cost`)."""
     info = json.loads((build / "build.json").read_text())
-    max_ctx = max(
-        (b.shape[0] for b in buffers.values() if b.role == "kv_cache"),
-        default=int(info.get("max_context") or 0),
-    )
-    vocab = next(
-        (
-            buffers[n].shape[0]
-            for c in calls.get("decode", calls.get("prefill", []))
-            if c.kernel.startswith("embed")
-            for n in c.ins
-            if n in buffers
-        ),
-        0,
-    )
-    return ModelCost(
-        decode_weight_bytes=decode_bytes,
-        kv_bytes_per_position=kv_pos,
-        prefill_params=params,
-        attention_hd=hd,
-        weights_arena=arena_size.get("weights", 0),
-        state_arena=arena_size.get("state", 0),
-        kv_cache=kv_total,
-        max_context=max_ctx,
-        vocab=vocab,
-    )
+    fallback = int(info.get("max_context") or 0)
+    return cost.model_cost(build_module(build), max_context=fallback)
 
 
 # ---------------------------------------------------------------------------------------
@@ -387,82 +274,29 @@ def cold_c_build(build_dir: Path) -> float:
 # per-kernel profile: model.c with a timer around every kernel call
 # ---------------------------------------------------------------------------------------
 
-_RUN_FN_RE = re.compile(r"^static int ckir_run_(\w+)\(")
-_C_CALL_RE = re.compile(r"^(\s+)(ckir_\w+)\((.*)\);\s*$")
 
-_PROF_HEADER = """
-/* ---- ckir bench profile: wall time of every kernel call ---- */
-#include <time.h>
-#define CKB_NCALLS {n}
-static double ckb_time[CKB_NCALLS];
-static long long ckb_count[CKB_NCALLS];
-static inline double ckb_now(void) {{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}}
-long long ckir_bench_prof_n(void) {{ return CKB_NCALLS; }}
-const double *ckir_bench_prof_times(void) {{ return ckb_time; }}
-const long long *ckir_bench_prof_counts(void) {{ return ckb_count; }}
-void ckir_bench_prof_reset(void) {{
-  for (int i = 0; i < CKB_NCALLS; i++) {{ ckb_time[i] = 0; ckb_count[i] = 0; }}
-}}
-"""
+def build_profile_copy(build: Path, out: Path) -> list[ProfiledCall]:
+    """A build folder at ``out`` sharing ``build``'s files but a profiling library.
 
-
-@dataclass
-class ProfCall:
-    index: int
-    mode: str
-    kernel: str
-    weights: list[str]
-
-
-def instrument_model_c(text: str) -> tuple[str, list[ProfCall]]:
-    """model.c with every kernel call of the run functions wrapped in a timer."""
-    out: list[str] = []
-    calls: list[ProfCall] = []
-    mode: str | None = None
-    for line in text.splitlines():
-        if m := _RUN_FN_RE.match(line):
-            mode = m.group(1)
-        elif line.startswith("}"):
-            mode = None
-        m = _C_CALL_RE.match(line)
-        if mode is not None and m and m.group(2) != "ckir_run":
-            i = len(calls)
-            weights = re.findall(r"W \+ CKIR_OFF_(\w+)", m.group(3))
-            calls.append(ProfCall(i, mode, m.group(2)[len("ckir_") :], weights))
-            ind = m.group(1)
-            line = (
-                f"{ind}{{ double ckb_t0 = ckb_now();\n{ind}{m.group(2)}({m.group(3)});\n"
-                f"{ind}ckb_time[{i}] += ckb_now() - ckb_t0; ckb_count[{i}]++; }}"
-            )
-        out.append(line)
-    # the header goes after the last #include
-    last_inc = max(i for i, ln in enumerate(out) if ln.startswith("#include"))
-    out.insert(last_inc + 1, _PROF_HEADER.format(n=max(1, len(calls))))
-    return "\n".join(out) + "\n", calls
-
-
-def build_profile_copy(build: Path, out: Path) -> list[ProfCall]:
-    """A build folder at ``out`` sharing ``build``'s files but an instrumented library."""
+    Its model.c is emitted again from the build's IR with ``profile`` on: every
+    kernel call timed and labelled with its origin (``emit-c{profile=true}``).
+    """
     from ckir.compiler import LIBRARY_NAME, required_files
     from ckir.runtime_build import build_library, support_sources
 
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    text, calls = instrument_model_c((build / "model.c").read_text())
+    sources = emit_c(build_module(build), profile=True)
     for name in required_files():
         if name not in ("model.c", LIBRARY_NAME):
             (out / name).symlink_to((build / name).resolve())
-    (out / "model.c").write_text(text)
+    (out / "model.c").write_text(sources.source)
     build_library(
         out / LIBRARY_NAME,
         extra_sources=[out / "model.c", *support_sources()],
         include_dirs=[out],
     )
-    return calls
+    return list(sources.profile)
 
 
 # ---------------------------------------------------------------------------------------
@@ -561,11 +395,11 @@ class CkirRunner(Runner):
         lib.ckir_set_num_threads.argtypes = [ctypes.c_int]
         lib.ckir_set_num_threads(threads)
         self.info = {"threads": threads}
-        self._prof = hasattr(lib, "ckir_bench_prof_n")
+        self._prof = hasattr(lib, "ckir_profile_n")
         if self._prof:
-            lib.ckir_bench_prof_n.restype = ctypes.c_longlong
-            lib.ckir_bench_prof_times.restype = ctypes.POINTER(ctypes.c_double)
-            lib.ckir_bench_prof_counts.restype = ctypes.POINTER(ctypes.c_longlong)
+            lib.ckir_profile_n.restype = ctypes.c_longlong
+            lib.ckir_profile_times.restype = ctypes.POINTER(ctypes.c_double)
+            lib.ckir_profile_counts.restype = ctypes.POINTER(ctypes.c_longlong)
 
     def prefill(self, tokens: list[int]) -> float:
         self.m.reset()
@@ -586,12 +420,12 @@ class CkirRunner(Runner):
         return [float(x) for x in self.m.prefill(tokens)[-1, ::stride]]
 
     def prof_reset(self) -> None:
-        self.m._lib.ckir_bench_prof_reset()
+        self.m._lib.ckir_profile_reset()
 
     def prof_get(self) -> dict[str, list[float]]:
         lib = self.m._lib
-        n = int(lib.ckir_bench_prof_n())
-        t, c = lib.ckir_bench_prof_times(), lib.ckir_bench_prof_counts()
+        n = int(lib.ckir_profile_n())
+        t, c = lib.ckir_profile_times(), lib.ckir_profile_counts()
         return {"times": [t[i] for i in range(n)], "counts": [float(c[i]) for i in range(n)]}
 
 
@@ -1335,7 +1169,7 @@ def _profile(
     calls = build_profile_copy(build, prof_dir)
     spec = {"kind": "ckir", "build": str(prof_dir), "threads": args.threads}
     w = Worker("ckir profile", spec, args.threads, args.timeout)
-    out: dict[str, Any] = {"calls": [c.__dict__ for c in calls]}
+    out: dict[str, Any] = {"calls": [dataclasses.asdict(c) for c in calls]}
     try:
         w.call(op="prefill", tokens=prompt)
         w.call(op="decode", context=context, tokens=steps)
@@ -1625,15 +1459,14 @@ def _render_rss(report: Report) -> list[str]:
 
 
 def slot_info(build: Path) -> dict[str, tuple[int, int]]:
-    """model.c offset-macro suffix (``W_LAYERS_0_ATTN_WQ``) -> (bytes, matrix params or 0)."""
-    layout = json.loads((build / "layout.json").read_text())
-    buffers, _ = parse_lowered((build / "layout.mlir").read_text())
+    """Weight buffer name -> (bytes, matrix params or 0), from the build's lowered IR."""
+    model = cost.lowered_model(build_module(build))
     out = {}
-    for arena in layout["arenas"]:
-        for s in arena["slots"]:
-            b = buffers.get(s["name"])
-            params = b.shape[0] * b.shape[1] if b is not None and len(b.shape) == 2 else 0
-            out[re.sub(r"[^A-Za-z0-9]", "_", s["name"]).upper()] = (int(s["size"]), params)
+    for op in model.body_block.ops:
+        if isinstance(op, lw.BufferOp) and op.role == "weight":
+            btype = op.buffer_type
+            params = btype.num_elements if len(btype.shape_ints) == 2 else 0
+            out[op.buffer_name] = (btype.byte_size, params)
     return out
 
 
@@ -1655,7 +1488,7 @@ def profile_rows(
         e = agg.setdefault(c["kernel"], [0.0, 0.0, 0.0, 0.0])
         e[0] += counts[i] / per
         e[1] += times[i] / per
-        if slots is not None and c["kernel"].startswith(_MATRIX_KERNELS):
+        if slots is not None and c["kind"] in cost.MATRIX_KINDS:
             for w in c["weights"]:
                 nbytes, params = slots.get(w, (0, 0))
                 e[2] += nbytes * counts[i] / per

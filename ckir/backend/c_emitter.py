@@ -1,8 +1,12 @@
 """C emission: lowered programs + the layout plan -> ``model.h`` and ``model.c``.
 
 Every kernel call in the C comes from one ``lowered.call`` (printed above it
-as a comment); nothing here knows an architecture.  ``model.h`` holds one
-offset constant per slot and view; ``model.c`` holds one function per mode,
+as a comment, with its origin); nothing here knows an architecture.  Argument
+order and C names come from the ``lowered.kernel`` declarations of the model;
+the runtime registry is consulted once, to check that the runtime has every
+declared kernel with the declared signature (:func:`check_runtime_abi`).
+With ``profile``, every call is wrapped in a timer (see :data:`PROFILE_HEADER`).
+``model.h`` holds one offset constant per slot and view; ``model.c`` holds one function per mode,
 the slot table (for canary checks) and the exported entry points of
 ``runtime/include/ckir_model.h``.  Output is deterministic: same IR, same
 bytes.
@@ -24,7 +28,7 @@ from ckir.backend.abi import ARENA_INDEX, arenas, layout_hash
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-from ckir.registry import KernelSpec, load_registry
+from ckir.registry import load_registry
 from ckir.vocab import LOWERED_MODES
 
 C_TYPES = {
@@ -39,9 +43,64 @@ _RT_PRODUCT = re.compile(r"T\*(\d+)")
 
 
 @dataclass(frozen=True)
+class ProfiledCall:
+    """One timed call of a profiling build: its slot in the timer arrays and what it is."""
+
+    index: int
+    mode: str
+    kernel: str
+    kind: str
+    label: str
+    #: weight buffers the call reads
+    weights: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class CSources:
     header: str
     source: str
+    #: the timed calls, in timer-index order (empty unless emitted with ``profile``)
+    profile: tuple[ProfiledCall, ...] = ()
+
+
+#: profiling builds: one timer and one counter per call, read through exported functions
+PROFILE_HEADER = """\
+/* ---- profiling build: wall time and count of every kernel call (not reentrant) ---- */
+#include <time.h>
+#define CKIR_PROF_NCALLS {n}
+static double ckir_prof_time[CKIR_PROF_NCALLS];
+static long long ckir_prof_count[CKIR_PROF_NCALLS];
+static const char *const ckir_prof_labels[CKIR_PROF_NCALLS] = {{
+{labels}
+}};
+static inline double ckir_prof_now(void) {{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}}
+long long ckir_profile_n(void) {{ return CKIR_PROF_NCALLS; }}
+const double *ckir_profile_times(void) {{ return ckir_prof_time; }}
+const long long *ckir_profile_counts(void) {{ return ckir_prof_count; }}
+const char *ckir_profile_label(long long i) {{
+  return i >= 0 && i < CKIR_PROF_NCALLS ? ckir_prof_labels[i] : "";
+}}
+void ckir_profile_reset(void) {{
+  for (int i = 0; i < CKIR_PROF_NCALLS; i++) {{ ckir_prof_time[i] = 0; ckir_prof_count[i] = 0; }}
+}}
+"""
+
+
+def c_string(text: str) -> str:
+    """A C string literal of ``text`` (backslashes, quotes and control characters escaped)."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ord(ch) < 32 or ord(ch) == 127:
+            out.append(f"\\{ord(ch):03o}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 @dataclass(frozen=True)
@@ -53,6 +112,33 @@ class Place:
 
 def c_identifier(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def check_runtime_abi(model: lw.LoweredModelOp) -> None:
+    """Every declared kernel exists in the runtime registry with the declared signature.
+
+    The one place emission consults the registry: the declarations in the IR
+    describe the kernels, this checks that the C runtime really has them.
+    """
+    registry = load_registry()
+    for op in model.body_block.ops:
+        if not isinstance(op, lw.KernelOp):
+            continue
+        where = f"emit-c: kernel @{op.kernel_name}"
+        runtime = registry.get(op.kernel_name)
+        if runtime is None:
+            raise CkirError(f"{where} is declared in the IR but the runtime has no such kernel")
+        declared = op.spec()
+        if (declared.c_name, declared.operands, declared.params) != (
+            runtime.c_name,
+            runtime.operands,
+            runtime.params,
+        ):
+            raise CkirError(
+                f"{where}: declared as {declared.c_signature()} "
+                f"[{' '.join(o.access for o in declared.operands)}], the runtime has "
+                f"{runtime.c_signature()} [{' '.join(o.access for o in runtime.operands)}]"
+            )
 
 
 def find_model_and_plan(module: ModuleOp) -> tuple[lw.LoweredModelOp, ly.PlanOp]:
@@ -69,9 +155,12 @@ def find_model_and_plan(module: ModuleOp) -> tuple[lw.LoweredModelOp, ly.PlanOp]
 class CEmitter:
     """Prints model.h / model.c; one method per op kind it prints (singledispatch)."""
 
-    def __init__(self, module: ModuleOp) -> None:
+    def __init__(self, module: ModuleOp, *, profile: bool = False) -> None:
         self.model, self.plan = find_model_and_plan(module)
-        self.registry = load_registry()
+        check_runtime_abi(self.model)
+        self.profile = profile
+        self.timed: list[ProfiledCall] = []
+        self.kernels: dict[str, lw.KernelOp] = {}
         self.places: dict[str, Place] = {}
         self.types: dict[str, lw.BufferType] = {}
         self._collect()
@@ -95,7 +184,9 @@ class CEmitter:
                 used.add(macro)
                 self.places[name] = Place(arena.arena_name, offset, macro)
         for op in self.model.walk():
-            if isinstance(op, lw.BufferOp):
+            if isinstance(op, lw.KernelOp):
+                self.kernels[op.kernel_name] = op
+            elif isinstance(op, lw.BufferOp):
                 self.types[op.buffer_name] = op.buffer_type
             elif isinstance(op, lw.ViewOp):
                 self.types[op.view_name] = op.view_type
@@ -137,19 +228,48 @@ class CEmitter:
     def _(self, op: lw.ViewOp, out: list[str]) -> None:
         pass
 
+    def declaration(self, call: lw.CallOp) -> lw.KernelOp:
+        decl = self.kernels.get(call.kernel_name)
+        if decl is None:
+            raise CkirError(f"emit-c: lowered.call @{call.kernel_name}: the kernel is not declared")
+        return decl
+
     @emit_op.register
     def _(self, op: lw.CallOp, out: list[str]) -> None:
-        spec: KernelSpec = self.registry[op.kernel_name]
-        bind = dict(zip([o.name for o in spec.inputs()], op.in_names, strict=True))
-        bind |= dict(zip([o.name for o in spec.outputs()], op.out_names, strict=True))
+        decl = self.declaration(op)
         params = op.param_values
-        args = [self.pointer(bind[o.name], o.dtype, o.access == "read") for o in spec.operands]
-        args += [self.scalar(params[p.name], p.type) for p in spec.params]
+        args = [
+            self.pointer(name, arg.dtype_name, not arg.writes) for arg, name in op.bindings(decl)
+        ]
+        args += [self.scalar(params[p], ptype) for p, ptype in decl.param_types()]
         text = io.StringIO()
-        Printer(stream=text).print_op(op)
-        comment = text.getvalue().strip().replace("*/", "* /")
-        out.append(f"  /* {comment} */")
-        out.append(f"  {spec.c_name}({', '.join(args)});")
+        op.print(Printer(stream=text), with_origin=False)
+        printed = f"{op.name}{text.getvalue().rstrip()}"
+        if op.origin is not None:
+            printed = f"{printed} -- {op.origin.label}"
+        out.append(f"  /* {printed.replace('*/', '* /')} */")
+        call = f"{decl.c_name.data}({', '.join(args)});"
+        if not self.profile:
+            out.append(f"  {call}")
+            return
+        i = len(self.timed)
+        program = op.parent_op()
+        weights = tuple(name for name in op.in_names if self.places[name].arena == "weights")
+        self.timed.append(
+            ProfiledCall(
+                index=i,
+                mode=program.mode_name if isinstance(program, lw.ProgramOp) else "",
+                kernel=op.kernel_name,
+                kind=decl.kind_name,
+                label=op.origin.label if op.origin is not None else op.kernel_name,
+                weights=weights,
+            )
+        )
+        out.append("  { double ckir_prof_t0 = ckir_prof_now();")
+        out.append(f"  {call}")
+        out.append(
+            f"  ckir_prof_time[{i}] += ckir_prof_now() - ckir_prof_t0; ckir_prof_count[{i}]++; }}"
+        )
 
     # -- files ----------------------------------------------------------------------
     def header(self) -> str:
@@ -189,7 +309,7 @@ class CEmitter:
         scope: str | None = None
         for op in program.body_block.ops:
             if isinstance(op, lw.CallOp):
-                op_scope = (op.comment_text or "").split(":")[0]
+                op_scope = op.scope_name
                 if scope is not None and op_scope != scope:
                     out.append(f"  CKIR_SCOPE_END(m); /* end of {scope} */")
                 scope = op_scope
@@ -213,7 +333,7 @@ class CEmitter:
         for op in program.body_block.ops:
             if (
                 isinstance(op, lw.CallOp)
-                and self.registry[op.kernel_name].op == "embed"
+                and self.declaration(op).kind_name == "embed"
                 and op.in_names[0] == tokens
             ):
                 bound = self.types[op.in_names[1]].shape_ints[0]
@@ -252,8 +372,14 @@ class CEmitter:
         if n_slots == 0:
             out.append('  {"", 0, 0, 0, -1},')
         out += ["};", ""]
+        functions: list[str] = []
         for program in progs.values():
-            out += self.mode_function(program)
+            functions += self.mode_function(program)
+        if self.profile:
+            labels = ",\n".join(f"  {c_string(c.label)}" for c in self.timed) or '  ""'
+            out += PROFILE_HEADER.format(n=max(1, len(self.timed)), labels=labels).splitlines()
+            out.append("")
+        out += functions
         vocab = 0
         modes: list[str] = []
         for mode in LOWERED_MODES:  # the fields of ckir_model_desc, in order
@@ -323,7 +449,13 @@ uint8_t *ckir_arena(ckir_model *m, int arena) { return arena == 0 ? m->weights :
 """.splitlines()
 
 
-def emit_c(module: ModuleOp) -> CSources:
-    """model.h and model.c for a module holding a lowered.model and its layout.plan."""
-    emitter = CEmitter(module)
-    return CSources(header=emitter.header(), source=emitter.source() + "\n")
+def emit_c(module: ModuleOp, *, profile: bool = False) -> CSources:
+    """model.h and model.c for a module holding a lowered.model and its layout.plan.
+
+    With ``profile``, model.c times every kernel call (wall time and count per
+    call, exported as ``ckir_profile_n/times/counts/label/reset``) and the
+    result lists the timed calls; a profiling model.c is not reentrant.
+    """
+    emitter = CEmitter(module, profile=profile)
+    source = emitter.source() + "\n"
+    return CSources(header=emitter.header(), source=source, profile=tuple(emitter.timed))

@@ -18,12 +18,16 @@ class CTarget(Target):
 
     The output is model.h followed by model.c, each introduced by a
     ``// ----- <file>`` line (``ckir compile`` writes them as two files).
+    ``-t c{profile=true}`` (or ``--emit-c{profile=true}``) emits a profiling
+    model.c: every kernel call timed, labelled with its origin.
     """
 
     name = "c"
 
+    profile: bool = False
+
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        sources = emit_c(module)
+        sources = emit_c(module, profile=self.profile)
         output.write("// ----- model.h\n")
         output.write(sources.header)
         output.write("// ----- model.c\n")

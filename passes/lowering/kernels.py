@@ -6,12 +6,17 @@ many input and output buffers as the op provides, its operand dtypes equal the
 buffers' dtypes, and its constraints hold for the op's integer parameters.
 Among the kernels that fit, the first by name wins, so the choice is
 deterministic; the registry is the only place that lists kernels.
+
+The chosen kernel is declared in the ``lowered.model`` (:func:`declare_kernel`):
+a ``lowered.kernel`` op copied from the registry entry, which is what the call
+verifier, the fusion passes and the C emitter read afterwards.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.registry import KernelSpec, load_registry
 
@@ -69,3 +74,29 @@ def select_kernel(
 def kernel_params(spec: KernelSpec, available: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
     """The subset of ``available`` that ``spec`` takes, in the kernel's parameter order."""
     return {p.name: available[p.name] for p in spec.params}
+
+
+def declare_kernel(model: lw.LoweredModelOp, spec: KernelSpec) -> lw.KernelOp:
+    """The model's ``lowered.kernel`` for ``spec``, added if missing.
+
+    Declarations sit at the top of the model, sorted by name, so the printed IR
+    does not depend on the order in which passes select kernels.
+    """
+    block = model.body_block
+    after: lw.KernelOp | None = None
+    for op in block.ops:
+        if not isinstance(op, lw.KernelOp):
+            break
+        if op.kernel_name == spec.name:
+            return op
+        if op.kernel_name > spec.name:
+            break
+        after = op
+    decl = lw.KernelOp.from_spec(spec)
+    if after is not None:
+        block.insert_op_after(decl, after)
+    elif block.first_op is not None:
+        block.insert_op_before(decl, block.first_op)
+    else:
+        block.add_op(decl)
+    return decl

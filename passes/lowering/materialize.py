@@ -93,7 +93,8 @@ def _declare_weights(ctx: LoweringContext) -> None:
         return
     layers = _repeat_count(ctx)
     block = ctx.lowered_model.body_block
-    first = block.first_op
+    # after the kernel declarations (which a previous pass may have added)
+    first = next((o for o in block.ops if not isinstance(o, lw.KernelOp)), None)
     decls = [d for d in ctx.model.weights().values() if d.tied_to_name is None]
     # model-wide weights first, then layer by layer: a layer's weights are contiguous
     instances = [(d, d.weight_name) for d in decls if not d.per_layer]

@@ -27,7 +27,12 @@ from ckir.dialects import graph as g
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.passes.lowering.context import LoweringContext
-from ckir.passes.lowering.kernels import ParamValue, kernel_params, select_kernel
+from ckir.passes.lowering.kernels import (
+    ParamValue,
+    declare_kernel,
+    kernel_params,
+    select_kernel,
+)
 from ckir.vocab import GRAPH_OPS
 
 
@@ -75,9 +80,14 @@ class GraphOpLowering(RewritePattern):
             params,
             where=self.where(op),
         )
+        declare_kernel(self.ctx.lowered_model, spec)
         scope, _ = self.ctx.scopes[op]
         return lw.CallOp.make(
-            spec.name, ins, outs, kernel_params(spec, params), comment=f"{scope}: {op.name}"
+            spec.name,
+            ins,
+            outs,
+            kernel_params(spec, params),
+            origin=lw.OriginAttr.make(scope, op.name),
         )
 
     # -- the default lowering: one call ------------------------------------------

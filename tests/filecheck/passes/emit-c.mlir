@@ -1,6 +1,11 @@
 // RUN: ckir-opt %inputs/tiny_llama.mlir --lower-prefill{max-context=16} --lower-decode{max-context=16} --plan-layout --emit-c | filecheck %s
 // RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout -t c | filecheck %s --check-prefix=DECODE
 // RUN: not ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --emit-c 2>&1 | filecheck %s --check-prefix=NOPLAN
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --fuse-qkv --plan-layout --emit-c{profile=true} | filecheck %s --check-prefix=PROF
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout -t "c{profile=true}" | filecheck %s --check-prefix=PROF2
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout -t c | filecheck %s --check-prefix=NOPROF
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout | sed -e 's/y: write f32 extent "N") params (N: i64, K: i64)/y: readwrite f32 extent "N") params (N: i64, K: i64)/' > %t.mlir
+// RUN: not ckir-opt %t.mlir --emit-c 2>&1 | filecheck %s --check-prefix=ABI
 
 // model.h: one offset constant per slot, from the layout plan (bump, canaries on).
 // CHECK:      // ----- model.h
@@ -13,10 +18,11 @@
 // The slot table for canary checks: name, arena, offset, size, canary.
 // CHECK:      {"w.embed", 0, 0LL, 65536LL, 65536LL},
 // CHECK:      {"kv.layers.0.k", 1, 0LL, 2048LL, 2048LL},
-// One function per mode; every call preceded by its lowered.call as a comment;
-// arguments in registry order: buffers (const for read operands), then scalars.
+// One function per mode; every call preceded by its lowered.call and its origin
+// as a comment; arguments in the order of the kernel's declaration: buffers
+// (const for read operands), then scalars.
 // CHECK:      static int ckir_run_prefill(ckir_model *m, int64_t T) {
-// CHECK:        /* lowered.call @embed_f32(@prefill.header.tokens, @w.embed) -> (@prefill.header.x)
+// CHECK:        /* lowered.call @embed_f32(@prefill.header.tokens, @w.embed) -> (@prefill.header.x) {T = #lowered.rt<T>, E = 64 : i64} -- header: graph.embed */
 // CHECK-NEXT:   ckir_embed_f32((const int32_t *)(S + CKIR_OFF_PREFILL_HEADER_TOKENS), (const float *)(W + CKIR_OFF_W_EMBED), (float *)(S + CKIR_OFF_PREFILL_HEADER_X), T, 64);
 // CHECK-NEXT:   CKIR_SCOPE_END(m); /* end of header */
 // CHECK:        ckir_gemm_f32((const float *)(S + CKIR_OFF_PREFILL_LAYERS_0_H), (const float *)(W + CKIR_OFF_W_LAYERS_0_ATTN_WQ), (float *)(S + CKIR_OFF_PREFILL_LAYERS_0_Q), T, 64, 64);
@@ -40,3 +46,33 @@
 // DECODE:     .prefill = {"prefill", 0, 0, 0, 0, 0},
 
 // NOPLAN: error: emit-c: needs one lowered.model and one layout.plan (run --lower-prefill/--lower-decode and --plan-layout first)
+
+// Profiling: one timer per call, labelled with the call's origin, read through
+// exported functions; the calls themselves are unchanged.
+// PROF:      #define CKIR_PROF_NCALLS 29
+// PROF:      static const char *const ckir_prof_labels[CKIR_PROF_NCALLS] = {
+// PROF-NEXT:   "header: graph.embed",
+// PROF-NEXT:   "layers.0: graph.rmsnorm",
+// PROF-NEXT:   "layers.0: graph.linear + graph.linear + graph.linear [fuse-qkv]",
+// PROF-NEXT:   "layers.0: graph.rope",
+// PROF:        "footer: graph.lm_head"
+// PROF-NEXT: };
+// PROF:      long long ckir_profile_n(void) { return CKIR_PROF_NCALLS; }
+// PROF:      const char *ckir_profile_label(long long i) {
+// PROF:      void ckir_profile_reset(void) {
+// PROF:      static int ckir_run_decode(ckir_model *m, int64_t T) {
+// PROF:        /* lowered.call @embed_f32({{.*}} -- header: graph.embed */
+// PROF-NEXT:   { double ckir_prof_t0 = ckir_prof_now();
+// PROF-NEXT:   ckir_embed_f32((const int32_t *)(S + CKIR_OFF_DECODE_HEADER_TOKENS), (const float *)(W + CKIR_OFF_W_EMBED), (float *)(S + CKIR_OFF_DECODE_HEADER_X), 1, 64);
+// PROF-NEXT:   ckir_prof_time[0] += ckir_prof_now() - ckir_prof_t0; ckir_prof_count[0]++; }
+// PROF-NEXT:   CKIR_SCOPE_END(m); /* end of header */
+// PROF:        ckir_gemv_qkv_f32(
+// PROF-NEXT:   ckir_prof_time[2] += ckir_prof_now() - ckir_prof_t0; ckir_prof_count[2]++; }
+// PROF:        ckir_prof_time[28] += ckir_prof_now() - ckir_prof_t0; ckir_prof_count[28]++; }
+// PROF-NEXT:   CKIR_SCOPE_END(m); /* end of footer */
+// PROF2:     #define CKIR_PROF_NCALLS 33
+// NOPROF-NOT: ckir_prof
+
+// The runtime ABI check: a declaration that differs from the runtime's kernel
+// (here gemv_f32's output declared readwrite) is refused at emission.
+// ABI: error: emit-c: kernel @gemv_f32: declared as void ckir_gemv_f32(const float *x, const float *w, float *y, int64_t N, int64_t K) [read read readwrite], the runtime has void ckir_gemv_f32(const float *x, const float *w, float *y, int64_t N, int64_t K) [read read write]

@@ -11,14 +11,14 @@
 // CHECK:      lowered.call @embed_f32
 // CHECK-NEXT: lowered.call @rmsnorm_f32(@decode.header.x, @w.layers.0.attn_norm) -> (@decode.layers.0.h)
 // CHECK:      lowered.call @gemv_f32(@decode.layers.0.a, @w.layers.0.attn.wo) -> (@decode.layers.0.o)
-// CHECK-NEXT: lowered.call @add_rmsnorm_f32(@decode.header.x, @decode.layers.0.o, @w.layers.0.mlp_norm) -> (@decode.layers.0.x1, @decode.layers.0.h2) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, comment = "layers.0: graph.add + graph.rmsnorm [fuse-add-rmsnorm]"}
+// CHECK-NEXT: lowered.call @add_rmsnorm_f32(@decode.header.x, @decode.layers.0.o, @w.layers.0.mlp_norm) -> (@decode.layers.0.x1, @decode.layers.0.h2) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, origin = #lowered.origin<scope "layers.0", fusion "fuse-add-rmsnorm", of [#lowered.origin<scope "layers.0", op "graph.add">, #lowered.origin<scope "layers.0", op "graph.rmsnorm">]>}
 // CHECK-NEXT: lowered.call @gemv_f32(@decode.layers.0.h2, @w.layers.0.mlp.gate) -> (@decode.layers.0.gate)
 // Across the layer boundary: the comment starts with the add's scope.
 // CHECK:      lowered.call @gemv_f32(@decode.layers.0.m, @w.layers.0.mlp.down) -> (@decode.layers.0.d)
-// CHECK-NEXT: lowered.call @add_rmsnorm_f32(@decode.layers.0.x1, @decode.layers.0.d, @w.layers.1.attn_norm) -> (@decode.layers.0.x2, @decode.layers.1.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, comment = "layers.0: graph.add + layers.1: graph.rmsnorm [fuse-add-rmsnorm]"}
+// CHECK-NEXT: lowered.call @add_rmsnorm_f32(@decode.layers.0.x1, @decode.layers.0.d, @w.layers.1.attn_norm) -> (@decode.layers.0.x2, @decode.layers.1.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, origin = #lowered.origin<scope "layers.0", fusion "fuse-add-rmsnorm", of [#lowered.origin<scope "layers.0", op "graph.add">, #lowered.origin<scope "layers.1", op "graph.rmsnorm">]>}
 // CHECK-NEXT: lowered.call @gemv_f32(@decode.layers.1.h, @w.layers.1.attn.wq)
 // CHECK:      lowered.call @add_rmsnorm_f32(@decode.layers.0.x2, @decode.layers.1.o, @w.layers.1.mlp_norm) -> (@decode.layers.1.x1, @decode.layers.1.h2)
-// CHECK:      lowered.call @add_rmsnorm_f32(@decode.layers.1.x1, @decode.layers.1.d, @w.final_norm) -> (@decode.layers.1.x2, @decode.footer.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, comment = "layers.1: graph.add + footer: graph.rmsnorm [fuse-add-rmsnorm]"}
+// CHECK:      lowered.call @add_rmsnorm_f32(@decode.layers.1.x1, @decode.layers.1.d, @w.final_norm) -> (@decode.layers.1.x2, @decode.footer.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, origin = #lowered.origin<scope "layers.1", fusion "fuse-add-rmsnorm", of [#lowered.origin<scope "layers.1", op "graph.add">, #lowered.origin<scope "footer", op "graph.rmsnorm">]>}
 // CHECK-NEXT: lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits)
 // CHECK-NOT:  @add_f32
 // CHECK-NOT:  @rmsnorm_f32
@@ -35,6 +35,9 @@
 
 builtin.module {
   lowered.model @norm_moves_up {
+    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
     lowered.buffer @w.n weight : !lowered.buf<[16], f32> {source = "n"}
     lowered.buffer @w.p weight : !lowered.buf<[8, 16], f32> {source = "p"}
     lowered.program @decode mode "decode" max_context 4 {
@@ -52,7 +55,7 @@ builtin.module {
 }
 // HAND-LABEL: lowered.model @norm_moves_up
 // HAND:       attributes {fused = {add_rmsnorm = 1 : i64}}
-// HAND:       lowered.call @add_rmsnorm_f32(@a, @b, @w.n) -> (@s, @h) {T = 1 : i64, E = 16 : i64, eps = 1.000000e-06 : f64, comment = "add_f32 + rmsnorm_f32 [fuse-add-rmsnorm]"}
+// HAND:       lowered.call @add_rmsnorm_f32(@a, @b, @w.n) -> (@s, @h) {T = 1 : i64, E = 16 : i64, eps = 1.000000e-06 : f64}
 // HAND-NEXT:  lowered.call @gemv_f32(@a, @w.p) -> (@y)
 // HAND-NEXT:  }
 
@@ -60,6 +63,9 @@ builtin.module {
 
 builtin.module {
   lowered.model @add_moves_down {
+    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
     lowered.buffer @w.n weight : !lowered.buf<[16], f32> {source = "n"}
     lowered.buffer @w.p weight : !lowered.buf<[8, 16], f32> {source = "p"}
     lowered.program @decode mode "decode" max_context 4 {
@@ -86,6 +92,9 @@ builtin.module {
 
 builtin.module {
   lowered.model @stuck {
+    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
     lowered.buffer @w.n weight : !lowered.buf<[16], f32> {source = "n"}
     lowered.buffer @w.p weight : !lowered.buf<[16, 16], f32> {source = "p"}
     lowered.program @decode mode "decode" max_context 4 {
@@ -110,6 +119,9 @@ builtin.module {
 
 builtin.module {
   lowered.model @not_last_writer {
+    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
     lowered.buffer @w.n weight : !lowered.buf<[16], f32> {source = "n"}
     lowered.program @decode mode "decode" max_context 4 {
       lowered.buffer @a activation : !lowered.buf<[1, 16], f32>
@@ -133,6 +145,8 @@ builtin.module {
 
 builtin.module {
   lowered.model @partial_rows {
+    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
     lowered.buffer @w.n weight : !lowered.buf<[16], f32> {source = "n"}
     lowered.program @decode mode "decode" max_context 4 {
       lowered.buffer @a activation : !lowered.buf<[2, 16], f32>

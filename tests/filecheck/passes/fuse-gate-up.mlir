@@ -6,11 +6,16 @@
 
 // Decode: gate gemv + up gemv + swiglu -> one gemv_gate_up_f32 writing the
 // swiglu's output; the gate and up buffers are gone, the output buffer stays.
+// The fused kernel is declared; swiglu_f32, which no call names any more, is not.
+// CHECK:      lowered.model @llama {
+// CHECK-NOT:  lowered.kernel @swiglu_f32
+// CHECK:      lowered.kernel @gemv_gate_up_f32 op "fused_gate_up" c "ckir_gemv_gate_up_f32" modes ["decode"] (x: read f32 extent "K", wg: read f32 extent "N*K", wu: read f32 extent "N*K", out: write f32 extent "N") params (N: i64, K: i64)
+// CHECK-NOT:  lowered.kernel @swiglu_f32
 // CHECK:      lowered.program @decode mode "decode" max_context 16 attributes {fused = {gate_up = 2 : i64}} {
 // CHECK:      lowered.buffer @decode.layers.0.h2 activation : !lowered.buf<[1, 64], f32>
 // CHECK-NEXT: lowered.buffer @decode.layers.0.m activation : !lowered.buf<[1, 172], f32>
 // CHECK:      lowered.call @rmsnorm_f32(@decode.layers.0.x1, @w.layers.0.mlp_norm) -> (@decode.layers.0.h2)
-// CHECK-NEXT: lowered.call @gemv_gate_up_f32(@decode.layers.0.h2, @w.layers.0.mlp.gate, @w.layers.0.mlp.up) -> (@decode.layers.0.m) {N = 172 : i64, K = 64 : i64, comment = "layers.0: graph.linear + graph.linear + graph.swiglu [fuse-gate-up]"}
+// CHECK-NEXT: lowered.call @gemv_gate_up_f32(@decode.layers.0.h2, @w.layers.0.mlp.gate, @w.layers.0.mlp.up) -> (@decode.layers.0.m) {N = 172 : i64, K = 64 : i64, origin = #lowered.origin<scope "layers.0", fusion "fuse-gate-up", of [#lowered.origin<scope "layers.0", op "graph.linear">, #lowered.origin<scope "layers.0", op "graph.linear">, #lowered.origin<scope "layers.0", op "graph.swiglu">]>}
 // CHECK-NEXT: lowered.call @gemv_f32(@decode.layers.0.m, @w.layers.0.mlp.down) -> (@decode.layers.0.d)
 // CHECK:      lowered.call @gemv_gate_up_f32(@decode.layers.1.h2, @w.layers.1.mlp.gate, @w.layers.1.mlp.up) -> (@decode.layers.1.m) {N = 172 : i64, K = 64 : i64
 // CHECK-NOT:  @swiglu_f32
@@ -42,6 +47,9 @@
 
 builtin.module {
   lowered.model @moved {
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+    lowered.kernel @swiglu_f32 op "swiglu" c "ckir_swiglu_f32" modes ["prefill", "decode"] (gate: read f32, up: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
     lowered.buffer @w.g weight : !lowered.buf<[8, 16], f32> {source = "g"}
     lowered.buffer @w.u weight : !lowered.buf<[8, 16], f32> {source = "u"}
     lowered.buffer @w.n weight : !lowered.buf<[16], f32> {source = "n"}
@@ -64,13 +72,16 @@ builtin.module {
 // HAND:      lowered.buffer @z activation
 // HAND-NEXT: lowered.buffer @m activation
 // HAND-NEXT: lowered.call @rmsnorm_f32(@x, @w.n) -> (@z)
-// HAND-NEXT: lowered.call @gemv_gate_up_f32(@x, @w.g, @w.u) -> (@m) {N = 8 : i64, K = 16 : i64, comment = "gemv_f32 + gemv_f32 + swiglu_f32 [fuse-gate-up]"}
+// HAND-NEXT: lowered.call @gemv_gate_up_f32(@x, @w.g, @w.u) -> (@m) {N = 8 : i64, K = 16 : i64}
 // HAND-NEXT: }
 
 // -----
 
 builtin.module {
   lowered.model @gate_read_elsewhere {
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+    lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @swiglu_f32 op "swiglu" c "ckir_swiglu_f32" modes ["prefill", "decode"] (gate: read f32, up: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
     lowered.buffer @w.g weight : !lowered.buf<[8, 16], f32> {source = "g"}
     lowered.buffer @w.u weight : !lowered.buf<[8, 16], f32> {source = "u"}
     lowered.program @decode mode "decode" max_context 4 {
@@ -98,6 +109,8 @@ builtin.module {
 
 builtin.module {
   lowered.model @two_inputs {
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+    lowered.kernel @swiglu_f32 op "swiglu" c "ckir_swiglu_f32" modes ["prefill", "decode"] (gate: read f32, up: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
     lowered.buffer @w.g weight : !lowered.buf<[8, 16], f32> {source = "g"}
     lowered.buffer @w.u weight : !lowered.buf<[8, 16], f32> {source = "u"}
     lowered.program @decode mode "decode" max_context 4 {
@@ -123,6 +136,9 @@ builtin.module {
 
 builtin.module {
   lowered.model @input_rewritten {
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+    lowered.kernel @swiglu_f32 op "swiglu" c "ckir_swiglu_f32" modes ["prefill", "decode"] (gate: read f32, up: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
     lowered.buffer @w.g weight : !lowered.buf<[8, 16], f32> {source = "g"}
     lowered.buffer @w.u weight : !lowered.buf<[8, 16], f32> {source = "u"}
     lowered.buffer @w.n weight : !lowered.buf<[16], f32> {source = "n"}
@@ -150,6 +166,9 @@ builtin.module {
 
 builtin.module {
   lowered.model @mixed_dtypes {
+    lowered.kernel @gemv_bf16 op "linear" c "ckir_gemv_bf16" modes ["decode"] (x: read f32, w: read bf16, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+    lowered.kernel @swiglu_f32 op "swiglu" c "ckir_swiglu_f32" modes ["prefill", "decode"] (gate: read f32, up: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
     lowered.buffer @w.g weight : !lowered.buf<[8, 32], f32> {source = "g"}
     lowered.buffer @w.u weight : !lowered.buf<[8, 32], bf16> {source = "u"}
     lowered.program @decode mode "decode" max_context 4 {

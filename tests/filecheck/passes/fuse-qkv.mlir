@@ -12,7 +12,7 @@
 // CHECK-NEXT: lowered.buffer @decode.layers.0.k activation : !lowered.buf<[1, 32], f32>
 // CHECK-NEXT: lowered.buffer @decode.layers.0.v activation : !lowered.buf<[1, 32], f32>
 // CHECK:      lowered.call @rmsnorm_f32(@decode.header.x, @w.layers.0.attn_norm) -> (@decode.layers.0.h)
-// CHECK-NEXT: lowered.call @gemv_qkv_f32(@decode.layers.0.h, @w.layers.0.attn.wq, @w.layers.0.attn.wk, @w.layers.0.attn.wv) -> (@decode.layers.0.q, @decode.layers.0.k, @decode.layers.0.v) {Nq = 64 : i64, Nk = 32 : i64, Nv = 32 : i64, K = 64 : i64, comment = "layers.0: graph.linear + graph.linear + graph.linear [fuse-qkv]"}
+// CHECK-NEXT: lowered.call @gemv_qkv_f32(@decode.layers.0.h, @w.layers.0.attn.wq, @w.layers.0.attn.wk, @w.layers.0.attn.wv) -> (@decode.layers.0.q, @decode.layers.0.k, @decode.layers.0.v) {Nq = 64 : i64, Nk = 32 : i64, Nv = 32 : i64, K = 64 : i64, origin = #lowered.origin<scope "layers.0", fusion "fuse-qkv", of [#lowered.origin<scope "layers.0", op "graph.linear">, #lowered.origin<scope "layers.0", op "graph.linear">, #lowered.origin<scope "layers.0", op "graph.linear">]>}
 // CHECK-NEXT: lowered.call @rope_f32() -> (@decode.layers.0.q, @decode.layers.0.k)
 // The output projection and the MLP linears are not q/k/v triples: untouched.
 // CHECK:      lowered.call @gemv_f32(@decode.layers.0.a, @w.layers.0.attn.wo) -> (@decode.layers.0.o)
@@ -47,6 +47,8 @@
 
 builtin.module {
   lowered.model @independent {
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
     lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
     lowered.buffer @w.b weight : !lowered.buf<[4, 16], f32> {source = "b"}
     lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}
@@ -68,7 +70,7 @@ builtin.module {
 }
 // HAND-LABEL: lowered.model @independent
 // HAND:      attributes {fused = {qkv = 1 : i64}}
-// HAND:      lowered.call @gemv_qkv_f32(@x, @w.a, @w.b, @w.c) -> (@ya, @yb, @yc) {Nq = 8 : i64, Nk = 4 : i64, Nv = 4 : i64, K = 16 : i64, comment = "gemv_f32 + gemv_f32 + gemv_f32 [fuse-qkv]"}
+// HAND:      lowered.call @gemv_qkv_f32(@x, @w.a, @w.b, @w.c) -> (@ya, @yb, @yc) {Nq = 8 : i64, Nk = 4 : i64, Nv = 4 : i64, K = 16 : i64}
 // HAND-NEXT: lowered.call @rmsnorm_f32(@x, @w.g) -> (@z)
 // HAND-NEXT: }
 
@@ -76,6 +78,7 @@ builtin.module {
 
 builtin.module {
   lowered.model @two_inputs {
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
     lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
     lowered.buffer @w.b weight : !lowered.buf<[4, 16], f32> {source = "b"}
     lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}
@@ -103,6 +106,8 @@ builtin.module {
 
 builtin.module {
   lowered.model @x_rewritten {
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
     lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
     lowered.buffer @w.b weight : !lowered.buf<[4, 16], f32> {source = "b"}
     lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}
@@ -133,6 +138,8 @@ builtin.module {
 
 builtin.module {
   lowered.model @reads_yb {
+    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
     lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
     lowered.buffer @w.b weight : !lowered.buf<[4, 16], f32> {source = "b"}
     lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}
@@ -162,6 +169,8 @@ builtin.module {
 
 builtin.module {
   lowered.model @mixed_dtypes {
+    lowered.kernel @gemv_bf16 op "linear" c "ckir_gemv_bf16" modes ["decode"] (x: read f32, w: read bf16, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+    lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
     lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
     lowered.buffer @w.b weight : !lowered.buf<[4, 16], bf16> {source = "b"}
     lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}

@@ -8,8 +8,18 @@
 // DEFAULT: layout.plan @llama
 
 // tiny llama: E=64, H=4, KV=2, D=16, I=172, L=2, V=256.
-// The graph stays; a lowered.model follows it with the weights layer by layer.
+// The graph stays; a lowered.model follows it: first one declaration per kernel
+// the program calls (copied from the registry, sorted by name), then the weights
+// layer by layer.
 // CHECK:      lowered.model @llama {
+// CHECK-NEXT:   lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32 extent "n", b: read f32 extent "n", out: write f32 extent "n") params (n: i64) constraints ["n >= 1"]
+// CHECK-NEXT:   lowered.kernel @attention_f32 op "attention" c "ckir_attention_f32" modes ["prefill", "decode"] (q: read f32 extent "T*H*D", kcache: read f32 extent "(P+T)*KV*D", vcache: read f32 extent "(P+T)*KV*D", out: write f32 extent "T*H*D") params (T: i64, P: i64, H: i64, KV: i64, D: i64) constraints ["T >= 1", "P >= 0", "H >= 1", "KV >= 1", "H % KV == 0", "D >= 1", "D <= 256"]
+// CHECK-NEXT:   lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+// CHECK-NEXT:   lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+// CHECK-NEXT:   lowered.kernel @kv_store_f32 op "kv_store" c "ckir_kv_store_f32" modes ["prefill", "decode"] (k: read f32 extent "T*KVD", v: read f32 extent "T*KVD", kcache: readwrite f32 extent "(P+T)*KVD", vcache: readwrite f32 extent "(P+T)*KVD") params (T: i64, P: i64, KVD: i64) constraints ["T >= 1", "P >= 0", "KVD >= 1"]
+// CHECK-NEXT:   lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+// CHECK-NEXT:   lowered.kernel @rope_f32 op "rope" c "ckir_rope_f32" modes ["prefill", "decode"] (q: readwrite f32 extent "T*H*D", k: readwrite f32 extent "T*KV*D") params (T: i64, H: i64, KV: i64, D: i64, P: i64, theta: f32) constraints ["T >= 1", "H >= 1", "KV >= 1", "D >= 2", "D % 2 == 0", "P >= 0", "theta > 0"]
+// CHECK-NEXT:   lowered.kernel @swiglu_f32 op "swiglu" c "ckir_swiglu_f32" modes ["prefill", "decode"] (gate: read f32 extent "n", up: read f32 extent "n", out: write f32 extent "n") params (n: i64) constraints ["n >= 1"]
 // CHECK-NEXT:   lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
 // CHECK-NEXT:   lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
 // CHECK-NEXT:   lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
@@ -29,7 +39,7 @@
 // CHECK:          lowered.buffer @decode.layers.0.gate activation : !lowered.buf<[1, 172], f32>
 // CHECK:          lowered.buffer @decode.footer.logits io : !lowered.buf<[1, 256], f32> {source = "output"}
 // Kernels: GEMV for every linear in decode, T = 1 as an integer, P at run time.
-// CHECK:          lowered.call @embed_f32(@decode.header.tokens, @w.embed) -> (@decode.header.x) {T = 1 : i64, E = 64 : i64, comment = "header: graph.embed"}
+// CHECK:          lowered.call @embed_f32(@decode.header.tokens, @w.embed) -> (@decode.header.x) {T = 1 : i64, E = 64 : i64, origin = #lowered.origin<scope "header", op "graph.embed">}
 // CHECK-NEXT:     lowered.call @rmsnorm_f32(@decode.header.x, @w.layers.0.attn_norm) -> (@decode.layers.0.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64
 // CHECK-NEXT:     lowered.call @gemv_f32(@decode.layers.0.h, @w.layers.0.attn.wq) -> (@decode.layers.0.q) {N = 64 : i64, K = 64 : i64
 // CHECK-NEXT:     lowered.call @gemv_f32(@decode.layers.0.h, @w.layers.0.attn.wk) -> (@decode.layers.0.k) {N = 32 : i64, K = 64 : i64
@@ -45,7 +55,7 @@
 // CHECK:          lowered.call @swiglu_f32(@decode.layers.0.gate, @decode.layers.0.up) -> (@decode.layers.0.m) {n = 172 : i64
 // The second layer reads the first one's output and its own weights.
 // CHECK:          lowered.call @rmsnorm_f32(@decode.layers.0.x2, @w.layers.1.attn_norm) -> (@decode.layers.1.h)
-// CHECK:          lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits) {N = 256 : i64, K = 64 : i64, comment = "footer: graph.lm_head"}
+// CHECK:          lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits) {N = 256 : i64, K = 64 : i64, origin = #lowered.origin<scope "footer", op "graph.lm_head">}
 // CHECK-NEXT:   }
 // CHECK-NEXT: }
 

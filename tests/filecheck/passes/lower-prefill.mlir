@@ -17,10 +17,22 @@
 // CHECK:        lowered.call @gemm_f32(@prefill.footer.h, @w.lm_head) -> (@prefill.footer.logits) {M = #lowered.rt<T>, N = 256 : i64, K = 64 : i64
 // CHECK-NOT:    gemv
 
-// Two lowerings share one lowered.model: weights and KV cache once, two programs.
+// Two lowerings share one lowered.model: kernel declarations (sorted, each once:
+// gemm_f32 for prefill and gemv_f32 for decode, the rest shared), weights and
+// KV cache once, two programs.
 // BOTH:      lowered.model @llama {
-// BOTH-COUNT-1: lowered.buffer @w.embed weight
+// BOTH-NEXT:   lowered.kernel @add_f32 op "add"
+// BOTH-NEXT:   lowered.kernel @attention_f32 op "attention"
+// BOTH-NEXT:   lowered.kernel @embed_f32 op "embed"
+// BOTH-NEXT:   lowered.kernel @gemm_f32 op "linear" c "ckir_gemm_f32" modes ["prefill"]
+// BOTH-NEXT:   lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"]
+// BOTH-NEXT:   lowered.kernel @kv_store_f32 op "kv_store"
+// BOTH-NEXT:   lowered.kernel @rmsnorm_f32 op "rmsnorm"
+// BOTH-NEXT:   lowered.kernel @rope_f32 op "rope"
+// BOTH-NEXT:   lowered.kernel @swiglu_f32 op "swiglu"
+// BOTH-NEXT:   lowered.buffer @w.embed weight
 // BOTH-COUNT-1: lowered.buffer @kv.layers.0.k kv_cache : !lowered.buf<[16, 32], f32>
 // BOTH:      lowered.program @prefill mode "prefill" max_context 16 {
 // BOTH:      lowered.program @decode mode "decode" max_context 16 {
 // BOTH-NOT:  lowered.buffer @w.embed
+// BOTH-NOT:  lowered.kernel

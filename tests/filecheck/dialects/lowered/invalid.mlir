@@ -1,7 +1,8 @@
 // RUN: ckir-opt %s --split-input-file --verify-diagnostics --parsing-diagnostics | filecheck %s
 
 // One case per verifier message and parse error of the lowered dialect.  The
-// lowered.call cases check calls against runtime/registry.yaml.
+// lowered.call cases check calls against the lowered.kernel declarations of
+// their model (copied from runtime/registry*.yaml where the kernel exists).
 
 // unknown dtype (parse error)
 // CHECK: unknown dtype 'f64' (expected one of f32, bf16, f16, i32, i64, q8_0, q4_0, q4_1, q4_k)
@@ -46,6 +47,7 @@ lowered.model @m {
 // unknown run-time symbol (parse error)
 // CHECK: unknown run-time symbol 'Q' (expected T, P or PT)
 lowered.model @m {
+  lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -80,7 +82,7 @@ lowered.model @m {
 // -----
 
 // op not allowed at model level
-// CHECK: lowered.model @m: 'lowered.model' is not allowed at model level (only lowered.buffer, lowered.view, lowered.program)
+// CHECK: lowered.model @m: 'lowered.model' is not allowed at model level (only lowered.kernel, lowered.buffer, lowered.view, lowered.program)
 lowered.model @m {
   lowered.model @inner {
   }
@@ -232,8 +234,8 @@ lowered.model @m {
 
 // -----
 
-// 'comment' as a parameter (generic form)
-// CHECK: lowered.call @relu_f32: 'comment' is reserved for the call's comment, not a parameter
+// 'origin' as a parameter (generic form)
+// CHECK: lowered.call @relu_f32: 'origin' is reserved for the call's origin, not a parameter
 lowered.model @m {
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
@@ -241,7 +243,7 @@ lowered.model @m {
     lowered.buffer @x activation : !lowered.buf<[4, 64], f32>
     lowered.buffer @y activation : !lowered.buf<[4, 64], f32>
     lowered.buffer @t io : !lowered.buf<[4], i32>
-    "lowered.call"() <{kernel = @relu_f32, ins = [@x], outs = [@y], params = {n = 256 : i64, comment = "c"}}> : () -> ()
+    "lowered.call"() <{kernel = @relu_f32, ins = [@x], outs = [@y], params = {n = 256 : i64, origin = "c"}}> : () -> ()
   }
 }
 
@@ -250,6 +252,7 @@ lowered.model @m {
 // parameter of a bad kind
 // CHECK: lowered.call @relu_f32: parameter n = "many" must be an integer, a float or a #lowered.rt<..> run-time symbol
 lowered.model @m {
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -265,6 +268,7 @@ lowered.model @m {
 // undeclared buffer
 // CHECK: lowered.call @relu_f32: input @nothing is not a buffer or view of lowered.program @prefill or its model
 lowered.model @m {
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -280,6 +284,7 @@ lowered.model @m {
 // operand is not a buffer
 // CHECK: lowered.call @relu_f32: output @prefill is a lowered.program, not a buffer or view
 lowered.model @m {
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -292,8 +297,8 @@ lowered.model @m {
 
 // -----
 
-// unknown kernel
-// CHECK: lowered.call @relu_f64: kernel is not in the kernel registry
+// undeclared kernel
+// CHECK: lowered.call @relu_f64: the kernel is not declared in lowered.model @m (expected a lowered.kernel declaration)
 lowered.model @m {
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
@@ -310,6 +315,7 @@ lowered.model @m {
 // wrong number of operands
 // CHECK: lowered.call @gemm_bias_f32: takes 3 input(s) and 1 output(s) (x, w, b -> y), got 2 and 1
 lowered.model @m {
+  lowered.kernel @gemm_bias_f32 op "linear" c "ckir_gemm_bias_f32" modes ["prefill"] (x: read f32, w: read f32, b: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -325,6 +331,7 @@ lowered.model @m {
 // operand dtype differs
 // CHECK: lowered.call @relu_f32: operand x = @t has dtype i32, the kernel expects f32
 lowered.model @m {
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -337,9 +344,10 @@ lowered.model @m {
 
 // -----
 
-// parameters differ from the registry
-// CHECK: lowered.call @gemm_f32: parameters do not match the registry (missing K; unknown L); expected M, N, K
+// parameters differ from the declaration
+// CHECK: lowered.call @gemm_f32: parameters do not match the declaration (missing K; unknown L); expected M, N, K
 lowered.model @m {
+  lowered.kernel @gemm_f32 op "linear" c "ckir_gemm_f32" modes ["prefill"] (x: read f32, w: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -355,6 +363,7 @@ lowered.model @m {
 // run-time symbol for a float parameter
 // CHECK: lowered.call @rmsnorm_f32: parameter eps is f32, a run-time symbol is not allowed
 lowered.model @m {
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -370,6 +379,7 @@ lowered.model @m {
 // float for an integer parameter
 // CHECK: lowered.call @relu_f32: parameter n must be an i64 integer
 lowered.model @m {
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -382,9 +392,10 @@ lowered.model @m {
 
 // -----
 
-// registry constraint violated
+// declared constraint violated
 // CHECK: lowered.call @gemm_f32: constraint 'M >= 1' violated (M=0)
 lowered.model @m {
+  lowered.kernel @gemm_f32 op "linear" c "ckir_gemm_f32" modes ["prefill"] (x: read f32, w: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -400,6 +411,7 @@ lowered.model @m {
 // kernel not available in the program's mode
 // CHECK: lowered.call @gemv_f32: kernel is not available in mode "prefill" (modes: decode)
 lowered.model @m {
+  lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -415,9 +427,220 @@ lowered.model @m {
 // call outside a program
 // CHECK: 'lowered.call' expects parent op 'lowered.program'
 lowered.model @m {
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
   }
   lowered.call @relu_f32(@w) -> (@w) {n = 4 : i64}
+}
+
+// -----
+
+// the kernel symbol names a buffer, not a declaration
+// CHECK: lowered.call @w: the kernel names a lowered.buffer in lowered.model @m (expected a lowered.kernel declaration)
+lowered.model @m {
+  lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
+  lowered.program @prefill mode "prefill" max_context 4 {
+    lowered.buffer @x activation : !lowered.buf<[4, 64], f32>
+    lowered.call @w(@x) -> (@x) {}
+  }
+}
+
+// -----
+
+// the call is checked against its declaration, not the registry: this model
+// declares relu_f32 on bf16 buffers, so an f32 buffer is wrong here
+// CHECK: lowered.call @relu_f32: operand x = @x has dtype f32, the kernel expects bf16
+lowered.model @m {
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill"] (x: read bf16, out: write bf16) params (n: i64)
+  lowered.program @prefill mode "prefill" max_context 4 {
+    lowered.buffer @x activation : !lowered.buf<[4, 64], f32>
+    lowered.buffer @y activation : !lowered.buf<[4, 64], bf16>
+    lowered.call @relu_f32(@x) -> (@y) {n = 256 : i64}
+  }
+}
+
+// -----
+
+// an output bound to an operand the kernel only reads
+// CHECK: lowered.call @relu_f32: output @y is bound to operand x, which the kernel only reads
+lowered.model @m {
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+  lowered.program @prefill mode "prefill" max_context 4 {
+    lowered.buffer @y activation : !lowered.buf<[4, 64], f32>
+    lowered.buffer @z activation : !lowered.buf<[4, 64], f32>
+    lowered.call @relu_f32() -> (@y, @z) {n = 256 : i64}
+  }
+}
+
+// -----
+
+// an input bound to an operand the kernel writes
+// CHECK: lowered.call @rope_f32: input @q is bound to operand q, which the kernel writes (readwrite); pass it as an output
+lowered.model @m {
+  lowered.kernel @rope_f32 op "rope" c "ckir_rope_f32" modes ["prefill", "decode"] (q: readwrite f32, k: readwrite f32) params (T: i64, H: i64, KV: i64, D: i64, P: i64, theta: f32)
+  lowered.program @prefill mode "prefill" max_context 4 {
+    lowered.buffer @q activation : !lowered.buf<[4, 64], f32>
+    lowered.buffer @k activation : !lowered.buf<[4, 32], f32>
+    lowered.call @rope_f32(@q) -> (@k) {T = #lowered.rt<T>, H = 4 : i64, KV = 2 : i64, D = 16 : i64, P = #lowered.rt<P>, theta = 1.0e+04 : f64}
+  }
+}
+
+// -----
+
+// unknown operand access (parse error)
+// CHECK: unknown access 'reads' (expected one of read, write, readwrite)
+lowered.model @m {
+  lowered.kernel @k op "relu" c "k" modes ["decode"] (x: reads f32) params ()
+}
+
+// -----
+
+// unknown operand dtype (parse error)
+// CHECK: unknown dtype 'f8' (expected one of f32, bf16, f16, i32, i64, q8_0, q4_0, q4_1, q4_k)
+lowered.model @m {
+  lowered.kernel @k op "relu" c "k" modes ["decode"] (x: read f8) params ()
+}
+
+// -----
+
+// unknown parameter type (parse error)
+// CHECK: unknown parameter type 'f64' (expected i64 or f32)
+lowered.model @m {
+  lowered.kernel @k op "relu" c "k" modes ["decode"] (x: read f32) params (n: f64)
+}
+
+// -----
+
+// a declaration's C name must be a C identifier
+// CHECK: lowered.kernel @k: c name 'my-kernel' is not a C identifier
+lowered.model @m {
+  lowered.kernel @k op "relu" c "my-kernel" modes ["decode"] (x: read f32) params ()
+}
+
+// -----
+
+// unknown mode in a declaration
+// CHECK: lowered.kernel @k: modes must be distinct and drawn from prefill, decode, backward, got [decode, train]
+lowered.model @m {
+  lowered.kernel @k op "relu" c "k" modes ["decode", "train"] (x: read f32) params ()
+}
+
+// -----
+
+// a kernel without buffer operands
+// CHECK: lowered.kernel @k: a kernel needs at least one buffer operand
+lowered.model @m {
+  lowered.kernel @k op "relu" c "k" modes ["decode"] () params (n: i64)
+}
+
+// -----
+
+// an operand and a parameter share a name
+// CHECK: lowered.kernel @k: duplicate operand/parameter name(s) n
+lowered.model @m {
+  lowered.kernel @k op "relu" c "k" modes ["decode"] (n: read f32) params (n: i64)
+}
+
+// -----
+
+// a constraint over an undeclared name
+// CHECK: lowered.kernel @k: bad constraint: unknown name 'm' (params: n)
+lowered.model @m {
+  lowered.kernel @k op "relu" c "k" modes ["decode"] (x: read f32) params (n: i64) constraints ["m >= 1"]
+}
+
+// -----
+
+// declarations live at model level
+// CHECK: 'lowered.kernel' expects parent op 'lowered.model'
+lowered.model @m {
+  lowered.program @decode mode "decode" max_context 4 {
+    lowered.kernel @k op "relu" c "k" modes ["decode"] (x: read f32) params ()
+  }
+}
+
+// -----
+
+// a fusion origin lists the origins it replaces
+// CHECK: lowered.origin: fusion "fuse-x" lists no replaced origins
+lowered.model @m {
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["decode"] (x: read f32, out: write f32) params (n: i64)
+  lowered.program @decode mode "decode" max_context 4 {
+    lowered.buffer @x activation : !lowered.buf<[1, 64], f32>
+    lowered.call @relu_f32(@x) -> (@x) {n = 64 : i64, origin = #lowered.origin<scope "header", fusion "fuse-x", of []>}
+  }
+}
+
+// -----
+
+// an origin without a scope
+// CHECK: lowered.origin: the scope must not be empty
+lowered.model @m {
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["decode"] (x: read f32, out: write f32) params (n: i64)
+  lowered.program @decode mode "decode" max_context 4 {
+    lowered.buffer @x activation : !lowered.buf<[1, 64], f32>
+    lowered.call @relu_f32(@x) -> (@x) {n = 64 : i64, origin = #lowered.origin<scope "", op "graph.relu">}
+  }
+}
+
+// -----
+
+// memory overrun (issue 11): a kv_store whose rows are 96 floats (KVD = 96) into
+// a cache of 32-float rows; the extent (P+T)*KVD at P+T = max_context = 8
+// needs 768 elements, the cache holds 256
+// CHECK: lowered.call @kv_store_f32: operand kcache = @kv.0.k holds 256 elements, but the kernel may access 768 (extent "(P+T)*KVD" at KVD=96, P=0, T=8; run-time values at their largest)
+lowered.model @m {
+  lowered.kernel @kv_store_f32 op "kv_store" c "ckir_kv_store_f32" modes ["prefill", "decode"] (k: read f32 extent "T*KVD", v: read f32 extent "T*KVD", kcache: readwrite f32 extent "(P+T)*KVD", vcache: readwrite f32 extent "(P+T)*KVD") params (T: i64, P: i64, KVD: i64) constraints ["T >= 1", "P >= 0", "KVD >= 1"]
+  lowered.buffer @kv.0.k kv_cache : !lowered.buf<[8, 32], f32>
+  lowered.buffer @kv.0.v kv_cache : !lowered.buf<[8, 32], f32>
+  lowered.program @prefill mode "prefill" max_context 8 {
+    lowered.buffer @k activation : !lowered.buf<[8, 96], f32>
+    lowered.buffer @v activation : !lowered.buf<[8, 96], f32>
+    lowered.call @kv_store_f32(@k, @v) -> (@kv.0.k, @kv.0.v) {T = #lowered.rt<T>, P = #lowered.rt<P>, KVD = 96 : i64}
+  }
+}
+
+// -----
+
+// the same in decode: one token (T = 1) at P <= max_context - 1
+// CHECK: lowered.call @kv_store_f32: operand k = @k holds 32 elements, but the kernel may access 96 (extent "T*KVD" at KVD=96, T=1; run-time values at their largest)
+lowered.model @m {
+  lowered.kernel @kv_store_f32 op "kv_store" c "ckir_kv_store_f32" modes ["prefill", "decode"] (k: read f32 extent "T*KVD", v: read f32 extent "T*KVD", kcache: readwrite f32 extent "(P+T)*KVD", vcache: readwrite f32 extent "(P+T)*KVD") params (T: i64, P: i64, KVD: i64)
+  lowered.buffer @kv.0.k kv_cache : !lowered.buf<[8, 96], f32>
+  lowered.buffer @kv.0.v kv_cache : !lowered.buf<[8, 96], f32>
+  lowered.program @decode mode "decode" max_context 8 {
+    lowered.buffer @k activation : !lowered.buf<[1, 32], f32>
+    lowered.buffer @v activation : !lowered.buf<[1, 96], f32>
+    lowered.call @kv_store_f32(@k, @v) -> (@kv.0.k, @kv.0.v) {T = 1 : i64, P = #lowered.rt<P>, KVD = 96 : i64}
+  }
+}
+
+// -----
+
+// an extent over a float parameter
+// CHECK: lowered.kernel @k: operand x: extent 'n*eps' names eps, which is not an i64 parameter
+lowered.model @m {
+  lowered.kernel @k op "relu" c "k" modes ["decode"] (x: read f32 extent "n*eps") params (n: i64, eps: f32)
+}
+
+// -----
+
+// a malformed extent
+// CHECK: lowered.arg x: bad extent 'n*'
+lowered.model @m {
+  lowered.kernel @k op "relu" c "k" modes ["decode"] (x: read f32 extent "n*") params (n: i64)
+}
+
+// -----
+
+// an extent that does not divide exactly
+// CHECK: lowered.call @k: operand x: cannot evaluate extent "n/3"
+lowered.model @m {
+  lowered.kernel @k op "relu" c "k" modes ["decode"] (x: write f32 extent "n/3") params (n: i64)
+  lowered.program @decode mode "decode" max_context 8 {
+    lowered.buffer @x activation : !lowered.buf<[1, 64], f32>
+    lowered.call @k() -> (@x) {n = 64 : i64}
+  }
 }

@@ -1,0 +1,208 @@
+"""Cost model: what each kernel call reads and computes, from the lowered IR alone.
+
+An analysis over a parsed module (a ``lowered.model``, optionally with its
+``layout.plan``), not over printed text.  Every call is read through the
+``lowered.kernel`` it names: the op kind says what the call computes, the
+operand accesses and the buffer types say what it reads.
+
+* :func:`call_costs` — one :class:`CallCost` per call, in program order:
+  weight bytes read, parameters of the weight matrices multiplied (two FLOPs
+  per parameter per token), KV-cache bytes read per cached position, and
+  ``H * D`` of attention calls (four FLOPs per query-key pair per ``H * D``).
+* :func:`model_cost` — the per-token totals ``ckir bench`` builds its
+  rooflines on (:class:`ModelCost`).
+
+Example::
+
+    module = load_module(Path("build/layout.mlir"))
+    cost = model_cost(module)
+    cost.decode_bytes(context=128, steps=64)   # bytes one decode step streams
+    cost.prefill_flops(tokens=256)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import Builtin, ModuleOp
+from xdsl.parser import Parser
+
+from ckir.dialects import graph as g
+from ckir.dialects import layout as ly
+from ckir.dialects import lowered as lw
+from ckir.errors import CkirError
+
+__all__ = [
+    "GATHER_KINDS",
+    "MATRIX_KINDS",
+    "CallCost",
+    "ModelCost",
+    "call_costs",
+    "load_module",
+    "model_cost",
+]
+
+#: op kinds that read one row of their weight table per token, not the whole table
+GATHER_KINDS: frozenset[str] = frozenset({"embed", "pos_embed"})
+#: op kinds that multiply by their 2-D weights (two FLOPs per weight per token)
+MATRIX_KINDS: frozenset[str] = frozenset(
+    {"linear", "lm_head", "matmul", "fused_matmul_relu", "fused_qkv", "fused_gate_up"}
+)
+
+
+@dataclass(frozen=True)
+class CallCost:
+    """What one ``lowered.call`` reads and computes (per call, ``T`` tokens at a time)."""
+
+    mode: str
+    #: position of the call in its program
+    index: int
+    kernel: str
+    kind: str
+    #: the origin's label, or the kernel name when the call has no origin
+    label: str
+    #: weight bytes read per call of one token (gathers: one row; others: whole buffers)
+    weight_bytes: int
+    #: parameters of the 2-D weight matrices multiplied (0 unless a matrix kind)
+    matrix_params: int
+    #: KV-cache bytes read per cached position (attention calls)
+    kv_bytes_per_position: int
+    #: heads x head dim of an attention call (0 otherwise)
+    attention_hd: int
+
+
+@dataclass
+class ModelCost:
+    """What one token costs, summed over the calls of the decode and prefill programs."""
+
+    #: weight bytes decode reads per token (matrices in full, one row of gathered tables)
+    decode_weight_bytes: int
+    #: K + V cache bytes attention reads per context position (all layers)
+    kv_bytes_per_position: int
+    #: parameters of the weight matrices prefill multiplies, per token
+    prefill_params: int
+    #: sum over prefill attention calls of H * D
+    attention_hd: int
+    weights_arena: int
+    state_arena: int
+    kv_cache: int
+    max_context: int
+    vocab: int
+
+    def decode_bytes(self, context: int, steps: int) -> float:
+        """Mean bytes per decode step over ``steps`` steps after ``context`` cached tokens
+        (the step at position p reads p + 1 cache rows)."""
+        mean_rows = context + (steps + 1) / 2
+        return self.decode_weight_bytes + self.kv_bytes_per_position * mean_rows
+
+    def prefill_flops(self, tokens: int) -> float:
+        """FLOPs of a ``tokens``-token prefill from an empty cache."""
+        causal_pairs = tokens * (tokens + 1) / 2
+        return 2.0 * self.prefill_params * tokens + 4.0 * self.attention_hd * causal_pairs
+
+
+def load_module(path: Path) -> ModuleOp:
+    """Parse an IR file (graph, lowered and layout dialects) into a module."""
+    ctx = Context()
+    for dialect in (Builtin, g.Graph, lw.Lowered, ly.Layout):
+        ctx.load_dialect(dialect)
+    return Parser(ctx, path.read_text(), str(path)).parse_module()
+
+
+def lowered_model(module: ModuleOp) -> lw.LoweredModelOp:
+    models = [op for op in module.ops if isinstance(op, lw.LoweredModelOp)]
+    if len(models) != 1:
+        raise CkirError(f"cost model: expected one lowered.model, found {len(models)}")
+    return models[0]
+
+
+def _buffers(model: lw.LoweredModelOp) -> dict[str, lw.BufferOp]:
+    return {op.buffer_name: op for op in model.body_block.ops if isinstance(op, lw.BufferOp)}
+
+
+def call_costs(module: ModuleOp) -> list[CallCost]:
+    """The cost of every call of every program, programs in order, calls in program order."""
+    model = lowered_model(module)
+    globals_ = _buffers(model)
+    out: list[CallCost] = []
+    for program in model.programs().values():
+        for index, call in enumerate(program.calls()):
+            decl = call.declaration()
+            if decl is None:
+                raise CkirError(f"cost model: lowered.call @{call.kernel_name} is not declared")
+            kind = decl.kind_name
+            weight_bytes = matrix_params = kv_bytes = 0
+            for arg, name in call.bindings(decl):
+                buf = globals_.get(name)
+                if buf is None or arg.writes:
+                    continue
+                btype = buf.buffer_type
+                if buf.role == "weight":
+                    rows = btype.shape_ints[0]
+                    weight_bytes += (
+                        btype.byte_size // rows if kind in GATHER_KINDS else btype.byte_size
+                    )
+                    if kind in MATRIX_KINDS and len(btype.shape_ints) == 2:
+                        matrix_params += btype.num_elements
+                elif buf.role == "kv_cache" and kind == "attention":
+                    kv_bytes += btype.byte_size // btype.shape_ints[0]
+            params = call.param_values
+            hd = 0
+            if kind == "attention":
+                h, d = params.get("H", 0), params.get("D", 0)
+                hd = h * d if isinstance(h, int) and isinstance(d, int) else 0
+            label = call.origin.label if call.origin is not None else call.kernel_name
+            out.append(
+                CallCost(
+                    mode=program.mode_name,
+                    index=index,
+                    kernel=call.kernel_name,
+                    kind=kind,
+                    label=label,
+                    weight_bytes=weight_bytes,
+                    matrix_params=matrix_params,
+                    kv_bytes_per_position=kv_bytes,
+                    attention_hd=hd,
+                )
+            )
+    return out
+
+
+def model_cost(module: ModuleOp, *, max_context: int = 0) -> ModelCost:
+    """Per-token totals of the module's decode and prefill programs.
+
+    ``max_context`` is the fallback when the model has no KV cache.  Arena
+    sizes come from the module's ``layout.plan`` (0 without one).
+    """
+    model = lowered_model(module)
+    calls = call_costs(module)
+    buffers = _buffers(model)
+    decode = [c for c in calls if c.mode == "decode"]
+    prefill = [c for c in calls if c.mode == "prefill"]
+    caches = [b for b in buffers.values() if b.role == "kv_cache"]
+    arena_size: dict[str, int] = {}
+    for plan in (op for op in module.ops if isinstance(op, ly.PlanOp)):
+        for arena in plan.body_block.ops:
+            if isinstance(arena, ly.ArenaOp):
+                arena_size[arena.arena_name] = arena.size_bytes
+    vocab = 0
+    programs = model.programs()
+    embed_mode = "decode" if "decode" in programs else "prefill"
+    for call in programs[embed_mode].calls() if embed_mode in programs else []:
+        decl = call.declaration()
+        if vocab == 0 and decl is not None and decl.kind_name == "embed":
+            tables = [buffers[n] for n in call.in_names if n in buffers]
+            vocab = tables[0].buffer_type.shape_ints[0] if tables else 0
+    return ModelCost(
+        decode_weight_bytes=sum(c.weight_bytes for c in decode),
+        kv_bytes_per_position=sum(c.kv_bytes_per_position for c in decode),
+        prefill_params=sum(c.matrix_params for c in prefill),
+        attention_hd=sum(c.attention_hd for c in prefill),
+        weights_arena=arena_size.get("weights", 0),
+        state_arena=arena_size.get("state", 0),
+        kv_cache=sum(b.buffer_type.byte_size for b in caches),
+        max_context=max((b.buffer_type.shape_ints[0] for b in caches), default=max_context),
+        vocab=vocab,
+    )
