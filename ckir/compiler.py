@@ -35,6 +35,13 @@ from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
+from ckir.integrity import (
+    BUILD_MARKER,
+    MARKER_TEXT,
+    check_output_dir,
+    clean_leftovers,
+    file_digests,
+)
 from ckir.passes.convert_weights import ConvertWeightsPass
 from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass
 from ckir.passes.fuse_gate_up import FuseGateUpPass
@@ -201,13 +208,21 @@ def build(
     progress: Progress,
     extra_info: dict[str, object] | None = None,
 ) -> Path:
-    """Write every artifact of a prepared model into ``out_dir`` (atomically)."""
+    """Write every artifact of a prepared model into ``out_dir`` (atomically).
+
+    ``out_dir`` must be new, empty or an earlier ckir build (see
+    :func:`ckir.integrity.check_output_dir`); it is never the source.
+    """
     from ckir.runtime_build import build_library
 
     options, module = prepared.options, prepared.module
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
+    out_dir = check_output_dir(Path(out_dir), prepared.source, required_files())
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
+    except OSError as err:
+        raise CkirError(f"{out_dir}: cannot write the build folder: {err.strerror or err}") from None
+    clean_leftovers(out_dir.parent, [f".{out_dir.name}.tmp-*", f".{out_dir.name}.old"])
     try:
         (work / "graph.mlir").write_text(prepared.graph_text)
         (work / "layout.mlir").write_text(prepared.layout_text)
@@ -234,6 +249,7 @@ def build(
                 include_dirs=[work],
             )
 
+        (work / BUILD_MARKER).write_text(MARKER_TEXT)
         info: dict[str, object] = {
             "ckir_version": ckir.__version__,
             "model": graph_model.sym_name.data,
@@ -246,6 +262,7 @@ def build(
             "isa": options.isa,
             "source": prepared.source.name,
             **(extra_info or {}),
+            "files": file_digests(work, [p.name for p in work.iterdir()]),
         }
         (work / BUILD_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
         _replace_dir(work, out_dir)
@@ -265,6 +282,7 @@ def compile_model(
 ) -> Path:
     """Compile a HF checkpoint folder (or GGUF file) into the build folder ``out_dir``."""
     options = options or CompileOptions()
+    check_output_dir(Path(out_dir), Path(model_path), required_files())  # before the slow part
     progress = Progress(quiet=quiet)
     prepared = prepare(model_path, options, progress, on_warning)
     return build(prepared, out_dir, progress)

@@ -6,8 +6,9 @@ Both the GGUF frontend (config, tensors, weights) and the tokenizer (its
 Constructing a ``gguf.GGUFReader`` parses every metadata field into NumPy
 views, which takes seconds for a real vocabulary (SmolLM2: ~4 s for 49k
 tokens and merges), so the reader of the last file opened is kept and
-handed out again while the file's inode, size and modification time are
-unchanged (the same test as the compile cache's source fingerprint):
+handed out again while the file's inode, size, mtime and ctime are unchanged
+(the same test as the compile cache's source fingerprint; an edit in place
+that restores the mtime still changes the ctime):
 ``ckir generate`` reads the tokenizer and then compiles the same file with
 one parse.  This module does not import xDSL.
 """
@@ -23,8 +24,8 @@ from ckir.errors import CkirError, one_line
 
 GGUF_MAGIC = b"GGUF"
 
-#: (resolved path, inode, size, mtime_ns) -> reader, for the last file opened
-_LAST: dict[tuple[str, int, int, int], Any] = {}
+#: (resolved path, inode, size, mtime_ns, ctime_ns) -> reader, for the last file opened
+_LAST: dict[tuple[str, int, int, int, int], Any] = {}
 
 
 def is_gguf_file(path: str | Path) -> bool:
@@ -49,7 +50,7 @@ def open_gguf(path: str | Path) -> Any:
     if not path.is_file():
         raise CkirError(f"{path}: no such GGUF file")
     st = path.stat()
-    key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if key in _LAST:
         return _LAST[key]
     size = st.st_size
