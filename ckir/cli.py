@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ckir.errors import CkirError
+from ckir.errors import CkirError, one_line
 from ckir.fileio import write_text_atomically
 from ckir.runtime_build import RuntimeBuildError
 
@@ -84,6 +84,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     tokens = _parse_tokens(args.tokens)
     if not tokens:
         raise CkirError("--tokens: give at least one token id")
+    if args.steps < 0:
+        raise CkirError(f"--steps must be >= 0, got {args.steps}")
+    logits_out = Path(args.logits_out) if args.logits_out else None
+    if logits_out is not None and (logits_out.is_dir() or str(args.logits_out).endswith("/")):
+        raise CkirError(f"--logits-out {args.logits_out}: is a folder; give a file name (.npy)")
     with load(args.build) as model:
         logits = model.prefill(tokens)
         rows = [logits]
@@ -96,10 +101,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             step = model.decode(nxt)
             rows.append(step[None, :])
             nxt = int(step.argmax())
-        if args.logits_out:
-            path = Path(args.logits_out)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            np.save(path, np.concatenate(rows, axis=0))
+        if logits_out is not None:
+            logits_out.parent.mkdir(parents=True, exist_ok=True)
+            np.save(logits_out, np.concatenate(rows, axis=0))
     print(" ".join(str(t) for t in out))
     return 0
 
@@ -167,6 +171,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not source.exists():
         raise CkirError(f"{source}: no such file or folder")
     sampling = Sampling(args.temperature, args.top_k, args.top_p, args.seed)
+    if args.max_tokens < 0:
+        raise CkirError(f"--max-tokens must be >= 0, got {args.max_tokens}")
     tokenizer = cached_tokenizer(source)
     text = args.prompt
     if args.chat:
@@ -309,6 +315,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except RuntimeBuildError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:  # a file or folder the user named cannot be read or written
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"error: {where}{err.strerror or one_line(err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -34,7 +34,7 @@ from ckir.backend.weights import WeightSource, write_weights_bin
 from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
-from ckir.errors import CkirError
+from ckir.errors import CkirError, is_int, one_line
 from ckir.integrity import (
     BUILD_MARKER,
     MARKER_TEXT,
@@ -49,6 +49,8 @@ from ckir.passes.fuse_qkv import FuseQkvPass
 from ckir.passes.lower_decode import LowerDecodePass
 from ckir.passes.lower_prefill import LowerPrefillPass
 from ckir.passes.plan_layout import PlanLayoutPass
+from ckir.quant import WEIGHT_DTYPES
+from ckir.runtime_build import ISAS
 
 MODES = ("prefill", "decode")
 DEFAULT_MAX_CONTEXT = 256
@@ -76,6 +78,7 @@ class CompileOptions:
     fuse: bool = True
 
     def __post_init__(self) -> None:
+        self._check_kinds()
         bad = [m for m in self.modes if m not in MODES]
         if bad or not self.modes:
             raise CkirError(f"--modes: unknown mode(s) {bad}; choose from {', '.join(MODES)}")
@@ -86,6 +89,37 @@ class CompileOptions:
             )
         if self.max_context is not None and self.max_context < 1:
             raise CkirError(f"--max-context must be >= 1, got {self.max_context}")
+
+    def _check_kinds(self) -> None:
+        """TypeError naming the option when a value has the wrong kind (API callers)."""
+
+        def need(ok: bool, name: str, kind: str) -> None:
+            if not ok:
+                value = getattr(self, name)
+                raise TypeError(f"{name} must be {kind}, got {type(value).__name__} {value!r}")
+
+        need(
+            isinstance(self.modes, tuple) and all(isinstance(m, str) for m in self.modes),
+            "modes",
+            "a tuple of mode names",
+        )
+        for name in ("max_context",):
+            value = getattr(self, name)
+            need(value is None or is_int(value), name, "an int or None")
+        need(is_int(self.align) and self.align > 0, "align", "a positive int")
+        for name in ("debug", "canaries", "fuse"):
+            need(isinstance(getattr(self, name), bool), name, "a bool")
+        for name in ("strategy", "dtype"):
+            need(getattr(self, name) is None or isinstance(getattr(self, name), str), name, "a str")
+        need(self.template is None or isinstance(self.template, (str, Path)), "template", "a path")
+        need(isinstance(self.isa, str), "isa", "a str")
+        if self.strategy not in (None, "bump", "liveness"):
+            raise CkirError(f"--strategy: unknown strategy {self.strategy!r}; use bump or liveness")
+        if self.dtype is not None and self.dtype not in WEIGHT_DTYPES:
+            known = ", ".join(WEIGHT_DTYPES)
+            raise CkirError(f"--dtype: unknown dtype {self.dtype!r}; use {known}")
+        if self.isa not in ISAS:
+            raise CkirError(f"isa: unknown ISA {self.isa!r}; use {', '.join(ISAS)}")
 
     @property
     def layout_strategy(self) -> str:
@@ -221,7 +255,8 @@ def build(
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
     except OSError as err:
-        raise CkirError(f"{out_dir}: cannot write the build folder: {err.strerror or err}") from None
+        reason = err.strerror or one_line(err)
+        raise CkirError(f"{out_dir}: cannot write the build folder: {reason}") from None
     clean_leftovers(out_dir.parent, [f".{out_dir.name}.tmp-*", f".{out_dir.name}.old"])
     try:
         (work / "graph.mlir").write_text(prepared.graph_text)

@@ -28,3 +28,10 @@ def one_line(err: object) -> str:
     For quoting another library's exception inside a CkirError message.
     """
     return " ".join(str(err).split()) or type(err).__name__
+
+
+def is_int(value: object) -> bool:
+    """An int or NumPy integer, not a bool: for checking API arguments' kinds."""
+    import numbers
+
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -8,6 +8,7 @@ token by token, and streams text as soon as it forms complete characters.
 from __future__ import annotations
 
 import importlib.util
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -45,8 +46,10 @@ class Sampling:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise CkirError(f"--temperature must be >= 0, got {self.temperature}")
+        if not math.isfinite(self.temperature) or self.temperature < 0:
+            raise CkirError(f"--temperature must be a finite number >= 0, got {self.temperature}")
+        if not 0 <= self.seed < 2**64:
+            raise CkirError(f"--seed must be in [0, 2**64), got {self.seed}")
         if self.top_k < 0:
             raise CkirError(f"--top-k must be >= 0, got {self.top_k}")
         if not 0 < self.top_p <= 1:

@@ -106,11 +106,10 @@ def check_output_dir(out_dir: Path, source: Path | None, build_files: Iterable[s
     if target.parent == target:
         raise CkirError(f"-o {shown}: refusing to write a build over the filesystem root")
     resolved = target.resolve()
-    if source is not None:
-        if _contains(resolved, Path(os.path.abspath(source)).resolve()):
-            raise CkirError(
-                f"-o {shown}: the output is or holds the source {source}; choose another folder"
-            )
+    if source is not None and _contains(resolved, Path(os.path.abspath(source)).resolve()):
+        raise CkirError(
+            f"-o {shown}: the output is or holds the source {source}; choose another folder"
+        )
     if target.is_symlink() or (target.exists() and not target.is_dir()):
         raise CkirError(f"-o {shown}: exists and is not a folder; refusing to replace it")
     if target.is_dir() and any(target.iterdir()) and not is_ckir_build(target, build_files):

@@ -30,6 +30,9 @@ QK = 32
 
 _BLOCK_BYTES = {"q8_0": 34, "q4_0": 18, "q4_1": 20}
 
+#: block bytes and leading f16 scale bytes of each block format (q4_k: GGUF's, kept raw)
+_SCALE_BYTES = {"q8_0": (34, 2), "q4_0": (18, 2), "q4_1": (20, 4), "q4_k": (144, 4)}
+
 WEIGHT_DTYPES = ("f32", "bf16", "q8_0", "q4_0", "q4_1")
 
 
@@ -157,6 +160,26 @@ def dequantize(arr: np.ndarray, dtype: str) -> np.ndarray:
         q = _unpack_nibbles(blk[:, 4:]).astype(np.float32)
         out = (_f16(blk[:, 0:2]) * q) + _f16(blk[:, 2:4])
     return out.astype(np.float32).reshape(shape)
+
+
+def count_non_finite(arr: np.ndarray, dtype: str) -> int:
+    """Non-finite (NaN/Inf) values in ``arr`` (float32 values, or bytes stored as ``dtype``).
+
+    For the block formats only the f16 scales at the start of each block can be
+    non-finite (``d``, and ``m`` of q4_1, ``d`` and ``dmin`` of GGUF's q4_k), so
+    only they are checked: a cheap pass over 2-4 bytes per block.
+    """
+    if dtype in ("f32", "bf16"):
+        values = from_bf16(arr) if dtype == "bf16" else np.asarray(arr, dtype=np.float32)
+        return int(values.size - np.count_nonzero(np.isfinite(values)))
+    if dtype not in _SCALE_BYTES:
+        raise ValueError(f"unknown weight dtype {dtype!r}")
+    block, scale = _SCALE_BYTES[dtype]
+    raw = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
+    if raw.size % block:
+        raise ValueError(f"{dtype} data must be whole {block}-byte blocks, got {raw.size} bytes")
+    scales = _f16(raw.reshape(-1, block)[:, :scale])
+    return int(scales.size - np.count_nonzero(np.isfinite(scales)))
 
 
 def quantize(arr: np.ndarray, dtype: str) -> np.ndarray:

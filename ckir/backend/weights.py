@@ -73,8 +73,24 @@ def read_tensor(t: TensorInfo, name: str) -> np.ndarray:
     return arr.reshape(t.shape)
 
 
+def check_finite(arr: np.ndarray, dtype: str, what: str) -> None:
+    """CkirError when weight ``what`` holds NaN or Inf (``arr``: float32, or bytes of
+    ``dtype``): a non-finite weight makes every logit NaN, never a usable answer."""
+    from ckir import quant
+
+    bad = quant.count_non_finite(arr, dtype)
+    if bad:
+        kind = "scales" if dtype in ("q8_0", "q4_0", "q4_1") else "values"
+        raise CkirError(
+            f"weights: tensor '{what}' has {bad} non-finite {kind} (NaN or Inf); "
+            "the checkpoint is corrupt"
+        )
+
+
 def encode(arr: np.ndarray, dtype: str, what: str) -> np.ndarray:
-    """float32 array -> the bytes of ``dtype`` (f32, or a format of :mod:`ckir.quant`)."""
+    """float32 array -> the bytes of ``dtype`` (f32, or a format of :mod:`ckir.quant`);
+    a CkirError if ``arr`` holds NaN or Inf."""
+    check_finite(arr, "f32", what)
     if dtype == "f32":
         return np.ascontiguousarray(arr, dtype="<f4").view(np.uint8).reshape(-1)
     from ckir import quant

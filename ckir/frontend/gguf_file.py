@@ -43,7 +43,7 @@ def is_gguf_file(path: str | Path) -> bool:
 def open_gguf(path: str | Path) -> Any:
     """A ``gguf.GGUFReader`` for ``path`` (memory-mapped), or a one-line CkirError.
 
-    Checks the magic, and that every tensor's data lies inside the file.  The
+    Checks the magic and the tensor data layout (:func:`check_tensor_layout`).  The
     same reader is returned again for an unchanged file (see the module doc).
     """
     path = Path(path)
@@ -64,16 +64,50 @@ def open_gguf(path: str | Path) -> Any:
         raise CkirError(
             f"{path.name}: truncated or corrupt GGUF file ({size} bytes): {one_line(err)}"
         ) from None
-    for t in reader.tensors:
-        end = int(t.data_offset) + int(t.n_bytes)
-        if end > size:
-            raise CkirError(
-                f"{path.name}: tensor '{t.name}' data ends at byte {end}, past the end of the "
-                f"file ({size} bytes): truncated"
-            )
+    check_tensor_layout(reader, path.name, size)
     _LAST.clear()
     _LAST[key] = reader
     return reader
+
+
+def check_tensor_layout(reader: Any, name: str, size: int) -> None:
+    """Every tensor's data aligned, inside the file, and packed as a GGUF writer packs it.
+
+    A writer places tensors in order, each at an offset aligned to
+    ``general.alignment``, with less than one alignment of padding between one
+    tensor's end and the next one's start.  Each tensor's byte size comes from
+    its type and shape, so a moved offset, a changed type or shape, or
+    overlapping tensors break one of: alignment, bounds, no overlap, padding.
+    """
+    align = int(reader.alignment)
+    base = int(reader.data_offset)
+    spans = sorted((int(t.data_offset), int(t.n_bytes), str(t.name)) for t in reader.tensors)
+    prev_end, prev_name = base, None
+    for start, nbytes, tname in spans:
+        end = start + nbytes
+        where = f"{name}: tensor '{tname}'"
+        if end > size:
+            raise CkirError(
+                f"{where} data ends at byte {end}, past the end of the file ({size} bytes): "
+                "truncated"
+            )
+        if (start - base) % align:
+            raise CkirError(
+                f"{where} data offset {start - base} is not a multiple of the file's "
+                f"alignment {align}: corrupt tensor table"
+            )
+        if start < prev_end:
+            raise CkirError(
+                f"{where} data [{start}, {end}) overlaps tensor '{prev_name}' "
+                f"(which ends at {prev_end}): corrupt tensor table"
+            )
+        if start - prev_end >= align:
+            after = f"tensor '{prev_name}'" if prev_name else "the tensor table"
+            raise CkirError(
+                f"{where} starts {start - prev_end} bytes after the end of {after}, more than "
+                f"the alignment {align}: its type, shape or offset does not match the data"
+            )
+        prev_end, prev_name = end, tname
 
 
 def metadata(reader: Any, key: str, source: str) -> Any:

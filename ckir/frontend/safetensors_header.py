@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ckir.errors import CkirError
+from ckir.errors import CkirError, one_line
 
 #: bytes per element of each safetensors dtype
 DTYPE_SIZES: dict[str, int] = {
@@ -110,7 +110,20 @@ def read_safetensors_header(path: str | Path) -> dict[str, TensorInfo]:
         if name == "__metadata__":
             continue
         out[name] = _tensor_info(path, name, entry, data_start, data_size)
+    _validate_with_library(path)
     return out
+
+
+def _validate_with_library(path: Path) -> None:
+    """The ``safetensors`` library's own header validation (overlapping or out-of-order
+    data offsets, duplicate names, gaps), which ``json.loads`` above does not see."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy"):
+            pass
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CkirError(f"{path}: corrupt safetensors file: {one_line(err)}") from None
 
 
 def _tensor_info(
