@@ -61,6 +61,8 @@ def _options(args: argparse.Namespace):  # -> CompileOptions
 def cmd_compile(args: argparse.Namespace) -> int:
     from ckir.compiler import compile_model
 
+    if not args.output:
+        raise CkirError("-o: the output folder name is empty")
     options = _options(args)
     print(f"compiling {args.model} -> {args.output}", file=sys.stderr)
     out = compile_model(args.model, args.output, options, quiet=args.quiet, on_warning=_warn)

@@ -79,8 +79,10 @@ class CompileOptions:
 
     def __post_init__(self) -> None:
         self._check_kinds()
+        if not self.modes:
+            raise CkirError(f"--modes: give at least one mode ({', '.join(MODES)})")
         bad = [m for m in self.modes if m not in MODES]
-        if bad or not self.modes:
+        if bad:
             raise CkirError(f"--modes: unknown mode(s) {bad}; choose from {', '.join(MODES)}")
         if self.debug and self.strategy == "liveness":
             raise CkirError(

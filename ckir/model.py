@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ckir.compiler import BUILD_INFO, LIBRARY_NAME, CompileOptions, compile_model, required_files
-from ckir.errors import CkirError, is_int, one_line
+from ckir.errors import CkirError, as_path, is_int, one_line
 from ckir.integrity import verify_digests
 
 ERRORS = {
@@ -76,7 +76,7 @@ class CompiledModel:
     """A loaded build: ``prefill``, ``decode``, ``reset``; logits as NumPy arrays."""
 
     def __init__(self, build_dir: str | Path) -> None:
-        self.build_dir = Path(build_dir)
+        self.build_dir = as_path(build_dir, "build_dir")
         missing = [f for f in required_files() if not (self.build_dir / f).exists()]
         if missing:
             raise CkirError(f"{self.build_dir}: not a complete ckir build (missing {missing[0]})")
@@ -268,6 +268,7 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     quiet: bool = True,
 ) -> CompiledModel:
     """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it."""
+    model_dir, out_dir = as_path(model_dir, "model_dir"), as_path(out_dir, "out_dir")
     if isinstance(modes, (str, bytes)):
         raise TypeError(f"compile: modes must be a sequence like ('prefill',), not {modes!r}")
     options = CompileOptions(

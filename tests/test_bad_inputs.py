@@ -278,6 +278,23 @@ def test_generate_arguments(model: Path, args: list[str], pattern: str) -> None:
     clean_error(ckir("generate", str(model), "--prompt", "hi", *args), pattern)
 
 
+@pytest.mark.parametrize(
+    "args,pattern",
+    [
+        (["-o", ""], r"-o: the output folder name is empty"),
+        (["-o", "{tmp}/b", "--modes", ""], r"--modes: give at least one mode"),
+        (["-o", "{tmp}/b", "--modes", "prefill,foo"], r"unknown mode\(s\) \['foo'\]"),
+        (["-o", "{tmp}/b", "--max-context", "0"], r"--max-context must be >= 1"),
+        (["-o", "{tmp}/b", "--template", "{tmp}/none.yaml"], r"none\.yaml: template file not"),
+    ],
+    ids=["empty-output", "no-modes", "unknown-mode", "zero-context", "missing-template"],
+)
+def test_compile_arguments(model: Path, tmp_path: Path, args: list[str], pattern: str) -> None:
+    args = [a.format(tmp=tmp_path) for a in args]
+    clean_error(ckir("compile", str(model), *args, "-q"), pattern)
+    assert not (tmp_path / "b").exists()
+
+
 def test_run_missing_build(tmp_path: Path) -> None:
     clean_error(ckir("run", str(tmp_path / "nope"), "--tokens", "1"), r"not a complete ckir build")
 
@@ -343,6 +360,8 @@ def test_api_argument_kinds(built: Path, model: Path, tmp_path: Path) -> None:
             m.decode(10**30)
         with pytest.raises(CkirError, match="non-empty"):
             m.prefill([])
+    with pytest.raises(TypeError, match="build_dir must be a non-empty path"):
+        load(123)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="max_context must be an int or None, got str"):
         ckir.compile(model, tmp_path / "b", max_context="abc")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="modes must be a sequence"):
