@@ -48,6 +48,13 @@ def write_safetensors_raw(path: Path, header_text: str, data: bytes) -> None:
     path.write_bytes(struct.pack("<Q", len(head)) + head + data)
 
 
+def tiny_llama(dst: Path, seed: int) -> Path:
+    """A tiny random Llama whose every K is a multiple of 32 (so block formats apply)."""
+    from ckir.zoo import make_tiny_model
+
+    return make_tiny_model("llama", dst, seed=seed, intermediate_size=128)
+
+
 def copy_model(src: Path, dst: Path) -> Path:
     """A copy of the checkpoint folder ``src`` at ``dst`` (to be damaged)."""
     shutil.copytree(src, dst)

@@ -58,10 +58,7 @@ def clean_error(proc: subprocess.CompletedProcess[str], pattern: str) -> str:
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Tiny Llama with every K a multiple of 32 (so it also converts to block-quantized GGUF)."""
     pytest.importorskip("torch")
-    from ckir.zoo import make_tiny_model
-
-    root = tmp_path_factory.mktemp("bad_src")
-    return make_tiny_model("llama", root / "llama", seed=7, intermediate_size=128)
+    return bad.tiny_llama(tmp_path_factory.mktemp("bad_src") / "llama", seed=7)
 
 
 @pytest.fixture(scope="module")
@@ -255,12 +252,23 @@ def test_template_fifo_does_not_hang(model: Path, tmp_path: Path) -> None:
         (["--tokens", "1", "--steps", "-1"], r"--steps must be >= 0"),
         (["--tokens", "1", "--logits-out", "{tmp}"], r"--logits-out .*is a folder"),
         (["--tokens", "1", "--logits-out", "/proc/nope/x.npy"], r"/proc/nope"),
+        (["--tokens", "1", "--logits-out", "{tmp}/f.txt/x.npy"], r"f\.txt"),
     ],
-    ids=["huge-token", "negative-token", "not-int", "negative-steps", "logits-dir", "logits-proc"],
+    ids=[
+        "huge-token",
+        "negative-token",
+        "not-int",
+        "negative-steps",
+        "logits-dir",
+        "logits-proc",
+        "logits-under-file",
+    ],
 )
 def test_run_arguments(built: Path, tmp_path: Path, args: list[str], pattern: str) -> None:
     args = [a.format(tmp=tmp_path) for a in args]
+    (tmp_path / "f.txt").write_text("a file\n")
     clean_error(ckir("run", str(built), *args), pattern)
+    assert (tmp_path / "f.txt").read_text() == "a file\n"
 
 
 @pytest.mark.parametrize(
@@ -425,24 +433,32 @@ def test_cache_rebuilds_damaged_files(
     assert cached_build(model, options, root=cache_root) == (first, True)
 
 
-def test_cache_keys_on_content_not_mtime(model: Path, cache_root: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["safetensors", "gguf"])
+def test_cache_keys_on_content_not_mtime(
+    kind: str, model: Path, gguf_q8: Path, cache_root: Path, tmp_path: Path
+) -> None:
     """A weight edited in place with its mtime restored gives a new build."""
     from ckir.cache import cached_build
     from ckir.compiler import CompileOptions
 
-    src = bad.copy_model(model, tmp_path / "m")
+    if kind == "gguf":
+        src = weights = tmp_path / "m.gguf"
+        shutil.copyfile(gguf_q8, src)
+        _, _, at, _ = next(r for r in bad.gguf_tensors(src) if r[1] == "F32")
+    else:
+        src = bad.copy_model(model, tmp_path / "m")
+        weights = src / "model.safetensors"
+        header, _ = bad.read_safetensors(weights)
+        name = next(n for n in sorted(header) if n.endswith("q_proj.weight"))
+        at = bad.safetensors_data_start(weights) + header[name]["data_offsets"][0]
     options = CompileOptions(max_context=16)
     first, _ = cached_build(src, options, root=cache_root)
-    st = src / "model.safetensors"
-    stat = st.stat()
-    header, _ = bad.read_safetensors(st)
-    name = next(n for n in sorted(header) if n.endswith("q_proj.weight"))
-    at = bad.safetensors_data_start(st) + header[name]["data_offsets"][0]
-    with open(st, "r+b") as f:  # same size, a different finite value
+    stat = weights.stat()
+    with open(weights, "r+b") as f:  # same size, a different finite value
         f.seek(at)
         f.write(np.float32(0.123).tobytes())
-    os.utime(st, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert st.stat().st_mtime_ns == stat.st_mtime_ns
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert weights.stat().st_mtime_ns == stat.st_mtime_ns
     second, cached = cached_build(src, options, root=cache_root)
     assert not cached and second != first
 

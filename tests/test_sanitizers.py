@@ -123,11 +123,9 @@ def sanitized_runtime(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
-    from ckir.zoo import make_tiny_model
+    from bad_inputs import tiny_llama
 
-    return make_tiny_model(
-        "llama", tmp_path_factory.mktemp("asan_src") / "llama", seed=11, intermediate_size=128
-    )
+    return tiny_llama(tmp_path_factory.mktemp("asan_src") / "llama", seed=11)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
