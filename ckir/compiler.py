@@ -79,6 +79,7 @@ class CompileOptions:
 
     def __post_init__(self) -> None:
         self._check_kinds()
+        self._check_values()
         if not self.modes:
             raise CkirError(f"--modes: give at least one mode ({', '.join(MODES)})")
         bad = [m for m in self.modes if m not in MODES]
@@ -105,9 +106,7 @@ class CompileOptions:
             "modes",
             "a tuple of mode names",
         )
-        for name in ("max_context",):
-            value = getattr(self, name)
-            need(value is None or is_int(value), name, "an int or None")
+        need(self.max_context is None or is_int(self.max_context), "max_context", "an int or None")
         need(is_int(self.align) and self.align > 0, "align", "a positive int")
         for name in ("debug", "canaries", "fuse"):
             need(isinstance(getattr(self, name), bool), name, "a bool")
@@ -115,6 +114,9 @@ class CompileOptions:
             need(getattr(self, name) is None or isinstance(getattr(self, name), str), name, "a str")
         need(self.template is None or isinstance(self.template, (str, Path)), "template", "a path")
         need(isinstance(self.isa, str), "isa", "a str")
+
+    def _check_values(self) -> None:
+        """CkirError naming the option when a value is not one of its choices."""
         if self.strategy not in (None, "bump", "liveness"):
             raise CkirError(f"--strategy: unknown strategy {self.strategy!r}; use bump or liveness")
         if self.dtype is not None and self.dtype not in WEIGHT_DTYPES:

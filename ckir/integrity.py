@@ -111,7 +111,7 @@ def check_output_dir(out_dir: Path, source: Path | None, build_files: Iterable[s
             f"-o {shown}: the output is or holds the source {source}; choose another folder"
         )
     if target.is_symlink() or (target.exists() and not target.is_dir()):
-        raise CkirError(f"-o {shown}: exists and is not a folder; refusing to replace it")
+        raise CkirError(f"-o {shown}: is a file or a symlink, not a folder; refusing to replace it")
     if target.is_dir() and any(target.iterdir()) and not is_ckir_build(target, build_files):
         raise CkirError(
             f"-o {shown}: the folder is not empty and is not an earlier ckir build "

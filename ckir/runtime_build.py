@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ckir.fileio import write_text_atomically
 from ckir.integrity import clean_leftovers, sha256_file
 
 __all__ = [
@@ -169,7 +170,7 @@ def compile_runtime_objects(*, isa: str = "native", debug: bool = False) -> list
             f"cannot create the runtime object cache {out_dir}: {err.strerror or err} "
             "(set CKIR_CACHE_DIR to a writable folder)"
         ) from None
-    clean_leftovers(out_dir, ["*.o.tmp", "*.sha256.tmp"])
+    clean_leftovers(out_dir, ["*.o.tmp", ".*.sha256.*.tmp"])
 
     def build_one(src: Path) -> Path:
         obj = out_dir / (src.stem + ".o")
@@ -180,7 +181,7 @@ def compile_runtime_objects(*, isa: str = "native", debug: bool = False) -> list
         os.close(fd)
         try:
             _run_cc([cc, *flags, "-c", str(src), "-o", tmp], src)
-            _write_digest(digest, sha256_file(Path(tmp)))
+            write_text_atomically(digest, sha256_file(Path(tmp)) + "\n")
             os.replace(tmp, obj)
         finally:
             if os.path.exists(tmp):
@@ -240,13 +241,6 @@ def _object_is_intact(obj: Path, digest: Path) -> bool:
         return digest.read_text().strip() == sha256_file(obj)
     except OSError:
         return False
-
-
-def _write_digest(path: Path, hexdigest: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".sha256.tmp", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(hexdigest + "\n")
-    os.replace(tmp, path)
 
 
 def clear_cache() -> None:

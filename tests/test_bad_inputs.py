@@ -188,6 +188,7 @@ def test_output_that_is_not_a_build_is_refused(case: str, model: Path, tmp_path:
     before = bad.snapshot(tmp_path)
     proc = ckir("compile", str(src), "-o", out, "-q", cwd=cwd)
     clean_error(proc, r"-o .*(source|not empty|not a folder)")
+    assert (src / "config.json").is_file() and (src / "model.safetensors").is_file()
     assert bad.snapshot(tmp_path) == before
 
 
