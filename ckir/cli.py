@@ -37,7 +37,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         _warn(w)
     text = print_module(module)
     if args.output:
-        write_text_atomically(Path(args.output), text)
+        out = Path(args.output)
+        source = Path(args.model)
+        inputs = [source] if source.is_file() else list(source.glob("*"))
+        if any(out.resolve() == p.resolve() for p in inputs):
+            raise CkirError(f"-o {args.output}: is a file of the source {args.model}")
+        write_text_atomically(out, text)
     else:
         sys.stdout.write(text)
     return 0

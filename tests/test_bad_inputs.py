@@ -203,6 +203,14 @@ def test_output_earlier_build_is_replaced(built: Path, model: Path) -> None:
     assert (built / BUILD_MARKER).is_file()
 
 
+def test_import_output_never_overwrites_the_source(model: Path, tmp_path: Path) -> None:
+    src = bad.copy_model(model, tmp_path / "m")
+    before = (src / "config.json").read_bytes()
+    proc = ckir("import", str(src), "-o", str(src / "config.json"))
+    clean_error(proc, r"is a file of the source")
+    assert (src / "config.json").read_bytes() == before
+
+
 @pytest.mark.parametrize(
     "out,pattern",
     [
