@@ -385,6 +385,12 @@ def test_api_argument_kinds(built: Path, model: Path, tmp_path: Path) -> None:
         ckir.compile(model, tmp_path / "b", modes="prefill")
     with pytest.raises(TypeError, match="debug must be a bool"):
         ckir.compile(model, tmp_path / "b", debug="yes")  # type: ignore[arg-type]
+    from ckir.generate import Sampling
+
+    with pytest.raises(TypeError, match="temperature must be a number, got str"):
+        Sampling(temperature="hot")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="seed must be an int, got float"):
+        Sampling(seed=1.5)  # type: ignore[arg-type]
     with pytest.raises(CkirError, match="--dtype: unknown dtype 'q5'"):
         ckir.compile(model, tmp_path / "b", dtype="q5")
     assert not (tmp_path / "b").exists()
