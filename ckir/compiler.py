@@ -13,6 +13,7 @@ iteration order).
 from __future__ import annotations
 
 import contextlib
+import glob
 import io
 import json
 import shutil
@@ -261,7 +262,8 @@ def build(
     except OSError as err:
         reason = err.strerror or one_line(err)
         raise CkirError(f"{out_dir}: cannot write the build folder: {reason}") from None
-    clean_leftovers(out_dir.parent, [f".{out_dir.name}.tmp-*", f".{out_dir.name}.old"])
+    name = glob.escape(out_dir.name)
+    clean_leftovers(out_dir.parent, [f".{name}.tmp-*", f".{name}.old"])
     try:
         (work / "graph.mlir").write_text(prepared.graph_text)
         (work / "layout.mlir").write_text(prepared.layout_text)

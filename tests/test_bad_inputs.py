@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import bad_inputs as bad
@@ -79,66 +80,46 @@ def built(model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # --------------------------------------------------------------------------- corrupt weights
 
-Maker = Callable[[Path, Path, Path], Path]
+Maker = Callable[[Path, Path], Path]
 
-CORRUPT_SOURCES: list[tuple[str, Maker, str]] = [
-    (
-        "safetensors-overlap",
-        lambda hf, gg, tmp: bad.safetensors_overlap(hf, tmp / "m"),
-        r"corrupt safetensors file",
-    ),
-    (
-        "safetensors-duplicate-key",
-        lambda hf, gg, tmp: bad.safetensors_duplicate_key(hf, tmp / "m"),
+#: id -> (generator(source, destination), which source it damages, expected error)
+CORRUPT_SOURCES: dict[str, tuple[Maker, str, str]] = {
+    "safetensors-overlap": (bad.safetensors_overlap, "hf", r"corrupt safetensors file"),
+    "safetensors-duplicate-key": (
+        bad.safetensors_duplicate_key,
+        "hf",
         r"tensor '.*' is named twice",
     ),
-    (
-        "safetensors-nan",
-        lambda hf, gg, tmp: bad.safetensors_non_finite(hf, tmp / "m", float("nan")),
+    "safetensors-nan": (
+        partial(bad.safetensors_non_finite, value=float("nan")),
+        "hf",
         r"q_proj\.weight' has 1 non-finite",
     ),
-    (
-        "safetensors-inf",
-        lambda hf, gg, tmp: bad.safetensors_non_finite(hf, tmp / "m", float("inf")),
+    "safetensors-inf": (
+        partial(bad.safetensors_non_finite, value=float("inf")),
+        "hf",
         r"non-finite values",
     ),
-    (
-        "gguf-offset-moved-16",
-        lambda hf, gg, tmp: bad.gguf_offset_moved(gg, tmp / "m.gguf"),
+    "gguf-offset-moved-16": (
+        bad.gguf_offset_moved,
+        "gguf",
         r"not a multiple of the file's alignment|overlaps",
     ),
-    (
-        "gguf-type-changed",
-        lambda hf, gg, tmp: bad.gguf_type_changed(gg, tmp / "m.gguf"),
-        r"type, shape or offset does not match",
-    ),
-    (
-        "gguf-overlap",
-        lambda hf, gg, tmp: bad.gguf_overlap(gg, tmp / "m.gguf"),
-        r"overlaps tensor",
-    ),
-    (
-        "gguf-nan-scale",
-        lambda hf, gg, tmp: bad.gguf_nan_scale(gg, tmp / "m.gguf"),
-        r"non-finite (scales|values)",
-    ),
-    (
-        "gguf-f32-inf",
-        lambda hf, gg, tmp: bad.gguf_f32_inf(gg, tmp / "m.gguf"),
-        r"non-finite values",
-    ),
-]
+    "gguf-type-changed": (bad.gguf_type_changed, "gguf", r"type, shape or offset does not match"),
+    "gguf-overlap": (bad.gguf_overlap, "gguf", r"overlaps tensor"),
+    "gguf-nan-scale": (bad.gguf_nan_scale, "gguf", r"non-finite (scales|values)"),
+    "gguf-f32-inf": (bad.gguf_f32_inf, "gguf", r"non-finite values"),
+}
 
 
-@pytest.mark.parametrize(
-    "maker,pattern", [c[1:] for c in CORRUPT_SOURCES], ids=[c[0] for c in CORRUPT_SOURCES]
-)
+@pytest.mark.parametrize("case", sorted(CORRUPT_SOURCES))
 def test_corrupt_weights_are_refused(
-    maker: Maker, pattern: str, model: Path, gguf_q8: Path, tmp_path: Path
+    case: str, model: Path, gguf_q8: Path, tmp_path: Path
 ) -> None:
+    maker, kind, pattern = CORRUPT_SOURCES[case]
     src_root = tmp_path / "src"
     src_root.mkdir()
-    source = maker(model, gguf_q8, src_root)
+    source = maker(model, src_root / "m") if kind == "hf" else maker(gguf_q8, src_root / "m.gguf")
     before = bad.snapshot(src_root)
     out = tmp_path / "out"
     clean_error(ckir("compile", str(source), "-o", str(out), "-q", "--max-context", "16"), pattern)
