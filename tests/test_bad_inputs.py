@@ -113,9 +113,7 @@ CORRUPT_SOURCES: dict[str, tuple[Maker, str, str]] = {
 
 
 @pytest.mark.parametrize("case", sorted(CORRUPT_SOURCES))
-def test_corrupt_weights_are_refused(
-    case: str, model: Path, gguf_q8: Path, tmp_path: Path
-) -> None:
+def test_corrupt_weights_are_refused(case: str, model: Path, gguf_q8: Path, tmp_path: Path) -> None:
     maker, kind, pattern = CORRUPT_SOURCES[case]
     src_root = tmp_path / "src"
     src_root.mkdir()
