@@ -8,16 +8,21 @@ The key of a build is a SHA-256 over
 * the runtime fingerprint: compiler identity, C flags (ISA), kernel and
   support sources, headers (``ckir.runtime_build.runtime_fingerprint``),
 * the target ISA,
-* the weights' source fingerprint (name, size, modification time of every
-  input file: the IR names tensors, not their values).
+* the weights' content: SHA-256 of every input file's bytes (the IR names
+  tensors, not their values).
 
 Computing that key needs an import and a lowering (about a second for a
 large model), so a small index maps a cheap fingerprint of the request
-(input files' stats + options) to the key.  A build found through the index
-is used only if its ``build.json`` holds the same key and the runtime
-fingerprint, ABI and version recomputed now still match; otherwise the
-model is recompiled.  Builds are written to a temporary folder and renamed,
-so an interrupted compile never leaves a half build in the cache.
+(input files' stats: size, mtime, ctime, inode; + options) to the key.  An
+edit in place that restores the mtime still changes the ctime, so it misses
+the index, and the content hash then gives a new key.  A build found through
+the index is used only if its ``build.json`` holds the same key, the runtime
+fingerprint, ABI and version recomputed now still match, and every file still
+has the size and SHA-256 recorded when it was built (a flipped bit or a
+truncated library is rebuilt, never served); otherwise the model is
+recompiled.  Builds are written to a temporary folder and renamed, so an
+interrupted compile never leaves a half build in the cache; what a killed
+compile leaves behind is deleted by a later run (``clean_cache_leftovers``).
 
 Tokenizers are cached too (``tokenizers/<source identity>.json``, see
 ``cached_tokenizer``): reading a GGUF vocabulary through the ``gguf`` package
@@ -27,10 +32,12 @@ loads in milliseconds.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,6 +46,7 @@ from ckir.backend.abi import MODEL_ABI_VERSION
 from ckir.compiler import BUILD_INFO, CompileOptions, Progress, build, prepare, required_files
 from ckir.errors import CkirError
 from ckir.fileio import write_text_atomically
+from ckir.integrity import clean_leftovers, sha256_file, verify_digests
 from ckir.runtime_build import runtime_fingerprint
 from ckir.tokenizer import Tokenizer
 
@@ -60,10 +68,23 @@ def input_files(source: Path) -> list[Path]:
 
 
 def source_fingerprint(source: Path) -> str:
+    """A cheap fingerprint of the input files' stats (size, mtime, ctime, inode).
+
+    Writing a file or restoring its mtime (``touch -d``, ``os.utime``) sets its
+    ctime to now, so an edit in place changes this fingerprint too."""
     h = hashlib.sha256()
     for path in input_files(source):
         st = path.stat()
-        h.update(f"{path.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        stats = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        h.update(f"{path.name}\0{stats}\n".encode())
+    return h.hexdigest()
+
+
+def source_content_hash(source: Path) -> str:
+    """SHA-256 over the names and bytes of the input files (what the build key uses)."""
+    h = hashlib.sha256()
+    for path in input_files(source):
+        h.update(f"{path.name}\0{sha256_file(path)}\n".encode())
     return h.hexdigest()
 
 
@@ -96,7 +117,7 @@ def build_key(ir_text: str, source: Path, options: CompileOptions) -> dict[str, 
         "runtime": runtime_fingerprint(options.isa, options.debug),
         "isa": options.isa,
         "debug": str(options.debug),
-        "weights_source": source_fingerprint(source),
+        "weights_source": source_content_hash(source),
     }
     blob = "\n".join(f"{k}={v}" for k, v in sorted(parts.items()))
     parts["key"] = hashlib.sha256(blob.encode()).hexdigest()
@@ -104,7 +125,8 @@ def build_key(ir_text: str, source: Path, options: CompileOptions) -> dict[str, 
 
 
 def build_is_valid(build_dir: Path, expected: dict[str, str] | None = None) -> bool:
-    """Complete, and its recorded key parts still match the current compiler and runtime."""
+    """Complete, its recorded key parts still match the current compiler and runtime, and
+    every file still has the size and SHA-256 recorded at build time."""
     if not all((build_dir / f).exists() for f in required_files()):
         return False
     try:
@@ -121,7 +143,15 @@ def build_is_valid(build_dir: Path, expected: dict[str, str] | None = None) -> b
         and recorded.get("model_abi") == str(MODEL_ABI_VERSION)
         and recorded.get("runtime")
         == runtime_fingerprint(str(recorded.get("isa")), recorded.get("debug") == "True")
+        and verify_digests(build_dir, info.get("files")) is None
     )
+
+
+def clean_cache_leftovers(root: Path) -> None:
+    """Delete what killed runs left in the cache (temporary folders and files)."""
+    clean_leftovers(root / "builds", [".*.tmp-*", ".*.old"])
+    for sub in ("index", "tokenizers"):
+        clean_leftovers(root / sub, [".*.tmp"])
 
 
 def cached_build(
@@ -135,7 +165,27 @@ def cached_build(
     """The build folder for ``source`` compiled with ``options``; ``(path, was_cached)``."""
     options = options or CompileOptions()
     source = Path(source)
+    if not source.exists():
+        raise CkirError(f"{source}: no such file or folder")
     root = root or cache_root()
+    try:
+        return _cached_build(source, options, quiet, on_warning, root)
+    except OSError as err:
+        where = err.filename or root
+        raise CkirError(
+            f"compile cache {root}: cannot use {where}: {err.strerror or err} "
+            "(set CKIR_CACHE_DIR to a writable folder)"
+        ) from None
+
+
+def _cached_build(
+    source: Path,
+    options: CompileOptions,
+    quiet: bool,
+    on_warning: Callable[[str], None] | None,
+    root: Path,
+) -> tuple[Path, bool]:
+    clean_cache_leftovers(root)
     index = root / "index" / request_fingerprint(source, options)
     if index.exists():
         key = index.read_text().strip()
@@ -147,6 +197,8 @@ def cached_build(
     parts = build_key(prepared.layout_text, source, options)
     build_dir = root / "builds" / parts["key"]
     if not build_is_valid(build_dir, parts):
+        if build_dir.exists():  # damaged or stale: the cache's own folder, rebuilt from scratch
+            shutil.rmtree(build_dir)
         build(prepared, build_dir, progress, extra_info={"cache_key": parts})
     write_text_atomically(index, parts["key"] + "\n")
     return build_dir, False
@@ -155,7 +207,7 @@ def cached_build(
 def cached_tokenizer(source: str | Path, *, root: Path | None = None) -> Tokenizer:
     """``Tokenizer.from_path(source)``; a GGUF file's is kept under the cache folder.
 
-    Keyed by ``source_identity`` (path, size, modification time, ckir
+    Keyed by ``source_identity`` (path, size, mtime, ctime, inode, ckir
     version); an entry that does not load is rebuilt from the file.  A HF
     folder's ``tokenizer.json`` loads fast and is read every time (its chat
     template may also live in files the source fingerprint does not cover).
@@ -171,5 +223,6 @@ def cached_tokenizer(source: str | Path, *, root: Path | None = None) -> Tokeniz
         except (OSError, CkirError):
             pass  # rebuilt below
     tokenizer = Tokenizer.from_path(source)
-    write_text_atomically(entry, tokenizer.to_json())
+    with contextlib.suppress(OSError):  # an unwritable cache only costs the next run time
+        write_text_atomically(entry, tokenizer.to_json())
     return tokenizer

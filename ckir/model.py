@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from ckir.compiler import BUILD_INFO, LIBRARY_NAME, CompileOptions, compile_model, required_files
-from ckir.errors import CkirError
+from ckir.errors import CkirError, as_path, is_int, one_line
+from ckir.integrity import verify_digests
 from ckir.vocab import LOWERED_MODES
 
 ERRORS = {
@@ -76,12 +77,28 @@ class CompiledModel:
     """A loaded build: ``prefill``, ``decode``, ``reset``; logits as NumPy arrays."""
 
     def __init__(self, build_dir: str | Path) -> None:
-        self.build_dir = Path(build_dir)
+        self.build_dir = as_path(build_dir, "build_dir")
         missing = [f for f in required_files() if not (self.build_dir / f).exists()]
         if missing:
             raise CkirError(f"{self.build_dir}: not a complete ckir build (missing {missing[0]})")
-        self.info = json.loads((self.build_dir / BUILD_INFO).read_text())
-        lib = ctypes.CDLL(str((self.build_dir / LIBRARY_NAME).resolve()))
+        try:
+            self.info = json.loads((self.build_dir / BUILD_INFO).read_text())
+        except (OSError, ValueError) as err:
+            raise CkirError(f"{self.build_dir / BUILD_INFO}: unreadable: {one_line(err)}") from None
+        if not isinstance(self.info, dict):
+            raise CkirError(f"{self.build_dir / BUILD_INFO}: not a JSON object")
+        # a truncated library would crash dlopen's reader with SIGBUS: check it first (cheap)
+        files = self.info.get("files")
+        if isinstance(files, dict) and LIBRARY_NAME in files:
+            problem = verify_digests(self.build_dir, {LIBRARY_NAME: files[LIBRARY_NAME]})
+            if problem is not None:
+                raise CkirError(f"{self.build_dir}: damaged build ({problem}); recompile it")
+        try:
+            lib = ctypes.CDLL(str((self.build_dir / LIBRARY_NAME).resolve()))
+        except OSError as err:
+            raise CkirError(
+                f"{self.build_dir / LIBRARY_NAME}: cannot load: {one_line(err)}"
+            ) from None
         self._lib = lib
         lib.ckir_open.restype = ctypes.c_void_p
         lib.ckir_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]
@@ -138,41 +155,68 @@ class CompiledModel:
             msg = self._lib.ckir_error(self._ptr).decode() or ERRORS.get(rc, "error")
             raise CkirError(f"{self.build_dir.name}: {msg}")
 
-    def _logits(self) -> np.ndarray:
+    def _logits(self, what: str) -> np.ndarray:
+        """The logits of the last call; a CkirError when any is NaN or Inf (corrupt weights
+        or a broken build: never handed out as if it were an answer)."""
         rows = int(self._lib.ckir_logits_rows(self._ptr))
         ptr = self._lib.ckir_logits(self._ptr)
-        return np.ctypeslib.as_array(ptr, shape=(rows, self.vocab_size)).copy()
+        out = np.ctypeslib.as_array(ptr, shape=(rows, self.vocab_size)).copy()
+        finite = np.isfinite(out)
+        if not finite.all():
+            bad = out.size - int(np.count_nonzero(finite))
+            raise CkirError(
+                f"{self.build_dir.name}: {what} produced {bad} non-finite logits (NaN/Inf) at "
+                f"position {self.position}: the weights or the build are corrupt"
+            )
+        return out
 
     def prefill(self, tokens: Sequence[int] | np.ndarray) -> np.ndarray:
         """Run ``tokens`` (appended after the cached ones); logits for every position [T, V]."""
-        arr = np.ascontiguousarray(np.asarray(tokens, dtype=np.int64))
+        if isinstance(tokens, (str, bytes)):
+            kind = type(tokens).__name__
+            raise TypeError(f"prefill: tokens must be a sequence of ints, got {kind}")
+        arr = np.asarray(tokens)
         if arr.ndim != 1 or arr.size == 0:
             raise CkirError("prefill: expects a non-empty 1-D sequence of token ids")
-        self._check_tokens(arr)
-        arr32 = arr.astype(np.int32)
+        if arr.dtype == object and all(is_int(t) for t in arr):
+            self._check_token(max((int(t) for t in arr), key=abs))  # a huge int: out of range
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"prefill: tokens must be ints, got {arr.dtype} values")
+        self._check_token(int(arr.min()))
+        self._check_token(int(arr.max()))
+        arr32 = np.ascontiguousarray(arr, dtype=np.int32)
         ptr = arr32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
         self._check(self._lib.ckir_prefill(self._ptr, ptr, len(arr32)))
-        return self._logits()
+        return self._logits("prefill")
 
     def decode(self, token: int) -> np.ndarray:
         """Run one token at the next position (uses the KV cache); logits [V]."""
-        self._check_tokens(np.asarray([token], dtype=np.int64))
+        if not is_int(token):
+            raise TypeError(f"decode: token must be an int, got {type(token).__name__}")
+        self._check_token(int(token))
         self._check(self._lib.ckir_decode(self._ptr, int(token)))
-        return self._logits()[0]
+        return self._logits("decode")[0]
 
-    def _check_tokens(self, arr: np.ndarray) -> None:
-        bad = arr[(arr < 0) | (arr >= self.vocab_size)]
-        if bad.size:
-            raise CkirError(
-                f"token id {int(bad[0])} is outside the vocabulary [0, {self.vocab_size})"
-            )
+    def _check_token(self, token: int) -> None:
+        if not 0 <= token < self.vocab_size:
+            raise CkirError(f"token id {token} is outside the vocabulary [0, {self.vocab_size})")
 
     def reset(self) -> None:
         """Forget the KV cache: the next call starts at position 0."""
         self._lib.ckir_reset(self._ptr)
 
     def check_canaries(self) -> str | None:
-        """Name of the first slot whose canary was overwritten, or None."""
+        """Name of the first slot whose canary was overwritten, or None.
+
+        Only for bump-layout builds (``debug=True`` or ``strategy="bump"``): under
+        the default liveness layout, buffers legitimately reuse each other's canary
+        bytes, so a healthy run would look like a violation."""
+        if self.info.get("strategy") == "liveness":
+            raise CkirError(
+                f"{self.build_dir.name}: check_canaries() needs a bump-layout build "
+                "(compile with debug=True or strategy='bump'); under liveness, buffers "
+                "reuse each other's canary bytes"
+            )
         index = self._lib.ckir_check_canaries(self._ptr)
         if index < 0:
             return None
@@ -225,6 +269,9 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     quiet: bool = True,
 ) -> CompiledModel:
     """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it."""
+    model_dir, out_dir = as_path(model_dir, "model_dir"), as_path(out_dir, "out_dir")
+    if isinstance(modes, (str, bytes)):
+        raise TypeError(f"compile: modes must be a sequence like ('prefill',), not {modes!r}")
     options = CompileOptions(
         modes=tuple(modes),
         max_context=max_context,

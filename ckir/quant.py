@@ -33,6 +33,11 @@ QK = 32
 #: bytes per 32-element block of the block formats quantized here
 _BLOCK_BYTES = {k: nbytes for k, (nbytes, elems) in BLOCK_DTYPES.items() if k in WEIGHT_DTYPES}
 assert all(BLOCK_DTYPES[k][1] == QK for k in _BLOCK_BYTES)
+#: block bytes and leading f16 scale bytes of each block format (q4_k: GGUF's, kept raw)
+_SCALE_BYTES = {
+    k: (BLOCK_DTYPES[k][0], scale)
+    for k, scale in {"q8_0": 2, "q4_0": 2, "q4_1": 4, "q4_k": 4}.items()
+}
 
 
 def block_bytes(dtype: str) -> tuple[int, int]:
@@ -157,6 +162,26 @@ def dequantize(arr: np.ndarray, dtype: str) -> np.ndarray:
         q = _unpack_nibbles(blk[:, 4:]).astype(np.float32)
         out = (_f16(blk[:, 0:2]) * q) + _f16(blk[:, 2:4])
     return out.astype(np.float32).reshape(shape)
+
+
+def count_non_finite(arr: np.ndarray, dtype: str) -> int:
+    """Non-finite (NaN/Inf) values in ``arr`` (float32 values, or bytes stored as ``dtype``).
+
+    For the block formats only the f16 scales at the start of each block can be
+    non-finite (``d``, and ``m`` of q4_1, ``d`` and ``dmin`` of GGUF's q4_k), so
+    only they are checked: a cheap pass over 2-4 bytes per block.
+    """
+    if dtype in ("f32", "bf16"):
+        values = from_bf16(arr) if dtype == "bf16" else np.asarray(arr, dtype=np.float32)
+        return int(values.size - np.count_nonzero(np.isfinite(values)))
+    if dtype not in _SCALE_BYTES:
+        raise ValueError(f"unknown weight dtype {dtype!r}")
+    block, scale = _SCALE_BYTES[dtype]
+    raw = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
+    if raw.size % block:
+        raise ValueError(f"{dtype} data must be whole {block}-byte blocks, got {raw.size} bytes")
+    scales = _f16(raw.reshape(-1, block)[:, :scale])
+    return int(scales.size - np.count_nonzero(np.isfinite(scales)))
 
 
 def quantize(arr: np.ndarray, dtype: str) -> np.ndarray:

@@ -5,7 +5,12 @@ The runtime kernels (``runtime/kernels/*.c``) are compiled once per
 (``$CKIR_CACHE_DIR/runtime/<hash>/`` or ``~/.cache/ckir/runtime/<hash>/``), so
 linking a new model only compiles the model's own C files.  Object files and
 the final library are written under a temporary name and renamed into place,
-so a failed or interrupted build never leaves a partial file behind.
+so a failed or interrupted build never leaves a partial file behind; a
+temporary file a killed build left is deleted by a later build once it is an
+hour old.  Each cached object has a ``.sha256`` file beside it: an object
+whose bytes no longer match (truncated, emptied, flipped) is recompiled, not
+linked.  The library is linked with ``-Wl,--no-undefined``, so a symbol
+that no object defines fails the build instead of the first ``dlopen``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ckir import resources
+from ckir.fileio import write_text_atomically
+from ckir.integrity import clean_leftovers, sha256_file
 
 __all__ = [
     "RuntimeBuildError",
@@ -37,6 +44,7 @@ ISAS = ("native", "avx2", "scalar")
 BASE_CFLAGS = ["-std=c11", "-O3", "-fPIC", "-fopenmp"]
 DEBUG_CFLAGS = ["-g", "-DCKIR_DEBUG"]
 LINK_LIBS = ["-lm"]
+LINK_FLAGS = ["-shared", "-fopenmp", "-Wl,--no-undefined"]
 
 
 class RuntimeBuildError(RuntimeError):
@@ -156,16 +164,25 @@ def compile_runtime_objects(*, isa: str = "native", debug: bool = False) -> list
     if not sources:
         raise RuntimeBuildError(f"no kernel sources in {runtime_dir() / 'kernels'}")
     out_dir = cache_dir() / runtime_fingerprint(isa, debug)[:24]
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RuntimeBuildError(
+            f"cannot create the runtime object cache {out_dir}: {err.strerror or err} "
+            "(set CKIR_CACHE_DIR to a writable folder)"
+        ) from None
+    clean_leftovers(out_dir, ["*.o.tmp", ".*.sha256.*.tmp"])
 
     def build_one(src: Path) -> Path:
         obj = out_dir / (src.stem + ".o")
-        if obj.exists():
+        digest = obj.with_suffix(".o.sha256")
+        if _object_is_intact(obj, digest):
             return obj
         fd, tmp = tempfile.mkstemp(prefix=src.stem + ".", suffix=".o.tmp", dir=out_dir)
         os.close(fd)
         try:
             _run_cc([cc, *flags, "-c", str(src), "-o", tmp], src)
+            write_text_atomically(digest, sha256_file(Path(tmp)) + "\n")
             os.replace(tmp, obj)
         finally:
             if os.path.exists(tmp):
@@ -202,6 +219,7 @@ def build_library(
     flags = _cflags(isa, debug, include_dirs)
     fd, tmp = tempfile.mkstemp(prefix=out_path.name + ".", suffix=".tmp", dir=out_path.parent)
     os.close(fd)
+    clean_leftovers(Path(tempfile.gettempdir()), ["ckir-build-*"])
     try:
         with tempfile.TemporaryDirectory(prefix="ckir-build-") as work:
             extra_objs = []
@@ -209,13 +227,21 @@ def build_library(
                 obj = Path(work) / f"{i}_{src.stem}.o"
                 _run_cc([_cc(), *flags, "-c", str(src), "-o", str(obj)], src)
                 extra_objs.append(str(obj))
-            link = [_cc(), "-shared", "-fopenmp", *extra_objs, *map(str, objects)]
+            link = [_cc(), *LINK_FLAGS, *extra_objs, *map(str, objects)]
             _run_cc([*link, "-o", tmp, *LINK_LIBS], out_path.name)
         os.replace(tmp, out_path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return out_path
+
+
+def _object_is_intact(obj: Path, digest: Path) -> bool:
+    """The cached object exists and its bytes hash to what was recorded when it was built."""
+    try:
+        return digest.read_text().strip() == sha256_file(obj)
+    except OSError:
+        return False
 
 
 def clear_cache() -> None:

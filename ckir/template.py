@@ -1125,6 +1125,10 @@ class _Loader:
                 out[name] = dict(sched)
             else:
                 out[name] = self.typed(value, akind, awhere)
+                if kind == "attention" and name == "causal" and out[name] is not True:
+                    raise self.err(
+                        awhere, "causal: false is not supported (ckir's attention is causal)"
+                    )
                 choices = sig.choices.get(name)
                 if choices is not None and out[name] not in choices:
                     raise self.err(awhere, f"{out[name]!r} is not one of {', '.join(choices)}")
@@ -1538,6 +1542,8 @@ def _fmt_type(t: ValueType) -> str:
 def load_template(path: str | Path) -> Template:
     """Load and validate one template file."""
     path = Path(path)
+    if path.exists() and not path.is_file():  # a folder, or a FIFO that would block a read
+        raise CkirError(f"{display_path(path)}: template is not a regular file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

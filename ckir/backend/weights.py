@@ -39,6 +39,7 @@ from ckir.dialects import lowered as lw
 from ckir.dialects.dims import evaluate_dim
 from ckir.errors import CkirError
 from ckir.frontend.safetensors_header import TensorInfo, read_checkpoint_header
+from ckir.vocab import BLOCK_DTYPES
 
 _NP_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
 
@@ -73,8 +74,24 @@ def read_tensor(t: TensorInfo, name: str) -> np.ndarray:
     return arr.reshape(t.shape)
 
 
+def check_finite(arr: np.ndarray, dtype: str, what: str) -> None:
+    """CkirError when weight ``what`` holds NaN or Inf (``arr``: float32, or bytes of
+    ``dtype``): a non-finite weight makes every logit NaN, never a usable answer."""
+    from ckir import quant
+
+    bad = quant.count_non_finite(arr, dtype)
+    if bad:
+        kind = "scales" if dtype in BLOCK_DTYPES else "values"
+        raise CkirError(
+            f"weights: tensor '{what}' has {bad} non-finite {kind} (NaN or Inf); "
+            "the checkpoint is corrupt"
+        )
+
+
 def encode(arr: np.ndarray, dtype: str, what: str) -> np.ndarray:
-    """float32 array -> the bytes of ``dtype`` (f32, or a format of :mod:`ckir.quant`)."""
+    """float32 array -> the bytes of ``dtype`` (f32, or a format of :mod:`ckir.quant`);
+    a CkirError if ``arr`` holds NaN or Inf."""
+    check_finite(arr, "f32", what)
     if dtype == "f32":
         return np.ascontiguousarray(arr, dtype="<f4").view(np.uint8).reshape(-1)
     from ckir import quant

@@ -415,7 +415,7 @@ class GGUFSource:
     def bytes_for(
         self, decl: g.WeightOp, layer: int | None, symbols: Mapping[str, int], dtype: str
     ) -> np.ndarray:
-        from ckir.backend.weights import encode
+        from ckir.backend.weights import check_finite, encode
 
         pattern = decl.gguf_name
         if pattern is None:
@@ -446,6 +446,7 @@ class GGUFSource:
         kind = t.tensor_type.name
         if kind in QUANTIZED and GGUF_WEIGHT_DTYPES[kind] == dtype:
             rows = np.asarray(t.data).view(np.uint8).reshape(shape[0], -1)
+            check_finite(rows, dtype, name)
             if heads is not None:
                 rows = unpermute_rows(rows, heads, what)
             return np.ascontiguousarray(rows).reshape(-1)

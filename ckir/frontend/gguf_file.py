@@ -6,8 +6,9 @@ Both the GGUF frontend (config, tensors, weights) and the tokenizer (its
 Constructing a ``gguf.GGUFReader`` parses every metadata field into NumPy
 views, which takes seconds for a real vocabulary (SmolLM2: ~4 s for 49k
 tokens and merges), so the reader of the last file opened is kept and
-handed out again while the file's inode, size and modification time are
-unchanged (the same test as the compile cache's source fingerprint):
+handed out again while the file's inode, size, mtime and ctime are unchanged
+(the same test as the compile cache's source fingerprint; an edit in place
+that restores the mtime still changes the ctime):
 ``ckir generate`` reads the tokenizer and then compiles the same file with
 one parse.  This module does not import xDSL.
 """
@@ -23,8 +24,8 @@ from ckir.errors import CkirError, one_line
 
 GGUF_MAGIC = b"GGUF"
 
-#: (resolved path, inode, size, mtime_ns) -> reader, for the last file opened
-_LAST: dict[tuple[str, int, int, int], Any] = {}
+#: (resolved path, inode, size, mtime_ns, ctime_ns) -> reader, for the last file opened
+_LAST: dict[tuple[str, int, int, int, int], Any] = {}
 
 
 def is_gguf_file(path: str | Path) -> bool:
@@ -42,14 +43,14 @@ def is_gguf_file(path: str | Path) -> bool:
 def open_gguf(path: str | Path) -> Any:
     """A ``gguf.GGUFReader`` for ``path`` (memory-mapped), or a one-line CkirError.
 
-    Checks the magic, and that every tensor's data lies inside the file.  The
+    Checks the magic and the tensor data layout (:func:`check_tensor_layout`).  The
     same reader is returned again for an unchanged file (see the module doc).
     """
     path = Path(path)
     if not path.is_file():
         raise CkirError(f"{path}: no such GGUF file")
     st = path.stat()
-    key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if key in _LAST:
         return _LAST[key]
     size = st.st_size
@@ -63,16 +64,50 @@ def open_gguf(path: str | Path) -> Any:
         raise CkirError(
             f"{path.name}: truncated or corrupt GGUF file ({size} bytes): {one_line(err)}"
         ) from None
-    for t in reader.tensors:
-        end = int(t.data_offset) + int(t.n_bytes)
-        if end > size:
-            raise CkirError(
-                f"{path.name}: tensor '{t.name}' data ends at byte {end}, past the end of the "
-                f"file ({size} bytes): truncated"
-            )
+    check_tensor_layout(reader, path.name, size)
     _LAST.clear()
     _LAST[key] = reader
     return reader
+
+
+def check_tensor_layout(reader: Any, name: str, size: int) -> None:
+    """Every tensor's data aligned, inside the file, and packed as a GGUF writer packs it.
+
+    A writer places tensors in order, each at an offset aligned to
+    ``general.alignment``, with less than one alignment of padding between one
+    tensor's end and the next one's start.  Each tensor's byte size comes from
+    its type and shape, so a moved offset, a changed type or shape, or
+    overlapping tensors break one of: alignment, bounds, no overlap, padding.
+    """
+    align = int(reader.alignment)
+    base = int(reader.data_offset)
+    spans = sorted((int(t.data_offset), int(t.n_bytes), str(t.name)) for t in reader.tensors)
+    prev_end, prev_name = base, None
+    for start, nbytes, tname in spans:
+        end = start + nbytes
+        where = f"{name}: tensor '{tname}'"
+        if end > size:
+            raise CkirError(
+                f"{where} data ends at byte {end}, past the end of the file ({size} bytes): "
+                "truncated"
+            )
+        if (start - base) % align:
+            raise CkirError(
+                f"{where} data offset {start - base} is not a multiple of the file's "
+                f"alignment {align}: corrupt tensor table"
+            )
+        if start < prev_end:
+            raise CkirError(
+                f"{where} data [{start}, {end}) overlaps tensor '{prev_name}' "
+                f"(which ends at {prev_end}): corrupt tensor table"
+            )
+        if start - prev_end >= align:
+            after = f"tensor '{prev_name}'" if prev_name else "the tensor table"
+            raise CkirError(
+                f"{where} starts {start - prev_end} bytes after the end of {after}, more than "
+                f"the alignment {align}: its type, shape or offset does not match the data"
+            )
+        prev_end, prev_name = end, tname
 
 
 def metadata(reader: Any, key: str, source: str) -> Any:

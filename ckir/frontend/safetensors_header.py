@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ckir.errors import CkirError
+from ckir.errors import CkirError, one_line
 
 #: bytes per element of each safetensors dtype
 DTYPE_SIZES: dict[str, int] = {
@@ -98,9 +98,13 @@ def read_safetensors_header(path: str | Path) -> dict[str, TensorInfo]:
     except OSError as e:
         raise CkirError(f"{path}: cannot read: {e.strerror or e}") from None
     try:
-        header = json.loads(text.decode("utf-8"))
+        header = json.loads(text.decode("utf-8"), object_pairs_hook=_no_duplicates)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CkirError(f"{path}: corrupt safetensors header (not JSON: {e})") from None
+    except _DuplicateName as e:
+        raise CkirError(
+            f"{path}: corrupt safetensors header: tensor '{e}' is named twice"
+        ) from None
     if not isinstance(header, dict):
         raise CkirError(f"{path}: corrupt safetensors header (not a JSON object)")
     data_start = 8 + length
@@ -110,6 +114,32 @@ def read_safetensors_header(path: str | Path) -> dict[str, TensorInfo]:
         if name == "__metadata__":
             continue
         out[name] = _tensor_info(path, name, entry, data_start, data_size)
+    _validate_with_library(path)
+    return out
+
+
+def _validate_with_library(path: Path) -> None:
+    """The ``safetensors`` library's own header validation (overlapping or out-of-order
+    data offsets, duplicate names, gaps), which ``json.loads`` above does not see."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy"):
+            pass
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CkirError(f"{path}: corrupt safetensors file: {one_line(err)}") from None
+
+
+class _DuplicateName(Exception):
+    """A JSON object of the header has a key twice (``json.loads`` would keep the last)."""
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateName(key)
+        out[key] = value
     return out
 
 
