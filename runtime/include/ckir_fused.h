@@ -256,8 +256,6 @@ void ckir_ref_gemm_gate_up_q4_1(const float *x, const uint8_t *wg, const uint8_t
 /* y[M, N] = x[M, K] . W^T for a weight matrix of any dtype (a runtime gemm) */
 typedef void (*ckir_fused_gemm_fn)(const float *x, const void *w, float *y, int64_t M, int64_t N,
                                    int64_t K);
-/* out[i] = g[i] / (1 + e^-g[i]) * u[i], vectorized (the swiglu of elementwise.c) */
-void ckir_internal_silu_mul(const float *g, const float *u, float *out, int64_t n);
 /* out[M, N] = silu(x . wg^T) * (x . wu^T) by tiles of <= 144 rows x 256 columns spread
  * over the threads; each tile calls `gemm` twice (it then runs on the calling
  * thread) into stack tiles (288 KiB); row n of a weight matrix starts at n * row_bytes. */

@@ -85,7 +85,7 @@ static void attn_row(const float *qr, const float *kb, const float *vb, int64_t 
     __m512 s = ckir_hsum16_ps512(part);
     float bmax = _mm512_mask_reduce_max_ps(km, s);
     float mnew = bmax > mrun ? bmax : mrun;
-    __m512 p = _mm512_maskz_mov_ps(km, ckir_exp_ps512(_mm512_sub_ps(s, _mm512_set1_ps(mnew))));
+    __m512 p = _mm512_maskz_mov_ps(km, ckv_exp(_mm512_sub_ps(s, _mm512_set1_ps(mnew))));
     float corr = expf(mrun - mnew);
     lrun = lrun * corr + _mm512_reduce_add_ps(p);
     mrun = mnew;
@@ -147,7 +147,7 @@ static void attn_row(const float *qr, const float *kb, const float *vb, int64_t 
     const __m256 s = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), ckir_hsum8_ps256(part), kmask);
     const float bmax = ckir_hmax_ps256(s);
     float mnew = bmax > mrun ? bmax : mrun;
-    __m256 p = ckir_exp_ps256(_mm256_sub_ps(s, _mm256_set1_ps(mnew)));
+    __m256 p = ckv_exp(_mm256_sub_ps(s, _mm256_set1_ps(mnew)));
     p = _mm256_and_ps(p, kmask);
     float corr = expf(mrun - mnew);
     lrun = lrun * corr + ckir_hsum_ps256(p);
