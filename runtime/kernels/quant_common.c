@@ -3,8 +3,7 @@
  *  - f16 -> fp32 conversion (block scales);
  *  - the q8 activation quantizer used by every gemv_<q>;
  *  - ckir_internal_wgemm, the fp32 GEMM over weights converted panel by panel
- *    (gemm_bf16, gemm_<q>);
- *  - ckir_quant_read_probe, the memory read-bandwidth probe of the benchmark.
+ *    (gemm_bf16, gemm_<q>).
  *
  * wgemm: threads take panels of WG_NP rows of w, two at a time (dynamic: a
  * thread slowed by the host takes fewer).  For each panel and
@@ -244,56 +243,4 @@ void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const 
       }
     }
   }
-}
-
-/* ---- read-bandwidth probe ------------------------------------------------ */
-
-/* Each thread reads its contiguous share as PROBE_S concurrent sequential
- * streams, 64 bytes per stream per step, into independent accumulators (4
- * streams read a little faster than 1 here: the probe is the upper mark). */
-#define PROBE_S 4
-
-void ckir_quant_read_probe(const float *buf, float *out, int64_t n) {
-  float total = 0.0f;
-#pragma omp parallel reduction(+ : total)
-  {
-#ifdef _OPENMP
-    int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-#else
-    int64_t nt = 1, t = 0;
-#endif
-    int64_t chunk = (n / nt + 63) / 64 * 64;
-    int64_t lo = CKIR_MIN(n, t * chunk), hi = CKIR_MIN(n, lo + chunk);
-    int64_t len = (hi - lo) / (PROBE_S * 16) * 16; /* floats per stream */
-    const float *s[PROBE_S];
-    for (int j = 0; j < PROBE_S; j++) s[j] = buf + lo + j * len;
-    float acc = 0.0f;
-    int64_t i = 0;
-#if defined(CKIR_AVX512)
-    __m512 a[PROBE_S];
-    for (int j = 0; j < PROBE_S; j++) a[j] = _mm512_setzero_ps();
-    for (; i < len; i += 16)
-      for (int j = 0; j < PROBE_S; j++) a[j] = _mm512_add_ps(a[j], _mm512_loadu_ps(s[j] + i));
-    for (int j = 0; j < PROBE_S; j++) acc += _mm512_reduce_add_ps(a[j]);
-#elif defined(CKIR_AVX2)
-    __m256 a[PROBE_S][2];
-    for (int j = 0; j < PROBE_S; j++) a[j][0] = a[j][1] = _mm256_setzero_ps();
-    for (; i < len; i += 16)
-      for (int j = 0; j < PROBE_S; j++) {
-        a[j][0] = _mm256_add_ps(a[j][0], _mm256_loadu_ps(s[j] + i));
-        a[j][1] = _mm256_add_ps(a[j][1], _mm256_loadu_ps(s[j] + i + 8));
-      }
-    for (int j = 0; j < PROBE_S; j++) acc += ckir_hsum_ps256(_mm256_add_ps(a[j][0], a[j][1]));
-#else
-    for (int j = 0; j < PROBE_S; j++) {
-      float s8[8] = {0};
-      for (int64_t k = 0; k < len; k += 8)
-        for (int l = 0; l < 8; l++) s8[l] += s[j][k + l];
-      for (int l = 0; l < 8; l++) acc += s8[l];
-    }
-#endif
-    for (int64_t k = lo + PROBE_S * len; k < hi; k++) acc += buf[k];
-    total += acc;
-  }
-  out[0] = total;
 }
