@@ -42,14 +42,9 @@
 #if defined(CKIR_AVX512)
 /* ======================= AVX-512: 16 lanes ============================== */
 #define CKV_W 16
+#define CKV_(op) _mm512_##op /* the intrinsic of this width */
 typedef __m512 ckv;
 
-CKIR_INLINE ckv ckv_zero(void) { return _mm512_setzero_ps(); }
-CKIR_INLINE ckv ckv_set1(float a) { return _mm512_set1_ps(a); }
-CKIR_INLINE ckv ckv_loadu(const float *p) { return _mm512_loadu_ps(p); }
-CKIR_INLINE ckv ckv_load(const float *p) { return _mm512_load_ps(p); }
-CKIR_INLINE void ckv_storeu(float *p, ckv v) { _mm512_storeu_ps(p, v); }
-CKIR_INLINE void ckv_store(float *p, ckv v) { _mm512_store_ps(p, v); }
 CKIR_INLINE ckv ckv_load_n(const float *p, int64_t n) {
   return n >= 16 ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(ckir_mask16(n), p);
 }
@@ -67,17 +62,6 @@ CKIR_INLINE void ckv_store_n(float *p, int64_t n, ckv v) {
 CKIR_INLINE ckv ckv_keep_n(ckv v, int64_t n) {
   return n >= 16 ? v : _mm512_maskz_mov_ps(ckir_mask16(n), v);
 }
-CKIR_INLINE ckv ckv_add(ckv a, ckv b) { return _mm512_add_ps(a, b); }
-CKIR_INLINE ckv ckv_sub(ckv a, ckv b) { return _mm512_sub_ps(a, b); }
-CKIR_INLINE ckv ckv_mul(ckv a, ckv b) { return _mm512_mul_ps(a, b); }
-CKIR_INLINE ckv ckv_div(ckv a, ckv b) { return _mm512_div_ps(a, b); }
-CKIR_INLINE ckv ckv_max(ckv a, ckv b) { return _mm512_max_ps(a, b); }
-CKIR_INLINE ckv ckv_min(ckv a, ckv b) { return _mm512_min_ps(a, b); }
-/* a*b + c and a*b - c, one rounding */
-CKIR_INLINE ckv ckv_fma(ckv a, ckv b, ckv c) { return _mm512_fmadd_ps(a, b, c); }
-CKIR_INLINE ckv ckv_fms(ckv a, ckv b, ckv c) { return _mm512_fmsub_ps(a, b, c); }
-/* c - a*b, one rounding */
-CKIR_INLINE ckv ckv_fnma(ckv a, ckv b, ckv c) { return _mm512_fnmadd_ps(a, b, c); }
 CKIR_INLINE float ckv_reduce_add(ckv v) { return _mm512_reduce_add_ps(v); }
 CKIR_INLINE float ckv_reduce_max(ckv v) { return _mm512_reduce_max_ps(v); }
 CKIR_INLINE ckv ckv_round(ckv v) {
@@ -101,14 +85,9 @@ CKIR_INLINE ckv ckv_load_bf16(const uint16_t *p) {
 #elif defined(CKIR_AVX2)
 /* ======================= AVX2 + FMA: 8 lanes ============================ */
 #define CKV_W 8
+#define CKV_(op) _mm256_##op
 typedef __m256 ckv;
 
-CKIR_INLINE ckv ckv_zero(void) { return _mm256_setzero_ps(); }
-CKIR_INLINE ckv ckv_set1(float a) { return _mm256_set1_ps(a); }
-CKIR_INLINE ckv ckv_loadu(const float *p) { return _mm256_loadu_ps(p); }
-CKIR_INLINE ckv ckv_load(const float *p) { return _mm256_load_ps(p); }
-CKIR_INLINE void ckv_storeu(float *p, ckv v) { _mm256_storeu_ps(p, v); }
-CKIR_INLINE void ckv_store(float *p, ckv v) { _mm256_store_ps(p, v); }
 CKIR_INLINE ckv ckv_load_n(const float *p, int64_t n) {
   return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, ckir_mask8(n));
 }
@@ -126,15 +105,6 @@ CKIR_INLINE void ckv_store_n(float *p, int64_t n, ckv v) {
 CKIR_INLINE ckv ckv_keep_n(ckv v, int64_t n) {
   return n >= 8 ? v : _mm256_and_ps(v, _mm256_castsi256_ps(ckir_mask8(n)));
 }
-CKIR_INLINE ckv ckv_add(ckv a, ckv b) { return _mm256_add_ps(a, b); }
-CKIR_INLINE ckv ckv_sub(ckv a, ckv b) { return _mm256_sub_ps(a, b); }
-CKIR_INLINE ckv ckv_mul(ckv a, ckv b) { return _mm256_mul_ps(a, b); }
-CKIR_INLINE ckv ckv_div(ckv a, ckv b) { return _mm256_div_ps(a, b); }
-CKIR_INLINE ckv ckv_max(ckv a, ckv b) { return _mm256_max_ps(a, b); }
-CKIR_INLINE ckv ckv_min(ckv a, ckv b) { return _mm256_min_ps(a, b); }
-CKIR_INLINE ckv ckv_fma(ckv a, ckv b, ckv c) { return _mm256_fmadd_ps(a, b, c); }
-CKIR_INLINE ckv ckv_fms(ckv a, ckv b, ckv c) { return _mm256_fmsub_ps(a, b, c); }
-CKIR_INLINE ckv ckv_fnma(ckv a, ckv b, ckv c) { return _mm256_fnmadd_ps(a, b, c); }
 CKIR_INLINE float ckv_reduce_add(ckv v) { return ckir_hsum_ps256(v); }
 CKIR_INLINE float ckv_reduce_max(ckv v) { return ckir_hmax_ps256(v); }
 CKIR_INLINE ckv ckv_round(ckv v) {
@@ -219,6 +189,24 @@ CKIR_INLINE ckv ckv_load_bf16(const uint16_t *p) {
 #endif
 
 #if defined(CKIR_AVX512) || defined(CKIR_AVX2)
+/* ---- the operations named alike at both widths (CKV_ = _mm512_ / _mm256_) ---- */
+CKIR_INLINE ckv ckv_zero(void) { return CKV_(setzero_ps)(); }
+CKIR_INLINE ckv ckv_set1(float a) { return CKV_(set1_ps)(a); }
+CKIR_INLINE ckv ckv_loadu(const float *p) { return CKV_(loadu_ps)(p); }
+CKIR_INLINE ckv ckv_load(const float *p) { return CKV_(load_ps)(p); } /* aligned */
+CKIR_INLINE void ckv_storeu(float *p, ckv v) { CKV_(storeu_ps)(p, v); }
+CKIR_INLINE void ckv_store(float *p, ckv v) { CKV_(store_ps)(p, v); } /* aligned */
+CKIR_INLINE ckv ckv_add(ckv a, ckv b) { return CKV_(add_ps)(a, b); }
+CKIR_INLINE ckv ckv_sub(ckv a, ckv b) { return CKV_(sub_ps)(a, b); }
+CKIR_INLINE ckv ckv_mul(ckv a, ckv b) { return CKV_(mul_ps)(a, b); }
+CKIR_INLINE ckv ckv_div(ckv a, ckv b) { return CKV_(div_ps)(a, b); }
+CKIR_INLINE ckv ckv_max(ckv a, ckv b) { return CKV_(max_ps)(a, b); }
+CKIR_INLINE ckv ckv_min(ckv a, ckv b) { return CKV_(min_ps)(a, b); }
+/* a*b + c, a*b - c and c - a*b, each with one rounding */
+CKIR_INLINE ckv ckv_fma(ckv a, ckv b, ckv c) { return CKV_(fmadd_ps)(a, b, c); }
+CKIR_INLINE ckv ckv_fms(ckv a, ckv b, ckv c) { return CKV_(fmsub_ps)(a, b, c); }
+CKIR_INLINE ckv ckv_fnma(ckv a, ckv b, ckv c) { return CKV_(fnmadd_ps)(a, b, c); }
+
 /* e^x per lane: n = round(x log2 e), r = x - n ln2 (two-constant split), e^r by
  * the degree-7 Taylor polynomial of ckir_internal.h, times 2^n.  x below
  * CKV_EXP_LO gives 0, above CKV_EXP_HI +inf. */

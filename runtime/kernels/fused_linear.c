@@ -187,23 +187,13 @@ void ckir_gemm_gate_up_f32(const float *x, const float *wg, const float *wu, flo
 
 /* ---- reference twins ------------------------------------------------------ */
 
-static void ref_linear(const float *x, const float *w, const float *b, float *y, int64_t M,
-                       int64_t N, int64_t K) {
-  for (int64_t m = 0; m < M; m++)
-    for (int64_t n = 0; n < N; n++) {
-      double s = 0.0;
-      for (int64_t kk = 0; kk < K; kk++) s += (double)x[m * K + kk] * w[n * K + kk];
-      y[m * N + n] = (float)s + (b ? b[n] : 0.0f);
-    }
-}
-
 void ckir_ref_gemm_qkv_bias_f32(const float *x, const float *wq, const float *wk,
                                 const float *wv, const float *bq, const float *bk,
                                 const float *bv, float *q, float *k, float *v, int64_t M,
                                 int64_t Nq, int64_t Nk, int64_t Nv, int64_t K) {
-  ref_linear(x, wq, bq, q, M, Nq, K);
-  ref_linear(x, wk, bk, k, M, Nk, K);
-  ref_linear(x, wv, bv, v, M, Nv, K);
+  ckir_ref_gemm_bias_f32(x, wq, bq, q, M, Nq, K);
+  ckir_ref_gemm_bias_f32(x, wk, bk, k, M, Nk, K);
+  ckir_ref_gemm_bias_f32(x, wv, bv, v, M, Nv, K);
 }
 
 void ckir_ref_gemm_qkv_f32(const float *x, const float *wq, const float *wk, const float *wv,

@@ -3,13 +3,21 @@
 
 /* ---- reference twins ----------------------------------------------------- */
 
+/* max of the row into *mx; returns sum(exp(x - max)) in double */
+static double ref_row_sumexp(const float *xr, int64_t n, float *mx) {
+  float m = -INFINITY;
+  for (int64_t c = 0; c < n; c++) m = xr[c] > m ? xr[c] : m;
+  double s = 0.0;
+  for (int64_t c = 0; c < n; c++) s += exp((double)xr[c] - m);
+  *mx = m;
+  return s;
+}
+
 void ckir_ref_softmax_f32(const float *x, float *out, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; r++) {
     const float *xr = x + r * cols;
-    float mx = -INFINITY;
-    for (int64_t c = 0; c < cols; c++) mx = xr[c] > mx ? xr[c] : mx;
-    double s = 0.0;
-    for (int64_t c = 0; c < cols; c++) s += exp((double)xr[c] - mx);
+    float mx;
+    const double s = ref_row_sumexp(xr, cols, &mx);
     for (int64_t c = 0; c < cols; c++) out[r * cols + c] = (float)(exp((double)xr[c] - mx) / s);
   }
 }
@@ -19,10 +27,8 @@ void ckir_ref_cross_entropy_f32(const float *logits, const int32_t *targets, flo
   double total = 0.0;
   for (int64_t t = 0; t < T; t++) {
     const float *xr = logits + t * V;
-    float mx = -INFINITY;
-    for (int64_t c = 0; c < V; c++) mx = xr[c] > mx ? xr[c] : mx;
-    double s = 0.0;
-    for (int64_t c = 0; c < V; c++) s += exp((double)xr[c] - mx);
+    float mx;
+    const double s = ref_row_sumexp(xr, V, &mx);
     total += log(s) + mx - xr[targets[t]];
   }
   loss[0] = (float)(total / (double)T);
