@@ -235,7 +235,7 @@ def ab(tree: Path, isa: str, threads: int, rounds: int, only: str) -> None:
                 continue
             calls = {"old": bound_call(old, name, args), "new": bound_call(new, name, args)}
             one = one_time(calls["new"], 3)
-            inner = max(1, min(5000, int(3e-3 / max(one, 1e-7))))
+            inner = max(1, min(5000, int(1e-3 / max(one, 1e-7))))
             times: dict[str, list[float]] = {"old": [], "new": []}
             for r in range(rounds):
                 for key in ("old", "new") if r % 2 == 0 else ("new", "old"):

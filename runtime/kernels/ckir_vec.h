@@ -58,10 +58,12 @@ CKIR_INLINE void ckv_store_n(float *p, int64_t n, ckv v) {
   else
     _mm512_mask_storeu_ps(p, ckir_mask16(n), v);
 }
-/* v with the lanes >= n set to 0 */
-CKIR_INLINE ckv ckv_keep_n(ckv v, int64_t n) {
-  return n >= 16 ? v : _mm512_maskz_mov_ps(ckir_mask16(n), v);
+/* v with the lanes >= n set to fill */
+CKIR_INLINE ckv ckv_select_n(ckv v, int64_t n, float fill) {
+  return n >= 16 ? v : _mm512_mask_mov_ps(_mm512_set1_ps(fill), ckir_mask16(n), v);
 }
+/* lane i = the sum of the lanes of v[i] (CKV_W vectors in, one out) */
+CKIR_INLINE ckv ckv_reduce_add_w(const ckv v[CKV_W]) { return ckir_hsum16_ps512(v); }
 CKIR_INLINE float ckv_reduce_add(ckv v) { return _mm512_reduce_add_ps(v); }
 CKIR_INLINE float ckv_reduce_max(ckv v) { return _mm512_reduce_max_ps(v); }
 CKIR_INLINE ckv ckv_round(ckv v) {
@@ -102,9 +104,11 @@ CKIR_INLINE void ckv_store_n(float *p, int64_t n, ckv v) {
   else
     _mm256_maskstore_ps(p, ckir_mask8(n), v);
 }
-CKIR_INLINE ckv ckv_keep_n(ckv v, int64_t n) {
-  return n >= 8 ? v : _mm256_and_ps(v, _mm256_castsi256_ps(ckir_mask8(n)));
+CKIR_INLINE ckv ckv_select_n(ckv v, int64_t n, float fill) {
+  if (n >= 8) return v;
+  return _mm256_blendv_ps(_mm256_set1_ps(fill), v, _mm256_castsi256_ps(ckir_mask8(n)));
 }
+CKIR_INLINE ckv ckv_reduce_add_w(const ckv v[CKV_W]) { return ckir_hsum8_ps256(v); }
 CKIR_INLINE float ckv_reduce_add(ckv v) { return ckir_hsum_ps256(v); }
 CKIR_INLINE float ckv_reduce_max(ckv v) { return ckir_hmax_ps256(v); }
 CKIR_INLINE ckv ckv_round(ckv v) {
@@ -155,7 +159,7 @@ CKIR_INLINE ckv ckv_load_n(const float *p, int64_t n) { return ckv_load_n_or(p, 
 CKIR_INLINE void ckv_store_n(float *p, int64_t n, ckv v) {
   for (int j = 0; j < 8 && j < n; j++) p[j] = v.l[j];
 }
-CKIR_INLINE ckv ckv_keep_n(ckv v, int64_t n) { CKV_MAP(j_ < n ? v.l[j_] : 0.0f); }
+CKIR_INLINE ckv ckv_select_n(ckv v, int64_t n, float fill) { CKV_MAP(j_ < n ? v.l[j_] : fill); }
 CKIR_INLINE ckv ckv_add(ckv a, ckv b) { CKV_MAP(a.l[j_] + b.l[j_]); }
 CKIR_INLINE ckv ckv_sub(ckv a, ckv b) { CKV_MAP(a.l[j_] - b.l[j_]); }
 CKIR_INLINE ckv ckv_mul(ckv a, ckv b) { CKV_MAP(a.l[j_] * b.l[j_]); }
@@ -170,6 +174,7 @@ CKIR_INLINE ckv ckv_fnma(ckv a, ckv b, ckv c) { CKV_MAP(c.l[j_] - a.l[j_] * b.l[
 CKIR_INLINE float ckv_reduce_add(ckv v) {
   return ((v.l[0] + v.l[1]) + (v.l[2] + v.l[3])) + ((v.l[4] + v.l[5]) + (v.l[6] + v.l[7]));
 }
+CKIR_INLINE ckv ckv_reduce_add_w(const ckv v[CKV_W]) { CKV_MAP(ckv_reduce_add(v[j_])); }
 CKIR_INLINE float ckv_reduce_max(ckv v) {
   float r = v.l[0];
   for (int j = 1; j < 8; j++) r = v.l[j] > r ? v.l[j] : r;
@@ -226,6 +231,9 @@ CKIR_INLINE ckv ckv_exp(ckv x) {
   return ckv_ldexp(p, n, x);
 }
 #endif
+
+/* v with the lanes >= n set to 0 */
+CKIR_INLINE ckv ckv_keep_n(ckv v, int64_t n) { return ckv_select_n(v, n, 0.0f); }
 
 /* the first n (any n >= 0) bf16 at p as fp32, lanes >= n zero */
 CKIR_INLINE ckv ckv_load_bf16_n(const uint16_t *p, int64_t n) {
