@@ -45,30 +45,21 @@
 #define CKV_(op) _mm512_##op /* the intrinsic of this width */
 typedef __m512 ckv;
 
-CKIR_INLINE ckv ckv_load_n(const float *p, int64_t n) {
-  return n >= 16 ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(ckir_mask16(n), p);
+/* partial vectors, 0 <= n < CKV_W (the ckv_*_n wrappers below take any n) */
+CKIR_INLINE ckv ckv_part_load_(const float *p, int64_t n, float fill) {
+  return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), ckir_mask16(n), p);
 }
-/* the first n lanes from p, the others `fill` */
-CKIR_INLINE ckv ckv_load_n_or(const float *p, int64_t n, float fill) {
-  return n >= 16 ? _mm512_loadu_ps(p) : _mm512_mask_loadu_ps(_mm512_set1_ps(fill), ckir_mask16(n), p);
+CKIR_INLINE void ckv_part_store_(float *p, int64_t n, ckv v) {
+  _mm512_mask_storeu_ps(p, ckir_mask16(n), v);
 }
-CKIR_INLINE void ckv_store_n(float *p, int64_t n, ckv v) {
-  if (n >= 16)
-    _mm512_storeu_ps(p, v);
-  else
-    _mm512_mask_storeu_ps(p, ckir_mask16(n), v);
+CKIR_INLINE ckv ckv_part_select_(ckv v, int64_t n, float fill) {
+  return _mm512_mask_mov_ps(_mm512_set1_ps(fill), ckir_mask16(n), v);
 }
-/* v with the lanes >= n set to fill */
-CKIR_INLINE ckv ckv_select_n(ckv v, int64_t n, float fill) {
-  return n >= 16 ? v : _mm512_mask_mov_ps(_mm512_set1_ps(fill), ckir_mask16(n), v);
-}
-/* lane i = the sum of the lanes of v[i] (CKV_W vectors in, one out) */
-CKIR_INLINE ckv ckv_reduce_add_w(const ckv v[CKV_W]) { return ckir_hsum16_ps512(v); }
-CKIR_INLINE float ckv_reduce_add(ckv v) { return _mm512_reduce_add_ps(v); }
-CKIR_INLINE float ckv_reduce_max(ckv v) { return _mm512_reduce_max_ps(v); }
-CKIR_INLINE ckv ckv_round(ckv v) {
-  return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-}
+/* the horizontal operations (defined once below, after both widths) */
+#define CKV_REDUCE_ADD_ _mm512_reduce_add_ps
+#define CKV_REDUCE_MAX_ _mm512_reduce_max_ps
+#define CKV_REDUCE_ADD_W_ ckir_hsum16_ps512
+#define CKV_ROUND_ _mm512_roundscale_ps
 /* the exp argument range: below the low end e^x is 0 (the scale underflows),
  * above the high end +inf (it overflows) */
 #define CKV_EXP_LO -104.0f
@@ -90,30 +81,20 @@ CKIR_INLINE ckv ckv_load_bf16(const uint16_t *p) {
 #define CKV_(op) _mm256_##op
 typedef __m256 ckv;
 
-CKIR_INLINE ckv ckv_load_n(const float *p, int64_t n) {
-  return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, ckir_mask8(n));
-}
-CKIR_INLINE ckv ckv_load_n_or(const float *p, int64_t n, float fill) {
-  if (n >= 8) return _mm256_loadu_ps(p);
+CKIR_INLINE ckv ckv_part_load_(const float *p, int64_t n, float fill) {
   const __m256i m = ckir_mask8(n);
   return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
 }
-CKIR_INLINE void ckv_store_n(float *p, int64_t n, ckv v) {
-  if (n >= 8)
-    _mm256_storeu_ps(p, v);
-  else
-    _mm256_maskstore_ps(p, ckir_mask8(n), v);
+CKIR_INLINE void ckv_part_store_(float *p, int64_t n, ckv v) {
+  _mm256_maskstore_ps(p, ckir_mask8(n), v);
 }
-CKIR_INLINE ckv ckv_select_n(ckv v, int64_t n, float fill) {
-  if (n >= 8) return v;
+CKIR_INLINE ckv ckv_part_select_(ckv v, int64_t n, float fill) {
   return _mm256_blendv_ps(_mm256_set1_ps(fill), v, _mm256_castsi256_ps(ckir_mask8(n)));
 }
-CKIR_INLINE ckv ckv_reduce_add_w(const ckv v[CKV_W]) { return ckir_hsum8_ps256(v); }
-CKIR_INLINE float ckv_reduce_add(ckv v) { return ckir_hsum_ps256(v); }
-CKIR_INLINE float ckv_reduce_max(ckv v) { return ckir_hmax_ps256(v); }
-CKIR_INLINE ckv ckv_round(ckv v) {
-  return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-}
+#define CKV_REDUCE_ADD_ ckir_hsum_ps256
+#define CKV_REDUCE_MAX_ ckir_hmax_ps256
+#define CKV_REDUCE_ADD_W_ ckir_hsum8_ps256
+#define CKV_ROUND_ _mm256_round_ps
 #define CKV_EXP_LO -87.33654f
 #define CKV_EXP_HI 88.72283f
 /* p * 2^n for integral n in [-126, 128]: 2^n = 2^(n - n/2) * 2^(n/2) keeps both
@@ -152,14 +133,13 @@ CKIR_INLINE void ckv_storeu(float *p, ckv v) {
   for (int j = 0; j < 8; j++) p[j] = v.l[j];
 }
 CKIR_INLINE void ckv_store(float *p, ckv v) { ckv_storeu(p, v); }
-CKIR_INLINE ckv ckv_load_n_or(const float *p, int64_t n, float fill) {
+CKIR_INLINE ckv ckv_part_load_(const float *p, int64_t n, float fill) {
   CKV_MAP(j_ < n ? p[j_] : fill);
 }
-CKIR_INLINE ckv ckv_load_n(const float *p, int64_t n) { return ckv_load_n_or(p, n, 0.0f); }
-CKIR_INLINE void ckv_store_n(float *p, int64_t n, ckv v) {
-  for (int j = 0; j < 8 && j < n; j++) p[j] = v.l[j];
+CKIR_INLINE void ckv_part_store_(float *p, int64_t n, ckv v) {
+  for (int j = 0; j < n; j++) p[j] = v.l[j];
 }
-CKIR_INLINE ckv ckv_select_n(ckv v, int64_t n, float fill) { CKV_MAP(j_ < n ? v.l[j_] : fill); }
+CKIR_INLINE ckv ckv_part_select_(ckv v, int64_t n, float fill) { CKV_MAP(j_ < n ? v.l[j_] : fill); }
 CKIR_INLINE ckv ckv_add(ckv a, ckv b) { CKV_MAP(a.l[j_] + b.l[j_]); }
 CKIR_INLINE ckv ckv_sub(ckv a, ckv b) { CKV_MAP(a.l[j_] - b.l[j_]); }
 CKIR_INLINE ckv ckv_mul(ckv a, ckv b) { CKV_MAP(a.l[j_] * b.l[j_]); }
@@ -211,6 +191,13 @@ CKIR_INLINE ckv ckv_min(ckv a, ckv b) { return CKV_(min_ps)(a, b); }
 CKIR_INLINE ckv ckv_fma(ckv a, ckv b, ckv c) { return CKV_(fmadd_ps)(a, b, c); }
 CKIR_INLINE ckv ckv_fms(ckv a, ckv b, ckv c) { return CKV_(fmsub_ps)(a, b, c); }
 CKIR_INLINE ckv ckv_fnma(ckv a, ckv b, ckv c) { return CKV_(fnmadd_ps)(a, b, c); }
+CKIR_INLINE float ckv_reduce_add(ckv v) { return CKV_REDUCE_ADD_(v); }
+CKIR_INLINE float ckv_reduce_max(ckv v) { return CKV_REDUCE_MAX_(v); }
+/* lane i = the sum of the lanes of v[i] (CKV_W vectors in, one out) */
+CKIR_INLINE ckv ckv_reduce_add_w(const ckv v[CKV_W]) { return CKV_REDUCE_ADD_W_(v); }
+CKIR_INLINE ckv ckv_round(ckv v) {
+  return CKV_ROUND_(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
 
 /* e^x per lane: n = round(x log2 e), r = x - n ln2 (two-constant split), e^r by
  * the degree-7 Taylor polynomial of ckir_internal.h, times 2^n.  x below
@@ -232,7 +219,23 @@ CKIR_INLINE ckv ckv_exp(ckv x) {
 }
 #endif
 
-/* v with the lanes >= n set to 0 */
+/* ---- the first n lanes (any n >= 0; n >= CKV_W: the whole vector) ---------- */
+/* the first n lanes from p, the others `fill` (ckv_load_n: 0) */
+CKIR_INLINE ckv ckv_load_n_or(const float *p, int64_t n, float fill) {
+  return n >= CKV_W ? ckv_loadu(p) : ckv_part_load_(p, n, fill);
+}
+CKIR_INLINE ckv ckv_load_n(const float *p, int64_t n) { return ckv_load_n_or(p, n, 0.0f); }
+/* write the first n lanes of v to p, nothing past them */
+CKIR_INLINE void ckv_store_n(float *p, int64_t n, ckv v) {
+  if (n >= CKV_W)
+    ckv_storeu(p, v);
+  else
+    ckv_part_store_(p, n, v);
+}
+/* v with the lanes >= n set to fill (ckv_keep_n: 0) */
+CKIR_INLINE ckv ckv_select_n(ckv v, int64_t n, float fill) {
+  return n >= CKV_W ? v : ckv_part_select_(v, n, fill);
+}
 CKIR_INLINE ckv ckv_keep_n(ckv v, int64_t n) { return ckv_select_n(v, n, 0.0f); }
 
 /* the first n (any n >= 0) bf16 at p as fp32, lanes >= n zero */
