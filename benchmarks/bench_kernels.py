@@ -116,6 +116,14 @@ def bf16(a: np.ndarray) -> np.ndarray:
     return (a.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
 
 
+def q8_0_blocks(rng, N: int, K: int) -> np.ndarray:
+    """N rows of K/32 q8_0 blocks (f16 scale, 32 int8) with finite random values."""
+    nb = K // 32
+    d = (rng.random((N, nb, 1)) * 0.01 + 1e-3).astype(np.float16).view(np.uint8)
+    q = rng.integers(-127, 128, (N, nb, 32)).astype(np.int8).view(np.uint8)
+    return np.ascontiguousarray(np.concatenate([d, q], axis=2)).reshape(N, nb * 34)
+
+
 def ab_cases(rng) -> list[tuple[str, str, list]]:
     """(label, kernel, args) of the kernels the vector layer rewrote, at decode and
     prefill shapes of SmolLM2-135M / Qwen2-0.5B."""
@@ -189,6 +197,12 @@ def ab_cases(rng) -> list[tuple[str, str, list]]:
             [xm, wg, wu, np.empty((128, 1536), np.float32), 128, 1536, K],
         )
     )
+    for M in (16, 128):
+        N, K = 1536, 576
+        x, w, y = f(M, K), f(N, K), np.empty((M, N), np.float32)
+        cases.append((f"gemm_bf16 M={M} {N}x{K}", "gemm_bf16", [x, bf16(w), y, M, N, K]))
+        wq = q8_0_blocks(rng, N, K)
+        cases.append((f"gemm_q8_0 M={M} {N}x{K}", "gemm_q8_0", [x, wq, y, M, N, K]))
     for T, E in ((1, 576), (128, 576)):
         tok = rng.integers(0, 4096, T).astype(np.int32)
         cases.append(

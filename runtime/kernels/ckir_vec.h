@@ -219,6 +219,14 @@ CKIR_INLINE ckv ckv_exp(ckv x) {
 }
 #endif
 
+/* Keep a vector in a register: an empty asm that "changes" it, so that GCC
+ * cannot fold its load into every instruction that uses it. */
+#if defined(CKIR_AVX512) || defined(CKIR_AVX2)
+#define CKV_PIN(v) __asm__("" : "+v"(v))
+#else
+#define CKV_PIN(v) ((void)(v))
+#endif
+
 /* ---- the first n lanes (any n >= 0; n >= CKV_W: the whole vector) ---------- */
 /* the first n lanes from p, the others `fill` (ckv_load_n: 0) */
 CKIR_INLINE ckv ckv_load_n_or(const float *p, int64_t n, float fill) {

@@ -10,7 +10,8 @@
  * each slice of WG_KC columns, the rows are converted to fp32 into a stack
  * buffer (16 KiB, stays in L1), then every group of WG_MR rows of x meets every
  * group of 4 panel rows in a register-blocked dot-product micro-kernel (one
- * accumulator vector per (x row, w row) pair, reduced once per slice).  So each
+ * accumulator vector per (x row, w row) pair, reduced once per slice), written
+ * once over ckir_vec.h; only the register blocking WG_MR is per ISA.  So each
  * weight is converted once per call, whatever M is, and the FMAs run on fp32
  * data from L1. */
 #include "ckir_internal.h"
@@ -108,91 +109,51 @@ void ckir_internal_quantize_x(const float *x, int64_t K, int8_t *a, float *dx) {
 #define WG_KC 256 /* columns per slice; a multiple of 32 */
 #endif
 #define WG_NR 4   /* panel rows per micro-tile */
-#if defined(CKIR_AVX512)
-#define WG_MR 4
-#elif defined(CKIR_AVX2)
-#define WG_MR 3
+#if defined(CKIR_AVX2)
+#define WG_MR 3 /* 12 accumulators + 3 x rows + 1 panel row: the 16 ymm registers */
 #else
-#define WG_MR 4
+#define WG_MR 4 /* AVX-512: 16 accumulators, reduced by one 16-way transposing sum */
 #endif
 
 /* out[i*WG_NR + j] = dot(x row i, panel row j) over kc columns, i < mr, j < 4.
- * Panel rows are WG_KC floats apart and zero-padded up to a multiple of 16. */
+ * Panel rows are WG_KC floats apart and zero-padded up to a multiple of 16.
+ * One accumulator vector per (x row, panel row) pair, reduced once: when the
+ * WG_MR x WG_NR accumulators are exactly CKV_W (AVX-512: 16) by one transposing
+ * sum into out, else pair by pair. */
 CKIR_INLINE void wg_tile(const float *x, int64_t ldx, const float *p, int64_t kc, float *out,
                          const int mr) {
-#if defined(CKIR_AVX512)
-  __m512 acc[WG_MR][WG_NR];
+  ckv acc[WG_MR][WG_NR];
   for (int i = 0; i < WG_MR; i++)
-    for (int j = 0; j < WG_NR; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int j = 0; j < WG_NR; j++) acc[i][j] = ckv_zero();
   int64_t k = 0;
-  for (; k + 16 <= kc; k += 16) {
-    __m512 xv[WG_MR];
+  for (; k + CKV_W <= kc; k += CKV_W) {
+    ckv xv[WG_MR];
     for (int i = 0; i < mr; i++) {
-      xv[i] = _mm512_loadu_ps(x + i * ldx + k);
-      /* keep the operands in registers: GCC folds a load into every FMA */
-      __asm__("" : "+v"(xv[i]));
+      xv[i] = ckv_loadu(x + i * ldx + k);
+      CKV_PIN(xv[i]); /* keep the operands in registers: GCC folds a load into every FMA */
     }
     for (int j = 0; j < WG_NR; j++) {
-      __m512 wv = _mm512_load_ps(p + j * WG_KC + k);
-      __asm__("" : "+v"(wv));
-      for (int i = 0; i < mr; i++) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
+      ckv wv = ckv_load(p + j * WG_KC + k);
+      CKV_PIN(wv);
+      for (int i = 0; i < mr; i++) acc[i][j] = ckv_fma(xv[i], wv, acc[i][j]);
     }
   }
   if (k < kc) {
-    __mmask16 m = ckir_mask16(kc - k);
-    __m512 xv[WG_MR];
-    for (int i = 0; i < mr; i++) xv[i] = _mm512_maskz_loadu_ps(m, x + i * ldx + k);
+    ckv xv[WG_MR];
+    for (int i = 0; i < mr; i++) xv[i] = ckv_load_n(x + i * ldx + k, kc - k);
     for (int j = 0; j < WG_NR; j++) {
-      __m512 wv = _mm512_load_ps(p + j * WG_KC + k);
-      for (int i = 0; i < mr; i++) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
+      const ckv wv = ckv_load(p + j * WG_KC + k); /* zero-padded */
+      for (int i = 0; i < mr; i++) acc[i][j] = ckv_fma(xv[i], wv, acc[i][j]);
     }
   }
-  __m512 v[16];
-  for (int i = 0; i < 4; i++)
-    for (int j = 0; j < 4; j++) v[i * 4 + j] = i < mr ? acc[i][j] : _mm512_setzero_ps();
-  _mm512_storeu_ps(out, ckir_hsum16_ps512(v));
-#elif defined(CKIR_AVX2)
-  __m256 acc[WG_MR][WG_NR];
+#if WG_MR * WG_NR == CKV_W
+  ckv v[CKV_W];
   for (int i = 0; i < WG_MR; i++)
-    for (int j = 0; j < WG_NR; j++) acc[i][j] = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 8 <= kc; k += 8) {
-    __m256 xv[WG_MR];
-    for (int i = 0; i < mr; i++) {
-      xv[i] = _mm256_loadu_ps(x + i * ldx + k);
-      __asm__("" : "+x"(xv[i]));
-    }
-    for (int j = 0; j < WG_NR; j++) {
-      __m256 wv = _mm256_load_ps(p + j * WG_KC + k);
-      __asm__("" : "+x"(wv));
-      for (int i = 0; i < mr; i++) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
-    }
-  }
-  if (k < kc) {
-    __m256i m = ckir_mask8(kc - k);
-    __m256 xv[WG_MR];
-    for (int i = 0; i < mr; i++) xv[i] = _mm256_maskload_ps(x + i * ldx + k, m);
-    for (int j = 0; j < WG_NR; j++) {
-      __m256 wv = _mm256_load_ps(p + j * WG_KC + k);
-      for (int i = 0; i < mr; i++) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
-    }
-  }
-  for (int i = 0; i < mr; i++)
-    for (int j = 0; j < WG_NR; j++) out[i * WG_NR + j] = ckir_hsum_ps256(acc[i][j]);
+    for (int j = 0; j < WG_NR; j++) v[i * WG_NR + j] = i < mr ? acc[i][j] : ckv_zero();
+  ckv_storeu(out, ckv_reduce_add_w(v));
 #else
-  /* 8 partial sums per pair: vectorisable without reassociating. */
   for (int i = 0; i < mr; i++)
-    for (int j = 0; j < WG_NR; j++) {
-      float s8[8] = {0};
-      const float *xr = x + i * ldx, *pr = p + j * WG_KC;
-      int64_t k = 0;
-      for (; k + 8 <= kc; k += 8)
-        for (int l = 0; l < 8; l++) s8[l] += xr[k + l] * pr[k + l];
-      float s = 0.0f;
-      for (int l = 0; l < 8; l++) s += s8[l];
-      for (; k < kc; k++) s += xr[k] * pr[k];
-      out[i * WG_NR + j] = s;
-    }
+    for (int j = 0; j < WG_NR; j++) out[i * WG_NR + j] = ckv_reduce_add(acc[i][j]);
 #endif
 }
 
