@@ -1,9 +1,8 @@
 /* ckir runtime: linear layers and embeddings with bf16 weights.
  *
  * bf16 -> fp32 is a 16-bit left shift, done in registers (ckv_load_bf16 of the
- * vector layer, ckir_vec.h); all arithmetic is
- * fp32 FMA (vdpbf16ps would round x to bf16 and, on this class of machine,
- * runs at half the fp32 FMA rate).  gemv: each thread streams one contiguous
+ * vector layer, ckir_vec.h); all arithmetic is fp32 FMA (vdpbf16ps would round
+ * x to bf16 and, on this class of machine, runs at half the fp32 FMA rate).  gemv: each thread streams one contiguous
  * range of rows, one row at a time, with software prefetch; gemm converts
  * panels to fp32 and reuses the fp32 micro-kernel of ckir_internal_wgemm
  * (quant_common.c). */
