@@ -1,10 +1,11 @@
 /* ckir benchmark probe: memory read bandwidth with the kernels' own flags.
  *
- * Not part of the kernel library: benchmarks that want it next to the kernels
- * (benchmarks/bench_weight_dtypes.py) compile this file into their library
- * as an extra source (build_library(..., extra_sources=[this file])), so it
- * is built with the same compiler, ISA and OpenMP flags as the kernels it is
- * compared with.
+ * Not part of the kernel library: a benchmark that wants it next to the kernels
+ * (the read-bandwidth mark of benchmarks/bench_weight_dtypes.py) compiles this
+ * file into its library as an extra source (build_library(...,
+ * extra_sources=[runtime_dir() / "bench" / "read_probe.c"])), so it is built
+ * with the same compiler, ISA and OpenMP flags as the kernels it is compared
+ * with.
  *
  *   ckir_quant_read_probe(buf, out, n)   out[0] = sum of buf[0..n), read once
  *                                        by every OpenMP thread's share
