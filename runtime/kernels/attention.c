@@ -71,26 +71,37 @@ static void attn_row(const float *qr, const float *kb, const float *vb, int64_t 
   float mrun = -INFINITY, lrun = 0.0f;
   for (int64_t j0 = 0; j0 < L; j0 += CKV_W) {
     const int64_t nk = CKIR_MIN(CKV_W, L - j0);
-    /* scores: keys inner, chunks outer: nk independent FMA chains, then one
-     * transposing reduction puts key j's score in lane j */
+    /* the block's scores, key j's in lane j (lanes >= nk: -inf for the max, 0
+     * after exp).  A whole block runs keys inner, chunks outer: CKV_W
+     * independent FMA chains in registers, then one transposing reduction; a
+     * partial block (its own array, so that the whole-block one stays in
+     * registers) runs one chain per key.  Both add the chunks in the same order. */
     const float *kr = kb + j0 * stride;
-    ckv part[CKV_W];
-    for (int j = 0; j < CKV_W; j++) part[j] = ckv_zero();
-    for (int64_t c = 0; c + 1 < nc; c++) {
-      const ckv qc = ckv_load(qs + CKV_W * c);
-      if (nk == CKV_W) {
+    ckv s;
+    if (nk == CKV_W) {
+      ckv part[CKV_W];
+      for (int j = 0; j < CKV_W; j++) part[j] = ckv_zero();
+      for (int64_t c = 0; c + 1 < nc; c++) {
+        const ckv qc = ckv_load(qs + CKV_W * c);
         for (int j = 0; j < CKV_W; j++)
           part[j] = ckv_fma(qc, ckv_loadu(kr + j * stride + CKV_W * c), part[j]);
-      } else {
-        for (int64_t j = 0; j < nk; j++)
-          part[j] = ckv_fma(qc, ckv_loadu(kr + j * stride + CKV_W * c), part[j]);
       }
+      const ckv ql = ckv_load(qs + CKV_W * (nc - 1));
+      for (int j = 0; j < CKV_W; j++)
+        part[j] = ckv_fma(ql, ckv_load_n(kr + j * stride + CKV_W * (nc - 1), tl), part[j]);
+      s = ckv_reduce_add_w(part);
+    } else {
+      ckv part[CKV_W];
+      for (int j = 0; j < CKV_W; j++) part[j] = ckv_zero();
+      for (int64_t j = 0; j < nk; j++) {
+        ckv a = ckv_zero();
+        for (int64_t c = 0; c < nc; c++)
+          a = ckv_fma(ckv_load(qs + CKV_W * c),
+                      ckv_load_n(kr + j * stride + CKV_W * c, c + 1 < nc ? CKV_W : tl), a);
+        part[j] = a;
+      }
+      s = ckv_select_n(ckv_reduce_add_w(part), nk, -INFINITY);
     }
-    const ckv ql = ckv_load(qs + CKV_W * (nc - 1));
-    for (int64_t j = 0; j < nk; j++)
-      part[j] = ckv_fma(ql, ckv_load_n(kr + j * stride + CKV_W * (nc - 1), tl), part[j]);
-    /* the block's scores; lanes >= nk are -inf for the max and 0 after exp */
-    const ckv s = ckv_select_n(ckv_reduce_add_w(part), nk, -INFINITY);
     const float bmax = ckv_reduce_max(s), mnew = bmax > mrun ? bmax : mrun;
     const ckv p = ckv_keep_n(ckv_exp(ckv_sub(s, ckv_set1(mnew))), nk);
     const float corr = expf(mrun - mnew);
@@ -99,7 +110,7 @@ static void attn_row(const float *qr, const float *kb, const float *vb, int64_t 
     ckv_store(pj, p);
     const ckv vcorr = ckv_set1(corr);
     /* acc += p . V: four whole chunks at a time (four independent FMA chains),
-     * keys inner, then the remaining chunks one at a time */
+     * keys inner, then the remaining chunks one at a time, the last (tl lanes) apart */
     const float *vr = vb + j0 * stride;
     int64_t c = 0;
     for (; c + 4 < nc; c += 4) {
@@ -112,13 +123,16 @@ static void attn_row(const float *qr, const float *kb, const float *vb, int64_t 
       }
       for (int i = 0; i < 4; i++) ckv_store(acc + CKV_W * (c + i), a[i]);
     }
-    for (; c < nc; c++) {
-      const int64_t n = c + 1 < nc ? CKV_W : tl;
+    for (; c + 1 < nc; c++) {
       ckv a = ckv_mul(ckv_load(acc + CKV_W * c), vcorr);
       for (int64_t j = 0; j < nk; j++)
-        a = ckv_fma(ckv_set1(pj[j]), ckv_load_n(vr + j * stride + CKV_W * c, n), a);
+        a = ckv_fma(ckv_set1(pj[j]), ckv_loadu(vr + j * stride + CKV_W * c), a);
       ckv_store(acc + CKV_W * c, a);
     }
+    ckv a = ckv_mul(ckv_load(acc + CKV_W * c), vcorr); /* the last chunk: tl lanes */
+    for (int64_t j = 0; j < nk; j++)
+      a = ckv_fma(ckv_set1(pj[j]), ckv_load_n(vr + j * stride + CKV_W * c, tl), a);
+    ckv_store(acc + CKV_W * c, a);
   }
   const ckv inv = ckv_set1(1.0f / lrun);
   for (int64_t c = 0; c < nc; c++)
