@@ -6,6 +6,12 @@
 Prints GFLOP/s for gemm/matmul, GB/s of weights streamed for gemv, and the
 time of attention calls.  The machine is shared: compare ratios within a run.
 
+``--ab DIR`` is a paired A/B of the kernels against another runtime tree (DIR
+holds ``kernels/`` and ``include/``, e.g. ``git archive main runtime``): both
+libraries are built with the same compiler and flags, loaded into this process,
+and every case alternates old and new for ``--rounds`` rounds; it prints the
+median time of each and the ratio new/old (below 1: the new code is faster).
+
 ``--cold`` measures the prefill GEMM shapes with the weights cold, as in a
 model's prefill (no model here fits in cache): each call takes the next of
 several weight copies (>= 96 MB in all).  It also runs two independent
@@ -16,6 +22,8 @@ show how far the machine itself scales from one thread to two.
 from __future__ import annotations
 
 import argparse
+import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -25,7 +33,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from kernel_lib import build_runtime  # noqa: E402
+from kernel_lib import RuntimeLib, build_runtime  # noqa: E402
+
+from ckir.runtime_build import BASE_CFLAGS, LINK_LIBS, isa_flags  # noqa: E402
 
 
 def best_time(lib, name: str, args: list, reps: int) -> float:
@@ -91,13 +101,177 @@ def cold_gemms(lib, rng, reps: int) -> None:
     )
 
 
+def build_tree(tree: Path, isa: str, out: Path) -> RuntimeLib:
+    """A library of every kernel source of another runtime tree, built as build_library does."""
+    sources = sorted(str(p) for p in (tree / "kernels").glob("*.c"))
+    if not sources:
+        sys.exit(f"bench_kernels: no kernels/*.c under {tree}")
+    cmd = ["cc", *BASE_CFLAGS, *isa_flags(isa), "-I", str(tree / "include"), "-shared"]
+    subprocess.run([*cmd, *sources, "-o", str(out), *LINK_LIBS], check=True)
+    return RuntimeLib(out)
+
+
+def bf16(a: np.ndarray) -> np.ndarray:
+    """bf16 bits (truncated) of float32 values."""
+    return (a.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def q8_0_blocks(rng, N: int, K: int) -> np.ndarray:
+    """N rows of K/32 q8_0 blocks (f16 scale, 32 int8) with finite random values."""
+    nb = K // 32
+    d = (rng.random((N, nb, 1)) * 0.01 + 1e-3).astype(np.float16).view(np.uint8)
+    q = rng.integers(-127, 128, (N, nb, 32)).astype(np.int8).view(np.uint8)
+    return np.ascontiguousarray(np.concatenate([d, q], axis=2)).reshape(N, nb * 34)
+
+
+def ab_cases(rng) -> list[tuple[str, str, list]]:
+    """(label, kernel, args) of the kernels the vector layer rewrote, at decode and
+    prefill shapes of SmolLM2-135M / Qwen2-0.5B."""
+    f = lambda *shape: rng.standard_normal(shape, dtype=np.float32)  # noqa: E731
+    cases: list[tuple[str, str, list]] = []
+    for n in (1536, 4864, 128 * 1536):
+        cases.append((f"swiglu n={n}", "swiglu_f32", [f(n), f(n), np.empty(n, np.float32), n]))
+        cases.append((f"gelu n={n}", "gelu_tanh_f32", [f(n), np.empty(n, np.float32), n]))
+        cases.append((f"add n={n}", "add_f32", [f(n), f(n), np.empty(n, np.float32), n]))
+        cases.append((f"relu n={n}", "relu_f32", [f(n), np.empty(n, np.float32), n]))
+    for T, E in ((1, 576), (1, 896), (128, 576)):
+        x, g, b, o = f(T, E), f(E), f(E), np.empty((T, E), np.float32)
+        cases.append((f"rmsnorm {T}x{E}", "rmsnorm_f32", [x, g, o, T, E, 1e-5]))
+        cases.append((f"layernorm {T}x{E}", "layernorm_f32", [x, g, b, o, T, E, 1e-5]))
+        s, h = np.empty_like(o), np.empty_like(o)
+        cases.append((f"add_rmsnorm {T}x{E}", "add_rmsnorm_f32", [x, f(T, E), g, s, h, T, E, 1e-5]))
+    for rows, cols in ((9, 160), (9 * 128, 128), (1, 49152)):
+        x, o = f(rows, cols), np.empty((rows, cols), np.float32)
+        cases.append((f"softmax {rows}x{cols}", "softmax_f32", [x, o, rows, cols]))
+    tg = rng.integers(0, 49152, 16).astype(np.int32)
+    cases.append(
+        (
+            "cross_entropy 16x49152",
+            "cross_entropy_f32",
+            [f(16, 49152), tg, np.empty(1, np.float32), 16, 49152],
+        )
+    )
+    for T, H, KV, D in ((1, 9, 3, 64), (128, 9, 3, 64), (1, 14, 2, 64)):
+        q, k = f(T, H * D), f(T, KV * D)
+        cases.append((f"rope T={T} H={H} D={D}", "rope_f32", [q, k, T, H, KV, D, 100, 1e4]))
+    for T, P, H, KV, D in ((1, 511, 9, 3, 64), (128, 0, 9, 3, 64), (1, 1023, 14, 2, 64)):
+        q, kc, vc = f(T, H * D), f(P + T, KV * D), f(P + T, KV * D)
+        cases.append(
+            (
+                f"attention T={T} P={P}",
+                "attention_f32",
+                [q, kc, vc, np.empty_like(q), T, P, H, KV, D],
+            )
+        )
+    for N, K in ((576, 576), (1536, 576), (4864, 896), (49152, 576)):
+        x, w = f(K), f(N, K)
+        cases.append((f"gemv {N}x{K}", "gemv_f32", [x, w, np.empty(N, np.float32), N, K]))
+        cases.append(
+            (f"gemv_bf16 {N}x{K}", "gemv_bf16", [x, bf16(w), np.empty(N, np.float32), N, K])
+        )
+    for M in (2, 5, 8):
+        N, K = 1536, 576
+        x, w = f(M, K), f(N, K)
+        cases.append(
+            (f"gemm M={M} {N}x{K}", "gemm_f32", [x, w, np.empty((M, N), np.float32), M, N, K])
+        )
+    K, N, Nkv = 576, 576, 192
+    x, wq, wk, wv = f(K), f(N, K), f(Nkv, K), f(Nkv, K)
+    out = [np.empty(N, np.float32), np.empty(Nkv, np.float32), np.empty(Nkv, np.float32)]
+    cases.append(
+        ("gemv_qkv 576+192+192 x576", "gemv_qkv_f32", [x, wq, wk, wv, *out, N, Nkv, Nkv, K])
+    )
+    wg, wu = f(1536, K), f(1536, K)
+    cases.append(
+        (
+            "gemv_gate_up 1536x576",
+            "gemv_gate_up_f32",
+            [x, wg, wu, np.empty(1536, np.float32), 1536, K],
+        )
+    )
+    xm = f(128, K)
+    cases.append(
+        (
+            "gemm_gate_up 128x1536x576",
+            "gemm_gate_up_f32",
+            [xm, wg, wu, np.empty((128, 1536), np.float32), 128, 1536, K],
+        )
+    )
+    for M in (16, 128):
+        N, K = 1536, 576
+        x, w, y = f(M, K), f(N, K), np.empty((M, N), np.float32)
+        cases.append((f"gemm_bf16 M={M} {N}x{K}", "gemm_bf16", [x, bf16(w), y, M, N, K]))
+        wq = q8_0_blocks(rng, N, K)
+        cases.append((f"gemm_q8_0 M={M} {N}x{K}", "gemm_q8_0", [x, wq, y, M, N, K]))
+    for T, E in ((1, 576), (128, 576)):
+        tok = rng.integers(0, 4096, T).astype(np.int32)
+        cases.append(
+            (
+                f"embed_bf16 {T}x{E}",
+                "embed_bf16",
+                [tok, bf16(f(4096, E)), np.empty((T, E), np.float32), T, E],
+            )
+        )
+    return cases
+
+
+def bound_call(lib: RuntimeLib, name: str, args: list):
+    """A no-argument callable running kernel `name` on `args` (ctypes arguments
+    converted once, so the timing loop measures the kernel, not the argument checks)."""
+    spec = lib.registry[name]
+    fn = lib._fn(spec.c_name, spec)
+    nb = len(spec.operands)
+    cargs = [a.ctypes.data for a in args[:nb]]
+    cargs += [
+        int(v) if p.type == "i64" else float(v) for p, v in zip(spec.params, args[nb:], strict=True)
+    ]
+    return lambda: fn(*cargs)
+
+
+def one_time(call, inner: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(inner):
+        call()
+    return (time.perf_counter() - t0) / inner
+
+
+def ab(tree: Path, isa: str, threads: int, rounds: int, only: str) -> None:
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as d:
+        old = build_tree(tree, isa, Path(d) / "libold.so")
+        new = build_runtime(isa, Path(d))
+        print(f"A/B {isa} ({new.isa}), {threads} thread(s), {rounds} rounds")
+        print(f"{'case':32s} {'old us':>10s} {'new us':>10s}  new/old")
+        for lib in (old, new):
+            lib.set_num_threads(threads)
+        for label, name, args in ab_cases(rng):
+            if only not in label:
+                continue
+            calls = {"old": bound_call(old, name, args), "new": bound_call(new, name, args)}
+            one = one_time(calls["new"], 3)
+            inner = max(1, min(5000, int(1e-3 / max(one, 1e-7))))
+            times: dict[str, list[float]] = {"old": [], "new": []}
+            for r in range(rounds):
+                for key in ("old", "new") if r % 2 == 0 else ("new", "old"):
+                    times[key].append(one_time(calls[key], inner))
+            mo, mn = statistics.median(times["old"]), statistics.median(times["new"])
+            print(f"{label:32s} {mo * 1e6:10.2f} {mn * 1e6:10.2f}  {mn / mo:5.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--isa", default="native")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--cold", action="store_true", help="prefill GEMMs with cold weights")
+    ap.add_argument("--ab", type=Path, metavar="DIR", help="paired A/B against the runtime in DIR")
+    ap.add_argument("--rounds", type=int, default=15, help="rounds of the --ab comparison")
+    ap.add_argument("--only", default="", help="--ab: only the cases whose label contains this")
     args = ap.parse_args()
+    if args.ab:
+        for nt in args.threads:
+            ab(args.ab, args.isa, nt, args.rounds, args.only)
+        return
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as d:
         lib = build_runtime(args.isa, Path(d))

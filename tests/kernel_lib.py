@@ -9,13 +9,16 @@ buffer operands (dtype and contiguity are checked), Python numbers for params.
 from __future__ import annotations
 
 import ctypes
+import os
+import re
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from ckir.registry import KernelSpec, load_registry
-from ckir.runtime_build import build_library
+from ckir.runtime_build import build_library, runtime_dir
 
 NP_DTYPES = {
     "f32": np.float32,
@@ -49,6 +52,32 @@ def isa_supported(isa: str) -> bool:
     if isa == "avx2":
         return {"avx2", "fma"} <= cpu_flags()
     return True
+
+
+KERNEL_TABLE = runtime_dir() / "include" / "ckir_kernels.def"
+TABLE_SECTIONS = ("CKIR_KERNELS_F32", "CKIR_KERNELS_QUANT", "CKIR_KERNELS_FUSED")
+_ENTRY = re.compile(r"CKIR_TABLE_ENTRY\s+(\w+)\s*\(([^()]*)\)")
+
+
+def norm_params(params: str) -> str:
+    """A C parameter list with its white space normalised (`const float *x, int64_t n`)."""
+    params = re.sub(r"\s+", " ", params.strip())
+    return re.sub(r"\s*\*\s*", " *", params).replace(" ,", ",")
+
+
+def kernel_table(sections: tuple[str, ...] = TABLE_SECTIONS) -> dict[str, str]:
+    """The entries of runtime/include/ckir_kernels.def as the C preprocessor expands them:
+    kernel name (without ``ckir_``) -> normalised parameter list."""
+    src = "".join(f"#define {s} 1\n" for s in sections)
+    src += "#define CKIR_KERNEL(name, params) CKIR_TABLE_ENTRY name params\n"
+    src += f'#include "{KERNEL_TABLE.name}"\n'
+    cmd = [os.environ.get("CC", "cc"), "-E", "-P", "-I", str(KERNEL_TABLE.parent), "-x", "c", "-"]
+    out = subprocess.run(cmd, input=src, capture_output=True, text=True, check=True).stdout
+    table: dict[str, str] = {}
+    for name, params in _ENTRY.findall(out):
+        assert name not in table, f"{name} is listed twice in {KERNEL_TABLE.name}"
+        table[name] = norm_params(params)
+    return table
 
 
 class RuntimeLib:

@@ -4,11 +4,14 @@ the C header and the built library."""
 from __future__ import annotations
 
 import ctypes
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from kernel_lib import TABLE_SECTIONS, kernel_table, norm_params
 
 from ckir.registry import (
     KernelSpec,
@@ -46,26 +49,15 @@ NOT_KERNELS = {"ckir_set_num_threads", "ckir_get_num_threads", "ckir_runtime_isa
 PROTO = re.compile(r"\bvoid\s+(ckir_\w+)\s*\(([^)]*)\)\s*;", re.S)
 
 
-def norm_args(args: str) -> str:
-    args = re.sub(r"\s+", " ", args.strip())
-    return re.sub(r"\s*\*\s*", " *", args).replace(" ,", ",")
-
-
 def header_prototypes(path: Path) -> dict[str, str]:
+    """The prototypes written out in a header (not those generated from the table)."""
     text = re.sub(r"/\*.*?\*/", "", path.read_text(), flags=re.S)
-    return {name: norm_args(args) for name, args in PROTO.findall(text)}
-
-
-def all_header_prototypes() -> dict[str, str]:
-    protos: dict[str, str] = {}
-    for h in sorted((runtime_dir() / "include").glob("*.h")):
-        protos.update(header_prototypes(h))
-    return protos
+    return {name: norm_params(args) for name, args in PROTO.findall(text)}
 
 
 def sig_args(spec: KernelSpec) -> str:
     sig = spec.c_signature()
-    return norm_args(sig[sig.index("(") + 1 : sig.rindex(")")])
+    return norm_params(sig[sig.index("(") + 1 : sig.rindex(")")])
 
 
 def test_registry_loads_expected_kernels():
@@ -97,22 +89,47 @@ def test_spec_accessors():
     assert rope.inputs() == ()
 
 
-def test_header_matches_registry():
-    """Every registry kernel has its prototype (and a ckir_ref_ twin) in a runtime header;
-    every kernel prototype of ckir_runtime.h is registered."""
-    protos = all_header_prototypes()
-    main = header_prototypes(runtime_dir() / "include" / "ckir_runtime.h")
+def test_kernel_table_matches_registry():
+    """ckir_kernels.def and the registry list the same kernels with the same C
+    parameters (operand C types and names in order, then params), both ways."""
+    table = kernel_table()
     reg = load_registry()
     for spec in reg.values():
-        assert spec.c_name in protos, f"{spec.c_name} missing from the headers"
-        assert protos[spec.c_name] == sig_args(spec), spec.name
-        ref = spec.c_name.replace("ckir_", "ckir_ref_", 1)
-        assert protos.get(ref) == sig_args(spec), f"{ref} missing or differs"
-    registered = {s.c_name for s in reg.values()}
-    for name in main:
-        if name in NOT_KERNELS or name.startswith("ckir_ref_"):
-            continue
-        assert name in registered, f"{name} is declared in ckir_runtime.h but not registered"
+        name = spec.c_name.removeprefix("ckir_")
+        assert name in table, f"{spec.c_name} is registered but not in ckir_kernels.def"
+        assert table[name] == sig_args(spec), f"{name}: table and registry differ"
+    registered = {s.c_name.removeprefix("ckir_") for s in reg.values()}
+    extra = sorted(set(table) - registered)
+    assert not extra, f"in ckir_kernels.def but not registered: {extra}"
+    # each section belongs to one header; together they are the whole table
+    parts = [kernel_table((sec,)) for sec in TABLE_SECTIONS]
+    assert sum(len(p) for p in parts) == len(table)
+
+
+def test_headers_declare_the_table(tmp_path):
+    """The public headers declare every table entry and its reference twin with exactly
+    the table's type (a pointer initialised from each must compile warning-free), and
+    write out no other kernel prototype."""
+    headers = ("ckir_runtime.h", "ckir_quant.h", "ckir_fused.h")
+    lines = [f'#include "{h}"' for h in headers]
+    for i, (name, params) in enumerate(sorted(kernel_table().items())):
+        lines.append(f"void (*const k{i})({params}) = ckir_{name};")
+        lines.append(f"void (*const r{i})({params}) = ckir_ref_{name};")
+    src = tmp_path / "decls.c"
+    src.write_text("#include <stdint.h>\n" + "\n".join(lines) + "\n")
+    cc = os.environ.get("CC", "cc")
+    inc = str(runtime_dir() / "include")
+    proc = subprocess.run(
+        [cc, "-std=c11", "-Wall", "-Werror", "-fsyntax-only", "-I", inc, str(src)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for h in headers:
+        for name in header_prototypes(runtime_dir() / "include" / h):
+            assert name in NOT_KERNELS or name.startswith("ckir_internal_"), (
+                f"{h} writes out {name}: list kernels in ckir_kernels.def"
+            )
     header = (runtime_dir() / "include" / "ckir_runtime.h").read_text()
     for name in NOT_KERNELS:
         assert re.search(rf"\b{name}\s*\(", header), name

@@ -51,96 +51,15 @@ extern "C" {
 #define CKIR_Q4_1_BYTES 20      /* bytes per q4_1 block */
 #define CKIR_QUANT_MAX_K 32768  /* largest K of gemv_<q> (stack bound) */
 
-/* ---- bf16 --------------------------------------------------------------- */
-
-/* y[N] = w[N, K] . x[K] (+ b[N]) */
-void ckir_gemv_bf16(const float *x, const uint16_t *w, float *y, int64_t N, int64_t K);
-void ckir_gemv_bias_bf16(const float *x, const uint16_t *w, const float *b, float *y, int64_t N,
-                         int64_t K);
-/* y[M, N] = x[M, K] . w[N, K]^T (+ b[N]) */
-void ckir_gemm_bf16(const float *x, const uint16_t *w, float *y, int64_t M, int64_t N, int64_t K);
-void ckir_gemm_bias_bf16(const float *x, const uint16_t *w, const float *b, float *y, int64_t M,
-                         int64_t N, int64_t K);
-/* out[t, :] = fp32(table[tokens[t], :]); table is [V, E] */
-void ckir_embed_bf16(const int32_t *tokens, const uint16_t *table, float *out, int64_t T,
-                     int64_t E);
-
-/* ---- q8_0, q4_0, q4_1: w and table are block bytes ---------------------- */
-
-void ckir_gemv_q8_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K);
-void ckir_gemv_bias_q8_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
-                         int64_t K);
-void ckir_gemm_q8_0(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N, int64_t K);
-void ckir_gemm_bias_q8_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
-                         int64_t N, int64_t K);
-void ckir_embed_q8_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
-                     int64_t E);
-
-void ckir_gemv_q4_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K);
-void ckir_gemv_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
-                         int64_t K);
-void ckir_gemm_q4_0(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N, int64_t K);
-void ckir_gemm_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
-                         int64_t N, int64_t K);
-void ckir_embed_q4_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
-                     int64_t E);
-
-void ckir_gemv_q4_1(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K);
-void ckir_gemv_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
-                         int64_t K);
-void ckir_gemm_q4_1(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N, int64_t K);
-void ckir_gemm_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
-                         int64_t N, int64_t K);
-void ckir_embed_q4_1(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
-                     int64_t E);
-
-/* ---- scalar reference twins (single-threaded, same semantics) ----------- */
-
-void ckir_ref_gemv_bf16(const float *x, const uint16_t *w, float *y, int64_t N, int64_t K);
-void ckir_ref_gemv_bias_bf16(const float *x, const uint16_t *w, const float *b, float *y,
-                             int64_t N, int64_t K);
-void ckir_ref_gemm_bf16(const float *x, const uint16_t *w, float *y, int64_t M, int64_t N,
-                        int64_t K);
-void ckir_ref_gemm_bias_bf16(const float *x, const uint16_t *w, const float *b, float *y,
-                             int64_t M, int64_t N, int64_t K);
-void ckir_ref_embed_bf16(const int32_t *tokens, const uint16_t *table, float *out, int64_t T,
-                         int64_t E);
-
-void ckir_ref_gemv_q8_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K);
-void ckir_ref_gemv_bias_q8_0(const float *x, const uint8_t *w, const float *b, float *y,
-                             int64_t N, int64_t K);
-void ckir_ref_gemm_q8_0(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
-                        int64_t K);
-void ckir_ref_gemm_bias_q8_0(const float *x, const uint8_t *w, const float *b, float *y,
-                             int64_t M, int64_t N, int64_t K);
-void ckir_ref_embed_q8_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
-                         int64_t E);
-
-void ckir_ref_gemv_q4_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K);
-void ckir_ref_gemv_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y,
-                             int64_t N, int64_t K);
-void ckir_ref_gemm_q4_0(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
-                        int64_t K);
-void ckir_ref_gemm_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y,
-                             int64_t M, int64_t N, int64_t K);
-void ckir_ref_embed_q4_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
-                         int64_t E);
-
-void ckir_ref_gemv_q4_1(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K);
-void ckir_ref_gemv_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y,
-                             int64_t N, int64_t K);
-void ckir_ref_gemm_q4_1(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
-                        int64_t K);
-void ckir_ref_gemm_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y,
-                             int64_t M, int64_t N, int64_t K);
-void ckir_ref_embed_q4_1(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
-                         int64_t E);
-
-/* ---- benchmark probe (not a registry kernel) ----------------------------- */
-
-/* out[0] = sum of buf[0..n) read once with wide loads on every OpenMP thread:
- * a memory read-bandwidth probe built with the same flags as the kernels. */
-void ckir_quant_read_probe(const float *buf, float *out, int64_t n);
+/* ---- the kernels and their reference twins, from the table --------------
+ * For each weight dtype D in bf16 (w is uint16_t), q8_0, q4_0, q4_1 (w and
+ * table are block bytes, uint8_t):
+ *   gemv_D, gemv_bias_D     y[N] = w[N, K] . x[K] (+ b[N])
+ *   gemm_D, gemm_bias_D     y[M, N] = x[M, K] . w[N, K]^T (+ b[N])
+ *   embed_D                 out[t, :] = fp32(table[tokens[t], :]); table is [V, E] */
+#define CKIR_KERNELS_QUANT 1
+#include "ckir_kernels.def"
+#undef CKIR_KERNELS_QUANT
 
 /* ---- internal: shared by runtime/kernels/{bf16,quant}_*.c ---------------- */
 

@@ -12,7 +12,9 @@
  *    compiled; -DCKIR_FORCE_SCALAR forces the scalar path;
  *  - every kernel has a scalar reference twin `ckir_ref_<name>` with the same
  *    signature: single-threaded, written for clarity, it defines the semantics
- *    and is what the tests compare the fast path against.
+ *    and is what the tests compare the fast path against;
+ *  - both prototypes are generated from the one table of kernels,
+ *    ckir_kernels.def (this header: its CKIR_KERNELS_F32 section).
  */
 #ifndef CKIR_RUNTIME_H
 #define CKIR_RUNTIME_H
@@ -34,133 +36,78 @@ int ckir_get_num_threads(void);
 /* The kernel path this library was compiled with: "avx512", "avx2" or "scalar". */
 const char *ckir_runtime_isa(void);
 
-/* ---- embeddings and cache ---------------------------------------------- */
+/* ---- what each kernel computes (prototypes: ckir_kernels.def) ---------- */
 
-/* out[t, :] = table[tokens[t], :] for t < T; table is [V, E], out is [T, E].
+/* embed_f32: out[t, :] = table[tokens[t], :] for t < T; table is [V, E], out is [T, E].
  * Token ids must be in [0, V): the caller checks them. */
-void ckir_embed_f32(const int32_t *tokens, const float *table, float *out, int64_t T, int64_t E);
 
-/* x[t, :] += wpe[P + t, :] for t < T (GPT-2 learned positions); x is [T, E]
+/* pos_embed_add_f32: x[t, :] += wpe[P + t, :] for t < T (GPT-2 learned positions); x is [T, E]
  * (read-write), wpe is [max_positions, E] with P + T <= max_positions. */
-void ckir_pos_embed_add_f32(const float *wpe, float *x, int64_t T, int64_t E, int64_t P);
 
-/* kcache[P + t, :] = k[t, :] and vcache[P + t, :] = v[t, :] for t < T.
+/* kv_store_f32: kcache[P + t, :] = k[t, :] and vcache[P + t, :] = v[t, :] for t < T.
  * k, v are [T, KVD]; the caches are [max_ctx, KVD]; other rows are untouched. */
-void ckir_kv_store_f32(const float *k, const float *v, float *kcache, float *vcache, int64_t T,
-                       int64_t P, int64_t KVD);
 
 /* ---- normalisation ------------------------------------------------------ */
 
-/* RMSNorm (HF Llama): out[t, :] = x[t, :] * rsqrt(mean(x[t, :]^2) + eps) * gamma.
+/* rmsnorm_f32: RMSNorm (HF Llama): out[t, :] = x[t, :] * rsqrt(mean(x[t, :]^2) + eps) * gamma.
  * x, out are [T, E] (out may alias x); gamma is [E]. */
-void ckir_rmsnorm_f32(const float *x, const float *gamma, float *out, int64_t T, int64_t E,
-                      float eps);
 
-/* LayerNorm (torch.nn.LayerNorm, biased variance):
+/* layernorm_f32: LayerNorm (torch.nn.LayerNorm, biased variance):
  * out[t, :] = (x[t, :] - mean) * rsqrt(var + eps) * gamma + beta.
  * x, out are [T, E] (out may alias x); gamma, beta are [E]. */
-void ckir_layernorm_f32(const float *x, const float *gamma, const float *beta, float *out,
-                        int64_t T, int64_t E, float eps);
 
 /* ---- linear layers ------------------------------------------------------ */
 
-/* y[M, N] = x[M, K] . w[N, K]^T (prefill).  Cache- and register-blocked,
+/* gemm_f32: y[M, N] = x[M, K] . w[N, K]^T (prefill).  Cache- and register-blocked,
  * OpenMP-threaded.  y must not alias x or w.  Uses up to ~360 KiB of stack
  * per thread for packed panels (docs/runtime.md). */
-void ckir_gemm_f32(const float *x, const float *w, float *y, int64_t M, int64_t N, int64_t K);
 
-/* y[M, N] = x[M, K] . w[N, K]^T + b[N] (bias broadcast over rows). */
-void ckir_gemm_bias_f32(const float *x, const float *w, const float *b, float *y, int64_t M,
-                        int64_t N, int64_t K);
+/* gemm_bias_f32: y[M, N] = x[M, K] . w[N, K]^T + b[N] (bias broadcast over rows). */
 
-/* y[N] = w[N, K] . x[K] (decode, M = 1): streams w once, OpenMP over N. */
-void ckir_gemv_f32(const float *x, const float *w, float *y, int64_t N, int64_t K);
+/* gemv_f32: y[N] = w[N, K] . x[K] (decode, M = 1): streams w once, OpenMP over N. */
 
-/* y[N] = w[N, K] . x[K] + b[N]. */
-void ckir_gemv_bias_f32(const float *x, const float *w, const float *b, float *y, int64_t N,
-                        int64_t K);
+/* gemv_bias_f32: y[N] = w[N, K] . x[K] + b[N]. */
 
-/* c[M, N] = a[M, K] . b[K, N] (b is NOT transposed).  c must not alias a or b. */
-void ckir_matmul_f32(const float *a, const float *b, float *c, int64_t M, int64_t N, int64_t K);
+/* matmul_f32: c[M, N] = a[M, K] . b[K, N] (b is NOT transposed).  c must not alias a or b. */
 
-/* c[M, N] = max(a[M, K] . b[K, N], 0). */
-void ckir_matmul_relu_f32(const float *a, const float *b, float *c, int64_t M, int64_t N,
-                          int64_t K);
+/* matmul_relu_f32: c[M, N] = max(a[M, K] . b[K, N], 0). */
 
 /* ---- attention ---------------------------------------------------------- */
 
-/* Rotary embedding in place, HF "rotate_half" convention (Llama, Qwen2).
+/* rope_f32: Rotary embedding in place, HF "rotate_half" convention (Llama, Qwen2).
  * q is [T, H*D], k is [T, KV*D]; token t has position p = P + t.  For
  * i < D/2: inv_freq = 1 / theta^(2i/D) (float32), angle = (float)p * inv_freq,
  * x1 = x[i], x2 = x[i + D/2]: x[i] = x1*cos - x2*sin, x[i + D/2] = x2*cos + x1*sin,
  * for every head of q and k.  D must be even. */
-void ckir_rope_f32(float *q, float *k, int64_t T, int64_t H, int64_t KV, int64_t D, int64_t P,
-                   float theta);
 
-/* Causal attention over the KV cache.  q, out are [T, H*D]; kcache, vcache are
+/* attention_f32: Causal attention over the KV cache.  q, out are [T, H*D]; kcache, vcache are
  * [ctx, KV*D].  Query t (position P + t) attends to cache rows 0..P+t; head h
  * reads kv head h / (H / KV); scale 1/sqrt(D).  Online softmax, no scratch.
  * Constraints: D <= 256, H % KV == 0.  out must not alias q. */
-void ckir_attention_f32(const float *q, const float *kcache, const float *vcache, float *out,
-                        int64_t T, int64_t P, int64_t H, int64_t KV, int64_t D);
 
 /* ---- element-wise ------------------------------------------------------- */
 
-/* out[i] = silu(gate[i]) * up[i] = gate / (1 + exp(-gate)) * up; out may alias. */
-void ckir_swiglu_f32(const float *gate, const float *up, float *out, int64_t n);
+/* swiglu_f32: out[i] = silu(gate[i]) * up[i] = gate / (1 + exp(-gate)) * up; out may alias. */
 
-/* GPT-2 "gelu_new": out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); out may alias x. */
-void ckir_gelu_tanh_f32(const float *x, float *out, int64_t n);
+/* gelu_tanh_f32: GPT-2 "gelu_new": out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)));
+ * out may alias x. */
 
-/* out[i] = a[i] + b[i]; out may alias a or b. */
-void ckir_add_f32(const float *a, const float *b, float *out, int64_t n);
+/* add_f32: out[i] = a[i] + b[i]; out may alias a or b. */
 
-/* out[i] = max(x[i], 0); out may alias x. */
-void ckir_relu_f32(const float *x, float *out, int64_t n);
+/* relu_f32: out[i] = max(x[i], 0); out may alias x. */
 
 /* ---- softmax and loss --------------------------------------------------- */
 
-/* Row-wise numerically stable softmax of x[rows, cols]; out may alias x. */
-void ckir_softmax_f32(const float *x, float *out, int64_t rows, int64_t cols);
+/* softmax_f32: Row-wise numerically stable softmax of x[rows, cols]; out may alias x. */
 
-/* loss[0] = mean over t < T of -log softmax(logits[t, :])[targets[t]];
+/* cross_entropy_f32: loss[0] = mean over t < T of -log softmax(logits[t, :])[targets[t]];
  * logits is [T, V]; targets must be in [0, V) (checked by the caller). */
-void ckir_cross_entropy_f32(const float *logits, const int32_t *targets, float *loss, int64_t T,
-                            int64_t V);
 
-/* ---- scalar reference twins (same semantics, single-threaded) ----------- */
+/* ---- the kernels and their reference twins, from the table -------------- */
 
-void ckir_ref_embed_f32(const int32_t *tokens, const float *table, float *out, int64_t T,
-                        int64_t E);
-void ckir_ref_pos_embed_add_f32(const float *wpe, float *x, int64_t T, int64_t E, int64_t P);
-void ckir_ref_kv_store_f32(const float *k, const float *v, float *kcache, float *vcache,
-                           int64_t T, int64_t P, int64_t KVD);
-void ckir_ref_rmsnorm_f32(const float *x, const float *gamma, float *out, int64_t T, int64_t E,
-                          float eps);
-void ckir_ref_layernorm_f32(const float *x, const float *gamma, const float *beta, float *out,
-                            int64_t T, int64_t E, float eps);
-void ckir_ref_gemm_f32(const float *x, const float *w, float *y, int64_t M, int64_t N,
-                       int64_t K);
-void ckir_ref_gemm_bias_f32(const float *x, const float *w, const float *b, float *y, int64_t M,
-                            int64_t N, int64_t K);
-void ckir_ref_gemv_f32(const float *x, const float *w, float *y, int64_t N, int64_t K);
-void ckir_ref_gemv_bias_f32(const float *x, const float *w, const float *b, float *y, int64_t N,
-                            int64_t K);
-void ckir_ref_matmul_f32(const float *a, const float *b, float *c, int64_t M, int64_t N,
-                         int64_t K);
-void ckir_ref_matmul_relu_f32(const float *a, const float *b, float *c, int64_t M, int64_t N,
-                              int64_t K);
-void ckir_ref_rope_f32(float *q, float *k, int64_t T, int64_t H, int64_t KV, int64_t D,
-                       int64_t P, float theta);
-void ckir_ref_attention_f32(const float *q, const float *kcache, const float *vcache, float *out,
-                            int64_t T, int64_t P, int64_t H, int64_t KV, int64_t D);
-void ckir_ref_swiglu_f32(const float *gate, const float *up, float *out, int64_t n);
-void ckir_ref_gelu_tanh_f32(const float *x, float *out, int64_t n);
-void ckir_ref_add_f32(const float *a, const float *b, float *out, int64_t n);
-void ckir_ref_relu_f32(const float *x, float *out, int64_t n);
-void ckir_ref_softmax_f32(const float *x, float *out, int64_t rows, int64_t cols);
-void ckir_ref_cross_entropy_f32(const float *logits, const int32_t *targets, float *loss,
-                                int64_t T, int64_t V);
+#define CKIR_KERNELS_F32 1
+#include "ckir_kernels.def"
+#undef CKIR_KERNELS_F32
 
 #ifdef __cplusplus
 }

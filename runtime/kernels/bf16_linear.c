@@ -1,8 +1,8 @@
 /* ckir runtime: linear layers and embeddings with bf16 weights.
  *
- * bf16 -> fp32 is a 16-bit left shift, done in registers; all arithmetic is
- * fp32 FMA (vdpbf16ps would round x to bf16 and, on this class of machine,
- * runs at half the fp32 FMA rate).  gemv: each thread streams one contiguous
+ * bf16 -> fp32 is a 16-bit left shift, done in registers (ckv_load_bf16 of the
+ * vector layer, ckir_vec.h); all arithmetic is fp32 FMA (vdpbf16ps would round
+ * x to bf16 and, on this class of machine, runs at half the fp32 FMA rate).  gemv: each thread streams one contiguous
  * range of rows, one row at a time, with software prefetch; gemm converts
  * panels to fp32 and reuses the fp32 micro-kernel of ckir_internal_wgemm
  * (quant_common.c). */
@@ -21,39 +21,11 @@ CKIR_INLINE float bf16_to_f32(uint16_t h) {
   return f;
 }
 
-#if defined(CKIR_AVX512)
-/* 16 bf16 at p -> 16 fp32 */
-CKIR_INLINE __m512 bf16x16_load(const uint16_t *p) {
-  return _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-}
-/* the first n (< 16) bf16 at p, zero-extended to 16 fp32 (tails only) */
-CKIR_INLINE __m512 bf16x16_load_n(const uint16_t *p, int64_t n) {
-  uint16_t tmp[16] = {0};
-  memcpy(tmp, p, (size_t)n * sizeof(uint16_t));
-  return bf16x16_load(tmp);
-}
-#elif defined(CKIR_AVX2)
-CKIR_INLINE __m256 bf16x8_load(const uint16_t *p) {
-  return _mm256_castsi256_ps(
-      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
-}
-#endif
-
 /* ---- conversion of a row slice (embed, gemm panels) ----------------------- */
 
 static void bf16_row_to_f32(const uint16_t *src, int64_t n, float *dst) {
   int64_t i = 0;
-#if defined(CKIR_AVX512)
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, bf16x16_load(src + i));
-  if (i < n) {
-    _mm512_mask_storeu_ps(dst + i, ckir_mask16(n - i), bf16x16_load_n(src + i, n - i));
-    i = n;
-  }
-#elif defined(CKIR_AVX2)
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, bf16x8_load(src + i));
-#endif
-  for (; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+  CKV_LOOP(i, n, ln, ckv_store_n(dst + i, ln, ckv_load_bf16_n(src + i, ln)););
 }
 
 static void bf16_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc, float *dst) {
@@ -65,58 +37,23 @@ static void bf16_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t k
 /* out[r] = dot(x, row r of w) for r < R (R = BF16_R or 1); pfd: prefetch distance */
 CKIR_INLINE void bf16_dot_rows(const float *x, const uint16_t *w, int64_t K, int64_t pfd,
                                float *out, const int R) {
-#if defined(CKIR_AVX512)
-  __m512 a[BF16_R], c[BF16_R];
-  for (int r = 0; r < R; r++) a[r] = c[r] = _mm512_setzero_ps();
+  ckv a[BF16_R], c[BF16_R];
+  for (int r = 0; r < R; r++) a[r] = c[r] = ckv_zero();
   int64_t k = 0;
-  for (; k + 32 <= K; k += 32) {
-    __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
+  for (; k + 2 * CKV_W <= K; k += 2 * CKV_W) {
+    const ckv x0 = ckv_loadu(x + k), x1 = ckv_loadu(x + k + CKV_W);
     for (int r = 0; r < R; r++) {
       const uint16_t *p = w + r * K + k;
       __builtin_prefetch((const char *)p + pfd, 0, 3);
-      a[r] = _mm512_fmadd_ps(bf16x16_load(p), x0, a[r]);
-      c[r] = _mm512_fmadd_ps(bf16x16_load(p + 16), x1, c[r]);
+      a[r] = ckv_fma(ckv_load_bf16(p), x0, a[r]);
+      c[r] = ckv_fma(ckv_load_bf16(p + CKV_W), x1, c[r]);
     }
   }
-  for (; k < K; k += 16) {
-    __mmask16 m = ckir_mask16(K - k);
-    __m512 x0 = _mm512_maskz_loadu_ps(m, x + k);
-    for (int r = 0; r < R; r++)
-      a[r] = _mm512_fmadd_ps(bf16x16_load_n(w + r * K + k, CKIR_MIN(16, K - k)), x0, a[r]);
-  }
-  for (int r = 0; r < R; r++) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(a[r], c[r]));
-#elif defined(CKIR_AVX2)
-  __m256 a[BF16_R], c[BF16_R];
-  for (int r = 0; r < R; r++) a[r] = c[r] = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 16 <= K; k += 16) {
-    __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
-    for (int r = 0; r < R; r++) {
-      const uint16_t *p = w + r * K + k;
-      __builtin_prefetch((const char *)p + pfd, 0, 3);
-      a[r] = _mm256_fmadd_ps(bf16x8_load(p), x0, a[r]);
-      c[r] = _mm256_fmadd_ps(bf16x8_load(p + 8), x1, c[r]);
-    }
-  }
-  for (int r = 0; r < R; r++) {
-    float s = ckir_hsum_ps256(_mm256_add_ps(a[r], c[r]));
-    for (int64_t kk = k; kk < K; kk++) s += bf16_to_f32(w[r * K + kk]) * x[kk];
-    out[r] = s;
-  }
-#else
-  (void)pfd;
-  for (int r = 0; r < R; r++) {
-    float s8[8] = {0};
-    const uint16_t *p = w + r * K;
-    int64_t k = 0;
-    for (; k + 8 <= K; k += 8)
-      for (int l = 0; l < 8; l++) s8[l] += bf16_to_f32(p[k + l]) * x[k + l];
-    float s = 0.0f;
-    for (int l = 0; l < 8; l++) s += s8[l];
-    for (; k < K; k++) s += bf16_to_f32(p[k]) * x[k];
-    out[r] = s;
-  }
-#endif
+  CKV_LOOP(k, K, ln, {
+    const ckv x0 = ckv_load_n(x + k, ln);
+    for (int r = 0; r < R; r++) a[r] = ckv_fma(ckv_load_bf16_n(w + r * K + k, ln), x0, a[r]);
+  });
+  for (int r = 0; r < R; r++) out[r] = ckv_reduce_add(ckv_add(a[r], c[r]));
 }
 
 static void gemv_bf16_impl(const float *x, const uint16_t *w, const float *b, float *y,

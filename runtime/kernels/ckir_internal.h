@@ -67,24 +67,6 @@
 #define CKIR_EXP_C7 (1.0f / 5040.0f)
 
 #if defined(CKIR_AVX512)
-/* e^x for 16 lanes; overflow gives +inf, underflow (x < -104) gives 0. */
-CKIR_INLINE __m512 ckir_exp_ps512(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(CKIR_LOG2E)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(CKIR_LN2_HI), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(CKIR_LN2_LO), r);
-  __m512 p = _mm512_set1_ps(CKIR_EXP_C7);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CKIR_EXP_C6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CKIR_EXP_C5));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CKIR_EXP_C4));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CKIR_EXP_C3));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CKIR_EXP_C2));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
 /* Lane i of the result is the horizontal sum of v[i] (16 inputs). */
 CKIR_INLINE __m512 ckir_hsum16_ps512(const __m512 v[16]) {
   __m512 s1[8], s2[4], s3[2];
@@ -114,32 +96,6 @@ CKIR_INLINE __mmask16 ckir_mask16(int64_t n) {
 #endif /* CKIR_AVX512 */
 
 #if defined(CKIR_AVX512) || defined(CKIR_AVX2)
-/* e^x for 8 lanes (AVX2+FMA); x is clamped to [-87.3, 88.7]. */
-CKIR_INLINE __m256 ckir_exp_ps256(__m256 x) {
-  __m256 big = _mm256_cmp_ps(x, _mm256_set1_ps(88.72283f), _CMP_GT_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33654f)), _mm256_set1_ps(88.72283f));
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(CKIR_LOG2E)),
-                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(CKIR_LN2_HI), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(CKIR_LN2_LO), r);
-  __m256 p = _mm256_set1_ps(CKIR_EXP_C7);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CKIR_EXP_C6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CKIR_EXP_C5));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CKIR_EXP_C4));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CKIR_EXP_C3));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CKIR_EXP_C2));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  /* n in [-126, 128]: split 2^n = 2^(n - n/2) * 2^(n/2) to stay in range. */
-  __m256i ni = _mm256_cvtps_epi32(n);
-  __m256i n1 = _mm256_srai_epi32(ni, 1);
-  __m256i n2 = _mm256_sub_epi32(ni, n1);
-  __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
-  __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
-  p = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-  return _mm256_blendv_ps(p, _mm256_set1_ps(INFINITY), big);
-}
-
 CKIR_INLINE float ckir_hsum_ps256(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -170,10 +126,16 @@ CKIR_INLINE __m256i ckir_mask8(int64_t n) {
 }
 #endif
 
+#include "ckir_vec.h"
+
 /* y[m, n] = x[m, :] . w[n, :] (+ b[n] when b != NULL) for m < M, n < N: the
  * dot-product (weight-streaming) form used by gemv (M = 1) and by gemm for
  * small M.  Defined in gemv.c; OpenMP over blocks of rows of w. */
 void ckir_internal_dot_rows(const float *x, int64_t M, const float *w, const float *b, float *y,
                             int64_t N, int64_t K);
+
+/* out[i] = g[i] / (1 + e^-g[i]) * u[i] over one span, on the calling thread (the
+ * body of swiglu_f32; elementwise.c).  Used by the fused gate_up kernels. */
+void ckir_internal_silu_mul(const float *g, const float *u, float *out, int64_t n);
 
 #endif /* CKIR_INTERNAL_H */

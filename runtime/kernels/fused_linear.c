@@ -21,8 +21,9 @@
  * by default), so there is no gate/up buffer and no separate swiglu pass. */
 #include "ckir_internal.h"
 #include "ckir_fused.h"
+#include "ckir_rows.h"
 
-#define FR 4 /* weight rows per block (as GEMV_R in gemv.c) */
+#define FR CKIR_ROWS_R /* weight rows per block (as GEMV_R in gemv.c) */
 /* gemm_* with M <= FUSED_SMALL_M use the weight-streaming form (as gemm.c) */
 #define FUSED_SMALL_M 8
 #define GU_CH 64  /* gate/up rows per work unit of the streaming form */
@@ -38,146 +39,12 @@
 #define GU_NT 256
 #endif
 
-/* ---- dot products ------------------------------------------------------- */
-
-/* out[r] = dot(x, w + r*K) for r < FR */
-static inline void dot4(const float *x, const float *w, int64_t K, float out[FR]) {
-  const float *w0 = w, *w1 = w + K, *w2 = w + 2 * K, *w3 = w + 3 * K;
-#if defined(CKIR_AVX512)
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(),
-         a3 = _mm512_setzero_ps(), b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps(),
-         b2 = _mm512_setzero_ps(), b3 = _mm512_setzero_ps();
-  int64_t k = 0;
-  for (; k + 32 <= K; k += 32) {
-    const __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
-    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + k), x0, a0);
-    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w1 + k), x0, a1);
-    a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w2 + k), x0, a2);
-    a3 = _mm512_fmadd_ps(_mm512_loadu_ps(w3 + k), x0, a3);
-    b0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + k + 16), x1, b0);
-    b1 = _mm512_fmadd_ps(_mm512_loadu_ps(w1 + k + 16), x1, b1);
-    b2 = _mm512_fmadd_ps(_mm512_loadu_ps(w2 + k + 16), x1, b2);
-    b3 = _mm512_fmadd_ps(_mm512_loadu_ps(w3 + k + 16), x1, b3);
-  }
-  for (; k < K; k += 16) {
-    const __mmask16 m = ckir_mask16(K - k);
-    const __m512 x0 = _mm512_maskz_loadu_ps(m, x + k);
-    a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w0 + k), x0, a0);
-    a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w1 + k), x0, a1);
-    a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w2 + k), x0, a2);
-    a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w3 + k), x0, a3);
-  }
-  out[0] = _mm512_reduce_add_ps(_mm512_add_ps(a0, b0));
-  out[1] = _mm512_reduce_add_ps(_mm512_add_ps(a1, b1));
-  out[2] = _mm512_reduce_add_ps(_mm512_add_ps(a2, b2));
-  out[3] = _mm512_reduce_add_ps(_mm512_add_ps(a3, b3));
-#elif defined(CKIR_AVX2)
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
-         a3 = _mm256_setzero_ps(), b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps(),
-         b2 = _mm256_setzero_ps(), b3 = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 16 <= K; k += 16) {
-    const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
-    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + k), x0, a0);
-    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + k), x0, a1);
-    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + k), x0, a2);
-    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + k), x0, a3);
-    b0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + k + 8), x1, b0);
-    b1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + k + 8), x1, b1);
-    b2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + k + 8), x1, b2);
-    b3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + k + 8), x1, b3);
-  }
-  for (; k + 8 <= K; k += 8) {
-    const __m256 x0 = _mm256_loadu_ps(x + k);
-    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + k), x0, a0);
-    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + k), x0, a1);
-    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + k), x0, a2);
-    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + k), x0, a3);
-  }
-  float s0 = ckir_hsum_ps256(_mm256_add_ps(a0, b0)), s1 = ckir_hsum_ps256(_mm256_add_ps(a1, b1)),
-        s2 = ckir_hsum_ps256(_mm256_add_ps(a2, b2)), s3 = ckir_hsum_ps256(_mm256_add_ps(a3, b3));
-  for (; k < K; k++) {
-    s0 += w0[k] * x[k];
-    s1 += w1[k] * x[k];
-    s2 += w2[k] * x[k];
-    s3 += w3[k] * x[k];
-  }
-  out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
-#else
-  /* 8 independent lanes per row: auto-vectorisable without reassociation */
-  float acc[FR][8] = {{0}};
-  int64_t k = 0;
-  for (; k + 8 <= K; k += 8)
-    for (int l = 0; l < 8; l++) {
-      acc[0][l] += w0[k + l] * x[k + l];
-      acc[1][l] += w1[k + l] * x[k + l];
-      acc[2][l] += w2[k + l] * x[k + l];
-      acc[3][l] += w3[k + l] * x[k + l];
-    }
-  for (int r = 0; r < FR; r++) {
-    float s = 0.0f;
-    for (int l = 0; l < 8; l++) s += acc[r][l];
-    for (int64_t kk = k; kk < K; kk++) s += w[r * K + kk] * x[kk];
-    out[r] = s;
-  }
-#endif
-}
-
-/* dot(x, w) of one row */
-static inline float dot1(const float *x, const float *w, int64_t K) {
-#if defined(CKIR_AVX512)
-  __m512 a = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; k += 16) {
-    const __mmask16 m = ckir_mask16(K - k);
-    a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + k), _mm512_maskz_loadu_ps(m, x + k), a);
-  }
-  return _mm512_reduce_add_ps(a);
-#elif defined(CKIR_AVX2)
-  __m256 a = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 8 <= K; k += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(w + k), _mm256_loadu_ps(x + k), a);
-  float s = ckir_hsum_ps256(a);
-  for (; k < K; k++) s += w[k] * x[k];
-  return s;
-#else
-  float acc[8] = {0};
-  int64_t k = 0;
-  for (; k + 8 <= K; k += 8)
-    for (int l = 0; l < 8; l++) acc[l] += w[k + l] * x[k + l];
-  float s = 0.0f;
-  for (int l = 0; l < 8; l++) s += acc[l];
-  for (; k < K; k++) s += w[k] * x[k];
-  return s;
-#endif
-}
-
-/* out[r] = dot(x, w + r*K) for r < n: blocks of FR rows, then single rows */
+/* out[r] = dot(x, w + r*K) for r < n: blocks of FR rows, then single rows (the
+ * row microkernels of gemv_f32, ckir_rows.h) */
 static inline void rows_dot(const float *x, const float *w, int64_t n, int64_t K, float *out) {
   int64_t r = 0;
-  for (; r + FR <= n; r += FR) dot4(x, w + r * K, K, out + r);
-  for (; r < n; r++) out[r] = dot1(x, w + r * K, K);
-}
-
-/* out[i] = g[i] / (1 + e^-g[i]) * u[i] (the swiglu of elementwise.c) */
-static void silu_mul_span(const float *g, const float *u, float *out, int64_t n) {
-  int64_t i = 0;
-#if defined(CKIR_AVX512)
-  const __m512 one = _mm512_set1_ps(1.0f);
-  for (; i < n; i += 16) {
-    const __mmask16 m = ckir_mask16(n - i);
-    const __m512 gv = _mm512_maskz_loadu_ps(m, g + i), uv = _mm512_maskz_loadu_ps(m, u + i);
-    const __m512 e = ckir_exp_ps512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
-    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), uv));
-  }
-#elif defined(CKIR_AVX2)
-  const __m256 one = _mm256_set1_ps(1.0f);
-  for (; i + 8 <= n; i += 8) {
-    const __m256 gv = _mm256_loadu_ps(g + i), uv = _mm256_loadu_ps(u + i);
-    const __m256 e = ckir_exp_ps256(_mm256_sub_ps(_mm256_setzero_ps(), gv));
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), uv));
-  }
-#endif
-  for (; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+  for (; r + FR <= n; r += FR) ckir_dot4(x, w + r * K, K, out + r);
+  for (; r < n; r++) out[r] = ckir_dot1(x, w + r * K, K);
 }
 
 /* ---- qkv ------------------------------------------------------------------ */
@@ -270,7 +137,7 @@ static void gate_up_rows(const float *x, int64_t M, const float *wg, const float
       float g[GU_CH], u[GU_CH];
       rows_dot(x + m * K, wg + n0 * K, nr, K, g);
       rows_dot(x + m * K, wu + n0 * K, nr, K, u);
-      silu_mul_span(g, u, out + m * N + n0, nr);
+      ckir_internal_silu_mul(g, u, out + m * N + n0, nr);
     }
   }
 }
@@ -301,12 +168,8 @@ void ckir_internal_gate_up_tiles(const float *x, const void *wg, const void *wu,
     gemm(x + m0 * K, (const uint8_t *)wg + n0 * row_bytes, g, mc, nc, K);
     gemm(x + m0 * K, (const uint8_t *)wu + n0 * row_bytes, u, mc, nc, K);
     for (int64_t i = 0; i < mc; i++)
-      silu_mul_span(g + i * nc, u + i * nc, out + (m0 + i) * N + n0, nc);
+      ckir_internal_silu_mul(g + i * nc, u + i * nc, out + (m0 + i) * N + n0, nc);
   }
-}
-
-void ckir_internal_silu_mul(const float *g, const float *u, float *out, int64_t n) {
-  silu_mul_span(g, u, out, n);
 }
 
 static void gemm_f32_w(const float *x, const void *w, float *y, int64_t M, int64_t N, int64_t K) {
@@ -324,23 +187,13 @@ void ckir_gemm_gate_up_f32(const float *x, const float *wg, const float *wu, flo
 
 /* ---- reference twins ------------------------------------------------------ */
 
-static void ref_linear(const float *x, const float *w, const float *b, float *y, int64_t M,
-                       int64_t N, int64_t K) {
-  for (int64_t m = 0; m < M; m++)
-    for (int64_t n = 0; n < N; n++) {
-      double s = 0.0;
-      for (int64_t kk = 0; kk < K; kk++) s += (double)x[m * K + kk] * w[n * K + kk];
-      y[m * N + n] = (float)s + (b ? b[n] : 0.0f);
-    }
-}
-
 void ckir_ref_gemm_qkv_bias_f32(const float *x, const float *wq, const float *wk,
                                 const float *wv, const float *bq, const float *bk,
                                 const float *bv, float *q, float *k, float *v, int64_t M,
                                 int64_t Nq, int64_t Nk, int64_t Nv, int64_t K) {
-  ref_linear(x, wq, bq, q, M, Nq, K);
-  ref_linear(x, wk, bk, k, M, Nk, K);
-  ref_linear(x, wv, bv, v, M, Nv, K);
+  ckir_ref_gemm_bias_f32(x, wq, bq, q, M, Nq, K);
+  ckir_ref_gemm_bias_f32(x, wk, bk, k, M, Nk, K);
+  ckir_ref_gemm_bias_f32(x, wv, bv, v, M, Nv, K);
 }
 
 void ckir_ref_gemm_qkv_f32(const float *x, const float *wq, const float *wk, const float *wv,

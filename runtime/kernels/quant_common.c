@@ -3,15 +3,15 @@
  *  - f16 -> fp32 conversion (block scales);
  *  - the q8 activation quantizer used by every gemv_<q>;
  *  - ckir_internal_wgemm, the fp32 GEMM over weights converted panel by panel
- *    (gemm_bf16, gemm_<q>);
- *  - ckir_quant_read_probe, the memory read-bandwidth probe of the benchmark.
+ *    (gemm_bf16, gemm_<q>).
  *
  * wgemm: threads take panels of WG_NP rows of w, two at a time (dynamic: a
  * thread slowed by the host takes fewer).  For each panel and
  * each slice of WG_KC columns, the rows are converted to fp32 into a stack
  * buffer (16 KiB, stays in L1), then every group of WG_MR rows of x meets every
  * group of 4 panel rows in a register-blocked dot-product micro-kernel (one
- * accumulator vector per (x row, w row) pair, reduced once per slice).  So each
+ * accumulator vector per (x row, w row) pair, reduced once per slice), written
+ * once over ckir_vec.h; only the register blocking WG_MR is per ISA.  So each
  * weight is converted once per call, whatever M is, and the FMAs run on fp32
  * data from L1. */
 #include "ckir_internal.h"
@@ -109,91 +109,51 @@ void ckir_internal_quantize_x(const float *x, int64_t K, int8_t *a, float *dx) {
 #define WG_KC 256 /* columns per slice; a multiple of 32 */
 #endif
 #define WG_NR 4   /* panel rows per micro-tile */
-#if defined(CKIR_AVX512)
-#define WG_MR 4
-#elif defined(CKIR_AVX2)
-#define WG_MR 3
+#if defined(CKIR_AVX2)
+#define WG_MR 3 /* 12 accumulators + 3 x rows + 1 panel row: the 16 ymm registers */
 #else
-#define WG_MR 4
+#define WG_MR 4 /* AVX-512: 16 accumulators, reduced by one 16-way transposing sum */
 #endif
 
 /* out[i*WG_NR + j] = dot(x row i, panel row j) over kc columns, i < mr, j < 4.
- * Panel rows are WG_KC floats apart and zero-padded up to a multiple of 16. */
+ * Panel rows are WG_KC floats apart and zero-padded up to a multiple of 16.
+ * One accumulator vector per (x row, panel row) pair, reduced once: when the
+ * WG_MR x WG_NR accumulators are exactly CKV_W (AVX-512: 16) by one transposing
+ * sum into out, else pair by pair. */
 CKIR_INLINE void wg_tile(const float *x, int64_t ldx, const float *p, int64_t kc, float *out,
                          const int mr) {
-#if defined(CKIR_AVX512)
-  __m512 acc[WG_MR][WG_NR];
+  ckv acc[WG_MR][WG_NR];
   for (int i = 0; i < WG_MR; i++)
-    for (int j = 0; j < WG_NR; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int j = 0; j < WG_NR; j++) acc[i][j] = ckv_zero();
   int64_t k = 0;
-  for (; k + 16 <= kc; k += 16) {
-    __m512 xv[WG_MR];
+  for (; k + CKV_W <= kc; k += CKV_W) {
+    ckv xv[WG_MR];
     for (int i = 0; i < mr; i++) {
-      xv[i] = _mm512_loadu_ps(x + i * ldx + k);
-      /* keep the operands in registers: GCC folds a load into every FMA */
-      __asm__("" : "+v"(xv[i]));
+      xv[i] = ckv_loadu(x + i * ldx + k);
+      CKV_PIN(xv[i]); /* keep the operands in registers: GCC folds a load into every FMA */
     }
     for (int j = 0; j < WG_NR; j++) {
-      __m512 wv = _mm512_load_ps(p + j * WG_KC + k);
-      __asm__("" : "+v"(wv));
-      for (int i = 0; i < mr; i++) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
+      ckv wv = ckv_load(p + j * WG_KC + k);
+      CKV_PIN(wv);
+      for (int i = 0; i < mr; i++) acc[i][j] = ckv_fma(xv[i], wv, acc[i][j]);
     }
   }
   if (k < kc) {
-    __mmask16 m = ckir_mask16(kc - k);
-    __m512 xv[WG_MR];
-    for (int i = 0; i < mr; i++) xv[i] = _mm512_maskz_loadu_ps(m, x + i * ldx + k);
+    ckv xv[WG_MR];
+    for (int i = 0; i < mr; i++) xv[i] = ckv_load_n(x + i * ldx + k, kc - k);
     for (int j = 0; j < WG_NR; j++) {
-      __m512 wv = _mm512_load_ps(p + j * WG_KC + k);
-      for (int i = 0; i < mr; i++) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
+      const ckv wv = ckv_load(p + j * WG_KC + k); /* zero-padded */
+      for (int i = 0; i < mr; i++) acc[i][j] = ckv_fma(xv[i], wv, acc[i][j]);
     }
   }
-  __m512 v[16];
-  for (int i = 0; i < 4; i++)
-    for (int j = 0; j < 4; j++) v[i * 4 + j] = i < mr ? acc[i][j] : _mm512_setzero_ps();
-  _mm512_storeu_ps(out, ckir_hsum16_ps512(v));
-#elif defined(CKIR_AVX2)
-  __m256 acc[WG_MR][WG_NR];
+#if WG_MR * WG_NR == CKV_W
+  ckv v[CKV_W];
   for (int i = 0; i < WG_MR; i++)
-    for (int j = 0; j < WG_NR; j++) acc[i][j] = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 8 <= kc; k += 8) {
-    __m256 xv[WG_MR];
-    for (int i = 0; i < mr; i++) {
-      xv[i] = _mm256_loadu_ps(x + i * ldx + k);
-      __asm__("" : "+x"(xv[i]));
-    }
-    for (int j = 0; j < WG_NR; j++) {
-      __m256 wv = _mm256_load_ps(p + j * WG_KC + k);
-      __asm__("" : "+x"(wv));
-      for (int i = 0; i < mr; i++) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
-    }
-  }
-  if (k < kc) {
-    __m256i m = ckir_mask8(kc - k);
-    __m256 xv[WG_MR];
-    for (int i = 0; i < mr; i++) xv[i] = _mm256_maskload_ps(x + i * ldx + k, m);
-    for (int j = 0; j < WG_NR; j++) {
-      __m256 wv = _mm256_load_ps(p + j * WG_KC + k);
-      for (int i = 0; i < mr; i++) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
-    }
-  }
-  for (int i = 0; i < mr; i++)
-    for (int j = 0; j < WG_NR; j++) out[i * WG_NR + j] = ckir_hsum_ps256(acc[i][j]);
+    for (int j = 0; j < WG_NR; j++) v[i * WG_NR + j] = i < mr ? acc[i][j] : ckv_zero();
+  ckv_storeu(out, ckv_reduce_add_w(v));
 #else
-  /* 8 partial sums per pair: vectorisable without reassociating. */
   for (int i = 0; i < mr; i++)
-    for (int j = 0; j < WG_NR; j++) {
-      float s8[8] = {0};
-      const float *xr = x + i * ldx, *pr = p + j * WG_KC;
-      int64_t k = 0;
-      for (; k + 8 <= kc; k += 8)
-        for (int l = 0; l < 8; l++) s8[l] += xr[k + l] * pr[k + l];
-      float s = 0.0f;
-      for (int l = 0; l < 8; l++) s += s8[l];
-      for (; k < kc; k++) s += xr[k] * pr[k];
-      out[i * WG_NR + j] = s;
-    }
+    for (int j = 0; j < WG_NR; j++) out[i * WG_NR + j] = ckv_reduce_add(acc[i][j]);
 #endif
 }
 
@@ -244,56 +204,4 @@ void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const 
       }
     }
   }
-}
-
-/* ---- read-bandwidth probe ------------------------------------------------ */
-
-/* Each thread reads its contiguous share as PROBE_S concurrent sequential
- * streams, 64 bytes per stream per step, into independent accumulators (4
- * streams read a little faster than 1 here: the probe is the upper mark). */
-#define PROBE_S 4
-
-void ckir_quant_read_probe(const float *buf, float *out, int64_t n) {
-  float total = 0.0f;
-#pragma omp parallel reduction(+ : total)
-  {
-#ifdef _OPENMP
-    int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-#else
-    int64_t nt = 1, t = 0;
-#endif
-    int64_t chunk = (n / nt + 63) / 64 * 64;
-    int64_t lo = CKIR_MIN(n, t * chunk), hi = CKIR_MIN(n, lo + chunk);
-    int64_t len = (hi - lo) / (PROBE_S * 16) * 16; /* floats per stream */
-    const float *s[PROBE_S];
-    for (int j = 0; j < PROBE_S; j++) s[j] = buf + lo + j * len;
-    float acc = 0.0f;
-    int64_t i = 0;
-#if defined(CKIR_AVX512)
-    __m512 a[PROBE_S];
-    for (int j = 0; j < PROBE_S; j++) a[j] = _mm512_setzero_ps();
-    for (; i < len; i += 16)
-      for (int j = 0; j < PROBE_S; j++) a[j] = _mm512_add_ps(a[j], _mm512_loadu_ps(s[j] + i));
-    for (int j = 0; j < PROBE_S; j++) acc += _mm512_reduce_add_ps(a[j]);
-#elif defined(CKIR_AVX2)
-    __m256 a[PROBE_S][2];
-    for (int j = 0; j < PROBE_S; j++) a[j][0] = a[j][1] = _mm256_setzero_ps();
-    for (; i < len; i += 16)
-      for (int j = 0; j < PROBE_S; j++) {
-        a[j][0] = _mm256_add_ps(a[j][0], _mm256_loadu_ps(s[j] + i));
-        a[j][1] = _mm256_add_ps(a[j][1], _mm256_loadu_ps(s[j] + i + 8));
-      }
-    for (int j = 0; j < PROBE_S; j++) acc += ckir_hsum_ps256(_mm256_add_ps(a[j][0], a[j][1]));
-#else
-    for (int j = 0; j < PROBE_S; j++) {
-      float s8[8] = {0};
-      for (int64_t k = 0; k < len; k += 8)
-        for (int l = 0; l < 8; l++) s8[l] += s[j][k + l];
-      for (int l = 0; l < 8; l++) acc += s8[l];
-    }
-#endif
-    for (int64_t k = lo + PROBE_S * len; k < hi; k++) acc += buf[k];
-    total += acc;
-  }
-  out[0] = total;
 }

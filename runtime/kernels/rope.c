@@ -35,34 +35,13 @@ void ckir_ref_rope_f32(float *q, float *k, int64_t T, int64_t H, int64_t KV, int
 static inline void rope_apply(float *x, int64_t half, int64_t i0, int64_t n, const float *c,
                               const float *s) {
   float *a = x + i0, *b = x + half + i0;
-#if defined(CKIR_AVX512)
-  for (int64_t i = 0; i < n; i += 16) {
-    __mmask16 m = ckir_mask16(n - i);
-    __m512 x1 = _mm512_maskz_loadu_ps(m, a + i), x2 = _mm512_maskz_loadu_ps(m, b + i);
-    __m512 vc = _mm512_maskz_loadu_ps(m, c + i), vs = _mm512_maskz_loadu_ps(m, s + i);
-    _mm512_mask_storeu_ps(a + i, m, _mm512_fmsub_ps(x1, vc, _mm512_mul_ps(x2, vs)));
-    _mm512_mask_storeu_ps(b + i, m, _mm512_fmadd_ps(x2, vc, _mm512_mul_ps(x1, vs)));
-  }
-#elif defined(CKIR_AVX2)
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 x1 = _mm256_loadu_ps(a + i), x2 = _mm256_loadu_ps(b + i);
-    __m256 vc = _mm256_loadu_ps(c + i), vs = _mm256_loadu_ps(s + i);
-    _mm256_storeu_ps(a + i, _mm256_fmsub_ps(x1, vc, _mm256_mul_ps(x2, vs)));
-    _mm256_storeu_ps(b + i, _mm256_fmadd_ps(x2, vc, _mm256_mul_ps(x1, vs)));
-  }
-  for (; i < n; i++) {
-    float x1 = a[i], x2 = b[i];
-    a[i] = x1 * c[i] - x2 * s[i];
-    b[i] = x2 * c[i] + x1 * s[i];
-  }
-#else
-  for (int64_t i = 0; i < n; i++) {
-    float x1 = a[i], x2 = b[i];
-    a[i] = x1 * c[i] - x2 * s[i];
-    b[i] = x2 * c[i] + x1 * s[i];
-  }
-#endif
+  CKV_LOOP(i, n, ln, {
+    const ckv x1 = ckv_load_n(a + i, ln), x2 = ckv_load_n(b + i, ln);
+    const ckv vc = ckv_load_n(c + i, ln), vs = ckv_load_n(s + i, ln);
+    ckv_store_n(a + i, ln, ckv_fms(x1, vc, ckv_mul(x2, vs)));
+    ckv_store_n(b + i, ln, ckv_fma(x2, vc, ckv_mul(x1, vs)));
+  });
 }
 
 void ckir_rope_f32(float *q, float *k, int64_t T, int64_t H, int64_t KV, int64_t D, int64_t P,

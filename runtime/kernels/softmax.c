@@ -3,13 +3,21 @@
 
 /* ---- reference twins ----------------------------------------------------- */
 
+/* max of the row into *mx; returns sum(exp(x - max)) in double */
+static double ref_row_sumexp(const float *xr, int64_t n, float *mx) {
+  float m = -INFINITY;
+  for (int64_t c = 0; c < n; c++) m = xr[c] > m ? xr[c] : m;
+  double s = 0.0;
+  for (int64_t c = 0; c < n; c++) s += exp((double)xr[c] - m);
+  *mx = m;
+  return s;
+}
+
 void ckir_ref_softmax_f32(const float *x, float *out, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; r++) {
     const float *xr = x + r * cols;
-    float mx = -INFINITY;
-    for (int64_t c = 0; c < cols; c++) mx = xr[c] > mx ? xr[c] : mx;
-    double s = 0.0;
-    for (int64_t c = 0; c < cols; c++) s += exp((double)xr[c] - mx);
+    float mx;
+    const double s = ref_row_sumexp(xr, cols, &mx);
     for (int64_t c = 0; c < cols; c++) out[r * cols + c] = (float)(exp((double)xr[c] - mx) / s);
   }
 }
@@ -19,89 +27,39 @@ void ckir_ref_cross_entropy_f32(const float *logits, const int32_t *targets, flo
   double total = 0.0;
   for (int64_t t = 0; t < T; t++) {
     const float *xr = logits + t * V;
-    float mx = -INFINITY;
-    for (int64_t c = 0; c < V; c++) mx = xr[c] > mx ? xr[c] : mx;
-    double s = 0.0;
-    for (int64_t c = 0; c < V; c++) s += exp((double)xr[c] - mx);
+    float mx;
+    const double s = ref_row_sumexp(xr, V, &mx);
     total += log(s) + mx - xr[targets[t]];
   }
   loss[0] = (float)(total / (double)T);
 }
 
-/* ---- row helpers --------------------------------------------------------- */
+/* ---- row helpers (over ckir_vec.h) ---------------------------------------- */
 
 static float row_max(const float *x, int64_t n) {
-#if defined(CKIR_AVX512)
-  __m512 m = _mm512_set1_ps(-INFINITY);
-  for (int64_t i = 0; i < n; i += 16)
-    m = _mm512_max_ps(m, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), ckir_mask16(n - i), x + i));
-  return _mm512_reduce_max_ps(m);
-#elif defined(CKIR_AVX2)
-  __m256 m = _mm256_set1_ps(-INFINITY);
+  ckv m = ckv_set1(-INFINITY);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
-  float r = ckir_hmax_ps256(m);
-  for (; i < n; i++) r = x[i] > r ? x[i] : r;
-  return r;
-#else
-  float r = -INFINITY;
-  for (int64_t i = 0; i < n; i++) r = x[i] > r ? x[i] : r;
-  return r;
-#endif
+  CKV_LOOP(i, n, ln, m = ckv_max(m, ckv_load_n_or(x + i, ln, -INFINITY)););
+  return ckv_reduce_max(m);
 }
 
 /* Returns sum(exp(x - mx)); when out != NULL also stores exp(x - mx) there. */
 static float row_exp_sum(const float *x, float *out, int64_t n, float mx) {
-#if defined(CKIR_AVX512)
-  __m512 vm = _mm512_set1_ps(mx), acc = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    __mmask16 k = ckir_mask16(n - i);
-    __m512 e = ckir_exp_ps512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm));
-    acc = _mm512_mask_add_ps(acc, k, acc, e);
-    if (out) _mm512_mask_storeu_ps(out + i, k, e);
-  }
-  return _mm512_reduce_add_ps(acc);
-#elif defined(CKIR_AVX2)
-  __m256 vm = _mm256_set1_ps(mx), acc = _mm256_setzero_ps();
+  const ckv vm = ckv_set1(mx);
+  ckv acc = ckv_zero();
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 e = ckir_exp_ps256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
-    acc = _mm256_add_ps(acc, e);
-    if (out) _mm256_storeu_ps(out + i, e);
-  }
-  float s = ckir_hsum_ps256(acc);
-  for (; i < n; i++) {
-    float e = expf(x[i] - mx);
-    s += e;
-    if (out) out[i] = e;
-  }
-  return s;
-#else
-  float s = 0.0f;
-  for (int64_t i = 0; i < n; i++) {
-    float e = expf(x[i] - mx);
-    s += e;
-    if (out) out[i] = e;
-  }
-  return s;
-#endif
+  CKV_LOOP(i, n, ln, {
+    const ckv e = ckv_keep_n(ckv_exp(ckv_sub(ckv_load_n(x + i, ln), vm)), ln);
+    acc = ckv_add(acc, e);
+    if (out) ckv_store_n(out + i, ln, e);
+  });
+  return ckv_reduce_add(acc);
 }
 
 static void row_scale(float *x, int64_t n, float s) {
-#if defined(CKIR_AVX512)
-  __m512 vs = _mm512_set1_ps(s);
-  for (int64_t i = 0; i < n; i += 16) {
-    __mmask16 k = ckir_mask16(n - i);
-    _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vs));
-  }
-#elif defined(CKIR_AVX2)
-  __m256 vs = _mm256_set1_ps(s);
+  const ckv vs = ckv_set1(s);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vs));
-  for (; i < n; i++) x[i] *= s;
-#else
-  for (int64_t i = 0; i < n; i++) x[i] *= s;
-#endif
+  CKV_LOOP(i, n, ln, ckv_store_n(x + i, ln, ckv_mul(ckv_load_n(x + i, ln), vs)););
 }
 
 void ckir_softmax_f32(const float *x, float *out, int64_t rows, int64_t cols) {
