@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ckir import quant  # noqa: E402
-from ckir.runtime_build import build_library  # noqa: E402
+from ckir.runtime_build import build_library, runtime_dir  # noqa: E402
 
 DTYPES = ("f32", "bf16", "q8_0", "q4_0", "q4_1")
 NP_STORE = {"f32": np.float32, "bf16": np.uint16}
@@ -83,7 +83,8 @@ def main() -> None:
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as d:
-        lib = Lib(build_library(Path(d) / "libckir_bench.so", isa=args.isa))
+        probe = runtime_dir() / "bench" / "read_probe.c"  # benchmark-only, not in the runtime
+        lib = Lib(build_library(Path(d) / "libckir_bench.so", isa=args.isa, extra_sources=[probe]))
     lib.dll.ckir_set_num_threads(args.threads)
     dtypes = [dt for dt in DTYPES if lib.has(f"ckir_gemv_{dt}")]
 

@@ -144,9 +144,13 @@ def runtime_fingerprint(isa: str = "native", debug: bool = False) -> str:
     h = hashlib.sha256()
     h.update(_compiler_identity(cc, tuple(flags)).encode())
     h.update("\0".join(flags).encode())
-    headers = sorted((runtime_dir() / "include").glob("*.h")) + sorted(
-        (runtime_dir() / "kernels").glob("*.h")
-    )
+    # headers and the X-macro prototype table they expand (*.def)
+    headers = [
+        p
+        for folder in ("include", "kernels")
+        for pattern in ("*.h", "*.def")
+        for p in sorted((runtime_dir() / folder).glob(pattern))
+    ]
     for path in [*kernel_sources(), *support_sources(), *headers]:
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()

@@ -281,14 +281,16 @@ def build_profile_copy(build: Path, out: Path) -> list[ProfiledCall]:
     Its model.c is emitted again from the build's IR with ``profile`` on: every
     kernel call timed and labelled with its origin (``emit-c{profile=true}``).
     """
-    from ckir.compiler import LIBRARY_NAME, required_files
+    from ckir.compiler import BUILD_INFO, LIBRARY_NAME, required_files
+    from ckir.integrity import file_digests
     from ckir.runtime_build import build_library, support_sources
 
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     sources = emit_c(build_module(build), profile=True)
+    rebuilt = ("model.c", LIBRARY_NAME, BUILD_INFO)
     for name in required_files():
-        if name not in ("model.c", LIBRARY_NAME):
+        if name not in rebuilt:
             (out / name).symlink_to((build / name).resolve())
     (out / "model.c").write_text(sources.source)
     build_library(
@@ -296,6 +298,10 @@ def build_profile_copy(build: Path, out: Path) -> list[ProfiledCall]:
         extra_sources=[out / "model.c", *support_sources()],
         include_dirs=[out],
     )
+    # the copy's own record: the loader verifies the library against it
+    record = json.loads((build / BUILD_INFO).read_text())
+    record["files"] = {**record.get("files", {}), **file_digests(out, rebuilt[:2])}
+    (out / BUILD_INFO).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return list(sources.profile)
 
 
