@@ -97,9 +97,13 @@ class CkirOptMain(xDSLOptMain):
             self.register_pass(name, factory)
 
     def register_all_targets(self) -> None:
+        # xDSL's own targets for other dialects (llvm, riscv-asm, ...) cannot print ckir's IR
+        # and some need packages ckir does not install: offer mlir and ckir's targets only
         super().register_all_targets()
-        for name, factory in target_factories().items():
-            self.available_targets[name] = factory
+        self.available_targets = {
+            "mlir": self.available_targets["mlir"],
+            **target_factories(),
+        }
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
@@ -163,6 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except (OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    except RecursionError:
+        what = next((a for a in args if a.endswith(".mlir")), "the input")
+        print(f"error: {what}: regions nest too deeply to parse", file=sys.stderr)
         return 1
     return 0
 
