@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from xdsl.dialects.builtin import Builtin
-from xdsl.utils.exceptions import DiagnosticException, ParseError
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from ckir.errors import CkirError
@@ -159,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ParseError as err:
         print(format_parse_error(err), file=sys.stderr)
         return 1
-    except DiagnosticException as err:
+    except (DiagnosticException, ArgSpecParseError) as err:  # the latter: a BaseException
         print(f"error: {str(err).strip()}", file=sys.stderr)
         return 1
     except CkirError as err:

@@ -16,6 +16,7 @@
 // An unclosed `{` in pass options.
 // RUN: not ckir-opt %inputs/tiny_llama.mlir '--plan-layout{align=128' 2>&1 | filecheck %s --check-prefix=OPTS
 // OPTS-NOT: Traceback
+// OPTS: error: Error parsing pass pipeline specification:
 // OPTS: Malformed pass arguments
 // OPTS-NOT: Traceback
 
