@@ -234,6 +234,7 @@ GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
         "add": OpSignature(
             2, 1, (0, 0), elementwise=True, doc="Add, used for explicit residuals: ``a + b``."
         ),
+        "mul": OpSignature(2, 1, (0, 0), elementwise=True, doc="Product: ``a * b``."),
         "lm_head": OpSignature(1, 1, (1, 1)),
         "cross_entropy": OpSignature(2, 1, (0, 0)),
         "matmul": OpSignature(2, 1, (0, 0), _SCHEDULE),

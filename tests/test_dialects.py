@@ -338,7 +338,7 @@ def test_weight_slice_accessors() -> None:
 def test_compute_ops_table() -> None:
     assert set(g.COMPUTE_OPS) == {
         "embed", "pos_embed", "rmsnorm", "layernorm", "linear", "rope", "attention", "swiglu",
-        "gelu", "relu", "add", "lm_head", "cross_entropy", "matmul", "fused_matmul_relu",
+        "gelu", "relu", "add", "mul", "lm_head", "cross_entropy", "matmul", "fused_matmul_relu",
         "softmax",
     }  # fmt: skip
     for kind, cls in g.COMPUTE_OPS.items():

@@ -405,6 +405,18 @@ def test_add(lib, n):
 
 
 @pytest.mark.parametrize("n", EW_SIZES)
+def test_mul(lib, n):
+    rng = np.random.default_rng(n + 5)
+    a, b = rand(rng, n), rand(rng, n)
+    expected = a.astype(np.float64) * b
+    both(lib, "mul_f32", [2], lambda: [a, b, np.zeros(n, F32), n], lambda o: close(o, expected))
+    for alias in (0, 1):  # out aliases a, then b
+        bufs = [a.copy(), b.copy()]
+        lib.call("mul_f32", bufs[0], bufs[1], bufs[alias], n)
+        close(bufs[alias], expected)
+
+
+@pytest.mark.parametrize("n", EW_SIZES)
 def test_relu(lib, n):
     rng = np.random.default_rng(n + 3)
     x = rand(rng, n)

@@ -26,6 +26,10 @@ void ckir_ref_add_f32(const float *a, const float *b, float *out, int64_t n) {
   for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
+void ckir_ref_mul_f32(const float *a, const float *b, float *out, int64_t n) {
+  for (int64_t i = 0; i < n; i++) out[i] = a[i] * b[i];
+}
+
 void ckir_ref_relu_f32(const float *x, float *out, int64_t n) {
   for (int64_t i = 0; i < n; i++) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
@@ -69,6 +73,12 @@ static void add_span(const float *a, const float *b, float *out, int64_t n) {
            ckv_store_n(out + i, ln, ckv_add(ckv_load_n(a + i, ln), ckv_load_n(b + i, ln))););
 }
 
+static void mul_span(const float *a, const float *b, float *out, int64_t n) {
+  int64_t i = 0;
+  CKV_LOOP(i, n, ln,
+           ckv_store_n(out + i, ln, ckv_mul(ckv_load_n(a + i, ln), ckv_load_n(b + i, ln))););
+}
+
 static void relu_span(const float *x, const float *unused, float *out, int64_t n) {
   (void)unused;
   const ckv z = ckv_zero();
@@ -95,5 +105,8 @@ void ckir_gelu_tanh_f32(const float *x, float *out, int64_t n) {
 }
 void ckir_add_f32(const float *a, const float *b, float *out, int64_t n) {
   ew_run(add_span, a, b, out, n);
+}
+void ckir_mul_f32(const float *a, const float *b, float *out, int64_t n) {
+  ew_run(mul_span, a, b, out, n);
 }
 void ckir_relu_f32(const float *x, float *out, int64_t n) { ew_run(relu_span, x, NULL, out, n); }

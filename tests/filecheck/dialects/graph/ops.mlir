@@ -39,7 +39,8 @@ graph.model @tiny arch "llama" symbols {D = 16, E = 64, H = 4, I = 128, K = 32, 
     %g = graph.linear %h2 {weights = [@"layers.{i}.w_gate"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, I], f32>
     %u = graph.linear %h2 {weights = [@"layers.{i}.w_up"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, I], f32>
     %s = graph.swiglu %g, %u : (!graph.tensor<[T, I], f32>, !graph.tensor<[T, I], f32>) -> !graph.tensor<[T, I], f32>
-    %ge = graph.gelu %s {approximate = "tanh"} : (!graph.tensor<[T, I], f32>) -> !graph.tensor<[T, I], f32>
+    %sm = graph.mul %s, %u : (!graph.tensor<[T, I], f32>, !graph.tensor<[T, I], f32>) -> !graph.tensor<[T, I], f32>
+    %ge = graph.gelu %sm {approximate = "tanh"} : (!graph.tensor<[T, I], f32>) -> !graph.tensor<[T, I], f32>
     %r = graph.relu %ge {schedule = #graph.schedule<vectorize = 8>} : (!graph.tensor<[T, I], f32>) -> !graph.tensor<[T, I], f32>
     %d = graph.linear %r {weights = [@"layers.{i}.w_down"]} : (!graph.tensor<[T, I], f32>) -> !graph.tensor<[T, E], f32>
     %x2 = graph.add %x1, %d : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
@@ -100,7 +101,8 @@ graph.model @empty arch "none" symbols {} {
 // CHECK-NEXT: %g = graph.linear %h2 {weights = [@"layers.{i}.w_gate"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, I], f32>
 // CHECK-NEXT: %u = graph.linear %h2 {weights = [@"layers.{i}.w_up"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, I], f32>
 // CHECK-NEXT: %s = graph.swiglu %g, %u : (!graph.tensor<[T, I], f32>, !graph.tensor<[T, I], f32>) -> !graph.tensor<[T, I], f32>
-// CHECK-NEXT: %ge = graph.gelu %s {approximate = "tanh"} : (!graph.tensor<[T, I], f32>) -> !graph.tensor<[T, I], f32>
+// CHECK-NEXT: %sm = graph.mul %s, %u : (!graph.tensor<[T, I], f32>, !graph.tensor<[T, I], f32>) -> !graph.tensor<[T, I], f32>
+// CHECK-NEXT: %ge = graph.gelu %sm {approximate = "tanh"} : (!graph.tensor<[T, I], f32>) -> !graph.tensor<[T, I], f32>
 // CHECK-NEXT: %r = graph.relu %ge {schedule = #graph.schedule<vectorize = 8>} : (!graph.tensor<[T, I], f32>) -> !graph.tensor<[T, I], f32>
 // CHECK-NEXT: %d = graph.linear %r {weights = [@"layers.{i}.w_down"]} : (!graph.tensor<[T, I], f32>) -> !graph.tensor<[T, E], f32>
 // CHECK-NEXT: %x2 = graph.add %x1, %d : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
