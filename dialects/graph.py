@@ -80,6 +80,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from ckir.dialects.common import Shaped, sym
 from ckir.dialects.dims import (
     DimError,
     dim_symbols,
@@ -87,7 +88,6 @@ from ckir.dialects.dims import (
     normalize_dim,
     try_evaluate_dim,
 )
-from ckir.dialects.symbols import sym
 from ckir.vocab import DTYPES, GRAPH_OPS, MODES, SCHEDULE_KEYS
 
 __all__ = [
@@ -222,7 +222,7 @@ def _check_dims_text(dims: tuple[str, ...]) -> str | None:
 
 
 @irdl_attr_definition
-class TensorType(ParametrizedAttribute, TypeAttribute):
+class TensorType(Shaped, ParametrizedAttribute, TypeAttribute):
     """A tensor with a symbolic shape: ``!graph.tensor<[T, E], f32>``.
 
     Each dim is a dim expression over the model's symbols (``E``, ``H*D``, ``3*E``,
@@ -245,12 +245,7 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
     @property
     def dims(self) -> tuple[str, ...]:
         """The dim expressions, e.g. ``("T", "E")``."""
-        return tuple(d.data for d in self.shape.data)
-
-    @property
-    def dtype_name(self) -> str:
-        """The dtype identifier, e.g. ``"f32"``."""
-        return self.dtype.data
+        return self.shape_values
 
     @property
     def rank(self) -> int:
@@ -643,7 +638,7 @@ class ModelOp(IRDLOperation):
 
 
 @irdl_op_definition
-class WeightOp(IRDLOperation):
+class WeightOp(Shaped, IRDLOperation):
     """A weight declaration: internal name, shape, dtype and where it comes from.
 
     ``graph.weight @embed : [V, E] f32 hf "model.embed_tokens.weight"``
@@ -721,11 +716,7 @@ class WeightOp(IRDLOperation):
 
     @property
     def shape_dims(self) -> tuple[str, ...]:
-        return tuple(d.data for d in self.shape.data)
-
-    @property
-    def dtype_name(self) -> str:
-        return self.dtype.data
+        return self.shape_values
 
     @property
     def hf_name(self) -> str | None:

@@ -60,7 +60,7 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
-from ckir.dialects.symbols import sym
+from ckir.dialects.common import sym
 from ckir.vocab import MODES, ROLES
 
 __all__ = [

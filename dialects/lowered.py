@@ -76,8 +76,8 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
+from ckir.dialects.common import Shaped, sym
 from ckir.dialects.dims import dim_symbols, evaluate_dim
-from ckir.dialects.symbols import sym
 from ckir.registry import (
     ACCESSES,
     PARAM_TYPES,
@@ -144,7 +144,7 @@ def _ref(name: str | StringAttr) -> SymbolRefAttr:
 
 
 @irdl_attr_definition
-class BufferType(ParametrizedAttribute, TypeAttribute):
+class BufferType(Shaped, ParametrizedAttribute, TypeAttribute):
     """A concrete buffer: integer shape and dtype, ``!lowered.buf<[1, 64], f32>``.
 
     Plain dtypes ``f32, i32`` (4 bytes), ``bf16, f16`` (2), ``i64`` (8); block
@@ -163,11 +163,7 @@ class BufferType(ParametrizedAttribute, TypeAttribute):
 
     @property
     def shape_ints(self) -> tuple[int, ...]:
-        return tuple(d.data for d in self.shape.data)
-
-    @property
-    def dtype_name(self) -> str:
-        return self.dtype.data
+        return self.shape_values
 
     @property
     def num_elements(self) -> int:
@@ -294,7 +290,7 @@ _BARE_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @irdl_attr_definition
-class KernelArgAttr(ParametrizedAttribute):
+class KernelArgAttr(Shaped, ParametrizedAttribute):
     """One buffer operand of a kernel declaration: ``#lowered.arg<x: read f32 extent "T*E">``.
 
     ``access`` is ``read``, ``write`` or ``readwrite``; ``dtype`` one of the buffer
@@ -329,10 +325,6 @@ class KernelArgAttr(ParametrizedAttribute):
     @property
     def access_text(self) -> str:
         return self.access.data
-
-    @property
-    def dtype_name(self) -> str:
-        return self.dtype.data
 
     @property
     def writes(self) -> bool:

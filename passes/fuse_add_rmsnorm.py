@@ -10,7 +10,7 @@ from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter
 
 from ckir.dialects import lowered as lw
-from ckir.passes.fusion import FusionPattern, find_kernel, make_call, rows_times, run_fusion
+from ckir.passes.fusion import FusionPattern, rows_times, run_fusion
 
 
 class FuseAddRmsnorm(FusionPattern):
@@ -56,12 +56,11 @@ class FuseAddRmsnorm(FusionPattern):
             return False
         in_names, out_names = [a, b, gamma], [s, h]
         fparams = {"T": t, "E": e, "eps": eps}
-        spec = find_kernel(view, "fused_add_rmsnorm", in_names, out_names, fparams)
-        if spec is None:
-            return False
-        fused = make_call(spec, in_names, out_names, fparams, group, "fuse-add-rmsnorm")
-        self.replace(rewriter, fused, anchor, group)
-        return True
+        fused = self.fuse_into(
+            rewriter, "fused_add_rmsnorm", in_names, out_names, fparams, group, anchor,
+            "fuse-add-rmsnorm",
+        )  # fmt: skip
+        return fused is not None
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,6 @@ from ckir.dialects import lowered as lw
 from ckir.passes.fusion import (
     FusionPattern,
     erase_unused,
-    find_kernel,
-    make_call,
     rows_times,
     run_fusion,
 )
@@ -62,11 +60,11 @@ class FuseGateUp(FusionPattern):
             return False
         in_names, out_names = [gate.x, gate.w, up.w], [out]
         params = {"M": gate.M, "N": gate.N, "K": gate.K}
-        spec = find_kernel(view, "fused_gate_up", in_names, out_names, params)
-        if spec is None:
+        fused = self.fuse_into(
+            rewriter, "fused_gate_up", in_names, out_names, params, group, call, "fuse-gate-up"
+        )
+        if fused is None:
             return False
-        fused = make_call(spec, in_names, out_names, params, group, "fuse-gate-up")
-        self.replace(rewriter, fused, call, group)
         erase_unused(rewriter, view, [g_name, u_name], group, [fused])
         return True
 

@@ -10,7 +10,7 @@ from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter
 
 from ckir.dialects import lowered as lw
-from ckir.passes.fusion import FusionPattern, Linear, find_kernel, make_call, run_fusion
+from ckir.passes.fusion import FusionPattern, Linear, run_fusion
 
 
 class FuseQkv(FusionPattern):
@@ -55,12 +55,10 @@ class FuseQkv(FusionPattern):
             in_names += [q.b, k.b, v.b]  # type: ignore[list-item]
         out_names = [q.y, k.y, v.y]
         params = {"M": first.M, "Nq": q.N, "Nk": k.N, "Nv": v.N, "K": first.K}
-        spec = find_kernel(view, "fused_qkv", in_names, out_names, params)
-        if spec is None:
-            return False
-        fused = make_call(spec, in_names, out_names, params, calls, "fuse-qkv")
-        self.replace(rewriter, fused, call, calls)
-        return True
+        fused = self.fuse_into(
+            rewriter, "fused_qkv", in_names, out_names, params, calls, call, "fuse-qkv"
+        )
+        return fused is not None
 
 
 @dataclass(frozen=True)

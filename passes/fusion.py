@@ -354,6 +354,28 @@ class FusionPattern(RewritePattern):
     def fuse(self, call: lw.CallOp, rewriter: PatternRewriter) -> bool:
         raise NotImplementedError
 
+    def fuse_into(
+        self,
+        rewriter: PatternRewriter,
+        kind: str,
+        ins: Sequence[str],
+        outs: Sequence[str],
+        params: Mapping[str, ParamValue],
+        group: Sequence[lw.CallOp],
+        anchor: lw.CallOp,
+        tag: str,
+    ) -> lw.CallOp | None:
+        """Replace ``group`` by one call of a ``kind`` kernel placed at ``anchor``; the call.
+
+        None (nothing changed) when no kernel of that kind fits; ``tag`` (the pass
+        name) goes into the fused call's origin."""
+        spec = find_kernel(self.view, kind, ins, outs, params)
+        if spec is None:
+            return None
+        fused = make_call(spec, ins, outs, params, group, tag)
+        self.replace(rewriter, fused, anchor, group)
+        return fused
+
     def replace(
         self,
         rewriter: PatternRewriter,
