@@ -145,26 +145,31 @@ def _totals_section(text: str) -> str:
 
 
 def _kernel_counts(path: Path) -> tuple[dict[str, dict[str, int]], dict[str, str]]:
-    """Kernel calls per mode and the fusion counts (``fused = {...}``) of each program."""
-    import re
+    """Kernel calls per mode and the fusion counts (``fused = {...}``) of each program,
+    read from the build's parsed IR."""
+    from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr
+
+    from ckir.cost import load_module
+    from ckir.dialects import lowered as lw
+    from ckir.passes.fusion import FUSED_ATTR
 
     if not path.exists():
         return {}, {}
     counts: dict[str, dict[str, int]] = {}
     fused: dict[str, str] = {}
-    mode = "?"
-    for line in path.read_text().splitlines():
-        m = re.search(r'lowered\.program @\S+ mode "(\w+)"', line)
-        if m:
-            mode = m.group(1)
-            f = re.search(r"fused = \{([^}]*)\}", line)
-            if f:
-                fused[mode] = re.sub(r" : i64", "", f.group(1))
+    for program in load_module(path).walk():
+        if not isinstance(program, lw.ProgramOp):
             continue
-        m = re.search(r"lowered\.call @(\w+)", line)
-        if m:
-            per = counts.setdefault(mode, {})
-            per[m.group(1)] = per.get(m.group(1), 0) + 1
+        mode = program.mode_name
+        per = counts.setdefault(mode, {})
+        for call in program.body_block.ops:
+            if isinstance(call, lw.CallOp):
+                per[call.kernel_name] = per.get(call.kernel_name, 0) + 1
+        fired = program.attributes.get(FUSED_ATTR)
+        if isinstance(fired, DictionaryAttr):
+            fused[mode] = ", ".join(
+                f"{k} = {v.value.data}" for k, v in fired.data.items() if isinstance(v, IntegerAttr)
+            )
     return counts, fused
 
 
