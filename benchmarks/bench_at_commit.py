@@ -7,7 +7,8 @@ changes to the runtime; timing those says nothing about the committed
 compiler.  This script exports ``--rev`` with ``git archive`` into a
 temporary folder (the repository itself is not touched: no checkout, no
 worktree), links the ``ckir.dialects`` / ``ckir.passes`` package folders the
-way the editable install maps them, and runs ``python -m ckir.tools.bench`` from
+way the editable install maps them, and runs ``python -m ckir.tools.bench`` (``ckir.bench``
+before it moved) from
 there with the same interpreter, so the compiler, the runtime kernels and the
 probes all come from that commit.  Builds go to a folder of their own under
 the cache (``bench-builds-<rev>``); the random-weight models are shared.
@@ -43,10 +44,13 @@ def main() -> int:
         ["git", "-C", str(ROOT), "archive", "--format=tar", rev], capture_output=True, check=True
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
-    for pkg in ("dialects", "passes"):
+    # the folders pyproject maps into the package (which ones depends on the commit)
+    for pkg in ("dialects", "passes", "tools", "templates", "runtime"):
         link = tmp / "ckir" / pkg
-        if not link.exists():
+        if (tmp / pkg).is_dir() and not link.exists():
             link.symlink_to(tmp / pkg, target_is_directory=True)
+    # ckir bench moved from ckir/bench.py to tools/bench.py
+    module = "ckir.tools.bench" if (tmp / "tools" / "bench.py").exists() else "ckir.bench"
     (tmp / "COMMIT").write_text(rev + "\n")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(tmp), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -55,9 +59,7 @@ def main() -> int:
         bench_args = [*bench_args, "--build-dir", str(cache / f"bench-builds-{rev}")]
     print(f"[bench_at_commit] {rev} exported to {tmp}", file=sys.stderr, flush=True)
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "ckir.tools.bench", *bench_args], cwd=tmp, env=env
-        )
+        proc = subprocess.run([sys.executable, "-m", module, *bench_args], cwd=tmp, env=env)
     finally:
         if not args.keep:
             subprocess.run(["rm", "-rf", str(tmp)], check=False)
