@@ -60,6 +60,7 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
+from ckir.dialects import lowered as lw
 from ckir.dialects.symbols import sym
 from ckir.vocab import MODES, ROLES
 
@@ -181,6 +182,33 @@ class PlanOp(IRDLOperation):
         last = self.body.block.last_op
         return last.values() if isinstance(last, TotalsOp) else {}
 
+    def planned_model(self) -> lw.LoweredModelOp | None:
+        """The ``lowered.model`` this plan places, None when the plan stands alone.
+
+        The planner names a plan after its model and inserts it after it, so this is
+        the nearest ``lowered.model`` of the same name among the plan's siblings
+        (preceding ones first); with none of that name, the only ``lowered.model`` of
+        the block (the one ``--emit-c`` would pair the plan with), if there is exactly one.
+        """
+        block = self.parent_block()
+        if block is None:
+            return None
+        before: list[lw.LoweredModelOp] = []
+        after: list[lw.LoweredModelOp] = []
+        seen = False
+        for op in block.ops:
+            if op is self:
+                seen = True
+            elif isinstance(op, lw.LoweredModelOp):
+                (after if seen else before).append(op)
+        name = self.plan_name.data
+        named = [m for m in reversed(before) if m.model_name.data == name]
+        named += [m for m in after if m.model_name.data == name]
+        if named:
+            return named[0]
+        models = before + after
+        return models[0] if len(models) == 1 else None
+
     def verify_(self) -> None:
         where = f"layout.plan {sym(self.plan_name.data)}"
         if self.strategy.data not in STRATEGIES:
@@ -234,6 +262,9 @@ class PlanOp(IRDLOperation):
                 raise VerifyException(
                     f"{where}: totals say {role} = {got} bytes but its slots add up to {want}"
                 )
+        model = self.planned_model()
+        if model is not None:
+            _ModelCheck(self, model, where).run()
 
     @classmethod
     def parse(cls, parser: Parser) -> PlanOp:
@@ -691,6 +722,147 @@ class TotalsOp(IRDLOperation):
                 raise VerifyException(f"layout.totals: {k} must be an integer")
             if v.value.data < 0:
                 raise VerifyException(f"layout.totals: {k} = {v.value.data} must be >= 0")
+
+
+# --------------------------------------------------------------------------- plan vs model
+
+
+def _describe(ty: lw.BufferType) -> str:
+    """``[1, 256] f32, 1024 bytes``: a buffer type and its storage size, for messages."""
+    shape = ", ".join(str(d) for d in ty.shape_ints)
+    return f"[{shape}] {ty.dtype_name}, {ty.byte_size} bytes"
+
+
+class _ModelCheck:
+    """The plan checked against the ``lowered.model`` it places (``PlanOp.verify_``).
+
+    Sizes: every lowered buffer has one slot of its role holding its bytes, every
+    lowered view a ``layout.view`` at the same root and offset holding its bytes, and
+    every slot and view places a symbol of the model.  Lifetimes: every call that
+    names a buffer (directly or through a view) lies in its slot's live range, whose
+    mode is the call's program's.  Index maps are built once: linear in the number of
+    buffers, views and call operands.
+    """
+
+    def __init__(self, plan: PlanOp, model: lw.LoweredModelOp, where: str) -> None:
+        self.where = where
+        self.model = model
+        self.slots: dict[str, SlotOp] = {}
+        self.views: dict[str, LayoutViewOp] = {}
+        for arena in plan.body.block.ops:
+            if isinstance(arena, ArenaOp):
+                for op in arena.body.block.ops:
+                    if isinstance(op, SlotOp):
+                        self.slots[op.buffer_name] = op
+                    elif isinstance(op, LayoutViewOp):
+                        self.views[op.view_name] = op
+        #: every lowered buffer and view -> where it is declared
+        self.declared: dict[str, str] = {}
+
+    def run(self) -> None:
+        """Raise a one-line VerifyException on the first mismatch."""
+        model_ref = f"lowered.model {sym(self.model.model_name.data)}"
+        model_roots = self._declare(self.model.body.block, model_ref)
+        programs: list[tuple[lw.ProgramOp, dict[str, str]]] = []
+        for op in self.model.body.block.ops:
+            if isinstance(op, lw.ProgramOp):
+                ref = f"lowered.program {sym(op.sym_name.data)}"
+                programs.append((op, {**model_roots, **self._declare(op.body.block, ref)}))
+        for name in self.slots:
+            if name not in self.declared:
+                raise VerifyException(
+                    f"{self.where}: slot {sym(name)} places no buffer of {model_ref}"
+                )
+        for name in self.views:
+            if name not in self.declared:
+                raise VerifyException(
+                    f"{self.where}: layout.view {sym(name)} places no view of {model_ref}"
+                )
+        for program, roots in programs:
+            self._live(program, roots)
+
+    def _declare(self, block: Block, ref: str) -> dict[str, str]:
+        """Check the buffers and views of ``block``; return its views' roots by name."""
+        roots: dict[str, str] = {}
+        for op in block.ops:
+            if isinstance(op, lw.BufferOp):
+                self._note(op.buffer_name, ref)
+                self._buffer(op, ref)
+            elif isinstance(op, lw.ViewOp):
+                self._note(op.view_name, ref)
+                self._view(op, ref)
+                roots[op.view_name] = op.root_name
+        return roots
+
+    def _note(self, name: str, ref: str) -> None:
+        other = self.declared.get(name)
+        if other is not None:
+            raise VerifyException(
+                f"{self.where}: {sym(name)} is declared in both {other} and {ref}, "
+                "but a plan has one slot per name"
+            )
+        self.declared[name] = ref
+
+    def _buffer(self, op: lw.BufferOp, ref: str) -> None:
+        name = sym(op.buffer_name)
+        slot = self.slots.get(op.buffer_name)
+        if slot is None:
+            hint = " (only a layout.view)" if op.buffer_name in self.views else ""
+            raise VerifyException(f"{self.where}: buffer {name} of {ref} has no slot{hint}")
+        if slot.size_bytes < op.buffer_type.byte_size:
+            raise VerifyException(
+                f"{self.where}: slot {name} of {slot.size_bytes} bytes cannot hold buffer "
+                f"{name} of {ref} ({_describe(op.buffer_type)})"
+            )
+        if slot.role != op.role:
+            raise VerifyException(
+                f"{self.where}: slot {name} has role {slot.role} but buffer {name} of {ref} "
+                f"has role {op.role}"
+            )
+
+    def _view(self, op: lw.ViewOp, ref: str) -> None:
+        name = sym(op.view_name)
+        view = self.views.get(op.view_name)
+        if view is None:
+            hint = " (a slot instead)" if op.view_name in self.slots else ""
+            raise VerifyException(f"{self.where}: view {name} of {ref} has no layout.view{hint}")
+        if view.root_name != op.root_name or view.offset_bytes != op.offset_bytes:
+            raise VerifyException(
+                f"{self.where}: layout.view {name} is {sym(view.root_name)} + "
+                f"{view.offset_bytes} but view {name} of {ref} is {sym(op.root_name)} + "
+                f"{op.offset_bytes}"
+            )
+        if view.size_bytes < op.view_type.byte_size:
+            raise VerifyException(
+                f"{self.where}: layout.view {name} of {view.size_bytes} bytes cannot hold "
+                f"view {name} of {ref} ({_describe(op.view_type)})"
+            )
+
+    def _live(self, program: lw.ProgramOp, roots: dict[str, str]) -> None:
+        """Every call of ``program`` lies in the live range of every slot it names.
+
+        Call indices count the program's ``lowered.call``s from 0, as the planner does.
+        """
+        mode = program.mode_name
+        ref = f"lowered.program {sym(program.sym_name.data)}"
+        index = 0
+        for op in program.body.block.ops:
+            if not isinstance(op, lw.CallOp):
+                continue
+            for verb, names in (("reads", op.in_names), ("writes", op.out_names)):
+                for name in names:
+                    root = roots.get(name, name)
+                    slot = self.slots.get(root)
+                    live = slot.live_range if slot is not None else None
+                    if live is None or (live[0] == mode and live[1] <= index <= live[2]):
+                        continue
+                    what = sym(root) if root == name else f"{sym(name)} (a view of {sym(root)})"
+                    raise VerifyException(
+                        f"{self.where}: call {index} ({sym(op.kernel_name)}) of {ref} {verb} "
+                        f"{what}, but slot {sym(root)} is live only for "
+                        f'"{live[0]}" calls {live[1]}..{live[2]}'
+                    )
+            index += 1
 
 
 Layout = Dialect("layout", [PlanOp, ArenaOp, SlotOp, LayoutViewOp, TotalsOp], [])
