@@ -38,6 +38,7 @@ from ckir.dialects import dims
 from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
+from ckir.passes import plan_layout
 from ckir.registry import (
     KernelSpec,
     OperandSpec,
@@ -126,8 +127,19 @@ graph.model @tiny arch "llama" symbols {D = 16, E = 64, H = 4, I = 128, KV = 2, 
 
 
 def realistic_module_text() -> str:
-    """A 2-layer graph model, a lowered model with two programs and two layout plans."""
-    return GRAPH + lit_body("lowered") + lit_body("layout")
+    """A 2-layer graph model, a lowered model with two programs and two layout plans.
+
+    The plans are the planner's for the lowered model (bump with canaries, liveness
+    without): a plan next to its model is verified against it, so the hand-written
+    plans of layout/ops.mlir (which place other buffers) cannot sit next to it.
+    """
+    lowered = lit_body("lowered")
+    model = next(op for op in parse(lowered).ops if isinstance(op, lw.LoweredModelOp))
+    plans = "\n".join(
+        show(plan_layout.plan(model, strategy, 64, canaries))
+        for strategy, canaries in (("bump", True), ("liveness", False))
+    )
+    return GRAPH + lowered + plans
 
 
 # --------------------------------------------------------------------------- round-trips
