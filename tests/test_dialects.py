@@ -627,6 +627,105 @@ def test_plan_to_map_is_a_table() -> None:
     assert text == ly.plan_to_map(_plan())
 
 
+# --------------------------------------------------------------------------- plan vs model
+
+
+def _tiny_with_plan(strategy: str = "liveness") -> tuple[ModuleOp, lw.LoweredModelOp, ly.PlanOp]:
+    """lowered/ops.mlir (model @tiny: prefill with q/k/v views of a qkv buffer) and its plan."""
+    module = parse(lit_body("lowered"))
+    model = next(op for op in module.ops if isinstance(op, lw.LoweredModelOp))
+    plan = plan_layout.plan(model, strategy, 64, True)
+    module.body.block.insert_op_after(plan, model)
+    return module, model, plan
+
+
+def _slot(plan: ly.PlanOp, name: str) -> ly.SlotOp:
+    return next(s for a in plan.arenas().values() for s in a.slots() if s.buffer_name == name)
+
+
+def _set_live(slot: ly.SlotOp, live: tuple[str, int, int]) -> None:
+    slot.properties["live"] = ly.SlotOp.make("x", 0, 0, "activation", None, live).live
+
+
+@pytest.mark.parametrize("strategy", ["bump", "liveness"])
+@pytest.mark.parametrize("fuse", [False, True])
+def test_planned_pipelines_verify_against_their_model(strategy: str, fuse: bool) -> None:
+    """What the lowerings, the fuse-* passes and the planner make passes the cross-checks."""
+    from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass
+    from ckir.passes.fuse_gate_up import FuseGateUpPass
+    from ckir.passes.fuse_qkv import FuseQkvPass
+    from ckir.passes.lower_decode import LowerDecodePass
+    from ckir.passes.lower_prefill import LowerPrefillPass
+
+    module = parse((ROOT / "tests" / "filecheck" / "inputs" / "tiny_llama.mlir").read_text())
+    passes = [LowerPrefillPass(max_context=16), LowerDecodePass(max_context=16)]
+    if fuse:
+        passes += [FuseQkvPass(), FuseGateUpPass(), FuseAddRmsnormPass()]
+    for p in (*passes, plan_layout.PlanLayoutPass(strategy=strategy)):
+        p.apply(Context(), module)
+    module.verify()
+    model = next(op for op in module.ops if isinstance(op, lw.LoweredModelOp))
+    plan = next(op for op in module.ops if isinstance(op, ly.PlanOp))
+    assert plan.planned_model() is model
+    # and the checks are live on it: cut the last slot of the decode program short
+    last = max(
+        (s for s in plan.arenas()["state"].slots() if s.live_range is not None),
+        key=lambda s: (s.live_range or ("", 0, 0))[2],
+    )
+    mode, first, end = last.live_range or ("", 0, 0)
+    if first == end:
+        first -= 1
+    _set_live(last, (mode, first, end - 1))
+    with pytest.raises(VerifyException, match=rf"call {end} \(@\S+\) of lowered.program @"):
+        module.verify()
+
+
+def test_plan_live_ranges_cover_uses_through_views() -> None:
+    module, _, plan = _tiny_with_plan()
+    module.verify()
+    qkv = _slot(plan, "prefill.0.qkv")
+    assert qkv.live_range == ("prefill", 2, 5)  # gemm_bias writes q ... attention reads q
+    _set_live(qkv, ("prefill", 2, 4))
+    with pytest.raises(VerifyException) as info:
+        module.verify()
+    assert str(info.value) == (
+        "layout.plan @tiny: call 5 (@attention_f32) of lowered.program @prefill reads "
+        "@prefill.0.q (a view of @prefill.0.qkv), but slot @prefill.0.qkv is live only for "
+        '"prefill" calls 2..4'
+    )
+
+
+def test_plan_cross_checks_need_the_model() -> None:
+    """Alone, a plan is checked as a layout only; next to one model of another name, against it."""
+    module, model, plan = _tiny_with_plan("bump")
+    _set_live(_slot(plan, "decode.x"), ("prefill", 0, 1))
+    wrong_mode = r'call 0 \(@embed_f32\) of lowered.program @decode writes @decode.x, but .*"prefill"'
+    with pytest.raises(VerifyException, match=wrong_mode):
+        module.verify()
+    plan.plan_name = StringAttr("other")
+    empty = next(op for op in module.ops if isinstance(op, lw.LoweredModelOp) and op is not model)
+    assert plan.planned_model() is None  # two models, neither named @other
+    ly.PlanOp.verify_(plan)  # checks that do not need the model still run (and pass)
+    empty.detach()
+    assert plan.planned_model() is model  # the only model: what emit-c pairs the plan with
+    with pytest.raises(VerifyException, match=wrong_mode):
+        ly.PlanOp.verify_(plan)
+    plan.detach()
+    assert plan.planned_model() is None
+    plan.verify()
+
+
+def test_plan_rejects_one_name_in_two_programs() -> None:
+    module, model, _ = _tiny_with_plan()
+    decode = model.programs()["decode"]
+    decode.body_block.insert_op_before(
+        lw.BufferOp.make("prefill.x", "activation", lw.BufferType.make([1, 64], "f32")),
+        decode.body_block.first_op,
+    )
+    with pytest.raises(VerifyException, match=r"@prefill.x is declared in both lowered.program"):
+        ly.PlanOp.verify_(next(op for op in module.ops if isinstance(op, ly.PlanOp)))
+
+
 # --------------------------------------------------------------------------- invalid suites
 
 
