@@ -9,7 +9,10 @@ of transient buffers) and ``layout.view``s aliasing a slot.
 The verifier of a plan is the memory-safety proof: offsets and canaries are
 aligned, every slot and canary lies inside its arena, no two slots whose bytes
 overlap can be live at the same time, views lie inside their root, and the
-totals are the sums of the slots.
+totals are the sums of the slots.  Next to the ``lowered.model`` it plans, a plan is
+also checked against it: every buffer and view has a slot (view) that holds its
+bytes, and every call lies in the live range of every slot it names
+(``PlanOp.planned_model``; a plan verified alone gets the layout checks only).
 
 Example::
 
@@ -785,13 +788,11 @@ class _ModelCheck:
         """Check the buffers and views of ``block``; return its views' roots by name."""
         roots: dict[str, str] = {}
         for op in block.ops:
-            if isinstance(op, lw.BufferOp):
-                self._note(op.buffer_name, ref)
-                self._buffer(op, ref)
-            elif isinstance(op, lw.ViewOp):
-                self._note(op.view_name, ref)
-                self._view(op, ref)
-                roots[op.view_name] = op.root_name
+            if isinstance(op, lw.BufferOp | lw.ViewOp):
+                self._note(op.sym_name.data, ref)
+                self._place(op, ref)
+                if isinstance(op, lw.ViewOp):
+                    roots[op.view_name] = op.root_name
         return roots
 
     def _note(self, name: str, ref: str) -> None:
@@ -803,40 +804,36 @@ class _ModelCheck:
             )
         self.declared[name] = ref
 
-    def _buffer(self, op: lw.BufferOp, ref: str) -> None:
-        name = sym(op.buffer_name)
-        slot = self.slots.get(op.buffer_name)
-        if slot is None:
-            hint = " (only a layout.view)" if op.buffer_name in self.views else ""
-            raise VerifyException(f"{self.where}: buffer {name} of {ref} has no slot{hint}")
-        if slot.size_bytes < op.buffer_type.byte_size:
+    def _place(self, op: lw.BufferOp | lw.ViewOp, ref: str) -> None:
+        """A buffer's slot (or a view's ``layout.view``) exists, holds it and matches it."""
+        is_buffer = isinstance(op, lw.BufferOp)
+        name = sym(op.sym_name.data)
+        kind, want = ("buffer", "slot") if is_buffer else ("view", "layout.view")
+        table, other = (self.slots, self.views) if is_buffer else (self.views, self.slots)
+        placed = table.get(op.sym_name.data)
+        if placed is None:
+            hint = ""
+            if op.sym_name.data in other:
+                hint = " (only a layout.view)" if is_buffer else " (a slot instead)"
+            raise VerifyException(f"{self.where}: {kind} {name} of {ref} has no {want}{hint}")
+        ty = op.buffer_type
+        if placed.size_bytes < ty.byte_size:
             raise VerifyException(
-                f"{self.where}: slot {name} of {slot.size_bytes} bytes cannot hold buffer "
-                f"{name} of {ref} ({_describe(op.buffer_type)})"
+                f"{self.where}: {want} {name} of {placed.size_bytes} bytes cannot hold {kind} "
+                f"{name} of {ref} ({_describe(ty)})"
             )
-        if slot.role != op.role:
+        if isinstance(op, lw.BufferOp) and isinstance(placed, SlotOp) and placed.role != op.role:
             raise VerifyException(
-                f"{self.where}: slot {name} has role {slot.role} but buffer {name} of {ref} "
-                f"has role {op.role}"
+                f"{self.where}: slot {name} has role {placed.role} but buffer {name} of "
+                f"{ref} has role {op.role}"
             )
-
-    def _view(self, op: lw.ViewOp, ref: str) -> None:
-        name = sym(op.view_name)
-        view = self.views.get(op.view_name)
-        if view is None:
-            hint = " (a slot instead)" if op.view_name in self.slots else ""
-            raise VerifyException(f"{self.where}: view {name} of {ref} has no layout.view{hint}")
-        if view.root_name != op.root_name or view.offset_bytes != op.offset_bytes:
-            raise VerifyException(
-                f"{self.where}: layout.view {name} is {sym(view.root_name)} + "
-                f"{view.offset_bytes} but view {name} of {ref} is {sym(op.root_name)} + "
-                f"{op.offset_bytes}"
-            )
-        if view.size_bytes < op.view_type.byte_size:
-            raise VerifyException(
-                f"{self.where}: layout.view {name} of {view.size_bytes} bytes cannot hold "
-                f"view {name} of {ref} ({_describe(op.view_type)})"
-            )
+        if isinstance(placed, LayoutViewOp) and isinstance(op, lw.ViewOp):
+            at = (op.root_name, op.offset_bytes)
+            if (placed.root_name, placed.offset_bytes) != at:
+                raise VerifyException(
+                    f"{self.where}: layout.view {name} is {sym(placed.root_name)} + "
+                    f"{placed.offset_bytes} but view {name} of {ref} is {sym(at[0])} + {at[1]}"
+                )
 
     def _live(self, program: lw.ProgramOp, roots: dict[str, str]) -> None:
         """Every call of ``program`` lies in the live range of every slot it names.
