@@ -33,7 +33,10 @@ See docs/dialects/layout.md.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import json
+import sys
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -306,14 +309,53 @@ class PlanOp(IRDLOperation):
 # --------------------------------------------------------------------------- arena
 
 
-def _live_overlap(a: SlotOp, b: SlotOp) -> bool:
-    """May ``a`` and ``b`` be live at the same time?"""
-    la, lb = a.live_range, b.live_range
-    if la is None or lb is None:
-        return True
-    if la[0] != lb[0]:
-        return False  # different modes never run at the same time
-    return not (la[2] < lb[1] or lb[2] < la[1])
+_Extent = tuple[int, int, "SlotOp"]
+
+
+def _first_clash(extents: list[_Extent]) -> tuple[_Extent, _Extent] | None:
+    """Two slots that share a byte (canaries included) and may be live together, or None.
+
+    A sweep over byte offsets.  The slots still open at a slot's start all contain that
+    byte, so (the plan being safe so far) the open slots of one mode have disjoint live
+    ranges: kept sorted by first call, one bisection finds the only candidate that can
+    meet a new range.  A permanent slot (no ``live``) meets every open slot.  Costs
+    O(n log n) comparisons whatever the number of slots sharing bytes.
+    """
+    extents = sorted(extents, key=lambda e: (e[0], e[1]))
+    open_slots: dict[int, _Extent] = {}  # in opening order
+    permanent: dict[int, _Extent] = {}
+    closing: list[tuple[int, int]] = []  # heap of (end, index)
+    lines: dict[str, list[tuple[int, int, int]]] = {}  # mode -> sorted (first, last, index)
+    for index, ext in enumerate(extents):
+        start, end, op = ext
+        if start == end:
+            continue
+        while closing and closing[0][0] <= start:
+            _, gone = heapq.heappop(closing)
+            live = open_slots.pop(gone)[2].live_range
+            if live is None:
+                del permanent[gone]
+            else:
+                line = lines[live[0]]
+                del line[bisect.bisect_left(line, (live[1], live[2], gone))]
+        live = op.live_range
+        if live is None:
+            other = next(iter(open_slots.values()), None)
+        else:
+            other = next(iter(permanent.values()), None)
+            line = lines.setdefault(live[0], [])
+            at = bisect.bisect_right(line, (live[2], sys.maxsize, sys.maxsize))
+            if other is None and at and line[at - 1][1] >= live[1]:
+                other = open_slots[line[at - 1][2]]
+        if other is not None:
+            return other, ext
+        open_slots[index] = ext
+        heapq.heappush(closing, (end, index))
+        if live is None:
+            permanent[index] = ext
+        else:
+            bisect.insort(lines[live[0]], (live[1], live[2], index))
+    return None
 
 
 def _fmt_live(live: tuple[str, int, int] | None) -> str:
@@ -417,22 +459,15 @@ class ArenaOp(IRDLOperation):
                     f"{where}: '{op.name}' is not allowed in an arena (only layout.slot, "
                     "layout.view)"
                 )
-        # sweep: every pair of slots whose byte ranges (canary included) intersect
-        extents.sort(key=lambda e: (e[0], e[1]))
-        active: list[tuple[int, int, SlotOp]] = []
-        for start, end, op in extents:
-            if start == end:
-                continue
-            active = [a for a in active if a[1] > start]
-            for a_start, a_end, other in active:
-                if _live_overlap(other, op):
-                    lo, hi = max(a_start, start), min(a_end, end)
-                    raise VerifyException(
-                        f"{where}: slots {sym(other.buffer_name)} and {sym(op.buffer_name)} "
-                        f"overlap in bytes [{lo}, {hi}) while both are live "
-                        f"({_fmt_live(other.live_range)} / {_fmt_live(op.live_range)})"
-                    )
-            active.append((start, end, op))
+        clash = _first_clash(extents)
+        if clash is not None:
+            (a_start, a_end, other), (start, end, op) = clash
+            lo, hi = max(a_start, start), min(a_end, end)
+            raise VerifyException(
+                f"{where}: slots {sym(other.buffer_name)} and {sym(op.buffer_name)} "
+                f"overlap in bytes [{lo}, {hi}) while both are live "
+                f"({_fmt_live(other.live_range)} / {_fmt_live(op.live_range)})"
+            )
         for op in self.body.block.ops:
             if isinstance(op, LayoutViewOp):
                 v = sym(op.view_name)

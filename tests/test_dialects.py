@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import re
 import shutil
 import subprocess
@@ -597,6 +598,41 @@ def test_layout_overlap_is_rejected_when_live_ranges_meet() -> None:
     y.properties["live"] = ly.SlotOp.make("y", 0, 0, "activation", None, ("decode", 3, 6)).live
     with pytest.raises(VerifyException, match=r"slots @decode.x and @decode.y overlap in bytes"):
         ModuleOp([plan]).verify()
+
+
+def test_overlap_sweep_agrees_with_all_pairs() -> None:
+    """The arena's sweep finds a clash exactly when some pair of slots clashes."""
+    rng = random.Random(11)
+
+    def clash(a: ly.SlotOp, b: ly.SlotOp) -> bool:
+        if a.size_bytes == 0 or b.size_bytes == 0:
+            return False
+        if a.offset_bytes >= b.end_bytes or b.offset_bytes >= a.end_bytes:
+            return False
+        la, lb = a.live_range, b.live_range
+        if la is None or lb is None:
+            return True
+        return la[0] == lb[0] and not (la[2] < lb[1] or lb[2] < la[1])
+
+    found = 0
+    for _ in range(400):
+        slots = []
+        for i in range(rng.randint(2, 9)):
+            first = rng.randint(0, 6)
+            live = (
+                None
+                if rng.random() < 0.15
+                else (rng.choice(("prefill", "decode")), first, first + rng.randint(0, 3))
+            )
+            offset, size = 64 * rng.randint(0, 6), rng.choice([0, 64, 128, 192])
+            slots.append(ly.SlotOp.make(f"s{i}", offset, size, "activation", None, live))
+        got = ly._first_clash([(s.offset_bytes, s.end_bytes, s) for s in slots])
+        want = any(clash(a, b) for i, a in enumerate(slots) for b in slots[i + 1 :])
+        assert (got is not None) == want
+        if got is not None:
+            assert clash(got[0][2], got[1][2])
+            found += 1
+    assert 50 < found < 350  # both outcomes are exercised
 
 
 def test_plan_to_json_is_deterministic() -> None:
