@@ -9,7 +9,10 @@ of transient buffers) and ``layout.view``s aliasing a slot.
 The verifier of a plan is the memory-safety proof: offsets and canaries are
 aligned, every slot and canary lies inside its arena, no two slots whose bytes
 overlap can be live at the same time, views lie inside their root, and the
-totals are the sums of the slots.
+totals are the sums of the slots.  Next to the ``lowered.model`` it plans, a plan is
+also checked against it: every buffer and view has a slot (view) that holds its
+bytes, and every call lies in the live range of every slot it names
+(``PlanOp.planned_model``; a plan verified alone gets the layout checks only).
 
 Example::
 
@@ -30,7 +33,10 @@ See docs/dialects/layout.md.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import json
+import sys
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -60,6 +66,7 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
+from ckir.dialects import lowered as lw
 from ckir.dialects.common import sym
 from ckir.vocab import MODES, ROLES
 
@@ -181,6 +188,33 @@ class PlanOp(IRDLOperation):
         last = self.body.block.last_op
         return last.values() if isinstance(last, TotalsOp) else {}
 
+    def planned_model(self) -> lw.LoweredModelOp | None:
+        """The ``lowered.model`` this plan places, None when the plan stands alone.
+
+        The planner names a plan after its model and inserts it after it, so this is
+        the nearest ``lowered.model`` of the same name among the plan's siblings
+        (preceding ones first); with none of that name, the only ``lowered.model`` of
+        the block (the one ``--emit-c`` would pair the plan with), if there is exactly one.
+        """
+        block = self.parent_block()
+        if block is None:
+            return None
+        before: list[lw.LoweredModelOp] = []
+        after: list[lw.LoweredModelOp] = []
+        seen = False
+        for op in block.ops:
+            if op is self:
+                seen = True
+            elif isinstance(op, lw.LoweredModelOp):
+                (after if seen else before).append(op)
+        name = self.plan_name.data
+        named = [m for m in reversed(before) if m.model_name.data == name]
+        named += [m for m in after if m.model_name.data == name]
+        if named:
+            return named[0]
+        models = before + after
+        return models[0] if len(models) == 1 else None
+
     def verify_(self) -> None:
         where = f"layout.plan {sym(self.plan_name.data)}"
         if self.strategy.data not in STRATEGIES:
@@ -234,6 +268,9 @@ class PlanOp(IRDLOperation):
                 raise VerifyException(
                     f"{where}: totals say {role} = {got} bytes but its slots add up to {want}"
                 )
+        model = self.planned_model()
+        if model is not None:
+            _ModelCheck(self, model, where).run()
 
     @classmethod
     def parse(cls, parser: Parser) -> PlanOp:
@@ -272,14 +309,53 @@ class PlanOp(IRDLOperation):
 # --------------------------------------------------------------------------- arena
 
 
-def _live_overlap(a: SlotOp, b: SlotOp) -> bool:
-    """May ``a`` and ``b`` be live at the same time?"""
-    la, lb = a.live_range, b.live_range
-    if la is None or lb is None:
-        return True
-    if la[0] != lb[0]:
-        return False  # different modes never run at the same time
-    return not (la[2] < lb[1] or lb[2] < la[1])
+_Extent = tuple[int, int, "SlotOp"]
+
+
+def _first_clash(extents: list[_Extent]) -> tuple[_Extent, _Extent] | None:
+    """Two slots that share a byte (canaries included) and may be live together, or None.
+
+    A sweep over byte offsets.  The slots still open at a slot's start all contain that
+    byte, so (the plan being safe so far) the open slots of one mode have disjoint live
+    ranges: kept sorted by first call, one bisection finds the only candidate that can
+    meet a new range.  A permanent slot (no ``live``) meets every open slot.  Costs
+    O(n log n) comparisons whatever the number of slots sharing bytes.
+    """
+    extents = sorted(extents, key=lambda e: (e[0], e[1]))
+    open_slots: dict[int, _Extent] = {}  # in opening order
+    permanent: dict[int, _Extent] = {}
+    closing: list[tuple[int, int]] = []  # heap of (end, index)
+    lines: dict[str, list[tuple[int, int, int]]] = {}  # mode -> sorted (first, last, index)
+    for index, ext in enumerate(extents):
+        start, end, op = ext
+        if start == end:
+            continue
+        while closing and closing[0][0] <= start:
+            _, gone = heapq.heappop(closing)
+            live = open_slots.pop(gone)[2].live_range
+            if live is None:
+                del permanent[gone]
+            else:
+                line = lines[live[0]]
+                del line[bisect.bisect_left(line, (live[1], live[2], gone))]
+        live = op.live_range
+        if live is None:
+            other = next(iter(open_slots.values()), None)
+        else:
+            other = next(iter(permanent.values()), None)
+            line = lines.setdefault(live[0], [])
+            at = bisect.bisect_right(line, (live[2], sys.maxsize, sys.maxsize))
+            if other is None and at and line[at - 1][1] >= live[1]:
+                other = open_slots[line[at - 1][2]]
+        if other is not None:
+            return other, ext
+        open_slots[index] = ext
+        heapq.heappush(closing, (end, index))
+        if live is None:
+            permanent[index] = ext
+        else:
+            bisect.insort(lines[live[0]], (live[1], live[2], index))
+    return None
 
 
 def _fmt_live(live: tuple[str, int, int] | None) -> str:
@@ -383,22 +459,15 @@ class ArenaOp(IRDLOperation):
                     f"{where}: '{op.name}' is not allowed in an arena (only layout.slot, "
                     "layout.view)"
                 )
-        # sweep: every pair of slots whose byte ranges (canary included) intersect
-        extents.sort(key=lambda e: (e[0], e[1]))
-        active: list[tuple[int, int, SlotOp]] = []
-        for start, end, op in extents:
-            if start == end:
-                continue
-            active = [a for a in active if a[1] > start]
-            for a_start, a_end, other in active:
-                if _live_overlap(other, op):
-                    lo, hi = max(a_start, start), min(a_end, end)
-                    raise VerifyException(
-                        f"{where}: slots {sym(other.buffer_name)} and {sym(op.buffer_name)} "
-                        f"overlap in bytes [{lo}, {hi}) while both are live "
-                        f"({_fmt_live(other.live_range)} / {_fmt_live(op.live_range)})"
-                    )
-            active.append((start, end, op))
+        clash = _first_clash(extents)
+        if clash is not None:
+            (a_start, a_end, other), (start, end, op) = clash
+            lo, hi = max(a_start, start), min(a_end, end)
+            raise VerifyException(
+                f"{where}: slots {sym(other.buffer_name)} and {sym(op.buffer_name)} "
+                f"overlap in bytes [{lo}, {hi}) while both are live "
+                f"({_fmt_live(other.live_range)} / {_fmt_live(op.live_range)})"
+            )
         for op in self.body.block.ops:
             if isinstance(op, LayoutViewOp):
                 v = sym(op.view_name)
@@ -691,6 +760,141 @@ class TotalsOp(IRDLOperation):
                 raise VerifyException(f"layout.totals: {k} must be an integer")
             if v.value.data < 0:
                 raise VerifyException(f"layout.totals: {k} = {v.value.data} must be >= 0")
+
+
+# --------------------------------------------------------------------------- plan vs model
+
+
+def _describe(ty: lw.BufferType) -> str:
+    """``[1, 256] f32, 1024 bytes``: a buffer type and its storage size, for messages."""
+    shape = ", ".join(str(d) for d in ty.shape_ints)
+    return f"[{shape}] {ty.dtype_name}, {ty.byte_size} bytes"
+
+
+class _ModelCheck:
+    """The plan checked against the ``lowered.model`` it places (``PlanOp.verify_``).
+
+    Sizes: every lowered buffer has one slot of its role holding its bytes, every
+    lowered view a ``layout.view`` at the same root and offset holding its bytes, and
+    every slot and view places a symbol of the model.  Lifetimes: every call that
+    names a buffer (directly or through a view) lies in its slot's live range, whose
+    mode is the call's program's.  Index maps are built once: linear in the number of
+    buffers, views and call operands.
+    """
+
+    def __init__(self, plan: PlanOp, model: lw.LoweredModelOp, where: str) -> None:
+        self.where = where
+        self.model = model
+        self.slots: dict[str, SlotOp] = {}
+        self.views: dict[str, LayoutViewOp] = {}
+        for arena in plan.body.block.ops:
+            if isinstance(arena, ArenaOp):
+                for op in arena.body.block.ops:
+                    if isinstance(op, SlotOp):
+                        self.slots[op.buffer_name] = op
+                    elif isinstance(op, LayoutViewOp):
+                        self.views[op.view_name] = op
+        #: every lowered buffer and view -> where it is declared
+        self.declared: dict[str, str] = {}
+
+    def run(self) -> None:
+        """Raise a one-line VerifyException on the first mismatch."""
+        model_ref = f"lowered.model {sym(self.model.model_name.data)}"
+        model_roots = self._declare(self.model.body.block, model_ref)
+        programs: list[tuple[lw.ProgramOp, dict[str, str]]] = []
+        for op in self.model.body.block.ops:
+            if isinstance(op, lw.ProgramOp):
+                ref = f"lowered.program {sym(op.sym_name.data)}"
+                programs.append((op, {**model_roots, **self._declare(op.body.block, ref)}))
+        for name in self.slots:
+            if name not in self.declared:
+                raise VerifyException(
+                    f"{self.where}: slot {sym(name)} places no buffer of {model_ref}"
+                )
+        for name in self.views:
+            if name not in self.declared:
+                raise VerifyException(
+                    f"{self.where}: layout.view {sym(name)} places no view of {model_ref}"
+                )
+        for program, roots in programs:
+            self._live(program, roots)
+
+    def _declare(self, block: Block, ref: str) -> dict[str, str]:
+        """Check the buffers and views of ``block``; return its views' roots by name."""
+        roots: dict[str, str] = {}
+        for op in block.ops:
+            if isinstance(op, lw.BufferOp | lw.ViewOp):
+                self._note(op.sym_name.data, ref)
+                self._place(op, ref)
+                if isinstance(op, lw.ViewOp):
+                    roots[op.view_name] = op.root_name
+        return roots
+
+    def _note(self, name: str, ref: str) -> None:
+        other = self.declared.get(name)
+        if other is not None:
+            raise VerifyException(
+                f"{self.where}: {sym(name)} is declared in both {other} and {ref}, "
+                "but a plan has one slot per name"
+            )
+        self.declared[name] = ref
+
+    def _place(self, op: lw.BufferOp | lw.ViewOp, ref: str) -> None:
+        """A buffer's slot (or a view's ``layout.view``) exists, holds it and matches it."""
+        is_buffer = isinstance(op, lw.BufferOp)
+        name = sym(op.sym_name.data)
+        kind, want = ("buffer", "slot") if is_buffer else ("view", "layout.view")
+        table, other = (self.slots, self.views) if is_buffer else (self.views, self.slots)
+        placed = table.get(op.sym_name.data)
+        if placed is None:
+            hint = ""
+            if op.sym_name.data in other:
+                hint = " (only a layout.view)" if is_buffer else " (a slot instead)"
+            raise VerifyException(f"{self.where}: {kind} {name} of {ref} has no {want}{hint}")
+        ty = op.buffer_type
+        if placed.size_bytes < ty.byte_size:
+            raise VerifyException(
+                f"{self.where}: {want} {name} of {placed.size_bytes} bytes cannot hold {kind} "
+                f"{name} of {ref} ({_describe(ty)})"
+            )
+        if isinstance(op, lw.BufferOp) and isinstance(placed, SlotOp) and placed.role != op.role:
+            raise VerifyException(
+                f"{self.where}: slot {name} has role {placed.role} but buffer {name} of "
+                f"{ref} has role {op.role}"
+            )
+        if isinstance(placed, LayoutViewOp) and isinstance(op, lw.ViewOp):
+            at = (op.root_name, op.offset_bytes)
+            if (placed.root_name, placed.offset_bytes) != at:
+                raise VerifyException(
+                    f"{self.where}: layout.view {name} is {sym(placed.root_name)} + "
+                    f"{placed.offset_bytes} but view {name} of {ref} is {sym(at[0])} + {at[1]}"
+                )
+
+    def _live(self, program: lw.ProgramOp, roots: dict[str, str]) -> None:
+        """Every call of ``program`` lies in the live range of every slot it names.
+
+        Call indices count the program's ``lowered.call``s from 0, as the planner does.
+        """
+        mode = program.mode_name
+        ref = f"lowered.program {sym(program.sym_name.data)}"
+        index = 0
+        for op in program.body.block.ops:
+            if not isinstance(op, lw.CallOp):
+                continue
+            for verb, names in (("reads", op.in_names), ("writes", op.out_names)):
+                for name in names:
+                    root = roots.get(name, name)
+                    slot = self.slots.get(root)
+                    live = slot.live_range if slot is not None else None
+                    if live is None or (live[0] == mode and live[1] <= index <= live[2]):
+                        continue
+                    what = sym(root) if root == name else f"{sym(name)} (a view of {sym(root)})"
+                    raise VerifyException(
+                        f"{self.where}: call {index} ({sym(op.kernel_name)}) of {ref} {verb} "
+                        f"{what}, but slot {sym(root)} is live only for "
+                        f'"{live[0]}" calls {live[1]}..{live[2]}'
+                    )
+            index += 1
 
 
 Layout = Dialect("layout", [PlanOp, ArenaOp, SlotOp, LayoutViewOp, TotalsOp], [])

@@ -118,7 +118,8 @@ def extent(placed: list[Placed], start: int) -> int:
 
 
 def collect(model: lw.LoweredModelOp) -> tuple[list[Item], list[Item], list[lw.ViewOp]]:
-    """Weights, state items (permanent first, then per program) and views, in IR order."""
+    """Weights, state items (permanent first, then per program) and views (model-level
+    ones included), in IR order."""
     weights: list[Item] = []
     permanent: list[Item] = []
     transient: list[Item] = []
@@ -127,6 +128,8 @@ def collect(model: lw.LoweredModelOp) -> tuple[list[Item], list[Item], list[lw.V
         if isinstance(op, lw.BufferOp):
             item = Item(op.buffer_name, op.buffer_type.byte_size, op.role, None)
             (weights if op.role == "weight" else permanent).append(item)
+        elif isinstance(op, lw.ViewOp):
+            views.append(op)
         elif isinstance(op, lw.ProgramOp):
             p_perm, p_trans, p_views = _program_items(op)
             permanent += p_perm
@@ -191,9 +194,10 @@ def plan(model: lw.LoweredModelOp, strategy: str, align: int, canaries: bool) ->
 
     root_of: dict[str, Placed] = {p.item.name: p for p in (*w_placed, *s_perm, *s_trans)}
     plan_op = ly.PlanOp.make(model.sym_name.data, strategy, align, canaries)
+    weight_names = {p.item.name for p in w_placed}
     for arena_name, placed, arena_views in (
-        ("weights", w_placed, []),
-        ("state", [*s_perm, *s_trans], views),
+        ("weights", w_placed, [v for v in views if v.root_name in weight_names]),
+        ("state", [*s_perm, *s_trans], [v for v in views if v.root_name not in weight_names]),
     ):
         size = align_up(extent(placed, 0), align)
         arena = ly.ArenaOp.make(arena_name, size)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import re
 import shutil
 import subprocess
@@ -38,6 +39,7 @@ from ckir.dialects import dims
 from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
+from ckir.passes import plan_layout
 from ckir.registry import (
     KernelSpec,
     OperandSpec,
@@ -126,8 +128,19 @@ graph.model @tiny arch "llama" symbols {D = 16, E = 64, H = 4, I = 128, KV = 2, 
 
 
 def realistic_module_text() -> str:
-    """A 2-layer graph model, a lowered model with two programs and two layout plans."""
-    return GRAPH + lit_body("lowered") + lit_body("layout")
+    """A 2-layer graph model, a lowered model with two programs and two layout plans.
+
+    The plans are the planner's for the lowered model (bump with canaries, liveness
+    without): a plan next to its model is verified against it, so the hand-written
+    plans of layout/ops.mlir (which place other buffers) cannot sit next to it.
+    """
+    lowered = lit_body("lowered")
+    model = next(op for op in parse(lowered).ops if isinstance(op, lw.LoweredModelOp))
+    plans = "\n".join(
+        show(plan_layout.plan(model, strategy, 64, canaries))
+        for strategy, canaries in (("bump", True), ("liveness", False))
+    )
+    return GRAPH + lowered + plans
 
 
 # --------------------------------------------------------------------------- round-trips
@@ -587,6 +600,41 @@ def test_layout_overlap_is_rejected_when_live_ranges_meet() -> None:
         ModuleOp([plan]).verify()
 
 
+def test_overlap_sweep_agrees_with_all_pairs() -> None:
+    """The arena's sweep finds a clash exactly when some pair of slots clashes."""
+    rng = random.Random(11)
+
+    def clash(a: ly.SlotOp, b: ly.SlotOp) -> bool:
+        if a.size_bytes == 0 or b.size_bytes == 0:
+            return False
+        if a.offset_bytes >= b.end_bytes or b.offset_bytes >= a.end_bytes:
+            return False
+        la, lb = a.live_range, b.live_range
+        if la is None or lb is None:
+            return True
+        return la[0] == lb[0] and not (la[2] < lb[1] or lb[2] < la[1])
+
+    found = 0
+    for _ in range(400):
+        slots = []
+        for i in range(rng.randint(2, 9)):
+            first = rng.randint(0, 6)
+            live = (
+                None
+                if rng.random() < 0.15
+                else (rng.choice(("prefill", "decode")), first, first + rng.randint(0, 3))
+            )
+            offset, size = 64 * rng.randint(0, 6), rng.choice([0, 64, 128, 192])
+            slots.append(ly.SlotOp.make(f"s{i}", offset, size, "activation", None, live))
+        got = ly._first_clash([(s.offset_bytes, s.end_bytes, s) for s in slots])
+        want = any(clash(a, b) for i, a in enumerate(slots) for b in slots[i + 1 :])
+        assert (got is not None) == want
+        if got is not None:
+            assert clash(got[0][2], got[1][2])
+            found += 1
+    assert 50 < found < 350  # both outcomes are exercised
+
+
 def test_plan_to_json_is_deterministic() -> None:
     text = ly.plan_to_json(_plan())
     assert text.endswith("}\n")
@@ -613,6 +661,105 @@ def test_plan_to_map_is_a_table() -> None:
     assert re.search(r"0x0000000100\s+256\s+128\s+view\s+.*decode\.q = decode\.x \+ 64", text)
     assert re.search(r"^  weight\s+65536$", text, re.M)
     assert text == ly.plan_to_map(_plan())
+
+
+# --------------------------------------------------------------------------- plan vs model
+
+
+def _tiny_with_plan(strategy: str = "liveness") -> tuple[ModuleOp, lw.LoweredModelOp, ly.PlanOp]:
+    """lowered/ops.mlir (model @tiny: prefill with q/k/v views of a qkv buffer) and its plan."""
+    module = parse(lit_body("lowered"))
+    model = next(op for op in module.ops if isinstance(op, lw.LoweredModelOp))
+    plan = plan_layout.plan(model, strategy, 64, True)
+    module.body.block.insert_op_after(plan, model)
+    return module, model, plan
+
+
+def _slot(plan: ly.PlanOp, name: str) -> ly.SlotOp:
+    return next(s for a in plan.arenas().values() for s in a.slots() if s.buffer_name == name)
+
+
+def _set_live(slot: ly.SlotOp, live: tuple[str, int, int]) -> None:
+    slot.properties["live"] = ly.SlotOp.make("x", 0, 0, "activation", None, live).live
+
+
+@pytest.mark.parametrize("strategy", ["bump", "liveness"])
+@pytest.mark.parametrize("fuse", [False, True])
+def test_planned_pipelines_verify_against_their_model(strategy: str, fuse: bool) -> None:
+    """What the lowerings, the fuse-* passes and the planner make passes the cross-checks."""
+    from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass
+    from ckir.passes.fuse_gate_up import FuseGateUpPass
+    from ckir.passes.fuse_qkv import FuseQkvPass
+    from ckir.passes.lower_decode import LowerDecodePass
+    from ckir.passes.lower_prefill import LowerPrefillPass
+
+    module = parse((ROOT / "tests" / "filecheck" / "inputs" / "tiny_llama.mlir").read_text())
+    passes = [LowerPrefillPass(max_context=16), LowerDecodePass(max_context=16)]
+    if fuse:
+        passes += [FuseQkvPass(), FuseGateUpPass(), FuseAddRmsnormPass()]
+    for p in (*passes, plan_layout.PlanLayoutPass(strategy=strategy)):
+        p.apply(Context(), module)
+    module.verify()
+    model = next(op for op in module.ops if isinstance(op, lw.LoweredModelOp))
+    plan = next(op for op in module.ops if isinstance(op, ly.PlanOp))
+    assert plan.planned_model() is model
+    # and the checks are live on it: cut the last slot of the decode program short
+    last = max(
+        (s for s in plan.arenas()["state"].slots() if s.live_range is not None),
+        key=lambda s: (s.live_range or ("", 0, 0))[2],
+    )
+    mode, first, end = last.live_range or ("", 0, 0)
+    if first == end:
+        first -= 1
+    _set_live(last, (mode, first, end - 1))
+    with pytest.raises(VerifyException, match=rf"call {end} \(@\S+\) of lowered.program @"):
+        module.verify()
+
+
+def test_plan_live_ranges_cover_uses_through_views() -> None:
+    module, _, plan = _tiny_with_plan()
+    module.verify()
+    qkv = _slot(plan, "prefill.0.qkv")
+    assert qkv.live_range == ("prefill", 2, 5)  # gemm_bias writes q ... attention reads q
+    _set_live(qkv, ("prefill", 2, 4))
+    with pytest.raises(VerifyException) as info:
+        module.verify()
+    assert str(info.value) == (
+        "layout.plan @tiny: call 5 (@attention_f32) of lowered.program @prefill reads "
+        "@prefill.0.q (a view of @prefill.0.qkv), but slot @prefill.0.qkv is live only for "
+        '"prefill" calls 2..4'
+    )
+
+
+def test_plan_cross_checks_need_the_model() -> None:
+    """Alone, a plan is checked as a layout only; next to one model of another name, against it."""
+    module, model, plan = _tiny_with_plan("bump")
+    _set_live(_slot(plan, "decode.x"), ("prefill", 0, 1))
+    wrong_mode = r'call 0 \(@embed_f32\) of lowered.program @decode writes @decode.x, .*"prefill"'
+    with pytest.raises(VerifyException, match=wrong_mode):
+        module.verify()
+    plan.plan_name = StringAttr("other")
+    empty = next(op for op in module.ops if isinstance(op, lw.LoweredModelOp) and op is not model)
+    assert plan.planned_model() is None  # two models, neither named @other
+    ly.PlanOp.verify_(plan)  # checks that do not need the model still run (and pass)
+    empty.detach()
+    assert plan.planned_model() is model  # the only model: what emit-c pairs the plan with
+    with pytest.raises(VerifyException, match=wrong_mode):
+        ly.PlanOp.verify_(plan)
+    plan.detach()
+    assert plan.planned_model() is None
+    plan.verify()
+
+
+def test_plan_rejects_one_name_in_two_programs() -> None:
+    module, model, _ = _tiny_with_plan()
+    decode = model.programs()["decode"]
+    decode.body_block.insert_op_before(
+        lw.BufferOp.make("prefill.x", "activation", lw.BufferType.make([1, 64], "f32")),
+        decode.body_block.first_op,
+    )
+    with pytest.raises(VerifyException, match=r"@prefill.x is declared in both lowered.program"):
+        ly.PlanOp.verify_(next(op for op in module.ops if isinstance(op, ly.PlanOp)))
 
 
 # --------------------------------------------------------------------------- invalid suites

@@ -480,3 +480,465 @@ layout.plan @p strategy "bump" align 64 canaries false {
   }
   layout.totals {saved = -1 : i64}
 }
+
+// -----
+
+// The plan against the lowered.model it places (issue 11). Each case below is the
+// planner's output for a small decode model (embed, final rmsnorm, lm_head gemv; made
+// with --lower-decode{max-context=16} from inputs/tiny_llama.mlir, the layers dropped,
+// then --plan-layout{strategy=liveness}) with one fact changed (and the totals kept
+// consistent, so that the case reaches the model cross-check).
+
+// a slot smaller than its buffer (issue 11: 64 bytes for 1024-byte logits; the io total follows)
+// CHECK: layout.plan @llama: slot @decode.footer.logits of 64 bytes cannot hold buffer @decode.footer.logits of lowered.program @decode ([1, 256] f32, 1024 bytes)
+lowered.model @llama {
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
+  lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
+  lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
+  lowered.program @decode mode "decode" max_context 16 {
+    lowered.buffer @decode.header.tokens io : !lowered.buf<[1], i32> {source = "input"}
+    lowered.buffer @decode.header.x activation : !lowered.buf<[1, 64], f32>
+    lowered.buffer @decode.footer.h activation : !lowered.buf<[1, 64], f32>
+    lowered.view @decode.footer.h.lo of @decode.footer.h offset 0 : !lowered.buf<[1, 32], f32>
+    lowered.buffer @decode.footer.logits io : !lowered.buf<[1, 256], f32> {source = "output"}
+    lowered.call @embed_f32(@decode.header.tokens, @w.embed) -> (@decode.header.x) {T = 1 : i64, E = 64 : i64, origin = #lowered.origin<scope "header", op "graph.embed">}
+    lowered.call @rmsnorm_f32(@decode.header.x, @w.final_norm) -> (@decode.footer.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, origin = #lowered.origin<scope "footer", op "graph.rmsnorm">}
+    lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits) {N = 256 : i64, K = 64 : i64, origin = #lowered.origin<scope "footer", op "graph.lm_head">}
+  }
+}
+layout.plan @llama strategy "liveness" align 64 canaries true {
+  layout.arena @weights size 131520 {
+    layout.slot @w.embed offset 0 size 65536 role weight canary 65536
+    layout.slot @w.final_norm offset 65600 size 256 role weight canary 65856
+    layout.slot @w.lm_head offset 65920 size 65536 role weight canary 131456
+  }
+  layout.arena @state size 1856 {
+    layout.slot @decode.header.tokens offset 0 size 4 role io canary 64
+    layout.slot @decode.footer.logits offset 128 size 64 role io canary 1152
+    layout.slot @decode.footer.h offset 1216 size 256 role activation canary 1472 live "decode" 1 2
+    layout.slot @decode.header.x offset 1536 size 256 role activation canary 1792 live "decode" 0 1
+    layout.view @decode.footer.h.lo of @decode.footer.h offset 0 size 128
+  }
+  layout.totals {activation = 512 : i64, io = 68 : i64, kv_cache = 0 : i64, saved = 0 : i64, weight = 131328 : i64}
+}
+
+// -----
+
+// a buffer without a slot (its slot line deleted, the activation total follows)
+// CHECK: layout.plan @llama: buffer @decode.header.x of lowered.program @decode has no slot
+lowered.model @llama {
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
+  lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
+  lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
+  lowered.program @decode mode "decode" max_context 16 {
+    lowered.buffer @decode.header.tokens io : !lowered.buf<[1], i32> {source = "input"}
+    lowered.buffer @decode.header.x activation : !lowered.buf<[1, 64], f32>
+    lowered.buffer @decode.footer.h activation : !lowered.buf<[1, 64], f32>
+    lowered.view @decode.footer.h.lo of @decode.footer.h offset 0 : !lowered.buf<[1, 32], f32>
+    lowered.buffer @decode.footer.logits io : !lowered.buf<[1, 256], f32> {source = "output"}
+    lowered.call @embed_f32(@decode.header.tokens, @w.embed) -> (@decode.header.x) {T = 1 : i64, E = 64 : i64, origin = #lowered.origin<scope "header", op "graph.embed">}
+    lowered.call @rmsnorm_f32(@decode.header.x, @w.final_norm) -> (@decode.footer.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, origin = #lowered.origin<scope "footer", op "graph.rmsnorm">}
+    lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits) {N = 256 : i64, K = 64 : i64, origin = #lowered.origin<scope "footer", op "graph.lm_head">}
+  }
+}
+layout.plan @llama strategy "liveness" align 64 canaries true {
+  layout.arena @weights size 131520 {
+    layout.slot @w.embed offset 0 size 65536 role weight canary 65536
+    layout.slot @w.final_norm offset 65600 size 256 role weight canary 65856
+    layout.slot @w.lm_head offset 65920 size 65536 role weight canary 131456
+  }
+  layout.arena @state size 1856 {
+    layout.slot @decode.header.tokens offset 0 size 4 role io canary 64
+    layout.slot @decode.footer.logits offset 128 size 1024 role io canary 1152
+    layout.slot @decode.footer.h offset 1216 size 256 role activation canary 1472 live "decode" 1 2
+    layout.view @decode.footer.h.lo of @decode.footer.h offset 0 size 128
+  }
+  layout.totals {activation = 256 : i64, io = 1028 : i64, kv_cache = 0 : i64, saved = 0 : i64, weight = 131328 : i64}
+}
+
+// -----
+
+// a buffer placed only as a view
+// CHECK: layout.plan @llama: buffer @decode.header.x of lowered.program @decode has no slot (only a layout.view)
+lowered.model @llama {
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
+  lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
+  lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
+  lowered.program @decode mode "decode" max_context 16 {
+    lowered.buffer @decode.header.tokens io : !lowered.buf<[1], i32> {source = "input"}
+    lowered.buffer @decode.header.x activation : !lowered.buf<[1, 64], f32>
+    lowered.buffer @decode.footer.h activation : !lowered.buf<[1, 64], f32>
+    lowered.view @decode.footer.h.lo of @decode.footer.h offset 0 : !lowered.buf<[1, 32], f32>
+    lowered.buffer @decode.footer.logits io : !lowered.buf<[1, 256], f32> {source = "output"}
+    lowered.call @embed_f32(@decode.header.tokens, @w.embed) -> (@decode.header.x) {T = 1 : i64, E = 64 : i64, origin = #lowered.origin<scope "header", op "graph.embed">}
+    lowered.call @rmsnorm_f32(@decode.header.x, @w.final_norm) -> (@decode.footer.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, origin = #lowered.origin<scope "footer", op "graph.rmsnorm">}
+    lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits) {N = 256 : i64, K = 64 : i64, origin = #lowered.origin<scope "footer", op "graph.lm_head">}
+  }
+}
+layout.plan @llama strategy "liveness" align 64 canaries true {
+  layout.arena @weights size 131520 {
+    layout.slot @w.embed offset 0 size 65536 role weight canary 65536
+    layout.slot @w.final_norm offset 65600 size 256 role weight canary 65856
+    layout.slot @w.lm_head offset 65920 size 65536 role weight canary 131456
+  }
+  layout.arena @state size 1856 {
+    layout.slot @decode.header.tokens offset 0 size 4 role io canary 64
+    layout.slot @decode.footer.logits offset 128 size 1024 role io canary 1152
+    layout.slot @decode.footer.h offset 1216 size 256 role activation canary 1472 live "decode" 1 2
+    layout.view @decode.header.x of @decode.footer.h offset 0 size 256
+    layout.view @decode.footer.h.lo of @decode.footer.h offset 0 size 128
+  }
+  layout.totals {activation = 256 : i64, io = 1028 : i64, kv_cache = 0 : i64, saved = 0 : i64, weight = 131328 : i64}
+}
+
+// -----
+
+// a slot whose role is not its buffer's
+// CHECK: layout.plan @llama: slot @decode.header.tokens has role scratch but buffer @decode.header.tokens of lowered.program @decode has role io
+lowered.model @llama {
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
+  lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
+  lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
+  lowered.program @decode mode "decode" max_context 16 {
+    lowered.buffer @decode.header.tokens io : !lowered.buf<[1], i32> {source = "input"}
+    lowered.buffer @decode.header.x activation : !lowered.buf<[1, 64], f32>
+    lowered.buffer @decode.footer.h activation : !lowered.buf<[1, 64], f32>
+    lowered.view @decode.footer.h.lo of @decode.footer.h offset 0 : !lowered.buf<[1, 32], f32>
+    lowered.buffer @decode.footer.logits io : !lowered.buf<[1, 256], f32> {source = "output"}
+    lowered.call @embed_f32(@decode.header.tokens, @w.embed) -> (@decode.header.x) {T = 1 : i64, E = 64 : i64, origin = #lowered.origin<scope "header", op "graph.embed">}
+    lowered.call @rmsnorm_f32(@decode.header.x, @w.final_norm) -> (@decode.footer.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, origin = #lowered.origin<scope "footer", op "graph.rmsnorm">}
+    lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits) {N = 256 : i64, K = 64 : i64, origin = #lowered.origin<scope "footer", op "graph.lm_head">}
+  }
+}
+layout.plan @llama strategy "liveness" align 64 canaries true {
+  layout.arena @weights size 131520 {
+    layout.slot @w.embed offset 0 size 65536 role weight canary 65536
+    layout.slot @w.final_norm offset 65600 size 256 role weight canary 65856
+    layout.slot @w.lm_head offset 65920 size 65536 role weight canary 131456
+  }
+  layout.arena @state size 1856 {
+    layout.slot @decode.header.tokens offset 0 size 4 role scratch canary 64
+    layout.slot @decode.footer.logits offset 128 size 1024 role io canary 1152
+    layout.slot @decode.footer.h offset 1216 size 256 role activation canary 1472 live "decode" 1 2
+    layout.slot @decode.header.x offset 1536 size 256 role activation canary 1792 live "decode" 0 1
+    layout.view @decode.footer.h.lo of @decode.footer.h offset 0 size 128
+  }
+  layout.totals {activation = 512 : i64, io = 1024 : i64, kv_cache = 0 : i64, saved = 0 : i64, scratch = 4 : i64, weight = 131328 : i64}
+}
+
+// -----
+
+// a slot that places no buffer of the model (the activation total follows)
+// CHECK: layout.plan @llama: slot @decode.gone places no buffer of lowered.model @llama
+lowered.model @llama {
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
+  lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
+  lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
+  lowered.program @decode mode "decode" max_context 16 {
+    lowered.buffer @decode.header.tokens io : !lowered.buf<[1], i32> {source = "input"}
+    lowered.buffer @decode.header.x activation : !lowered.buf<[1, 64], f32>
+    lowered.buffer @decode.footer.h activation : !lowered.buf<[1, 64], f32>
+    lowered.view @decode.footer.h.lo of @decode.footer.h offset 0 : !lowered.buf<[1, 32], f32>
+    lowered.buffer @decode.footer.logits io : !lowered.buf<[1, 256], f32> {source = "output"}
+    lowered.call @embed_f32(@decode.header.tokens, @w.embed) -> (@decode.header.x) {T = 1 : i64, E = 64 : i64, origin = #lowered.origin<scope "header", op "graph.embed">}
+    lowered.call @rmsnorm_f32(@decode.header.x, @w.final_norm) -> (@decode.footer.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, origin = #lowered.origin<scope "footer", op "graph.rmsnorm">}
+    lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits) {N = 256 : i64, K = 64 : i64, origin = #lowered.origin<scope "footer", op "graph.lm_head">}
+  }
+}
+layout.plan @llama strategy "liveness" align 64 canaries true {
+  layout.arena @weights size 131520 {
+    layout.slot @w.embed offset 0 size 65536 role weight canary 65536
+    layout.slot @w.final_norm offset 65600 size 256 role weight canary 65856
+    layout.slot @w.lm_head offset 65920 size 65536 role weight canary 131456
+  }
+  layout.arena @state size 1856 {
+    layout.slot @decode.header.tokens offset 0 size 4 role io canary 64
+    layout.slot @decode.footer.logits offset 128 size 1024 role io canary 1152
+    layout.slot @decode.footer.h offset 1216 size 256 role activation canary 1472 live "decode" 1 2
+    layout.slot @decode.header.x offset 1536 size 256 role activation canary 1792 live "decode" 0 1
+      layout.slot @decode.gone offset 1536 size 256 role activation canary 1792 live "decode" 2 2
+    layout.view @decode.footer.h.lo of @decode.footer.h offset 0 size 128
+  }
+  layout.totals {activation = 768 : i64, io = 1028 : i64, kv_cache = 0 : i64, saved = 0 : i64, weight = 131328 : i64}
+}
+
+// -----
+
+// a live range cut short: call 2 (the lm_head gemv) still reads the slot
+// CHECK: layout.plan @llama: call 2 (@gemv_f32) of lowered.program @decode reads @decode.footer.h, but slot @decode.footer.h is live only for "decode" calls 1..1
+lowered.model @llama {
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
+  lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
+  lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
+  lowered.program @decode mode "decode" max_context 16 {
+    lowered.buffer @decode.header.tokens io : !lowered.buf<[1], i32> {source = "input"}
+    lowered.buffer @decode.header.x activation : !lowered.buf<[1, 64], f32>
+    lowered.buffer @decode.footer.h activation : !lowered.buf<[1, 64], f32>
+    lowered.view @decode.footer.h.lo of @decode.footer.h offset 0 : !lowered.buf<[1, 32], f32>
+    lowered.buffer @decode.footer.logits io : !lowered.buf<[1, 256], f32> {source = "output"}
+    lowered.call @embed_f32(@decode.header.tokens, @w.embed) -> (@decode.header.x) {T = 1 : i64, E = 64 : i64, origin = #lowered.origin<scope "header", op "graph.embed">}
+    lowered.call @rmsnorm_f32(@decode.header.x, @w.final_norm) -> (@decode.footer.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, origin = #lowered.origin<scope "footer", op "graph.rmsnorm">}
+    lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits) {N = 256 : i64, K = 64 : i64, origin = #lowered.origin<scope "footer", op "graph.lm_head">}
+  }
+}
+layout.plan @llama strategy "liveness" align 64 canaries true {
+  layout.arena @weights size 131520 {
+    layout.slot @w.embed offset 0 size 65536 role weight canary 65536
+    layout.slot @w.final_norm offset 65600 size 256 role weight canary 65856
+    layout.slot @w.lm_head offset 65920 size 65536 role weight canary 131456
+  }
+  layout.arena @state size 1856 {
+    layout.slot @decode.header.tokens offset 0 size 4 role io canary 64
+    layout.slot @decode.footer.logits offset 128 size 1024 role io canary 1152
+    layout.slot @decode.footer.h offset 1216 size 256 role activation canary 1472 live "decode" 1 1
+    layout.slot @decode.header.x offset 1536 size 256 role activation canary 1792 live "decode" 0 1
+    layout.view @decode.footer.h.lo of @decode.footer.h offset 0 size 128
+  }
+  layout.totals {activation = 512 : i64, io = 1028 : i64, kv_cache = 0 : i64, saved = 0 : i64, weight = 131328 : i64}
+}
+
+// -----
+
+// a live range that starts after the call writing the buffer
+// CHECK: layout.plan @llama: call 0 (@embed_f32) of lowered.program @decode writes @decode.header.x, but slot @decode.header.x is live only for "decode" calls 1..1
+lowered.model @llama {
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
+  lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
+  lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
+  lowered.program @decode mode "decode" max_context 16 {
+    lowered.buffer @decode.header.tokens io : !lowered.buf<[1], i32> {source = "input"}
+    lowered.buffer @decode.header.x activation : !lowered.buf<[1, 64], f32>
+    lowered.buffer @decode.footer.h activation : !lowered.buf<[1, 64], f32>
+    lowered.view @decode.footer.h.lo of @decode.footer.h offset 0 : !lowered.buf<[1, 32], f32>
+    lowered.buffer @decode.footer.logits io : !lowered.buf<[1, 256], f32> {source = "output"}
+    lowered.call @embed_f32(@decode.header.tokens, @w.embed) -> (@decode.header.x) {T = 1 : i64, E = 64 : i64, origin = #lowered.origin<scope "header", op "graph.embed">}
+    lowered.call @rmsnorm_f32(@decode.header.x, @w.final_norm) -> (@decode.footer.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, origin = #lowered.origin<scope "footer", op "graph.rmsnorm">}
+    lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits) {N = 256 : i64, K = 64 : i64, origin = #lowered.origin<scope "footer", op "graph.lm_head">}
+  }
+}
+layout.plan @llama strategy "liveness" align 64 canaries true {
+  layout.arena @weights size 131520 {
+    layout.slot @w.embed offset 0 size 65536 role weight canary 65536
+    layout.slot @w.final_norm offset 65600 size 256 role weight canary 65856
+    layout.slot @w.lm_head offset 65920 size 65536 role weight canary 131456
+  }
+  layout.arena @state size 1856 {
+    layout.slot @decode.header.tokens offset 0 size 4 role io canary 64
+    layout.slot @decode.footer.logits offset 128 size 1024 role io canary 1152
+    layout.slot @decode.footer.h offset 1216 size 256 role activation canary 1472 live "decode" 1 2
+    layout.slot @decode.header.x offset 1536 size 256 role activation canary 1792 live "decode" 1 1
+    layout.view @decode.footer.h.lo of @decode.footer.h offset 0 size 128
+  }
+  layout.totals {activation = 512 : i64, io = 1028 : i64, kv_cache = 0 : i64, saved = 0 : i64, weight = 131328 : i64}
+}
+
+// -----
+
+// a use in a mode the slot is not live in
+// CHECK: layout.plan @llama: call 1 (@rmsnorm_f32) of lowered.program @decode writes @decode.footer.h, but slot @decode.footer.h is live only for "prefill" calls 1..2
+lowered.model @llama {
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
+  lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
+  lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
+  lowered.program @decode mode "decode" max_context 16 {
+    lowered.buffer @decode.header.tokens io : !lowered.buf<[1], i32> {source = "input"}
+    lowered.buffer @decode.header.x activation : !lowered.buf<[1, 64], f32>
+    lowered.buffer @decode.footer.h activation : !lowered.buf<[1, 64], f32>
+    lowered.view @decode.footer.h.lo of @decode.footer.h offset 0 : !lowered.buf<[1, 32], f32>
+    lowered.buffer @decode.footer.logits io : !lowered.buf<[1, 256], f32> {source = "output"}
+    lowered.call @embed_f32(@decode.header.tokens, @w.embed) -> (@decode.header.x) {T = 1 : i64, E = 64 : i64, origin = #lowered.origin<scope "header", op "graph.embed">}
+    lowered.call @rmsnorm_f32(@decode.header.x, @w.final_norm) -> (@decode.footer.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, origin = #lowered.origin<scope "footer", op "graph.rmsnorm">}
+    lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits) {N = 256 : i64, K = 64 : i64, origin = #lowered.origin<scope "footer", op "graph.lm_head">}
+  }
+}
+layout.plan @llama strategy "liveness" align 64 canaries true {
+  layout.arena @weights size 131520 {
+    layout.slot @w.embed offset 0 size 65536 role weight canary 65536
+    layout.slot @w.final_norm offset 65600 size 256 role weight canary 65856
+    layout.slot @w.lm_head offset 65920 size 65536 role weight canary 131456
+  }
+  layout.arena @state size 1856 {
+    layout.slot @decode.header.tokens offset 0 size 4 role io canary 64
+    layout.slot @decode.footer.logits offset 128 size 1024 role io canary 1152
+    layout.slot @decode.footer.h offset 1216 size 256 role activation canary 1472 live "prefill" 1 2
+    layout.slot @decode.header.x offset 1536 size 256 role activation canary 1792 live "decode" 0 1
+    layout.view @decode.footer.h.lo of @decode.footer.h offset 0 size 128
+  }
+  layout.totals {activation = 512 : i64, io = 1028 : i64, kv_cache = 0 : i64, saved = 0 : i64, weight = 131328 : i64}
+}
+
+// -----
+
+// a lowered view without a layout.view
+// CHECK: layout.plan @llama: view @decode.footer.h.lo of lowered.program @decode has no layout.view
+lowered.model @llama {
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
+  lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
+  lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
+  lowered.program @decode mode "decode" max_context 16 {
+    lowered.buffer @decode.header.tokens io : !lowered.buf<[1], i32> {source = "input"}
+    lowered.buffer @decode.header.x activation : !lowered.buf<[1, 64], f32>
+    lowered.buffer @decode.footer.h activation : !lowered.buf<[1, 64], f32>
+    lowered.view @decode.footer.h.lo of @decode.footer.h offset 0 : !lowered.buf<[1, 32], f32>
+    lowered.buffer @decode.footer.logits io : !lowered.buf<[1, 256], f32> {source = "output"}
+    lowered.call @embed_f32(@decode.header.tokens, @w.embed) -> (@decode.header.x) {T = 1 : i64, E = 64 : i64, origin = #lowered.origin<scope "header", op "graph.embed">}
+    lowered.call @rmsnorm_f32(@decode.header.x, @w.final_norm) -> (@decode.footer.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, origin = #lowered.origin<scope "footer", op "graph.rmsnorm">}
+    lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits) {N = 256 : i64, K = 64 : i64, origin = #lowered.origin<scope "footer", op "graph.lm_head">}
+  }
+}
+layout.plan @llama strategy "liveness" align 64 canaries true {
+  layout.arena @weights size 131520 {
+    layout.slot @w.embed offset 0 size 65536 role weight canary 65536
+    layout.slot @w.final_norm offset 65600 size 256 role weight canary 65856
+    layout.slot @w.lm_head offset 65920 size 65536 role weight canary 131456
+  }
+  layout.arena @state size 1856 {
+    layout.slot @decode.header.tokens offset 0 size 4 role io canary 64
+    layout.slot @decode.footer.logits offset 128 size 1024 role io canary 1152
+    layout.slot @decode.footer.h offset 1216 size 256 role activation canary 1472 live "decode" 1 2
+    layout.slot @decode.header.x offset 1536 size 256 role activation canary 1792 live "decode" 0 1
+  }
+  layout.totals {activation = 512 : i64, io = 1028 : i64, kv_cache = 0 : i64, saved = 0 : i64, weight = 131328 : i64}
+}
+
+// -----
+
+// a layout.view at another offset than its lowered view
+// CHECK: layout.plan @llama: layout.view @decode.footer.h.lo is @decode.footer.h + 128 but view @decode.footer.h.lo of lowered.program @decode is @decode.footer.h + 0
+lowered.model @llama {
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
+  lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
+  lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
+  lowered.program @decode mode "decode" max_context 16 {
+    lowered.buffer @decode.header.tokens io : !lowered.buf<[1], i32> {source = "input"}
+    lowered.buffer @decode.header.x activation : !lowered.buf<[1, 64], f32>
+    lowered.buffer @decode.footer.h activation : !lowered.buf<[1, 64], f32>
+    lowered.view @decode.footer.h.lo of @decode.footer.h offset 0 : !lowered.buf<[1, 32], f32>
+    lowered.buffer @decode.footer.logits io : !lowered.buf<[1, 256], f32> {source = "output"}
+    lowered.call @embed_f32(@decode.header.tokens, @w.embed) -> (@decode.header.x) {T = 1 : i64, E = 64 : i64, origin = #lowered.origin<scope "header", op "graph.embed">}
+    lowered.call @rmsnorm_f32(@decode.header.x, @w.final_norm) -> (@decode.footer.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, origin = #lowered.origin<scope "footer", op "graph.rmsnorm">}
+    lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits) {N = 256 : i64, K = 64 : i64, origin = #lowered.origin<scope "footer", op "graph.lm_head">}
+  }
+}
+layout.plan @llama strategy "liveness" align 64 canaries true {
+  layout.arena @weights size 131520 {
+    layout.slot @w.embed offset 0 size 65536 role weight canary 65536
+    layout.slot @w.final_norm offset 65600 size 256 role weight canary 65856
+    layout.slot @w.lm_head offset 65920 size 65536 role weight canary 131456
+  }
+  layout.arena @state size 1856 {
+    layout.slot @decode.header.tokens offset 0 size 4 role io canary 64
+    layout.slot @decode.footer.logits offset 128 size 1024 role io canary 1152
+    layout.slot @decode.footer.h offset 1216 size 256 role activation canary 1472 live "decode" 1 2
+    layout.slot @decode.header.x offset 1536 size 256 role activation canary 1792 live "decode" 0 1
+    layout.view @decode.footer.h.lo of @decode.footer.h offset 128 size 128
+  }
+  layout.totals {activation = 512 : i64, io = 1028 : i64, kv_cache = 0 : i64, saved = 0 : i64, weight = 131328 : i64}
+}
+
+// -----
+
+// a layout.view smaller than its lowered view
+// CHECK: layout.plan @llama: layout.view @decode.footer.h.lo of 64 bytes cannot hold view @decode.footer.h.lo of lowered.program @decode ([1, 32] f32, 128 bytes)
+lowered.model @llama {
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
+  lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
+  lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
+  lowered.program @decode mode "decode" max_context 16 {
+    lowered.buffer @decode.header.tokens io : !lowered.buf<[1], i32> {source = "input"}
+    lowered.buffer @decode.header.x activation : !lowered.buf<[1, 64], f32>
+    lowered.buffer @decode.footer.h activation : !lowered.buf<[1, 64], f32>
+    lowered.view @decode.footer.h.lo of @decode.footer.h offset 0 : !lowered.buf<[1, 32], f32>
+    lowered.buffer @decode.footer.logits io : !lowered.buf<[1, 256], f32> {source = "output"}
+    lowered.call @embed_f32(@decode.header.tokens, @w.embed) -> (@decode.header.x) {T = 1 : i64, E = 64 : i64, origin = #lowered.origin<scope "header", op "graph.embed">}
+    lowered.call @rmsnorm_f32(@decode.header.x, @w.final_norm) -> (@decode.footer.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, origin = #lowered.origin<scope "footer", op "graph.rmsnorm">}
+    lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits) {N = 256 : i64, K = 64 : i64, origin = #lowered.origin<scope "footer", op "graph.lm_head">}
+  }
+}
+layout.plan @llama strategy "liveness" align 64 canaries true {
+  layout.arena @weights size 131520 {
+    layout.slot @w.embed offset 0 size 65536 role weight canary 65536
+    layout.slot @w.final_norm offset 65600 size 256 role weight canary 65856
+    layout.slot @w.lm_head offset 65920 size 65536 role weight canary 131456
+  }
+  layout.arena @state size 1856 {
+    layout.slot @decode.header.tokens offset 0 size 4 role io canary 64
+    layout.slot @decode.footer.logits offset 128 size 1024 role io canary 1152
+    layout.slot @decode.footer.h offset 1216 size 256 role activation canary 1472 live "decode" 1 2
+    layout.slot @decode.header.x offset 1536 size 256 role activation canary 1792 live "decode" 0 1
+    layout.view @decode.footer.h.lo of @decode.footer.h offset 0 size 64
+  }
+  layout.totals {activation = 512 : i64, io = 1028 : i64, kv_cache = 0 : i64, saved = 0 : i64, weight = 131328 : i64}
+}
+
+// -----
+
+// a layout.view that places no view of the model
+// CHECK: layout.plan @llama: layout.view @decode.footer.h.hi places no view of lowered.model @llama
+lowered.model @llama {
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
+  lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
+  lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
+  lowered.program @decode mode "decode" max_context 16 {
+    lowered.buffer @decode.header.tokens io : !lowered.buf<[1], i32> {source = "input"}
+    lowered.buffer @decode.header.x activation : !lowered.buf<[1, 64], f32>
+    lowered.buffer @decode.footer.h activation : !lowered.buf<[1, 64], f32>
+    lowered.view @decode.footer.h.lo of @decode.footer.h offset 0 : !lowered.buf<[1, 32], f32>
+    lowered.buffer @decode.footer.logits io : !lowered.buf<[1, 256], f32> {source = "output"}
+    lowered.call @embed_f32(@decode.header.tokens, @w.embed) -> (@decode.header.x) {T = 1 : i64, E = 64 : i64, origin = #lowered.origin<scope "header", op "graph.embed">}
+    lowered.call @rmsnorm_f32(@decode.header.x, @w.final_norm) -> (@decode.footer.h) {T = 1 : i64, E = 64 : i64, eps = 1.000000e-05 : f64, origin = #lowered.origin<scope "footer", op "graph.rmsnorm">}
+    lowered.call @gemv_f32(@decode.footer.h, @w.lm_head) -> (@decode.footer.logits) {N = 256 : i64, K = 64 : i64, origin = #lowered.origin<scope "footer", op "graph.lm_head">}
+  }
+}
+layout.plan @llama strategy "liveness" align 64 canaries true {
+  layout.arena @weights size 131520 {
+    layout.slot @w.embed offset 0 size 65536 role weight canary 65536
+    layout.slot @w.final_norm offset 65600 size 256 role weight canary 65856
+    layout.slot @w.lm_head offset 65920 size 65536 role weight canary 131456
+  }
+  layout.arena @state size 1856 {
+    layout.slot @decode.header.tokens offset 0 size 4 role io canary 64
+    layout.slot @decode.footer.logits offset 128 size 1024 role io canary 1152
+    layout.slot @decode.footer.h offset 1216 size 256 role activation canary 1472 live "decode" 1 2
+    layout.slot @decode.header.x offset 1536 size 256 role activation canary 1792 live "decode" 0 1
+    layout.view @decode.footer.h.lo of @decode.footer.h offset 0 size 128
+    layout.view @decode.footer.h.hi of @decode.footer.h offset 128 size 128
+  }
+  layout.totals {activation = 512 : i64, io = 1028 : i64, kv_cache = 0 : i64, saved = 0 : i64, weight = 131328 : i64}
+}
