@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["Shaped", "sym"]
+__all__ = ["Placed", "Shaped", "Sized", "ViewOf", "sym"]
 
 _BARE_SYM = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 
@@ -32,3 +32,33 @@ class Shaped:
     def dtype_name(self) -> str:
         """The dtype identifier, e.g. ``"f32"``."""
         return self.dtype.data  # type: ignore[attr-defined]
+
+
+class Placed:
+    """Accessor of an op's ``offset`` (in its arena, or in its root for a view)."""
+
+    @property
+    def offset_bytes(self) -> int:
+        """Byte offset."""
+        return self.offset.value.data  # type: ignore[attr-defined]
+
+
+class Sized(Placed):
+    """Accessors of an op's ``offset`` and ``size`` (a layout slot or view)."""
+
+    @property
+    def size_bytes(self) -> int:
+        """Byte size."""
+        return self.size.value.data  # type: ignore[attr-defined]
+
+
+class ViewOf:
+    """Accessors of a view op: its ``sym_name``, its ``root`` symbol and ``offset``."""
+
+    @property
+    def view_name(self) -> str:
+        return self.sym_name.data  # type: ignore[attr-defined]
+
+    @property
+    def root_name(self) -> str:
+        return self.root.root_reference.data  # type: ignore[attr-defined]

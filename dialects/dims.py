@@ -103,19 +103,18 @@ class _Parser:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
 
     def sum(self) -> DimAst:
-        lhs = self.prod()
-        while self.peek() in ("+", "-"):
-            op = self.tokens[self.i]
-            self.i += 1
-            lhs = (op, lhs, self.prod())
-        return lhs
+        return self._chain(("+", "-"), self.prod)
 
     def prod(self) -> DimAst:
-        lhs = self.atom()
-        while self.peek() in self.products:
+        return self._chain(self.products, self.atom)
+
+    def _chain(self, ops: tuple[str, ...], operand: Callable[[], DimAst]) -> DimAst:
+        """``operand (op operand)*``, left-associative."""
+        lhs = operand()
+        while self.peek() in ops:
             op = self.tokens[self.i]
             self.i += 1
-            lhs = (op, lhs, self.atom())
+            lhs = (op, lhs, operand())
         return lhs
 
     def atom(self) -> DimAst:

@@ -67,7 +67,7 @@ from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
 from ckir.dialects import lowered as lw
-from ckir.dialects.common import sym
+from ckir.dialects.common import Sized, ViewOf, sym
 from ckir.vocab import MODES, ROLES
 
 __all__ = [
@@ -513,7 +513,7 @@ class ArenaOp(IRDLOperation):
 
 
 @irdl_op_definition
-class SlotOp(IRDLOperation):
+class SlotOp(Sized, IRDLOperation):
     """The bytes of one root buffer in an arena.
 
     ``layout.slot @decode.x offset 0 size 256 role activation canary 256 live "decode" 0 3``
@@ -560,14 +560,6 @@ class SlotOp(IRDLOperation):
     @property
     def buffer_name(self) -> str:
         return self.sym_name.data
-
-    @property
-    def offset_bytes(self) -> int:
-        return self.offset.value.data
-
-    @property
-    def size_bytes(self) -> int:
-        return self.size.value.data
 
     @property
     def role(self) -> str:
@@ -665,7 +657,7 @@ class SlotOp(IRDLOperation):
 
 
 @irdl_op_definition
-class LayoutViewOp(IRDLOperation):
+class LayoutViewOp(ViewOf, Sized, IRDLOperation):
     """An alias of part of a root slot of the same arena.
 
     ``layout.view @prefill.k of @prefill.qkv offset 1024 size 512``
@@ -694,22 +686,6 @@ class LayoutViewOp(IRDLOperation):
                 "size": _int(size),
             }
         )
-
-    @property
-    def view_name(self) -> str:
-        return self.sym_name.data
-
-    @property
-    def root_name(self) -> str:
-        return self.root.root_reference.data
-
-    @property
-    def offset_bytes(self) -> int:
-        return self.offset.value.data
-
-    @property
-    def size_bytes(self) -> int:
-        return self.size.value.data
 
     def verify_(self) -> None:
         if self.size_bytes < 0:

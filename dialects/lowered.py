@@ -76,7 +76,7 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
-from ckir.dialects.common import Shaped, sym
+from ckir.dialects.common import Placed, Shaped, ViewOf, sym
 from ckir.dialects.dims import dim_symbols, evaluate_dim
 from ckir.registry import (
     ACCESSES,
@@ -897,7 +897,7 @@ class BufferOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ViewOp(IRDLOperation):
+class ViewOp(ViewOf, Placed, IRDLOperation):
     """A typed alias of part of a root buffer, at a byte offset.
 
     ``lowered.view @"prefill.0.k" of @"prefill.0.qkv" offset 1024 : !lowered.buf<[4, 32], f32>``
@@ -927,18 +927,6 @@ class ViewOp(IRDLOperation):
                 "view_type": type,
             }
         )
-
-    @property
-    def view_name(self) -> str:
-        return self.sym_name.data
-
-    @property
-    def root_name(self) -> str:
-        return self.root.root_reference.data
-
-    @property
-    def offset_bytes(self) -> int:
-        return self.offset.value.data
 
     @property
     def buffer_type(self) -> BufferType:
