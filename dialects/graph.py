@@ -88,6 +88,7 @@ from ckir.dialects.dims import (
     normalize_dim,
     try_evaluate_dim,
 )
+from ckir.errors import CkirError
 from ckir.vocab import DTYPES, GRAPH_OPS, MODES, SCHEDULE_KEYS
 
 __all__ = [
@@ -745,6 +746,16 @@ class WeightOp(Shaped, IRDLOperation):
     @property
     def gguf_name(self) -> str | None:
         return self.gguf.data if self.gguf is not None else None
+
+    def source_tensor(self, source: str, layer: int | None) -> str:
+        """Its tensor's name in an ``"hf"`` or ``"gguf"`` file, ``{i}`` replaced by ``layer``.
+
+        ``CkirError`` naming the weight when it has no tensor in that kind of file."""
+        pattern = self.hf_name if source == "hf" else self.gguf_name
+        if pattern is None:
+            kind = "HF" if source == "hf" else "GGUF"
+            raise CkirError(f"graph.weight {sym(self.weight_name)}: has no {kind} source tensor")
+        return pattern if layer is None else pattern.replace("{i}", str(layer))
 
     @property
     def per_layer(self) -> bool:

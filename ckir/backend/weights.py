@@ -113,11 +113,7 @@ class SafetensorsSource:
     def bytes_for(
         self, decl: g.WeightOp, layer: int | None, symbols: Mapping[str, int], dtype: str
     ) -> np.ndarray:
-        hf = decl.hf_name
-        if hf is None:
-            raise CkirError(f"graph.weight @{decl.weight_name}: has no HF source tensor")
-        if layer is not None:
-            hf = hf.replace("{i}", str(layer))
+        hf = decl.source_tensor("hf", layer)
         stored = self.tensors.get(hf)
         if stored is None:
             raise CkirError(f"checkpoint has no tensor '{hf}' (graph.weight @{decl.weight_name})")

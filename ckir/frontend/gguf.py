@@ -417,10 +417,7 @@ class GGUFSource:
     ) -> np.ndarray:
         from ckir.backend.weights import check_finite, encode
 
-        pattern = decl.gguf_name
-        if pattern is None:
-            raise CkirError(f"graph.weight @{decl.weight_name}: has no GGUF source tensor")
-        name = pattern if layer is None else pattern.replace("{i}", str(layer))
+        name = decl.source_tensor("gguf", layer)
         what = f"{self.path.name}: tensor '{name}'"
         t = self.tensor(name)
         if t is None:
