@@ -16,6 +16,9 @@
 
 #define ATTN_MAX_D 256
 
+/* the key row a partial block reads for its missing keys */
+static const float attn_zero_row[ATTN_MAX_D + 16] __attribute__((aligned(64)));
+
 /* ---- reference: two passes (max, then exp-weighted sum), double precision --- */
 
 static void attn_row_ref(const float *qr, const float *kb, const float *vb, int64_t stride,
@@ -72,36 +75,24 @@ static void attn_row(const float *qr, const float *kb, const float *vb, int64_t 
   for (int64_t j0 = 0; j0 < L; j0 += CKV_W) {
     const int64_t nk = CKIR_MIN(CKV_W, L - j0);
     /* the block's scores, key j's in lane j (lanes >= nk: -inf for the max, 0
-     * after exp).  A whole block runs keys inner, chunks outer: CKV_W
-     * independent FMA chains in registers, then one transposing reduction; a
-     * partial block (its own array, so that the whole-block one stays in
-     * registers) runs one chain per key.  Both add the chunks in the same order. */
+     * after exp): keys inner, chunks outer, CKV_W independent FMA chains in
+     * registers, then one transposing reduction. */
     const float *kr = kb + j0 * stride;
-    ckv s;
-    if (nk == CKV_W) {
-      ckv part[CKV_W];
-      for (int j = 0; j < CKV_W; j++) part[j] = ckv_zero();
-      for (int64_t c = 0; c + 1 < nc; c++) {
-        const ckv qc = ckv_load(qs + CKV_W * c);
-        for (int j = 0; j < CKV_W; j++)
-          part[j] = ckv_fma(qc, ckv_loadu(kr + j * stride + CKV_W * c), part[j]);
-      }
-      const ckv ql = ckv_load(qs + CKV_W * (nc - 1));
-      for (int j = 0; j < CKV_W; j++)
-        part[j] = ckv_fma(ql, ckv_load_n(kr + j * stride + CKV_W * (nc - 1), tl), part[j]);
-      s = ckv_reduce_add_w(part);
-    } else {
-      ckv part[CKV_W];
-      for (int j = 0; j < CKV_W; j++) part[j] = ckv_zero();
-      for (int64_t j = 0; j < nk; j++) {
-        ckv a = ckv_zero();
-        for (int64_t c = 0; c < nc; c++)
-          a = ckv_fma(ckv_load(qs + CKV_W * c),
-                      ckv_load_n(kr + j * stride + CKV_W * c, c + 1 < nc ? CKV_W : tl), a);
-        part[j] = a;
-      }
-      s = ckv_select_n(ckv_reduce_add_w(part), nk, -INFINITY);
+    /* key rows of the block; a partial block's missing keys read a row of
+     * zeros, so it runs the same CKV_W chains (in registers) and its extra
+     * lanes are masked to -inf below */
+    const float *row[CKV_W];
+    for (int j = 0; j < CKV_W; j++) row[j] = j < nk ? kr + j * stride : attn_zero_row;
+    ckv part[CKV_W];
+    for (int j = 0; j < CKV_W; j++) part[j] = ckv_zero();
+    for (int64_t c = 0; c + 1 < nc; c++) {
+      const ckv qc = ckv_load(qs + CKV_W * c);
+      for (int j = 0; j < CKV_W; j++) part[j] = ckv_fma(qc, ckv_loadu(row[j] + CKV_W * c), part[j]);
     }
+    const ckv ql = ckv_load(qs + CKV_W * (nc - 1));
+    for (int j = 0; j < CKV_W; j++)
+      part[j] = ckv_fma(ql, ckv_load_n(row[j] + CKV_W * (nc - 1), tl), part[j]);
+    const ckv s = ckv_select_n(ckv_reduce_add_w(part), nk, -INFINITY);
     const float bmax = ckv_reduce_max(s), mnew = bmax > mrun ? bmax : mrun;
     const ckv p = ckv_keep_n(ckv_exp(ckv_sub(s, ckv_set1(mnew))), nk);
     const float corr = expf(mrun - mnew);
