@@ -160,7 +160,7 @@ LOCAL_ROLES: frozenset[str] = frozenset({"activation", "io", "scratch", "grad"})
 #: roles live for the whole run (never share bytes in the state arena)
 PERMANENT_ROLES: tuple[str, ...] = ("kv_cache", "io", "grad", "optimizer_state")
 #: roles whose totals every layout plan reports, even when 0
-REPORTED_ROLES: tuple[str, ...] = ROLES[:4]
+REPORTED_ROLES: tuple[str, ...] = ("weight", "kv_cache", "activation", "io")
 
 
 # ----------------------------------------------------------------------------- op kinds
