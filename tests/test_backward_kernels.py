@@ -10,9 +10,16 @@ accumulated into start as random values.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 from kernel_lib import ISAS, RuntimeLib, build_runtime, isa_supported
+
+from ckir.runtime_build import build_library
 
 F32 = np.float32
 F64 = np.float64
@@ -247,7 +254,9 @@ def rmsnorm_bwd_oracle(x, gamma, dy, eps):
     return dx, dgamma
 
 
-@pytest.mark.parametrize("T,E", [(1, 1), (1, 7), (3, 17), (5, 64), (9, 100), (70, 576), (130, 33)])
+@pytest.mark.parametrize(
+    "T,E", [(1, 1), (1, 7), (3, 17), (5, 64), (9, 100), (70, 576), (130, 33), (130, 300)]
+)
 def test_rmsnorm_bwd(lib, threads, T, E):
     rng = np.random.default_rng(T * E)
     eps = 1e-5
@@ -263,6 +272,24 @@ def test_rmsnorm_bwd(lib, threads, T, E):
         close(dg, dg0 + edg, rtol=1e-4, atol=1e-4)
 
     both(lib, "rmsnorm_bwd_f32", [3, 4], args, check)
+
+
+def test_rmsnorm_bwd_independent_of_threads(lib):
+    rng = np.random.default_rng(4)
+    T, E = 150, 300  # three row blocks, threaded
+    x, gamma, dy = rand(rng, T, E), rand(rng, E, loc=1.0), rand(rng, T, E)
+    before = lib.get_num_threads()
+    outs = []
+    try:
+        for nthr in (1, 2):
+            lib.set_num_threads(nthr)
+            dx, dg = np.zeros((T, E), F32), np.ones(E, F32)
+            lib.call("rmsnorm_bwd_f32", x, gamma, dy, dx, dg, T, E, 1e-5)
+            outs.append((dx, dg))
+    finally:
+        lib.set_num_threads(before)
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])
+    np.testing.assert_array_equal(outs[0][1], outs[1][1])
 
 
 def test_rmsnorm_bwd_gradient_check(lib):
@@ -352,6 +379,16 @@ def test_gelu_tanh_bwd(lib, threads, n):
     both(lib, "gelu_tanh_bwd_f32", [2], args, lambda o: close(o, expected, rtol=1e-5, atol=1e-6))
 
 
+def test_gelu_tanh_bwd_in_place(lib):
+    rng = np.random.default_rng(8)
+    x, dy = rand(rng, 45), rand(rng, 45)
+    expected = dy.astype(F64) * num_diff(gelu_tanh, x.astype(F64))
+    for buf, other in ((x.copy(), "x"), (dy.copy(), "dy")):
+        args = [buf, dy, buf] if other == "x" else [x, buf, buf]
+        lib.call("gelu_tanh_bwd_f32", *args, 45)
+        close(buf, expected, rtol=1e-5, atol=1e-6)
+
+
 def test_gelu_tanh_bwd_extremes(lib):
     x = np.array([-100.0, -20.0, -5.0, -1.0, 0.0, 1e-4, 1.0, 5.0, 20.0, 100.0], F32)
     dy = np.ones(x.size, F32)
@@ -397,3 +434,29 @@ def test_embed_bwd_one_token_repeated_is_deterministic(lib, threads):
     ref = np.zeros((V, E), F32)
     lib.ref("embed_bwd_f32", tokens, dy, ref, T, E)
     np.testing.assert_array_equal(out, ref)  # rows are added in token order, as the twin does
+
+
+# ------------------------------------------------------------- debug checks
+
+
+def test_debug_build_rejects_targets_outside_the_vocabulary(tmp_path):
+    lib_path = build_library(tmp_path / "libdbg.so", isa="scalar", debug=True)
+    for bad in (-1, 5):
+        code = textwrap.dedent(
+            f"""
+            import ctypes
+            lib = ctypes.CDLL({str(lib_path)!r})
+            buf = (ctypes.c_float * 64)()
+            tgt = (ctypes.c_int32 * 2)(0, {bad})
+            I = ctypes.c_int64
+            lib.ckir_cross_entropy_fwd_bwd_f32(buf, tgt, buf, buf, I(2), I(5))
+            """
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+        assert proc.returncode != 0, bad
+        assert "cross_entropy_fwd_bwd_f32: constraint violated" in proc.stderr
