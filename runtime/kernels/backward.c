@@ -234,16 +234,6 @@ void ckir_cross_entropy_fwd_bwd_f32(const float *logits, const int32_t *targets,
  *   dgamma += sum_t dy x r                               (added into) */
 void ckir_ref_rmsnorm_bwd_f32(const float *x, const float *gamma, const float *dy, float *dx,
                               float *dgamma, int64_t T, int64_t E, float eps) {
-  for (int64_t e = 0; e < E; e++) {
-    double acc = 0.0;
-    for (int64_t t = 0; t < T; t++) {
-      const float *xr = x + t * E;
-      double ss = 0.0;
-      for (int64_t j = 0; j < E; j++) ss += (double)xr[j] * xr[j];
-      acc += (double)dy[t * E + e] * xr[e] / sqrt(ss / (double)E + (double)eps);
-    }
-    dgamma[e] = (float)((double)dgamma[e] + acc);
-  }
   for (int64_t t = 0; t < T; t++) {
     const float *xr = x + t * E, *dr = dy + t * E;
     double ss = 0.0, dot = 0.0;
@@ -253,7 +243,13 @@ void ckir_ref_rmsnorm_bwd_f32(const float *x, const float *gamma, const float *d
     }
     const double r = 1.0 / sqrt(ss / (double)E + (double)eps);
     const double c = dot * r * r * r / (double)E;
-    for (int64_t e = 0; e < E; e++) dx[t * E + e] = (float)(r * gamma[e] * dr[e] - c * xr[e]);
+    for (int64_t e = 0; e < E; e++) {
+      dx[t * E + e] = (float)(r * gamma[e] * dr[e] - c * xr[e]);
+      /* the row sums are in double; dgamma adds the rows one at a time in
+       * float, in token order, as the fast path does (no scratch for a
+       * double accumulator per column) */
+      dgamma[e] += (float)((double)dr[e] * xr[e] * r);
+    }
   }
 }
 
