@@ -19,21 +19,11 @@
  * chunks of BW_CHUNK elements, threaded when n >= 4 chunks; row kernels split
  * rows.  The scalar twins ckir_ref_* accumulate in double. */
 #include "ckir_internal.h"
+#include "ckir_rows.h"
 
 #define BW_CHUNK 8192
 #define SQRT_2_OVER_PI 0.7978845608028654
 #define GELU_C 0.044715
-
-/* sqrt per lane.  ckir_vec.h has no sqrt yet (only AdamW needs one); kept here
- * so that this file is the only one the training kernels touch. */
-#if defined(CKIR_AVX512) || defined(CKIR_AVX2)
-CKIR_INLINE ckv bw_sqrt(ckv v) { return CKV_(sqrt_ps)(v); }
-#else
-CKIR_INLINE ckv bw_sqrt(ckv v) {
-  for (int j = 0; j < CKV_W; j++) v.l[j] = sqrtf(v.l[j]);
-  return v;
-}
-#endif
 
 /* ======================================================================
  * AdamW
@@ -71,7 +61,7 @@ static void adamw_span(float *w, const float *g, float *m, float *v, int64_t n, 
     const ckv gi = ckv_load_n(g + i, ln);
     const ckv mi = ckv_fma(b1, ckv_load_n(m + i, ln), ckv_mul(c1, gi));
     const ckv vi = ckv_fma(b2, ckv_load_n(v + i, ln), ckv_mul(c2, ckv_mul(gi, gi)));
-    const ckv den = ckv_fma(bw_sqrt(vi), isbc2, eps);
+    const ckv den = ckv_fma(ckv_sqrt(vi), isbc2, eps);
     const ckv wi = ckv_mul(ckv_load_n(w + i, ln), decay);
     ckv_store_n(w + i, ln, ckv_fnma(ss, ckv_div(mi, den), wi));
     ckv_store_n(m + i, ln, mi);
@@ -181,26 +171,6 @@ void ckir_ref_cross_entropy_fwd_bwd_f32(const float *logits, const int32_t *targ
   loss[0] = (float)(total / (double)T);
 }
 
-static float bw_row_max(const float *x, int64_t n) {
-  ckv m = ckv_set1(-INFINITY);
-  int64_t i = 0;
-  CKV_LOOP(i, n, ln, m = ckv_max(m, ckv_load_n_or(x + i, ln, -INFINITY)););
-  return ckv_reduce_max(m);
-}
-
-/* stores e^(x - mx) to out (which may be x) and returns their sum */
-static float bw_row_exp(const float *x, float *out, int64_t n, float mx) {
-  const ckv vm = ckv_set1(mx);
-  ckv acc = ckv_zero();
-  int64_t i = 0;
-  CKV_LOOP(i, n, ln, {
-    const ckv e = ckv_keep_n(ckv_exp(ckv_sub(ckv_load_n(x + i, ln), vm)), ln);
-    acc = ckv_add(acc, e);
-    ckv_store_n(out + i, ln, e);
-  });
-  return ckv_reduce_add(acc);
-}
-
 /* dlogits may alias logits (the target's logit is read before the row is overwritten). */
 void ckir_cross_entropy_fwd_bwd_f32(const float *logits, const int32_t *targets, float *loss,
                                     float *dlogits, int64_t T, int64_t V) {
@@ -214,8 +184,8 @@ void ckir_cross_entropy_fwd_bwd_f32(const float *logits, const int32_t *targets,
     const int64_t tgt = targets[t];
     CKIR_REQUIRE(tgt >= 0 && tgt < V, "cross_entropy_fwd_bwd_f32");
     const float xt = xr[tgt];
-    const float mx = bw_row_max(xr, V);
-    const float s = bw_row_exp(xr, dr, V, mx);
+    const float mx = ckir_row_max(xr, V);
+    const float s = ckir_row_exp_sum(xr, dr, V, mx);
     total += (double)logf(s) + (double)mx - (double)xt;
     const ckv k = ckv_set1(inv_t / s);
     int64_t i = 0;

@@ -10,6 +10,8 @@
  *   ckir_dot4         CKIR_ROWS_R = 4 dot products x . w_r (gemv, fused qkv/gate_up)
  *   ckir_dot4_x2      the same 4 rows of w against two rows of x (small-M gemm)
  *   ckir_dot1         one dot product (the rows left over by ckir_dot4)
+ *   ckir_row_max      max over a row (softmax, cross-entropy forward and backward)
+ *   ckir_row_exp_sum  sum of exp(x - mx) over a row, optionally storing the terms
  *
  * Include after ckir_internal.h.
  */
@@ -17,6 +19,26 @@
 #define CKIR_ROWS_H
 
 #define CKIR_ROWS_R 4 /* rows of w per ckir_dot4 block */
+
+CKIR_INLINE float ckir_row_max(const float *x, int64_t n) {
+  ckv m = ckv_set1(-INFINITY);
+  int64_t i = 0;
+  CKV_LOOP(i, n, ln, m = ckv_max(m, ckv_load_n_or(x + i, ln, -INFINITY)););
+  return ckv_reduce_max(m);
+}
+
+/* Returns sum(exp(x - mx)); when out != NULL also stores exp(x - mx) there (out may be x). */
+CKIR_INLINE float ckir_row_exp_sum(const float *x, float *out, int64_t n, float mx) {
+  const ckv vm = ckv_set1(mx);
+  ckv acc = ckv_zero();
+  int64_t i = 0;
+  CKV_LOOP(i, n, ln, {
+    const ckv e = ckv_keep_n(ckv_exp(ckv_sub(ckv_load_n(x + i, ln), vm)), ln);
+    acc = ckv_add(acc, e);
+    if (out) ckv_store_n(out + i, ln, e);
+  });
+  return ckv_reduce_add(acc);
+}
 
 /* sum of v[e]^2 for e < E, v = a + b (v = a when b is NULL); v is written to s
  * unless s is NULL.  Two accumulators over pairs of vectors, the rest (whole and

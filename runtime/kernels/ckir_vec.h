@@ -144,6 +144,7 @@ CKIR_INLINE ckv ckv_add(ckv a, ckv b) { CKV_MAP(a.l[j_] + b.l[j_]); }
 CKIR_INLINE ckv ckv_sub(ckv a, ckv b) { CKV_MAP(a.l[j_] - b.l[j_]); }
 CKIR_INLINE ckv ckv_mul(ckv a, ckv b) { CKV_MAP(a.l[j_] * b.l[j_]); }
 CKIR_INLINE ckv ckv_div(ckv a, ckv b) { CKV_MAP(a.l[j_] / b.l[j_]); }
+CKIR_INLINE ckv ckv_sqrt(ckv a) { CKV_MAP(sqrtf(a.l[j_])); }
 CKIR_INLINE ckv ckv_max(ckv a, ckv b) { CKV_MAP(a.l[j_] > b.l[j_] ? a.l[j_] : b.l[j_]); }
 CKIR_INLINE ckv ckv_min(ckv a, ckv b) { CKV_MAP(a.l[j_] < b.l[j_] ? a.l[j_] : b.l[j_]); }
 /* the scalar build has no FMA instruction: a*b + c rounds twice (as its
@@ -185,6 +186,7 @@ CKIR_INLINE ckv ckv_add(ckv a, ckv b) { return CKV_(add_ps)(a, b); }
 CKIR_INLINE ckv ckv_sub(ckv a, ckv b) { return CKV_(sub_ps)(a, b); }
 CKIR_INLINE ckv ckv_mul(ckv a, ckv b) { return CKV_(mul_ps)(a, b); }
 CKIR_INLINE ckv ckv_div(ckv a, ckv b) { return CKV_(div_ps)(a, b); }
+CKIR_INLINE ckv ckv_sqrt(ckv a) { return CKV_(sqrt_ps)(a); }
 CKIR_INLINE ckv ckv_max(ckv a, ckv b) { return CKV_(max_ps)(a, b); }
 CKIR_INLINE ckv ckv_min(ckv a, ckv b) { return CKV_(min_ps)(a, b); }
 /* a*b + c, a*b - c and c - a*b, each with one rounding */

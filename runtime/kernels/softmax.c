@@ -1,5 +1,6 @@
 /* ckir runtime: row softmax and mean cross-entropy loss. */
 #include "ckir_internal.h"
+#include "ckir_rows.h"
 
 /* ---- reference twins ----------------------------------------------------- */
 
@@ -36,26 +37,6 @@ void ckir_ref_cross_entropy_f32(const float *logits, const int32_t *targets, flo
 
 /* ---- row helpers (over ckir_vec.h) ---------------------------------------- */
 
-static float row_max(const float *x, int64_t n) {
-  ckv m = ckv_set1(-INFINITY);
-  int64_t i = 0;
-  CKV_LOOP(i, n, ln, m = ckv_max(m, ckv_load_n_or(x + i, ln, -INFINITY)););
-  return ckv_reduce_max(m);
-}
-
-/* Returns sum(exp(x - mx)); when out != NULL also stores exp(x - mx) there. */
-static float row_exp_sum(const float *x, float *out, int64_t n, float mx) {
-  const ckv vm = ckv_set1(mx);
-  ckv acc = ckv_zero();
-  int64_t i = 0;
-  CKV_LOOP(i, n, ln, {
-    const ckv e = ckv_keep_n(ckv_exp(ckv_sub(ckv_load_n(x + i, ln), vm)), ln);
-    acc = ckv_add(acc, e);
-    if (out) ckv_store_n(out + i, ln, e);
-  });
-  return ckv_reduce_add(acc);
-}
-
 static void row_scale(float *x, int64_t n, float s) {
   const ckv vs = ckv_set1(s);
   int64_t i = 0;
@@ -65,8 +46,8 @@ static void row_scale(float *x, int64_t n, float s) {
 void ckir_softmax_f32(const float *x, float *out, int64_t rows, int64_t cols) {
 #pragma omp parallel for schedule(static) if (rows * cols >= CKIR_PAR_MIN_WORK && rows > 1)
   for (int64_t r = 0; r < rows; r++) {
-    float mx = row_max(x + r * cols, cols);
-    float s = row_exp_sum(x + r * cols, out + r * cols, cols, mx);
+    float mx = ckir_row_max(x + r * cols, cols);
+    float s = ckir_row_exp_sum(x + r * cols, out + r * cols, cols, mx);
     row_scale(out + r * cols, cols, 1.0f / s);
   }
 }
@@ -78,8 +59,8 @@ void ckir_cross_entropy_f32(const float *logits, const int32_t *targets, float *
     if (T * V >= CKIR_PAR_MIN_WORK && T > 1)
   for (int64_t t = 0; t < T; t++) {
     const float *xr = logits + t * V;
-    float mx = row_max(xr, V);
-    float s = row_exp_sum(xr, NULL, V, mx);
+    float mx = ckir_row_max(xr, V);
+    float s = ckir_row_exp_sum(xr, NULL, V, mx);
     total += (double)logf(s) + (double)mx - (double)xr[targets[t]];
   }
   loss[0] = (float)(total / (double)T);
