@@ -245,7 +245,7 @@ GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
 
 #: ops that exist only as kernels: steps of a graph op's lowering, and fusions
 KERNEL_ONLY_OPS: frozenset[str] = frozenset(
-    {"kv_store", "fused_qkv", "fused_gate_up", "fused_add_rmsnorm"}
+    {"kv_store", "copy_last_row", "fused_qkv", "fused_gate_up", "fused_add_rmsnorm"}
 )
 #: every ``op`` a registry kernel may implement
 KERNEL_OPS: frozenset[str] = frozenset(GRAPH_OPS) | KERNEL_ONLY_OPS
