@@ -217,7 +217,9 @@ class _Cloner:
         assert isinstance(vtype, g.TensorType)
         where = f"{ctx.mode} {FOOTER_SCOPE} (logits=last)"
         if len(vtype.dims) != 2 or vtype.dims[0] != RUNTIME_T:
-            raise CkirError(f"{where}: the body yields a value of shape {list(vtype.dims)}, not [T, n]")
+            raise CkirError(
+                f"{where}: the body yields a value of shape {list(vtype.dims)}, not [T, n]"
+            )
         stand_in = self.stand_ins.insert_arg(vtype, len(self.stand_ins.args))
         stand_in.name_hint = f"{value.name_hint or 'x'}_last"
         ctx.one_row = True
