@@ -278,9 +278,13 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     strategy: str | None = None,
     dtype: str | None = None,
     fuse: bool = True,
+    logits: str = "all",
     quiet: bool = True,
 ) -> CompiledModel:
-    """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it."""
+    """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it.
+
+    ``logits="last"`` builds a prefill that returns the last prompt row only ([1, V]).
+    """
     model_dir, out_dir = as_path(model_dir, "model_dir"), as_path(out_dir, "out_dir")
     if isinstance(modes, (str, bytes)):
         raise TypeError(f"compile: modes must be a sequence like ('prefill',), not {modes!r}")
@@ -292,6 +296,7 @@ def compile(  # noqa: A001 - the public name is ckir.compile
         strategy=strategy,
         dtype=dtype,
         fuse=fuse,
+        logits=logits,
     )
     compile_model(model_dir, out_dir, options, quiet=quiet)
     return CompiledModel(out_dir)
