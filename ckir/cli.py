@@ -274,9 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-fuse", action="store_true", help="skip the fusion passes")
     s.add_argument(
         "--logits",
-        choices=["all", "last"],
         default="all",
-        help="prefill logits of every prompt row (default) or of the last one only ([1, V])",
+        help="all: prefill logits of every prompt row (default); last: of the last row only",
     )
     s.add_argument(
         "--dtype",
