@@ -4,6 +4,7 @@
 // RUN: ckir-opt %inputs/tiny_llama.mlir --lower-prefill{max-context=16 logits=last} --lower-decode{max-context=16} --plan-layout | filecheck %s --check-prefix=PLAN-LAST
 // RUN: ckir-opt %inputs/tiny_llama.mlir --lower-prefill{max-context=16} --lower-decode{max-context=16} --plan-layout | filecheck %s --check-prefix=PLAN-ALL
 // RUN: ckir-opt %inputs/tiny_llama.mlir --lower-prefill{max-context=16 logits=last} --plan-layout --emit-c | filecheck %s --check-prefix=C
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-prefill{max-context=16 logits=last} --fuse-add-rmsnorm | filecheck %s --check-prefix=FUSED
 // RUN: not ckir-opt %inputs/tiny_llama.mlir --lower-prefill{logits=first} 2>&1 | filecheck %s --check-prefix=BAD
 
 // logits=last: the body's output keeps max-context rows; the footer's buffers have one row.
@@ -40,5 +41,10 @@
 // The mode descriptor: 16 token rows, 1 logits row.
 // C: ckir_copy_last_row_f32((const float *)(S + CKIR_OFF_PREFILL_LAYERS_1_X2), (float *)(S + CKIR_OFF_PREFILL_FOOTER_X2_LAST), T, 64);
 // C: .prefill = {"prefill", ckir_run_prefill, CKIR_OFF_PREFILL_HEADER_TOKENS, 16, CKIR_OFF_PREFILL_FOOTER_LOGITS, 1, 256},
+
+// The last layer's add is read by the copy, not by the final norm: it stays unfused.
+// FUSED:      lowered.call @add_f32(@prefill.layers.1.x1, @prefill.layers.1.d) -> (@prefill.layers.1.x2)
+// FUSED-NEXT: lowered.call @copy_last_row_f32(@prefill.layers.1.x2) -> (@prefill.footer.x2_last)
+// FUSED-NEXT: lowered.call @rmsnorm_f32(@prefill.footer.x2_last, @w.final_norm) -> (@prefill.footer.h) {T = 1 : i64
 
 // BAD: error: lower-prefill: logits must be 'all' or 'last', got 'first'
