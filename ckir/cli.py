@@ -2,6 +2,7 @@
 
     ckir import MODEL_DIR [-o graph.mlir] [--template T]
     ckir compile MODEL_DIR -o BUILD [--modes prefill,decode] [--max-context N] [--debug]
+                 [--logits all|last]
     ckir run BUILD --tokens 1,2,3 [--steps N] [--logits-out F.npy]
     ckir inspect BUILD
     ckir generate [MODEL] --prompt TEXT [--chat] [--max-tokens N] [sampling options]
@@ -61,6 +62,7 @@ def _options(args: argparse.Namespace):  # -> CompileOptions
         canaries=not args.no_canaries,
         dtype=args.dtype,
         fuse=not args.no_fuse,
+        logits=args.logits,
     )
 
 
@@ -191,7 +193,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.chat:
         text = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}])
     prompt_ids = tokenizer.encode(text)
-    options = CompileOptions(max_context=args.max_context, dtype=args.dtype)
+    # generation reads the last row only: the footer (lm_head) runs on that row
+    options = CompileOptions(max_context=args.max_context, dtype=args.dtype, logits="last")
     t0 = time.perf_counter()
     build_dir, cached = cached_build(source, options, quiet=args.quiet, on_warning=_warn)
     with load(build_dir) as model:
@@ -269,6 +272,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--no-canaries", action="store_true")
     s.add_argument("--no-fuse", action="store_true", help="skip the fusion passes")
+    s.add_argument(
+        "--logits",
+        default="all",
+        help="all: prefill logits of every prompt row (default); last: of the last row only",
+    )
     s.add_argument(
         "--dtype",
         choices=WEIGHT_DTYPES,

@@ -49,6 +49,7 @@ from ckir.passes.fuse_gate_up import FuseGateUpPass
 from ckir.passes.fuse_qkv import FuseQkvPass
 from ckir.passes.lower_decode import LowerDecodePass
 from ckir.passes.lower_prefill import LowerPrefillPass
+from ckir.passes.lowering.context import LOGITS_CHOICES
 from ckir.passes.plan_layout import PlanLayoutPass
 from ckir.runtime_build import ISAS
 from ckir.vocab import LOWERED_MODES, WEIGHT_DTYPES
@@ -75,6 +76,9 @@ class CompileOptions:
     dtype: str | None = None
     #: run the fusion passes (each fires only where the registry has the fused kernel)
     fuse: bool = True
+    #: prefill logits: "all" rows ([T, V]: scoring, training) or the "last" row ([1, V]:
+    #: generation; the footer runs on one row)
+    logits: str = "all"
 
     def __post_init__(self) -> None:
         self._check_kinds()
@@ -111,6 +115,7 @@ class CompileOptions:
         need(is_int(self.align) and self.align > 0, "align", "a positive int")
         for name in ("debug", "canaries", "fuse"):
             need(isinstance(getattr(self, name), bool), name, "a bool")
+        need(isinstance(self.logits, str), "logits", "a str")
         for name in ("strategy", "dtype"):
             need(getattr(self, name) is None or isinstance(getattr(self, name), str), name, "a str")
         need(self.template is None or isinstance(self.template, (str, Path)), "template", "a path")
@@ -123,6 +128,8 @@ class CompileOptions:
         if self.dtype is not None and self.dtype not in WEIGHT_DTYPES:
             known = ", ".join(WEIGHT_DTYPES)
             raise CkirError(f"--dtype: unknown dtype {self.dtype!r}; use {known}")
+        if self.logits not in LOGITS_CHOICES:
+            raise CkirError(f"--logits: unknown choice {self.logits!r}; use all or last")
         if self.isa not in ISAS:
             raise CkirError(f"isa: unknown ISA {self.isa!r}; use {', '.join(ISAS)}")
 
@@ -192,7 +199,7 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
     max_context = options.max_context  # None: the passes' default, min(C, 256)
     passes: list[ModulePass] = []
     if "prefill" in options.modes:
-        passes.append(LowerPrefillPass(max_context=max_context))
+        passes.append(LowerPrefillPass(max_context=max_context, logits=options.logits))
     if "decode" in options.modes:
         passes.append(LowerDecodePass(max_context=max_context))
     if options.fuse:
@@ -295,6 +302,7 @@ def build(
             "debug": options.debug,
             "dtype": options.dtype,
             "fuse": options.fuse,
+            "logits": options.logits,
             "strategy": options.layout_strategy,
             "isa": options.isa,
             "source": prepared.source.name,

@@ -53,6 +53,7 @@ class _ModeDesc(ctypes.Structure):
         ("tokens_offset", ctypes.c_int64),
         ("tokens_rows", ctypes.c_int64),
         ("logits_offset", ctypes.c_int64),
+        ("logits_rows", ctypes.c_int64),
         ("token_bound", ctypes.c_int64),
     ]
 
@@ -139,6 +140,15 @@ class CompiledModel:
         return int(self.desc.max_context)
 
     @property
+    def logits_rows(self) -> str:
+        """Which rows ``prefill`` returns: ``"all"`` ([T, V], one per token) or ``"last"``
+        ([1, V], the last token's: a build compiled with ``logits="last"``)."""
+        mode = self.desc.prefill
+        if mode.run and mode.logits_rows < mode.tokens_rows:
+            return "last"
+        return "all"
+
+    @property
     def position(self) -> int:
         """Tokens already in the KV cache."""
         return int(self._lib.ckir_position(self._ptr))
@@ -171,7 +181,9 @@ class CompiledModel:
         return out
 
     def prefill(self, tokens: Sequence[int] | np.ndarray) -> np.ndarray:
-        """Run ``tokens`` (appended after the cached ones); logits for every position [T, V]."""
+        """Run ``tokens`` (appended after the cached ones); logits [T, V] for every position,
+        or [1, V] for the last one in a build compiled with ``logits="last"``
+        (:attr:`logits_rows`)."""
         if isinstance(tokens, (str, bytes)):
             kind = type(tokens).__name__
             raise TypeError(f"prefill: tokens must be a sequence of ints, got {kind}")
@@ -266,9 +278,13 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     strategy: str | None = None,
     dtype: str | None = None,
     fuse: bool = True,
+    logits: str = "all",
     quiet: bool = True,
 ) -> CompiledModel:
-    """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it."""
+    """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it.
+
+    ``logits="last"`` builds a prefill that returns the last prompt row only ([1, V]).
+    """
     model_dir, out_dir = as_path(model_dir, "model_dir"), as_path(out_dir, "out_dir")
     if isinstance(modes, (str, bytes)):
         raise TypeError(f"compile: modes must be a sequence like ('prefill',), not {modes!r}")
@@ -280,6 +296,7 @@ def compile(  # noqa: A001 - the public name is ckir.compile
         strategy=strategy,
         dtype=dtype,
         fuse=fuse,
+        logits=logits,
     )
     compile_model(model_dir, out_dir, options, quiet=quiet)
     return CompiledModel(out_dir)

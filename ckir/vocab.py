@@ -247,6 +247,7 @@ GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
 KERNEL_ONLY_OPS: frozenset[str] = frozenset(
     {
         "kv_store",
+        "copy_last_row",
         "fused_qkv",
         "fused_gate_up",
         "fused_add_rmsnorm",

@@ -24,6 +24,11 @@ class LowerPrefillPass(ModulePass):
     Options:
       max-context (int, default min(C, 256), C the model's maximum positions): the largest
         prompt and the KV-cache length.
+      logits ("all" or "last", default "all"): the token rows the footer (final norm,
+        lm_head, ...) runs on. "all": every row, the output is [T, V] (scoring,
+        training). "last": a ``copy_last_row`` call copies row T-1 of the body's
+        output into a one-row buffer and the footer runs on it, so the output is
+        [1, V] and the lm_head GEMM has M = 1 (generation).
 
     Example: ``ckir-opt graph.mlir -p 'lower-prefill{max-context=128}'``
     """
@@ -31,6 +36,7 @@ class LowerPrefillPass(ModulePass):
     name = "lower-prefill"
 
     max_context: int | None = None
+    logits: str = "all"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        lower_mode(op, "prefill", self.max_context, self.name)
+        lower_mode(op, "prefill", self.max_context, self.name, self.logits)

@@ -38,6 +38,18 @@ def test_other_options_give_another_build(model_dir: Path, tmp_path: Path) -> No
     assert not cached and a != b
 
 
+def test_logits_option_gives_another_build(model_dir: Path, tmp_path: Path) -> None:
+    """``ckir generate`` builds with logits="last": never served an "all" build, nor back."""
+    a, _ = cache.cached_build(model_dir, CompileOptions(max_context=16), root=tmp_path)
+    opts = CompileOptions(max_context=16, logits="last")
+    b, cached = cache.cached_build(model_dir, opts, root=tmp_path)
+    assert not cached and a != b
+    assert cache.cached_build(model_dir, opts, root=tmp_path) == (b, True)
+    with load(b) as m:
+        assert m.logits_rows == "last"
+        assert m.prefill([1, 2, 3]).shape == (1, m.vocab_size)
+
+
 def test_key_mismatch_on_load_rebuilds(model_dir: Path, tmp_path: Path) -> None:
     opts = CompileOptions(max_context=16)
     build, _ = cache.cached_build(model_dir, opts, root=tmp_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,39 @@ def test_compile_writes_every_artifact(build: Path) -> None:
         "build.json",
     }
     assert not [p for p in build.parent.iterdir() if p.name.startswith(".")]  # no temp dirs
+
+
+def test_compile_logits_last_runs_the_same_tokens(
+    build: Path, llama_dir: Path, tmp_path: Path
+) -> None:
+    """``--logits last``: prefill saves one row; greedy tokens are the "all" build's."""
+    last = tmp_path / "last"
+    proc = run(
+        "ckir",
+        "compile",
+        str(llama_dir),
+        "-o",
+        str(last),
+        "--max-context",
+        "32",
+        "-q",
+        "--logits",
+        "last",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((last / "build.json").read_text())["logits"] == "last"
+    outs = []
+    for b in (build, last):
+        npy = tmp_path / f"{b.name}.npy"
+        proc = run(
+            "ckir", "run", str(b), "--tokens", "3,1,4,1,5", "--steps", "4", "--logits-out", str(npy)
+        )
+        assert proc.returncode == 0, proc.stderr
+        outs.append((proc.stdout, np.load(npy)))
+    (all_tokens, all_rows), (last_tokens, last_rows) = outs
+    assert last_tokens == all_tokens
+    assert (all_rows.shape[0], last_rows.shape[0]) == (5 + 3, 1 + 3)
+    np.testing.assert_allclose(last_rows, all_rows[4:], rtol=1e-4, atol=1e-4)
 
 
 def test_every_stage_reprints_identically(build: Path) -> None:
@@ -99,6 +133,7 @@ def test_import_to_file(llama_dir: Path, tmp_path: Path) -> None:
         (["compile", "MODEL", "-o", "OUT", "--modes", "prefill,train"], "unknown mode"),
         (["compile", "MODEL", "-o", "OUT", "--max-context", "100000"], "exceeds the model"),
         (["compile", "MODEL", "-o", "OUT", "--debug", "--strategy", "liveness"], "--debug"),
+        (["compile", "MODEL", "-o", "OUT", "--logits", "first"], "--logits"),
     ],
 )
 def test_user_mistakes_get_one_line(

@@ -430,6 +430,20 @@ def test_relu(lib, n):
     )
 
 
+@pytest.mark.parametrize("T,cols", [(1, 1), (1, 7), (5, 64), (3, 33), (128, 576)])
+def test_copy_last_row(lib, T, cols):
+    """out = x[T-1]; rows past T (stale rows of a max-context buffer) are never read and
+    nothing past ``cols`` is written."""
+    rng = np.random.default_rng(T * 1000 + cols)
+    x = np.full((T + 2, cols), np.nan, F32)
+    x[:T] = rand(rng, T, cols)
+    for fn in (lib.call, lib.ref):
+        out = np.full(cols + 1, np.nan, F32)
+        fn("copy_last_row_f32", x, out, T, cols)
+        np.testing.assert_array_equal(out[:cols], x[T - 1])
+        assert np.isnan(out[cols])
+
+
 # --------------------------------------------------------- softmax / loss
 
 

@@ -385,14 +385,15 @@ class CEmitter:
         for mode in LOWERED_MODES:  # the fields of ckir_model_desc, in order
             program = progs.get(mode)
             if program is None:
-                modes.append(f'  .{mode} = {{"{mode}", 0, 0, 0, 0, 0}},')
+                modes.append(f'  .{mode} = {{"{mode}", 0, 0, 0, 0, 0, 0}},')
                 continue
             tokens, logits, bound = self.io_of(program)
             vocab = self.types[logits].shape_ints[-1]
             rows = self.types[tokens].shape_ints[0]
+            logits_rows = self.types[logits].shape_ints[0]
             modes.append(
                 f'  .{mode} = {{"{mode}", ckir_run_{mode}, {self.places[tokens].macro}, '
-                f"{rows}, {self.places[logits].macro}, {bound}}},"
+                f"{rows}, {self.places[logits].macro}, {logits_rows}, {bound}}},"
             )
         max_ctx = max((p.max_ctx for p in progs.values()), default=0)
         sizes = {a: op.size_bytes for a, op in arenas(self.plan).items()}

@@ -13,7 +13,12 @@ from ckir.passes.lowering.materialize import materialize
 from ckir.passes.lowering.patterns import INPLACE, rewrite_program
 
 
-def lower_mode(module: ModuleOp, mode: str, max_context: int | None, pass_name: str) -> None:
-    """Add a ``lowered.program`` for ``mode`` to the module's ``lowered.model``."""
-    ctx = materialize(module, mode, max_context, INPLACE, pass_name)
+def lower_mode(
+    module: ModuleOp, mode: str, max_context: int | None, pass_name: str, logits: str = "all"
+) -> None:
+    """Add a ``lowered.program`` for ``mode`` to the module's ``lowered.model``.
+
+    ``logits="last"`` runs the footer on the last token row only (see materialize).
+    """
+    ctx = materialize(module, mode, max_context, INPLACE, pass_name, logits)
     rewrite_program(ctx)

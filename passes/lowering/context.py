@@ -25,6 +25,9 @@ from ckir.errors import CkirError
 InplaceTable = Mapping[str, Mapping[int, int]]
 
 RUNTIME_T = "T"
+#: values of the ``logits`` option of ``--lower-prefill``: footer rows computed
+LOGITS_CHOICES = ("all", "last")
+FOOTER_SCOPE = "footer"
 
 
 @dataclass
@@ -45,16 +48,30 @@ class LoweringContext:
     )
     #: buffer symbol -> its type (program-local and global buffers)
     buffer_types: dict[str, lw.BufferType] = field(default_factory=dict[str, lw.BufferType])
+    #: ``"all"``: the footer runs on every token row; ``"last"``: on the last one only
+    logits: str = "all"
+    #: set while a footer op of a ``logits="last"`` program is materialized or lowered:
+    #: its token-indexed tensors then have one row
+    one_row: bool = False
+
+    def footer_one_row(self, scope: str) -> bool:
+        """Whether ops of ``scope`` run on one token row (the footer under logits=last)."""
+        return self.logits == "last" and scope == FOOTER_SCOPE
+
+    @property
+    def _rows_fixed(self) -> bool:
+        return self.mode == "decode" or self.one_row
 
     @property
     def tokens_max(self) -> int:
-        """Rows of a token-indexed buffer: max_context for prefill, 1 for decode."""
-        return 1 if self.mode == "decode" else self.max_context
+        """Rows of a token-indexed buffer: max_context for prefill, 1 for decode
+        (and for the footer of a prefill with logits=last)."""
+        return 1 if self._rows_fixed else self.max_context
 
     @property
     def runtime_tokens(self) -> int | str:
         """The ``T`` a kernel sees: an integer in decode, the runtime symbol otherwise."""
-        return 1 if self.mode == "decode" else RUNTIME_T
+        return 1 if self._rows_fixed else RUNTIME_T
 
     def dim(self, expr: str, *, where: str) -> int:
         """Evaluate a dim expression with the model's symbols (T = the buffer's max rows)."""
@@ -65,7 +82,7 @@ class LoweringContext:
 
     def runtime_count(self, dims: Sequence[str], *, where: str) -> int | str:
         """Elements of a tensor as a kernel sees them: ``T*k`` at run time when ``T`` leads."""
-        if dims and dims[0] == "T" and self.mode != "decode":
+        if dims and dims[0] == "T" and not self._rows_fixed:
             rest = 1
             for d in dims[1:]:
                 rest *= self.dim(d, where=where)

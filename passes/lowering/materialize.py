@@ -10,32 +10,51 @@ rewrite patterns that turn each graph op into kernel calls):
   with mode-guarded ops (``when``) left out;
 * one buffer per SSA value, sized for the mode (``T`` rows = max_context in
   prefill, 1 in decode); results of in-place ops reuse their operand's
-  buffer; the model's inputs and outputs get role ``io``.
+  buffer; the model's inputs and outputs get role ``io``;
+* with ``logits="last"`` (prefill), the footer runs on the last token row: a
+  ``copy_last_row`` call copies row ``T-1`` of each value the body yields into
+  a one-row buffer, and every token-indexed footer buffer has one row.
 """
 
 from __future__ import annotations
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from ckir.dialects import graph as g
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-from ckir.passes.lowering.context import InplaceTable, LoweringContext, find_graph_model
+from ckir.passes.lowering.context import (
+    FOOTER_SCOPE,
+    LOGITS_CHOICES,
+    RUNTIME_T,
+    InplaceTable,
+    LoweringContext,
+    find_graph_model,
+)
+from ckir.passes.lowering.kernels import declare_kernel, kernel_params, select_kernel
 
 #: the KV-cache length when none is asked for, capped by the model's positions C
 DEFAULT_MAX_CONTEXT = 256
 
 
 def materialize(
-    module: ModuleOp, mode: str, max_context: int | None, inplace: InplaceTable, pass_name: str
+    module: ModuleOp,
+    mode: str,
+    max_context: int | None,
+    inplace: InplaceTable,
+    pass_name: str,
+    logits: str = "all",
 ) -> LoweringContext:
     """Build the program skeleton for ``mode`` and return the lowering context.
 
     ``max_context`` None means min(C, DEFAULT_MAX_CONTEXT), C the model's maximum
-    positions when it has one.
+    positions when it has one.  ``logits`` is ``"all"`` (the footer runs on every
+    token row) or ``"last"`` (on the last row only; prefill).
     """
+    if logits not in LOGITS_CHOICES:
+        raise CkirError(f"{pass_name}: logits must be 'all' or 'last', got '{logits}'")
     model = find_graph_model(module, pass_name)
     symbols = model.symbol_values()
     if max_context is None:
@@ -62,6 +81,7 @@ def materialize(
         program=program,
         max_context=max_context,
         symbols=symbols,
+        logits=logits,
     )
     for op in lmodel.body_block.ops:
         if isinstance(op, lw.BufferOp):
@@ -123,6 +143,8 @@ class _Cloner:
         self.specs: dict[str, tuple[list[int], str, str, str | None]] = {}
         self.dropped: dict[SSAValue, str] = {}
         self.used_names: set[str] = set()
+        #: holds the stand-in values of the last rows (``logits="last"``) until lowering
+        self.stand_ins = Block()
 
     def run(self) -> None:
         header = body = footer = None
@@ -140,7 +162,11 @@ class _Cloner:
             for i in range(self.ctx.dim(body.repeat.data, where="graph.body")):
                 carried = self._section(body.block, carried, f"layers.{i}", i)
         if footer is not None:
-            self._section(footer.block, carried, "footer", None)
+            if self.ctx.footer_one_row(FOOTER_SCOPE):
+                carried = [self._last_row(v) for v in carried]
+            self.ctx.one_row = self.ctx.footer_one_row(FOOTER_SCOPE)
+            self._section(footer.block, carried, FOOTER_SCOPE, None)
+            self.ctx.one_row = False
         first = self.block.first_op
         for name, (shape, dtype, role, source) in self.specs.items():
             btype = lw.BufferType.make(shape, dtype)
@@ -179,6 +205,36 @@ class _Cloner:
             else:
                 raise CkirError(f"graph {scope}: cannot lower '{op.name}'")
         return []
+
+    def _last_row(self, value: SSAValue) -> SSAValue:
+        """A one-row stand-in for ``value`` and the call that fills it with row T-1.
+
+        The stand-in is a block argument of a detached block: the footer's graph
+        ops read it until the patterns replace them by calls, which name buffers.
+        """
+        ctx = self.ctx
+        vtype = value.type
+        assert isinstance(vtype, g.TensorType)
+        where = f"{ctx.mode} {FOOTER_SCOPE} (logits=last)"
+        if len(vtype.dims) != 2 or vtype.dims[0] != RUNTIME_T:
+            raise CkirError(
+                f"{where}: the body yields a value of shape {list(vtype.dims)}, not [T, n]"
+            )
+        stand_in = self.stand_ins.insert_arg(vtype, len(self.stand_ins.args))
+        stand_in.name_hint = f"{value.name_hint or 'x'}_last"
+        ctx.one_row = True
+        out = self._new_buffer(stand_in, FOOTER_SCOPE, "activation")
+        ctx.one_row = False
+        ctx.names[stand_in] = out
+        src = ctx.names[value]
+        shape, dtype, _, _ = self.specs[src]
+        params = {"T": RUNTIME_T, "cols": ctx.dim(vtype.dims[1], where=where)}
+        spec = select_kernel("copy_last_row", ctx.mode, [dtype], [dtype], params, where=where)
+        declare_kernel(ctx.lowered_model, spec)
+        origin = lw.OriginAttr.make(FOOTER_SCOPE, "graph.footer")
+        call = lw.CallOp.make(spec.name, [src], [out], kernel_params(spec, params), origin=origin)
+        self.block.add_op(call)
+        return stand_in
 
     def _mapped(self, mapping: dict[SSAValue, SSAValue], v: SSAValue, user: Operation) -> SSAValue:
         if v in self.dropped:

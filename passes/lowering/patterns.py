@@ -51,7 +51,12 @@ class GraphOpLowering(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if op.name != f"graph.{self.kind}" or op not in self.ctx.scopes:
             return
-        calls = self.lower(op)
+        scope, _ = self.ctx.scopes[op]
+        self.ctx.one_row = self.ctx.footer_one_row(scope)
+        try:
+            calls = self.lower(op)
+        finally:
+            self.ctx.one_row = False
         rewriter.replace(op, calls, new_results=[None] * len(op.results))
 
     # -- helpers -----------------------------------------------------------------

@@ -54,6 +54,8 @@ typedef struct ckir_mode_desc {
   int64_t tokens_offset;   /* io buffer that receives the tokens (state arena) */
   int64_t tokens_rows;     /* rows of that buffer (max tokens per call) */
   int64_t logits_offset;   /* io buffer of the output (state arena) */
+  int64_t logits_rows;     /* rows of that buffer: tokens_rows (one per token) or 1 (the
+                              last token's only: prefill compiled with logits=last) */
   int64_t token_bound;     /* tokens must be < this (embedding rows), 0 = unchecked */
 } ckir_mode_desc;
 

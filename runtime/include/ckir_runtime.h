@@ -96,6 +96,9 @@ const char *ckir_runtime_isa(void);
 
 /* relu_f32: out[i] = max(x[i], 0); out may alias x. */
 
+/* copy_last_row_f32: out[0, :] = x[T - 1, :] of x[T, cols] (the footer of a prefill
+ * compiled with logits=last runs on this one row); out must not overlap x. */
+
 /* ---- softmax and loss --------------------------------------------------- */
 
 /* softmax_f32: Row-wise numerically stable softmax of x[rows, cols]; out may alias x. */

@@ -1,4 +1,4 @@
-/* ckir runtime: element-wise kernels (swiglu, gelu_tanh, add, relu).
+/* ckir runtime: element-wise kernels (swiglu, gelu_tanh, add, relu) and copy_last_row.
  *
  * Each public kernel splits [0, n) into chunks of CKIR_EW_CHUNK elements,
  * spreads them over OpenMP threads when n is large, and runs the span function
@@ -32,6 +32,10 @@ void ckir_ref_mul_f32(const float *a, const float *b, float *out, int64_t n) {
 
 void ckir_ref_relu_f32(const float *x, float *out, int64_t n) {
   for (int64_t i = 0; i < n; i++) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void ckir_ref_copy_last_row_f32(const float *x, float *out, int64_t T, int64_t cols) {
+  for (int64_t j = 0; j < cols; j++) out[j] = x[(T - 1) * cols + j];
 }
 
 /* ---- span functions (one body for every ISA, over ckir_vec.h) ----------- */
@@ -110,3 +114,8 @@ void ckir_mul_f32(const float *a, const float *b, float *out, int64_t n) {
   ew_run(mul_span, a, b, out, n);
 }
 void ckir_relu_f32(const float *x, float *out, int64_t n) { ew_run(relu_span, x, NULL, out, n); }
+
+/* One row of at most a few thousand floats: memcpy is the fast path. */
+void ckir_copy_last_row_f32(const float *x, float *out, int64_t T, int64_t cols) {
+  memcpy(out, x + (T - 1) * cols, (size_t)cols * sizeof(float));
+}

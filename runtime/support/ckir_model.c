@@ -132,7 +132,8 @@ int ckir_model_run(ckir_model *m, const ckir_mode_desc *mode, const int32_t *tok
   int rc = mode->run(m, n);
   if (rc != CKIR_OK) return rc;
   m->pos += n;
-  m->last_rows = n;
+  /* a one-row output of a many-row mode holds the last token's logits only */
+  m->last_rows = mode->logits_rows < mode->tokens_rows ? mode->logits_rows : n;
   m->last_logits = mode->logits_offset;
   m->error[0] = 0;
   return CKIR_OK;

@@ -38,12 +38,12 @@
 // The descriptor: io buffers and the token bound (rows of the embedding table).
 // CHECK:      .max_context = 16,
 // CHECK-NEXT: .vocab = 256,
-// CHECK:      .prefill = {"prefill", ckir_run_prefill, CKIR_OFF_PREFILL_HEADER_TOKENS, 16, CKIR_OFF_PREFILL_FOOTER_LOGITS, 256},
-// CHECK-NEXT: .decode = {"decode", ckir_run_decode, CKIR_OFF_DECODE_HEADER_TOKENS, 1, CKIR_OFF_DECODE_FOOTER_LOGITS, 256},
+// CHECK:      .prefill = {"prefill", ckir_run_prefill, CKIR_OFF_PREFILL_HEADER_TOKENS, 16, CKIR_OFF_PREFILL_FOOTER_LOGITS, 16, 256},
+// CHECK-NEXT: .decode = {"decode", ckir_run_decode, CKIR_OFF_DECODE_HEADER_TOKENS, 1, CKIR_OFF_DECODE_FOOTER_LOGITS, 1, 256},
 
 // A decode-only build has no prefill function and marks the mode absent.
 // DECODE-NOT: ckir_run_prefill(ckir_model
-// DECODE:     .prefill = {"prefill", 0, 0, 0, 0, 0},
+// DECODE:     .prefill = {"prefill", 0, 0, 0, 0, 0, 0},
 
 // NOPLAN: error: emit-c: needs one lowered.model and one layout.plan (run --lower-prefill/--lower-decode and --plan-layout first)
 
