@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from kernel_lib import ISAS, build_runtime, isa_supported
 
 
 @pytest.fixture(scope="session")
@@ -69,3 +70,28 @@ def copy_checkpoint(tmp_path: Path) -> Callable[[Path, str], Path]:
         return dst
 
     return copy
+
+
+# ------------------------------------------------------------------ runtime kernels
+
+
+@pytest.fixture(scope="session", params=ISAS)
+def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """The runtime built for one ISA (kernel_lib.RuntimeLib), shared by the kernel test files;
+    skipped where the CPU lacks the ISA."""
+    isa = request.param
+    if not isa_supported(isa):
+        pytest.skip(f"CPU lacks the {isa} ISA")
+    rt = build_runtime(isa, tmp_path_factory.mktemp(f"rt_{isa}"))
+    expected = {"scalar": {"scalar"}, "avx2": {"avx2"}, "native": {"avx512", "avx2", "scalar"}}
+    assert rt.isa in expected[isa]
+    return rt
+
+
+@pytest.fixture(params=[1, 2], ids=lambda n: f"{n}thr")
+def threads(request: pytest.FixtureRequest, lib):
+    """Run the test with 1, then 2 OpenMP threads in ``lib``."""
+    before = lib.get_num_threads()
+    lib.set_num_threads(request.param)
+    yield request.param
+    lib.set_num_threads(before)

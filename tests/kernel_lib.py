@@ -140,3 +140,8 @@ class RuntimeLib:
 def build_runtime(isa: str, out_dir: Path) -> RuntimeLib:
     path = build_library(Path(out_dir) / f"libckir_{isa}.so", isa=isa)
     return RuntimeLib(path)
+
+
+def rand(rng: np.random.Generator, *shape: int, scale: float = 1.0, loc: float = 0.0) -> np.ndarray:
+    """float32 normal samples of ``shape`` (mean ``loc``, standard deviation ``scale``)."""
+    return (rng.standard_normal(shape) * scale + loc).astype(np.float32)

@@ -17,7 +17,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from kernel_lib import ISAS, RuntimeLib, build_runtime, isa_supported
+from kernel_lib import rand
 
 from ckir.runtime_build import build_library
 
@@ -25,27 +25,15 @@ F32 = np.float32
 F64 = np.float64
 
 
-@pytest.fixture(scope="session", params=ISAS)
-def lib(request, tmp_path_factory) -> RuntimeLib:
-    isa = request.param
-    if not isa_supported(isa):
-        pytest.skip(f"CPU lacks the {isa} ISA")
-    rt = build_runtime(isa, tmp_path_factory.mktemp(f"rt_bwd_{isa}"))
-    expected = {"scalar": {"scalar"}, "avx2": {"avx2"}, "native": {"avx512", "avx2", "scalar"}}
-    assert rt.isa in expected[isa]
-    return rt
-
-
-@pytest.fixture(params=[1, 2], ids=lambda n: f"{n}thr")
-def threads(request, lib):
-    before = lib.get_num_threads()
-    lib.set_num_threads(request.param)
-    yield request.param
-    lib.set_num_threads(before)
-
-
-def rand(rng, *shape, scale=1.0, loc=0.0):
-    return (rng.standard_normal(shape) * scale + loc).astype(F32)
+def num_grad(f, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    """Central differences of the scalar f at x (float64), one entry of x at a time."""
+    out = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        xp, xm = x.copy(), x.copy()
+        xp[idx] += h
+        xm[idx] -= h
+        out[idx] = (f(xp) - f(xm)) / (2 * h)
+    return out
 
 
 def both(lib, name, outputs, make_args, check):
@@ -227,13 +215,7 @@ def test_cross_entropy_gradient_check(lib):
     targets = np.array([1, 8, 1], np.int32)
     d = np.zeros((T, V), F32)
     lib.call("cross_entropy_fwd_bwd_f32", logits.astype(F32), targets, np.zeros(1, F32), d, T, V)
-    h = 1e-6
-    num = np.zeros_like(logits)
-    for idx in np.ndindex(T, V):
-        lp, lm = logits.copy(), logits.copy()
-        lp[idx] += h
-        lm[idx] -= h
-        num[idx] = (ce_loss(lp, targets) - ce_loss(lm, targets)) / (2 * h)
+    num = num_grad(lambda lg: ce_loss(lg, targets), logits)
     close(d, num, rtol=1e-4, atol=1e-6)
 
 
@@ -302,19 +284,8 @@ def test_rmsnorm_bwd_gradient_check(lib):
     def loss(xx, gg):
         return (rmsnorm_fwd(xx, gg, eps) * dy).sum()
 
-    h = 1e-6
-    ndx = np.zeros_like(x)
-    for idx in np.ndindex(T, E):
-        xp, xm = x.copy(), x.copy()
-        xp[idx] += h
-        xm[idx] -= h
-        ndx[idx] = (loss(xp, gamma) - loss(xm, gamma)) / (2 * h)
-    ndg = np.zeros_like(gamma)
-    for e in range(E):
-        gp, gm = gamma.copy(), gamma.copy()
-        gp[e] += h
-        gm[e] -= h
-        ndg[e] = (loss(x, gp) - loss(x, gm)) / (2 * h)
+    ndx = num_grad(lambda xx: loss(xx, gamma), x)
+    ndg = num_grad(lambda gg: loss(x, gg), gamma)
     close(dx, ndx, rtol=1e-4, atol=1e-5)
     close(dg, ndg, rtol=1e-4, atol=1e-5)
 

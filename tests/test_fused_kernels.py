@@ -14,29 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kernel_lib import ISAS, RuntimeLib, build_runtime, isa_supported
+from kernel_lib import rand
 
 F32 = np.float32
-
-
-@pytest.fixture(scope="session", params=ISAS)
-def lib(request, tmp_path_factory) -> RuntimeLib:
-    isa = request.param
-    if not isa_supported(isa):
-        pytest.skip(f"CPU lacks the {isa} ISA")
-    return build_runtime(isa, tmp_path_factory.mktemp(f"rt_fused_{isa}"))
-
-
-@pytest.fixture(params=[1, 2], ids=lambda n: f"{n}thr")
-def threads(request, lib):
-    before = lib.get_num_threads()
-    lib.set_num_threads(request.param)
-    yield request.param
-    lib.set_num_threads(before)
-
-
-def rand(rng, *shape, scale=1.0):
-    return (rng.standard_normal(shape) * scale).astype(F32)
 
 
 def nan(*shape):

@@ -12,32 +12,9 @@ import math
 
 import numpy as np
 import pytest
-from kernel_lib import ISAS, RuntimeLib, build_runtime, isa_supported
+from kernel_lib import rand
 
 F32 = np.float32
-
-
-@pytest.fixture(scope="session", params=ISAS)
-def lib(request, tmp_path_factory) -> RuntimeLib:
-    isa = request.param
-    if not isa_supported(isa):
-        pytest.skip(f"CPU lacks the {isa} ISA")
-    rt = build_runtime(isa, tmp_path_factory.mktemp(f"rt_{isa}"))
-    expected = {"scalar": {"scalar"}, "avx2": {"avx2"}, "native": {"avx512", "avx2", "scalar"}}
-    assert rt.isa in expected[isa]
-    return rt
-
-
-@pytest.fixture(params=[1, 2], ids=lambda n: f"{n}thr")
-def threads(request, lib):
-    before = lib.get_num_threads()
-    lib.set_num_threads(request.param)
-    yield request.param
-    lib.set_num_threads(before)
-
-
-def rand(rng, *shape, scale=1.0, loc=0.0):
-    return (rng.standard_normal(shape) * scale + loc).astype(F32)
 
 
 def both(lib, name, outputs, make_args, check):
