@@ -149,6 +149,7 @@ def format_parse_error(err: ParseError) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = fold_pass_flags(list(sys.argv[1:] if argv is None else argv), list(PASSES))
+    driver: CkirOptMain | None = None
     try:
         driver = CkirOptMain(description="ckir optimizer driver", args=args)
         output = driver.prepare_output()
@@ -169,7 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except RecursionError:
-        what = next((a for a in args if a.endswith(".mlir")), "the input")
+        given = getattr(driver.args, "input_file", None) if driver is not None else None
+        what = given or "<stdin>"
         print(f"error: {what}: regions nest too deeply to parse", file=sys.stderr)
         return 1
     return 0
