@@ -63,7 +63,13 @@ class Mode:
 MODE_TABLE: tuple[Mode, ...] = (
     Mode("prefill", "T >= 1 new tokens at position P: GEMMs, fills the KV cache", True),
     Mode("decode", "one new token at position P: GEMVs over the weights and the KV cache", True),
-    Mode("backward", "gradients of the loss for every weight (training)", False),
+    Mode(
+        "backward",
+        "forward over T tokens with the activations kept, the loss over targets, then "
+        "the gradient of every weight (training)",
+        True,
+    ),
+    Mode("optimize", "one AdamW step of every weight from its gradient (training)", True),
 )
 #: every mode of the design (graph ``when`` guards, lowered programs)
 MODES: tuple[str, ...] = tuple(m.name for m in MODE_TABLE)
@@ -260,6 +266,15 @@ KERNEL_ONLY_OPS: frozenset[str] = frozenset(
         "swiglu_bwd",
         "gelu_bwd",
         "embed_bwd",
+        "pos_embed_bwd",
+        "layernorm_bwd",
+        "linear_bwd_input",
+        "linear_bwd_weight",
+        "bias_bwd",
+        "rope_bwd",
+        "attention_bwd",
+        "clip_coef",
+        "zero",
     }
 )
 #: every ``op`` a registry kernel may implement

@@ -73,7 +73,8 @@ def adamw_oracle(w, g, m, v, lr, b1, b2, eps, wd, step):
 
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("step", [1, 2, 10, 1000])
-def test_adamw(lib, threads, n, step):
+@pytest.mark.parametrize("gscale", [1.0, 0.37])
+def test_adamw(lib, threads, n, step, gscale):
     rng = np.random.default_rng(n + step)
     w, g = rand(rng, n), rand(rng, n, scale=0.1)
     m = rand(rng, n, scale=0.01)
@@ -81,37 +82,72 @@ def test_adamw(lib, threads, n, step):
     if step == 1:
         m[:], v[:] = 0, 0
     hp = dict(lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, wd=0.1)
-    ew, em, ev = adamw_oracle(w, g, m, v, step=step, **hp)
+    ew, em, ev = adamw_oracle(w, g * F32(gscale), m, v, step=step, **hp)
+    gs = np.array([gscale], F32)
 
     def args():
-        return [w.copy(), g, m.copy(), v.copy(), n, *hp.values(), step]
+        return [w.copy(), g, gs, m.copy(), v.copy(), n, *hp.values(), step]
 
     def check(wo, mo, vo):
         close(wo, ew, rtol=1e-6, atol=1e-7)
         close(mo, em, rtol=1e-6, atol=1e-8)  # b1 m + (1 - b1) g may cancel
         close(vo, ev, rtol=1e-6, atol=1e-12)
 
-    both(lib, "adamw_f32", [0, 2, 3], args, check)
+    both(lib, "adamw_f32", [0, 3, 4], args, check)
 
 
-def test_adamw_matches_torch(lib):
+@pytest.mark.parametrize("max_norm", [0.0, 1.0, 1e6])
+def test_adamw_with_clipping_matches_torch(lib, max_norm):
+    """grad_sumsq -> clip_coef -> adamw equals clip_grad_norm_ then AdamW.step (two tensors)."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(7)
     n = 1037
     w0 = rand(rng, n)
     lr, b1, b2, eps, wd = 3e-3, 0.85, 0.99, 1e-6, 0.05
+    w1 = rand(rng, 5)
     p = torch.nn.Parameter(torch.from_numpy(w0.copy()))
-    opt = torch.optim.AdamW([p], lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)
-    w, m, v = w0.copy(), np.zeros(n, F32), np.zeros(n, F32)
+    p1 = torch.nn.Parameter(torch.from_numpy(w1.copy()))
+    opt = torch.optim.AdamW([p, p1], lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)
+    ws = [w0.copy(), w1.copy()]
+    ms = [np.zeros(n, F32), np.zeros(5, F32)]
+    vs = [np.zeros(n, F32), np.zeros(5, F32)]
+    sumsq, coef = np.zeros(1, F32), np.zeros(1, F32)
     for step in range(1, 6):
-        g = rand(rng, n, scale=0.5)
-        p.grad = torch.from_numpy(g.copy())
+        gs = [rand(rng, n, scale=0.5), rand(rng, 5, scale=3.0)]
+        p.grad, p1.grad = (torch.from_numpy(g.copy()) for g in gs)
+        if max_norm > 0:
+            torch.nn.utils.clip_grad_norm_([p, p1], max_norm)
         opt.step()
-        lib.call("adamw_f32", w, g, m, v, n, lr, b1, b2, eps, wd, step)
+        lib.call("zero_f32", sumsq, 1)
+        for g in gs:
+            lib.call("grad_sumsq_f32", g, sumsq, g.size)
+        lib.call("clip_coef_f32", sumsq, coef, max_norm)
+        for w, g, m, v in zip(ws, gs, ms, vs, strict=True):
+            lib.call("adamw_f32", w, g, coef, m, v, g.size, lr, b1, b2, eps, wd, step)
     state = opt.state[p]
-    close(w, p.detach().numpy().astype(F64), rtol=1e-5, atol=1e-6)
-    close(m, state["exp_avg"].numpy().astype(F64), rtol=1e-5, atol=1e-7)
-    close(v, state["exp_avg_sq"].numpy().astype(F64), rtol=1e-5, atol=1e-9)
+    close(ws[0], p.detach().numpy().astype(F64), rtol=1e-5, atol=1e-6)
+    close(ws[1], p1.detach().numpy().astype(F64), rtol=1e-5, atol=1e-6)
+    close(ms[0], state["exp_avg"].numpy().astype(F64), rtol=1e-5, atol=1e-7)
+    close(vs[0], state["exp_avg_sq"].numpy().astype(F64), rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("sumsq", [0.0, 0.25, 4.0, 1e8])
+@pytest.mark.parametrize("max_norm", [-1.0, 0.0, 0.5, 1.0])
+def test_clip_coef(lib, sumsq, max_norm):
+    norm = np.sqrt(sumsq)
+    expected = 1.0 if max_norm <= 0 else min(1.0, max_norm / (norm + 1e-6))
+    both(
+        lib,
+        "clip_coef_f32",
+        [1],
+        lambda: [np.array([sumsq], F32), np.full(1, np.nan, F32), max_norm],
+        lambda c: close(c, np.array([expected]), rtol=1e-6, atol=0),
+    )
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_zero(lib, threads, n):
+    both(lib, "zero_f32", [0], lambda: [np.full(n, np.nan, F32), n], lambda x: close(x, 0 * x))
 
 
 # ------------------------------------------------------- grad_sumsq, scale

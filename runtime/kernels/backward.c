@@ -1,6 +1,8 @@
 /* ckir runtime: backward (training) kernels and the AdamW optimizer step.
  *
- *   adamw_f32                  one AdamW step (torch.optim.AdamW), w, m, v in place
+ *   adamw_f32                  one AdamW step (torch.optim.AdamW) on g * gscale[0]
+ *   clip_coef_f32              min(1, max_norm / (||g|| + 1e-6)) from grad_sumsq's total
+ *   zero_f32                   x = 0 (before kernels that add into x)
  *   grad_sumsq_f32             out[0] += sum(g^2)          (global-norm clipping)
  *   scale_f32                  x *= s                      (clipping, loss scaling)
  *   cross_entropy_fwd_bwd_f32  mean loss and dlogits = (softmax - onehot) / T
@@ -34,12 +36,14 @@
  *   m  = beta1 m + (1 - beta1) g
  *   v  = beta2 v + (1 - beta2) g^2
  *   w -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps) */
-void ckir_ref_adamw_f32(float *w, const float *g, float *m, float *v, int64_t n, float lr,
-                        float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+void ckir_ref_adamw_f32(float *w, const float *g, const float *gscale, float *m, float *v,
+                        int64_t n, float lr, float beta1, float beta2, float eps,
+                        float weight_decay, int64_t step) {
+  const double gs = gscale[0];
   const double bc1 = 1.0 - pow((double)beta1, (double)step);
   const double bc2 = 1.0 - pow((double)beta2, (double)step);
   for (int64_t i = 0; i < n; i++) {
-    const double gi = g[i];
+    const double gi = (double)g[i] * gs;
     double wi = (double)w[i] * (1.0 - (double)lr * (double)weight_decay);
     const double mi = (double)beta1 * m[i] + (1.0 - (double)beta1) * gi;
     const double vi = (double)beta2 * v[i] + (1.0 - (double)beta2) * gi * gi;
@@ -49,16 +53,16 @@ void ckir_ref_adamw_f32(float *w, const float *g, float *m, float *v, int64_t n,
 }
 
 typedef struct {
-  float decay, b1, c1, b2, c2, isbc2, eps, step_size;
+  float gscale, decay, b1, c1, b2, c2, isbc2, eps, step_size;
 } adamw_k;
 
 static void adamw_span(float *w, const float *g, float *m, float *v, int64_t n, const adamw_k *k) {
   const ckv decay = ckv_set1(k->decay), b1 = ckv_set1(k->b1), c1 = ckv_set1(k->c1);
   const ckv b2 = ckv_set1(k->b2), c2 = ckv_set1(k->c2), isbc2 = ckv_set1(k->isbc2);
-  const ckv eps = ckv_set1(k->eps), ss = ckv_set1(k->step_size);
+  const ckv eps = ckv_set1(k->eps), ss = ckv_set1(k->step_size), gs = ckv_set1(k->gscale);
   int64_t i = 0;
   CKV_LOOP(i, n, ln, {
-    const ckv gi = ckv_load_n(g + i, ln);
+    const ckv gi = ckv_mul(ckv_load_n(g + i, ln), gs);
     const ckv mi = ckv_fma(b1, ckv_load_n(m + i, ln), ckv_mul(c1, gi));
     const ckv vi = ckv_fma(b2, ckv_load_n(v + i, ln), ckv_mul(c2, ckv_mul(gi, gi)));
     const ckv den = ckv_fma(ckv_sqrt(vi), isbc2, eps);
@@ -69,12 +73,14 @@ static void adamw_span(float *w, const float *g, float *m, float *v, int64_t n, 
   });
 }
 
-void ckir_adamw_f32(float *w, const float *g, float *m, float *v, int64_t n, float lr, float beta1,
-                    float beta2, float eps, float weight_decay, int64_t step) {
+void ckir_adamw_f32(float *w, const float *g, const float *gscale, float *m, float *v, int64_t n,
+                    float lr, float beta1, float beta2, float eps, float weight_decay,
+                    int64_t step) {
   CKIR_REQUIRE(step >= 1, "adamw_f32");
   const double bc1 = 1.0 - pow((double)beta1, (double)step);
   const double bc2 = 1.0 - pow((double)beta2, (double)step);
   const adamw_k k = {
+      .gscale = gscale[0],
       .decay = (float)(1.0 - (double)lr * (double)weight_decay),
       .b1 = beta1,
       .c1 = (float)(1.0 - (double)beta1),
@@ -89,6 +95,34 @@ void ckir_adamw_f32(float *w, const float *g, float *m, float *v, int64_t n, flo
   for (int64_t c = 0; c < nc; c++) {
     const int64_t s = c * BW_CHUNK;
     adamw_span(w + s, g + s, m + s, v + s, CKIR_MIN(BW_CHUNK, n - s), &k);
+  }
+}
+
+/* torch.nn.utils.clip_grad_norm_: coef = min(1, max_norm / (norm + 1e-6)). */
+static float clip_coef(const float *sumsq, float max_norm) {
+  if (!(max_norm > 0.0f)) return 1.0f;
+  const double c = (double)max_norm / (sqrt((double)sumsq[0]) + 1e-6);
+  return c < 1.0 ? (float)c : 1.0f;
+}
+
+void ckir_ref_clip_coef_f32(const float *sumsq, float *coef, float max_norm) {
+  coef[0] = clip_coef(sumsq, max_norm);
+}
+
+void ckir_clip_coef_f32(const float *sumsq, float *coef, float max_norm) {
+  coef[0] = clip_coef(sumsq, max_norm);
+}
+
+void ckir_ref_zero_f32(float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) x[i] = 0.0f;
+}
+
+void ckir_zero_f32(float *x, int64_t n) {
+  const int64_t nc = (n + BW_CHUNK - 1) / BW_CHUNK;
+#pragma omp parallel for schedule(static) if (n >= 16 * BW_CHUNK)
+  for (int64_t c = 0; c < nc; c++) {
+    const int64_t s = c * BW_CHUNK;
+    memset(x + s, 0, (size_t)CKIR_MIN(BW_CHUNK, n - s) * sizeof(float));
   }
 }
 
