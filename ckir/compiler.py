@@ -47,12 +47,13 @@ from ckir.passes.convert_weights import ConvertWeightsPass
 from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass
 from ckir.passes.fuse_gate_up import FuseGateUpPass
 from ckir.passes.fuse_qkv import FuseQkvPass
+from ckir.passes.lower_backward import LowerBackwardPass
 from ckir.passes.lower_decode import LowerDecodePass
 from ckir.passes.lower_prefill import LowerPrefillPass
 from ckir.passes.lowering.context import LOGITS_CHOICES
 from ckir.passes.plan_layout import PlanLayoutPass
 from ckir.runtime_build import ISAS
-from ckir.vocab import LOWERED_MODES, WEIGHT_DTYPES
+from ckir.vocab import INFERENCE_MODES, LOWERED_MODES, WEIGHT_DTYPES
 
 LIBRARY_NAME = "libmodel.so"
 BUILD_INFO = "build.json"
@@ -62,7 +63,7 @@ BUILD_INFO = "build.json"
 class CompileOptions:
     """Everything that changes a build besides the checkpoint itself."""
 
-    modes: tuple[str, ...] = LOWERED_MODES
+    modes: tuple[str, ...] = INFERENCE_MODES
     #: None: the model's maximum positions (symbol C), capped at 256 (the passes' default)
     max_context: int | None = None
     debug: bool = False
@@ -202,6 +203,8 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
         passes.append(LowerPrefillPass(max_context=max_context, logits=options.logits))
     if "decode" in options.modes:
         passes.append(LowerDecodePass(max_context=max_context))
+    if "backward" in options.modes:
+        passes.append(LowerBackwardPass(max_context=max_context))
     if options.fuse:
         passes += [FuseQkvPass(), FuseGateUpPass(), FuseAddRmsnormPass()]
     for p in passes:

@@ -22,7 +22,7 @@ import numpy as np
 from ckir.compiler import BUILD_INFO, LIBRARY_NAME, CompileOptions, compile_model, required_files
 from ckir.errors import CkirError, as_path, is_int, one_line
 from ckir.integrity import verify_digests
-from ckir.vocab import LOWERED_MODES
+from ckir.vocab import INFERENCE_MODES
 
 ERRORS = {
     1: "token out of range",
@@ -33,6 +33,8 @@ ERRORS = {
     6: "weights.bin was written for another layout",
     7: "out of memory",
     8: "mode not compiled",
+    9: "non-finite loss or gradient",
+    10: "bad argument",
 }
 
 
@@ -58,6 +60,34 @@ class _ModeDesc(ctypes.Structure):
     ]
 
 
+class _ParamDesc(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("weight_offset", ctypes.c_int64),
+        ("grad_offset", ctypes.c_int64),
+        ("m_offset", ctypes.c_int64),
+        ("v_offset", ctypes.c_int64),
+        ("numel", ctypes.c_int64),
+        ("ndim", ctypes.c_int64),
+        ("shape", ctypes.c_int64 * 4),
+    ]
+
+
+class _TrainDesc(ctypes.Structure):
+    _fields_ = [
+        ("backward", ctypes.c_void_p),
+        ("optimize", ctypes.c_void_p),
+        ("tokens_offset", ctypes.c_int64),
+        ("targets_offset", ctypes.c_int64),
+        ("loss_offset", ctypes.c_int64),
+        ("sumsq_offset", ctypes.c_int64),
+        ("rows", ctypes.c_int64),
+        ("token_bound", ctypes.c_int64),
+        ("params", ctypes.POINTER(_ParamDesc)),
+        ("n_params", ctypes.c_int64),
+    ]
+
+
 class _ModelDesc(ctypes.Structure):
     _fields_ = [
         ("name", ctypes.c_char_p),
@@ -70,7 +100,8 @@ class _ModelDesc(ctypes.Structure):
         ("slots", ctypes.POINTER(_SlotDesc)),
         ("n_slots", ctypes.c_int64),
         # one per lowered mode, in vocabulary order (as the emitter writes them)
-        *[(mode, _ModeDesc) for mode in LOWERED_MODES],
+        *[(mode, _ModeDesc) for mode in INFERENCE_MODES],
+        ("train", _TrainDesc),
     ]
 
 
@@ -120,6 +151,16 @@ class CompiledModel:
         lib.ckir_describe.restype = ctypes.POINTER(_ModelDesc)
         lib.ckir_arena.restype = ctypes.POINTER(ctypes.c_uint8)
         lib.ckir_arena.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.ckir_backward.argtypes = [
+            ctypes.c_void_p,
+            i32p,
+            i32p,
+            ctypes.c_int64,
+            ctypes.POINTER(ctypes.c_float),
+        ]
+        lib.ckir_optimizer_step.argtypes = [ctypes.c_void_p, ctypes.c_float]
+        lib.ckir_train_steps.restype = ctypes.c_int64
+        lib.ckir_train_steps.argtypes = [ctypes.c_void_p]
         self.desc = lib.ckir_describe().contents
         err = ctypes.c_int(0)
         handle = lib.ckir_open(str(self.build_dir / "weights.bin").encode(), ctypes.byref(err))
@@ -209,6 +250,113 @@ class CompiledModel:
         self._check(self._lib.ckir_decode(self._ptr, int(token)))
         return self._logits("decode")[0]
 
+    # -- training ---------------------------------------------------------------------
+    @property
+    def trainable(self) -> bool:
+        """Whether the build has the training programs (``modes`` with ``backward``)."""
+        return bool(self.desc.train.backward)
+
+    @property
+    def steps(self) -> int:
+        """Optimizer steps applied so far (AdamW's bias correction counts them)."""
+        return int(self._lib.ckir_train_steps(self._ptr))
+
+    def _ids(self, what: str, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        arr = np.asarray(ids)
+        if arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iu":
+            raise CkirError(f"{what}: expects a non-empty 1-D sequence of int ids")
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi >= self.vocab_size:
+            bad = lo if lo < 0 else hi
+            raise CkirError(f"{what}: id {bad} is outside the vocabulary [0, {self.vocab_size})")
+        return np.ascontiguousarray(arr, dtype=np.int32)
+
+    def backward(
+        self, tokens: Sequence[int] | np.ndarray, targets: Sequence[int] | np.ndarray
+    ) -> float:
+        """Forward over ``tokens`` from position 0, the mean cross-entropy against
+        ``targets`` (same length), and the gradient of every weight (:meth:`gradients`).
+        Returns the loss; CkirError when the loss is not finite."""
+        if not self.trainable:
+            raise CkirError(
+                f"{self.build_dir.name}: not compiled for training (compile with modes "
+                "including 'backward')"
+            )
+        tok, tgt = self._ids("backward: tokens", tokens), self._ids("backward: targets", targets)
+        if tok.size != tgt.size:
+            raise CkirError(
+                f"backward: {tok.size} tokens but {tgt.size} targets (one target per token)"
+            )
+        i32p = ctypes.POINTER(ctypes.c_int32)
+        loss = ctypes.c_float(0.0)
+        rc = self._lib.ckir_backward(
+            self._ptr,
+            tok.ctypes.data_as(i32p),
+            tgt.ctypes.data_as(i32p),
+            tok.size,
+            ctypes.byref(loss),
+        )
+        self._check(rc)
+        return float(loss.value)
+
+    def optimizer_step(self, lr: float) -> None:
+        """One AdamW step from the gradients of the last :meth:`backward` (global-norm
+        clipping as compiled); the KV cache is reset."""
+        if (
+            not isinstance(lr, float | int)
+            or isinstance(lr, bool)
+            or not np.isfinite(lr)
+            or lr <= 0
+        ):
+            raise CkirError(f"optimizer_step: lr must be a finite number > 0, got {lr!r}")
+        self._check(self._lib.ckir_optimizer_step(self._ptr, float(lr)))
+
+    def train_step(
+        self, tokens: Sequence[int] | np.ndarray, targets: Sequence[int] | np.ndarray, *, lr: float
+    ) -> float:
+        """:meth:`backward` then :meth:`optimizer_step`; returns the loss of the batch
+        (computed before the update).  A non-finite loss raises and leaves the weights."""
+        if (
+            not isinstance(lr, float | int)
+            or isinstance(lr, bool)
+            or not np.isfinite(lr)
+            or lr <= 0
+        ):
+            raise CkirError(f"train_step: lr must be a finite number > 0, got {lr!r}")
+        loss = self.backward(tokens, targets)
+        self.optimizer_step(lr)
+        return loss
+
+    def _params(self) -> list[_ParamDesc]:
+        train = self.desc.train
+        return [train.params[i] for i in range(train.n_params)]
+
+    def _f32(self, arena: int, offset: int, numel: int, shape: tuple[int, ...]) -> np.ndarray:
+        base = ctypes.addressof(self.arena(arena).contents) + offset
+        buf = (ctypes.c_float * numel).from_address(base)
+        return np.ctypeslib.as_array(buf).reshape(shape)
+
+    def gradients(self) -> dict[str, np.ndarray]:
+        """Weight name (``layers.0.attn.wq``) -> a copy of its gradient from the last
+        :meth:`backward` (f32, the weight's shape)."""
+        out: dict[str, np.ndarray] = {}
+        for p in self._params():
+            shape = tuple(p.shape[: p.ndim])
+            out[p.name.decode().removeprefix("w.")] = self._f32(
+                1, p.grad_offset, p.numel, shape
+            ).copy()
+        return out
+
+    def weights(self) -> dict[str, np.ndarray]:
+        """Weight name -> a copy of its current (trained) values, for every trained weight."""
+        out: dict[str, np.ndarray] = {}
+        for p in self._params():
+            shape = tuple(p.shape[: p.ndim])
+            out[p.name.decode().removeprefix("w.")] = self._f32(
+                0, p.weight_offset, p.numel, shape
+            ).copy()
+        return out
+
     def _check_token(self, token: int) -> None:
         if not 0 <= token < self.vocab_size:
             raise CkirError(f"token id {token} is outside the vocabulary [0, {self.vocab_size})")
@@ -271,7 +419,7 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     model_dir: str | Path,
     out_dir: str | Path,
     *,
-    modes: Sequence[str] = LOWERED_MODES,
+    modes: Sequence[str] = INFERENCE_MODES,
     max_context: int | None = None,
     debug: bool = False,
     template: str | None = None,

@@ -205,6 +205,15 @@ def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
         )
     if not operands:
         raise _fail(where, "a kernel needs at least one buffer operand")
+    # calls bind inputs then outputs in operand order: read operands must come first
+    written = [o.name for o in operands if o.access != "read"]
+    late = [o.name for o in operands[len(operands) - len(written) :] if o.access == "read"]
+    if late:
+        raise _fail(
+            where,
+            f"read operand {late[0]!r} follows a written one ({written[0]!r}); list the read "
+            "operands first (a call binds its inputs, then its outputs, in operand order)",
+        )
 
     params = []
     for i, p in enumerate(_get(entry, "params", where, list)):

@@ -25,6 +25,7 @@ DIALECTS: dict[str, str] = {
 PASSES: dict[str, str] = {
     "convert-weights": "ckir.passes.convert_weights:ConvertWeightsPass",
     "lower-prefill": "ckir.passes.lower_prefill:LowerPrefillPass",
+    "lower-backward": "ckir.passes.lower_backward:LowerBackwardPass",
     "lower-decode": "ckir.passes.lower_decode:LowerDecodePass",
     "plan-layout": "ckir.passes.plan_layout:PlanLayoutPass",
     "fuse-qkv": "ckir.passes.fuse_qkv:FuseQkvPass",

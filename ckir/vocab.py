@@ -27,6 +27,7 @@ __all__ = [
     "ELEMENT_BYTES",
     "GLOBAL_ROLES",
     "GRAPH_OPS",
+    "INFERENCE_MODES",
     "KERNEL_ONLY_OPS",
     "KERNEL_OPS",
     "LOCAL_ROLES",
@@ -58,23 +59,31 @@ class Mode:
     doc: str
     #: a ``--lower-<name>`` pass exists, so ``ckir compile`` can build it
     lowered: bool
+    #: runs on tokens and writes logits: a field of the generated ``ckir_model_desc``
+    #: (``ckir_prefill`` / ``ckir_decode``); the training modes have entry points of their own
+    inference: bool = False
 
 
 MODE_TABLE: tuple[Mode, ...] = (
-    Mode("prefill", "T >= 1 new tokens at position P: GEMMs, fills the KV cache", True),
-    Mode("decode", "one new token at position P: GEMVs over the weights and the KV cache", True),
+    Mode("prefill", "T >= 1 new tokens at position P: GEMMs, fills the KV cache", True, True),
+    Mode(
+        "decode", "one new token at position P: GEMVs over the weights and the KV cache", True, True
+    ),
     Mode(
         "backward",
         "forward over T tokens with the activations kept, the loss over targets, then "
         "the gradient of every weight (training)",
         True,
     ),
-    Mode("optimize", "one AdamW step of every weight from its gradient (training)", True),
+    # made by --lower-backward together with the backward program
+    Mode("optimize", "one AdamW step of every weight from its gradient (training)", False),
 )
 #: every mode of the design (graph ``when`` guards, lowered programs)
 MODES: tuple[str, ...] = tuple(m.name for m in MODE_TABLE)
 #: the modes a lowering pass exists for (``ckir compile --modes``, the registry)
 LOWERED_MODES: tuple[str, ...] = tuple(m.name for m in MODE_TABLE if m.lowered)
+#: the modes that map tokens to logits (the default of ``ckir compile --modes``)
+INFERENCE_MODES: tuple[str, ...] = tuple(m.name for m in MODE_TABLE if m.inference)
 
 
 # ----------------------------------------------------------------------------- dtypes
@@ -166,6 +175,7 @@ LOCAL_ROLES: frozenset[str] = frozenset({"activation", "io", "scratch", "grad"})
 #: roles live for the whole run (never share bytes in the state arena)
 PERMANENT_ROLES: tuple[str, ...] = ("kv_cache", "io", "grad", "optimizer_state")
 #: roles whose totals every layout plan reports, even when 0
+#: (grad and optimizer_state appear in the totals of the builds that have them: training)
 REPORTED_ROLES: tuple[str, ...] = ("weight", "kv_cache", "activation", "io")
 
 

@@ -111,9 +111,17 @@ __all__ = [
 ]
 
 
-#: run-time scalars a call parameter may name
-RUNTIME_SYMBOLS: tuple[str, ...] = ("T", "P", "PT")
-_RT_RE = re.compile(r"(T|P|PT)(?:\*([1-9][0-9]*))?")
+#: run-time scalars a call parameter may name, and their types: tokens (T, P, PT) and
+#: the optimizer step's learning rate and step number (mode optimize)
+RUNTIME_SYMBOL_TYPES: dict[str, str] = {
+    "T": "i64",
+    "P": "i64",
+    "PT": "i64",
+    "step": "i64",
+    "lr": "f32",
+}
+RUNTIME_SYMBOLS: tuple[str, ...] = tuple(RUNTIME_SYMBOL_TYPES)
+_RT_RE = re.compile(r"(T|P|PT)(?:\*([1-9][0-9]*))?|step|lr")
 
 
 # --------------------------------------------------------------------------- attributes
@@ -237,11 +245,12 @@ def _check_buffer(shape: tuple[int, ...], dtype: str) -> str | None:
 
 @irdl_attr_definition
 class RuntimeSymAttr(ParametrizedAttribute):
-    """A scalar known only at run time: ``#lowered.rt<T>``, ``<P>``, ``<PT>``.
+    """A scalar known only at run time: ``#lowered.rt<T>``, ``<P>``, ``<PT>``, ``<step>``, ``<lr>``.
 
     ``T`` is the number of tokens in this call, ``P`` the number already in the KV
-    cache, ``PT`` = P + T.  A positive integer factor may follow: ``#lowered.rt<T*64>``
-    (64 values per token).
+    cache, ``PT`` = P + T.  A positive integer factor may follow the token symbols:
+    ``#lowered.rt<T*64>`` (64 values per token).  ``step`` (i64, 1-based) and ``lr``
+    (f32) are the optimizer step's number and learning rate (mode optimize).
     """
 
     name = "lowered.rt"
@@ -260,7 +269,7 @@ class RuntimeSymAttr(ParametrizedAttribute):
         if _RT_RE.fullmatch(self.symbol.data) is None:
             raise VerifyException(
                 f"lowered.rt: unknown run-time symbol '{self.symbol.data}' (expected T, P or "
-                "PT, optionally '*<int>')"
+                "PT, optionally '*<int>', step or lr)"
             )
 
     @classmethod
@@ -270,9 +279,11 @@ class RuntimeSymAttr(ParametrizedAttribute):
             name = parser.parse_optional_identifier()
             if name not in RUNTIME_SYMBOLS:
                 parser.raise_error(
-                    f"unknown run-time symbol '{name}' (expected T, P or PT)", start, parser.pos
+                    f"unknown run-time symbol '{name}' (expected {', '.join(RUNTIME_SYMBOLS)})",
+                    start,
+                    parser.pos,
                 )
-            if parser.parse_optional_punctuation("*") is not None:
+            if name in ("T", "P", "PT") and parser.parse_optional_punctuation("*") is not None:
                 factor = parser.parse_integer(allow_boolean=False, allow_negative=False)
                 if factor <= 0:
                     parser.raise_error("a run-time symbol factor must be positive")
@@ -1414,11 +1425,13 @@ class CallOp(IRDLOperation):
             )
         values = self.param_values
         for pname, ptype in decl.params.data.items():
-            if isinstance(values[pname], str):
-                if ptype != i64:
+            value = values[pname]
+            if isinstance(value, str):
+                rt_type = RUNTIME_SYMBOL_TYPES[value.partition("*")[0]]
+                if _param_type_name(ptype) != rt_type:
                     raise VerifyException(
-                        f"{where}: parameter {pname} is {_param_type_name(ptype)}, a run-time "
-                        "symbol is not allowed"
+                        f"{where}: parameter {pname} is {_param_type_name(ptype)}, the run-time "
+                        f"symbol {value} is {rt_type}"
                     )
             elif ptype == i64 and not isinstance(self.params.data[pname], IntegerAttr):
                 raise VerifyException(f"{where}: parameter {pname} must be an i64 integer")
@@ -1450,6 +1463,8 @@ class CallOp(IRDLOperation):
         out: dict[str, int] = {}
         for k, v in self.param_values.items():
             if isinstance(v, str):
+                if v not in runtime and "*" not in v:
+                    continue  # step, lr: no extent depends on them
                 base, _, factor = v.partition("*")
                 out[k] = runtime[base] * (int(factor) if factor else 1)
             elif isinstance(self.params.data[k], IntegerAttr):

@@ -23,6 +23,7 @@ from ckir.registry import (
     registry_path,
 )
 from ckir.runtime_build import build_library, runtime_dir
+from ckir.vocab import MODES
 
 EXPECTED = {
     "embed_f32",
@@ -68,10 +69,11 @@ def test_registry_loads_expected_kernels():
         assert spec.name == name
         assert spec.c_name == f"ckir_{name}"
         assert spec.outputs(), name
-        assert set(spec.modes) <= {"prefill", "decode", "backward"}
-    assert reg["gemm_f32"].modes == ("prefill",)
+        assert set(spec.modes) <= set(MODES)
+    assert reg["gemm_f32"].modes == ("prefill", "backward")
     assert reg["gemv_bias_f32"].modes == ("decode",)
-    assert reg["rmsnorm_f32"].modes == ("prefill", "decode")
+    assert reg["rmsnorm_f32"].modes == ("prefill", "decode", "backward")
+    assert reg["adamw_f32"].modes == ("optimize",)
 
 
 def test_spec_accessors():
@@ -181,6 +183,15 @@ def _registry_with(entry: dict) -> dict:
         ({"op": "nonsense"}, "unknown op"),
         ({"modes": ["train"]}, "modes"),
         ({"operands": [{"name": "x", "dtype": "f32", "access": "rw"}]}, "access"),
+        (
+            {
+                "operands": [
+                    {"name": "y", "dtype": "f32", "access": "write"},
+                    {"name": "x", "dtype": "f32", "access": "read"},
+                ]
+            },
+            "read operand 'x' follows a written one",
+        ),
         ({"operands": [{"name": "x", "dtype": "f99", "access": "read"}]}, "dtype"),
         ({"params": [{"name": "n", "type": "int"}]}, "type"),
         ({"constraints": ["__import__('os').system('true')"]}, "bad constraint"),

@@ -57,11 +57,14 @@ def test_registry_speaks_the_vocabulary() -> None:
     # a kernel-only op nobody implements is a stale vocabulary entry
     assert implemented >= vocab.KERNEL_ONLY_OPS
     for dtype in vocab.WEIGHT_DTYPES:  # every weight dtype has a linear kernel per mode
-        for mode in vocab.LOWERED_MODES:
+        for mode in vocab.INFERENCE_MODES:
             assert any(
                 s.op == "linear" and mode in s.modes and s.operands[1].dtype == dtype
                 for s in registry.values()
             ), (dtype, mode)
+    # training runs on f32 weights: a forward linear and both backward products
+    for kind in ("linear", "linear_bwd_input", "linear_bwd_weight"):
+        assert any(s.op == kind and "backward" in s.modes for s in registry.values()), kind
 
 
 def test_every_lowered_mode_has_a_pass() -> None:

@@ -29,7 +29,7 @@ from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.registry import load_registry
-from ckir.vocab import LOWERED_MODES
+from ckir.vocab import INFERENCE_MODES
 
 C_TYPES = {
     "f32": "float",
@@ -38,7 +38,7 @@ C_TYPES = {
     "bf16": "uint16_t",
     "f16": "uint16_t",
 }
-RUNTIME_SCALARS = {"T": "T", "P": "P", "PT": "(P + T)"}
+RUNTIME_SCALARS = {"T": "T", "P": "P", "PT": "(P + T)", "step": "m->step", "lr": "m->lr"}
 _RT_PRODUCT = re.compile(r"T\*(\d+)")
 
 
@@ -329,6 +329,12 @@ class CEmitter:
                 f"io buffer, has {len(inputs)} and {len(outputs)}"
             )
         tokens, logits = inputs[0].buffer_name, outputs[0].buffer_name
+        return self.io_of_tokens(program, tokens, logits)
+
+    def io_of_tokens(
+        self, program: lw.ProgramOp, tokens: str, logits: str = ""
+    ) -> tuple[str, str, int]:
+        """(tokens, output, token bound): the bound is the rows of the table embedding them."""
         bound = 0
         for op in program.body_block.ops:
             if (
@@ -338,6 +344,67 @@ class CEmitter:
             ):
                 bound = self.types[op.in_names[1]].shape_ints[0]
         return tokens, logits, bound
+
+    def train_desc(self, progs: dict[str, lw.ProgramOp]) -> tuple[list[str], list[str]]:
+        """The parameter table and the ``.train`` field of ``ckir_model_desc``.
+
+        The backward program's io buffers are the tokens (source ``input``), the
+        targets (``targets``) and the loss (``output``); the trained weights are
+        the ``w`` operands of the optimize program's AdamW calls, in call order.
+        """
+        backward, optimize = progs.get("backward"), progs.get("optimize")
+        if backward is None or optimize is None:
+            if backward is not None or optimize is not None:
+                raise CkirError("emit-c: a backward program needs an optimize program (and back)")
+            return [], ["  .train = {0},"]
+        io = {b.source_name: b.buffer_name for b in _buffers(backward) if b.role == "io"}
+        missing = [k for k in ("input", "targets", "output") if k not in io]
+        if missing:
+            raise CkirError(
+                f"emit-c: program @backward has no io buffer with source {missing[0]!r}"
+            )
+        _, _, bound = self.io_of_tokens(backward, io["input"])
+        rows: list[str] = ["static const ckir_param_desc ckir_params[] = {"]
+        n = 0
+        sumsq: str | None = None
+        for op in optimize.body_block.ops:
+            if not isinstance(op, lw.CallOp):
+                continue
+            kind = self.declaration(op).kind_name
+            if kind == "grad_sumsq":
+                sumsq = op.out_names[0]
+            if kind != "adamw":
+                continue
+            (grad, _), (weight, m, v) = op.in_names, op.out_names
+            wtype = self.types[weight]
+            shape = list(wtype.shape_ints)
+            if len(shape) > 4:
+                raise CkirError(f"emit-c: weight @{weight} has {len(shape)} dims (at most 4)")
+            dims = ", ".join(f"{d}LL" for d in shape) or "0"
+            rows.append(
+                f"  {{{c_string(weight)}, {self.places[weight].macro}, {self.places[grad].macro}, "
+                f"{self.places[m].macro}, {self.places[v].macro}, {wtype.num_elements}LL, "
+                f"{len(shape)}, {{{dims}}}}},"
+            )
+            n += 1
+        if sumsq is None or n == 0:
+            raise CkirError("emit-c: program @optimize has no grad_sumsq or adamw call")
+        rows += ["};", ""]
+        train = [
+            "  .train = {",
+            "    .backward = ckir_run_backward,",
+            "    .optimize = ckir_run_optimize,",
+            f"    .tokens_offset = {self.places[io['input']].macro},",
+            f"    .targets_offset = {self.places[io['targets']].macro},",
+            f"    .loss_offset = {self.places[io['output']].macro},",
+            f"    .sumsq_offset = {self.places[sumsq].macro},",
+            f"    .rows = {self.types[io['input']].shape_ints[0]},",
+            f"    .token_bound = {bound},",
+            "    .params = ckir_params,",
+            f"    .n_params = {n},",
+            "  },",
+        ]
+        return rows, train
 
     def source(self) -> str:
         name = self.model.sym_name.data
@@ -349,6 +416,7 @@ class CEmitter:
             '#include "ckir_runtime.h"',
             '#include "ckir_quant.h"',
             '#include "ckir_fused.h"',
+            "#include <math.h>",
             "",
             "#ifdef CKIR_DEBUG",
             "#define CKIR_SCOPE_END(m) \\",
@@ -382,7 +450,7 @@ class CEmitter:
         out += functions
         vocab = 0
         modes: list[str] = []
-        for mode in LOWERED_MODES:  # the fields of ckir_model_desc, in order
+        for mode in INFERENCE_MODES:  # the fields of ckir_model_desc, in order
             program = progs.get(mode)
             if program is None:
                 modes.append(f'  .{mode} = {{"{mode}", 0, 0, 0, 0, 0, 0}},')
@@ -395,6 +463,8 @@ class CEmitter:
                 f'  .{mode} = {{"{mode}", ckir_run_{mode}, {self.places[tokens].macro}, '
                 f"{rows}, {self.places[logits].macro}, {logits_rows}, {bound}}},"
             )
+        params, train = self.train_desc(progs)
+        out += params
         max_ctx = max((p.max_ctx for p in progs.values()), default=0)
         sizes = {a: op.size_bytes for a, op in arenas(self.plan).items()}
         out += [
@@ -409,6 +479,7 @@ class CEmitter:
             "  .slots = ckir_slots,",
             f"  .n_slots = {n_slots},",
             *modes,
+            *train,
             "};",
             "",
             *ENTRY_POINTS,
@@ -442,6 +513,23 @@ const float *ckir_logits(const ckir_model *m) {
 }
 
 int64_t ckir_logits_rows(const ckir_model *m) { return m->last_rows; }
+
+int ckir_backward(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t T,
+                  float *loss) {
+  return ckir_model_backward(m, tokens, targets, T, loss);
+}
+
+int ckir_optimizer_step(ckir_model *m, float lr) { return ckir_model_optimize(m, lr); }
+
+int64_t ckir_train_steps(const ckir_model *m) { return m->step; }
+
+float ckir_train_step(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t T,
+                      float lr) {
+  float loss = 0.0f;
+  if (ckir_model_backward(m, tokens, targets, T, &loss) != CKIR_OK) return NAN;
+  if (ckir_model_optimize(m, lr) != CKIR_OK) return NAN;
+  return loss;
+}
 int64_t ckir_position(const ckir_model *m) { return m->pos; }
 void ckir_reset(ckir_model *m) { m->pos = 0; m->last_rows = 0; }
 const char *ckir_error(const ckir_model *m) { return m->error; }

@@ -73,6 +73,17 @@ class LoweringContext:
         """The ``T`` a kernel sees: an integer in decode, the runtime symbol otherwise."""
         return 1 if self._rows_fixed else RUNTIME_T
 
+    @property
+    def keeps_cache(self) -> bool:
+        """Whether attention goes through the KV cache: inference modes do; backward
+        runs one sequence from position 0 and attends over the layer's k and v."""
+        return self.mode != "backward"
+
+    @property
+    def position(self) -> int | str:
+        """The position of the first token (``P``): run time with a KV cache, else 0."""
+        return "P" if self.keeps_cache else 0
+
     def dim(self, expr: str, *, where: str) -> int:
         """Evaluate a dim expression with the model's symbols (T = the buffer's max rows)."""
         try:

@@ -140,7 +140,7 @@ class LowerPosEmbed(GraphOpLowering):
 
     def params(self, op: Operation) -> dict[str, ParamValue]:
         w = self.ctx.weight_type(op, 0).shape_ints
-        return {"T": self.ctx.runtime_tokens, "E": w[1], "P": "P"}
+        return {"T": self.ctx.runtime_tokens, "E": w[1], "P": self.ctx.position}
 
 
 class LowerRmsnorm(GraphOpLowering):
@@ -184,13 +184,16 @@ class LowerRope(GraphOpLowering):
             "H": _dimattr(self.ctx, op, "heads", w),
             "KV": _dimattr(self.ctx, op, "kv_heads", w),
             "D": _dimattr(self.ctx, op, "head_dim", w),
-            "P": "P",
+            "P": self.ctx.position,
             "theta": _float(op, "theta"),
         }
 
 
 class LowerAttention(GraphOpLowering):
-    """attention(q, k, v) -> kv_store into the layer's KV cache, then attention over it."""
+    """attention(q, k, v) -> kv_store into the layer's KV cache, then attention over it.
+
+    Without a KV cache (mode backward: one sequence from position 0) the attention
+    call reads k and v themselves (``P = 0``)."""
 
     kind = "attention"
 
@@ -205,18 +208,20 @@ class LowerAttention(GraphOpLowering):
         kv_heads = _dimattr(ctx, op, "kv_heads", w)
         head_dim = _dimattr(ctx, op, "head_dim", w)
         scope, _ = ctx.scopes[op]
-        # v before k: each new cache goes in front of the ones made before it
-        vc = self._cache(f"kv.{scope}.v", op, 2)
-        kc = self._cache(f"kv.{scope}.k", op, 1)
         t = ctx.leading(self.dims(op.operands[0].type), where=w)
         params: dict[str, ParamValue] = {
             "T": t,
-            "P": "P",
+            "P": ctx.position,
             "H": heads,
             "KV": kv_heads,
             "D": head_dim,
             "KVD": kv_heads * head_dim,
         }
+        if not ctx.keeps_cache:
+            return [self.call(op, "attention", [q, k, v], [ctx.buffer(op.results[0])], params)]
+        # v before k: each new cache goes in front of the ones made before it
+        vc = self._cache(f"kv.{scope}.v", op, 2)
+        kc = self._cache(f"kv.{scope}.k", op, 1)
         store = self.call(op, "kv_store", [k, v], [kc, vc], params)
         attend = self.call(op, "attention", [q, kc, vc], [ctx.buffer(op.results[0])], params)
         return [store, attend]

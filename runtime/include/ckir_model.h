@@ -24,7 +24,9 @@ enum {
   CKIR_ERR_FORMAT = 5,    /* weights.bin has a bad magic, version or size */
   CKIR_ERR_LAYOUT = 6,    /* weights.bin was written for another layout */
   CKIR_ERR_NOMEM = 7,     /* the state arena cannot be allocated */
-  CKIR_ERR_MODE = 8       /* this mode was not compiled into the model */
+  CKIR_ERR_MODE = 8,      /* this mode was not compiled into the model */
+  CKIR_ERR_NONFINITE = 9, /* training: the loss or the gradient norm is NaN or infinite */
+  CKIR_ERR_ARG = 10       /* a bad argument (learning rate <= 0 or NaN, ...) */
 };
 
 #define CKIR_WEIGHTS_MAGIC "CKIRWTS1"
@@ -59,6 +61,32 @@ typedef struct ckir_mode_desc {
   int64_t token_bound;     /* tokens must be < this (embedding rows), 0 = unchecked */
 } ckir_mode_desc;
 
+/* One trained weight: where it, its gradient and its AdamW moments live. */
+typedef struct ckir_param_desc {
+  const char *name;        /* the weight's buffer, e.g. "w.layers.0.attn.wq" */
+  int64_t weight_offset;   /* weights arena */
+  int64_t grad_offset;     /* state arena: dloss/dweight of the last backward */
+  int64_t m_offset;        /* state arena: AdamW first moment */
+  int64_t v_offset;        /* state arena: AdamW second moment */
+  int64_t numel;           /* f32 elements */
+  int64_t ndim;            /* the weight's shape: shape[0..ndim) */
+  int64_t shape[4];
+} ckir_param_desc;
+
+/* The training programs (compiled by --lower-backward; run NULL otherwise). */
+typedef struct ckir_train_desc {
+  ckir_mode_fn backward;   /* forward + loss + gradients of T tokens from position 0 */
+  ckir_mode_fn optimize;   /* clip + one AdamW step from the gradients (T unused) */
+  int64_t tokens_offset;   /* io buffer of the tokens (state arena) */
+  int64_t targets_offset;  /* io buffer of the targets */
+  int64_t loss_offset;     /* io buffer of the mean cross-entropy (one float) */
+  int64_t sumsq_offset;    /* the optimizer's sum of squared gradients (one float) */
+  int64_t rows;            /* max tokens per step */
+  int64_t token_bound;     /* tokens and targets must be < this (the vocabulary) */
+  const ckir_param_desc *params;
+  int64_t n_params;
+} ckir_train_desc;
+
 typedef struct ckir_model_desc {
   const char *name;
   uint64_t layout_hash;
@@ -71,6 +99,7 @@ typedef struct ckir_model_desc {
   int64_t n_slots;
   ckir_mode_desc prefill;
   ckir_mode_desc decode;
+  ckir_train_desc train;
 } ckir_model_desc;
 
 struct ckir_model {
@@ -83,6 +112,8 @@ struct ckir_model {
   int64_t last_rows;       /* rows of the logits of the last call */
   int64_t last_logits;     /* offset of the logits of the last call */
   char error[256];         /* the last error, one line */
+  int64_t step;            /* optimizer steps applied (AdamW's step is step + 1 while one runs) */
+  float lr;                /* the learning rate of the running optimizer step */
 };
 
 /* Implemented once in runtime/support/ckir_model.c. */
@@ -90,6 +121,9 @@ ckir_model *ckir_model_open_desc(const ckir_model_desc *d, const char *weights_p
 int ckir_model_run(ckir_model *m, const ckir_mode_desc *mode, const int32_t *tokens, int64_t n);
 int ckir_model_check_canaries(ckir_model *m);
 void ckir_model_close(ckir_model *m);
+int ckir_model_backward(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t n,
+                        float *loss);
+int ckir_model_optimize(ckir_model *m, float lr);
 
 /* Exported by every generated model.c. */
 ckir_model *ckir_open(const char *weights_path, int *err);
@@ -104,6 +138,21 @@ const char *ckir_error(const ckir_model *m);
 int ckir_check_canaries(ckir_model *m);
 const ckir_model_desc *ckir_describe(void);
 uint8_t *ckir_arena(ckir_model *m, int arena);
+
+/* Training (models compiled with --lower-backward; CKIR_ERR_MODE otherwise).
+ * ckir_backward: forward over tokens[0..T) from position 0, *loss = mean cross-entropy
+ *   against targets, and the gradient of every weight (see ckir_describe()->train.params).
+ * ckir_optimizer_step: clip the global gradient norm, one AdamW step with learning rate
+ *   lr; the KV cache is reset (it was computed with the old weights).  Refuses (weights
+ *   untouched) when the gradient norm is not finite.
+ * ckir_train_step: both; returns the loss, or NaN with ckir_error() set on any error
+ *   (a non-finite loss leaves the weights as they were). */
+int ckir_backward(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t T,
+                  float *loss);
+int ckir_optimizer_step(ckir_model *m, float lr);
+int64_t ckir_train_steps(const ckir_model *m);
+float ckir_train_step(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t T,
+                      float lr);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
  *
  *   adamw_f32                  one AdamW step (torch.optim.AdamW) on g * gscale[0]
  *   clip_coef_f32              min(1, max_norm / (||g|| + 1e-6)) from grad_sumsq's total
+ *                              (NaN when the total is not finite: adamw_f32 then skips)
  *   zero_f32                   x = 0 (before kernels that add into x)
  *   grad_sumsq_f32             out[0] += sum(g^2)          (global-norm clipping)
  *   scale_f32                  x *= s                      (clipping, loss scaling)
@@ -36,10 +37,11 @@
  *   m  = beta1 m + (1 - beta1) g
  *   v  = beta2 v + (1 - beta2) g^2
  *   w -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps) */
-void ckir_ref_adamw_f32(float *w, const float *g, const float *gscale, float *m, float *v,
+void ckir_ref_adamw_f32(const float *g, const float *gscale, float *w, float *m, float *v,
                         int64_t n, float lr, float beta1, float beta2, float eps,
                         float weight_decay, int64_t step) {
   const double gs = gscale[0];
+  if (!isfinite(gs)) return; /* a non-finite gradient norm: leave w, m, v alone */
   const double bc1 = 1.0 - pow((double)beta1, (double)step);
   const double bc2 = 1.0 - pow((double)beta2, (double)step);
   for (int64_t i = 0; i < n; i++) {
@@ -73,10 +75,11 @@ static void adamw_span(float *w, const float *g, float *m, float *v, int64_t n, 
   });
 }
 
-void ckir_adamw_f32(float *w, const float *g, const float *gscale, float *m, float *v, int64_t n,
+void ckir_adamw_f32(const float *g, const float *gscale, float *w, float *m, float *v, int64_t n,
                     float lr, float beta1, float beta2, float eps, float weight_decay,
                     int64_t step) {
   CKIR_REQUIRE(step >= 1, "adamw_f32");
+  if (!isfinite(gscale[0])) return; /* a non-finite gradient norm: leave w, m, v alone */
   const double bc1 = 1.0 - pow((double)beta1, (double)step);
   const double bc2 = 1.0 - pow((double)beta2, (double)step);
   const adamw_k k = {
@@ -100,6 +103,7 @@ void ckir_adamw_f32(float *w, const float *g, const float *gscale, float *m, flo
 
 /* torch.nn.utils.clip_grad_norm_: coef = min(1, max_norm / (norm + 1e-6)). */
 static float clip_coef(const float *sumsq, float max_norm) {
+  if (!isfinite(sumsq[0])) return NAN; /* adamw_f32 then updates nothing */
   if (!(max_norm > 0.0f)) return 1.0f;
   const double c = (double)max_norm / (sqrt((double)sumsq[0]) + 1e-6);
   return c < 1.0 ? (float)c : 1.0f;

@@ -5,6 +5,7 @@
 #include "ckir_model.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,83 @@ int ckir_model_run(ckir_model *m, const ckir_mode_desc *mode, const int32_t *tok
   /* a one-row output of a many-row mode holds the last token's logits only */
   m->last_rows = mode->logits_rows < mode->tokens_rows ? mode->logits_rows : n;
   m->last_logits = mode->logits_offset;
+  m->error[0] = 0;
+  return CKIR_OK;
+}
+
+static int no_training(ckir_model *m) {
+  snprintf(m->error, sizeof m->error,
+           "model %s was not compiled for training (compile with --modes ...,backward)",
+           m->desc->name);
+  return CKIR_ERR_MODE;
+}
+
+static int check_ids(ckir_model *m, const char *what, const int32_t *ids, int64_t n,
+                     int64_t bound) {
+  for (int64_t i = 0; i < n; i++) {
+    if (ids[i] < 0 || (bound > 0 && ids[i] >= bound)) {
+      snprintf(m->error, sizeof m->error, "%s id %d at index %lld is outside [0, %lld)", what,
+               (int)ids[i], (long long)i, (long long)bound);
+      return CKIR_ERR_TOKEN;
+    }
+  }
+  return CKIR_OK;
+}
+
+int ckir_model_backward(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t n,
+                        float *loss) {
+  const ckir_train_desc *t = &m->desc->train;
+  if (!t->backward) return no_training(m);
+  if (n < 1 || n > t->rows) {
+    snprintf(m->error, sizeof m->error,
+             "a training sequence of %lld tokens does not fit (1 to %lld tokens)", (long long)n,
+             (long long)t->rows);
+    return CKIR_ERR_CONTEXT;
+  }
+  int rc = check_ids(m, "token", tokens, n, t->token_bound);
+  if (rc == CKIR_OK) rc = check_ids(m, "target", targets, n, t->token_bound);
+  if (rc != CKIR_OK) return rc;
+  memcpy(m->state + t->tokens_offset, tokens, (size_t)n * sizeof(int32_t));
+  memcpy(m->state + t->targets_offset, targets, (size_t)n * sizeof(int32_t));
+  rc = t->backward(m, n);
+  if (rc != CKIR_OK) return rc;
+  float value;
+  memcpy(&value, m->state + t->loss_offset, sizeof value);
+  if (loss) *loss = value;
+  if (!isfinite(value)) {
+    snprintf(m->error, sizeof m->error, "the loss is %s at step %lld", isnan(value) ? "NaN" : "infinite",
+             (long long)(m->step + 1));
+    return CKIR_ERR_NONFINITE;
+  }
+  m->error[0] = 0;
+  return CKIR_OK;
+}
+
+int ckir_model_optimize(ckir_model *m, float lr) {
+  const ckir_train_desc *t = &m->desc->train;
+  if (!t->optimize) return no_training(m);
+  if (!(lr > 0.0f) || !isfinite(lr)) {
+    snprintf(m->error, sizeof m->error, "the learning rate must be a finite number > 0, got %g",
+             (double)lr);
+    return CKIR_ERR_ARG;
+  }
+  m->lr = lr;
+  m->step += 1; /* AdamW's step is 1-based */
+  int rc = t->optimize(m, 0);
+  float sumsq;
+  memcpy(&sumsq, m->state + t->sumsq_offset, sizeof sumsq);
+  if (rc == CKIR_OK && !isfinite(sumsq)) {
+    /* clip_coef is NaN, and adamw_f32 leaves every weight and moment alone */
+    snprintf(m->error, sizeof m->error, "the gradient norm is not finite at step %lld; weights unchanged",
+             (long long)m->step);
+    rc = CKIR_ERR_NONFINITE;
+  }
+  if (rc != CKIR_OK) {
+    m->step -= 1;
+    return rc;
+  }
+  m->pos = 0; /* the KV cache holds keys and values of the old weights */
+  m->last_rows = 0;
   m->error[0] = 0;
   return CKIR_OK;
 }

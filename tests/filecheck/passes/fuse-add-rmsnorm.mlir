@@ -35,9 +35,9 @@
 
 builtin.module {
   lowered.model @norm_moves_up {
-    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode", "backward"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
     lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
     lowered.buffer @w.n weight : !lowered.buf<[16], f32> {source = "n"}
     lowered.buffer @w.p weight : !lowered.buf<[8, 16], f32> {source = "p"}
     lowered.program @decode mode "decode" max_context 4 {
@@ -63,9 +63,9 @@ builtin.module {
 
 builtin.module {
   lowered.model @add_moves_down {
-    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode", "backward"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
     lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
     lowered.buffer @w.n weight : !lowered.buf<[16], f32> {source = "n"}
     lowered.buffer @w.p weight : !lowered.buf<[8, 16], f32> {source = "p"}
     lowered.program @decode mode "decode" max_context 4 {
@@ -92,9 +92,9 @@ builtin.module {
 
 builtin.module {
   lowered.model @stuck {
-    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode", "backward"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
     lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
     lowered.buffer @w.n weight : !lowered.buf<[16], f32> {source = "n"}
     lowered.buffer @w.p weight : !lowered.buf<[16, 16], f32> {source = "p"}
     lowered.program @decode mode "decode" max_context 4 {
@@ -119,9 +119,9 @@ builtin.module {
 
 builtin.module {
   lowered.model @not_last_writer {
-    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
-    lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
-    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode", "backward"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode", "backward"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
     lowered.buffer @w.n weight : !lowered.buf<[16], f32> {source = "n"}
     lowered.program @decode mode "decode" max_context 4 {
       lowered.buffer @a activation : !lowered.buf<[1, 16], f32>
@@ -145,8 +145,8 @@ builtin.module {
 
 builtin.module {
   lowered.model @partial_rows {
-    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
-    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode", "backward"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
     lowered.buffer @w.n weight : !lowered.buf<[16], f32> {source = "n"}
     lowered.program @decode mode "decode" max_context 4 {
       lowered.buffer @a activation : !lowered.buf<[2, 16], f32>

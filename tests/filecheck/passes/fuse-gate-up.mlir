@@ -48,8 +48,8 @@
 builtin.module {
   lowered.model @moved {
     lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
-    lowered.kernel @swiglu_f32 op "swiglu" c "ckir_swiglu_f32" modes ["prefill", "decode"] (gate: read f32, up: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+    lowered.kernel @swiglu_f32 op "swiglu" c "ckir_swiglu_f32" modes ["prefill", "decode", "backward"] (gate: read f32, up: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
     lowered.buffer @w.g weight : !lowered.buf<[8, 16], f32> {source = "g"}
     lowered.buffer @w.u weight : !lowered.buf<[8, 16], f32> {source = "u"}
     lowered.buffer @w.n weight : !lowered.buf<[16], f32> {source = "n"}
@@ -80,8 +80,8 @@ builtin.module {
 builtin.module {
   lowered.model @gate_read_elsewhere {
     lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-    lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
-    lowered.kernel @swiglu_f32 op "swiglu" c "ckir_swiglu_f32" modes ["prefill", "decode"] (gate: read f32, up: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode", "backward"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @swiglu_f32 op "swiglu" c "ckir_swiglu_f32" modes ["prefill", "decode", "backward"] (gate: read f32, up: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
     lowered.buffer @w.g weight : !lowered.buf<[8, 16], f32> {source = "g"}
     lowered.buffer @w.u weight : !lowered.buf<[8, 16], f32> {source = "u"}
     lowered.program @decode mode "decode" max_context 4 {
@@ -110,7 +110,7 @@ builtin.module {
 builtin.module {
   lowered.model @two_inputs {
     lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-    lowered.kernel @swiglu_f32 op "swiglu" c "ckir_swiglu_f32" modes ["prefill", "decode"] (gate: read f32, up: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @swiglu_f32 op "swiglu" c "ckir_swiglu_f32" modes ["prefill", "decode", "backward"] (gate: read f32, up: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
     lowered.buffer @w.g weight : !lowered.buf<[8, 16], f32> {source = "g"}
     lowered.buffer @w.u weight : !lowered.buf<[8, 16], f32> {source = "u"}
     lowered.program @decode mode "decode" max_context 4 {
@@ -137,8 +137,8 @@ builtin.module {
 builtin.module {
   lowered.model @input_rewritten {
     lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
-    lowered.kernel @swiglu_f32 op "swiglu" c "ckir_swiglu_f32" modes ["prefill", "decode"] (gate: read f32, up: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+    lowered.kernel @swiglu_f32 op "swiglu" c "ckir_swiglu_f32" modes ["prefill", "decode", "backward"] (gate: read f32, up: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
     lowered.buffer @w.g weight : !lowered.buf<[8, 16], f32> {source = "g"}
     lowered.buffer @w.u weight : !lowered.buf<[8, 16], f32> {source = "u"}
     lowered.buffer @w.n weight : !lowered.buf<[16], f32> {source = "n"}
@@ -168,7 +168,7 @@ builtin.module {
   lowered.model @mixed_dtypes {
     lowered.kernel @gemv_bf16 op "linear" c "ckir_gemv_bf16" modes ["decode"] (x: read f32, w: read bf16, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
     lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-    lowered.kernel @swiglu_f32 op "swiglu" c "ckir_swiglu_f32" modes ["prefill", "decode"] (gate: read f32, up: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @swiglu_f32 op "swiglu" c "ckir_swiglu_f32" modes ["prefill", "decode", "backward"] (gate: read f32, up: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
     lowered.buffer @w.g weight : !lowered.buf<[8, 32], f32> {source = "g"}
     lowered.buffer @w.u weight : !lowered.buf<[8, 32], bf16> {source = "u"}
     lowered.program @decode mode "decode" max_context 4 {

@@ -48,7 +48,7 @@
 builtin.module {
   lowered.model @independent {
     lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
     lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
     lowered.buffer @w.b weight : !lowered.buf<[4, 16], f32> {source = "b"}
     lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}
@@ -107,7 +107,7 @@ builtin.module {
 builtin.module {
   lowered.model @x_rewritten {
     lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+    lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
     lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
     lowered.buffer @w.b weight : !lowered.buf<[4, 16], f32> {source = "b"}
     lowered.buffer @w.c weight : !lowered.buf<[4, 16], f32> {source = "c"}
@@ -138,7 +138,7 @@ builtin.module {
 
 builtin.module {
   lowered.model @reads_yb {
-    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+    lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode", "backward"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
     lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
     lowered.buffer @w.a weight : !lowered.buf<[8, 16], f32> {source = "a"}
     lowered.buffer @w.b weight : !lowered.buf<[4, 16], f32> {source = "b"}

@@ -24,7 +24,7 @@
 // BOTH-NEXT:   lowered.kernel @add_f32 op "add"
 // BOTH-NEXT:   lowered.kernel @attention_f32 op "attention"
 // BOTH-NEXT:   lowered.kernel @embed_f32 op "embed"
-// BOTH-NEXT:   lowered.kernel @gemm_f32 op "linear" c "ckir_gemm_f32" modes ["prefill"]
+// BOTH-NEXT:   lowered.kernel @gemm_f32 op "linear" c "ckir_gemm_f32" modes ["prefill", "backward"]
 // BOTH-NEXT:   lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"]
 // BOTH-NEXT:   lowered.kernel @kv_store_f32 op "kv_store"
 // BOTH-NEXT:   lowered.kernel @rmsnorm_f32 op "rmsnorm"

@@ -492,9 +492,9 @@ layout.plan @p strategy "bump" align 64 canaries false {
 // a slot smaller than its buffer (issue 11: 64 bytes for 1024-byte logits; the io total follows)
 // CHECK: layout.plan @llama: slot @decode.footer.logits of 64 bytes cannot hold buffer @decode.footer.logits of lowered.program @decode ([1, 256] f32, 1024 bytes)
 lowered.model @llama {
-  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode", "backward"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
   lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
   lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
   lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
   lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
@@ -530,9 +530,9 @@ layout.plan @llama strategy "liveness" align 64 canaries true {
 // a buffer without a slot (its slot line deleted, the activation total follows)
 // CHECK: layout.plan @llama: buffer @decode.header.x of lowered.program @decode has no slot
 lowered.model @llama {
-  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode", "backward"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
   lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
   lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
   lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
   lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
@@ -567,9 +567,9 @@ layout.plan @llama strategy "liveness" align 64 canaries true {
 // a buffer placed only as a view
 // CHECK: layout.plan @llama: buffer @decode.header.x of lowered.program @decode has no slot (only a layout.view)
 lowered.model @llama {
-  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode", "backward"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
   lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
   lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
   lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
   lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
@@ -605,9 +605,9 @@ layout.plan @llama strategy "liveness" align 64 canaries true {
 // a slot whose role is not its buffer's
 // CHECK: layout.plan @llama: slot @decode.header.tokens has role scratch but buffer @decode.header.tokens of lowered.program @decode has role io
 lowered.model @llama {
-  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode", "backward"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
   lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
   lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
   lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
   lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
@@ -643,9 +643,9 @@ layout.plan @llama strategy "liveness" align 64 canaries true {
 // a slot that places no buffer of the model (the activation total follows)
 // CHECK: layout.plan @llama: slot @decode.gone places no buffer of lowered.model @llama
 lowered.model @llama {
-  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode", "backward"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
   lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
   lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
   lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
   lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
@@ -682,9 +682,9 @@ layout.plan @llama strategy "liveness" align 64 canaries true {
 // a live range cut short: call 2 (the lm_head gemv) still reads the slot
 // CHECK: layout.plan @llama: call 2 (@gemv_f32) of lowered.program @decode reads @decode.footer.h, but slot @decode.footer.h is live only for "decode" calls 1..1
 lowered.model @llama {
-  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode", "backward"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
   lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
   lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
   lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
   lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
@@ -720,9 +720,9 @@ layout.plan @llama strategy "liveness" align 64 canaries true {
 // a live range that starts after the call writing the buffer
 // CHECK: layout.plan @llama: call 0 (@embed_f32) of lowered.program @decode writes @decode.header.x, but slot @decode.header.x is live only for "decode" calls 1..1
 lowered.model @llama {
-  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode", "backward"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
   lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
   lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
   lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
   lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
@@ -758,9 +758,9 @@ layout.plan @llama strategy "liveness" align 64 canaries true {
 // a use in a mode the slot is not live in
 // CHECK: layout.plan @llama: call 1 (@rmsnorm_f32) of lowered.program @decode writes @decode.footer.h, but slot @decode.footer.h is live only for "prefill" calls 1..2
 lowered.model @llama {
-  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode", "backward"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
   lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
   lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
   lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
   lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
@@ -796,9 +796,9 @@ layout.plan @llama strategy "liveness" align 64 canaries true {
 // a lowered view without a layout.view
 // CHECK: layout.plan @llama: view @decode.footer.h.lo of lowered.program @decode has no layout.view
 lowered.model @llama {
-  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode", "backward"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
   lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
   lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
   lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
   lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
@@ -833,9 +833,9 @@ layout.plan @llama strategy "liveness" align 64 canaries true {
 // a layout.view at another offset than its lowered view
 // CHECK: layout.plan @llama: layout.view @decode.footer.h.lo is @decode.footer.h + 128 but view @decode.footer.h.lo of lowered.program @decode is @decode.footer.h + 0
 lowered.model @llama {
-  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode", "backward"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
   lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
   lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
   lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
   lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
@@ -871,9 +871,9 @@ layout.plan @llama strategy "liveness" align 64 canaries true {
 // a layout.view smaller than its lowered view
 // CHECK: layout.plan @llama: layout.view @decode.footer.h.lo of 64 bytes cannot hold view @decode.footer.h.lo of lowered.program @decode ([1, 32] f32, 128 bytes)
 lowered.model @llama {
-  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode", "backward"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
   lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
   lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
   lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
   lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}
@@ -909,9 +909,9 @@ layout.plan @llama strategy "liveness" align 64 canaries true {
 // a layout.view that places no view of the model
 // CHECK: layout.plan @llama: layout.view @decode.footer.h.hi places no view of lowered.model @llama
 lowered.model @llama {
-  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode", "backward"] (tokens: read i32 extent "T", table: read f32, out: write f32 extent "T*E") params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
   lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32 extent "K", w: read f32 extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
-  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32 extent "T*E", gamma: read f32 extent "E", out: write f32 extent "T*E") params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
   lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
   lowered.buffer @w.final_norm weight : !lowered.buf<[64], f32> {source = "final_norm"}
   lowered.buffer @w.lm_head weight : !lowered.buf<[256, 64], f32> {source = "lm_head"}

@@ -45,9 +45,9 @@ lowered.model @m {
 // -----
 
 // unknown run-time symbol (parse error)
-// CHECK: unknown run-time symbol 'Q' (expected T, P or PT)
+// CHECK: unknown run-time symbol 'Q' (expected T, P, PT, step, lr)
 lowered.model @m {
-  lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+  lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode", "backward"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -252,7 +252,7 @@ lowered.model @m {
 // parameter of a bad kind
 // CHECK: lowered.call @relu_f32: parameter n = "many" must be an integer, a float or a #lowered.rt<..> run-time symbol
 lowered.model @m {
-  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode", "backward"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -268,7 +268,7 @@ lowered.model @m {
 // undeclared buffer
 // CHECK: lowered.call @relu_f32: input @nothing is not a buffer or view of lowered.program @prefill or its model
 lowered.model @m {
-  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode", "backward"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -284,7 +284,7 @@ lowered.model @m {
 // operand is not a buffer
 // CHECK: lowered.call @relu_f32: output @prefill is a lowered.program, not a buffer or view
 lowered.model @m {
-  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode", "backward"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -315,7 +315,7 @@ lowered.model @m {
 // wrong number of operands
 // CHECK: lowered.call @gemm_bias_f32: takes 3 input(s) and 1 output(s) (x, w, b -> y), got 2 and 1
 lowered.model @m {
-  lowered.kernel @gemm_bias_f32 op "linear" c "ckir_gemm_bias_f32" modes ["prefill"] (x: read f32, w: read f32, b: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
+  lowered.kernel @gemm_bias_f32 op "linear" c "ckir_gemm_bias_f32" modes ["prefill", "backward"] (x: read f32, w: read f32, b: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -331,7 +331,7 @@ lowered.model @m {
 // operand dtype differs
 // CHECK: lowered.call @relu_f32: operand x = @t has dtype i32, the kernel expects f32
 lowered.model @m {
-  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode", "backward"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -347,7 +347,7 @@ lowered.model @m {
 // parameters differ from the declaration
 // CHECK: lowered.call @gemm_f32: parameters do not match the declaration (missing K; unknown L); expected M, N, K
 lowered.model @m {
-  lowered.kernel @gemm_f32 op "linear" c "ckir_gemm_f32" modes ["prefill"] (x: read f32, w: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
+  lowered.kernel @gemm_f32 op "linear" c "ckir_gemm_f32" modes ["prefill", "backward"] (x: read f32, w: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -361,9 +361,9 @@ lowered.model @m {
 // -----
 
 // run-time symbol for a float parameter
-// CHECK: lowered.call @rmsnorm_f32: parameter eps is f32, a run-time symbol is not allowed
+// CHECK: lowered.call @rmsnorm_f32: parameter eps is f32, the run-time symbol T is i64
 lowered.model @m {
-  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -379,7 +379,7 @@ lowered.model @m {
 // float for an integer parameter
 // CHECK: lowered.call @relu_f32: parameter n must be an i64 integer
 lowered.model @m {
-  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode", "backward"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -395,7 +395,7 @@ lowered.model @m {
 // declared constraint violated
 // CHECK: lowered.call @gemm_f32: constraint 'M >= 1' violated (M=0)
 lowered.model @m {
-  lowered.kernel @gemm_f32 op "linear" c "ckir_gemm_f32" modes ["prefill"] (x: read f32, w: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
+  lowered.kernel @gemm_f32 op "linear" c "ckir_gemm_f32" modes ["prefill", "backward"] (x: read f32, w: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -427,7 +427,7 @@ lowered.model @m {
 // call outside a program
 // CHECK: 'lowered.call' expects parent op 'lowered.program'
 lowered.model @m {
-  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode", "backward"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
   lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
   lowered.program @prefill mode "prefill" max_context 4 {
@@ -453,7 +453,7 @@ lowered.model @m {
 // declares relu_f32 on bf16 buffers, so an f32 buffer is wrong here
 // CHECK: lowered.call @relu_f32: operand x = @x has dtype f32, the kernel expects bf16
 lowered.model @m {
-  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill"] (x: read bf16, out: write bf16) params (n: i64)
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "backward"] (x: read bf16, out: write bf16) params (n: i64)
   lowered.program @prefill mode "prefill" max_context 4 {
     lowered.buffer @x activation : !lowered.buf<[4, 64], f32>
     lowered.buffer @y activation : !lowered.buf<[4, 64], bf16>
@@ -466,7 +466,7 @@ lowered.model @m {
 // an output bound to an operand the kernel only reads
 // CHECK: lowered.call @relu_f32: output @y is bound to operand x, which the kernel only reads
 lowered.model @m {
-  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode", "backward"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
   lowered.program @prefill mode "prefill" max_context 4 {
     lowered.buffer @y activation : !lowered.buf<[4, 64], f32>
     lowered.buffer @z activation : !lowered.buf<[4, 64], f32>
@@ -479,7 +479,7 @@ lowered.model @m {
 // an input bound to an operand the kernel writes
 // CHECK: lowered.call @rope_f32: input @q is bound to operand q, which the kernel writes (readwrite); pass it as an output
 lowered.model @m {
-  lowered.kernel @rope_f32 op "rope" c "ckir_rope_f32" modes ["prefill", "decode"] (q: readwrite f32, k: readwrite f32) params (T: i64, H: i64, KV: i64, D: i64, P: i64, theta: f32)
+  lowered.kernel @rope_f32 op "rope" c "ckir_rope_f32" modes ["prefill", "decode", "backward"] (q: readwrite f32, k: readwrite f32) params (T: i64, H: i64, KV: i64, D: i64, P: i64, theta: f32)
   lowered.program @prefill mode "prefill" max_context 4 {
     lowered.buffer @q activation : !lowered.buf<[4, 64], f32>
     lowered.buffer @k activation : !lowered.buf<[4, 32], f32>
@@ -522,7 +522,7 @@ lowered.model @m {
 // -----
 
 // unknown mode in a declaration
-// CHECK: lowered.kernel @k: modes must be distinct and drawn from prefill, decode, backward, got [decode, train]
+// CHECK: lowered.kernel @k: modes must be distinct and drawn from prefill, decode, backward, optimize, got [decode, train]
 lowered.model @m {
   lowered.kernel @k op "relu" c "k" modes ["decode", "train"] (x: read f32) params ()
 }
@@ -566,7 +566,7 @@ lowered.model @m {
 // a fusion origin lists the origins it replaces
 // CHECK: lowered.origin: fusion "fuse-x" lists no replaced origins
 lowered.model @m {
-  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["decode"] (x: read f32, out: write f32) params (n: i64)
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["decode", "backward"] (x: read f32, out: write f32) params (n: i64)
   lowered.program @decode mode "decode" max_context 4 {
     lowered.buffer @x activation : !lowered.buf<[1, 64], f32>
     lowered.call @relu_f32(@x) -> (@x) {n = 64 : i64, origin = #lowered.origin<scope "header", fusion "fuse-x", of []>}
@@ -578,7 +578,7 @@ lowered.model @m {
 // an origin without a scope
 // CHECK: lowered.origin: the scope must not be empty
 lowered.model @m {
-  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["decode"] (x: read f32, out: write f32) params (n: i64)
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["decode", "backward"] (x: read f32, out: write f32) params (n: i64)
   lowered.program @decode mode "decode" max_context 4 {
     lowered.buffer @x activation : !lowered.buf<[1, 64], f32>
     lowered.call @relu_f32(@x) -> (@x) {n = 64 : i64, origin = #lowered.origin<scope "", op "graph.relu">}

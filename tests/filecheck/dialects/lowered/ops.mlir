@@ -6,15 +6,15 @@
 // decode (E = 64, H = 4, KV = 2, D = 16, V = 256, max_context 8).
 
 lowered.model @tiny {
-  lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
-  lowered.kernel @attention_f32 op "attention" c "ckir_attention_f32" modes ["prefill", "decode"] (q: read f32, kcache: read f32, vcache: read f32, out: write f32) params (T: i64, P: i64, H: i64, KV: i64, D: i64) constraints ["T >= 1", "P >= 0", "H >= 1", "KV >= 1", "H % KV == 0", "D >= 1", "D <= 256"]
-  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32, table: read f32, out: write f32) params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
-  lowered.kernel @gemm_bias_f32 op "linear" c "ckir_gemm_bias_f32" modes ["prefill"] (x: read f32, w: read f32, b: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
-  lowered.kernel @gemm_f32 op "linear" c "ckir_gemm_f32" modes ["prefill"] (x: read f32, w: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
+  lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode", "backward"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+  lowered.kernel @attention_f32 op "attention" c "ckir_attention_f32" modes ["prefill", "decode", "backward"] (q: read f32, kcache: read f32, vcache: read f32, out: write f32) params (T: i64, P: i64, H: i64, KV: i64, D: i64) constraints ["T >= 1", "P >= 0", "H >= 1", "KV >= 1", "H % KV == 0", "D >= 1", "D <= 256"]
+  lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode", "backward"] (tokens: read i32, table: read f32, out: write f32) params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+  lowered.kernel @gemm_bias_f32 op "linear" c "ckir_gemm_bias_f32" modes ["prefill", "backward"] (x: read f32, w: read f32, b: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
+  lowered.kernel @gemm_f32 op "linear" c "ckir_gemm_f32" modes ["prefill", "backward"] (x: read f32, w: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
   lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
   lowered.kernel @kv_store_f32 op "kv_store" c "ckir_kv_store_f32" modes ["prefill", "decode"] (k: read f32, v: read f32, kcache: readwrite f32, vcache: readwrite f32) params (T: i64, P: i64, KVD: i64) constraints ["T >= 1", "P >= 0", "KVD >= 1"]
-  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
-  lowered.kernel @rope_f32 op "rope" c "ckir_rope_f32" modes ["prefill", "decode"] (q: readwrite f32, k: readwrite f32) params (T: i64, H: i64, KV: i64, D: i64, P: i64, theta: f32) constraints ["T >= 1", "H >= 1", "KV >= 1", "D >= 2", "D % 2 == 0", "P >= 0", "theta > 0"]
+  lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+  lowered.kernel @rope_f32 op "rope" c "ckir_rope_f32" modes ["prefill", "decode", "backward"] (q: readwrite f32, k: readwrite f32) params (T: i64, H: i64, KV: i64, D: i64, P: i64, theta: f32) constraints ["T >= 1", "H >= 1", "KV >= 1", "D >= 2", "D % 2 == 0", "P >= 0", "theta > 0"]
   lowered.kernel @softmax_f32 op "softmax" c "ckir_softmax_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (rows: i64, cols: i64) constraints ["rows >= 1", "cols >= 1"]
   lowered.kernel @"my.scale" op "scale" c "my_scale" modes ["decode"] (x: readwrite f32) params (n: i64, s: f32)
   lowered.buffer @"w.embed" weight : !lowered.buf<[256, 64], f32> {source = "embed"}
@@ -69,15 +69,15 @@ lowered.model @empty {
 // The printed form (identical for both RUN lines):
 // CHECK: builtin.module {
 // CHECK-NEXT: lowered.model @tiny {
-// CHECK-NEXT: lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
-// CHECK-NEXT: lowered.kernel @attention_f32 op "attention" c "ckir_attention_f32" modes ["prefill", "decode"] (q: read f32, kcache: read f32, vcache: read f32, out: write f32) params (T: i64, P: i64, H: i64, KV: i64, D: i64) constraints ["T >= 1", "P >= 0", "H >= 1", "KV >= 1", "H % KV == 0", "D >= 1", "D <= 256"]
-// CHECK-NEXT: lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode"] (tokens: read i32, table: read f32, out: write f32) params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
-// CHECK-NEXT: lowered.kernel @gemm_bias_f32 op "linear" c "ckir_gemm_bias_f32" modes ["prefill"] (x: read f32, w: read f32, b: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
-// CHECK-NEXT: lowered.kernel @gemm_f32 op "linear" c "ckir_gemm_f32" modes ["prefill"] (x: read f32, w: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
+// CHECK-NEXT: lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode", "backward"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+// CHECK-NEXT: lowered.kernel @attention_f32 op "attention" c "ckir_attention_f32" modes ["prefill", "decode", "backward"] (q: read f32, kcache: read f32, vcache: read f32, out: write f32) params (T: i64, P: i64, H: i64, KV: i64, D: i64) constraints ["T >= 1", "P >= 0", "H >= 1", "KV >= 1", "H % KV == 0", "D >= 1", "D <= 256"]
+// CHECK-NEXT: lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode", "backward"] (tokens: read i32, table: read f32, out: write f32) params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
+// CHECK-NEXT: lowered.kernel @gemm_bias_f32 op "linear" c "ckir_gemm_bias_f32" modes ["prefill", "backward"] (x: read f32, w: read f32, b: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
+// CHECK-NEXT: lowered.kernel @gemm_f32 op "linear" c "ckir_gemm_f32" modes ["prefill", "backward"] (x: read f32, w: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
 // CHECK-NEXT: lowered.kernel @gemv_f32 op "linear" c "ckir_gemv_f32" modes ["decode"] (x: read f32, w: read f32, y: write f32) params (N: i64, K: i64) constraints ["N >= 1", "K >= 1"]
 // CHECK-NEXT: lowered.kernel @kv_store_f32 op "kv_store" c "ckir_kv_store_f32" modes ["prefill", "decode"] (k: read f32, v: read f32, kcache: readwrite f32, vcache: readwrite f32) params (T: i64, P: i64, KVD: i64) constraints ["T >= 1", "P >= 0", "KVD >= 1"]
-// CHECK-NEXT: lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
-// CHECK-NEXT: lowered.kernel @rope_f32 op "rope" c "ckir_rope_f32" modes ["prefill", "decode"] (q: readwrite f32, k: readwrite f32) params (T: i64, H: i64, KV: i64, D: i64, P: i64, theta: f32) constraints ["T >= 1", "H >= 1", "KV >= 1", "D >= 2", "D % 2 == 0", "P >= 0", "theta > 0"]
+// CHECK-NEXT: lowered.kernel @rmsnorm_f32 op "rmsnorm" c "ckir_rmsnorm_f32" modes ["prefill", "decode", "backward"] (x: read f32, gamma: read f32, out: write f32) params (T: i64, E: i64, eps: f32) constraints ["T >= 1", "E >= 1", "eps >= 0"]
+// CHECK-NEXT: lowered.kernel @rope_f32 op "rope" c "ckir_rope_f32" modes ["prefill", "decode", "backward"] (q: readwrite f32, k: readwrite f32) params (T: i64, H: i64, KV: i64, D: i64, P: i64, theta: f32) constraints ["T >= 1", "H >= 1", "KV >= 1", "D >= 2", "D % 2 == 0", "P >= 0", "theta > 0"]
 // CHECK-NEXT: lowered.kernel @softmax_f32 op "softmax" c "ckir_softmax_f32" modes ["prefill", "decode"] (x: read f32, out: write f32) params (rows: i64, cols: i64) constraints ["rows >= 1", "cols >= 1"]
 // CHECK-NEXT: lowered.kernel @my.scale op "scale" c "my_scale" modes ["decode"] (x: readwrite f32) params (n: i64, s: f32)
 // CHECK-NEXT: lowered.buffer @w.embed weight : !lowered.buf<[256, 64], f32> {source = "embed"}
