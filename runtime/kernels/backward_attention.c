@@ -10,6 +10,8 @@
  * weights added into; one body per kernel over ckir_vec.h; the scalar twins
  * ckir_ref_* accumulate in double.  Results do not depend on the thread count:
  * every sum runs in a fixed order. */
+#include <float.h>
+
 #include "ckir_internal.h"
 #include "ckir_rope.h"
 #include "ckir_rows.h"
@@ -250,10 +252,10 @@ typedef struct {
 /* rows [ia, ia + AB_R) of kv head g, those >= iend padding, against keys from j0 */
 static void ab_tile_rows(const ab_args *a, int64_t g, int64_t ia, int64_t iend, int64_t j0,
                          ab_tile *tl) {
+  int64_t t = ia / a->group, hh = ia % a->group; /* row ia + r: query t, head g*group + hh */
   for (int r = 0; r < AB_R; r++) {
-    const int64_t i = ia + r;
-    if (i < iend) {
-      const int64_t t = i / a->group, row = t * a->H + g * a->group + i % a->group;
+    if (ia + r < iend) {
+      const int64_t row = t * a->H + g * a->group + hh;
       tl->q[r] = a->q + row * a->D;
       tl->o[r] = a->dout + row * a->D;
       tl->row[r] = row;
@@ -264,6 +266,7 @@ static void ab_tile_rows(const ab_args *a, int64_t g, int64_t ia, int64_t iend, 
       tl->nv[r] = 0;
     }
     tl->lse[r] = tl->delta[r] = 0.0f;
+    if (++hh == a->group) hh = 0, t++;
   }
 }
 
@@ -278,17 +281,24 @@ static void ab_transpose(const float *x, int64_t stride, int64_t nk, int64_t D, 
   }
 }
 
-/* s[r] = tile row r's q . KT (lanes: the block's keys); with VT also dp[r] = dout . VT */
-CKIR_INLINE void ab_dots(const ab_tile *tl, const float *KT, const float *VT, int64_t D,
-                         ckv s[AB_R], ckv dp[AB_R]) {
-  for (int r = 0; r < AB_R; r++) s[r] = dp[r] = ckv_zero();
+/* acc[r] = sum_d rows[r][d] XT[d] (lanes: the block's keys).  q and dout rows
+ * go in separate loops: AB_R row pointers stay in registers. */
+CKIR_INLINE void ab_dot_rows(const float *const rows[AB_R], const float *XT, int64_t D,
+                             ckv acc[AB_R]) {
+  for (int r = 0; r < AB_R; r++) acc[r] = ckv_zero();
   for (int64_t d = 0; d < D; d++) {
-    const ckv kt = ckv_load(KT + d * AB_W);
-    for (int r = 0; r < AB_R; r++) s[r] = ckv_fma(ckv_set1(tl->q[r][d]), kt, s[r]);
-    if (VT) {
-      const ckv vt = ckv_load(VT + d * AB_W);
-      for (int r = 0; r < AB_R; r++) dp[r] = ckv_fma(ckv_set1(tl->o[r][d]), vt, dp[r]);
-    }
+    const ckv x = ckv_load(XT + d * AB_W);
+    for (int r = 0; r < AB_R; r++) acc[r] = ckv_fma(ckv_set1(rows[r][d]), x, acc[r]);
+  }
+}
+
+/* XT[d] += sum_r rows[r][d] c[r] */
+CKIR_INLINE void ab_outer_rows(const float *const rows[AB_R], const ckv c[AB_R], float *XT,
+                               int64_t D) {
+  for (int64_t d = 0; d < D; d++) {
+    ckv x = ckv_load(XT + d * AB_W);
+    for (int r = 0; r < AB_R; r++) x = ckv_fma(ckv_set1(rows[r][d]), c[r], x);
+    ckv_store(XT + d * AB_W, x);
   }
 }
 
@@ -296,7 +306,8 @@ CKIR_INLINE void ab_dots(const ab_tile *tl, const float *KT, const float *VT, in
 CKIR_INLINE void ab_probs(const ab_tile *tl, const float *KT, const float *VT, int64_t D,
                           float scale, ckv p[AB_R], ckv ds[AB_R]) {
   ckv s[AB_R], dp[AB_R];
-  ab_dots(tl, KT, VT, D, s, dp);
+  ab_dot_rows(tl->q, KT, D, s);
+  ab_dot_rows(tl->o, VT, D, dp);
   const ckv vs = ckv_set1(scale);
   for (int r = 0; r < AB_R; r++) {
     const ckv e = ckv_exp(ckv_fms(s[r], vs, ckv_set1(tl->lse[r])));
@@ -311,38 +322,50 @@ static int64_t ab_first_tile(int64_t i0, int64_t j0, int64_t group) {
   return i0 + (is - i0) / AB_R * AB_R;
 }
 
-/* pass 1: lse of rows [i0, i1) of kv head g, into dq[row * D] */
+/* pass 1: lse of rows [i0, i1) of kv head g, into dq[row * D].  Each row keeps
+ * a running max M and sum L per lane (no horizontal operation per block):
+ * M' = max(M, s), L' = L e^(M - M') + e^(s - M'); its invalid lanes hold
+ * -FLT_MAX (e^0 = 1 leaves L, the new term is masked to 0).  At the end,
+ * lse = max(M) + log(sum(L e^(M - max(M)))). */
 __attribute__((noinline)) static void ab_lse_item(const ab_args *a, int64_t g, int64_t i0,
                                                   int64_t i1) {
   float KT[AB_MAX_D * AB_W] __attribute__((aligned(64)));
-  float m[AB_ROWS], l[AB_ROWS];
+  float M[AB_ROWS * AB_W] __attribute__((aligned(64)));
+  float L[AB_ROWS * AB_W] __attribute__((aligned(64)));
   const int64_t D = a->D, tlast = (i1 - 1) / a->group;
   const ckv vs = ckv_set1(a->scale);
-  for (int64_t i = 0; i < i1 - i0; i++) m[i] = -INFINITY, l[i] = 0.0f;
+  for (int64_t i = 0; i < i1 - i0; i++) {
+    ckv_store(M + i * AB_W, ckv_set1(-FLT_MAX));
+    ckv_store(L + i * AB_W, ckv_zero());
+  }
   for (int64_t j0 = 0; j0 <= tlast; j0 += AB_W) {
     const int64_t nk = CKIR_MIN(AB_W, a->T - j0);
     ab_transpose(a->k + j0 * a->stride + g * D, a->stride, nk, D, KT);
     for (int64_t ia = ab_first_tile(i0, j0, a->group); ia < i1; ia += AB_R) {
       ab_tile tl;
       ab_tile_rows(a, g, ia, i1, j0, &tl);
-      ckv s[AB_R], unused[AB_R];
-      ab_dots(&tl, KT, NULL, D, s, unused);
+      ckv s[AB_R];
+      ab_dot_rows(tl.q, KT, D, s);
       for (int r = 0; r < AB_R; r++) {
         if (tl.nv[r] == 0) continue;
-        const int64_t i = ia + r - i0;
-        const ckv sv = ckv_select_n(ckv_mul(s[r], vs), tl.nv[r], -INFINITY);
-        const float bmax = ckv_reduce_max(sv), mnew = bmax > m[i] ? bmax : m[i];
-        const ckv e = ckv_keep_n(ckv_exp(ckv_sub(sv, ckv_set1(mnew))), tl.nv[r]);
-        l[i] = l[i] * expf(m[i] - mnew) + ckv_reduce_add(e);
-        m[i] = mnew;
+        float *mr = M + (ia + r - i0) * AB_W, *lr = L + (ia + r - i0) * AB_W;
+        const ckv sv = ckv_select_n(ckv_mul(s[r], vs), tl.nv[r], -FLT_MAX);
+        const ckv m = ckv_load(mr), mnew = ckv_max(m, sv);
+        const ckv e = ckv_keep_n(ckv_exp(ckv_sub(sv, mnew)), tl.nv[r]);
+        ckv_store(lr, ckv_fma(ckv_load(lr), ckv_exp(ckv_sub(m, mnew)), e));
+        ckv_store(mr, mnew);
       }
     }
   }
   ab_tile tl;
   for (int64_t ia = i0; ia < i1; ia += AB_R) {
     ab_tile_rows(a, g, ia, i1, 0, &tl);
-    for (int r = 0; r < AB_R && ia + r < i1; r++)
-      a->dq[tl.row[r] * D] = m[ia + r - i0] + logf(l[ia + r - i0]);
+    for (int r = 0; r < AB_R && ia + r < i1; r++) {
+      const ckv m = ckv_load(M + (ia + r - i0) * AB_W);
+      const float mx = ckv_reduce_max(m);
+      const ckv l = ckv_mul(ckv_load(L + (ia + r - i0) * AB_W), ckv_exp(ckv_sub(m, ckv_set1(mx))));
+      a->dq[tl.row[r] * D] = mx + logf(ckv_reduce_add(l));
+    }
   }
 }
 
@@ -370,15 +393,8 @@ __attribute__((noinline)) static void ab_dkdv_item(const ab_args *a, int64_t g, 
       }
     ckv p[AB_R], ds[AB_R];
     ab_probs(&tl, KT, VT, D, a->scale, p, ds);
-    for (int64_t d = 0; d < D; d++) {
-      ckv dk = ckv_load(dKT + d * AB_W), dv = ckv_load(dVT + d * AB_W);
-      for (int r = 0; r < AB_R; r++) {
-        dk = ckv_fma(ckv_set1(tl.q[r][d]), ds[r], dk);
-        dv = ckv_fma(ckv_set1(tl.o[r][d]), p[r], dv);
-      }
-      ckv_store(dKT + d * AB_W, dk);
-      ckv_store(dVT + d * AB_W, dv);
-    }
+    ab_outer_rows(tl.q, ds, dKT, D);
+    ab_outer_rows(tl.o, p, dVT, D);
   }
   for (int64_t l = 0; l < nk; l++) {
     float *dkr = a->dk + off + l * a->stride, *dvr = a->dv + off + l * a->stride;
