@@ -174,7 +174,9 @@ class CompiledModel:
     # -- properties -------------------------------------------------------------------
     @property
     def vocab_size(self) -> int:
-        return int(self.desc.vocab)
+        # a training-only build (modes=("backward",)) has no logits output: its token
+        # bound is the training programs' (the embedding rows)
+        return int(self.desc.vocab or self.desc.train.token_bound)
 
     @property
     def max_context(self) -> int:
