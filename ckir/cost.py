@@ -18,6 +18,7 @@ Example::
     cost = model_cost(module)
     cost.decode_bytes(context=128, steps=64)   # bytes one decode step streams
     cost.prefill_flops(tokens=256)
+    cost.train_flops(tokens=128)               # training builds: forward x TRAIN_FLOPS_FACTOR
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
+from ckir.vocab import LOWERED_MODES
 
 __all__ = [
     "GATHER_KINDS",
     "MATRIX_KINDS",
+    "TRAIN_FLOPS_FACTOR",
     "CallCost",
     "ModelCost",
     "call_costs",
@@ -50,6 +53,20 @@ GATHER_KINDS: frozenset[str] = frozenset({"embed", "pos_embed"})
 MATRIX_KINDS: frozenset[str] = frozenset(
     {"linear", "lm_head", "matmul", "fused_matmul_relu", "fused_qkv", "fused_gate_up"}
 )
+
+#: FLOPs of one training step / FLOPs of its forward: the backward of a matrix product
+#: is two products of the same size (dx = dy W, dW = dy^T x) and attention's backward
+#: likewise (dq, dk from dS; dv, dP from dout).  The convention ignores the cheap
+#: element-wise and norm kernels, the optimizer, and ``attention_bwd``'s recomputation of
+#: the probabilities (one more q k^T: attention backward is 2.5x its forward, not 2x)
+TRAIN_FLOPS_FACTOR = 3
+
+
+def forward_flops(params: int, attention_hd: int, tokens: int) -> float:
+    """FLOPs of a forward over ``tokens`` tokens from position 0: two per matrix parameter
+    per token, four per causal query-key pair per ``H * D`` of attention."""
+    causal_pairs = tokens * (tokens + 1) / 2
+    return 2.0 * params * tokens + 4.0 * attention_hd * causal_pairs
 
 
 @dataclass(frozen=True)
@@ -90,6 +107,10 @@ class ModelCost:
     kv_cache: int
     max_context: int
     vocab: int
+    #: the backward program's forward half (training builds; 0 otherwise): parameters of
+    #: the matrices it multiplies per token, and the sum of H * D of its attention calls
+    train_params: int = 0
+    train_attention_hd: int = 0
 
     def decode_bytes(self, context: int, steps: int) -> float:
         """Mean bytes per decode step over ``steps`` steps after ``context`` cached tokens
@@ -99,8 +120,14 @@ class ModelCost:
 
     def prefill_flops(self, tokens: int) -> float:
         """FLOPs of a ``tokens``-token prefill from an empty cache."""
-        causal_pairs = tokens * (tokens + 1) / 2
-        return 2.0 * self.prefill_params * tokens + 4.0 * self.attention_hd * causal_pairs
+        return forward_flops(self.prefill_params, self.attention_hd, tokens)
+
+    def train_flops(self, tokens: int) -> float:
+        """FLOPs of one training step on ``tokens`` tokens: ``TRAIN_FLOPS_FACTOR`` x the
+        FLOPs of the backward program's forward (counted like a prefill)."""
+        return TRAIN_FLOPS_FACTOR * forward_flops(
+            self.train_params, self.train_attention_hd, tokens
+        )
 
 
 def load_module(path: Path) -> ModuleOp:
@@ -181,6 +208,9 @@ def model_cost(module: ModuleOp, *, max_context: int = 0) -> ModelCost:
     buffers = _buffers(model)
     decode = [c for c in calls if c.mode == "decode"]
     prefill = [c for c in calls if c.mode == "prefill"]
+    # the backward program's forward: its matrix and attention calls (the gradient
+    # calls are kinds of their own: linear_bwd_*, attention_bwd)
+    train = [c for c in calls if c.mode == "backward"]
     caches = [b for b in buffers.values() if b.role == "kv_cache"]
     arena_size: dict[str, int] = {}
     for plan in (op for op in module.ops if isinstance(op, ly.PlanOp)):
@@ -189,8 +219,8 @@ def model_cost(module: ModuleOp, *, max_context: int = 0) -> ModelCost:
                 arena_size[arena.arena_name] = arena.size_bytes
     vocab = 0
     programs = model.programs()
-    embed_mode = "decode" if "decode" in programs else "prefill"
-    for call in programs[embed_mode].calls() if embed_mode in programs else []:
+    embed_mode = next((m for m in LOWERED_MODES if m in programs), "")
+    for call in programs[embed_mode].calls() if embed_mode else []:
         decl = call.declaration()
         if vocab == 0 and decl is not None and decl.kind_name == "embed":
             tables = [buffers[n] for n in call.in_names if n in buffers]
@@ -205,4 +235,6 @@ def model_cost(module: ModuleOp, *, max_context: int = 0) -> ModelCost:
         kv_cache=sum(b.buffer_type.byte_size for b in caches),
         max_context=max((b.buffer_type.shape_ints[0] for b in caches), default=max_context),
         vocab=vocab,
+        train_params=sum(c.matrix_params for c in train),
+        train_attention_hd=sum(c.attention_hd for c in train),
     )

@@ -1,6 +1,6 @@
 """``ckir bench``: tokens/s of ckir against PyTorch, ONNX Runtime and llama.cpp, with rooflines.
 
-    ckir bench MODEL [--modes prefill,decode] [--dtype f32,bf16,q8_0,...]
+    ckir bench MODEL [--modes prefill,decode | --modes train] [--dtype f32,bf16,q8_0,...]
                      [--against torch,onnxruntime,llama.cpp] [--prompt-tokens 128]
                      [--decode-tokens 64] [--context 128] [--repeat 5] [--threads 2]
                      [--profile] [--cold-build] [--json FILE]
@@ -40,6 +40,9 @@ Also printed: compile time (checkpoint -> C, weights.bin, C build), peak RSS
 of a decode run (a C driver without Python) against weights + state arena
 sizes of layout.json, and with ``--profile`` per-kernel time shares of a
 decode step and a prefill (model.c rebuilt with a timer around every call).
+
+``--modes train`` (alone) measures training steps instead, with the same
+workers, rounds, probes and report: :mod:`ckir.tools.bench_train`.
 """
 
 from __future__ import annotations
@@ -70,9 +73,12 @@ from ckir.cost import ModelCost
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.resources import import_root, source_root
-from ckir.vocab import LOWERED_MODES, WEIGHT_DTYPES
+from ckir.vocab import INFERENCE_MODES, WEIGHT_DTYPES
 
 BASELINES = ("torch", "onnxruntime", "llama.cpp")
+#: what ``--modes`` takes: the inference modes, or ``train`` (alone: tools/bench_train.py)
+TRAIN_MODE = "train"
+BENCH_MODES = (*INFERENCE_MODES, TRAIN_MODE)
 
 #: built-in shapes: (zoo architecture, HF config keys)
 SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -233,13 +239,20 @@ class CompileTimes:
 
 
 def compile_build(
-    model_dir: Path, out: Path, dtype: str, max_context: int, cold: bool
+    model_dir: Path,
+    out: Path,
+    dtype: str,
+    max_context: int,
+    cold: bool,
+    modes: tuple[str, ...] = INFERENCE_MODES,
 ) -> CompileTimes:
-    """Compile ``model_dir`` into ``out`` (fresh), timing every step."""
+    """Compile ``model_dir`` into ``out`` (fresh) for ``modes``, timing every step."""
     from ckir.compiler import CompileOptions, Progress, build, prepare
 
     progress = Progress(quiet=True)
-    options = CompileOptions(max_context=max_context, dtype=None if dtype == "f32" else dtype)
+    options = CompileOptions(
+        modes=modes, max_context=max_context, dtype=None if dtype == "f32" else dtype
+    )
     prepared = prepare(model_dir, options, progress)
     build(prepared, out, progress)
     times = CompileTimes(dict(progress.steps))
@@ -389,6 +402,14 @@ class Runner:
 
     def sample(self, tokens: list[int], stride: int) -> list[float]:
         """Every ``stride``-th logit of the last row after prefilling ``tokens``."""
+        raise NotImplementedError
+
+    def train(self, tokens: list[int], targets: list[int]) -> dict[str, float]:
+        """One timed training step: ``{"s": seconds, "loss": loss before the update}``."""
+        raise NotImplementedError
+
+    def loss(self, tokens: list[int], targets: list[int]) -> float:
+        """The mean cross-entropy of ``tokens`` against ``targets``, weights unchanged."""
         raise NotImplementedError
 
 
@@ -608,7 +629,22 @@ def _make_runner(spec: dict[str, Any]) -> Runner:
         return OrtRunner(spec["model"], spec["onnx"], spec["tokens"], spec["threads"])
     if kind == "llama.cpp":
         return LlamaCppRunner(spec["gguf"], spec["threads"], spec["n_ctx"], spec["n_batch"])
+    if kind.endswith("-train"):
+        from ckir.tools import bench_train
+
+        return bench_train.make_runner(spec)
     raise ValueError(f"unknown worker kind {kind!r}")
+
+
+def process_rss_kb() -> dict[str, float]:
+    """This process's resident set now and its high-water mark (``/proc/self/status``, kB)."""
+    out: dict[str, float] = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+                out[key] = float(value.split()[0])
+    return out
 
 
 def worker_main(spec_text: str) -> int:
@@ -643,6 +679,12 @@ def worker_main(spec_text: str) -> int:
                 reply({"s": runner.decode(msg["context"], msg["tokens"])})
             elif op == "sample":
                 reply({"values": runner.sample(msg["tokens"], msg["stride"])})
+            elif op == "train":
+                reply(runner.train(msg["tokens"], msg["targets"]))
+            elif op == "loss":
+                reply({"loss": runner.loss(msg["tokens"], msg["targets"])})
+            elif op == "rss":
+                reply(process_rss_kb())
             elif op == "prof_reset" and isinstance(runner, CkirRunner):
                 runner.prof_reset()
                 reply({"ok": True})
@@ -837,14 +879,27 @@ class Report:
     profiles: dict[str, dict[str, Any]]
     env: dict[str, str]
     builds: dict[str, Path] = field(default_factory=dict)
+    #: what a bench variant adds (--modes train: losses, layout totals, worker RSS)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="HF checkpoint folder, or " + ", ".join(SHAPES))
-    p.add_argument("--modes", default="prefill,decode", help="prefill,decode (default both)")
+    p.add_argument(
+        "--modes",
+        "--mode",
+        default=",".join(INFERENCE_MODES),
+        help=f"{','.join(INFERENCE_MODES)} (default both), or {TRAIN_MODE} (training steps)",
+    )
     p.add_argument("--dtype", default="f32", help=f"comma list of {', '.join(WEIGHT_DTYPES)}")
-    p.add_argument("--against", default="", help=f"comma list of {', '.join(BASELINES)}")
-    p.add_argument("--prompt-tokens", type=int, default=128, help="prefill length")
+    p.add_argument(
+        "--against",
+        default=None,
+        help=f"comma list of {', '.join(BASELINES)} (default none; {TRAIN_MODE}: torch)",
+    )
+    p.add_argument(
+        "--prompt-tokens", type=int, default=128, help=f"prefill length ({TRAIN_MODE}: T)"
+    )
     p.add_argument("--decode-tokens", type=int, default=64, help="timed decode steps")
     p.add_argument("--context", type=int, default=128, help="tokens cached before decoding")
     p.add_argument("--repeat", type=int, default=5, help="rounds (every system once per round)")
@@ -857,6 +912,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--build-dir", help="where ckir builds go (default: the cache dir)")
     p.add_argument("--json", help="also write every measurement to this JSON file")
     p.add_argument("--timeout", type=float, default=1800, help="seconds a worker may take to start")
+    from ckir.tools import bench_train
+
+    bench_train.add_arguments(p)
 
 
 def _split(text: str, allowed: Sequence[str], what: str) -> list[str]:
@@ -865,6 +923,14 @@ def _split(text: str, allowed: Sequence[str], what: str) -> list[str]:
     if bad:
         raise CkirError(f"--{what}: unknown {bad[0]!r} (choose from {', '.join(allowed)})")
     return list(dict.fromkeys(items))
+
+
+def _split_against(text: str | None, mode: str) -> list[str]:
+    """``--against``: the baselines named, or the mode's default when the option is absent
+    (none for inference, torch for training)."""
+    if text is None:
+        return ["torch"] if mode == TRAIN_MODE else []
+    return _split(text, BASELINES, "against")
 
 
 def source_info() -> str:
@@ -922,16 +988,23 @@ def _workers(systems: list[System]) -> Iterator[None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    modes = tuple(_split(args.modes, LOWERED_MODES, "modes"))
+    modes = tuple(_split(args.modes, BENCH_MODES, "modes"))
     dtypes = _split(args.dtype, WEIGHT_DTYPES, "dtype")
-    against = _split(args.against, BASELINES, "against")
     if not modes or not dtypes:
         raise CkirError("--modes and --dtype need at least one entry")
     for name in ("prompt_tokens", "decode_tokens", "context", "repeat", "threads"):
         if getattr(args, name) < (0 if name == "context" else 1):
             raise CkirError(f"--{name.replace('_', '-')} must be positive")
-    report = collect(args, modes, dtypes, against)
-    text = render(report)
+    if TRAIN_MODE in modes:
+        from ckir.tools import bench_train
+
+        if len(modes) > 1:
+            raise CkirError(f"--modes {TRAIN_MODE} runs alone (no inference modes with it)")
+        report = bench_train.collect(args, dtypes, _split_against(args.against, TRAIN_MODE))
+        text = bench_train.render(report)
+    else:
+        report = collect(args, modes, dtypes, _split_against(args.against, ""))
+        text = render(report)
     print(text)
     if args.json:
         Path(args.json).write_text(json.dumps(report_json(report), indent=1) + "\n")
@@ -968,7 +1041,6 @@ def collect(
     prompt = _tokens(args.prompt_tokens, vocab, 1)
     context = _tokens(args.context, vocab, 2)
     steps = _tokens(args.decode_tokens, vocab, 3)
-    systems: list[System] = []
     specs: list[tuple[System, dict[str, Any]]] = []
     base = {"threads": args.threads}
     gguf_dir = cache_root() / "bench-gguf"
@@ -1041,21 +1113,7 @@ def collect(
     report.env["cpu"] = cpu_info()
     report.env["load average at start"] = f"{os.getloadavg()[0]:.2f}"
     with _workers([s for s, _ in specs]):
-        for s, spec in specs:
-            _log(f"starting {s.label} ...")
-            try:
-                s.worker = Worker(s.label, spec, args.threads, args.timeout)
-            except BaselineUnavailable as exc:
-                if s.name == "ckir":
-                    raise CkirError(str(exc)) from None
-                notes.append(f"{s.label}: skipped: {str(exc).removeprefix(s.label + ': ')}")
-                continue
-            if s.name != "ckir":
-                report.env[s.name] = str(s.worker.info.get("version", ""))
-                if s.name == "torch":
-                    report.env["torch attention"] = str(s.worker.info.get("attn", ""))
-            systems.append(s)
-        report.systems = systems
+        systems = report.systems = start_workers(specs, args, report)
         _agreement(systems, prompt, vocab, notes)
         # warm-up: every system runs every mode once (pages in the weights)
         for s in systems:
@@ -1074,29 +1132,25 @@ def collect(
                     value = statistics.median(probe.measure(args.threads, 3))
                     report.bandwidth.append(value)
                 else:
-                    value = statistics.median(bandwidth.fma_peak(args.threads, 3, iters=4_000_000))
+                    value = fma_probe(args.threads)
                     report.fma.append(value)
                 return value
+
+            def before_round(r: int) -> None:
+                if "decode" in modes:
+                    report.bandwidth_4k.append(statistics.median(probe_4k.measure(args.threads, 3)))
 
             probe.measure(args.threads, 1)
             probe_4k.measure(args.threads, 1)
             bandwidth.fma_peak(args.threads, 1)
-            for s in systems:
-                s.probes = {m: [] for m in s.modes}
-            for r in range(args.repeat):
-                if "decode" in modes:
-                    report.bandwidth_4k.append(statistics.median(probe_4k.measure(args.threads, 3)))
-                for mode in modes:
-                    order = systems if r % 2 == 0 else systems[::-1]
-                    for s in order:
-                        if mode in s.modes and s.dead is None:
-                            before = machine(mode)
-                            t = _run_one(s, mode, prompt, context, steps)
-                            after = machine(mode)
-                            if t is not None:
-                                s.seconds[mode].append(t)
-                                s.probes[mode].append((before + after) / 2)
-                _log(f"round {r + 1}/{args.repeat} done")
+            alternate_rounds(
+                systems,
+                modes,
+                args.repeat,
+                lambda s, mode, r: _run_one(s, mode, prompt, context, steps),
+                machine,
+                before_round,
+            )
         for s in systems:
             if s.dead:
                 notes.append(f"{s.label}: stopped: {s.dead}")
@@ -1108,19 +1162,87 @@ def collect(
     return report
 
 
-def _run_one(
-    s: System, mode: str, prompt: list[int], context: list[int], steps: list[int]
-) -> float | None:
+def start_workers(
+    specs: list[tuple[System, dict[str, Any]]], args: argparse.Namespace, report: Report
+) -> list[System]:
+    """Start a worker per system (in order); the systems whose worker started.  A ckir
+    worker that fails is an error; a baseline that fails is skipped with a note."""
+    systems: list[System] = []
+    for s, spec in specs:
+        _log(f"starting {s.label} ...")
+        try:
+            s.worker = Worker(s.label, spec, args.threads, args.timeout)
+        except BaselineUnavailable as exc:
+            if s.name == "ckir":
+                raise CkirError(str(exc)) from None
+            report.notes.append(f"{s.label}: skipped: {str(exc).removeprefix(s.label + ': ')}")
+            continue
+        if s.name != "ckir":
+            report.env[s.name] = str(s.worker.info.get("version", ""))
+            if s.name == "torch":
+                report.env["torch attention"] = str(s.worker.info.get("attn", ""))
+        systems.append(s)
+    return systems
+
+
+def fma_probe(threads: int) -> float:
+    """The fp32 FMA peak (GFLOP/s) right now: median of three probes."""
+    from ckir.tools import bandwidth
+
+    return statistics.median(bandwidth.fma_peak(threads, 3, iters=4_000_000))
+
+
+def alternate_rounds(
+    systems: list[System],
+    modes: Sequence[str],
+    repeat: int,
+    run_one: Callable[[System, str, int], float | None],
+    machine: Callable[[str], float],
+    before_round: Callable[[int], None] | None = None,
+) -> None:
+    """``repeat`` rounds; in each, every live system runs each mode once, in alternating
+    order (reversed on odd rounds), every run bracketed by ``machine(mode)``.  A run's
+    seconds go to ``s.seconds[mode]``, the mean of its two probes to ``s.probes[mode]``;
+    ``run_one(system, mode, round)`` returns None when a baseline died (``s.dead``)."""
+    for s in systems:
+        s.probes = {m: [] for m in s.modes}
+    for r in range(repeat):
+        if before_round is not None:
+            before_round(r)
+        for mode in modes:
+            order = systems if r % 2 == 0 else systems[::-1]
+            for s in order:
+                if mode in s.modes and s.dead is None:
+                    before = machine(mode)
+                    t = run_one(s, mode, r)
+                    after = machine(mode)
+                    if t is not None:
+                        s.seconds[mode].append(t)
+                        s.probes[mode].append((before + after) / 2)
+        _log(f"round {r + 1}/{repeat} done")
+
+
+def guarded_call(s: System, **msg: Any) -> dict[str, Any] | None:
+    """``s.worker.call(**msg)``; when the worker fails: a CkirError for ckir, for a
+    baseline None with ``s.dead`` set (it runs no more)."""
     assert s.worker is not None
     try:
-        if mode == "prefill":
-            return float(s.worker.call(op="prefill", tokens=prompt)["s"])
-        return float(s.worker.call(op="decode", context=context, tokens=steps)["s"])
+        return s.worker.call(**msg)
     except BaselineUnavailable as exc:
         if s.name == "ckir":
             raise CkirError(str(exc)) from None
         s.dead = str(exc)
         return None
+
+
+def _run_one(
+    s: System, mode: str, prompt: list[int], context: list[int], steps: list[int]
+) -> float | None:
+    if mode == "prefill":
+        got = guarded_call(s, op="prefill", tokens=prompt)
+    else:
+        got = guarded_call(s, op="decode", context=context, tokens=steps)
+    return None if got is None else float(got["s"])
 
 
 def _agreement(systems: list[System], prompt: list[int], vocab: int, notes: list[str]) -> None:
@@ -1147,20 +1269,31 @@ def _agreement(systems: list[System], prompt: list[int], vocab: int, notes: list
 
 
 def _peak_rss(build: Path, args: argparse.Namespace, vocab: int) -> dict[str, float]:
+    return run_rss_driver(build, args.threads, args.context, args.decode_tokens, vocab)
+
+
+def run_rss_driver(
+    build: Path, threads: int, tokens: int, steps: int, vocab: int, *, train: bool = False
+) -> dict[str, float]:
+    """The C driver's measurements (runtime/bench/rss_run.c): a prefill of ``tokens`` and
+    ``steps`` decode steps, or with ``train`` ``steps`` training steps of ``tokens`` tokens;
+    ``{"error": 1.0}`` when it fails."""
     from ckir.tools import bandwidth
 
     cmd = [
         str(bandwidth.rss_driver()),
+        *(["--train"] if train else []),
         str((build / "libmodel.so").resolve()),
         str(build / "weights.bin"),
-        str(args.threads),
-        str(args.context),
-        str(args.decode_tokens),
+        str(threads),
+        str(tokens),
+        str(steps),
         str(vocab),
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
+        _log(f"rss driver failed: {proc.stderr.strip()[-300:]}")
         return {"error": 1.0}
     return {k: float(v) for k, v in json.loads(proc.stdout).items()}
 
@@ -1179,7 +1312,7 @@ def _profile(
     try:
         w.call(op="prefill", tokens=prompt)
         w.call(op="decode", context=context, tokens=steps)
-        modes = [m for m in LOWERED_MODES if m in args.modes]
+        modes = [m for m in INFERENCE_MODES if m in args.modes]
         with bandwidth.ReadProbe(args.probe_mib) as probe:
             for mode in modes:
                 walls, probes = [], []
@@ -1210,17 +1343,19 @@ def _profile(
 
 
 def _tokens_per_run(args: dict[str, Any], mode: str) -> int:
-    return int(args["prompt_tokens"] if mode == "prefill" else args["decode_tokens"])
+    return int(args["decode_tokens"] if mode == "decode" else args["prompt_tokens"])
 
 
 def _per_token(report: Report, dtype: str, mode: str) -> float | None:
-    """Bytes (decode) or FLOPs (prefill) per token of a dtype, from its ckir build."""
+    """Bytes (decode) or FLOPs (prefill, train) per token of a dtype, from its ckir build."""
     cost = report.costs.get(dtype)
     if cost is None:
         return None
     a = report.args
     if mode == "decode":
         return cost.decode_bytes(a["context"], a["decode_tokens"])
+    if mode == TRAIN_MODE:
+        return cost.train_flops(a["prompt_tokens"]) / a["prompt_tokens"]
     return cost.prefill_flops(a["prompt_tokens"]) / a["prompt_tokens"]
 
 
@@ -1247,9 +1382,27 @@ def render(report: Report) -> str:
         f"after {a['context']}"
     )
     out.append("")
+    out.append(results_table(report, INFERENCE_MODES))
+    out.append("")
+    out += _render_rooflines(report)
+    out += _render_compile(report)
+    out += _render_rss(report)
+    for dt, prof in report.profiles.items():
+        out += render_profile(report, dt, prof)
+    if report.env:
+        out.append("environment: " + "; ".join(f"{k}: {v}" for k, v in report.env.items()))
+    for n in report.notes:
+        out.append(f"note: {n}")
+    return "\n".join(out)
+
+
+def results_table(report: Report, modes: Sequence[str]) -> str:
+    """The main table: tok/s per system and mode, the paired ratio ckir / system (median of
+    per-round ratios, min–max) and the median fraction of the bound."""
+    a = report.args
     rows = []
     ckir = {(s.dtype, m): s for s in report.systems if s.name == "ckir" for m in s.modes}
-    for mode in LOWERED_MODES:
+    for mode in modes:
         for s in report.systems:
             secs = s.seconds.get(mode)
             if not secs:
@@ -1266,23 +1419,9 @@ def render(report: Report) -> str:
             rows.append(
                 [s.name, s.dtype, mode, fmt_num(statistics.median(r)), fmt_range(r), ratio, frac]
             )
-    out.append(
-        markdown_table(
-            ["system", "dtype", "mode", "tok/s median", "min–max", "ckir / this", "of bound"],
-            rows,
-        )
+    return markdown_table(
+        ["system", "dtype", "mode", "tok/s median", "min–max", "ckir / this", "of bound"], rows
     )
-    out.append("")
-    out += _render_rooflines(report)
-    out += _render_compile(report)
-    out += _render_rss(report)
-    for dt, prof in report.profiles.items():
-        out += render_profile(report, dt, prof)
-    if report.env:
-        out.append("environment: " + "; ".join(f"{k}: {v}" for k, v in report.env.items()))
-    for n in report.notes:
-        out.append(f"note: {n}")
-    return "\n".join(out)
 
 
 def _render_rooflines(report: Report) -> list[str]:
@@ -1480,15 +1619,17 @@ def profile_rows(
     calls: list[dict[str, Any]],
     times: Sequence[float],
     counts: Sequence[float],
-    mode: str,
+    mode: str | Sequence[str],
     per: float,
     slots: dict[str, tuple[int, int]] | None = None,
 ) -> list[tuple[str, float, float, float, float]]:
     """Per kernel, slowest first: (kernel, calls, seconds, weight bytes, matrix params),
-    each per unit; ``per`` is the number of units (decode steps or prefills) counted."""
+    each per unit; ``per`` is the number of units (decode steps or prefills) counted.
+    ``mode``: the program counted, or several (a training step: backward and optimize)."""
+    modes = (mode,) if isinstance(mode, str) else tuple(mode)
     agg: dict[str, list[float]] = {}
     for c in calls:
-        if c["mode"] != mode:
+        if c["mode"] not in modes:
             continue
         i = c["index"]
         e = agg.setdefault(c["kernel"], [0.0, 0.0, 0.0, 0.0])
@@ -1508,7 +1649,7 @@ def render_profile(report: Report, dtype: str, prof: dict[str, Any]) -> list[str
     out: list[str] = []
     build = report.builds.get(dtype)
     slots = slot_info(build) if build is not None else None
-    for mode in reversed(LOWERED_MODES):  # decode first
+    for mode in reversed(INFERENCE_MODES):  # decode first
         if mode not in prof:
             continue
         p = prof[mode]
@@ -1575,6 +1716,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "profiles": report.profiles,
         "notes": report.notes,
         "env": report.env,
+        "extra": report.extra,
     }
 
 
@@ -1593,5 +1735,9 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
-        sys.exit(worker_main(sys.argv[2]))
+        # run the imported module's copy: the runners of ckir.tools.bench_train derive from
+        # its classes, not from this __main__ module's
+        from ckir.tools import bench as _imported
+
+        sys.exit(_imported.worker_main(sys.argv[2]))
     sys.exit(main())
