@@ -68,6 +68,10 @@ def test_roofline_arithmetic() -> None:
     assert cost.decode_bytes(0, 1) == 1010
     # 2 x params x T + 4 x HD x T(T+1)/2
     assert cost.prefill_flops(4) == 2 * 50 * 4 + 4 * 3 * 10
+    # a training step: 3 x the forward of the backward program
+    assert cost.train_flops(4) == 0  # an inference build has no backward program
+    train = dataclasses.replace(cost, train_params=50, train_attention_hd=3)
+    assert train.train_flops(4) == 3 * (2 * 50 * 4 + 4 * 3 * 10)
 
 
 def test_ratio_and_stats_helpers() -> None:
@@ -233,3 +237,91 @@ def test_bench_rejects_bad_arguments(capsys: pytest.CaptureFixture, tmp_path: Pa
     assert err.startswith("error: --dtype: unknown 'f16'") and err.count("\n") == 1
     assert bench.main([str(tmp_path / "nope")]) == 1
     assert "not a folder and not a built-in shape" in capsys.readouterr().err
+
+
+def test_bench_train_end_to_end(
+    llama_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from ckir.tools import bench_train
+
+    T = 8
+    report = tmp_path / "train.json"
+    argv = [
+        str(llama_dir),
+        "--mode",
+        "train",
+        "--prompt-tokens",
+        str(T),
+        "--repeat",
+        "2",
+        "--warmup",
+        "1",
+        "--rss-steps",
+        "2",
+        "--profile",
+        "--build-dir",
+        str(tmp_path / "builds"),
+        "--json",
+        str(report),
+    ]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    rows = {
+        tuple(cells[:3]): cells
+        for line in out.splitlines()
+        if line.startswith("| ") and (cells := [c.strip() for c in line.strip("|").split("|")])
+    }
+    assert ("ckir", "f32", "train") in rows and ("torch", "f32", "train") in rows
+    for section in ("Training roofline", "Layout totals of the training build", "Peak RSS"):
+        assert section in out
+    assert "Per-phase and per-kernel time, ckir f32, of the training step with the median" in out
+    # the same model, the same windows, the same AdamW: the losses agree step by step
+    match = re.search(r"losses torch f32 vs ckir f32 over 3 steps .* difference (\S+)", out)
+    assert match and float(match.group(1)) < 1e-4, out
+    match = re.search(r"loss check torch vs ckir before training: .* difference (\S+)\)", out)
+    assert match and float(match.group(1)) < 1e-5, out
+
+    data = json.loads(report.read_text())
+    secs = {s["name"]: s["seconds"]["train"] for s in data["systems"]}
+    ratio = statistics.median(t / c for c, t in zip(secs["ckir"], secs["torch"], strict=True))
+    assert rows["torch", "f32", "train"][5].startswith(f"{ratio:.2f} (")
+    # the bound: 3 x the forward FLOPs of the backward program, as counted by hand
+    cost = data["costs"]["f32"]
+    layer_matrices = E * E + 2 * (KV * D) * E + E * E + 3 * I * E
+    assert cost["train_params"] == L * layer_matrices + V * E
+    assert cost["train_attention_hd"] == L * H * D
+    flops = 3 * (2 * cost["train_params"] * T + 4 * cost["train_attention_hd"] * T * (T + 1) / 2)
+    ck = next(s for s in data["systems"] if s["name"] == "ckir")
+    fr = [
+        flops / s / (fma * 1e9)
+        for s, fma in zip(ck["seconds"]["train"], ck["probes"]["train"], strict=True)
+    ]
+    assert rows["ckir", "f32", "train"][6] == f"{statistics.median(fr):.2f}"
+    # layout totals: gradients as big as the weights, AdamW's moments twice
+    totals = data["extra"]["layout"]["totals"]
+    assert totals["grad"] == totals["weight"] and totals["optimizer_state"] == 2 * totals["weight"]
+    assert totals["kv_cache"] == 0  # a training-only build has no KV cache
+    rss = data["rss"]["f32"]
+    assert rss["hwm_kb"] >= rss["rss_open_kb"] > rss["rss_loaded_kb"] > 0
+    assert rss["loss"] > 0
+
+    # the profile's matrix FLOPs: the gradients do twice the forward's (the 3x convention)
+    build = Path(tmp_path / "builds" / f"{llama_dir.name}-f32-train-T{T}")
+    infos = bench_train.call_infos(build, T)
+    gemm = {
+        ph: sum(c.flops for c in infos if c.phase == ph and c.kind in bench_train.GEMM_KINDS)
+        for ph in ("forward", "gradients")
+    }
+    assert gemm["forward"] == 2 * cost["train_params"] * T
+    assert gemm["gradients"] == 2 * gemm["forward"]
+    assert {c.phase for c in infos} == {"forward", "loss", "gradients", "optimizer"}
+    assert len(infos) == len(data["profiles"]["f32"]["calls"])
+
+
+def test_bench_train_rejects_bad_arguments(capsys: pytest.CaptureFixture) -> None:
+    assert bench.main(["smollm-135m", "--modes", "train,prefill"]) == 1
+    assert "--modes train runs alone" in capsys.readouterr().err
+    assert bench.main(["smollm-135m", "--modes", "train", "--dtype", "q8_0"]) == 1
+    assert "f32 only" in capsys.readouterr().err

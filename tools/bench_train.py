@@ -319,30 +319,29 @@ def _loss_agreement(systems: list[System], losses: dict[str, list[float]], repor
 
 
 def _profile(build: Path, args: argparse.Namespace, wins: list[list[int]]) -> dict[str, Any]:
-    """Per-call times of ``--repeat`` training steps in a profiling copy of the build."""
+    """Per-call times of each of ``--repeat`` training steps in a profiling copy of the
+    build (one step at a time: on a shared machine a burst of load spoils a step, not the
+    profile), each with the FMA probe around it."""
     prof_dir = build.with_name(build.name + "-profile")
     bench._log(f"profile: instrumented build {prof_dir}")
     calls = bench.build_profile_copy(build, prof_dir)
     spec = {"kind": "ckir-train", "build": str(prof_dir), "threads": args.threads, "lr": args.lr}
     w = Worker("ckir profile", spec, args.threads, args.timeout)
-    walls: list[float] = []
-    fma: list[float] = []
+    steps: list[dict[str, Any]] = []
     try:
         for k in range(args.warmup):
             w.call(op="train", tokens=wins[k][:-1], targets=wins[k][1:])
-        w.call(op="prof_reset")
         for r in range(args.repeat):
             win = wins[args.warmup + r]
-            fma.append(bench.fma_probe(args.threads))
-            walls.append(w.call(op="train", tokens=win[:-1], targets=win[1:])["s"])
-            fma.append(bench.fma_probe(args.threads))
-        got = w.call(op="prof_get")
+            before = bench.fma_probe(args.threads)
+            w.call(op="prof_reset")
+            wall = w.call(op="train", tokens=win[:-1], targets=win[1:])["s"]
+            got = w.call(op="prof_get")
+            after = bench.fma_probe(args.threads)
+            steps.append({"wall": wall, **got, "fma": (before + after) / 2})
     finally:
         w.close()
-    return {
-        "calls": [dataclasses.asdict(c) for c in calls],
-        TRAIN_MODE: {"wall": walls, "times": got["times"], "counts": got["counts"], "fma": fma},
-    }
+    return {"calls": [dataclasses.asdict(c) for c in calls], TRAIN_MODE: steps}
 
 
 # ---------------------------------------------------------------------------------------
@@ -575,9 +574,11 @@ def _render_rss(report: Report) -> list[str]:
 def render_profile(report: Report, dtype: str, prof: dict[str, Any]) -> list[str]:
     a = report.args
     T = a["prompt_tokens"]
-    p = prof[TRAIN_MODE]
-    per = len(p["wall"])
-    wall = sum(p["wall"]) / per
+    steps = prof[TRAIN_MODE]
+    walls = [st["wall"] for st in steps]
+    # the step with the median wall time (the lower median of an even count)
+    p = sorted(steps, key=lambda st: st["wall"])[(len(steps) - 1) // 2]
+    wall = p["wall"]
     calls = prof["calls"]
     build = report.builds.get(dtype)
     infos = call_infos(build, T) if build is not None else []
@@ -590,14 +591,15 @@ def render_profile(report: Report, dtype: str, prof: dict[str, Any]) -> list[str
     kernel_f: dict[str, float] = {}
     for c, info in zip(calls, infos, strict=False):
         i = c["index"]
-        phase_s[info.phase] = phase_s.get(info.phase, 0.0) + times[i] / per
-        phase_f[info.phase] = phase_f.get(info.phase, 0.0) + info.flops * counts[i] / per
-        kernel_f[c["kernel"]] = kernel_f.get(c["kernel"], 0.0) + info.flops * counts[i] / per
-    fma = p.get("fma") or [0.0]
+        phase_s[info.phase] = phase_s.get(info.phase, 0.0) + times[i]
+        phase_f[info.phase] = phase_f.get(info.phase, 0.0) + info.flops * counts[i]
+        kernel_f[c["kernel"]] = kernel_f.get(c["kernel"], 0.0) + info.flops * counts[i]
+    fma = [st["fma"] for st in steps]
     out = [
-        f"Per-phase and per-kernel time, ckir {dtype}, per training step (mean of {per}; "
-        f"wall {fmt_num(wall * 1e3)} ms; FMA probe around the steps "
-        f"{fmt_num(statistics.median(fma))} GFLOP/s, {fmt_range(fma)}). GFLOP/s: matrix "
+        f"Per-phase and per-kernel time, ckir {dtype}, of the training step with the median "
+        f"wall time of {len(steps)} ({fmt_num(wall * 1e3)} ms; all: "
+        f"{fmt_range([x * 1e3 for x in walls])} ms) in a profiling build; FMA probe around "
+        f"that step {fmt_num(p['fma'])} GFLOP/s (all steps {fmt_range(fma)}). GFLOP/s: matrix "
         f"products (2 x M x N x K) and attention (backward: 2.5 x its forward) only.",
         "",
     ]
@@ -609,7 +611,7 @@ def render_profile(report: Report, dtype: str, prof: dict[str, Any]) -> list[str
             rate = f"{fl / sec / 1e9:.0f}" if fl and sec > 0 else "—"
             rows.append([ph, fmt_num(sec * 1e3), f"{sec / wall:.1%}", fmt_num(fl / 1e9), rate])
         out += [markdown_table(["phase", "ms", "share of wall", "GFLOP", "GFLOP/s"], rows), ""]
-    rows_k = bench.profile_rows(calls, times, counts, ("backward", "optimize"), per)
+    rows_k = bench.profile_rows(calls, times, counts, ("backward", "optimize"), 1.0)
     total = sum(r[2] for r in rows_k)
     table = []
     for k, n, sec, _bytes, _params in rows_k[:PROFILE_TOP]:
