@@ -6,8 +6,9 @@ Oracles, fp32, on random tiny configs with odd sizes for every template:
   1e-4 of the largest entry of PyTorch's (per tensor; for a tensor whose
   gradient is zero in exact arithmetic, of 1e-4 x the model's largest
   gradient entry), on the same tokens and targets.  PyTorch's gradients are
-  mapped into ckir's layout by the compiler's own weight reader (slices, transposes of packed GPT-2 tensors), so tied and
-  packed weights are compared as ckir stores them;
+  mapped into ckir's layout by the compiler's own weight reader (slices,
+  transposes of packed GPT-2 tensors), so tied and packed weights are
+  compared as ckir stores them;
 * 20 AdamW steps (global-norm clipping at 1.0, weight decay 0.01) on the same
   batches: the loss of every step within 1e-3 relative of ``torch.optim.AdamW``'s.
 """
