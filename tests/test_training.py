@@ -3,10 +3,12 @@
 Oracles, fp32, on random tiny configs with odd sizes for every template:
 
 * one backward: the loss within 1e-5 and the gradient of every weight within
-  1e-4 of the largest entry of PyTorch's (per tensor), on the same tokens and
-  targets.  PyTorch's gradients are mapped into ckir's layout by the compiler's
-  own weight reader (slices, transposes of packed GPT-2 tensors), so tied and
-  packed weights are compared as ckir stores them;
+  1e-4 of the largest entry of PyTorch's (per tensor; for a tensor whose
+  gradient is zero in exact arithmetic, of 1e-4 x the model's largest
+  gradient entry), on the same tokens and targets.  PyTorch's gradients are
+  mapped into ckir's layout by the compiler's own weight reader (slices,
+  transposes of packed GPT-2 tensors), so tied and packed weights are
+  compared as ckir stores them;
 * 20 AdamW steps (global-norm clipping at 1.0, weight decay 0.01) on the same
   batches: the loss of every step within 1e-3 relative of ``torch.optim.AdamW``'s.
 """
@@ -70,6 +72,8 @@ ARCHS: dict[str, dict[str, object]] = {
 }
 MAX_CONTEXT = 32
 GRAD_TOL = 1e-4
+#: gradients below this fraction of the model's largest are zero up to rounding
+ZERO_FLOOR = 1e-4
 LOSS_TOL = 1e-5
 STEPS_TOL = 1e-3
 HYPER = dict(lr=3e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
@@ -148,10 +152,13 @@ def test_gradients_match_autograd(key: str, checkpoints, tmp_path: Path) -> None
     }
     ref = to_ckir_layout(tmp_path / "build", hf_grads, tmp_path / "grads")
     assert set(ours) == set(ref), sorted(set(ours) ^ set(ref))
+    # A gradient that is zero in exact arithmetic (the key bias: softmax ignores a shift
+    # of all scores) is rounding noise on both sides: held to the noise floor instead.
+    floor = ZERO_FLOOR * max(float(np.abs(r).max()) for r in ref.values())
     for name, r in ref.items():
-        scale = float(np.abs(r).max())
+        scale = max(float(np.abs(r).max()), floor)
         err = float(np.abs(ours[name] - r).max())
-        assert err <= GRAD_TOL * max(scale, 1e-12), (
+        assert err <= GRAD_TOL * scale, (
             f"{key}: d{name}: max error {err:.3g} > {GRAD_TOL} * {scale:.3g}"
         )
     model.close()
