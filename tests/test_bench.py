@@ -277,6 +277,7 @@ def test_bench_train_end_to_end(
     for section in ("Training roofline", "Layout totals of the training build", "Peak RSS"):
         assert section in out
     assert "Per-phase and per-kernel time, ckir f32, of the training step with the median" in out
+    assert "Undisturbed rounds (the FMA probes around both runs >= 0.75 x" in out
     # the same model, the same windows, the same AdamW: the losses agree step by step
     match = re.search(r"losses torch f32 vs ckir f32 over 3 steps .* difference (\S+)", out)
     assert match and float(match.group(1)) < 1e-4, out
@@ -318,6 +319,18 @@ def test_bench_train_end_to_end(
     assert gemm["gradients"] == 2 * gemm["forward"]
     assert {c.phase for c in infos} == {"forward", "loss", "gradients", "optimizer"}
     assert len(infos) == len(data["profiles"]["f32"]["calls"])
+
+
+def test_bench_train_quiet_rounds() -> None:
+    from ckir.tools import bench_train
+
+    ck = bench.System("ckir", "f32", ("train",), seconds={"train": [1.0, 5.0, 1.0]})
+    th = bench.System("torch", "f32", ("train",), seconds={"train": [2.0, 3.0, 4.0]})
+    # round 2: a burst of load (probe 100 of a best 300) around ckir's run: left out
+    ck.probes = {"train": [300.0, 100.0, 290.0]}
+    th.probes = {"train": [280.0, 300.0, 200.0]}  # round 3: torch's run disturbed
+    report = bench.Report("m", {}, {}, {}, [ck, th], [], [300.0], [], [], {}, {}, {})
+    assert bench_train.quiet_ratios(report) == {"torch f32": (3, [2.0])}
 
 
 def test_bench_train_rejects_bad_arguments(capsys: pytest.CaptureFixture) -> None:

@@ -409,6 +409,7 @@ def render(report: Report) -> str:
         bench.results_table(report, (TRAIN_MODE,)),
         "",
     ]
+    out += _render_quiet(report)
     out += _render_bound(report)
     out += _render_layout(report)
     out += _render_rss(report)
@@ -420,6 +421,49 @@ def render(report: Report) -> str:
     for n in report.notes:
         out.append(f"note: {n}")
     return "\n".join(out)
+
+
+#: a run counts as undisturbed when its FMA probe (the mean of the probes before and after
+#: it) reads at least this share of the best run's
+QUIET_SHARE = 0.75
+
+
+def quiet_ratios(report: Report) -> dict[str, tuple[int, list[float]]]:
+    """Per baseline: (rounds, paired ratios ckir / baseline of the rounds in which both runs
+    saw an undisturbed machine: FMA probes >= ``QUIET_SHARE`` x the best run's)."""
+    ck = next((s for s in report.systems if s.name == "ckir"), None)
+    best = max((p for s in report.systems for p in s.probes.get(TRAIN_MODE, [])), default=0.0)
+    if ck is None or not best:
+        return {}
+    floor = QUIET_SHARE * best
+    out: dict[str, tuple[int, list[float]]] = {}
+    for s in report.systems:
+        if s is ck or not s.seconds.get(TRAIN_MODE):
+            continue
+        n = min(len(ck.seconds[TRAIN_MODE]), len(s.seconds[TRAIN_MODE]))
+        keep = [
+            s.seconds[TRAIN_MODE][r] / ck.seconds[TRAIN_MODE][r]
+            for r in range(n)
+            if min(ck.probes[TRAIN_MODE][r], s.probes[TRAIN_MODE][r]) >= floor
+        ]
+        out[s.label] = (n, keep)
+    return out
+
+
+def _render_quiet(report: Report) -> list[str]:
+    """The ratio over the undisturbed rounds: a training step lasts seconds, and on a shared
+    host another process's burst can slow a system many times over for some rounds."""
+    out = []
+    for label, (n, keep) in quiet_ratios(report).items():
+        ratio = (
+            f"ckir / {label} {statistics.median(keep):.2f} ({fmt_range(keep)})" if keep else "none"
+        )
+        best = max(p for s in report.systems for p in s.probes[TRAIN_MODE])
+        out.append(
+            f"Undisturbed rounds (the FMA probes around both runs >= {QUIET_SHARE} x the best "
+            f"run's, {fmt_num(best)} GFLOP/s): {len(keep)} of {n}; {ratio}."
+        )
+    return [*out, ""] if out else []
 
 
 def _render_bound(report: Report) -> list[str]:
