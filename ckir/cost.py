@@ -198,7 +198,8 @@ def call_costs(module: ModuleOp) -> list[CallCost]:
 
 
 def model_cost(module: ModuleOp, *, max_context: int = 0) -> ModelCost:
-    """Per-token totals of the module's decode and prefill programs.
+    """Per-token totals of the module's decode and prefill programs, and of the forward half
+    of its backward program (training builds).
 
     ``max_context`` is the fallback when the model has no KV cache.  Arena
     sizes come from the module's ``layout.plan`` (0 without one).
