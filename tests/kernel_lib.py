@@ -9,6 +9,7 @@ buffer operands (dtype and contiguity are checked), Python numbers for params.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import re
 import subprocess
@@ -145,3 +146,52 @@ def build_runtime(isa: str, out_dir: Path) -> RuntimeLib:
 def rand(rng: np.random.Generator, *shape: int, scale: float = 1.0, loc: float = 0.0) -> np.ndarray:
     """float32 normal samples of ``shape`` (mean ``loc``, standard deviation ``scale``)."""
     return (rng.standard_normal(shape) * scale + loc).astype(np.float32)
+
+
+# ------------------------------------------------- helpers of the kernel test files
+
+
+def close(actual, expected, rtol=1e-5, atol=1e-5):
+    """assert_allclose of a kernel's output (any dtype) against a float64 oracle."""
+    np.testing.assert_allclose(actual.astype(np.float64), expected, rtol=rtol, atol=atol)
+
+
+def both(lib, name, outputs, make_args, check):
+    """Run the public kernel and its ref twin on fresh copies (``make_args()``); call
+    ``check(*outputs)`` on the arguments at the indices ``outputs`` of each run."""
+    results = []
+    for fn in (lib.call, lib.ref):
+        args = make_args()
+        fn(name, *args)
+        outs = [args[i] for i in outputs]
+        check(*outs)
+        results.append(outs)
+    return results
+
+
+def num_grad(f, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    """Central differences of the scalar f at x (float64), one entry of x at a time."""
+    out = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        xp, xm = x.copy(), x.copy()
+        xp[idx] += h
+        xm[idx] -= h
+        out[idx] = (f(xp) - f(xm)) / (2 * h)
+    return out
+
+
+def rope_oracle(x, nheads, D, positions, theta, sign=1.0):
+    """HF rotate_half with float32 inv_freq and angle, float64 cos/sin and products;
+    ``sign=-1`` rotates by the opposite angle (rope's transpose: its backward)."""
+    half = D // 2
+    F32 = np.float32
+    expo = np.arange(0, D, 2, dtype=F32) / F32(D)
+    inv = np.array([F32(1.0) / F32(math.pow(float(theta), float(e))) for e in expo], F32)
+    out = x.astype(np.float64).reshape(len(positions), nheads, D).copy()
+    for t, p in enumerate(positions):
+        ang = (F32(p) * inv).astype(np.float64)
+        c, s = np.cos(ang), sign * np.sin(ang)
+        x1, x2 = out[t, :, :half].copy(), out[t, :, half:].copy()
+        out[t, :, :half] = x1 * c - x2 * s
+        out[t, :, half:] = x2 * c + x1 * s
+    return out.reshape(x.shape)

@@ -17,39 +17,12 @@ import textwrap
 
 import numpy as np
 import pytest
-from kernel_lib import rand
+from kernel_lib import both, close, num_grad, rand
 
 from ckir.runtime_build import build_library
 
 F32 = np.float32
 F64 = np.float64
-
-
-def num_grad(f, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
-    """Central differences of the scalar f at x (float64), one entry of x at a time."""
-    out = np.zeros_like(x)
-    for idx in np.ndindex(x.shape):
-        xp, xm = x.copy(), x.copy()
-        xp[idx] += h
-        xm[idx] -= h
-        out[idx] = (f(xp) - f(xm)) / (2 * h)
-    return out
-
-
-def both(lib, name, outputs, make_args, check):
-    """Run the public kernel and its ref twin on fresh copies; check each output."""
-    results = []
-    for fn in (lib.call, lib.ref):
-        args = make_args()
-        fn(name, *args)
-        outs = [args[i] for i in outputs]
-        check(*outs)
-        results.append(outs)
-    return results
-
-
-def close(actual, expected, rtol=1e-5, atol=1e-5):
-    np.testing.assert_allclose(actual.astype(F64), expected, rtol=rtol, atol=atol)
 
 
 SIZES = [1, 3, 7, 8, 15, 16, 17, 33, 100, 1000, 4 * 8192 + 5]

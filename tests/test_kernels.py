@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 import pytest
-from kernel_lib import rand
+from kernel_lib import rand, rope_oracle
 
 F32 = np.float32
 
@@ -210,21 +210,6 @@ def test_matmul(lib, threads, M, N, K, relu):
 
 
 # ------------------------------------------------------------------- rope
-
-
-def rope_oracle(x, nheads, D, positions, theta):
-    """HF rotate_half with float32 inv_freq and angle, float64 cos/sin and products."""
-    half = D // 2
-    expo = np.arange(0, D, 2, dtype=F32) / F32(D)
-    inv = np.array([F32(1.0) / F32(math.pow(float(theta), float(e))) for e in expo], F32)
-    out = x.astype(np.float64).reshape(len(positions), nheads, D).copy()
-    for t, p in enumerate(positions):
-        ang = (F32(p) * inv).astype(np.float64)
-        c, s = np.cos(ang), np.sin(ang)
-        x1, x2 = out[t, :, :half].copy(), out[t, :, half:].copy()
-        out[t, :, :half] = x1 * c - x2 * s
-        out[t, :, half:] = x2 * c + x1 * s
-    return out.reshape(x.shape)
 
 
 @pytest.mark.parametrize(

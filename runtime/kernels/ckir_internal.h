@@ -134,6 +134,13 @@ CKIR_INLINE __m256i ckir_mask8(int64_t n) {
 void ckir_internal_dot_rows(const float *x, int64_t M, const float *w, const float *b, float *y,
                             int64_t N, int64_t K);
 
+/* c[M, N] = A . B (overwritten; c aliases neither) on gemm.c's blocked driver,
+ * OpenMP over the output (never over K).  A is a[M, K], or with a_t its
+ * transpose stored as a[K, M]; B is b[K, N], or with b_nk its transpose
+ * stored as w[N, K].  Used by the linear-layer backward (backward_gemm.c). */
+void ckir_internal_gemm(const float *a, int a_t, const float *b, int b_nk, float *c, int64_t M,
+                        int64_t N, int64_t K);
+
 /* out[i] = g[i] / (1 + e^-g[i]) * u[i] over one span, on the calling thread (the
  * body of swiglu_f32; elementwise.c).  Used by the fused gate_up kernels. */
 void ckir_internal_silu_mul(const float *g, const float *u, float *out, int64_t n);

@@ -2,8 +2,10 @@
  *
  *   gemm:   y[M,N] = x[M,K] . w[N,K]^T (+ b[N])     (HF linear layers)
  *   matmul: c[M,N] = a[M,K] . b[K,N]   (+ relu)      (kernel-IR op)
+ *   ckir_internal_gemm: c = A . B with A stored as a[M,K] or transposed as
+ *           a[K,M], B as b[K,N] or w[N,K]        (backward_gemm.c's products)
  *
- * Both run one BLIS-style driver.  The right operand is packed into panels of
+ * All run one BLIS-style driver.  The right operand is packed into panels of
  * GEMM_NR columns ([kc][NR], "B panels"; for gemm this packing transposes w),
  * the left operand into panels of GEMM_MR rows ([kc][MR], "A panels"), and an
  * MR x NR register-blocked micro-kernel accumulates over a kc-slice:
@@ -17,14 +19,18 @@
  * The AVX2 micro-kernel reads A in place (GEMM_PACK_A 0: six row pointers,
  * one broadcast each per k); its MR x KC slice is a few cache lines per row,
  * so packing A only cost time (each thread repacked all of A for every NC
- * block).  K is cut into slices of equal depth (no short last slice).
+ * block).  A stored transposed (a[K,M]: the weight gradient's dy^T) is always
+ * packed: each k contributes MR contiguous floats of one row of a, a copy (the
+ * AVX2 build then runs the packed form of its micro-kernel).  K is cut into
+ * slices of equal depth (no short last slice).
  *
  * Threads split N (in whole NR panels) when there are enough columns, else M,
  * into GEMM_CHUNKS chunks per thread handed out dynamically: on a shared host
  * one vCPU is often slower for a while, and a static half-and-half split then
  * waits for it (measured: 2 threads ran at ~1.5x one thread; with 4 chunks per
  * thread and no A packing, 1.05-1.5x faster on the prefill shapes).  Each
- * thread packs into its own stack buffers (GEMM_STACK_BYTES, below).  Partial
+ * thread packs into its own stack buffers (GEMM_STACK_BYTES, below; the AVX2
+ * build's transposed-A path adds its A pack, GEMM_MC * GEMM_KC floats).  Partial
  * edges are zero-padded in the packs and written with masks. */
 #include "ckir_internal.h"
 
@@ -123,6 +129,23 @@ static void pack_a(const float *a, int64_t lda, int64_t mc, int64_t kc, float *A
   }
 }
 #endif
+
+/* A panels from a transposed A stored as at[K, M]: Ap[p][k][r] = at[k * lda + p*MR + r],
+ * rows >= mc are zero.  k outer: each k reads one contiguous run of mc floats. */
+static void pack_a_t(const float *at, int64_t lda, int64_t mc, int64_t kc, float *Ap) {
+  for (int64_t k = 0; k < kc; k++) {
+    const float *src = at + k * lda;
+    for (int64_t i0 = 0; i0 < mc; i0 += GEMM_MR) {
+      const int64_t mr = CKIR_MIN(GEMM_MR, mc - i0);
+      float *dst = Ap + i0 * kc + k * GEMM_MR;
+      if (mr == GEMM_MR) {
+        memcpy(dst, src + i0, GEMM_MR * sizeof(float));
+      } else {
+        for (int r = 0; r < GEMM_MR; r++) dst[r] = r < mr ? src[i0 + r] : 0.0f;
+      }
+    }
+  }
+}
 
 #if defined(CKIR_AVX512)
 /* Transpose the 16x16 block src[r * lds + c] (rows r < 16) into dst[c * ldd + r]. */
@@ -311,14 +334,18 @@ static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const flo
 #undef CKIR_STORE_ROW
 }
 #elif defined(CKIR_AVX2)
-/* reads A in place (GEMM_PACK_A == 0): row r at A + r * lda; rows >= mr
- * alias row mr - 1 (computed, never stored), so nothing past A is read */
-static void ukernel(int64_t kc, const float *restrict A, int64_t lda, const float *restrict Bp,
-                    float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first, int last,
-                    const float *bias, int relu) {
-  const float *a0 = A, *a1 = A + CKIR_MIN(1, mr - 1) * lda, *a2 = A + CKIR_MIN(2, mr - 1) * lda,
-              *a3 = A + CKIR_MIN(3, mr - 1) * lda, *a4 = A + CKIR_MIN(4, mr - 1) * lda,
-              *a5 = A + CKIR_MIN(5, mr - 1) * lda;
+/* packed == 0 reads A in place (GEMM_PACK_A == 0): row r at A + r * lda; rows
+ * >= mr alias row mr - 1 (computed, never stored), so nothing past A is read.
+ * packed == 1 reads a packed panel (transposed A): row r at A + r, step MR. */
+CKIR_INLINE void ukernel_avx2(int64_t kc, const float *restrict A, int64_t lda,
+                              const float *restrict Bp, float *restrict C, int64_t ldc, int64_t mr,
+                              int64_t nr, int first, int last, const float *bias, int relu,
+                              const int packed) {
+  const int64_t ks = packed ? GEMM_MR : 1; /* step of k in A */
+#define CKIR_AROW(r) (packed ? A + (r) : A + CKIR_MIN(r, mr - 1) * lda)
+  const float *a0 = A, *a1 = CKIR_AROW(1), *a2 = CKIR_AROW(2), *a3 = CKIR_AROW(3),
+              *a4 = CKIR_AROW(4), *a5 = CKIR_AROW(5);
+#undef CKIR_AROW
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(),
          c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
          c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
@@ -328,7 +355,7 @@ static void ukernel(int64_t kc, const float *restrict A, int64_t lda, const floa
     const __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8);
     __m256 a;
 #define CKIR_FMA_ROW(ar, x0, x1)         \
-  a = _mm256_broadcast_ss(ar + k);       \
+  a = _mm256_broadcast_ss(ar + k * ks);  \
   x0 = _mm256_fmadd_ps(a, b0, x0);       \
   x1 = _mm256_fmadd_ps(a, b1, x1);
     CKIR_FMA_ROW(a0, c00, c01)
@@ -375,6 +402,18 @@ static void ukernel(int64_t kc, const float *restrict A, int64_t lda, const floa
   CKIR_STORE_ROW(5, c50, c51)
 #undef CKIR_STORE_ROW
 }
+
+static void ukernel(int64_t kc, const float *restrict A, int64_t lda, const float *restrict Bp,
+                    float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first, int last,
+                    const float *bias, int relu) {
+  ukernel_avx2(kc, A, lda, Bp, C, ldc, mr, nr, first, last, bias, relu, 0);
+}
+
+static void ukernel_packed(int64_t kc, const float *restrict Ap, int64_t lda,
+                           const float *restrict Bp, float *restrict C, int64_t ldc, int64_t mr,
+                           int64_t nr, int first, int last, const float *bias, int relu) {
+  ukernel_avx2(kc, Ap, lda, Bp, C, ldc, mr, nr, first, last, bias, relu, 1);
+}
 #else
 static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const float *restrict Bp,
                     float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first, int last,
@@ -399,17 +438,22 @@ static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const flo
 }
 #endif
 
+#if !defined(CKIR_AVX2)
+/* the AVX-512 and scalar micro-kernels always read packed A panels */
+#define ukernel_packed ukernel
+#endif
+
 /* ---- driver -------------------------------------------------------------- */
 
-/* One thread's share: C[0:M, 0:N] of the product.  b_nk: B is w[N, K] (gemm);
- * else B is b[K, N] (matmul). */
-static void gemm_blocked(const float *A, int64_t lda, const float *B, int64_t ldb, int b_nk,
-                         const float *bias, float *C, int64_t ldc, int64_t M, int64_t N, int64_t K,
-                         int relu) {
-  float Bp[GEMM_KC * GEMM_NC] __attribute__((aligned(64)));
-#if GEMM_PACK_A
-  float Ap[GEMM_MC * GEMM_KC] __attribute__((aligned(64)));
-#endif
+/* One thread's share: C[0:M, 0:N] of the product.  A(i, k) is A[i * lda + k],
+ * or with a_t (A stored transposed) A[k * lda + i].  b_nk: B is w[N, K] (gemm);
+ * else B is b[K, N] (matmul).  Ap (when A is packed) and Bp are the caller's
+ * pack buffers; a_t is a constant in each caller (gemm_blocked, gemm_blocked_t). */
+CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const float *B,
+                               int64_t ldb, int b_nk, const float *bias, float *C, int64_t ldc,
+                               int64_t M, int64_t N, int64_t K, int relu, float *restrict Ap,
+                               float *restrict Bp) {
+  const int packed_a = GEMM_PACK_A || a_t;
   /* K in slices of equal depth (<= GEMM_KC, a multiple of 8): no short last
    * slice whose C round trip costs as much as a full one */
   const int64_t nslices = (K + GEMM_KC - 1) / GEMM_KC;
@@ -425,20 +469,24 @@ static void gemm_blocked(const float *A, int64_t lda, const float *B, int64_t ld
         pack_b_kn(B + pc * ldb + jc, ldb, nc, kc, Bp);
       for (int64_t ic = 0; ic < M; ic += GEMM_MC) {
         const int64_t mc = CKIR_MIN(GEMM_MC, M - ic);
+        if (a_t)
+          pack_a_t(A + pc * lda + ic, lda, mc, kc, Ap);
 #if GEMM_PACK_A
-        pack_a(A + ic * lda + pc, lda, mc, kc, Ap);
+        else
+          pack_a(A + ic * lda + pc, lda, mc, kc, Ap);
 #endif
         for (int64_t jr = 0; jr < nc; jr += GEMM_NR) {
           const int64_t nr = CKIR_MIN(GEMM_NR, nc - jr);
           const float *bj = bias ? bias + jc + jr : NULL;
           for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
-#if GEMM_PACK_A
-            const float *a = Ap + ir * kc;
-#else
-            const float *a = A + (ic + ir) * lda + pc;
-#endif
-            ukernel(kc, a, lda, Bp + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc,
-                    CKIR_MIN(GEMM_MR, mc - ir), nr, first, last, bj, relu);
+            float *c = C + (ic + ir) * ldc + jc + jr;
+            const int64_t mr = CKIR_MIN(GEMM_MR, mc - ir);
+            if (packed_a)
+              ukernel_packed(kc, Ap + ir * kc, lda, Bp + jr * kc, c, ldc, mr, nr, first, last, bj,
+                             relu);
+            else
+              ukernel(kc, A + (ic + ir) * lda + pc, lda, Bp + jr * kc, c, ldc, mr, nr, first, last,
+                      bj, relu);
           }
         }
       }
@@ -446,8 +494,42 @@ static void gemm_blocked(const float *A, int64_t lda, const float *B, int64_t ld
   }
 }
 
-static void gemm_driver(const float *A, const float *B, int b_nk, const float *bias, float *C,
-                        int64_t M, int64_t N, int64_t K, int relu) {
+static void gemm_blocked(const float *A, int64_t lda, const float *B, int64_t ldb, int b_nk,
+                         const float *bias, float *C, int64_t ldc, int64_t M, int64_t N, int64_t K,
+                         int relu) {
+  float Bp[GEMM_KC * GEMM_NC] __attribute__((aligned(64)));
+#if GEMM_PACK_A
+  float Ap[GEMM_MC * GEMM_KC] __attribute__((aligned(64)));
+#else
+  float *Ap = NULL; /* A is read in place */
+#endif
+  gemm_blocked_(A, lda, 0, B, ldb, b_nk, bias, C, ldc, M, N, K, relu, Ap, Bp);
+}
+
+/* A stored transposed: at[K, M] (lda >= M between rows of at) */
+static void gemm_blocked_t(const float *At, int64_t lda, const float *B, int64_t ldb, int b_nk,
+                           float *C, int64_t ldc, int64_t M, int64_t N, int64_t K) {
+  float Bp[GEMM_KC * GEMM_NC] __attribute__((aligned(64)));
+  float Ap[GEMM_MC * GEMM_KC] __attribute__((aligned(64)));
+  gemm_blocked_(At, lda, 1, B, ldb, b_nk, NULL, C, ldc, M, N, K, 0, Ap, Bp);
+}
+
+/* One thread's rows [m0, m1) and columns [n0, n1) of the product. */
+static void gemm_part(const float *A, int a_t, const float *B, int b_nk, const float *bias,
+                      float *C, int64_t M, int64_t N, int64_t K, int relu, int64_t m0, int64_t m1,
+                      int64_t n0, int64_t n1) {
+  const int64_t ldb = b_nk ? K : N;
+  const float *Bt = b_nk ? B + n0 * K : B + n0;
+  const float *bt = bias ? bias + n0 : NULL;
+  float *Ct = C + m0 * N + n0;
+  if (a_t)
+    gemm_blocked_t(A + m0, M, Bt, ldb, b_nk, Ct, N, m1 - m0, n1 - n0, K);
+  else
+    gemm_blocked(A + m0 * K, K, Bt, ldb, b_nk, bt, Ct, N, m1 - m0, n1 - n0, K, relu);
+}
+
+static void gemm_driver(const float *A, int a_t, const float *B, int b_nk, const float *bias,
+                        float *C, int64_t M, int64_t N, int64_t K, int relu) {
   int nt = 1;
 #ifdef _OPENMP
   /* inside a parallel region (gate_up tiles) the call runs on its thread */
@@ -459,7 +541,7 @@ static void gemm_driver(const float *A, const float *B, int b_nk, const float *b
   const int64_t units = split_n ? npanels : mpanels;
   if (nt > units) nt = (int)units;
   if (nt <= 1) {
-    gemm_blocked(A, K, B, b_nk ? K : N, b_nk, bias, C, N, M, N, K, relu);
+    gemm_part(A, a_t, B, b_nk, bias, C, M, N, K, relu, 0, M, 0, N);
     return;
   }
   const int64_t chunks = CKIR_MIN(units, (int64_t)nt * GEMM_CHUNKS);
@@ -467,18 +549,19 @@ static void gemm_driver(const float *A, const float *B, int b_nk, const float *b
   for (int64_t c = 0; c < chunks; c++) {
     const int64_t u0 = units * c / chunks, u1 = units * (c + 1) / chunks;
     if (u1 > u0) {
-      if (split_n) {
-        const int64_t n0 = u0 * GEMM_NR, n1 = CKIR_MIN(N, u1 * GEMM_NR);
-        const float *Bt = b_nk ? B + n0 * K : B + n0;
-        gemm_blocked(A, K, Bt, b_nk ? K : N, b_nk, bias ? bias + n0 : NULL, C + n0, N, M,
-                     n1 - n0, K, relu);
-      } else {
-        const int64_t m0 = u0 * GEMM_MR, m1 = CKIR_MIN(M, u1 * GEMM_MR);
-        gemm_blocked(A + m0 * K, K, B, b_nk ? K : N, b_nk, bias, C + m0 * N, N, m1 - m0, N, K,
-                     relu);
-      }
+      if (split_n)
+        gemm_part(A, a_t, B, b_nk, bias, C, M, N, K, relu, 0, M, u0 * GEMM_NR,
+                  CKIR_MIN(N, u1 * GEMM_NR));
+      else
+        gemm_part(A, a_t, B, b_nk, bias, C, M, N, K, relu, u0 * GEMM_MR,
+                  CKIR_MIN(M, u1 * GEMM_MR), 0, N);
     }
   }
+}
+
+void ckir_internal_gemm(const float *a, int a_t, const float *b, int b_nk, float *c, int64_t M,
+                        int64_t N, int64_t K) {
+  gemm_driver(a, a_t, b, b_nk, NULL, c, M, N, K, 0);
 }
 
 /* ---- public kernels -------------------------------------------------------- */
@@ -487,7 +570,7 @@ void ckir_gemm_f32(const float *x, const float *w, float *y, int64_t M, int64_t 
   if (M <= GEMM_SMALL_M)
     ckir_internal_dot_rows(x, M, w, NULL, y, N, K);
   else
-    gemm_driver(x, w, 1, NULL, y, M, N, K, 0);
+    gemm_driver(x, 0, w, 1, NULL, y, M, N, K, 0);
 }
 
 void ckir_gemm_bias_f32(const float *x, const float *w, const float *b, float *y, int64_t M,
@@ -495,14 +578,14 @@ void ckir_gemm_bias_f32(const float *x, const float *w, const float *b, float *y
   if (M <= GEMM_SMALL_M)
     ckir_internal_dot_rows(x, M, w, b, y, N, K);
   else
-    gemm_driver(x, w, 1, b, y, M, N, K, 0);
+    gemm_driver(x, 0, w, 1, b, y, M, N, K, 0);
 }
 
 void ckir_matmul_f32(const float *a, const float *b, float *c, int64_t M, int64_t N, int64_t K) {
-  gemm_driver(a, b, 0, NULL, c, M, N, K, 0);
+  gemm_driver(a, 0, b, 0, NULL, c, M, N, K, 0);
 }
 
 void ckir_matmul_relu_f32(const float *a, const float *b, float *c, int64_t M, int64_t N,
                           int64_t K) {
-  gemm_driver(a, b, 0, NULL, c, M, N, K, 1);
+  gemm_driver(a, 0, b, 0, NULL, c, M, N, K, 1);
 }
