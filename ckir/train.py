@@ -22,6 +22,7 @@ and the error says so (docs/training.md, "Bad input").
 from __future__ import annotations
 
 import math
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -155,7 +156,8 @@ def run_steps(
             try:
                 loss = model.train_step(w[:-1], w[1:], lr=lr)
             except NonFiniteError as err:
-                failure = str(err).split(": ", 1)[-1]  # without the build folder's name
+                # without the build folder's name and the runtime's step count (ours is shown)
+                failure = re.sub(r" at step \d+", "", str(err).split(": ", 1)[-1])
                 break
             dt = time.perf_counter() - t0
             losses.append(loss)
