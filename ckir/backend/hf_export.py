@@ -218,6 +218,14 @@ def tokenizer_files(tokenizer: object) -> dict[str, bytes]:
     }
 
 
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_hf_folder(
     out_dir: str | Path,
     state: Mapping[str, np.ndarray],
@@ -247,8 +255,11 @@ def write_hf_folder(
     name = glob.escape(target.name)
     clean_leftovers(target.parent, [f".{name}.tmp-*", f".{name}.old"])
     try:
+        umask = _umask()
+        work.chmod(0o777 & ~umask)  # mkdtemp's 0700 would make the saved folder private
         tensors = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in state.items()}
         save_file(tensors, str(work / SAFETENSORS_NAME), metadata={"format": "pt"})
+        (work / SAFETENSORS_NAME).chmod(0o666 & ~umask)
         for fname, data in sorted(files.items()):
             (work / fname).write_bytes(data)
         (work / PRETRAINED_MARKER).write_text(PRETRAINED_MARKER_TEXT)
