@@ -308,6 +308,13 @@ def main() -> None:
                 attn = [q, kc, vc, out, T, P, H, KV, D]
                 t = best_time(lib, "attention_f32", attn, args.reps * 4)
                 print(f"attention T={T} P={P} H={H} KV={KV} D={D}: {t * 1e6:8.1f} us")
+                if P == 0:  # the training shape: backward of the same call
+                    dout = rng.standard_normal(q.shape, dtype=np.float32)
+                    grads = [np.empty_like(q), np.empty_like(kc), np.empty_like(vc)]
+                    bwd = [q, kc, vc, out, dout, *grads, T, H, KV, D]
+                    tb = best_time(lib, "attention_bwd_f32", bwd, args.reps * 4)
+                    print(f"attention_bwd T={T} H={H} KV={KV} D={D}: {tb * 1e6:8.1f} us", end="")
+                    print(f"  ({tb / t:.2f}x forward)")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,11 @@ F64 = np.float64
 TS = [1, 2, 5, 17, 64]
 ES = [1, 3, 8, 17, 100]
 HEADS = [(1, 1, 2), (4, 4, 8), (4, 2, 16), (6, 1, 64), (9, 3, 64), (2, 1, 256)]
-HEAD_IDS = [f"H{h}KV{kv}D{d}" for h, kv, d in HEADS]
+ATTN_HEADS = [*HEADS, (2, 2, 1), (3, 1, 17)]  # and head sizes off the vector width
+
+
+def head_ids(heads):
+    return [f"H{h}KV{kv}D{d}" for h, kv, d in heads]
 
 
 def run_threads(lib, nthreads, fn):
@@ -132,7 +136,7 @@ def test_layernorm_bwd_matches_torch(lib):
 ROPE_HEADS = [hd for hd in HEADS if hd[2] % 2 == 0]
 
 
-@pytest.mark.parametrize("H,KV,D", ROPE_HEADS, ids=[f"H{h}KV{kv}D{d}" for h, kv, d in ROPE_HEADS])
+@pytest.mark.parametrize("H,KV,D", ROPE_HEADS, ids=head_ids(ROPE_HEADS))
 @pytest.mark.parametrize("T", TS)
 @pytest.mark.parametrize("P,theta", [(0, 10000.0), (37, 1e6)])
 def test_rope_bwd(lib, threads, T, H, KV, D, P, theta):
@@ -275,7 +279,7 @@ def attention_args(inputs, T, H, KV, D):
     return [q, k, v, out, dout, *nan, T, H, KV, D]
 
 
-@pytest.mark.parametrize("H,KV,D", HEADS, ids=HEAD_IDS)
+@pytest.mark.parametrize("H,KV,D", ATTN_HEADS, ids=head_ids(ATTN_HEADS))
 @pytest.mark.parametrize("T", TS)
 def test_attention_bwd(lib, threads, T, H, KV, D):
     rng = np.random.default_rng(T * 100 + H * 10 + D)
