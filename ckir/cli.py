@@ -7,6 +7,7 @@
     ckir inspect BUILD
     ckir generate [MODEL] --prompt TEXT [--chat] [--max-tokens N] [sampling options]
     ckir train [MODEL] --out DIR [--data FILE] [--steps N] [--seq-len T] [--lr X]
+               [--weight-decay W] [--max-grad-norm G]
     ckir bench MODEL [--modes prefill,decode] [--dtype f32,bf16] [--against torch,...]
     ckir demo [--arch llama] [--out DIR]
 
@@ -227,10 +228,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     from ckir.compiler import CompileOptions, compile_model
     from ckir.generate import default_model
     from ckir.model import load
+    from ckir.passes.lowering.optimizer import AdamWOptions
     from ckir.resources import corpus_path
     from ckir.train import StepPrinter, check_numbers, model_limits, read_text, run_steps, windows
 
     check_numbers(args.steps, args.seq_len, args.lr)
+    AdamWOptions(weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm).check("train")
     source = Path(args.model) if args.model else default_model()
     if not source.exists():
         raise CkirError(f"{source}: no such file or folder")
@@ -267,7 +270,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
 
     options = CompileOptions(
-        modes=("prefill", "decode", "backward"), max_context=t, dtype="f32", logits="all"
+        modes=("prefill", "decode", "backward"),
+        max_context=t,
+        dtype="f32",
+        logits="all",
+        adamw=AdamWOptions(weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm),
     )
     t0 = time.perf_counter()
     if build_dir is not None:
@@ -400,6 +407,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--steps", type=int, default=20, help="optimizer steps (default: 20)")
     s.add_argument("--seq-len", type=int, default=64, help="tokens per step (default: 64)")
     s.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default: 1e-4)")
+    s.add_argument(
+        "--weight-decay", type=float, default=0.01, help="AdamW weight decay (default: 0.01)"
+    )
+    s.add_argument(
+        "--max-grad-norm",
+        type=float,
+        default=1.0,
+        help="clip the global gradient norm to this; 0: no clipping (default: 1.0)",
+    )
     s.add_argument(
         "--build-dir",
         help="compile into this folder (default: the compile cache, $CKIR_CACHE_DIR)",

@@ -54,6 +54,7 @@ from ckir.passes.lower_backward import LowerBackwardPass
 from ckir.passes.lower_decode import LowerDecodePass
 from ckir.passes.lower_prefill import LowerPrefillPass
 from ckir.passes.lowering.context import LOGITS_CHOICES
+from ckir.passes.lowering.optimizer import AdamWOptions
 from ckir.passes.plan_layout import PlanLayoutPass
 from ckir.runtime_build import ISAS
 from ckir.vocab import INFERENCE_MODES, LOWERED_MODES, WEIGHT_DTYPES
@@ -96,10 +97,14 @@ class CompileOptions:
     #: prefill logits: "all" rows ([T, V]: scoring, training) or the "last" row ([1, V]:
     #: generation; the footer runs on one row)
     logits: str = "all"
+    #: the optimizer step of a training build (modes with "backward"): AdamW's
+    #: hyper-parameters other than the learning rate, and gradient clipping
+    adamw: AdamWOptions = AdamWOptions()
 
     def __post_init__(self) -> None:
         self._check_kinds()
         self._check_values()
+        self.adamw.check("training options")
         if not self.modes:
             raise CkirError(f"--modes: give at least one mode ({', '.join(LOWERED_MODES)})")
         bad = [m for m in self.modes if m not in LOWERED_MODES]
@@ -137,6 +142,7 @@ class CompileOptions:
             need(getattr(self, name) is None or isinstance(getattr(self, name), str), name, "a str")
         need(self.template is None or isinstance(self.template, (str, Path)), "template", "a path")
         need(isinstance(self.isa, str), "isa", "a str")
+        need(isinstance(self.adamw, AdamWOptions), "adamw", "an AdamWOptions")
 
     def _check_values(self) -> None:
         """CkirError naming the option when a value is not one of its choices."""
@@ -238,7 +244,17 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
     if "decode" in options.modes:
         passes.append(LowerDecodePass(max_context=max_context))
     if "backward" in options.modes:
-        passes.append(LowerBackwardPass(max_context=max_context))
+        a = options.adamw
+        passes.append(
+            LowerBackwardPass(
+                max_context=max_context,
+                beta1=a.beta1,
+                beta2=a.beta2,
+                eps=a.eps,
+                weight_decay=a.weight_decay,
+                max_grad_norm=a.max_grad_norm,
+            )
+        )
     if options.fuse:
         passes += [FuseQkvPass(), FuseGateUpPass(), FuseAddRmsnormPass()]
     for p in passes:

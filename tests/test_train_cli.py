@@ -125,6 +125,8 @@ BAD_CASES = {
     "lr-zero": (["--lr", "0"], None, r"--lr must be a finite number > 0"),
     "lr-negative": (["--lr", "-0.1"], None, r"--lr must be a finite number > 0"),
     "lr-nan": (["--lr", "nan"], None, r"--lr must be a finite number > 0, got nan"),
+    "weight-decay": (["--weight-decay", "-1"], None, r"weight-decay must be >= 0, got -1.0"),
+    "max-grad-norm": (["--max-grad-norm", "inf"], None, r"max-grad-norm must be >= 0"),
     "seq-len-zero": (["--seq-len", "0"], None, r"--seq-len must be >= 1"),
     "seq-len-over-context": (
         ["--seq-len", "129"],
