@@ -231,6 +231,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from ckir.passes.lowering.optimizer import AdamWOptions
     from ckir.resources import corpus_path
     from ckir.train import StepPrinter, check_numbers, model_limits, read_text, run_steps, windows
+    from ckir.vocab import INFERENCE_MODES
 
     check_numbers(args.steps, args.seq_len, args.lr)
     AdamWOptions(weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm).check("train")
@@ -270,7 +271,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
 
     options = CompileOptions(
-        modes=("prefill", "decode", "backward"),
+        modes=(*INFERENCE_MODES, "backward"),  # generate from the trained build too
         max_context=t,
         dtype="f32",
         logits="all",

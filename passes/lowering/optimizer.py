@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-from ckir.passes.lowering.kernels import ParamValue, declare_kernel, kernel_params, select_kernel
+from ckir.passes.lowering.kernels import ParamValue, kernel_call
 
 MODE = "optimize"
 SCOPE = "optimizer"
@@ -97,18 +97,10 @@ def build_optimizer(
     def call(
         kind: str, ins: Sequence[str], outs: Sequence[str], params: dict[str, ParamValue]
     ) -> None:
-        spec = select_kernel(
-            kind,
-            MODE,
-            [types[n].dtype_name for n in ins],
-            [types[n].dtype_name for n in outs],
-            params,
-            where=f"lower-backward: the optimizer step ({kind})",
-        )
-        declare_kernel(model, spec)
+        where = f"lower-backward: the optimizer step ({kind})"
         origin = lw.OriginAttr.make(SCOPE, kind)
         block.add_op(
-            lw.CallOp.make(spec.name, ins, outs, kernel_params(spec, params), origin=origin)
+            kernel_call(model, MODE, types, kind, ins, outs, params, origin=origin, where=where)
         )
 
     call("zero", [], [sumsq], {"n": 1})
