@@ -38,6 +38,7 @@ SHAPES = [
     (33, 257, 257),  # threaded, both split their output columns; N = 257: two K slices of dx
     (257, 1000, 17),  # threaded: dw's 1000 rows split, the packed dy^T at row offsets
     (100, 65, 1000),  # threaded, dx in four column blocks, dw rows of one thread's share
+    (33, 600, 400),  # dx: all 400 columns in one block, K slices cut shallower to fit
 ]
 
 
