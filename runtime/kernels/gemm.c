@@ -478,28 +478,17 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
                                int64_t M, int64_t N, int64_t K, int relu, float *restrict Ap,
                                float *restrict Bp) {
   const int packed_a = GEMM_PACK_A || a_t;
-  /* The B pack holds GEMM_KC * GEMM_NC floats; within it the K slices (of
-   * equal depth, a multiple of 8: no short last slice whose C round trip costs
-   * as much as a full one) and the column blocks (of equal width, whole
-   * panels) are cut so that A is packed as few times as possible:
-   *  - all N columns in one block when the slices may then still be at least
-   *    GEMM_KC / 2 deep (the linear backward's thread shares: N = 288 with
-   *    K = 49152 for lm_head's input gradient packs dy once, not twice);
-   *  - else the deepest slices, and blocks as wide as the pack allows (a
-   *    shallow K, as the weight gradient's 128 tokens, takes wider blocks).
-   * Measured on one thread's share of the SmolLM-135M backward shapes:
-   * linear_bwd_weight 1.05-1.2x, linear_bwd_input up to 1.08x, forward
-   * gemm 1.0-1.04x. */
-  int64_t nslices = (K + GEMM_KC - 1) / GEMM_KC;
-  int64_t kstep = CKIR_MIN(GEMM_KC, ((K + nslices - 1) / nslices + 7) / 8 * 8);
-  int64_t ncmax = CKIR_MAX(GEMM_NR, GEMM_KC * GEMM_NC / kstep / GEMM_NR * GEMM_NR);
-  const int64_t nall = (N + GEMM_NR - 1) / GEMM_NR * GEMM_NR;
-  const int64_t kcap = GEMM_KC * GEMM_NC / nall / 8 * 8;
-  if (nall > ncmax && kcap >= GEMM_KC / 2) {
-    nslices = (K + kcap - 1) / kcap;
-    kstep = CKIR_MIN(kcap, ((K + nslices - 1) / nslices + 7) / 8 * 8);
-    ncmax = nall;
-  }
+  /* K in slices of equal depth (<= GEMM_KC, a multiple of 8): no short last
+   * slice whose C round trip costs as much as a full one.  The depth depends on
+   * K alone, so each C element sums its terms in the same order whatever share
+   * of N or M a thread gets: results do not depend on the thread count. */
+  const int64_t nslices = (K + GEMM_KC - 1) / GEMM_KC;
+  const int64_t kstep = CKIR_MIN(GEMM_KC, ((K + nslices - 1) / nslices + 7) / 8 * 8);
+  /* Column blocks of equal width (whole panels), as wide as the B pack's
+   * GEMM_KC * GEMM_NC floats allow at this depth: a shallow K (the weight
+   * gradient's 128 tokens) takes wider blocks, so A is packed fewer times
+   * (measured: linear_bwd_weight 1.05-1.2x on its thread shares). */
+  const int64_t ncmax = CKIR_MAX(GEMM_NR, GEMM_KC * GEMM_NC / kstep / GEMM_NR * GEMM_NR);
   const int64_t nblocks = (N + ncmax - 1) / ncmax;
   const int64_t ncstep = ((N + nblocks - 1) / nblocks + GEMM_NR - 1) / GEMM_NR * GEMM_NR;
   for (int64_t jc = 0; jc < N; jc += ncstep) {
