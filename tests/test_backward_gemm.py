@@ -39,6 +39,7 @@ SHAPES = [
     (257, 1000, 17),  # threaded: dw's 1000 rows split, the packed dy^T at row offsets
     (100, 65, 1000),  # threaded, dx in four column blocks, dw rows of one thread's share
     (33, 600, 400),  # dx: 400 columns in two blocks of 224 and 176
+    (17, 1000, 200),  # threaded: dw splits its rows though it has columns enough (dy^T larger)
 ]
 
 
