@@ -68,10 +68,10 @@ def test_registry_loads_expected_kernels():
         assert spec.name == name
         assert spec.c_name == f"ckir_{name}"
         assert spec.outputs(), name
-        assert set(spec.modes) <= {"prefill", "decode", "backward"}
-    assert reg["gemm_f32"].modes == ("prefill",)
+        assert set(spec.modes) <= {"prefill", "decode", "backward", "optimize"}
+    assert reg["gemm_f32"].modes == ("prefill", "backward")
     assert reg["gemv_bias_f32"].modes == ("decode",)
-    assert reg["rmsnorm_f32"].modes == ("prefill", "decode")
+    assert reg["rmsnorm_f32"].modes == ("prefill", "decode", "backward")
 
 
 def test_spec_accessors():
