@@ -13,7 +13,7 @@
  *   for jc (nc columns)        pack B slice kc x nc      -> L2
  *     for pc (kc deep)
  *       for ic (MC rows)       pack A slice MC x kc      -> L2
- *         for jr (NR columns)  B micro-panel KC x NR     -> L1
+ *         for jr (NR columns)  B micro-panel kc x NR     -> L1
  *           for ir (MR rows)   micro-kernel MR x NR
  *
  * The AVX2 micro-kernel reads A in place (GEMM_PACK_A 0: six row pointers,
