@@ -10,10 +10,10 @@
  * the left operand into panels of GEMM_MR rows ([kc][MR], "A panels"), and an
  * MR x NR register-blocked micro-kernel accumulates over a kc-slice:
  *
- *   for jc (NC columns)        pack B slice KC x NC      -> L2
- *     for pc (KC deep)
- *       for ic (MC rows)       pack A slice MC x KC      -> L2
- *         for jr (NR columns)  B micro-panel KC x NR     -> L1
+ *   for jc (nc columns)        pack B slice kc x nc      -> L2
+ *     for pc (kc deep)
+ *       for ic (MC rows)       pack A slice MC x kc      -> L2
+ *         for jr (NR columns)  B micro-panel kc x NR     -> L1
  *           for ir (MR rows)   micro-kernel MR x NR
  *
  * The AVX2 micro-kernel reads A in place (GEMM_PACK_A 0: six row pointers,
@@ -21,8 +21,9 @@
  * so packing A only cost time (each thread repacked all of A for every NC
  * block).  A stored transposed (a[K,M]: the weight gradient's dy^T) is always
  * packed: each k contributes MR contiguous floats of one row of a, a copy (the
- * AVX2 build then runs the packed form of its micro-kernel).  K is cut into
- * slices of equal depth (no short last slice).
+ * AVX2 build then runs the packed form of its micro-kernel).  The slice depth
+ * kc <= KC and block width nc share the B pack's KC x NC floats (see
+ * gemm_blocked_: a shallow K takes wider blocks).
  *
  * Threads split N (in whole NR panels) when there are enough columns, else M,
  * into GEMM_CHUNKS chunks per thread handed out dynamically: on a shared host
@@ -199,7 +200,7 @@ static void pack_a(const float *a, int64_t lda, int64_t mc, int64_t kc, float *A
   for (int64_t i0 = 0; i0 < mc; i0 += GEMM_MR) {
     const int64_t mr = CKIR_MIN(GEMM_MR, mc - i0);
     float *dst = Ap + i0 * kc;
-#if defined(CKIR_AVX512) && !defined(GEMM_SCALAR_PACK_A)
+#if defined(CKIR_AVX512)
     /* 16 k at a time: transpose the MR x 16 block, store MR lanes per k */
     for (int64_t k0 = 0; k0 < kc; k0 += 16)
       transpose16(a + i0 * lda + k0, lda, dst + k0 * GEMM_MR, GEMM_MR, mr, CKIR_MIN(16, kc - k0),
@@ -478,11 +479,20 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
                                float *restrict Bp) {
   const int packed_a = GEMM_PACK_A || a_t;
   /* K in slices of equal depth (<= GEMM_KC, a multiple of 8): no short last
-   * slice whose C round trip costs as much as a full one */
+   * slice whose C round trip costs as much as a full one.  The depth depends on
+   * K alone, so each C element sums its terms in the same order whatever share
+   * of N or M a thread gets: results do not depend on the thread count. */
   const int64_t nslices = (K + GEMM_KC - 1) / GEMM_KC;
   const int64_t kstep = CKIR_MIN(GEMM_KC, ((K + nslices - 1) / nslices + 7) / 8 * 8);
-  for (int64_t jc = 0; jc < N; jc += GEMM_NC) {
-    const int64_t nc = CKIR_MIN(GEMM_NC, N - jc);
+  /* Column blocks of equal width (whole panels), as wide as the B pack's
+   * GEMM_KC * GEMM_NC floats allow at this depth: a shallow K (the weight
+   * gradient's 128 tokens) takes wider blocks, so A is packed fewer times
+   * (measured: linear_bwd_weight 1.05-1.2x on its thread shares). */
+  const int64_t ncmax = CKIR_MAX(GEMM_NR, GEMM_KC * GEMM_NC / kstep / GEMM_NR * GEMM_NR);
+  const int64_t nblocks = (N + ncmax - 1) / ncmax;
+  const int64_t ncstep = ((N + nblocks - 1) / nblocks + GEMM_NR - 1) / GEMM_NR * GEMM_NR;
+  for (int64_t jc = 0; jc < N; jc += ncstep) {
+    const int64_t nc = CKIR_MIN(ncstep, N - jc);
     for (int64_t pc = 0; pc < K; pc += kstep) {
       const int64_t kc = CKIR_MIN(kstep, K - pc);
       const int first = pc == 0, last = pc + kc >= K;
@@ -560,7 +570,13 @@ static void gemm_driver(const float *A, int a_t, const float *B, int b_nk, const
     nt = omp_get_max_threads();
 #endif
   const int64_t npanels = (N + GEMM_NR - 1) / GEMM_NR, mpanels = (M + GEMM_MR - 1) / GEMM_MR;
-  const int split_n = npanels >= 2 * nt || npanels >= mpanels;
+  int split_n = npanels >= 2 * nt || npanels >= mpanels;
+  /* a transposed A is always packed, by every chunk of an N split: when it is
+   * the larger operand (the weight gradient of a wide layer, dy^T[N, tokens]),
+   * split its rows instead, so each chunk packs only its own rows of A (and
+   * the small B again); on AVX2, with 4 chunks per thread, that is 4x less
+   * packing of dy for lm_head's dw[49152, 576] */
+  if (a_t && M > N && mpanels >= 2 * nt) split_n = 0;
   const int64_t units = split_n ? npanels : mpanels;
   if (nt > units) nt = (int)units;
   if (nt <= 1) {
