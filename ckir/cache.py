@@ -43,7 +43,15 @@ from pathlib import Path
 
 import ckir
 from ckir.backend.abi import MODEL_ABI_VERSION
-from ckir.compiler import BUILD_INFO, CompileOptions, Progress, build, prepare, required_files
+from ckir.compiler import (
+    BUILD_INFO,
+    HF_EXTRA_FILES,
+    CompileOptions,
+    Progress,
+    build,
+    prepare,
+    required_files,
+)
 from ckir.errors import CkirError
 from ckir.fileio import write_text_atomically
 from ckir.integrity import clean_leftovers, sha256_file, verify_digests
@@ -57,13 +65,19 @@ def cache_root() -> Path:
 
 
 def input_files(source: Path) -> list[Path]:
-    """The files a build reads: a GGUF file, or a HF folder's config and weights."""
+    """The files a build reads: a GGUF file, or a HF folder's config, weights and the
+    tokenizer files a build keeps a copy of (``HF_EXTRA_FILES``)."""
     if source.is_file():
         return [source]
     return sorted(
         p
         for p in source.iterdir()
-        if p.is_file() and (p.suffix in (".json", ".safetensors") or p.name.endswith(".yaml"))
+        if p.is_file()
+        and (
+            p.suffix in (".json", ".safetensors")
+            or p.name.endswith(".yaml")
+            or p.name in HF_EXTRA_FILES
+        )
     )
 
 

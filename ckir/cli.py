@@ -6,6 +6,8 @@
     ckir run BUILD --tokens 1,2,3 [--steps N] [--logits-out F.npy]
     ckir inspect BUILD
     ckir generate [MODEL] --prompt TEXT [--chat] [--max-tokens N] [sampling options]
+    ckir train [MODEL] --out DIR [--data FILE] [--steps N] [--seq-len T] [--lr X]
+               [--weight-decay W] [--max-grad-norm G]
     ckir bench MODEL [--modes prefill,decode] [--dtype f32,bf16] [--against torch,...]
     ckir demo [--arch llama] [--out DIR]
 
@@ -218,6 +220,93 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    """Compile for training (through the cache, or into --build-dir), train on a text
+    file, save the trained model as a HF folder (docs/training.md)."""
+    from ckir.backend.hf_export import check_pretrained_dir
+    from ckir.cache import cached_build, cached_tokenizer
+    from ckir.compiler import CompileOptions, compile_model
+    from ckir.generate import default_model
+    from ckir.model import load
+    from ckir.passes.lowering.optimizer import AdamWOptions
+    from ckir.resources import corpus_path
+    from ckir.train import StepPrinter, check_numbers, model_limits, read_text, run_steps, windows
+    from ckir.vocab import INFERENCE_MODES
+
+    check_numbers(args.steps, args.seq_len, args.lr)
+    AdamWOptions(weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm).check("train")
+    source = Path(args.model) if args.model else default_model()
+    if not source.exists():
+        raise CkirError(f"{source}: no such file or folder")
+    if not args.out:
+        raise CkirError("--out: the output folder name is empty")
+    out = Path(args.out)
+    build_dir = Path(args.build_dir) if args.build_dir else None
+    check_pretrained_dir(out, source, "--out")
+    if build_dir is not None:
+        check_pretrained_dir(out, build_dir, "--out")  # the build it saves from
+    data_path = Path(args.data) if args.data else corpus_path()
+    text = read_text(data_path)
+
+    context, vocab = model_limits(source)
+    t = args.seq_len
+    if context is not None and t > context:
+        raise CkirError(f"--seq-len {t}: longer than the model's context ({context} positions)")
+    tokenizer = cached_tokenizer(source)
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if len(ids) < t + 1:
+        raise CkirError(
+            f"--data {data_path}: {len(ids)} tokens; --seq-len {t} needs at least {t + 1}"
+        )
+    top = max(ids)
+    if vocab is not None and top >= vocab:
+        raise CkirError(
+            f"--data {data_path}: the tokenizer gives token id {top}, outside the model's "
+            f"vocabulary [0, {vocab})"
+        )
+    data = windows(ids, t)
+    print(
+        f"[{data_path.name}: {len(ids):,d} tokens, {len(data)} windows of {t + 1}]",
+        file=sys.stderr,
+    )
+
+    options = CompileOptions(
+        modes=(*INFERENCE_MODES, "backward"),  # generate from the trained build too
+        max_context=t,
+        dtype="f32",
+        logits="all",
+        adamw=AdamWOptions(weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm),
+    )
+    t0 = time.perf_counter()
+    if build_dir is not None:
+        compile_model(source, build_dir, options, quiet=args.quiet, on_warning=_warn)
+        cached = False
+    else:
+        build_dir, cached = cached_build(source, options, quiet=args.quiet, on_warning=_warn)
+    with load(build_dir) as model:
+        print(
+            f"[{source.name}: {'cached build' if cached else 'compiled'} in "
+            f"{time.perf_counter() - t0:.2f}s; training {args.steps} steps, lr {args.lr:g}]",
+            file=sys.stderr,
+        )
+        result = run_steps(model, data, args.steps, args.lr, StepPrinter(args.steps))
+        check_pretrained_dir(out, build_dir, "--out")
+        saved = model.save_pretrained(out, tokenizer=tokenizer)
+    if result.failure is not None:
+        raise CkirError(
+            f"step {result.steps_done + 1}/{args.steps}: {result.failure}; stopped. The "
+            f"weights after step {result.steps_done} (the last good one) were saved to {saved}"
+        )
+    rate = result.tokens / result.seconds if result.seconds > 0 else 0.0
+    first, last = result.losses[0], result.losses[-1]
+    print(
+        f"[{result.steps_done} steps, {result.tokens:,d} tokens in {result.seconds:.2f}s "
+        f"({rate:,.0f} tok/s); loss {first:.4f} -> {last:.4f}; saved to {saved}]",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Make a tiny random model (NumPy + safetensors: no torch), compile it, run it."""
     from ckir.compiler import CompileOptions, compile_model
@@ -311,6 +400,29 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dtype", choices=WEIGHT_DTYPES)
     s.add_argument("-q", "--quiet", action="store_true", help="no compile progress")
     s.set_defaults(func=cmd_generate)
+
+    s = sub.add_parser("train", help="train a model on a text file, save it as a HF folder")
+    s.add_argument("model", nargs="?", help="GGUF file or HF folder (default: SmolLM2-135M)")
+    s.add_argument("--out", required=True, help="folder to save the trained model in (HF)")
+    s.add_argument("--data", help="UTF-8 text file (default: the corpus ckir ships)")
+    s.add_argument("--steps", type=int, default=20, help="optimizer steps (default: 20)")
+    s.add_argument("--seq-len", type=int, default=64, help="tokens per step (default: 64)")
+    s.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default: 1e-4)")
+    s.add_argument(
+        "--weight-decay", type=float, default=0.01, help="AdamW weight decay (default: 0.01)"
+    )
+    s.add_argument(
+        "--max-grad-norm",
+        type=float,
+        default=1.0,
+        help="clip the global gradient norm to this; 0: no clipping (default: 1.0)",
+    )
+    s.add_argument(
+        "--build-dir",
+        help="compile into this folder (default: the compile cache, $CKIR_CACHE_DIR)",
+    )
+    s.add_argument("-q", "--quiet", action="store_true", help="no compile progress")
+    s.set_defaults(func=cmd_train)
 
     s = sub.add_parser(
         "bench", help="tokens/s of ckir vs baselines, alternating runs, with rooflines"

@@ -2,7 +2,10 @@
 
 Steps: import (graph IR) -> convert weights (``--dtype``) -> lower each
 mode -> fuse (qkv, gate+up+SwiGLU, add+RMSNorm) -> plan layout -> emit C ->
-write weights.bin -> build the shared library.  ``prepare`` does the first
+write weights.bin -> build the shared library.  The build also keeps the HF
+``config.json`` the model was built from (a GGUF file's: the config its
+metadata gave) and a HF folder's tokenizer files, so that
+``CompiledModel.save_pretrained`` can write a complete HF folder.  ``prepare`` does the first
 half (what the compile cache keys on), ``build`` the second.  Every artifact
 is written to a temporary folder next to the target and moved in only when
 all steps succeeded, so a failed compile never leaves a half-written build
@@ -51,12 +54,26 @@ from ckir.passes.lower_backward import LowerBackwardPass
 from ckir.passes.lower_decode import LowerDecodePass
 from ckir.passes.lower_prefill import LowerPrefillPass
 from ckir.passes.lowering.context import LOGITS_CHOICES
+from ckir.passes.lowering.optimizer import AdamWOptions
 from ckir.passes.plan_layout import PlanLayoutPass
 from ckir.runtime_build import ISAS
 from ckir.vocab import INFERENCE_MODES, LOWERED_MODES, WEIGHT_DTYPES
 
 LIBRARY_NAME = "libmodel.so"
 BUILD_INFO = "build.json"
+#: the HF config the build was made from (a GGUF file's: synthesized from its metadata)
+HF_CONFIG = "config.json"
+#: files of a HF source folder copied into the build as they are (those that exist), so a
+#: folder saved from the build (``save_pretrained``) loads with its tokenizer
+HF_EXTRA_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "chat_template.jinja",
+    "generation_config.json",
+)
 
 
 @dataclass(frozen=True)
@@ -80,10 +97,14 @@ class CompileOptions:
     #: prefill logits: "all" rows ([T, V]: scoring, training) or the "last" row ([1, V]:
     #: generation; the footer runs on one row)
     logits: str = "all"
+    #: the optimizer step of a training build (modes with "backward"): AdamW's
+    #: hyper-parameters other than the learning rate, and gradient clipping
+    adamw: AdamWOptions = AdamWOptions()
 
     def __post_init__(self) -> None:
         self._check_kinds()
         self._check_values()
+        self.adamw.check("training options")
         if not self.modes:
             raise CkirError(f"--modes: give at least one mode ({', '.join(LOWERED_MODES)})")
         bad = [m for m in self.modes if m not in LOWERED_MODES]
@@ -121,6 +142,7 @@ class CompileOptions:
             need(getattr(self, name) is None or isinstance(getattr(self, name), str), name, "a str")
         need(self.template is None or isinstance(self.template, (str, Path)), "template", "a path")
         need(isinstance(self.isa, str), "isa", "a str")
+        need(isinstance(self.adamw, AdamWOptions), "adamw", "an AdamWOptions")
 
     def _check_values(self) -> None:
         """CkirError naming the option when a value is not one of its choices."""
@@ -192,10 +214,28 @@ def import_source(
     return import_model(Path(path), template)
 
 
+def widen_weights_to_f32(module: ModuleOp) -> list[str]:
+    """Declare every weight f32 (``dtype="f32"``): quantized or bf16 weights are then
+    dequantized when weights.bin is written.  Returns the names it changed.
+
+    ``--convert-weights{dtype=f32}`` leaves non-f32 weights alone (it only narrows
+    f32 matrices); training needs every weight in f32."""
+    from xdsl.dialects.builtin import StringAttr
+
+    changed: list[str] = []
+    for op in module.walk():
+        if isinstance(op, g.WeightOp) and op.dtype_name != "f32":
+            op.properties["dtype"] = StringAttr("f32")
+            changed.append(op.weight_name)
+    return changed
+
+
 def lower(module: ModuleOp, options: CompileOptions) -> None:
     """Convert weights, lower every mode and plan the layout, in place (one process)."""
     ctx = Context()
-    if options.dtype is not None:
+    if options.dtype == "f32":
+        widen_weights_to_f32(module)
+    elif options.dtype is not None:
         ConvertWeightsPass(dtype=options.dtype).apply(ctx, module)
     max_context = options.max_context  # None: the passes' default, min(C, 256)
     passes: list[ModulePass] = []
@@ -204,7 +244,17 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
     if "decode" in options.modes:
         passes.append(LowerDecodePass(max_context=max_context))
     if "backward" in options.modes:
-        passes.append(LowerBackwardPass(max_context=max_context))
+        a = options.adamw
+        passes.append(
+            LowerBackwardPass(
+                max_context=max_context,
+                beta1=a.beta1,
+                beta2=a.beta2,
+                eps=a.eps,
+                weight_decay=a.weight_decay,
+                max_grad_norm=a.max_grad_norm,
+            )
+        )
     if options.fuse:
         passes += [FuseQkvPass(), FuseGateUpPass(), FuseAddRmsnormPass()]
     for p in passes:
@@ -228,6 +278,28 @@ class Prepared:
     layout_text: str
     options: CompileOptions
     source: Path
+    #: files written into the build as they are (name -> bytes): config.json and, for a
+    #: HF folder, its tokenizer files; None: read from ``source`` when the build is written
+    hf_files: dict[str, bytes] | None = None
+
+
+def source_hf_files(source: Path, weights: WeightSource) -> dict[str, bytes]:
+    """``config.json`` (+ tokenizer files) to keep in a build of ``source``.
+
+    A HF folder: its config.json and those of :data:`HF_EXTRA_FILES` it has, byte for
+    byte.  A GGUF file: the config dict its metadata gave (``GGUFSource.config``)."""
+    source = Path(source)
+    if source.is_dir():
+        out: dict[str, bytes] = {}
+        for name in (HF_CONFIG, *HF_EXTRA_FILES):
+            path = source / name
+            if path.is_file():
+                out[name] = path.read_bytes()
+        return out
+    config = getattr(weights, "config", None)
+    if not isinstance(config, dict):
+        return {}
+    return {HF_CONFIG: (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()}
 
 
 def prepare(
@@ -244,7 +316,8 @@ def prepare(
     with progress.step("lower + plan"):
         lower(module, options)
         layout_text = print_module(module)
-    return Prepared(module, weights, graph_text, layout_text, options, Path(path))
+    hf_files = source_hf_files(Path(path), weights)
+    return Prepared(module, weights, graph_text, layout_text, options, Path(path), hf_files)
 
 
 def build(
@@ -276,6 +349,11 @@ def build(
         plan = next(op for op in module.ops if isinstance(op, ly.PlanOp))
         (work / "layout.json").write_text(ly.plan_to_json(plan))
         (work / "layout.map").write_text(ly.plan_to_map(plan))
+        hf_files = prepared.hf_files
+        if hf_files is None:
+            hf_files = source_hf_files(prepared.source, prepared.weights)
+        for name, data in sorted(hf_files.items()):
+            (work / name).write_bytes(data)
 
         with progress.step("emit C"):
             sources = emit_c(module)
@@ -309,6 +387,8 @@ def build(
             "strategy": options.layout_strategy,
             "isa": options.isa,
             "source": prepared.source.name,
+            # HF files kept beside the build (config.json, tokenizer files)
+            "hf_files": sorted(hf_files),
             **(extra_info or {}),
             "files": file_digests(work, [p.name for p in work.iterdir()]),
         }

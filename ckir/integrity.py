@@ -70,12 +70,12 @@ def verify_digests(folder: Path, recorded: object) -> str | None:
     return None
 
 
-def is_ckir_build(folder: Path, build_files: Iterable[str]) -> bool:
+def is_ckir_build(folder: Path, build_files: Iterable[str], marker: str = BUILD_MARKER) -> bool:
     """A folder ckir wrote: it holds the marker, or (a build older than the marker) only
     build files and temporary files, with a ``build.json`` that names a ckir version."""
-    if (folder / BUILD_MARKER).is_file():
+    if (folder / marker).is_file():
         return True
-    allowed = set(build_files) | {BUILD_MARKER}
+    allowed = set(build_files) | {marker}
     try:
         names = {p.name for p in folder.iterdir()}
         info = json.loads((folder / "build.json").read_text())
@@ -92,30 +92,44 @@ def _contains(outer: Path, inner: Path) -> bool:
     return inner == outer or outer in inner.parents
 
 
-def check_output_dir(out_dir: Path, source: Path | None, build_files: Iterable[str]) -> Path:
+def check_output_dir(
+    out_dir: Path,
+    source: Path | None,
+    build_files: Iterable[str],
+    *,
+    marker: str = BUILD_MARKER,
+    flag: str = "-o",
+    what: str = "build",
+) -> Path:
     """The resolved ``out_dir`` if a build may be written there, else a one-line CkirError.
 
     Allowed: a path that does not exist yet, an empty folder, or an earlier ckir
     build.  Refused: a file, a folder with other contents, the filesystem root,
     and any path that is or holds the source checkpoint.
+
+    The same policy serves other folders ckir writes whole (``save_pretrained``):
+    ``marker`` is their marker file, ``flag`` the option (or function) named in
+    messages and ``what`` the kind of folder.
     """
     if str(out_dir) == "":
-        raise CkirError("-o: empty output path")
+        raise CkirError(f"{flag}: empty output path")
     target = Path(os.path.abspath(out_dir.expanduser()))
     shown = str(out_dir)
     if target.parent == target:
-        raise CkirError(f"-o {shown}: refusing to write a build over the filesystem root")
+        raise CkirError(f"{flag} {shown}: refusing to write a {what} over the filesystem root")
     resolved = target.resolve()
     if source is not None and _contains(resolved, Path(os.path.abspath(source)).resolve()):
         raise CkirError(
-            f"-o {shown}: the output is or holds the source {source}; choose another folder"
+            f"{flag} {shown}: the output is or holds the source {source}; choose another folder"
         )
     if target.is_symlink() or (target.exists() and not target.is_dir()):
-        raise CkirError(f"-o {shown}: is a file or a symlink, not a folder; refusing to replace it")
-    if target.is_dir() and any(target.iterdir()) and not is_ckir_build(target, build_files):
         raise CkirError(
-            f"-o {shown}: the folder is not empty and is not an earlier ckir build "
-            f"(no {BUILD_MARKER}); refusing to replace it"
+            f"{flag} {shown}: is a file or a symlink, not a folder; refusing to replace it"
+        )
+    if target.is_dir() and any(target.iterdir()) and not is_ckir_build(target, build_files, marker):
+        raise CkirError(
+            f"{flag} {shown}: the folder is not empty and is not an earlier ckir {what} "
+            f"(no {marker}); refusing to replace it"
         )
     return target
 

@@ -4,6 +4,7 @@
     logits = model.prefill([1, 2, 3])      # ndarray [3, V]
     nxt = model.decode(int(logits[-1].argmax()))   # ndarray [V]
     model.reset()
+    model.save_pretrained("out/tiny-hf")   # config.json + model.safetensors (+ tokenizer)
 
 Several models (or several instances of one) can live in one process: each
 instance has its own state arena and maps weights.bin privately.
@@ -19,7 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ckir.compiler import BUILD_INFO, LIBRARY_NAME, CompileOptions, compile_model, required_files
+from ckir.compiler import (
+    BUILD_INFO,
+    HF_CONFIG,
+    HF_EXTRA_FILES,
+    LIBRARY_NAME,
+    CompileOptions,
+    compile_model,
+    required_files,
+)
 from ckir.errors import CkirError, as_path, is_int, one_line
 from ckir.integrity import verify_digests
 from ckir.vocab import INFERENCE_MODES
@@ -36,6 +45,11 @@ ERRORS = {
     9: "non-finite loss or gradient",
     10: "bad argument",
 }
+
+
+class NonFiniteError(CkirError):
+    """Training produced a NaN or infinite loss or gradient norm; the weights were left
+    as they were before the failing step."""
 
 
 class _SlotDesc(ctypes.Structure):
@@ -206,7 +220,8 @@ class CompiledModel:
     def _check(self, rc: int) -> None:
         if rc != 0:
             msg = self._lib.ckir_error(self._ptr).decode() or ERRORS.get(rc, "error")
-            raise CkirError(f"{self.build_dir.name}: {msg}")
+            kind = NonFiniteError if rc == 9 else CkirError
+            raise kind(f"{self.build_dir.name}: {msg}")
 
     def _logits(self, what: str) -> np.ndarray:
         """The logits of the last call; a CkirError when any is NaN or Inf (corrupt weights
@@ -358,6 +373,81 @@ class CompiledModel:
                 0, p.weight_offset, p.numel, shape
             ).copy()
         return out
+
+    # -- saving -----------------------------------------------------------------------
+    def weight_arrays(self) -> dict[str, np.ndarray]:
+        """Weight instance name (``layers.0.attn.wq``) -> a copy of its current values
+        (f32, ckir's shape), for every stored weight of an f32 build (tied copies share
+        their target's values and are not listed).  CkirError naming the dtype for a
+        weight stored otherwise (bf16, q8_0, ...)."""
+        from ckir.backend.hf_export import load_graph_model
+        from ckir.backend.weights import weight_instances
+        from ckir.dialects.dims import evaluate_dim
+
+        model = load_graph_model(self.build_dir / "graph.mlir")
+        symbols = model.symbol_values()
+        slots = self.slots()
+        converted = self.info.get("dtype")
+        out: dict[str, np.ndarray] = {}
+        for name, (decl, _) in weight_instances(model).items():
+            if decl.tied_to_name is not None:
+                continue
+            slot = slots.get(f"w.{name}")
+            if slot is None:
+                raise CkirError(f"{self.build_dir.name}: no weights slot for weight '{name}'")
+            arena, offset, size, _canary = slot
+            shape = tuple(evaluate_dim(d, symbols) for d in decl.shape_dims)
+            numel = int(np.prod(shape)) if shape else 1
+            if arena != 0 or size != 4 * numel:
+                dtype = converted if converted not in (None, "f32") else decl.dtype_name
+                raise CkirError(
+                    f"{self.build_dir.name}: weight '{name}' is stored as {dtype}; only f32 "
+                    "builds can be saved (compile with dtype='f32')"
+                )
+            out[name] = self._f32(0, offset, numel, shape).copy()
+        return out
+
+    def save_pretrained(self, out_dir: str | Path, *, tokenizer: object | None = None) -> Path:
+        """Write the current weights as a HuggingFace folder: ``config.json``,
+        ``model.safetensors`` and the source's tokenizer files the build kept.
+
+        Works for any f32 build (trained or not); CkirError naming the dtype for
+        quantized or bf16 builds.  ``tokenizer`` (a :class:`ckir.tokenizer.Tokenizer`)
+        adds ``tokenizer.json`` + ``tokenizer_config.json`` when the build has none (a
+        GGUF source).  The folder is written whole or not at all (a temporary folder
+        beside it, renamed); ``out_dir`` must be new, empty or an earlier saved folder
+        (it holds ``.ckir-pretrained``).  Returns the folder's resolved path.
+        """
+        from ckir.backend import hf_export
+
+        out = as_path(out_dir, "out_dir")
+        hf_export.check_pretrained_dir(out, self.build_dir, "save_pretrained")
+        config_path = self.build_dir / HF_CONFIG
+        try:
+            config_bytes = config_path.read_bytes()
+            config = json.loads(config_bytes)
+        except FileNotFoundError:
+            raise CkirError(
+                f"{self.build_dir}: no {HF_CONFIG} (built by an older ckir); recompile to save it"
+            ) from None
+        except (OSError, ValueError) as err:
+            raise CkirError(f"{config_path}: unreadable: {one_line(err)}") from None
+        if not isinstance(config, dict):
+            raise CkirError(f"{config_path}: not a JSON object")
+        arrays = self.weight_arrays()
+        model = hf_export.load_graph_model(self.build_dir / "graph.mlir")
+        unnamed = [
+            d for d in model.weights().values() if d.hf_name is None and d.tied_to_name is None
+        ]
+        hf_names = hf_export.template_hf_names(model, config) if unnamed else None
+        state = hf_export.to_hf_state_dict(model, arrays, hf_names)
+        files = {HF_CONFIG: config_bytes}
+        for name in HF_EXTRA_FILES:
+            if (self.build_dir / name).is_file():
+                files[name] = (self.build_dir / name).read_bytes()
+        if tokenizer is not None and "tokenizer.json" not in files:
+            files.update(hf_export.tokenizer_files(tokenizer))
+        return hf_export.write_hf_folder(out, state, files, self.build_dir)
 
     def _check_token(self, token: int) -> None:
         if not 0 <= token < self.vocab_size:

@@ -1,4 +1,4 @@
-"""Where ckir's data lives: the architecture templates and the C runtime.
+"""Where ckir's data lives: the architecture templates, the C runtime, the text corpus.
 
 ``templates/`` and ``runtime/`` are top-level folders of the repository,
 mapped into the package as ``ckir.templates`` and ``ckir.runtime`` by
@@ -6,6 +6,9 @@ mapped into the package as ``ckir.templates`` and ``ckir.runtime`` by
 a wheel carries them as package data.  They are found through
 :mod:`importlib.resources`, which answers the same for a wheel installed in
 a clean venv, an editable install and the source tree.
+
+``ckir/data/`` (``corpus.txt``, the default training text of ``ckir train``)
+is an ordinary subpackage with package data.
 
 The data is only ever read: the runtime's C sources are compiled into the
 cache directory (``$CKIR_CACHE_DIR``), never next to the sources, because an
@@ -20,7 +23,7 @@ from pathlib import Path
 
 from ckir.errors import CkirError
 
-__all__ = ["import_root", "runtime_dir", "source_root", "templates_dir"]
+__all__ = ["corpus_path", "import_root", "runtime_dir", "source_root", "templates_dir"]
 
 
 def import_root() -> Path:
@@ -64,3 +67,14 @@ def templates_dir() -> Path:
 def runtime_dir() -> Path:
     """The C runtime: ``include/``, ``kernels/``, ``support/``, ``bench/``, ``registry*.yaml``."""
     return _data_dir("ckir.runtime")
+
+
+def corpus_path() -> Path:
+    """``corpus.txt``: the small English corpus ``ckir train`` trains on by default."""
+    try:
+        found = importlib.resources.files("ckir.data") / "corpus.txt"
+    except ModuleNotFoundError:
+        raise CkirError("ckir's data/ (ckir.data) is missing: reinstall ckir") from None
+    if not isinstance(found, Path) or not found.is_file():
+        raise CkirError(f"ckir's corpus.txt is missing ({found}): reinstall ckir")
+    return found

@@ -38,6 +38,8 @@ SHAPES = [
     (33, 257, 257),  # threaded, both split their output columns; N = 257: two K slices of dx
     (257, 1000, 17),  # threaded: dw's 1000 rows split, the packed dy^T at row offsets
     (100, 65, 1000),  # threaded, dx in four column blocks, dw rows of one thread's share
+    (33, 600, 400),  # dx: 400 columns in two blocks of 224 and 176
+    (17, 1000, 200),  # threaded: dw splits its rows though it has columns enough (dy^T larger)
 ]
 
 
@@ -86,6 +88,30 @@ def test_bias_bwd(lib, threads, M, N):
     dy = rand(rng, M, N, loc=0.5)
     expected = dy.astype(F64).sum(axis=0)
     run_both(lib, "bias_bwd_f32", [dy, (M, N)], (N,), expected, M)
+
+
+def test_results_do_not_depend_on_the_thread_count(lib):
+    """The products split the output, never the sum over M: every thread count
+    gives the same bits (docs/runtime.md's guarantee)."""
+    rng = np.random.default_rng(5)
+    M, N, K = 128, 576, 1000
+    dy, w, x = rand(rng, M, N), rand(rng, N, K), rand(rng, M, K)
+    results = []
+    before = lib.get_num_threads()
+    try:
+        for n in (1, 2, 3):
+            lib.set_num_threads(n)
+            dx, dw = np.full((M, K), np.nan, F32), np.full((N, K), np.nan, F32)
+            db = np.full(N, np.nan, F32)
+            lib.call("linear_bwd_input_f32", dy, w, dx, M, N, K)
+            lib.call("linear_bwd_weight_f32", dy, x, dw, M, N, K)
+            lib.call("bias_bwd_f32", dy, db, M, N)
+            results.append((dx, dw, db))
+    finally:
+        lib.set_num_threads(before)
+    for other in results[1:]:
+        for r0, r in zip(results[0], other, strict=True):
+            np.testing.assert_array_equal(r, r0)
 
 
 @pytest.mark.parametrize("M,N,K", [(5, 17, 33), (65, 100, 257)])

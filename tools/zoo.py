@@ -10,6 +10,11 @@ it as the transformers-exact reference.
 names, shapes, config keys) with NumPy and safetensors alone, ckir's own
 dependencies: ``ckir demo`` uses it, so an installed ckir needs no torch.
 
+``write_byte_tokenizer(out_dir)`` adds a ``tokenizer.json`` whose 256 tokens
+are the 256 byte values (id = byte, GPT-2's byte-level alphabet, no merges):
+it fits the tiny models' vocabulary of 256, so ``ckir train`` and
+``ckir generate`` can run on them with real text.
+
 Architectures: ``llama`` (GQA, I not a multiple of 16), ``mistral`` (served by
 the llama template), ``qwen2`` (q/k/v bias; tied or not), ``gpt2`` (fused
 c_attn, Conv1D, tied lm_head).
@@ -254,3 +259,32 @@ def make_numpy_model(
     (out_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     return out_dir
+
+
+def _byte_symbols() -> list[str]:
+    """The printable character byte-level BPE uses for each byte value 0..255: the
+    byte's own character when it is printable Latin-1 (not a space), otherwise one of
+    the characters from U+0100 on, handed out in byte order."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    table = {b: chr(b) for b in printable}
+    extra = 0x100
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(extra)
+            extra += 1
+    return [table[b] for b in range(256)]
+
+
+def write_byte_tokenizer(out_dir: Path) -> Path:
+    """Write ``tokenizer.json`` into ``out_dir``: byte-level BPE with the 256 byte tokens
+    only (token id = byte value) and no special tokens.  Returns the file."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {sym: i for i, sym in enumerate(_byte_symbols())}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    out = Path(out_dir) / "tokenizer.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tok.save(str(out))
+    return out

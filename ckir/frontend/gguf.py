@@ -329,7 +329,7 @@ def import_gguf_model(
     for op in module.walk():
         if isinstance(op, g.WeightOp) and op.weight_name in unpermute:
             op.attributes[UNPERMUTE_ATTR] = StringAttr(unpermute[op.weight_name])
-    return module, warnings, GGUFSource(path, reader)
+    return module, warnings, GGUFSource(path, reader, config)
 
 
 def import_gguf(path: str | Path, template: str | Path | None = None) -> tuple[ModuleOp, list[str]]:
@@ -393,12 +393,18 @@ class GGUFSource:
     tensors are converted to f32, and anything declared in another dtype
     (``--dtype``) is dequantized and re-encoded with
     :func:`ckir.backend.weights.encode`.
+
+    ``config`` is the HF config the file's metadata gave (:func:`gguf_config`):
+    a build writes it as its ``config.json``.
     """
 
-    def __init__(self, path: str | Path, reader: Any | None = None) -> None:
+    def __init__(
+        self, path: str | Path, reader: Any | None = None, config: Mapping[str, Any] | None = None
+    ) -> None:
         self.path = Path(path)
         self._reader = reader
         self._tensors: dict[str, Any] | None = None
+        self.config: dict[str, Any] | None = dict(config) if config is not None else None
 
     @property
     def reader(self) -> Any:

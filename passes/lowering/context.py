@@ -152,3 +152,22 @@ def block_of(op: Operation | None) -> Block | None:
     if op is None:
         return None
     return op.regions[0].blocks.first if op.regions and op.regions[0].blocks else None
+
+
+def float_attr(op: Operation, name: str) -> float:
+    """The float attribute ``name`` of a graph op (``eps``, ``theta``)."""
+    attr = op.properties.get(name) or op.attributes.get(name)
+    value = getattr(attr, "value", None)
+    data = getattr(value, "data", None) if value is not None else None
+    if not isinstance(data, float | int):
+        raise CkirError(f"{op.name}: needs a float '{name}' attribute")
+    return float(data)
+
+
+def dim_attr(ctx: LoweringContext, op: Operation, name: str, where: str) -> int:
+    """The dim-expression attribute ``name`` of a graph op (``heads``), evaluated."""
+    attr = op.properties.get(name) or op.attributes.get(name)
+    data = getattr(attr, "data", None)
+    if not isinstance(data, str):
+        raise CkirError(f"{where}: needs a dim expression '{name}'")
+    return ctx.dim(data, where=where)

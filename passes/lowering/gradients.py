@@ -37,8 +37,14 @@ from xdsl.ir import Operation, SSAValue
 from ckir.dialects import graph as g
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-from ckir.passes.lowering.context import LoweringContext
-from ckir.passes.lowering.kernels import ParamValue, declare_kernel, kernel_params, select_kernel
+from ckir.passes.lowering.context import LoweringContext, dim_attr, float_attr
+from ckir.passes.lowering.kernels import (
+    ParamValue,
+    declare_kernel,
+    kernel_call,
+    kernel_params,
+    select_kernel,
+)
 
 LOSS_SCOPE = "loss"
 
@@ -148,7 +154,6 @@ class GradientBuilder:
             params,
             where=self.where(op),
         )
-        declare_kernel(ctx.lowered_model, spec)
         origin = lw.OriginAttr.make(
             self.scope(op), "cross_entropy" if op is None else f"grad({op.name})"
         )
@@ -175,6 +180,7 @@ class GradientBuilder:
                     )
                 )
             self.touched.add(grad)
+        declare_kernel(ctx.lowered_model, spec)
         self.calls.append(lw.CallOp.make(spec.name, ins, final, args, origin=origin))
         self.calls += after
 
@@ -187,17 +193,18 @@ class GradientBuilder:
         origin: lw.OriginAttr,
         op: Operation | None,
     ) -> lw.CallOp:
-        types = self.ctx.buffer_types
-        spec = select_kernel(
+        ctx = self.ctx
+        return kernel_call(
+            ctx.lowered_model,
+            ctx.mode,
+            ctx.buffer_types,
             kind,
-            self.ctx.mode,
-            [types[n].dtype_name for n in ins],
-            [types[n].dtype_name for n in outs],
+            ins,
+            outs,
             params,
+            origin=origin,
             where=self.where(op),
         )
-        declare_kernel(self.ctx.lowered_model, spec)
-        return lw.CallOp.make(spec.name, ins, outs, kernel_params(spec, params), origin=origin)
 
     def _weight_grad(self, op: Operation | None, out: WeightGrad) -> str:
         assert op is not None
@@ -243,21 +250,8 @@ class GradientBuilder:
 Rule = Callable[[GradientBuilder, g.ComputeOp], None]
 
 
-def _float(op: Operation, name: str) -> float:
-    attr = op.properties.get(name) or op.attributes.get(name)
-    value = getattr(attr, "value", None)
-    data = getattr(value, "data", None)
-    if not isinstance(data, float | int):
-        raise CkirError(f"{op.name}: needs a float '{name}' attribute")
-    return float(data)
-
-
 def _dimattr(b: GradientBuilder, op: Operation, name: str) -> int:
-    attr = op.properties.get(name) or op.attributes.get(name)
-    data = getattr(attr, "data", None)
-    if not isinstance(data, str):
-        raise CkirError(f"{b.where(op)}: needs a dim expression '{name}'")
-    return b.ctx.dim(data, where=b.where(op))
+    return dim_attr(b.ctx, op, name, b.where(op))
 
 
 def _linear(b: GradientBuilder, op: g.ComputeOp) -> None:
@@ -296,7 +290,7 @@ def _norm(kind: str) -> Rule:
     def rule(b: GradientBuilder, op: g.ComputeOp) -> None:
         """rmsnorm / layernorm: dx from x and gamma; dgamma (and dbeta) added into."""
         (x,), (y,) = op.operands, op.results
-        params = {"T": b.rows(x, op), "E": b.cols(x, op), "eps": _float(op, "eps")}
+        params = {"T": b.rows(x, op), "E": b.cols(x, op), "eps": float_attr(op, "eps")}
         dx = b.grad_buffer(x, b.scope(op))
         outs: list[Out] = [dx, *(WeightGrad(i) for i in range(len(op.weight_names)))]
         ins = [b.ctx.buffer(x), b.ctx.weight_buffer(op, 0), b.grads[y]]
@@ -319,7 +313,7 @@ def _rope(b: GradientBuilder, op: g.ComputeOp) -> None:
         "KV": _dimattr(b, op, "kv_heads"),
         "D": _dimattr(b, op, "head_dim"),
         "P": 0,
-        "theta": _float(op, "theta"),
+        "theta": float_attr(op, "theta"),
     }
     b.emit(op, "rope_bwd", [], [dq, dk], params)
     b.contribute(q, dq, op)

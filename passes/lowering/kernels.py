@@ -100,3 +100,29 @@ def declare_kernel(model: lw.LoweredModelOp, spec: KernelSpec) -> lw.KernelOp:
     else:
         block.add_op(decl)
     return decl
+
+
+def kernel_call(
+    model: lw.LoweredModelOp,
+    mode: str,
+    types: Mapping[str, lw.BufferType],
+    kind: str,
+    ins: Sequence[str],
+    outs: Sequence[str],
+    params: Mapping[str, ParamValue],
+    *,
+    origin: lw.OriginAttr | None,
+    where: str,
+) -> lw.CallOp:
+    """A ``lowered.call`` of the kernel that fits ``kind`` on these buffers, declared in
+    ``model``: what every lowering (forward, gradients, optimizer) emits per call."""
+    spec = select_kernel(
+        kind,
+        mode,
+        [types[n].dtype_name for n in ins],
+        [types[n].dtype_name for n in outs],
+        params,
+        where=where,
+    )
+    declare_kernel(model, spec)
+    return lw.CallOp.make(spec.name, ins, outs, kernel_params(spec, params), origin=origin)

@@ -14,12 +14,13 @@ The AdamW moments are global ``optimizer_state`` buffers (``adam.m.<weight>``,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-from ckir.passes.lowering.kernels import ParamValue, declare_kernel, kernel_params, select_kernel
+from ckir.passes.lowering.kernels import ParamValue, kernel_call
 
 MODE = "optimize"
 SCOPE = "optimizer"
@@ -38,15 +39,19 @@ class AdamWOptions:
 
     def check(self, where: str) -> None:
         problems = []
+        for name in ("beta1", "beta2", "eps", "weight_decay", "max_grad_norm"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, float | int):
+                raise CkirError(f"{where}: {name} must be a number, got {value!r}")
         for name in ("beta1", "beta2"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 problems.append(f"{name} must be in [0, 1), got {value}")
-        if not self.eps > 0.0:
+        if not (self.eps > 0.0 and math.isfinite(self.eps)):
             problems.append(f"eps must be > 0, got {self.eps}")
-        if not self.weight_decay >= 0.0:
+        if not (self.weight_decay >= 0.0 and math.isfinite(self.weight_decay)):
             problems.append(f"weight-decay must be >= 0, got {self.weight_decay}")
-        if not self.max_grad_norm >= 0.0:
+        if not (self.max_grad_norm >= 0.0 and math.isfinite(self.max_grad_norm)):
             problems.append(
                 f"max-grad-norm must be >= 0 (0: no clipping), got {self.max_grad_norm}"
             )
@@ -92,18 +97,10 @@ def build_optimizer(
     def call(
         kind: str, ins: Sequence[str], outs: Sequence[str], params: dict[str, ParamValue]
     ) -> None:
-        spec = select_kernel(
-            kind,
-            MODE,
-            [types[n].dtype_name for n in ins],
-            [types[n].dtype_name for n in outs],
-            params,
-            where=f"lower-backward: the optimizer step ({kind})",
-        )
-        declare_kernel(model, spec)
+        where = f"lower-backward: the optimizer step ({kind})"
         origin = lw.OriginAttr.make(SCOPE, kind)
         block.add_op(
-            lw.CallOp.make(spec.name, ins, outs, kernel_params(spec, params), origin=origin)
+            kernel_call(model, MODE, types, kind, ins, outs, params, origin=origin, where=where)
         )
 
     call("zero", [], [sumsq], {"n": 1})

@@ -26,13 +26,8 @@ from xdsl.pattern_rewriter import (
 from ckir.dialects import graph as g
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-from ckir.passes.lowering.context import LoweringContext
-from ckir.passes.lowering.kernels import (
-    ParamValue,
-    declare_kernel,
-    kernel_params,
-    select_kernel,
-)
+from ckir.passes.lowering.context import LoweringContext, dim_attr, float_attr
+from ckir.passes.lowering.kernels import ParamValue, kernel_call
 from ckir.vocab import GRAPH_OPS
 
 
@@ -76,23 +71,17 @@ class GraphOpLowering(RewritePattern):
         outs: Sequence[str],
         params: dict[str, ParamValue],
     ) -> lw.CallOp:
-        types = self.ctx.buffer_types
-        spec = select_kernel(
-            kind,
-            self.ctx.mode,
-            [types[n].dtype_name for n in ins],
-            [types[n].dtype_name for n in outs],
-            params,
-            where=self.where(op),
-        )
-        declare_kernel(self.ctx.lowered_model, spec)
         scope, _ = self.ctx.scopes[op]
-        return lw.CallOp.make(
-            spec.name,
+        return kernel_call(
+            self.ctx.lowered_model,
+            self.ctx.mode,
+            self.ctx.buffer_types,
+            kind,
             ins,
             outs,
-            kernel_params(spec, params),
+            params,
             origin=lw.OriginAttr.make(scope, op.name),
+            where=self.where(op),
         )
 
     # -- the default lowering: one call ------------------------------------------
@@ -107,23 +96,6 @@ class GraphOpLowering(RewritePattern):
 
     def params(self, op: Operation) -> dict[str, ParamValue]:
         raise NotImplementedError
-
-
-def _float(op: Operation, name: str) -> float:
-    attr = op.properties.get(name) or op.attributes.get(name)
-    value = getattr(attr, "value", None)
-    data = getattr(value, "data", None) if value is not None else None
-    if not isinstance(data, float | int):
-        raise CkirError(f"{op.name}: needs a float '{name}' attribute")
-    return float(data)
-
-
-def _dimattr(ctx: LoweringContext, op: Operation, name: str, where: str) -> int:
-    attr = op.properties.get(name) or op.attributes.get(name)
-    data = getattr(attr, "data", None)
-    if not isinstance(data, str):
-        raise CkirError(f"{where}: needs a dim expression '{name}'")
-    return ctx.dim(data, where=where)
 
 
 class LowerEmbed(GraphOpLowering):
@@ -151,7 +123,7 @@ class LowerRmsnorm(GraphOpLowering):
         return {
             "T": self.ctx.leading(dims, where=self.where(op)),
             "E": self.ctx.dim(dims[-1], where=self.where(op)),
-            "eps": _float(op, "eps"),
+            "eps": float_attr(op, "eps"),
         }
 
 
@@ -181,11 +153,11 @@ class LowerRope(GraphOpLowering):
         w = self.where(op)
         return {
             "T": self.ctx.leading(self.dims(op.operands[0].type), where=w),
-            "H": _dimattr(self.ctx, op, "heads", w),
-            "KV": _dimattr(self.ctx, op, "kv_heads", w),
-            "D": _dimattr(self.ctx, op, "head_dim", w),
+            "H": dim_attr(self.ctx, op, "heads", w),
+            "KV": dim_attr(self.ctx, op, "kv_heads", w),
+            "D": dim_attr(self.ctx, op, "head_dim", w),
             "P": self.ctx.position,
-            "theta": _float(op, "theta"),
+            "theta": float_attr(op, "theta"),
         }
 
 
@@ -204,9 +176,9 @@ class LowerAttention(GraphOpLowering):
     def lower(self, op: Operation) -> list[Operation]:
         ctx, w = self.ctx, self.where(op)
         q, k, v = (ctx.buffer(x) for x in op.operands)
-        heads = _dimattr(ctx, op, "heads", w)
-        kv_heads = _dimattr(ctx, op, "kv_heads", w)
-        head_dim = _dimattr(ctx, op, "head_dim", w)
+        heads = dim_attr(ctx, op, "heads", w)
+        kv_heads = dim_attr(ctx, op, "kv_heads", w)
+        head_dim = dim_attr(ctx, op, "head_dim", w)
         scope, _ = ctx.scopes[op]
         t = ctx.leading(self.dims(op.operands[0].type), where=w)
         params: dict[str, ParamValue] = {

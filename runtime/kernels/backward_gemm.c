@@ -22,7 +22,9 @@
  * The scalar twins ckir_ref_* accumulate in double. */
 #include "ckir_internal.h"
 
-#define BB_COLS 1024
+#ifndef BB_COLS
+#define BB_COLS 4096
+#endif
 
 /* ---- reference twins ----------------------------------------------------- */
 

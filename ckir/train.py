@@ -1,0 +1,170 @@
+"""``ckir train``: fine-tune a model on a text file with the compiled training step.
+
+    ckir train MODEL --data FILE --steps N --seq-len T --lr X --out DIR
+
+MODEL (a HF folder or a GGUF file) is compiled with the modes prefill, decode
+and backward, every weight f32 (a quantized GGUF file is dequantized) and
+``max_context = T``.  The text is tokenized with the model's tokenizer
+(no BOS/EOS added) and cut into windows of ``T + 1`` tokens that start every
+``T`` tokens (consecutive windows share one token, so every token but the
+first is a target exactly once per pass); step ``k`` trains on window
+``k mod windows`` (tokens ``w[:-1]``, targets ``w[1:]``).  The trained
+weights are saved with :meth:`ckir.model.CompiledModel.save_pretrained`.
+
+Everything that can be checked before the (slow) compile is: the numbers,
+``--out``, the data file (readable, not empty, UTF-8, at least ``T + 1``
+tokens, ids inside the vocabulary) and ``T`` against the model's context.
+A step whose loss or gradient norm is not finite stops the run; that step
+left the weights alone, so the weights after the last good step are saved
+and the error says so (docs/training.md, "Bad input").
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+
+from ckir.errors import CkirError
+
+
+@dataclass(frozen=True)
+class TrainArgs:
+    """What ``ckir train`` was asked to do (already parsed, not yet checked)."""
+
+    model: Path
+    data: Path
+    out: Path
+    steps: int
+    seq_len: int
+    lr: float
+    build_dir: Path | None = None
+
+
+def check_numbers(steps: int, seq_len: int, lr: float) -> None:
+    """One-line errors for a step count, sequence length or learning rate out of range."""
+    if steps < 1:
+        raise CkirError(f"--steps must be >= 1, got {steps}")
+    if seq_len < 1:
+        raise CkirError(f"--seq-len must be >= 1, got {seq_len}")
+    if not (math.isfinite(lr) and lr > 0):
+        raise CkirError(f"--lr must be a finite number > 0, got {lr}")
+
+
+def read_text(path: Path) -> str:
+    """The data file as text: CkirError when it is empty (or only whitespace) or not UTF-8."""
+    raw = path.read_bytes()  # OSError: the CLI prints it as one line naming the file
+    if not raw.strip():
+        raise CkirError(f"--data {path}: the file is empty (no text to train on)")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CkirError(
+            f"--data {path}: not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start})"
+        ) from None
+
+
+def windows(ids: Sequence[int], seq_len: int) -> np.ndarray:
+    """``[count, seq_len + 1]`` windows of ``ids`` starting every ``seq_len`` tokens."""
+    arr = np.asarray(ids, dtype=np.int64)
+    starts = range(0, len(arr) - seq_len, seq_len)
+    if not starts:
+        return np.empty((0, seq_len + 1), dtype=np.int64)
+    return np.stack([arr[s : s + seq_len + 1] for s in starts])
+
+
+def model_limits(source: Path) -> tuple[int | None, int | None]:
+    """``(context, vocabulary)`` of a model (its symbols ``C`` and ``V``), from an import
+    of its headers only."""
+    from ckir.dialects import graph as g
+    from ckir.frontend import import_model
+
+    module, _, _ = import_model(source)
+    model = next(op for op in module.ops if isinstance(op, g.ModelOp))
+    symbols = model.symbol_values()
+    return symbols.get("C"), symbols.get("V")
+
+
+@dataclass
+class StepPrinter:
+    """One progress line per step: ``step k/N  loss L  R tok/s``; on a terminal, one line
+    that is rewritten in place, with a bar."""
+
+    total: int
+    stream: TextIO = field(default_factory=lambda: sys.stdout)
+    tty: bool | None = None
+    _width: int = 0
+
+    def __post_init__(self) -> None:
+        if self.tty is None:
+            isatty = getattr(self.stream, "isatty", None)
+            self.tty = bool(isatty and isatty())
+
+    def line(self, step: int, loss: float, tok_s: float) -> str:
+        digits = len(str(self.total))
+        return f"step {step:>{digits}}/{self.total}  loss {loss:.4f}  {tok_s:,.0f} tok/s"
+
+    def step(self, step: int, loss: float, tok_s: float) -> None:
+        text = self.line(step, loss, tok_s)
+        if not self.tty:
+            print(text, file=self.stream, flush=True)
+            return
+        done = round(24 * step / self.total)
+        text = f"[{'#' * done}{'.' * (24 - done)}] {text}"
+        pad = " " * max(0, self._width - len(text))
+        self._width = len(text)
+        print(f"\r{text}{pad}", end="", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.tty and self._width:
+            print(file=self.stream, flush=True)
+            self._width = 0
+
+
+@dataclass
+class TrainResult:
+    steps_done: int
+    losses: list[float]
+    tokens: int
+    seconds: float
+    #: the error of the step that stopped the run (a non-finite loss or gradient), if any
+    failure: str | None = None
+
+
+def run_steps(
+    model: object, data: np.ndarray, steps: int, lr: float, printer: StepPrinter
+) -> TrainResult:
+    """Train ``steps`` steps cycling over the windows ``data``; stops at the first step
+    whose loss or gradient norm is not finite (that step changed no weight)."""
+    from ckir.model import CompiledModel, NonFiniteError
+
+    assert isinstance(model, CompiledModel)
+    losses: list[float] = []
+    start = time.perf_counter()
+    failure = None
+    try:
+        for k in range(steps):
+            w = data[k % len(data)]
+            t0 = time.perf_counter()
+            try:
+                loss = model.train_step(w[:-1], w[1:], lr=lr)
+            except NonFiniteError as err:
+                # without the build folder's name and the runtime's step count (ours is shown)
+                failure = re.sub(r" at step \d+", "", str(err).split(": ", 1)[-1])
+                break
+            dt = time.perf_counter() - t0
+            losses.append(loss)
+            printer.step(k + 1, loss, (len(w) - 1) / dt if dt > 0 else float("inf"))
+    finally:
+        printer.close()
+    done = len(losses)
+    return TrainResult(
+        done, losses, done * (data.shape[1] - 1), time.perf_counter() - start, failure
+    )
