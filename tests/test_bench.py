@@ -207,6 +207,11 @@ def test_bench_end_to_end(llama_dir: Path, tmp_path: Path, capsys: pytest.Captur
     for section in ("Decode roofline", "Prefill roofline", "Compile time", "Peak RSS"):
         assert section in out
     assert "Per-kernel time, ckir q8_0, per decode step" in out
+    # the machine kind and the ISA each system ran: the CPU's flags, ckir's runtime build
+    # and ATen's capability
+    assert re.search(r"cpu: .*, \d+ CPUs; ISA: [a-z0-9_ ]*avx2", out)
+    assert re.search(r"ckir ISA: runtime (avx512|avx2|scalar)", out)
+    assert re.search(r"torch ISA: ATen [A-Z0-9]+, GEMMs by oneDNN/MKL", out)
 
     data = json.loads(report.read_text())
     secs = {(s["name"], s["dtype"]): s["seconds"] for s in data["systems"]}

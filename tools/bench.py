@@ -36,6 +36,13 @@ per-round ratios of adjacent runs), and the fraction of the roofline.
 * prefill bound: 2 x (parameters of the matrices multiplied) x T + causal
   attention 4 x H x D x T(T+1)/2 per layer, against the FMA peak.
 
+The environment line names the machine kind: the CPU model and the ISA
+flags that decide kernels (AVX2, AVX-512 and its VNNI/BF16/FP16, AVX-VNNI,
+AMX), and the ISA each system ran with: ckir's runtime build, ATen's CPU
+capability (PyTorch's GEMMs go to oneDNN/MKL, which pick their own path, AMX
+included, and do not report it), ONNX Runtime's MLAS (dispatched at run time,
+not reported), llama.cpp's system info.
+
 Also printed: compile time (checkpoint -> C, weights.bin, C build), peak RSS
 of a decode run (a C driver without Python) against weights + state arena
 sizes of layout.json, and with ``--profile`` per-kernel time shares of a
@@ -421,7 +428,8 @@ class CkirRunner(Runner):
         lib = self.m._lib
         lib.ckir_set_num_threads.argtypes = [ctypes.c_int]
         lib.ckir_set_num_threads(threads)
-        self.info = {"threads": threads}
+        lib.ckir_runtime_isa.restype = ctypes.c_char_p
+        self.info = {"threads": threads, "isa": f"runtime {lib.ckir_runtime_isa().decode()}"}
         self._prof = hasattr(lib, "ckir_profile_n")
         if self._prof:
             lib.ckir_profile_n.restype = ctypes.c_longlong
@@ -470,6 +478,9 @@ class TorchRunner(Runner):
             "threads": torch.get_num_threads(),
             "attn": getattr(self.model.config, "_attn_implementation", "?"),
             "version": torch.__version__,
+            # ATen's vector kernels; GEMMs go to oneDNN/MKL, which dispatch (AMX included)
+            # on their own and do not say which path they take
+            "isa": f"ATen {torch.backends.cpu.get_cpu_capability()}, GEMMs by oneDNN/MKL",
         }
 
     def _ids(self, tokens: list[int]) -> Any:
@@ -564,7 +575,11 @@ class OrtRunner(Runner):
             str(path / "model.onnx"), opts, providers=["CPUExecutionProvider"]
         )
         self.tokens = tokens
-        self.info = {"threads": threads, "version": ort.__version__}
+        self.info = {
+            "threads": threads,
+            "version": ort.__version__,
+            "isa": "MLAS, dispatched at run time (no API names the path)",
+        }
 
     def prefill(self, tokens: list[int]) -> float:
         import numpy as np
@@ -597,7 +612,14 @@ class LlamaCppRunner(Runner):
             type_v=llama_cpp.GGML_TYPE_F32,
             verbose=False,
         )
-        self.info = {"threads": threads, "version": llama_cpp.__version__}
+        system = llama_cpp.llama_print_system_info()
+        text = system.decode() if isinstance(system, bytes) else str(system)
+        features = [p.split("=")[0].strip() for p in text.split("|") if p.strip().endswith("= 1")]
+        self.info = {
+            "threads": threads,
+            "version": llama_cpp.__version__,
+            "isa": " ".join(features) or text.strip(),
+        }
 
     def prefill(self, tokens: list[int]) -> float:
         self.llm.reset()
@@ -961,14 +983,37 @@ def source_info() -> str:
     return f"git {head}"
 
 
+#: the /proc/cpuinfo flags that decide which kernels a system can run, in report order
+ISA_FLAGS: tuple[str, ...] = (
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "avx_vnni",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+)
+
+
 def cpu_info() -> str:
-    name = "unknown CPU"
+    """``<model name>, <n> CPUs; ISA: <the flags of ISA_FLAGS this CPU has>``: the machine
+    kind (AMD EPYC AVX2, Intel Xeon AVX-512 with or without BF16/AMX) in one line."""
+    name, flags = "unknown CPU", set[str]()
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    return f"{name}, {os.cpu_count()} CPUs"
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and name == "unknown CPU":
+                name = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    isa = " ".join(f for f in ISA_FLAGS if f in flags) or "unknown"
+    return f"{name}, {os.cpu_count()} CPUs; ISA: {isa}"
 
 
 def _tokens(n: int, vocab: int, seed: int) -> list[int]:
@@ -1177,6 +1222,9 @@ def start_workers(
                 raise CkirError(str(exc)) from None
             report.notes.append(f"{s.label}: skipped: {str(exc).removeprefix(s.label + ': ')}")
             continue
+        isa = s.worker.info.get("isa")
+        if isa:
+            report.env[f"{s.name} ISA"] = str(isa)
         if s.name != "ckir":
             report.env[s.name] = str(s.worker.info.get("version", ""))
             if s.name == "torch":
