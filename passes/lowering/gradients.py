@@ -100,10 +100,6 @@ class GradientBuilder:
         hint = value.name_hint or "v"
         return self.new_buffer(f"backward.{scope}.d{hint}", btype.shape_ints)
 
-    def grad_of(self, value: SSAValue) -> str | None:
-        """The gradient buffer of ``value``; None when the loss does not depend on it."""
-        return self.grads.get(value)
-
     def owned_grad(self, value: SSAValue, op: Operation) -> str:
         """The gradient of ``value`` for a kernel that updates it in place (no other holder)."""
         buf = self.grads[value]
