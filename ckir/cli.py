@@ -25,7 +25,7 @@ from pathlib import Path
 from ckir.errors import CkirError, one_line
 from ckir.fileio import write_text_atomically
 from ckir.runtime_build import RuntimeBuildError
-from ckir.vocab import WEIGHT_DTYPES
+from ckir.vocab import INFERENCE_MODES, LOWERED_MODES, WEIGHT_DTYPES
 
 
 def _warn(message: str) -> None:
@@ -345,7 +345,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("compile", help="HF checkpoint folder -> build folder with C + library")
     s.add_argument("model")
     s.add_argument("-o", "--output", required=True, help="build folder")
-    s.add_argument("--modes", default="prefill,decode")
+    s.add_argument(
+        "--modes",
+        default=",".join(INFERENCE_MODES),
+        help=f"comma list of {', '.join(LOWERED_MODES)} (default: %(default)s; backward adds "
+        "the training programs: ckir_train_step, CompiledModel.train_step)",
+    )
     s.add_argument(
         "--max-context",
         type=int,
