@@ -5,7 +5,8 @@
  * gemv: x is quantized to int8 per block of 32 (ckir_internal_quantize_x);
  * w (signed) x a (signed) is computed with the unsigned x signed vpdpbusd by
  * the sign trick: |w| as the unsigned operand, a with w's sign as the signed
- * one.  AVX-512 takes two blocks per zmm: the block sums stay in int32 lanes,
+ * one (AVX-512 with VNNI: w + 128 as the unsigned operand and -128 sum a as the
+ * accumulator's initial value, see Q8_XOR).  AVX-512 takes two blocks per zmm: the block sums stay in int32 lanes,
  * are converted to fp32 and scaled lane-wise by d_w * d_x (the two block
  * scales are converted together and spread over their 8 lanes with one
  * permute); two accumulators per row.  Each thread streams one contiguous
