@@ -48,8 +48,14 @@ def main() -> None:
     ap.add_argument("--isa", default="native")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    mats = [
-        (N, K, weights(rng, args.dtype, N, K), rng.standard_normal(K, dtype=np.float32))
+    mats = [  # y kept here: bound_call holds raw pointers
+        (
+            N,
+            K,
+            weights(rng, args.dtype, N, K),
+            rng.standard_normal(K, dtype=np.float32),
+            np.empty(N, np.float32),
+        )
         for N, K in SHAPES
     ]
     nbytes = sum(m[2].nbytes for m in mats)
@@ -62,8 +68,7 @@ def main() -> None:
         for key, lib in libs.items():
             lib.set_num_threads(args.threads)
             calls[key] = [
-                bk.bound_call(lib, f"gemv_{args.dtype}", [x, w, np.empty(N, np.float32), N, K])
-                for N, K, w, x in mats
+                bk.bound_call(lib, f"gemv_{args.dtype}", [x, w, y, N, K]) for N, K, w, x, y in mats
             ]
 
         def one_pass(key: str) -> float:
