@@ -124,6 +124,15 @@ def q8_0_blocks(rng, N: int, K: int) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate([d, q], axis=2)).reshape(N, nb * 34)
 
 
+def q4_1_blocks(rng, N: int, K: int) -> np.ndarray:
+    """N rows of K/32 q4_1 blocks (f16 scale, f16 min, 16 nibble bytes), finite values."""
+    nb = K // 32
+    d = (rng.random((N, nb, 1)) * 0.01 + 1e-3).astype(np.float16).view(np.uint8)
+    m = (rng.random((N, nb, 1)) * -0.1).astype(np.float16).view(np.uint8)
+    q = rng.integers(0, 256, (N, nb, 16)).astype(np.uint8)
+    return np.ascontiguousarray(np.concatenate([d, m, q], axis=2)).reshape(N, nb * 20)
+
+
 def ab_cases(rng) -> list[tuple[str, str, list]]:
     """(label, kernel, args) of the kernels the vector layer rewrote, at decode and
     prefill shapes of SmolLM2-135M / Qwen2-0.5B."""
@@ -163,12 +172,15 @@ def ab_cases(rng) -> list[tuple[str, str, list]]:
                 [q, kc, vc, np.empty_like(q), T, P, H, KV, D],
             )
         )
-    for N, K in ((576, 576), (1536, 576), (4864, 896), (49152, 576)):
+    for N, K in ((576, 576), (1536, 576), (576, 1536), (4864, 896), (49152, 576)):
         x, w = f(K), f(N, K)
         cases.append((f"gemv {N}x{K}", "gemv_f32", [x, w, np.empty(N, np.float32), N, K]))
         cases.append(
             (f"gemv_bf16 {N}x{K}", "gemv_bf16", [x, bf16(w), np.empty(N, np.float32), N, K])
         )
+        y = np.empty(N, np.float32)
+        cases.append((f"gemv_q8_0 {N}x{K}", "gemv_q8_0", [x, q8_0_blocks(rng, N, K), y, N, K]))
+        cases.append((f"gemv_q4_1 {N}x{K}", "gemv_q4_1", [x, q4_1_blocks(rng, N, K), y, N, K]))
     for M in (2, 5, 8):
         N, K = 1536, 576
         x, w = f(M, K), f(N, K)

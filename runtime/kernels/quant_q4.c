@@ -19,7 +19,10 @@
  * AVX-512 handles two blocks per zmm.  The 32 qs bytes of a block pair are
  * split into nibbles as [lo0 | lo1 | hi0 | hi1] (128-bit lanes), so a is stored
  * in that order too (per pair: a0[0:16] a1[0:16] a0[16:32] a1[16:32]); an odd
- * last block uses a ymm in natural order.  The two f16 scales (and Q4_1 mins)
+ * last block uses a ymm in natural order.  Q4_1 takes four blocks per step
+ * where it can (q4_1_quad: one dword permute gathers their 64 qs bytes, a
+ * stored per quad as a0..a3 [0:16] then a0..a3 [16:32]), about half the
+ * vector instructions per block of the pair step.  The two f16 scales (and Q4_1 mins)
  * of a pair are converted with one vcvtph2ps and spread with one permute.
  * AVX2 (no VNNI: vpmaddubsw + vpmaddwd) runs two weight rows per pass over
  * the activation blocks (q4_rows2).
@@ -152,7 +155,18 @@ static q4_act q4_prepare(const float *x, int64_t K, int has_m, uint8_t *buf, int
   }
   if (!ref) {
 #if defined(CKIR_Q512)
-    for (int64_t b = 0; b + 2 <= nb; b += 2) { /* swap a0[16:32] and a1[0:16] */
+    int64_t b0 = 0;
+    if (has_m) /* q4_1 quads: a0[0:16] a1[0:16] a2[0:16] a3[0:16] a0[16:32] .. a3[16:32] */
+      for (; b0 + 4 <= nb; b0 += 4) {
+        int8_t t[4 * CKIR_QK];
+        int8_t *p = s.a + b0 * CKIR_QK;
+        for (int i = 0; i < 4; i++) {
+          memcpy(t + 16 * i, p + CKIR_QK * i, 16);
+          memcpy(t + 64 + 16 * i, p + CKIR_QK * i + 16, 16);
+        }
+        memcpy(p, t, sizeof t);
+      }
+    for (int64_t b = b0; b + 2 <= nb; b += 2) { /* swap a0[16:32] and a1[0:16] */
       int8_t t[16];
       int8_t *p = s.a + b * CKIR_QK;
       memcpy(t, p + 16, 16);
@@ -221,6 +235,37 @@ CKIR_INLINE __m512 q4_pair(const uint8_t *p, const q4_act *s, int64_t b, int64_t
 }
 #endif
 
+#if defined(CKIR_Q512)
+/* q4_1: acc + the lanes of the 4 blocks at p (b .. b+3, 80 bytes) times the
+ * activations (quad layout, see q4_prepare); macc += (d dx, m sx) per block.
+ * The qs of the 4 blocks start at dwords 1, 6, 11, 16 of p: one two-source
+ * dword permute gathers them into one zmm, whose low and high nibbles meet the
+ * activations in two vpdpbusd (lanes 4k..4k+3: block k); the 4 (d, m) pairs
+ * (dwords 0, 5, 10, 15) come out of one permute and one vcvtph2ps. */
+CKIR_INLINE __m512 q4_1_quad(const uint8_t *p, const q4_act *s, int64_t b, int64_t pfd,
+                             __m512 acc, __m256 *macc) {
+  const __m512i qidx = _mm512_setr_epi32(1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 14, 28, 29, 30, 31);
+  const __m512i sidx = _mm512_setr_epi32(0, 5, 10, 15, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i fidx = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __builtin_prefetch((const char *)p + pfd, 0, 3); /* 80 bytes: one or two lines */
+  __builtin_prefetch((const char *)p + pfd + 64, 0, 3);
+  const __m512i z0 = _mm512_loadu_si512((const void *)p);
+  const __m512i z1 = _mm512_loadu_si512((const void *)(p + 16)); /* dwords 4..19 */
+  const __m512i q = _mm512_permutex2var_epi32(z0, qidx, z1);
+  const int8_t *a = s->a + b * CKIR_QK;
+  __m512i is = CKIR_DPBUSD512(_mm512_setzero_si512(), _mm512_and_si512(q, m4),
+                              _mm512_load_si512((const void *)a));
+  is = CKIR_DPBUSD512(is, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4),
+                      _mm512_load_si512((const void *)(a + 64)));
+  const __m128i dm = _mm512_castsi512_si128(_mm512_permutexvar_epi32(sidx, z0));
+  const __m256 t = _mm256_mul_ps(_mm256_cvtph_ps(dm), _mm256_loadu_ps(s->dxs + 2 * b));
+  *macc = _mm256_add_ps(*macc, t); /* odd lanes: m * sx */
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(is),
+                         _mm512_permutexvar_ps(fidx, _mm512_castps256_ps512(t)), acc);
+}
+#endif
+
 #if !defined(CKIR_Q256) /* AVX2 runs two rows a pass: q4_rows2 below */
 /* one row . quantized x; has_m selects q4_1; pfd: prefetch distance in bytes */
 CKIR_INLINE float q4_row(const uint8_t *row, int64_t nb, const q4_act *s, int64_t pfd,
@@ -230,6 +275,18 @@ CKIR_INLINE float q4_row(const uint8_t *row, int64_t nb, const q4_act *s, int64_
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(); /* two FMA chains */
   __m128 macc = _mm_setzero_ps();
   int64_t b = 0;
+  if (has_m) {
+    __m256 qm = _mm256_setzero_ps();
+    for (; b + 8 <= nb; b += 8) {
+      acc0 = q4_1_quad(row + b * bb, s, b, pfd, acc0, &qm);
+      acc1 = q4_1_quad(row + (b + 4) * bb, s, b + 4, pfd, acc1, &qm);
+    }
+    if (b + 4 <= nb) {
+      acc0 = q4_1_quad(row + b * bb, s, b, pfd, acc0, &qm);
+      b += 4;
+    }
+    macc = _mm_add_ps(_mm256_castps256_ps128(qm), _mm256_extractf128_ps(qm, 1));
+  }
   for (; b + 4 <= nb; b += 4) {
     acc0 = q4_pair(row + b * bb, s, b, pfd, acc0, &macc, has_m);
     acc1 = q4_pair(row + (b + 2) * bb, s, b + 2, pfd, acc1, &macc, has_m);

@@ -5,7 +5,8 @@
  * gemv: x is quantized to int8 per block of 32 (ckir_internal_quantize_x);
  * w (signed) x a (signed) is computed with the unsigned x signed vpdpbusd by
  * the sign trick: |w| as the unsigned operand, a with w's sign as the signed
- * one.  AVX-512 takes two blocks per zmm: the block sums stay in int32 lanes,
+ * one (AVX-512 with VNNI: w + 128 as the unsigned operand and -128 sum a as the
+ * accumulator's initial value, see Q8_XOR).  AVX-512 takes two blocks per zmm: the block sums stay in int32 lanes,
  * are converted to fp32 and scaled lane-wise by d_w * d_x (the two block
  * scales are converted together and spread over their 8 lanes with one
  * permute); two accumulators per row.  Each thread streams one contiguous
@@ -77,10 +78,20 @@ static float q8_0_row_scalar(const uint8_t *row, int64_t nb, const int8_t *a, co
   return s;
 }
 
+#if defined(CKIR_Q512) && defined(__AVX512VNNI__)
+/* With VNNI (no int16 saturation inside vpdpbusd): w ^ 0x80 = w + 128 is the
+ * unsigned operand, so sum (w + 128) a = sum w a + 128 sum a; the
+ * -128 sum a of each group of 4 lanes is precomputed once per call (array c)
+ * and is the initial value of the accumulator.  One xor instead of the sign
+ * trick's mask, masked subtract and abs. */
+#define Q8_XOR 1
+#endif
+
 #if defined(CKIR_Q512)
-/* acc + the lanes of blocks p, p + BLK (a pair) times a, a + 32, scaled */
-CKIR_INLINE __m512 q8_0_pair(const uint8_t *p, const int8_t *a, const float *dx, int64_t pfd,
-                             __m512 acc) {
+/* acc + the lanes of blocks p, p + BLK (a pair) times a, a + 32, scaled;
+ * c: the Q8_XOR initial values of the pair's lanes */
+CKIR_INLINE __m512 q8_0_pair(const uint8_t *p, const int8_t *a, const int32_t *c, const float *dx,
+                             int64_t pfd, __m512 acc) {
   const __m512i zero = _mm512_setzero_si512();
   const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
   __builtin_prefetch((const char *)p + pfd, 0, 3); /* a pair spans 68 bytes */
@@ -88,8 +99,15 @@ CKIR_INLINE __m512 q8_0_pair(const uint8_t *p, const int8_t *a, const float *dx,
   __m512i av = _mm512_load_si512((const void *)a);
   __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 2))),
                                   _mm256_loadu_si256((const __m256i *)(p + BLK + 2)), 1);
+#if defined(Q8_XOR)
+  (void)zero;
+  __m512i is = CKIR_DPBUSD512(_mm512_load_si512((const void *)c),
+                              _mm512_xor_si512(wv, _mm512_set1_epi8((char)0x80)), av);
+#else
+  (void)c;
   __m512i as = _mm512_mask_sub_epi8(av, _mm512_movepi8_mask(wv), zero, av); /* a * sign(w) */
   __m512i is = CKIR_DPBUSD512(zero, _mm512_abs_epi8(wv), as);
+#endif
   /* f16 lanes d0 . d1 . -> fp32; times dx0 dx0 dx1 dx1; spread over 8 lanes each */
   __m128 dxp = _mm_castpd_ps(_mm_load_sd((const double *)dx));
   __m128i dd = _mm_insert_epi32(_mm_cvtsi32_si128(ckir_q_ld32(p)), ckir_q_ld32(p + BLK), 1);
@@ -100,17 +118,18 @@ CKIR_INLINE __m512 q8_0_pair(const uint8_t *p, const int8_t *a, const float *dx,
 #endif
 
 /* one row (nb blocks at row) . quantized x; pfd: prefetch distance in bytes */
-static inline float q8_0_row(const uint8_t *row, int64_t nb, const int8_t *a, const float *dx,
-                             int64_t pfd) {
+static inline float q8_0_row(const uint8_t *row, int64_t nb, const int8_t *a, const int32_t *c,
+                             const float *dx, int64_t pfd) {
 #if defined(CKIR_Q512)
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(); /* two FMA chains */
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
-    acc0 = q8_0_pair(row + b * BLK, a + b * CKIR_QK, dx + b, pfd, acc0);
-    acc1 = q8_0_pair(row + (b + 2) * BLK, a + (b + 2) * CKIR_QK, dx + b + 2, pfd, acc1);
+    acc0 = q8_0_pair(row + b * BLK, a + b * CKIR_QK, c + b * 8, dx + b, pfd, acc0);
+    acc1 = q8_0_pair(row + (b + 2) * BLK, a + (b + 2) * CKIR_QK, c + (b + 2) * 8, dx + b + 2, pfd,
+                     acc1);
   }
   if (b + 2 <= nb) {
-    acc0 = q8_0_pair(row + b * BLK, a + b * CKIR_QK, dx + b, pfd, acc0);
+    acc0 = q8_0_pair(row + b * BLK, a + b * CKIR_QK, c + b * 8, dx + b, pfd, acc0);
     b += 2;
   }
   float tail = 0.0f;
@@ -124,6 +143,7 @@ static inline float q8_0_row(const uint8_t *row, int64_t nb, const int8_t *a, co
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + tail;
 #elif defined(CKIR_Q256)
+  (void)c;
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *p = row + b * BLK;
@@ -137,7 +157,7 @@ static inline float q8_0_row(const uint8_t *row, int64_t nb, const int8_t *a, co
   }
   return ckir_hsum_ps256(_mm256_add_ps(acc[0], acc[1]));
 #else
-  (void)pfd;
+  (void)pfd, (void)c;
   return q8_0_row_scalar(row, nb, a, dx);
 #endif
 }
@@ -145,10 +165,15 @@ static inline float q8_0_row(const uint8_t *row, int64_t nb, const int8_t *a, co
 static void gemv_q8_0_impl(const float *x, const uint8_t *w, const float *bias, float *y,
                            int64_t N, int64_t K) {
   const int64_t nb = K / CKIR_QK, rb = nb * BLK;
-  uint8_t buf[K + nb * (int64_t)sizeof(float) + 128];
+  uint8_t buf[2 * K + nb * (int64_t)sizeof(float) + 192];
   int8_t *a = CKIR_ALIGN64(buf);
-  float *dx = (float *)(a + K);
+  int32_t *c = (int32_t *)CKIR_ALIGN64(a + K);
+  float *dx = (float *)(c + K / 4);
   ckir_internal_quantize_x(x, K, a, dx);
+#if defined(Q8_XOR)
+  for (int64_t i = 0; i < K / 4; i++)
+    c[i] = -128 * ((int32_t)a[4 * i] + a[4 * i + 1] + a[4 * i + 2] + a[4 * i + 3]);
+#endif
   const int64_t pfd = ckir_q_pf_distance(rb);
 #pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && N > 1)
   {
@@ -156,7 +181,7 @@ static void gemv_q8_0_impl(const float *x, const uint8_t *w, const float *bias, 
     ckir_q_thread_range(N, &lo, &hi);
     ckir_q_prefetch(w + lo * rb, CKIR_MIN(pfd, (hi - lo) * rb));
     for (int64_t n = lo; n < hi; n++)
-      y[n] = q8_0_row(w + n * rb, nb, a, dx, pfd) + (bias ? bias[n] : 0.0f);
+      y[n] = q8_0_row(w + n * rb, nb, a, c, dx, pfd) + (bias ? bias[n] : 0.0f);
   }
 }
 
