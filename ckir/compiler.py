@@ -16,12 +16,10 @@ iteration order).
 from __future__ import annotations
 
 import contextlib
-import glob
 import io
 import json
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,13 +36,13 @@ from ckir.backend.weights import WeightSource, write_weights_bin
 from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
-from ckir.errors import CkirError, is_int, one_line
+from ckir.errors import CkirError, is_int
 from ckir.integrity import (
     BUILD_MARKER,
     MARKER_TEXT,
     check_output_dir,
-    clean_leftovers,
     file_digests,
+    staging_dir,
 )
 from ckir.passes.convert_weights import ConvertWeightsPass
 from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass
@@ -335,14 +333,7 @@ def build(
 
     options, module = prepared.options, prepared.module
     out_dir = check_output_dir(Path(out_dir), prepared.source, required_files())
-    try:
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
-    except OSError as err:
-        reason = err.strerror or one_line(err)
-        raise CkirError(f"{out_dir}: cannot write the build folder: {reason}") from None
-    name = glob.escape(out_dir.name)
-    clean_leftovers(out_dir.parent, [f".{name}.tmp-*", f".{name}.old"])
+    work = staging_dir(out_dir, f"{out_dir}: cannot write the build folder")
     try:
         (work / "graph.mlir").write_text(prepared.graph_text)
         (work / "layout.mlir").write_text(prepared.layout_text)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ckir.errors import CkirError
+from ckir.errors import CkirError, one_line
 
 BUILD_MARKER = ".ckir-build"
 MARKER_TEXT = "a ckir build folder: `ckir compile -o` may replace it\n"
@@ -132,6 +132,26 @@ def check_output_dir(
             f"(no {marker}); refusing to replace it"
         )
     return target
+
+
+def staging_dir(target: Path, where: str) -> Path:
+    """A fresh temporary folder beside ``target`` (``.NAME.tmp-*``) to write a folder
+    whole before renaming it into place; leftovers of interrupted runs are cleared.
+
+    ``where`` prefixes the one-line error when the folder cannot be made
+    (``"out: cannot write the build folder"``)."""
+    import glob
+    import tempfile
+
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
+    except OSError as err:
+        reason = err.strerror or one_line(err)
+        raise CkirError(f"{where}: {reason}") from None
+    name = glob.escape(target.name)
+    clean_leftovers(target.parent, [f".{name}.tmp-*", f".{name}.old"])
+    return work
 
 
 def clean_leftovers(

@@ -236,24 +236,15 @@ def write_hf_folder(
     """Write ``model.safetensors`` (``state``) and ``files`` (config.json, tokenizer
     files) into ``out_dir``, whole or not at all: into a temporary folder beside it,
     renamed into place when complete (replacing an earlier saved folder)."""
-    import glob
     import shutil
-    import tempfile
 
     from safetensors.numpy import save_file
 
     from ckir.compiler import _replace_dir
-    from ckir.integrity import clean_leftovers
+    from ckir.integrity import staging_dir
 
     target = check_pretrained_dir(out_dir, source, flag)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
-    except OSError as err:
-        reason = err.strerror or one_line(err)
-        raise CkirError(f"{flag} {out_dir}: cannot write the folder: {reason}") from None
-    name = glob.escape(target.name)
-    clean_leftovers(target.parent, [f".{name}.tmp-*", f".{name}.old"])
+    work = staging_dir(target, f"{flag} {out_dir}: cannot write the folder")
     try:
         umask = _umask()
         work.chmod(0o777 & ~umask)  # mkdtemp's 0700 would make the saved folder private
