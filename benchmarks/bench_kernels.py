@@ -181,6 +181,11 @@ def ab_cases(rng) -> list[tuple[str, str, list]]:
         y = np.empty(N, np.float32)
         cases.append((f"gemv_q8_0 {N}x{K}", "gemv_q8_0", [x, q8_0_blocks(rng, N, K), y, N, K]))
         cases.append((f"gemv_q4_1 {N}x{K}", "gemv_q4_1", [x, q4_1_blocks(rng, N, K), y, N, K]))
+    for M, N, K in PREFILL_SHAPES:
+        x, w = f(M, K), f(N, K)
+        cases.append(
+            (f"gemm M={M} {N}x{K}", "gemm_f32", [x, w, np.empty((M, N), np.float32), M, N, K])
+        )
     for M in (2, 5, 8):
         N, K = 1536, 576
         x, w = f(M, K), f(N, K)

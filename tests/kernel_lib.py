@@ -33,6 +33,7 @@ NP_DTYPES = {
     "q8_0": np.uint8,
     "q4_0": np.uint8,
     "q4_1": np.uint8,
+    "f32p": np.float32,
 }
 ISAS = ("scalar", "avx2", "native")
 

@@ -224,7 +224,7 @@ def test_registry_matches_kernel_table():
     reference twins) is exactly this registry, signature by signature."""
     table = kernel_table(("CKIR_KERNELS_QUANT",))
     names = set(SPECS)
-    for dt in ("bf16", *QTYPES):
+    for dt in ("bf16", "f32p", *QTYPES):
         for k in ("gemv", "gemv_bias", "gemm", "gemm_bias", "embed"):
             assert f"{k}_{dt}" in names
     assert set(table) == {spec.c_name.removeprefix("ckir_") for spec in SPECS.values()}
@@ -236,7 +236,7 @@ def test_registry_matches_kernel_table():
         want_modes = {"gemv": ("decode",), "gemm": ("prefill",), "embed": ("prefill", "decode")}
         assert spec.modes == want_modes[name.split("_")[0]]
         assert spec.op == ("embed" if name.startswith("embed") else "linear")
-        if not name.endswith("bf16"):
+        if name.endswith(tuple(QTYPES)):
             dim = "E" if name.startswith("embed") else "K"
             assert spec.check({dim: 48, "N": 1, "M": 1, "T": 1}), "K % 32 must be a constraint"
 

@@ -141,6 +141,20 @@ void ckir_internal_dot_rows(const float *x, int64_t M, const float *w, const flo
 void ckir_internal_gemm(const float *a, int a_t, const float *b, int b_nk, float *c, int64_t M,
                         int64_t N, int64_t K);
 
+/* Weights pre-packed in GEMM panels (weight dtype f32p, the same on every ISA):
+ * a [N, K] matrix is ceil(N / CKIR_PANEL) panels of [K][CKIR_PANEL] floats,
+ * element (n, k) at ((n / CKIR_PANEL) * K + k) * CKIR_PANEL + n % CKIR_PANEL, rows
+ * >= N zero.  Rows r0 .. of a matrix with r0 % CKIR_PANEL == 0 start at float
+ * r0 * K, so a whole-panel slice of rows is addressed like a row-major one. */
+#define CKIR_PANEL 32
+#define CKIR_PANEL_AT(w, n, k, K) \
+  ((w)[(((n) / CKIR_PANEL) * (K) + (k)) * CKIR_PANEL + (n) % CKIR_PANEL])
+
+/* y[M, N] = x[M, K] . W^T (+ b[N] when b != NULL) with W in f32p panels, on
+ * gemm.c's blocked driver (no packing of W; OpenMP over whole panels) */
+void ckir_internal_gemm_panels(const float *x, const float *wp, const float *b, float *y,
+                               int64_t M, int64_t N, int64_t K);
+
 /* out[i] = g[i] / (1 + e^-g[i]) * u[i] over one span, on the calling thread (the
  * body of swiglu_f32; elementwise.c).  Used by the fused gate_up kernels. */
 void ckir_internal_silu_mul(const float *g, const float *u, float *out, int64_t n);

@@ -32,8 +32,8 @@
 typedef void (*gemv_fn)(const float *x, const void *w, const float *b, float *y, int64_t N,
                         int64_t K);
 
-/* the calling thread's contiguous share [lo, hi) of n rows */
-static void thread_rows(int64_t n, int64_t *lo, int64_t *hi) {
+/* The calling thread's contiguous share [lo, hi) of n units. */
+static void thread_share(int64_t n, int64_t *lo, int64_t *hi) {
 #ifdef _OPENMP
   const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
 #else
@@ -43,28 +43,38 @@ static void thread_rows(int64_t n, int64_t *lo, int64_t *hi) {
   *hi = n * (t + 1) / nt;
 }
 
-static void qkv_gemv(gemv_fn gemv, int64_t rb, const float *x, const void *const w[3],
+/* Rows are split in units of g (1, or CKIR_PANEL for f32p, whose slices must be
+ * whole panels): unit u of a matrix is its rows [u * g, min((u + 1) * g, N)). */
+CKIR_INLINE int64_t units_of(int64_t n, int64_t g) { return (n + g - 1) / g; }
+
+static void qkv_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, const void *const w[3],
                      const float *const b[3], float *const y[3], const int64_t N[3], int64_t K) {
-  const int64_t total = N[0] + N[1] + N[2];
-#pragma omp parallel if (total * K >= FUSED_GEMV_PAR_MIN && total > 1)
+  const int64_t total = units_of(N[0], g) + units_of(N[1], g) + units_of(N[2], g);
+#pragma omp parallel if ((N[0] + N[1] + N[2]) * K >= FUSED_GEMV_PAR_MIN && total > 1)
   {
     int64_t lo, hi, base = 0;
-    thread_rows(total, &lo, &hi);
+    thread_share(total, &lo, &hi);
     for (int i = 0; i < 3; i++) {
-      const int64_t s0 = CKIR_MAX(lo, base) - base, s1 = CKIR_MIN(hi, base + N[i]) - base;
+      const int64_t u = units_of(N[i], g);
+      const int64_t s0 = (CKIR_MAX(lo, base) - base) * g;
+      const int64_t s1 = CKIR_MIN((CKIR_MIN(hi, base + u) - base) * g, N[i]);
       if (s1 > s0)
         gemv(x, (const uint8_t *)w[i] + s0 * rb, b[i] ? b[i] + s0 : NULL, y[i] + s0, s1 - s0, K);
-      base += N[i];
+      base += u;
     }
   }
 }
 
-static void gate_up_gemv(gemv_fn gemv, int64_t rb, const float *x, const void *wg,
+_Static_assert(GUW_CH % CKIR_PANEL == 0, "gate/up chunks must be whole panels");
+
+static void gate_up_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, const void *wg,
                          const void *wu, float *out, int64_t N, int64_t K) {
 #pragma omp parallel if (2 * N * K >= FUSED_GEMV_PAR_MIN && N > 1)
   {
     int64_t lo, hi;
-    thread_rows(N, &lo, &hi);
+    thread_share(units_of(N, g), &lo, &hi);
+    lo *= g;
+    hi = CKIR_MIN(hi * g, N);
     for (int64_t c = lo; c < hi; c += GUW_CH) {
       const int64_t n = CKIR_MIN(GUW_CH, hi - c);
       float g[GUW_CH], u[GUW_CH];
@@ -75,9 +85,11 @@ static void gate_up_gemv(gemv_fn gemv, int64_t rb, const float *x, const void *w
   }
 }
 
-/* Every public kernel of one weight dtype D (C element type WT, RB(K) bytes
- * per row) and its reference twin, built on ckir_{gemv,gemm}[_bias]_D. */
-#define CKIR_FUSED_WDTYPE(D, WT, RB)                                                             \
+/* Every public kernel of one weight dtype D (C element type WT; rows split in
+ * units of G, and rows r0 .. with r0 % G == 0 start RB(K) * r0 bytes in) and its
+ * reference twin, built on ckir_{gemv,gemm}[_bias]_D.  The twins take the dot
+ * product of x with row n of w from ref_gemv_row_D / ref_gemm_row_D. */
+#define CKIR_FUSED_WDTYPE(D, WT, RB, G)                                                           \
   static void gemv_w_##D(const float *x, const void *w, const float *b, float *y, int64_t N,    \
                          int64_t K) {                                                            \
     if (b)                                                                                       \
@@ -97,7 +109,7 @@ static void gate_up_gemv(gemv_fn gemv, int64_t rb, const float *x, const void *w
     const float *b[3] = {bq, bk, bv};                                                            \
     float *y[3] = {q, k, v};                                                                     \
     const int64_t N[3] = {Nq, Nk, Nv};                                                           \
-    qkv_gemv(gemv_w_##D, RB(K), x, w, b, y, N, K);                                               \
+    qkv_gemv(gemv_w_##D, RB(K), G, x, w, b, y, N, K);                                               \
   }                                                                                              \
   void ckir_gemv_qkv_##D(const float *x, const WT *wq, const WT *wk, const WT *wv, float *q,    \
                          float *k, float *v, int64_t Nq, int64_t Nk, int64_t Nv, int64_t K) {   \
@@ -127,7 +139,7 @@ static void gate_up_gemv(gemv_fn gemv, int64_t rb, const float *x, const void *w
   void ckir_gemv_gate_up_##D(const float *x, const WT *wg, const WT *wu, float *out, int64_t N, \
                              int64_t K) {                                                        \
     CKIR_REQUIRE(N >= 1 && K >= 1, "gemv_gate_up_" #D);                                          \
-    gate_up_gemv(gemv_w_##D, RB(K), x, wg, wu, out, N, K);                                       \
+    gate_up_gemv(gemv_w_##D, RB(K), G, x, wg, wu, out, N, K);                                       \
   }                                                                                              \
   void ckir_gemm_gate_up_##D(const float *x, const WT *wg, const WT *wu, float *out, int64_t M, \
                              int64_t N, int64_t K) {                                             \
@@ -167,22 +179,17 @@ static void gate_up_gemv(gemv_fn gemv, int64_t rb, const float *x, const void *w
   }                                                                                              \
   void ckir_ref_gemv_gate_up_##D(const float *x, const WT *wg, const WT *wu, float *out,        \
                                  int64_t N, int64_t K) {                                         \
-    const int64_t rb = RB(K);                                                                    \
     for (int64_t n = 0; n < N; n++) {                                                            \
-      float g, u;                                                                                \
-      ckir_ref_gemv_##D(x, (const WT *)((const uint8_t *)wg + n * rb), &g, 1, K);                \
-      ckir_ref_gemv_##D(x, (const WT *)((const uint8_t *)wu + n * rb), &u, 1, K);                \
+      const float g = ref_gemv_row_##D(x, wg, n, K), u = ref_gemv_row_##D(x, wu, n, K);         \
       out[n] = g / (1.0f + expf(-g)) * u;                                                        \
     }                                                                                            \
   }                                                                                              \
   void ckir_ref_gemm_gate_up_##D(const float *x, const WT *wg, const WT *wu, float *out,        \
                                  int64_t M, int64_t N, int64_t K) {                              \
-    const int64_t rb = RB(K);                                                                    \
     for (int64_t m = 0; m < M; m++)                                                              \
       for (int64_t n = 0; n < N; n++) {                                                          \
-        float g, u;                                                                              \
-        ckir_ref_gemm_##D(x + m * K, (const WT *)((const uint8_t *)wg + n * rb), &g, 1, 1, K);   \
-        ckir_ref_gemm_##D(x + m * K, (const WT *)((const uint8_t *)wu + n * rb), &u, 1, 1, K);   \
+        const float g = ref_gemm_row_##D(x + m * K, wg, n, K);                                   \
+        const float u = ref_gemm_row_##D(x + m * K, wu, n, K);                                   \
         out[m * N + n] = g / (1.0f + expf(-g)) * u;                                              \
       }                                                                                          \
   }
@@ -192,7 +199,34 @@ static void gate_up_gemv(gemv_fn gemv, int64_t rb, const float *x, const void *w
 #define RB_Q4_0(K) ((K) / CKIR_QK * CKIR_Q4_0_BYTES)
 #define RB_Q4_1(K) ((K) / CKIR_QK * CKIR_Q4_1_BYTES)
 
-CKIR_FUSED_WDTYPE(bf16, uint16_t, RB_BF16)
-CKIR_FUSED_WDTYPE(q8_0, uint8_t, RB_Q8_0)
-CKIR_FUSED_WDTYPE(q4_0, uint8_t, RB_Q4_0)
-CKIR_FUSED_WDTYPE(q4_1, uint8_t, RB_Q4_1)
+/* x . row n of a row-major matrix, by the unfused reference kernels */
+#define CKIR_REF_ROWS(D, WT, RB)                                                                 \
+  static float ref_gemv_row_##D(const float *x, const WT *w, int64_t n, int64_t K) {            \
+    float y;                                                                                     \
+    ckir_ref_gemv_##D(x, (const WT *)((const uint8_t *)w + n * RB(K)), &y, 1, K);                \
+    return y;                                                                                    \
+  }                                                                                              \
+  static float ref_gemm_row_##D(const float *x, const WT *w, int64_t n, int64_t K) {            \
+    float y;                                                                                     \
+    ckir_ref_gemm_##D(x, (const WT *)((const uint8_t *)w + n * RB(K)), &y, 1, 1, K);             \
+    return y;                                                                                    \
+  }
+
+/* f32p: row n is a strided column of a panel; x . it in double, as ckir_ref_gemm_f32p */
+static float ref_gemv_row_f32p(const float *x, const float *w, int64_t n, int64_t K) {
+  double s = 0.0;
+  for (int64_t k = 0; k < K; k++) s += (double)x[k] * CKIR_PANEL_AT(w, n, k, K);
+  return (float)s;
+}
+#define ref_gemm_row_f32p ref_gemv_row_f32p
+#define RB_F32P(K) ((K) * (int64_t)sizeof(float))
+
+CKIR_REF_ROWS(bf16, uint16_t, RB_BF16)
+CKIR_REF_ROWS(q8_0, uint8_t, RB_Q8_0)
+CKIR_REF_ROWS(q4_0, uint8_t, RB_Q4_0)
+CKIR_REF_ROWS(q4_1, uint8_t, RB_Q4_1)
+CKIR_FUSED_WDTYPE(bf16, uint16_t, RB_BF16, 1)
+CKIR_FUSED_WDTYPE(q8_0, uint8_t, RB_Q8_0, 1)
+CKIR_FUSED_WDTYPE(q4_0, uint8_t, RB_Q4_0, 1)
+CKIR_FUSED_WDTYPE(q4_1, uint8_t, RB_Q4_1, 1)
+CKIR_FUSED_WDTYPE(f32p, float, RB_F32P, CKIR_PANEL)

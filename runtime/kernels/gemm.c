@@ -32,14 +32,22 @@
  * thread and no A packing, 1.05-1.5x faster on the prefill shapes).  Each
  * thread packs into its own stack buffers (GEMM_STACK_BYTES, below; the AVX2
  * build's transposed-A path adds its A pack, GEMM_MC * GEMM_KC floats).  Partial
- * edges are zero-padded in the packs and written with masks. */
+ * edges are zero-padded in the packs and written with masks.
+ *
+ * B may also come pre-packed (b_nk == GEMM_B_PANELS: weights stored as f32p,
+ * [K][CKIR_PANEL] panels, see ckir_internal.h): then nothing is packed, the
+ * micro-kernel reads the panel in place (B stride CKIR_PANEL; the AVX2 and
+ * scalar NR = 16 / 8 take a column slice of it), and the AVX-512 micro-kernel
+ * prefetches the next panel's kc-slice into L2, spread over the row tiles that
+ * reuse the current one, so the weights stream from memory while it computes
+ * (measured with cold weights: 1.05-1.3x over packing at every call). */
 #include "ckir_internal.h"
 
 #if defined(CKIR_AVX512)
 #define GEMM_MR 12
 #define GEMM_NR 32
 #define GEMM_KC 256
-#define GEMM_MC 96
+#define GEMM_MC 144
 #define GEMM_NC 256
 #define GEMM_PACK_A 1
 #define GEMM_CHUNKS 1
@@ -64,6 +72,10 @@
 /* the packs hold whole panels: MC rows and NC columns must be whole panels */
 _Static_assert(GEMM_MC % GEMM_MR == 0, "GEMM_MC must be a multiple of GEMM_MR");
 _Static_assert(GEMM_NC % GEMM_NR == 0, "GEMM_NC must be a multiple of GEMM_NR");
+/* a micro-panel is a column slice of one f32p panel */
+_Static_assert(CKIR_PANEL % GEMM_NR == 0, "CKIR_PANEL must be a multiple of GEMM_NR");
+/* b_nk value of the driver for B pre-packed in f32p panels */
+#define GEMM_B_PANELS 2
 /* per-thread stack used by the packed panels (documented in the header) */
 #define GEMM_STACK_BYTES ((GEMM_KC * GEMM_NC + GEMM_PACK_A * GEMM_MC * GEMM_KC) * 4)
 
@@ -281,10 +293,13 @@ CKIR_INLINE void prefetch_c(float *C, int64_t ldc, int64_t mr) {
 }
 
 #if defined(CKIR_AVX512)
+/* bs: B's step per k (GEMM_NR = CKIR_PANEL here, packed or pre-packed alike);
+ * pf: npf cache lines from pf (one per k) are prefetched into L2 */
 static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const float *restrict Bp,
-                    float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first, int last,
-                    const float *bias, int relu) {
+                    int64_t bs, float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first,
+                    int last, const float *bias, int relu, const float *pf, int64_t npf) {
   (void)lda; /* Ap is a packed panel */
+  (void)bs;  /* == GEMM_NR */
   prefetch_c(C, ldc, mr);
   __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(),
          c11 = _mm512_setzero_ps(), c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps(),
@@ -295,7 +310,8 @@ static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const flo
          c90 = _mm512_setzero_ps(), c91 = _mm512_setzero_ps(), ca0 = _mm512_setzero_ps(),
          ca1 = _mm512_setzero_ps(), cb0 = _mm512_setzero_ps(), cb1 = _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; k++) {
-    const __m512 b0 = _mm512_load_ps(Bp), b1 = _mm512_load_ps(Bp + 16);
+    if (k < npf) _mm_prefetch((const char *)(pf + 16 * k), _MM_HINT_T1);
+    const __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16);
     __m512 a;
 #define CKIR_FMA_ROW(r, x0, x1)          \
   a = _mm512_set1_ps(Ap[r]);             \
@@ -360,9 +376,9 @@ static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const flo
  * >= mr alias row mr - 1 (computed, never stored), so nothing past A is read.
  * packed == 1 reads a packed panel (transposed A): row r at A + r, step MR. */
 CKIR_INLINE void ukernel_avx2(int64_t kc, const float *restrict A, int64_t lda,
-                              const float *restrict Bp, float *restrict C, int64_t ldc, int64_t mr,
-                              int64_t nr, int first, int last, const float *bias, int relu,
-                              const int packed) {
+                              const float *restrict Bp, int64_t bs, float *restrict C, int64_t ldc,
+                              int64_t mr, int64_t nr, int first, int last, const float *bias,
+                              int relu, const int packed) {
   const int64_t ks = packed ? GEMM_MR : 1; /* step of k in A */
 #define CKIR_AROW(r) (packed ? A + (r) : A + CKIR_MIN(r, mr - 1) * lda)
   const float *a0 = A, *a1 = CKIR_AROW(1), *a2 = CKIR_AROW(2), *a3 = CKIR_AROW(3),
@@ -375,7 +391,7 @@ CKIR_INLINE void ukernel_avx2(int64_t kc, const float *restrict A, int64_t lda,
          c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
 #pragma GCC unroll 4
   for (int64_t k = 0; k < kc; k++) {
-    const __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8);
+    const __m256 b0 = _mm256_loadu_ps(Bp), b1 = _mm256_loadu_ps(Bp + 8);
     __m256 a;
 #define CKIR_FMA_ROW(ar, x0, x1)         \
   a = _mm256_broadcast_ss(ar + k * ks);  \
@@ -388,7 +404,7 @@ CKIR_INLINE void ukernel_avx2(int64_t kc, const float *restrict A, int64_t lda,
     CKIR_FMA_ROW(a4, c40, c41)
     CKIR_FMA_ROW(a5, c50, c51)
 #undef CKIR_FMA_ROW
-    Bp += GEMM_NR;
+    Bp += bs;
   }
   /* vector epilogue: lane masks for the nr valid columns (maskload reads 0 elsewhere) */
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -427,21 +443,24 @@ CKIR_INLINE void ukernel_avx2(int64_t kc, const float *restrict A, int64_t lda,
 }
 
 static void ukernel(int64_t kc, const float *restrict A, int64_t lda, const float *restrict Bp,
-                    float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first, int last,
-                    const float *bias, int relu) {
-  ukernel_avx2(kc, A, lda, Bp, C, ldc, mr, nr, first, last, bias, relu, 0);
+                    int64_t bs, float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first,
+                    int last, const float *bias, int relu, const float *pf, int64_t npf) {
+  (void)pf, (void)npf; /* no software prefetch: measured no gain on AVX2 (docs/performance.md) */
+  ukernel_avx2(kc, A, lda, Bp, bs, C, ldc, mr, nr, first, last, bias, relu, 0);
 }
 
 static void ukernel_packed(int64_t kc, const float *restrict Ap, int64_t lda,
-                           const float *restrict Bp, float *restrict C, int64_t ldc, int64_t mr,
-                           int64_t nr, int first, int last, const float *bias, int relu) {
-  ukernel_avx2(kc, Ap, lda, Bp, C, ldc, mr, nr, first, last, bias, relu, 1);
+                           const float *restrict Bp, int64_t bs, float *restrict C, int64_t ldc,
+                           int64_t mr, int64_t nr, int first, int last, const float *bias,
+                           int relu, const float *pf, int64_t npf) {
+  (void)pf, (void)npf;
+  ukernel_avx2(kc, Ap, lda, Bp, bs, C, ldc, mr, nr, first, last, bias, relu, 1);
 }
 #else
 static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const float *restrict Bp,
-                    float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first, int last,
-                    const float *bias, int relu) {
-  (void)lda; /* Ap is a packed panel */
+                    int64_t bs, float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first,
+                    int last, const float *bias, int relu, const float *pf, int64_t npf) {
+  (void)lda, (void)pf, (void)npf; /* Ap is a packed panel; no software prefetch */
   prefetch_c(C, ldc, mr);
   float acc[GEMM_MR][GEMM_NR];
   for (int r = 0; r < GEMM_MR; r++)
@@ -449,7 +468,7 @@ static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const flo
   for (int64_t k = 0; k < kc; k++) {
     for (int r = 0; r < GEMM_MR; r++) {
       const float a = Ap[k * GEMM_MR + r];
-      for (int n = 0; n < GEMM_NR; n++) acc[r][n] += a * Bp[k * GEMM_NR + n];
+      for (int n = 0; n < GEMM_NR; n++) acc[r][n] += a * Bp[k * bs + n];
     }
   }
   for (int64_t r = 0; r < mr; r++) {
@@ -470,13 +489,16 @@ static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const flo
 /* ---- driver -------------------------------------------------------------- */
 
 /* One thread's share: C[0:M, 0:N] of the product.  A(i, k) is A[i * lda + k],
- * or with a_t (A stored transposed) A[k * lda + i].  b_nk: B is w[N, K] (gemm);
- * else B is b[K, N] (matmul).  Ap (when A is packed) and Bp are the caller's
- * pack buffers; a_t is a constant in each caller (gemm_blocked, gemm_blocked_t). */
+ * or with a_t (A stored transposed) A[k * lda + i].  b_nk == 1: B is w[N, K]
+ * (gemm); 0: B is b[K, N] (matmul); GEMM_B_PANELS: B is the whole f32p matrix
+ * (ldb = K) and C's column 0 is its column bcol (a multiple of GEMM_NR).  Ap
+ * (when A is packed) and Bp are the caller's pack buffers; a_t is a constant in
+ * each caller (gemm_blocked, gemm_blocked_t). */
 CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const float *B,
-                               int64_t ldb, int b_nk, const float *bias, float *C, int64_t ldc,
-                               int64_t M, int64_t N, int64_t K, int relu, float *restrict Ap,
-                               float *restrict Bp) {
+                               int64_t ldb, int b_nk, int64_t bcol, const float *bias, float *C,
+                               int64_t ldc, int64_t M, int64_t N, int64_t K, int relu,
+                               float *restrict Ap, float *restrict Bp) {
+  const int panels = b_nk == GEMM_B_PANELS;
   const int packed_a = GEMM_PACK_A || a_t;
   /* K in slices of equal depth (<= GEMM_KC, a multiple of 8): no short last
    * slice whose C round trip costs as much as a full one.  The depth depends on
@@ -496,7 +518,9 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
     for (int64_t pc = 0; pc < K; pc += kstep) {
       const int64_t kc = CKIR_MIN(kstep, K - pc);
       const int first = pc == 0, last = pc + kc >= K;
-      if (b_nk)
+      if (panels)
+        ; /* B is read in place */
+      else if (b_nk)
         pack_b_nk(B + jc * ldb + pc, ldb, nc, kc, Bp);
       else
         pack_b_kn(B + pc * ldb + jc, ldb, nc, kc, Bp);
@@ -508,18 +532,31 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
         else
           pack_a(A + ic * lda + pc, lda, mc, kc, Ap);
 #endif
+        /* the row tiles of this block share one B micro-panel: with panels,
+         * each prefetches its part of the next panel's kc-slice (2 lines a k) */
+        const int64_t tiles = (mc + GEMM_MR - 1) / GEMM_MR;
+        const int64_t npf = panels ? (2 * kc + tiles - 1) / tiles : 0;
         for (int64_t jr = 0; jr < nc; jr += GEMM_NR) {
           const int64_t nr = CKIR_MIN(GEMM_NR, nc - jr);
           const float *bj = bias ? bias + jc + jr : NULL;
+          const int64_t col = bcol + jc + jr; /* panels: B's column */
+          const float *bp = panels ? B + (col / CKIR_PANEL * ldb + pc) * CKIR_PANEL +
+                                         col % CKIR_PANEL
+                                   : Bp + jr * kc;
+          const int64_t bs = panels ? CKIR_PANEL : GEMM_NR;
+          /* the next micro-panel to stream, if this thread reads one */
+          const float *next = panels && jr + GEMM_NR < nc ? bp + ldb * CKIR_PANEL : NULL;
           for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
             float *c = C + (ic + ir) * ldc + jc + jr;
             const int64_t mr = CKIR_MIN(GEMM_MR, mc - ir);
+            const float *pf = next ? next + ir / GEMM_MR * npf * 16 : NULL;
+            const int64_t np = next ? CKIR_MAX(0, CKIR_MIN(npf, 2 * kc - ir / GEMM_MR * npf)) : 0;
             if (packed_a)
-              ukernel_packed(kc, Ap + ir * kc, lda, Bp + jr * kc, c, ldc, mr, nr, first, last, bj,
-                             relu);
+              ukernel_packed(kc, Ap + ir * kc, lda, bp, bs, c, ldc, mr, nr, first, last, bj, relu,
+                             pf, np);
             else
-              ukernel(kc, A + (ic + ir) * lda + pc, lda, Bp + jr * kc, c, ldc, mr, nr, first, last,
-                      bj, relu);
+              ukernel(kc, A + (ic + ir) * lda + pc, lda, bp, bs, c, ldc, mr, nr, first, last, bj,
+                      relu, pf, np);
           }
         }
       }
@@ -528,15 +565,15 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
 }
 
 static void gemm_blocked(const float *A, int64_t lda, const float *B, int64_t ldb, int b_nk,
-                         const float *bias, float *C, int64_t ldc, int64_t M, int64_t N, int64_t K,
-                         int relu) {
+                         int64_t bcol, const float *bias, float *C, int64_t ldc, int64_t M,
+                         int64_t N, int64_t K, int relu) {
   float Bp[GEMM_KC * GEMM_NC] __attribute__((aligned(64)));
 #if GEMM_PACK_A
   float Ap[GEMM_MC * GEMM_KC] __attribute__((aligned(64)));
 #else
   float *Ap = NULL; /* A is read in place */
 #endif
-  gemm_blocked_(A, lda, 0, B, ldb, b_nk, bias, C, ldc, M, N, K, relu, Ap, Bp);
+  gemm_blocked_(A, lda, 0, B, ldb, b_nk, bcol, bias, C, ldc, M, N, K, relu, Ap, Bp);
 }
 
 /* A stored transposed: at[K, M] (lda >= M between rows of at) */
@@ -544,7 +581,7 @@ static void gemm_blocked_t(const float *At, int64_t lda, const float *B, int64_t
                            float *C, int64_t ldc, int64_t M, int64_t N, int64_t K) {
   float Bp[GEMM_KC * GEMM_NC] __attribute__((aligned(64)));
   float Ap[GEMM_MC * GEMM_KC] __attribute__((aligned(64)));
-  gemm_blocked_(At, lda, 1, B, ldb, b_nk, NULL, C, ldc, M, N, K, 0, Ap, Bp);
+  gemm_blocked_(At, lda, 1, B, ldb, b_nk, 0, NULL, C, ldc, M, N, K, 0, Ap, Bp);
 }
 
 /* One thread's rows [m0, m1) and columns [n0, n1) of the product. */
@@ -552,13 +589,14 @@ static void gemm_part(const float *A, int a_t, const float *B, int b_nk, const f
                       float *C, int64_t M, int64_t N, int64_t K, int relu, int64_t m0, int64_t m1,
                       int64_t n0, int64_t n1) {
   const int64_t ldb = b_nk ? K : N;
-  const float *Bt = b_nk ? B + n0 * K : B + n0;
+  /* panels: the whole matrix, addressed from column n0 by gemm_blocked_ */
+  const float *Bt = b_nk == GEMM_B_PANELS ? B : b_nk ? B + n0 * K : B + n0;
   const float *bt = bias ? bias + n0 : NULL;
   float *Ct = C + m0 * N + n0;
   if (a_t)
     gemm_blocked_t(A + m0, M, Bt, ldb, b_nk, Ct, N, m1 - m0, n1 - n0, K);
   else
-    gemm_blocked(A + m0 * K, K, Bt, ldb, b_nk, bt, Ct, N, m1 - m0, n1 - n0, K, relu);
+    gemm_blocked(A + m0 * K, K, Bt, ldb, b_nk, n0, bt, Ct, N, m1 - m0, n1 - n0, K, relu);
 }
 
 static void gemm_driver(const float *A, int a_t, const float *B, int b_nk, const float *bias,
@@ -618,6 +656,11 @@ void ckir_gemm_bias_f32(const float *x, const float *w, const float *b, float *y
     ckir_internal_dot_rows(x, M, w, b, y, N, K);
   else
     gemm_driver(x, 0, w, 1, b, y, M, N, K, 0);
+}
+
+void ckir_internal_gemm_panels(const float *x, const float *wp, const float *b, float *y,
+                               int64_t M, int64_t N, int64_t K) {
+  gemm_driver(x, 0, wp, GEMM_B_PANELS, b, y, M, N, K, 0);
 }
 
 void ckir_matmul_f32(const float *a, const float *b, float *c, int64_t M, int64_t N, int64_t K) {
