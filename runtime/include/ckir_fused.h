@@ -20,7 +20,7 @@
  *   gemm with M > 8: tiles of (<= 144 rows of x) x (256 columns), each the
  *   two runtime GEMMs into stack tiles, then silu * up into out; tiles spread
  *   over the threads.  Stack: 288 KiB per thread for the tiles plus the
- *   GEMM's packed panels (~352 KiB): keep OMP_STACKSIZE >= 1 MiB.
+ *   GEMM's packed panels (~400 KiB): keep OMP_STACKSIZE >= 1 MiB.
  *
  * Weight dtypes: the kernels above take fp32 weights (fused_linear.c); the
  * _bf16 / _q8_0 / _q4_0 / _q4_1 variants below (fused_wdtype.c) compose the

@@ -59,7 +59,7 @@ const char *ckir_runtime_isa(void);
 /* ---- linear layers ------------------------------------------------------ */
 
 /* gemm_f32: y[M, N] = x[M, K] . w[N, K]^T (prefill).  Cache- and register-blocked,
- * OpenMP-threaded.  y must not alias x or w.  Uses up to ~360 KiB of stack
+ * OpenMP-threaded.  y must not alias x or w.  Uses up to ~400 KiB of stack
  * per thread for packed panels (docs/runtime.md). */
 
 /* gemm_bias_f32: y[M, N] = x[M, K] . w[N, K]^T + b[N] (bias broadcast over rows). */

@@ -13,7 +13,7 @@
  *    row-copy packing.  Its threads split the output dw (rows or columns),
  *    never M, so no thread's partial sums need adding up.
  * Both therefore use gemm's per-thread stack bound (the AVX2 build adds a
- * packed A panel for the weight gradient: ~352 KiB per thread, as AVX-512).
+ * packed A panel for the weight gradient: ~352 KiB per thread; AVX-512: ~400 KiB).
  *
  * bias_bwd sums dy's rows into db in spans of BB_COLS columns (a 4 KiB run of
  * each row, so every row is read as one contiguous stream and db's span stays
