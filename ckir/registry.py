@@ -18,9 +18,15 @@ from typing import Any
 
 import yaml
 
-from ckir.dialects.dims import DimError, dim_symbols, parse_constraint
+from ckir.dialects.dims import (
+    DimError,
+    dim_symbols,
+    evaluate_dim,
+    parse_constraint,
+    product_factors,
+)
 from ckir.resources import runtime_dir
-from ckir.vocab import DTYPES, KERNEL_OPS, MODES, dtype_info
+from ckir.vocab import DTYPES, KERNEL_OPS, MODES, PANEL_DTYPES, dtype_info
 
 __all__ = [
     "ACCESSES",
@@ -30,7 +36,9 @@ __all__ = [
     "ParamSpec",
     "RegistryError",
     "constraint_problem",
+    "extent_values",
     "load_registry",
+    "panel_extent_problem",
     "parse_registry",
     "registry_path",
 ]
@@ -57,6 +65,40 @@ def constraint_problem(expr: str, params: frozenset[str]) -> str | None:
     if unknown:
         return f"unknown name {unknown[0]!r} (params: {', '.join(sorted(params))})"
     return None
+
+
+def panel_extent_problem(dtype: str, extent: str) -> str | None:
+    """Why ``extent`` cannot bound an operand of ``dtype``, or None.
+
+    An operand of a panel dtype (``f32p``: a [rows, cols] matrix stored in padded
+    panels) states its extent in logical elements as a product ``rows*cols``
+    (``"N*K"``), so that :func:`extent_values` can count the padding rows the
+    kernel touches.  Other dtypes take any dim expression.
+    """
+    if dtype not in PANEL_DTYPES or not extent:
+        return None
+    if product_factors(extent) is None:
+        return (
+            f'{dtype} operands state their extent as a product rows*cols (like "N*K"), '
+            f"got {extent!r}"
+        )
+    return None
+
+
+def extent_values(dtype: str, extent: str, env: Mapping[str, int]) -> int:
+    """Stored values an operand of ``dtype`` with ``extent`` may touch at the params ``env``.
+
+    The extent evaluated, for most dtypes (block dtypes count logical elements,
+    whole blocks being implied).  Panel dtypes: ``rows*cols`` touches whole panels,
+    ``ceil(rows / panel) * panel * cols`` values.  Raises what
+    :func:`~ckir.dialects.dims.evaluate_dim` raises.
+    """
+    panel = PANEL_DTYPES.get(dtype)
+    factors = product_factors(extent) if panel is not None else None
+    if panel is None or factors is None:
+        return evaluate_dim(extent, env)
+    rows, cols = (evaluate_dim(f, env) for f in factors)
+    return -(-rows // panel) * panel * cols
 
 
 @dataclass(frozen=True)
@@ -237,6 +279,9 @@ def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
                 raise _fail(
                     where, f"operand {o.name}: extent {o.extent!r} names no param {unknown[0]}"
                 )
+            problem = panel_extent_problem(o.dtype, o.extent)
+            if problem is not None:
+                raise _fail(where, f"operand {o.name}: {problem}")
 
     all_names = [o.name for o in operands] + [p.name for p in params]
     dupes = sorted({n for n in all_names if all_names.count(n) > 1})

@@ -15,7 +15,7 @@ Adding a graph op kind means adding its :class:`OpSignature` to
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -34,6 +34,7 @@ __all__ = [
     "LOWERED_MODES",
     "MODES",
     "MODE_TABLE",
+    "PANEL_DTYPES",
     "PERMANENT_ROLES",
     "REPORTED_ROLES",
     "ROLES",
@@ -95,6 +96,15 @@ class DType:
 
     Plain dtypes have ``elem_bytes``; block-quantized ones (GGUF layouts) have
     ``block = (bytes per block, elements per block)`` and a row holds whole blocks.
+
+    A *panel* dtype (``panel`` set, e.g. ``f32p``) stores ``elem_bytes``-sized
+    values of a 2-D ``[N, K]`` matrix in a GEMM-friendly order: P = ceil(N / panel)
+    panels; panel p holds rows ``panel*p .. panel*p + panel - 1`` as K rows of
+    ``panel`` values ("k-major"), so element (n, k) is at value index
+    ``((n // panel) * K + k) * panel + n % panel``.  The rows of the last panel past N
+    are zeros: storage is ``P * panel * K * elem_bytes`` bytes, not ``N * K * ...``.
+    Panel buffers are always 2-D; their sizes depend on the shape, not on the
+    element count alone (:func:`storage_bytes` takes the shape).
     """
 
     name: str
@@ -107,10 +117,14 @@ class DType:
     value: bool = False
     #: a weight dtype ``ckir compile --dtype`` produces (kernels exist for it)
     weight: bool = False
+    #: panel dtypes: rows per panel (the matrix is stored panel by panel, k-major)
+    panel: int | None = None
 
 
 DTYPE_TABLE: tuple[DType, ...] = (
     DType("f32", "float", "<f4", elem_bytes=4, value=True, weight=True),
+    # fp32 matrices pre-packed in 32-row GEMM panels (docs/quantization.md)
+    DType("f32p", "float", "<f4", elem_bytes=4, weight=True, panel=32),
     DType("bf16", "uint16_t", "<u2", elem_bytes=2, value=True, weight=True),
     DType("f16", "uint16_t", "<f2", elem_bytes=2, value=True),
     DType("i32", "int32_t", "<i4", elem_bytes=4, value=True),
@@ -127,6 +141,10 @@ DTYPES: tuple[str, ...] = tuple(_BY_NAME)
 #: bytes per element of the plain dtypes
 ELEMENT_BYTES: Mapping[str, int] = MappingProxyType(
     {d.name: d.elem_bytes for d in DTYPE_TABLE if d.elem_bytes is not None}
+)
+#: panel dtypes: rows per panel (their ELEMENT_BYTES entry is the size of one value)
+PANEL_DTYPES: Mapping[str, int] = MappingProxyType(
+    {d.name: d.panel for d in DTYPE_TABLE if d.panel is not None}
 )
 #: block-quantized dtypes: (bytes per block, elements per block)
 BLOCK_DTYPES: Mapping[str, tuple[int, int]] = MappingProxyType(
@@ -146,14 +164,31 @@ def dtype_info(name: str) -> DType:
         raise KeyError(f"unknown dtype {name!r} (known: {', '.join(DTYPES)})") from None
 
 
-def storage_bytes(name: str, elements: int) -> int:
-    """Bytes of ``elements`` values of dtype ``name`` (whole blocks for block dtypes)."""
+def storage_bytes(name: str, shape: int | Sequence[int]) -> int:
+    """Bytes of a buffer of dtype ``name`` and logical ``shape``.
+
+    ``shape`` is the dims, or an element count for dtypes whose size depends on
+    the count alone.  Block dtypes: whole blocks per row (last dim); an element
+    count is taken as one row.  Panel dtypes (``f32p``): the shape must be
+    ``[N, K]``; ``ceil(N / panel) * panel * K`` values (the padding rows included).
+    """
     d = dtype_info(name)
+    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    if d.panel is not None:
+        if isinstance(shape, int) or len(dims) != 2:
+            raise ValueError(f"{name} buffers are [N, K] matrices; got shape {shape!r}")
+        assert d.elem_bytes is not None
+        n, k = dims
+        return -(-n // d.panel) * d.panel * k * d.elem_bytes
+    rows = 1
+    for dim in dims[:-1]:
+        rows *= dim
+    row = dims[-1] if dims else 1
     if d.block is not None:
         block_bytes, block_elems = d.block
-        return -(-elements // block_elems) * block_bytes
+        return rows * -(-row // block_elems) * block_bytes
     assert d.elem_bytes is not None
-    return elements * d.elem_bytes
+    return rows * row * d.elem_bytes
 
 
 # ----------------------------------------------------------------------------- roles

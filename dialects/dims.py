@@ -44,6 +44,7 @@ __all__ = [
     "normalize_dim",
     "parse_constraint",
     "parse_dim",
+    "product_factors",
     "try_evaluate_dim",
 ]
 
@@ -247,6 +248,34 @@ def try_evaluate_dim(text: str | int, symbols: Mapping[str, int]) -> int | None:
         return evaluate_dim(text, symbols)
     except (KeyError, ValueError, ZeroDivisionError):
         return None
+
+
+@lru_cache(maxsize=1024)
+def product_factors(text: str) -> tuple[str, str] | None:
+    """``(first, rest)`` of a dim expression that is a product ``first*rest``, else None.
+
+    ``first`` is the first factor (an integer, a symbol or a parenthesised sum) and
+    ``rest`` the product of the others, both canonical text: ``"N*K"`` ->
+    ``("N", "K")``, ``"(A+B)*C*D"`` -> ``("(A+B)", "C*D")``; ``"N+K"``, ``"N"`` and
+    ``"N/2*K"`` (a division at the top level) are not products.  Raises
+    :class:`DimError` when the expression is malformed.
+    """
+    parse_dim(text)  # malformed: DimError
+    tokens = _tokenize(text)
+    depth = 0
+    split: int | None = None
+    for i, tok in enumerate(tokens):
+        if tok == "(":
+            depth += 1
+        elif tok == ")":
+            depth -= 1
+        elif depth == 0 and tok in ("+", "-", "/"):
+            return None
+        elif depth == 0 and tok == "*" and split is None:
+            split = i
+    if split is None:
+        return None
+    return "".join(tokens[:split]), "".join(tokens[split + 1 :])
 
 
 @dataclass(frozen=True)

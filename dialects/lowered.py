@@ -77,7 +77,7 @@ from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
 from ckir.dialects.common import Placed, Shaped, ViewOf, sym
-from ckir.dialects.dims import dim_symbols, evaluate_dim
+from ckir.dialects.dims import dim_symbols
 from ckir.registry import (
     ACCESSES,
     PARAM_TYPES,
@@ -85,8 +85,20 @@ from ckir.registry import (
     OperandSpec,
     ParamSpec,
     constraint_problem,
+    extent_values,
+    panel_extent_problem,
 )
-from ckir.vocab import BLOCK_DTYPES, DTYPES, ELEMENT_BYTES, GLOBAL_ROLES, LOCAL_ROLES, MODES, ROLES
+from ckir.vocab import (
+    BLOCK_DTYPES,
+    DTYPES,
+    ELEMENT_BYTES,
+    GLOBAL_ROLES,
+    LOCAL_ROLES,
+    MODES,
+    PANEL_DTYPES,
+    ROLES,
+    storage_bytes,
+)
 
 __all__ = [
     "BLOCK_DTYPES",
@@ -157,7 +169,10 @@ class BufferType(Shaped, ParametrizedAttribute, TypeAttribute):
 
     Plain dtypes ``f32, i32`` (4 bytes), ``bf16, f16`` (2), ``i64`` (8); block
     quantized ``q8_0`` (34 bytes / 32 elements), ``q4_0`` (18 / 32), ``q4_1``
-    (20 / 32), ``q4_k`` (144 / 256), whose rows (last dim) hold whole blocks.
+    (20 / 32), ``q4_k`` (144 / 256), whose rows (last dim) hold whole blocks;
+    ``f32p``, an fp32 ``[N, K]`` matrix stored in 32-row panels (k-major, the
+    last panel zero-padded: ``ceil(N/32)*32*K`` floats), always 2-D:
+    ``!lowered.buf<[100, 64], f32p>`` is 128*64*4 bytes.
     """
 
     name = "lowered.buf"
@@ -182,17 +197,15 @@ class BufferType(Shaped, ParametrizedAttribute, TypeAttribute):
 
     @property
     def byte_size(self) -> int:
-        """Bytes the buffer occupies (quantized: whole blocks per row)."""
-        dtype = self.dtype.data
-        if dtype in ELEMENT_BYTES:
-            return self.num_elements * ELEMENT_BYTES[dtype]
-        block_bytes, block_elems = BLOCK_DTYPES[dtype]
-        shape = self.shape_ints
-        rows = 1
-        for d in shape[:-1]:
-            rows *= d
-        row = shape[-1] if shape else 1
-        return rows * (-(-row // block_elems)) * block_bytes
+        """Bytes the buffer occupies (quantized: whole blocks per row; f32p: whole panels)."""
+        return storage_bytes(self.dtype.data, self.shape_ints)
+
+    @property
+    def stored_values(self) -> int:
+        """Values the buffer stores: its elements, with the padding rows of a panel dtype."""
+        if self.dtype.data in PANEL_DTYPES:
+            return self.byte_size // ELEMENT_BYTES[self.dtype.data]
+        return self.num_elements
 
     def verify(self) -> None:
         problem = _check_buffer(self.shape_ints, self.dtype.data)
@@ -240,6 +253,8 @@ def _check_buffer(shape: tuple[int, ...], dtype: str) -> str | None:
         return (
             f"{dtype} rows must be a multiple of {BLOCK_DTYPES[dtype][1]} elements, got {shape[-1]}"
         )
+    if dtype in PANEL_DTYPES and len(shape) != 2:
+        return f"{dtype} buffers are [N, K] matrices, got {len(shape)} dims"
     return None
 
 
@@ -306,7 +321,9 @@ class KernelArgAttr(Shaped, ParametrizedAttribute):
 
     ``access`` is ``read``, ``write`` or ``readwrite``; ``dtype`` one of the buffer
     dtypes; the optional ``extent`` is how many elements the kernel may touch, a
-    dim expression over the kernel's parameters (``"(P+T)*KVD"``).  Inside a
+    dim expression over the kernel's parameters (``"(P+T)*KVD"``).  A panel dtype
+    (``f32p``) states it as ``rows*cols`` in logical elements (``"N*K"``); the
+    kernel then touches ``ceil(rows/32)*32*cols`` floats, padding included.  Inside a
     ``lowered.kernel`` the operands print without the prefix:
     ``(x: read f32 extent "T*E", y: write f32)``.
     """
@@ -361,6 +378,9 @@ class KernelArgAttr(Shaped, ParametrizedAttribute):
                 raise VerifyException(
                     f"lowered.arg {self.arg_name.data}: bad extent '{self.extent.data}': {err}"
                 ) from None
+            problem = panel_extent_problem(self.dtype.data, self.extent.data)
+            if problem is not None:
+                raise VerifyException(f"lowered.arg {self.arg_name.data}: {problem}")
 
     @staticmethod
     def parse_body(parser: AttrParser) -> KernelArgAttr:
@@ -1474,7 +1494,11 @@ class CallOp(IRDLOperation):
     def _verify_extents(
         self, decl: KernelOp, types: Mapping[str, BufferType], program: ProgramOp, where: str
     ) -> None:
-        """Every buffer holds the elements its operand's declared extent may touch."""
+        """Every buffer holds the elements its operand's declared extent may touch.
+
+        Panel dtypes (``f32p``) count stored values, padding rows included: the
+        extent ``rows*cols`` touches ``ceil(rows/32)*32*cols`` of them.
+        """
         env: dict[str, int] | None = None
         for arg, name in self.bindings(decl):
             extent = arg.extent_text
@@ -1482,16 +1506,17 @@ class CallOp(IRDLOperation):
                 continue
             env = env if env is not None else self.largest_params(program)
             try:
-                need = evaluate_dim(extent, env)
+                need = extent_values(arg.dtype_name, extent, env)
             except (KeyError, ValueError, ZeroDivisionError) as err:
                 raise VerifyException(
                     f'{where}: operand {arg.name_text}: cannot evaluate extent "{extent}": {err}'
                 ) from None
-            have = types[name].num_elements
+            have = types[name].stored_values
             if need > have:
                 used = ", ".join(f"{s}={env[s]}" for s in sorted(dim_symbols(extent)))
+                what = "values (whole panels)" if arg.dtype_name in PANEL_DTYPES else "elements"
                 raise VerifyException(
-                    f"{where}: operand {arg.name_text} = {sym(name)} holds {have} elements, "
+                    f"{where}: operand {arg.name_text} = {sym(name)} holds {have} {what}, "
                     f'but the kernel may access {need} (extent "{extent}" at {used}; '
                     "run-time values at their largest)"
                 )

@@ -29,15 +29,10 @@ from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.registry import load_registry
-from ckir.vocab import INFERENCE_MODES
+from ckir.vocab import DTYPE_TABLE, INFERENCE_MODES
 
-C_TYPES = {
-    "f32": "float",
-    "i32": "int32_t",
-    "i64": "int64_t",
-    "bf16": "uint16_t",
-    "f16": "uint16_t",
-}
+#: C element type of each buffer dtype (block formats: bytes; f32p: float)
+C_TYPES = {d.name: d.c_type for d in DTYPE_TABLE}
 RUNTIME_SCALARS = {"T": "T", "P": "P", "PT": "(P + T)", "step": "m->step", "lr": "m->lr"}
 _RT_PRODUCT = re.compile(r"T\*(\d+)")
 

@@ -5,7 +5,7 @@
 // their model (copied from runtime/registry*.yaml where the kernel exists).
 
 // unknown dtype (parse error)
-// CHECK: unknown dtype 'f64' (expected one of f32, bf16, f16, i32, i64, q8_0, q4_0, q4_1, q4_k)
+// CHECK: unknown dtype 'f64' (expected one of f32, f32p, bf16, f16, i32, i64, q8_0, q4_0, q4_1, q4_k)
 lowered.model @m {
   lowered.program @prefill mode "prefill" max_context 4 {
     lowered.buffer @x activation : !lowered.buf<[4], f64>
@@ -498,7 +498,7 @@ lowered.model @m {
 // -----
 
 // unknown operand dtype (parse error)
-// CHECK: unknown dtype 'f8' (expected one of f32, bf16, f16, i32, i64, q8_0, q4_0, q4_1, q4_k)
+// CHECK: unknown dtype 'f8' (expected one of f32, f32p, bf16, f16, i32, i64, q8_0, q4_0, q4_1, q4_k)
 lowered.model @m {
   lowered.kernel @k op "relu" c "k" modes ["decode"] (x: read f8) params ()
 }
@@ -642,5 +642,37 @@ lowered.model @m {
   lowered.program @decode mode "decode" max_context 8 {
     lowered.buffer @x activation : !lowered.buf<[1, 64], f32>
     lowered.call @k() -> (@x) {n = 64 : i64}
+  }
+}
+
+// -----
+
+// f32p (fp32 in 32-row panels) stores [N, K] matrices only
+// CHECK: lowered.buf: f32p buffers are [N, K] matrices, got 3 dims
+lowered.model @m {
+  lowered.buffer @w weight : !lowered.buf<[2, 4, 8], f32p> {source = "w"}
+}
+
+// -----
+
+// an f32p operand states its extent as a product rows*cols
+// CHECK: lowered.arg w: f32p operands state their extent as a product rows*cols (like "N*K"), got 'N+K'
+lowered.model @m {
+  lowered.kernel @k op "linear" c "k" modes ["decode"] (x: read f32 extent "K", w: read f32p extent "N+K", y: write f32 extent "N") params (N: i64, K: i64)
+}
+
+// -----
+
+// the extent of an f32p operand counts whole panels: N = 33, K = 9 touches 2 panels
+// of 32x9 = 576 floats; @w ([40, 8]: 2 panels of 32x8) stores 512 (its 320 logical
+// elements would pass a count of elements, 297)
+// CHECK: lowered.call @k: operand w = @w holds 512 values (whole panels), but the kernel may access 576 (extent "N*K" at K=9, N=33; run-time values at their largest)
+lowered.model @m {
+  lowered.kernel @k op "linear" c "k" modes ["decode"] (x: read f32 extent "K", w: read f32p extent "N*K", y: write f32 extent "N") params (N: i64, K: i64)
+  lowered.buffer @w weight : !lowered.buf<[40, 8], f32p> {source = "w"}
+  lowered.program @decode mode "decode" max_context 8 {
+    lowered.buffer @x activation : !lowered.buf<[1, 9], f32>
+    lowered.buffer @y activation : !lowered.buf<[1, 33], f32>
+    lowered.call @k(@x, @w) -> (@y) {N = 33 : i64, K = 9 : i64}
   }
 }
