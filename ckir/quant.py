@@ -1,4 +1,4 @@
-"""Weight dtypes of the runtime: bf16 and the GGUF block formats Q8_0, Q4_0, Q4_1.
+"""Weight dtypes of the runtime: bf16, f32p panels and the GGUF block formats Q8_0, Q4_0, Q4_1.
 
 NumPy quantizers and dequantizers written for ckir (see docs/quantization.md).
 A quantized tensor of logical shape ``[..., K]`` is stored as a ``uint8`` array
@@ -19,13 +19,20 @@ float32 exactly as the C runtime does (``d * q``, and ``(d * q) + m`` with no
 fused multiply-add), so they match ``gguf.quants.dequantize`` bit for bit.
 ``bf16`` is the top half of an fp32, rounded to nearest even (NaNs are kept
 NaN, made quiet).
+
+``f32p`` is fp32, exact, in the order the GEMM kernels read it: a ``[N, K]``
+matrix is ``P = ceil(N / 32)`` panels, panel p holding rows ``32p .. 32p + 31`` as
+K rows of 32 floats, so element (n, k) is at float ``((n // 32) * K + k) * 32 +
+n % 32``; the rows past N of the last panel are zeros (``P * 32 * K`` floats).
+:func:`pack_panels` / :func:`unpack_panels` convert; unpacking needs the logical
+shape (``dequantize(arr, "f32p", shape=(N, K))``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ckir.vocab import BLOCK_DTYPES, ELEMENT_BYTES, WEIGHT_DTYPES
+from ckir.vocab import BLOCK_DTYPES, ELEMENT_BYTES, PANEL_DTYPES, WEIGHT_DTYPES
 
 QK = 32
 """Elements per block of every block format here."""
@@ -40,10 +47,19 @@ _SCALE_BYTES = {
 }
 
 
+PANEL = PANEL_DTYPES["f32p"]
+"""Rows per panel of f32p."""
+
+
 def block_bytes(dtype: str) -> tuple[int, int]:
-    """(elements per block, bytes per block) of ``dtype``; scalars are one-element blocks."""
+    """(elements per block, bytes per block) of ``dtype``; scalars are one-element blocks.
+
+    Panel dtypes (f32p) are not stored by rows: ValueError (see :func:`panel_bytes`).
+    """
     if dtype not in WEIGHT_DTYPES:
         raise ValueError(f"unknown weight dtype {dtype!r}")
+    if dtype in PANEL_DTYPES:
+        raise ValueError(f"{dtype} is stored in panels, not rows: its size depends on N")
     if dtype in _BLOCK_BYTES:
         return QK, _BLOCK_BYTES[dtype]
     return 1, ELEMENT_BYTES[dtype]
@@ -55,6 +71,43 @@ def row_bytes(dtype: str, k: int) -> int:
     if k % elems:
         raise ValueError(f"{dtype} rows need K % {elems} == 0, got K = {k}")
     return k // elems * nbytes
+
+
+def panel_bytes(n: int, k: int) -> int:
+    """Bytes of an ``[n, k]`` matrix stored as f32p (whole 32-row panels)."""
+    return -(-n // PANEL) * PANEL * k * 4
+
+
+def pack_panels(arr: np.ndarray) -> np.ndarray:
+    """float ``[N, K]`` -> its f32p panels, float32 ``[P, K, 32]`` (P = ceil(N/32)),
+    contiguous; the rows of the last panel past N are zeros.  Values are exact."""
+    a = np.asarray(arr, dtype=np.float32)
+    if a.ndim != 2:
+        raise ValueError(f"f32p stores [N, K] matrices, got shape {a.shape}")
+    n, k = a.shape
+    p = -(-n // PANEL)
+    padded = np.zeros((p * PANEL, k), dtype=np.float32)
+    padded[:n] = a
+    return np.ascontiguousarray(padded.reshape(p, PANEL, k).transpose(0, 2, 1))
+
+
+def unpack_panels(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """f32p panels (float32, any shape with ``ceil(N/32)*32*K`` values, or their bytes as
+    uint8) -> the float32 ``[N, K]`` matrix of logical ``shape`` (inverse of
+    :func:`pack_panels`)."""
+    if len(shape) != 2:
+        raise ValueError(f"f32p stores [N, K] matrices, got shape {tuple(shape)}")
+    n, k = (int(d) for d in shape)
+    a = np.ascontiguousarray(arr)
+    if a.dtype == np.uint8:
+        a = a.reshape(-1).view("<f4")
+    a = np.asarray(a, dtype=np.float32).reshape(-1)
+    p = -(-n // PANEL)
+    if a.size != p * PANEL * k:
+        raise ValueError(
+            f"f32p [{n}, {k}] is {p * PANEL * k} floats ({p} panels of {PANEL}x{k}), got {a.size}"
+        )
+    return np.ascontiguousarray(a.reshape(p, k, PANEL).transpose(0, 2, 1).reshape(-1, k)[:n])
 
 
 def _blocks(arr: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -144,10 +197,18 @@ def _f16(b: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(b).view(np.float16).astype(np.float32)
 
 
-def dequantize(arr: np.ndarray, dtype: str) -> np.ndarray:
-    """float32 values of ``arr`` stored as ``dtype`` (the inverse of the quantizers' layout)."""
+def dequantize(arr: np.ndarray, dtype: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """float32 values of ``arr`` stored as ``dtype`` (the inverse of the quantizers' layout).
+
+    ``shape`` is the logical ``[N, K]`` of an f32p matrix (required for f32p: its
+    storage does not tell N); other dtypes ignore it.
+    """
     if dtype == "f32":
         return np.asarray(arr, dtype=np.float32)
+    if dtype in PANEL_DTYPES:
+        if shape is None:
+            raise ValueError(f"dequantize({dtype}) needs the logical shape [N, K]")
+        return unpack_panels(arr, shape)
     if dtype == "bf16":
         return from_bf16(arr)
     if dtype not in _BLOCK_BYTES:
@@ -171,6 +232,10 @@ def count_non_finite(arr: np.ndarray, dtype: str) -> int:
     non-finite (``d``, and ``m`` of q4_1, ``d`` and ``dmin`` of GGUF's q4_k), so
     only they are checked: a cheap pass over 2-4 bytes per block.
     """
+    if dtype in PANEL_DTYPES:  # the panels (float32, zero padding) or their bytes
+        if np.asarray(arr).dtype == np.uint8:
+            arr = np.ascontiguousarray(arr).reshape(-1).view("<f4")
+        dtype = "f32"
     if dtype in ("f32", "bf16"):
         values = from_bf16(arr) if dtype == "bf16" else np.asarray(arr, dtype=np.float32)
         return int(values.size - np.count_nonzero(np.isfinite(values)))
@@ -185,9 +250,12 @@ def count_non_finite(arr: np.ndarray, dtype: str) -> int:
 
 
 def quantize(arr: np.ndarray, dtype: str) -> np.ndarray:
-    """``arr`` (float) stored as ``dtype``: float32, bf16 (uint16) or block bytes (uint8)."""
+    """``arr`` (float) stored as ``dtype``: float32, f32p panels (float32 ``[P, K, 32]``),
+    bf16 (uint16) or block bytes (uint8)."""
     if dtype == "f32":
         return np.ascontiguousarray(arr, dtype=np.float32)
+    if dtype == "f32p":
+        return pack_panels(arr)
     if dtype == "bf16":
         return to_bf16(arr)
     fns = {"q8_0": quantize_q8_0, "q4_0": quantize_q4_0, "q4_1": quantize_q4_1}

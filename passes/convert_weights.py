@@ -1,4 +1,4 @@
-"""``--convert-weights``: store linear-layer matrices in another dtype (bf16, Q8_0, Q4_0)."""
+"""``--convert-weights``: store linear-layer matrices in another dtype (bf16, f32p, Q8_0, ...)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from ckir.vocab import WEIGHT_DTYPES
 
 #: graph ops whose first weight is a [N, K] matrix (or an embedding table)
 MATRIX_OPS = ("linear", "lm_head", "embed")
-#: block length along K of the block-quantized formats
+#: block length along K of the block-quantized formats (f32p panels take any K)
 BLOCK = {"q8_0": 32, "q4_0": 32, "q4_1": 32}
 
 
@@ -41,8 +41,11 @@ class _SetWeightDtype(RewritePattern):
         rewriter.notify_op_modified(op)
 
 
-def _convertible(model: g.ModelOp, dtype: str) -> set[str]:
-    """Weights to convert: f32 matrices of matrix ops (K fitting the block), and their ties."""
+def convertible(model: g.ModelOp, dtype: str) -> set[str]:
+    """Weights to convert: f32 matrices of matrix ops (K fitting the block), and their ties.
+
+    Also what a build made with ``dtype`` stores in it (``CompiledModel.weight_arrays``
+    asks which weights an f32p build packed)."""
     weights = model.weights()
     symbols = model.symbol_values()
 
@@ -73,13 +76,17 @@ class ConvertWeightsPass(ModulePass):
     the weights.bin writer encodes the checkpoint's values in the new format,
     and lowering then picks the kernels registered for that weight dtype.
     Norm gammas, biases and positional tables stay f32. Block formats need K
-    to be a multiple of 32; matrices where it is not stay f32. A tied weight
-    takes its target's dtype.
+    to be a multiple of 32; matrices where it is not stay f32. ``f32p`` keeps
+    the fp32 values exactly, pre-packed in the 32-row panels the GEMM kernels
+    read (any N and K; docs/quantization.md). A tied weight takes its target's
+    dtype.
 
     Options:
-      dtype (str, default "bf16"): one of f32, bf16, q8_0, q4_0, q4_1.
+      dtype (str, default "bf16"): one of f32, f32p, bf16, q8_0, q4_0, q4_1.
 
     Example: ``ckir-opt graph.mlir --convert-weights{dtype=q8_0} --lower-decode``
+    turns ``graph.weight @"layers.{i}.attn.wq" : [H*D, E] f32 hf "..."`` into
+    ``graph.weight @"layers.{i}.attn.wq" : [H*D, E] q8_0 hf "..."``.
     """
 
     name = "convert-weights"
@@ -97,7 +104,7 @@ class ConvertWeightsPass(ModulePass):
         for model in op.ops:
             if not isinstance(model, g.ModelOp):
                 continue
-            pattern = _SetWeightDtype(self.dtype, frozenset(_convertible(model, self.dtype)))
+            pattern = _SetWeightDtype(self.dtype, frozenset(convertible(model, self.dtype)))
             PatternRewriteWalker(
                 GreedyRewritePatternApplier([pattern], dce_enabled=False),
                 apply_recursively=False,

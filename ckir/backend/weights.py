@@ -39,7 +39,7 @@ from ckir.dialects import lowered as lw
 from ckir.dialects.dims import evaluate_dim
 from ckir.errors import CkirError
 from ckir.frontend.safetensors_header import TensorInfo, read_checkpoint_header
-from ckir.vocab import BLOCK_DTYPES
+from ckir.vocab import BLOCK_DTYPES, PANEL_DTYPES
 
 _NP_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
 
@@ -89,8 +89,8 @@ def check_finite(arr: np.ndarray, dtype: str, what: str) -> None:
 
 
 def encode(arr: np.ndarray, dtype: str, what: str) -> np.ndarray:
-    """float32 array -> the bytes of ``dtype`` (f32, or a format of :mod:`ckir.quant`);
-    a CkirError if ``arr`` holds NaN or Inf."""
+    """float32 array -> the bytes of ``dtype`` (f32, or a format of :mod:`ckir.quant`:
+    bf16, f32p panels, GGUF blocks); a CkirError if ``arr`` holds NaN or Inf."""
     check_finite(arr, "f32", what)
     if dtype == "f32":
         return np.ascontiguousarray(arr, dtype="<f4").view(np.uint8).reshape(-1)
@@ -98,6 +98,13 @@ def encode(arr: np.ndarray, dtype: str, what: str) -> np.ndarray:
 
     if dtype == "bf16":
         return np.ascontiguousarray(quant.to_bf16(arr)).view(np.uint8).reshape(-1)
+    if dtype in PANEL_DTYPES:
+        if np.ndim(arr) != 2:
+            raise CkirError(
+                f"weights.bin: {what} has shape {list(np.shape(arr))}; {dtype} stores [N, K] "
+                "matrices"
+            )
+        return quant.pack_panels(arr).view(np.uint8).reshape(-1)
     quantizer = getattr(quant, f"quantize_{dtype}", None)
     if quantizer is None:
         raise CkirError(f"weights.bin: no encoder for dtype {dtype} ({what})")
