@@ -103,7 +103,9 @@ def source_content_hash(source: Path) -> str:
 
 
 def _options_text(options: CompileOptions) -> str:
-    return json.dumps(dataclasses.asdict(options), sort_keys=True)
+    # panels resolved: a new PANELS_DEFAULT must not find the builds of the old one
+    fields = {**dataclasses.asdict(options), "panels": options.uses_panels}
+    return json.dumps(fields, sort_keys=True)
 
 
 def source_identity(source: Path) -> str:

@@ -374,7 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--dtype",
         choices=WEIGHT_DTYPES,
-        help="store linear-layer weights in this dtype (default: as in the checkpoint)",
+        help="store linear-layer weights in this dtype (default: as in the checkpoint; "
+        "f32p: the fp32 values pre-packed in the prefill GEMMs' panels)",
     )
     s.add_argument("--template")
     s.add_argument("-q", "--quiet", action="store_true")

@@ -74,6 +74,12 @@ HF_EXTRA_FILES = (
 )
 
 
+#: what ``CompileOptions.panels=None`` means for an inference build (f32 matrices -> f32p)
+PANELS_DEFAULT = False
+#: what a training build needs (the gradient pass checks every weight again)
+_TRAINING_DTYPES = (None, "f32")
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     """Everything that changes a build besides the checkpoint itself."""
@@ -88,8 +94,16 @@ class CompileOptions:
     canaries: bool = True
     template: str | None = None
     isa: str = "native"
-    #: storage dtype of weight matrices (--convert-weights); None keeps the source's
+    #: storage dtype of weight matrices (--convert-weights); None keeps the source's.
+    #: Training builds (modes with "backward") need f32 weights: None or "f32"
     dtype: str | None = None
+    #: store the f32 weight matrices of an inference build pre-packed in GEMM panels
+    #: (``f32p``: the same fp32 values, in the order the prefill GEMMs read them, so
+    #: they skip packing the weight at every call).  Applies to the matrices that end
+    #: up f32 (``dtype`` None or "f32"); None: :data:`PANELS_DEFAULT` for inference
+    #: builds, off for training builds; True with modes containing "backward" is an
+    #: error (training updates plain f32 weights).
+    panels: bool | None = None
     #: run the fusion passes (each fires only where the registry has the fused kernel)
     fuse: bool = True
     #: prefill logits: "all" rows ([T, V]: scoring, training) or the "last" row ([1, V]:
@@ -135,6 +149,7 @@ class CompileOptions:
         need(is_int(self.align) and self.align > 0, "align", "a positive int")
         for name in ("debug", "canaries", "fuse"):
             need(isinstance(getattr(self, name), bool), name, "a bool")
+        need(self.panels is None or isinstance(self.panels, bool), "panels", "a bool or None")
         need(isinstance(self.logits, str), "logits", "a str")
         for name in ("strategy", "dtype"):
             need(getattr(self, name) is None or isinstance(getattr(self, name), str), name, "a str")
@@ -149,10 +164,32 @@ class CompileOptions:
         if self.dtype is not None and self.dtype not in WEIGHT_DTYPES:
             known = ", ".join(WEIGHT_DTYPES)
             raise CkirError(f"--dtype: unknown dtype {self.dtype!r}; use {known}")
+        if self.training and self.dtype not in _TRAINING_DTYPES:
+            raise CkirError(
+                f"--dtype {self.dtype}: training (modes with backward) needs f32 weights "
+                "(compile without --dtype, or with --dtype f32)"
+            )
+        if self.training and self.panels:
+            raise CkirError(
+                "panels: training (modes with backward) updates plain f32 weights; "
+                "f32p panels are for inference builds"
+            )
         if self.logits not in LOGITS_CHOICES:
             raise CkirError(f"--logits: unknown choice {self.logits!r}; use all or last")
         if self.isa not in ISAS:
             raise CkirError(f"isa: unknown ISA {self.isa!r}; use {', '.join(ISAS)}")
+
+    @property
+    def training(self) -> bool:
+        """The build has the training programs (a mode containing "backward")."""
+        return any("backward" in m for m in self.modes)
+
+    @property
+    def uses_panels(self) -> bool:
+        """f32 weight matrices are stored as f32p (``panels``, resolved)."""
+        if self.training or self.dtype not in _TRAINING_DTYPES:
+            return False
+        return PANELS_DEFAULT if self.panels is None else self.panels
 
     @property
     def layout_strategy(self) -> str:
@@ -235,6 +272,8 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
         widen_weights_to_f32(module)
     elif options.dtype is not None:
         ConvertWeightsPass(dtype=options.dtype).apply(ctx, module)
+    if options.uses_panels:  # the matrices that are f32 now
+        ConvertWeightsPass(dtype="f32p").apply(ctx, module)
     max_context = options.max_context  # None: the passes' default, min(C, 256)
     passes: list[ModulePass] = []
     if "prefill" in options.modes:
@@ -373,6 +412,10 @@ def build(
             "max_context": options.max_context,
             "debug": options.debug,
             "dtype": options.dtype,
+            # graph.weight declarations stored as f32p panels (CompiledModel.weight_arrays)
+            "f32p_weights": sorted(
+                name for name, d in graph_model.weights().items() if d.dtype_name == "f32p"
+            ),
             "fuse": options.fuse,
             "logits": options.logits,
             "strategy": options.layout_strategy,

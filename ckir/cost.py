@@ -34,7 +34,7 @@ from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-from ckir.vocab import LOWERED_MODES
+from ckir.vocab import ELEMENT_BYTES, LOWERED_MODES, PANEL_DTYPES
 
 __all__ = [
     "GATHER_KINDS",
@@ -80,7 +80,8 @@ class CallCost:
     kind: str
     #: the origin's label, or the kernel name when the call has no origin
     label: str
-    #: weight bytes read per call of one token (gathers: one row; others: whole buffers)
+    #: weight bytes read per call of one token (gathers: one row; others: whole buffers,
+    #: f32p with the zero rows that pad its last panel: the kernels stream them too)
     weight_bytes: int
     #: parameters of the 2-D weight matrices multiplied (0 unless a matrix kind)
     matrix_params: int
@@ -149,6 +150,16 @@ def _buffers(model: lw.LoweredModelOp) -> dict[str, lw.BufferOp]:
     return {op.buffer_name: op for op in model.body_block.ops if isinstance(op, lw.BufferOp)}
 
 
+def _row_bytes(btype: lw.BufferType) -> int:
+    """Bytes of one row of a weight table (what a gather reads per token).
+
+    An f32p table counts 4 bytes per element of the logical row (its values sit 32
+    floats apart in the panels, so the cache lines touched are more)."""
+    if btype.dtype_name in PANEL_DTYPES:
+        return btype.shape_ints[1] * ELEMENT_BYTES[btype.dtype_name]
+    return btype.byte_size // btype.shape_ints[0]
+
+
 def call_costs(module: ModuleOp) -> list[CallCost]:
     """The cost of every call of every program, programs in order, calls in program order."""
     model = lowered_model(module)
@@ -167,10 +178,7 @@ def call_costs(module: ModuleOp) -> list[CallCost]:
                     continue
                 btype = buf.buffer_type
                 if buf.role == "weight":
-                    rows = btype.shape_ints[0]
-                    weight_bytes += (
-                        btype.byte_size // rows if kind in GATHER_KINDS else btype.byte_size
-                    )
+                    weight_bytes += _row_bytes(btype) if kind in GATHER_KINDS else btype.byte_size
                     if kind in MATRIX_KINDS and len(btype.shape_ints) == 2:
                         matrix_params += btype.num_elements
                 elif buf.role == "kv_cache" and kind == "attention":

@@ -378,8 +378,9 @@ class CompiledModel:
     def weight_arrays(self) -> dict[str, np.ndarray]:
         """Weight instance name (``layers.0.attn.wq``) -> a copy of its current values
         (f32, ckir's shape), for every stored weight of an f32 build (tied copies share
-        their target's values and are not listed).  CkirError naming the dtype for a
-        weight stored otherwise (bf16, q8_0, ...)."""
+        their target's values and are not listed); f32p panels are unpacked.  CkirError
+        naming the dtype for a weight stored otherwise (bf16, q8_0, ...)."""
+        from ckir import quant
         from ckir.backend.hf_export import load_graph_model
         from ckir.backend.weights import weight_instances
         from ckir.dialects.dims import evaluate_dim
@@ -388,6 +389,7 @@ class CompiledModel:
         symbols = model.symbol_values()
         slots = self.slots()
         converted = self.info.get("dtype")
+        packed = set(self.info.get("f32p_weights") or ())
         out: dict[str, np.ndarray] = {}
         for name, (decl, _) in weight_instances(model).items():
             if decl.tied_to_name is not None:
@@ -398,13 +400,22 @@ class CompiledModel:
             arena, offset, size, _canary = slot
             shape = tuple(evaluate_dim(d, symbols) for d in decl.shape_dims)
             numel = int(np.prod(shape)) if shape else 1
-            if arena != 0 or size != 4 * numel:
-                dtype = converted if converted not in (None, "f32") else decl.dtype_name
-                raise CkirError(
-                    f"{self.build_dir.name}: weight '{name}' is stored as {dtype}; only f32 "
-                    "builds can be saved (compile with dtype='f32')"
-                )
-            out[name] = self._f32(0, offset, numel, shape).copy()
+            if decl.weight_name in packed and len(shape) == 2:
+                stored = quant.panel_bytes(*shape) // 4
+                if arena == 0 and size == 4 * stored:
+                    panels = self._f32(0, offset, stored, (stored,))
+                    out[name] = quant.unpack_panels(panels, shape)
+                    continue
+            elif arena == 0 and size == 4 * numel:
+                out[name] = self._f32(0, offset, numel, shape).copy()
+                continue
+            dtype = converted if converted not in (None, "f32") else decl.dtype_name
+            if decl.weight_name in packed:
+                dtype = "f32p"
+            raise CkirError(
+                f"{self.build_dir.name}: weight '{name}' is stored as {dtype}; only f32 "
+                "builds can be saved (compile with dtype='f32')"
+            )
         return out
 
     def save_pretrained(self, out_dir: str | Path, *, tokenizer: object | None = None) -> Path:

@@ -11,7 +11,9 @@ MODEL is a HF checkpoint folder or a built-in shape (``smollm-135m``,
 Nothing is downloaded.
 
 Method.  ckir is compiled (timed step by step) for every requested dtype.
-Every system (ckir per dtype, each baseline per dtype it supports) runs in a
+Every system (ckir per dtype, each baseline per dtype it supports; for f32p,
+fp32 pre-packed in ckir's GEMM panels, the baselines run f32, once when f32 is
+benched too) runs in a
 worker process of its own, loaded once and warmed up; the parent sends one
 run at a time, so only one system computes at any moment.  A round runs every
 system once per mode, in alternating order (ckir, torch, ckir, torch, ...;
@@ -31,7 +33,9 @@ per-round ratios of adjacent runs), and the fraction of the roofline.
 * decode bound: bytes read per token = every weight matrix the decode calls
   read (layer weights, LM head) + one row of each gathered table (token /
   position embedding) + the K and V cache rows read by attention at that
-  position (mean over the steps), in the stored dtype; bound = read
+  position (mean over the steps), in the stored dtype (f32p: 4 bytes per
+  value, the zero rows padding a matrix's last 32-row panel included, as the
+  kernels stream them; a gathered f32p row: 4 bytes per element); bound = read
   bandwidth / bytes.  Counted from the build's lowered IR and layout.
 * prefill bound: 2 x (parameters of the matrices multiplied) x T + causal
   attention 4 x H x D x T(T+1)/2 per layer, against the FMA peak.
@@ -80,7 +84,7 @@ from ckir.cost import ModelCost
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.resources import import_root, source_root
-from ckir.vocab import INFERENCE_MODES, WEIGHT_DTYPES
+from ckir.vocab import INFERENCE_MODES, PANEL_DTYPES, WEIGHT_DTYPES
 
 BASELINES = ("torch", "onnxruntime", "llama.cpp")
 #: what ``--modes`` takes: the inference modes, or ``train`` (alone: tools/bench_train.py)
@@ -243,6 +247,12 @@ class CompileTimes:
     @property
     def to_c(self) -> float:
         return sum(self.steps.get(k, 0.0) for k in ("import", "lower + plan", "emit C"))
+
+
+def baseline_dtype(dtype: str) -> str:
+    """The weights a baseline runs for ckir's ``dtype``: f32 for f32p (the same fp32
+    values, only stored in ckir's GEMM panels), else ``dtype`` itself."""
+    return "f32" if dtype in PANEL_DTYPES else dtype
 
 
 def compile_build(
@@ -1098,16 +1108,22 @@ def collect(
     for dt in dtypes:
         s = System("ckir", dt, modes)
         specs.append((s, {**base, "kind": "ckir", "build": str(builds[dt])}))
+        # f32p holds the f32 values: the baselines run f32 (once, when f32 is benched too)
+        bdt = baseline_dtype(dt)
+        if bdt != dt and bdt in dtypes:
+            if against:
+                notes.append(f"baselines at {dt}: see their {bdt} rows (the same weights)")
+            continue
         for b in against:
             if b == "torch":
-                if dt not in ("f32", "bf16"):
+                if bdt not in ("f32", "bf16"):
                     notes.append(f"torch: no {dt} weights in PyTorch eager; skipped")
                     continue
-                spec = {**base, "kind": "torch", "model": str(model_dir), "dtype": dt}
+                spec = {**base, "kind": "torch", "model": str(model_dir), "dtype": bdt}
                 specs.append((System("torch", dt, modes), spec))
             elif b == "onnxruntime":
-                if "prefill" not in modes or dt != "f32":
-                    if dt == "f32":
+                if "prefill" not in modes or bdt != "f32":
+                    if bdt == "f32":
                         notes.append("onnxruntime: prefill only (no decode run)")
                     continue
                 onnx = cache_root() / "bench-onnx" / f"{name}-T{args.prompt_tokens}"
@@ -1120,13 +1136,13 @@ def collect(
                 }
                 specs.append((System("onnxruntime", dt, ("prefill",)), spec))
             elif b == "llama.cpp":
-                path = gguf_dir / f"{name}-{dt}.gguf"
+                path = gguf_dir / f"{name}-{bdt}.gguf"
                 src_mtime = max(f.stat().st_mtime for f in model_dir.glob("*.safetensors"))
                 try:
                     if not path.exists() or path.stat().st_mtime < src_mtime:
                         _log(f"llama.cpp: writing {path}")
                         path.parent.mkdir(parents=True, exist_ok=True)
-                        write_gguf(model_dir, dt, path)
+                        write_gguf(model_dir, bdt, path)
                 except (BaselineUnavailable, KeyError, ImportError) as exc:
                     notes.append(f"llama.cpp {dt}: cannot write the GGUF file: {exc}")
                     continue
