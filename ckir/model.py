@@ -530,11 +530,14 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     dtype: str | None = None,
     fuse: bool = True,
     logits: str = "all",
+    panels: bool | None = None,
     quiet: bool = True,
 ) -> CompiledModel:
     """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it.
 
     ``logits="last"`` builds a prefill that returns the last prompt row only ([1, V]).
+    ``panels`` stores the f32 matrices of an inference build as f32p (GEMM panels;
+    :attr:`ckir.compiler.CompileOptions.panels`, None: the default, off).
     """
     model_dir, out_dir = as_path(model_dir, "model_dir"), as_path(out_dir, "out_dir")
     if isinstance(modes, (str, bytes)):
@@ -548,6 +551,7 @@ def compile(  # noqa: A001 - the public name is ckir.compile
         dtype=dtype,
         fuse=fuse,
         logits=logits,
+        panels=panels,
     )
     compile_model(model_dir, out_dir, options, quiet=quiet)
     return CompiledModel(out_dir)

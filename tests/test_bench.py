@@ -51,6 +51,19 @@ def test_cost_model_matches_hand_count(tiny_build: Path) -> None:
     assert (cost.weights_arena, cost.state_arena) == (sizes["weights"], sizes["state"])
 
 
+def test_cost_model_counts_f32p_panels(tiny_build: Path, llama_dir: Path, tmp_path: Path) -> None:
+    """f32p matrices cost their padded panels (I = 172 rows -> 192 for gate and up); the
+    gathered embedding row and the FLOPs are those of the logical matrices."""
+    out = tmp_path / "tiny-f32p"
+    bench.compile_build(llama_dir, out, "f32p", max_context=32, cold=False)
+    packed, plain = bench.model_cost(out), bench.model_cost(tiny_build)
+    padding = L * 2 * (192 - I) * E * 4
+    assert packed.decode_weight_bytes == plain.decode_weight_bytes + padding
+    assert packed.prefill_params == plain.prefill_params
+    assert packed.vocab == V
+    assert bench.baseline_dtype("f32p") == "f32" and bench.baseline_dtype("q8_0") == "q8_0"
+
+
 def test_roofline_arithmetic() -> None:
     cost = bench.ModelCost(
         decode_weight_bytes=1000,

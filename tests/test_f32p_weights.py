@@ -131,3 +131,59 @@ def test_panels_switch() -> None:
     assert CompileOptions(dtype="f32", panels=True).uses_panels
     assert not CompileOptions(dtype="q8_0", panels=True).uses_panels  # no f32 matrices left
     assert not CompileOptions(dtype="f32", panels=False).uses_panels
+
+
+@pytest.mark.parametrize(("arch", "tied"), [("gpt2", None), ("qwen2", True), ("llama", False)])
+def test_f32p_build_matches_hf_and_saves_exactly(arch: str, tied: bool | None, tmp_path) -> None:
+    """A whole f32p build (ragged V = 250 and I = 172: padded panels; tied head; biases;
+    fused qkv / gate_up) gives HF's logits at the fp32 tolerance, and save_pretrained
+    unpacks the panels back to the checkpoint's exact values."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from safetensors.numpy import load_file
+
+    import ckir
+    from ckir.tools.zoo import make_tiny_model
+
+    src = make_tiny_model(arch, tmp_path / "hf", seed=5, tied=tied, vocab_size=250)
+    tokens = np.random.default_rng(2).integers(0, 250, size=9)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32).eval()
+    with torch.no_grad():
+        ref = hf(torch.tensor(tokens[None, :])).logits[0].numpy()
+    scale = float(np.abs(ref).max())
+    with ckir.compile(src, tmp_path / "b", dtype="f32p", max_context=32) as model:
+        layout = (tmp_path / "b" / "layout.mlir").read_text()
+        for kernel in ("embed_f32p", "gemm_f32p", "gemv_f32p"):
+            assert f"lowered.kernel @{kernel} " in layout, kernel
+        assert "f32p_weights" in model.info and model.info["f32p_weights"]
+        err = float(np.abs(model.prefill(tokens) - ref).max()) / scale
+        assert err <= 1e-4, f"prefill f32p: relative error {err:.3g}"
+        model.reset()
+        steps = np.stack([model.decode(int(t)) for t in tokens])
+        err = float(np.abs(steps - ref).max()) / scale
+        assert err <= 1e-4, f"decode f32p: relative error {err:.3g}"
+        saved = model.save_pretrained(tmp_path / "saved")
+    ours, theirs = load_file(str(saved / "model.safetensors")), {}
+    for f in sorted(src.glob("*.safetensors")):
+        theirs.update(load_file(str(f)))
+    assert ours.keys() <= theirs.keys() and ours
+    for name, values in ours.items():
+        assert np.array_equal(values, theirs[name]), name
+
+
+def test_panels_switch_packs_an_f32_build(tmp_path) -> None:
+    """``panels=True`` makes a plain f32 inference build store its matrices as f32p."""
+    pytest.importorskip("transformers")
+    import ckir
+    from ckir.tools.zoo import make_tiny_model
+
+    src = make_tiny_model("llama", tmp_path / "hf", seed=1)
+    tokens = np.arange(1, 8)
+    with ckir.compile(src, tmp_path / "plain", max_context=16) as plain:
+        want = plain.prefill(tokens)
+        assert not plain.info["f32p_weights"]
+    with ckir.compile(src, tmp_path / "packed", max_context=16, panels=True) as packed:
+        assert "layers.{i}.mlp.down" in packed.info["f32p_weights"]
+        got = packed.prefill(tokens)
+    assert "] f32p hf" in (tmp_path / "packed" / "layout.mlir").read_text()
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()

@@ -1,6 +1,6 @@
 """The runtime and a generated model under AddressSanitizer + UndefinedBehaviorSanitizer.
 
-A tiny Llama is compiled once per weight dtype (f32, bf16, q8_0, q4_0, q4_1);
+A tiny Llama is compiled once per weight dtype (f32, f32p, bf16, q8_0, q4_0, q4_1);
 its ``model.c`` and the runtime's kernel and support sources are rebuilt with
 ``-fsanitize=address,undefined`` into a small C program (``DRIVER`` below) that
 runs prefill, then decode one token at a time to the full context, checks that
@@ -22,7 +22,7 @@ from ckir.runtime_build import kernel_sources, runtime_dir, support_sources
 
 pytestmark = pytest.mark.slow
 
-DTYPES = ("f32", "bf16", "q8_0", "q4_0", "q4_1")
+DTYPES = ("f32", "f32p", "bf16", "q8_0", "q4_0", "q4_1")
 MAX_CONTEXT = 16
 SANITIZE = [
     "-fsanitize=address,undefined",

@@ -1,4 +1,4 @@
-"""Generated C with bf16 / Q8_0 / Q4_0 / Q4_1 weights vs HF on the same rounded weights.
+"""Generated C with bf16 / f32p / Q8_0 / Q4_0 / Q4_1 weights vs HF on the same rounded weights.
 
 Oracle: the HF model with each converted matrix replaced by its stored value
 (bf16-rounded, or quantized and dequantized by :mod:`ckir.quant`, itself
@@ -6,6 +6,8 @@ checked byte-for-byte against the gguf package).  What remains is the
 kernels' own arithmetic: prefill GEMMs compute in fp32 on the dequantized
 weights (tight), decode GEMVs of block formats quantize the activation row
 to Q8 per 32-element block (looser; docs/quantization.md derives the bound).
+f32p stores the fp32 values exactly (in GEMM panels): its oracle is the HF model
+itself, at the fp32 tolerance of tests/test_parity.py.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from ckir.tools.zoo import make_tiny_model  # noqa: E402
 # q4_0 < 2e-2, q4_1 5.3e-2 (Q4_1's offset term multiplies the quantized activation
 # sum).  Bounds are twice those; the exact integer scheme of each kernel is checked
 # tightly in tests/test_quant_kernels.py.
-PREFILL_TOL = {"bf16": 1e-4, "q8_0": 1e-4, "q4_0": 1e-4, "q4_1": 1e-4}
-DECODE_TOL = {"bf16": 1e-4, "q8_0": 5e-2, "q4_0": 5e-2, "q4_1": 1.1e-1}
+PREFILL_TOL = {"bf16": 1e-4, "f32p": 1e-4, "q8_0": 1e-4, "q4_0": 1e-4, "q4_1": 1e-4}
+DECODE_TOL = {"bf16": 1e-4, "f32p": 1e-4, "q8_0": 5e-2, "q4_0": 5e-2, "q4_1": 1.1e-1}
 DTYPES = list(PREFILL_TOL)
 
 
@@ -42,7 +44,7 @@ def llama_dir(tmp_path_factory: pytest.TempPathFactory):
 def stored(w: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "bf16":
         return quant.from_bf16(quant.to_bf16(w)).reshape(w.shape)
-    return quant.dequantize(quant.quantize(w, dtype), dtype).reshape(w.shape)
+    return quant.dequantize(quant.quantize(w, dtype), dtype, shape=w.shape).reshape(w.shape)
 
 
 def oracle(model_dir, dtype: str):
@@ -51,7 +53,7 @@ def oracle(model_dir, dtype: str):
         for module in hf.modules():
             if isinstance(module, torch.nn.Linear | torch.nn.Embedding):
                 w = module.weight.detach().numpy()
-                if dtype == "bf16" or w.shape[1] % 32 == 0:
+                if dtype in ("bf16", "f32p") or w.shape[1] % 32 == 0:
                     module.weight.copy_(torch.from_numpy(stored(w, dtype)))
     return hf
 
