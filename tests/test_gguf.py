@@ -120,13 +120,16 @@ def test_unpermute_inverts_the_converter() -> None:
         unpermute_rows(w[:7], 2)
 
 
-def test_f32_gguf_matches_hf(hf_llama: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("dtype", [None, "f32p"])  # f32p: the unpermuted rows, packed
+def test_f32_gguf_matches_hf(hf_llama: Path, tmp_path: Path, dtype: str | None) -> None:
     path = write_gguf(hf_llama, tmp_path / "tiny.gguf")
     module, warnings = import_gguf(path)
     assert warnings == []
     text = str(module)
     assert 'gguf "blk.{i}.attn_q.weight"' in text
-    model = ckir.compile(path, tmp_path / "build", max_context=32)
+    model = ckir.compile(path, tmp_path / "build", max_context=32, dtype=dtype)
+    if dtype is not None:
+        assert f"] {dtype} gguf" in (tmp_path / "build" / "layout.mlir").read_text()
     tokens = np.random.default_rng(1).integers(0, model.vocab_size, size=10)
     ref = hf_logits(hf_llama, tokens)
     ours = model.prefill(tokens)
