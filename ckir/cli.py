@@ -65,6 +65,7 @@ def _options(args: argparse.Namespace):  # -> CompileOptions
         dtype=args.dtype,
         fuse=not args.no_fuse,
         logits=args.logits,
+        panels=False if args.no_panels else None,
     )
 
 
@@ -376,6 +377,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=WEIGHT_DTYPES,
         help="store linear-layer weights in this dtype (default: as in the checkpoint; "
         "f32p: the fp32 values pre-packed in the prefill GEMMs' panels)",
+    )
+    s.add_argument(
+        "--no-panels",
+        action="store_true",
+        help="keep f32 weight matrices row-major (default for inference builds: f32p panels)",
     )
     s.add_argument("--template")
     s.add_argument("-q", "--quiet", action="store_true")

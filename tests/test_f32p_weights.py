@@ -125,8 +125,11 @@ def test_training_builds_refuse_f32p() -> None:
 def test_panels_switch() -> None:
     from ckir import compiler
 
-    assert compiler.PANELS_DEFAULT is False  # the lead decides after measuring
-    assert not CompileOptions().uses_panels
+    # inference builds store f32 matrices as f32p unless told otherwise
+    assert compiler.PANELS_DEFAULT is True
+    assert CompileOptions().uses_panels
+    assert CompileOptions(dtype="f32").uses_panels
+    assert not CompileOptions(panels=False).uses_panels
     assert CompileOptions(panels=True).uses_panels
     assert CompileOptions(dtype="f32", panels=True).uses_panels
     assert not CompileOptions(dtype="q8_0", panels=True).uses_panels  # no f32 matrices left
@@ -172,17 +175,18 @@ def test_f32p_build_matches_hf_and_saves_exactly(arch: str, tied: bool | None, t
 
 
 def test_panels_switch_packs_an_f32_build(tmp_path) -> None:
-    """``panels=True`` makes a plain f32 inference build store its matrices as f32p."""
+    """An f32 inference build stores its matrices as f32p (the default, or ``panels=True``);
+    ``panels=False`` keeps them row-major; the logits agree."""
     pytest.importorskip("transformers")
     import ckir
     from ckir.tools.zoo import make_tiny_model
 
     src = make_tiny_model("llama", tmp_path / "hf", seed=1)
     tokens = np.arange(1, 8)
-    with ckir.compile(src, tmp_path / "plain", max_context=16) as plain:
+    with ckir.compile(src, tmp_path / "plain", max_context=16, panels=False) as plain:
         want = plain.prefill(tokens)
         assert not plain.info["f32p_weights"]
-    with ckir.compile(src, tmp_path / "packed", max_context=16, panels=True) as packed:
+    with ckir.compile(src, tmp_path / "packed", max_context=16) as packed:
         assert "layers.{i}.mlp.down" in packed.info["f32p_weights"]
         got = packed.prefill(tokens)
     assert "] f32p hf" in (tmp_path / "packed" / "layout.mlir").read_text()

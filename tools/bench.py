@@ -1069,6 +1069,7 @@ def run(args: argparse.Namespace) -> int:
 def collect(
     args: argparse.Namespace, modes: tuple[str, ...], dtypes: list[str], against: list[str]
 ) -> Report:
+    from ckir.compiler import CompileOptions
     from ckir.tools import bandwidth
 
     model_dir, name = resolve_model(args.model)
@@ -1108,6 +1109,11 @@ def collect(
     for dt in dtypes:
         s = System("ckir", dt, modes)
         specs.append((s, {**base, "kind": "ckir", "build": str(builds[dt])}))
+        if dt == "f32" and CompileOptions().uses_panels:
+            notes.append(
+                "ckir f32: the weight matrices are stored as f32p (fp32 in GEMM panels, "
+                "the default of inference builds)"
+            )
         # f32p holds the f32 values: the baselines run f32 (once, when f32 is benched too)
         bdt = baseline_dtype(dt)
         if bdt != dt and bdt in dtypes:
