@@ -24,7 +24,7 @@ E, H, KV, D, I, L, V = 64, 4, 2, 16, 172, 2, 256  # noqa: E741 - the model symbo
 @pytest.fixture(scope="module")
 def tiny_build(llama_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bench") / "tiny-f32"
-    bench.compile_build(llama_dir, out, "f32", max_context=32, cold=False)
+    bench.compile_build(llama_dir, out, "f32", max_context=32, cold=False, panels=False)
     return out
 
 

@@ -108,8 +108,8 @@ def test_inspect_reports_totals_and_kernels(build: Path) -> None:
     proc = run("ckir", "inspect", str(build))
     assert proc.returncode == 0, proc.stderr
     assert "weight" in proc.stdout and "kv_cache" in proc.stdout
-    assert "decode: " in proc.stdout and "gemv_f32 x" in proc.stdout
-    assert "prefill: " in proc.stdout and "gemm_f32 x" in proc.stdout
+    assert "decode: " in proc.stdout and "gemv_f32p x" in proc.stdout  # f32p: the default
+    assert "prefill: " in proc.stdout and "gemm_f32p x" in proc.stdout
     # the fusion passes run by default; the tiny llama has 2 layers
     assert "fusion patterns fired:" in proc.stdout
     assert "decode: add_rmsnorm = 4, gate_up = 2, qkv = 2" in proc.stdout

@@ -262,13 +262,18 @@ def compile_build(
     max_context: int,
     cold: bool,
     modes: tuple[str, ...] = INFERENCE_MODES,
+    panels: bool | None = None,
 ) -> CompileTimes:
-    """Compile ``model_dir`` into ``out`` (fresh) for ``modes``, timing every step."""
+    """Compile ``model_dir`` into ``out`` (fresh) for ``modes``, timing every step
+    (``panels``: as CompileOptions.panels; None: f32 inference builds pack, the default)."""
     from ckir.compiler import CompileOptions, Progress, build, prepare
 
     progress = Progress(quiet=True)
     options = CompileOptions(
-        modes=modes, max_context=max_context, dtype=None if dtype == "f32" else dtype
+        modes=modes,
+        max_context=max_context,
+        dtype=None if dtype == "f32" else dtype,
+        panels=panels,
     )
     prepared = prepare(model_dir, options, progress)
     build(prepared, out, progress)
