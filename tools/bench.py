@@ -36,12 +36,25 @@ per-round ratios of adjacent runs), and the fraction of the roofline.
 * prefill bound: 2 x (parameters of the matrices multiplied) x T + causal
   attention 4 x H x D x T(T+1)/2 per layer, against the FMA peak.
 
+A baseline worker that dies (a signal, or any exit without a reply) while
+starting or running is started again once on its fallback path, if it has one
+(:class:`Fallback`: keys added to the worker spec).  llama.cpp's is
+``"no_repack": true``: load with ``use_extra_bufts=False``, the weights not
+repacked into llama.cpp's extra buffer types (on Sapphire Rapids the q8_0/q4_1
+workers died with SIGSEGV in ``ggml_backend_amx_mul_mat``).  The restarted
+worker is warmed up and the run that died is measured again between fresh
+probes; its runs from before (the other path) are discarded, and ratios pair
+runs by round, so the other systems' runs are neither lost nor counted twice.
+A note says so; when the fallback fails too the row is dropped with a note
+naming both failures.
+
 The environment line names the machine kind: the CPU model and the ISA
 flags that decide kernels (AVX2, AVX-512 and its VNNI/BF16/FP16, AVX-VNNI,
 AMX), and the ISA each system ran with: ckir's runtime build, ATen's CPU
 capability (PyTorch's GEMMs go to oneDNN/MKL, which pick their own path, AMX
 included, and do not report it), ONNX Runtime's MLAS (dispatched at run time,
-not reported), llama.cpp's system info.
+not reported), llama.cpp's system info and whether its weights were repacked
+(an entry per dtype where the dtypes ran different paths).
 
 Also printed: compile time (checkpoint -> C, weights.bin, C build), peak RSS
 of a decode run (a C driver without Python) against weights + state arena
@@ -59,6 +72,7 @@ import contextlib
 import ctypes
 import dataclasses
 import functools
+import importlib
 import inspect
 import json
 import os
@@ -708,23 +722,28 @@ def _without_repacking(llama_cpp: Any) -> Iterator[dict[str, Any]]:
     the keywords to add to the ``Llama(...)`` call.
 
     A ``Llama`` that names the parameter gets the keyword.  llama-cpp-python 0.3.x does not
-    (0.3.36 read: ``Llama.__init__`` swallows unknown keywords in ``**kwargs`` and drops
-    them) but its ctypes ``llama_model_params`` has the field (llama.cpp's, since mid
-    2025): ``Llama`` starts from ``llama_model_default_params()``, so inside this context
-    that function returns defaults with the field off.  A version with neither raises
-    :class:`BaselineUnavailable`."""
+    (read in 0.3.36's source: ``Llama.__init__`` takes unknown keywords in ``**kwargs`` and
+    drops them, so the keyword alone would change nothing) but its ctypes
+    ``llama_model_params`` has the field (llama.cpp's model parameter; older llama.cpp
+    lacks it), and ``Llama`` starts from ``llama_model_default_params()``: inside this
+    context that function returns defaults with the field off.  A version with neither
+    raises :class:`BaselineUnavailable`; the caller checks ``Llama.model_params`` after
+    loading."""
     version = getattr(llama_cpp, "__version__", "?")
     if NO_REPACK_PARAM in inspect.signature(llama_cpp.Llama).parameters:
         yield {NO_REPACK_PARAM: False}
         return
-    bindings = getattr(llama_cpp, "llama_cpp", None)  # the ctypes module Llama calls
+    try:  # the ctypes bindings: llama.py calls its llama_model_default_params()
+        bindings = importlib.import_module(f"{llama_cpp.__name__}.llama_cpp")
+    except ImportError:
+        bindings = None
     struct = getattr(bindings, "llama_model_params", None)
     fields = {f[0] for f in getattr(struct, "_fields_", ())}
     defaults = getattr(bindings, "llama_model_default_params", None)
     if bindings is None or defaults is None or NO_REPACK_PARAM not in fields:
         raise BaselineUnavailable(
             f"llama-cpp-python {version} cannot load without weight repacking: neither "
-            f"Llama() nor llama_model_params has {NO_REPACK_PARAM} (a newer llama-cpp-python has)"
+            f"Llama() nor llama_model_params has {NO_REPACK_PARAM} (built on an older llama.cpp)"
         )
 
     def no_repack_defaults() -> Any:
