@@ -146,10 +146,14 @@ def _empty_report() -> bench.Report:
 
 
 def _bench_systems(
-    tmp_path: Path, dtypes: list[str], repeat: int = 3
+    tmp_path: Path,
+    dtypes: list[str],
+    repeat: int = 3,
+    runs: list[tuple[str, str, int]] | None = None,
 ) -> tuple[list[bench.System], bench.Report]:
     """What ``collect`` does with its systems, minus ckir and the probes: start, warm up,
-    ``repeat`` alternating rounds of prefill and decode."""
+    ``repeat`` alternating rounds of prefill and decode; ``runs`` gets (dtype, mode, round)
+    of every run the rounds ask for."""
     report = _empty_report()
     modes = ("prefill", "decode")
     specs = [
@@ -160,19 +164,14 @@ def _bench_systems(
     prompt, context, steps = [1, 2, 3], [4, 5], [6, 7]
     with bench._workers([s for s, _ in specs]):
         systems = report.systems = bench.start_workers(specs, ARGS, report)
-        for s in systems:
-            s.warmup = bench._warmup_requests(s, prompt, context, steps)
-            for msg in s.warmup:
-                bench.guarded_call(s, **msg)
-            for m in s.modes:
-                s.seconds[m] = []
-        bench.alternate_rounds(
-            systems,
-            modes,
-            repeat,
-            lambda s, mode, r: bench._run_one(s, mode, prompt, context, steps),
-            lambda mode: 1.0,
-        )
+        bench.warm_up(systems, prompt, context, steps)
+
+        def run_one(s: bench.System, mode: str, r: int) -> float | None:
+            if runs is not None:
+                runs.append((s.dtype, mode, r))
+            return bench._run_one(s, mode, prompt, context, steps)
+
+        bench.alternate_rounds(systems, modes, repeat, run_one, lambda mode: 1.0)
         report.notes += bench.system_notes(systems)
         bench.set_isa_env(report.env, systems)
     return systems, report
@@ -219,8 +218,14 @@ def test_crash_in_a_round_reruns_that_system_only(fake_llama_cpp: Any, tmp_path:
     # evals of q8_0: warm-up prefill 1, warm-up decode 1 + 2; round 0 prefill 1, decode
     # 1 + 2: round 1's prefill is the 9th
     fake_llama_cpp(crash="eval", crash_at=9, only="q8_0")
-    systems, report = _bench_systems(tmp_path, ["q8_0", "q4_1"])
+    runs: list[tuple[str, str, int]] = []
+    systems, report = _bench_systems(tmp_path, ["q8_0", "q4_1"], runs=runs)
     q8, q4 = systems
+    # the run that died is asked for again (between fresh probes); every other run once
+    again = ("q8_0", "prefill", 1)
+    assert runs.count(again) == 2
+    others = [x for x in runs if x != again]
+    assert len(others) == len(set(others)) == 2 * 2 * 3 - 1
     assert q8.dead is None and q4.dead is None
     assert q8.run_rounds("prefill") == [1, 2] and q8.run_rounds("decode") == [1, 2]
     assert len(q8.seconds["prefill"]) == len(q8.probes["prefill"]) == 2

@@ -1336,16 +1336,8 @@ def collect(
     report.env["load average at start"] = f"{os.getloadavg()[0]:.2f}"
     with _workers([s for s, _ in specs]):
         systems = report.systems = start_workers(specs, args, report)
-        for s in systems:
-            s.warmup = _warmup_requests(s, prompt, context, steps)
         _agreement(systems, prompt, vocab, notes)
-        # warm-up: every system runs every mode once (pages in the weights)
-        for s in systems:
-            for msg in s.warmup:
-                if s.dead is None:
-                    guarded_call(s, **msg)
-            for m in s.modes:
-                s.seconds[m] = []
+        warm_up(systems, prompt, context, steps)
         with (
             bandwidth.ReadProbe(args.probe_mib, huge=True) as probe,
             bandwidth.ReadProbe(args.probe_mib, huge=False) as probe_4k,
@@ -1583,14 +1575,18 @@ def _request(mode: str, prompt: list[int], context: list[int], steps: list[int])
     return {"op": "decode", "context": context, "tokens": steps}
 
 
-def _warmup_requests(
-    s: System, prompt: list[int], context: list[int], steps: list[int]
-) -> list[dict[str, Any]]:
-    """Every mode once (pages in the weights): a prefill (or the first mode), a decode."""
-    modes = ["prefill" if "prefill" in s.modes else s.modes[0]]
-    if "decode" in s.modes:
-        modes.append("decode")
-    return [_request(m, prompt, context, steps) for m in modes]
+def warm_up(systems: list[System], prompt: list[int], context: list[int], steps: list[int]) -> None:
+    """Every system runs every mode once (pages in the weights): a prefill (or its first
+    mode), a decode.  The same requests (``s.warmup``) warm up a worker restarted later."""
+    for s in systems:
+        modes = ["prefill" if "prefill" in s.modes else s.modes[0]]
+        if "decode" in s.modes:
+            modes.append("decode")
+        s.warmup = [_request(m, prompt, context, steps) for m in modes]
+        for msg in s.warmup:
+            if s.dead is None:
+                guarded_call(s, **msg)
+        s.seconds = {m: [] for m in s.modes}
 
 
 def _run_one(
