@@ -1527,11 +1527,11 @@ def alternate_rounds(
 ) -> None:
     """``repeat`` rounds; in each, every live system runs each mode once, in alternating
     order (reversed on odd rounds), every run bracketed by ``machine(mode)``.  A run's
-    seconds go to ``s.seconds[mode]``, the mean of its two probes to ``s.probes[mode]``;
-    ``run_one(system, mode, round)`` returns None when a baseline died (``s.dead``).
-    A worker restarted with its fallback inside a run (``call_with_fallback``: the
-    system's runs so far discarded) runs that run again between fresh probes; the
-    other systems' runs are untouched."""
+    seconds go to ``s.seconds[mode]``, the mean of its two probes to ``s.probes[mode]``,
+    its round to ``s.rounds[mode]``; ``run_one(system, mode, round)`` returns None when
+    a baseline died (``s.dead``).  A worker restarted with its fallback inside a run
+    (``call_with_fallback``: the system's runs so far discarded) runs that run again
+    between fresh probes; the other systems' runs are untouched."""
     for s in systems:
         s.probes = {m: [] for m in s.modes}
         s.rounds = {m: [] for m in s.modes}
