@@ -40,12 +40,25 @@ per-round ratios of adjacent runs), and the fraction of the roofline.
 * prefill bound: 2 x (parameters of the matrices multiplied) x T + causal
   attention 4 x H x D x T(T+1)/2 per layer, against the FMA peak.
 
+A baseline worker that dies (a signal, or any exit without a reply) while
+starting or running is started again once on its fallback path, if it has one
+(:class:`Fallback`: keys added to the worker spec).  llama.cpp's is
+``"no_repack": true``: load with ``use_extra_bufts=False``, the weights not
+repacked into llama.cpp's extra buffer types (on Sapphire Rapids the q8_0/q4_1
+workers died with SIGSEGV in ``ggml_backend_amx_mul_mat``).  The restarted
+worker is warmed up and the run that died is measured again between fresh
+probes; its runs from before (the other path) are discarded, and ratios pair
+runs by round, so the other systems' runs are neither lost nor counted twice.
+A note says so; when the fallback fails too the row is dropped with a note
+naming both failures.
+
 The environment line names the machine kind: the CPU model and the ISA
 flags that decide kernels (AVX2, AVX-512 and its VNNI/BF16/FP16, AVX-VNNI,
 AMX), and the ISA each system ran with: ckir's runtime build, ATen's CPU
 capability (PyTorch's GEMMs go to oneDNN/MKL, which pick their own path, AMX
 included, and do not report it), ONNX Runtime's MLAS (dispatched at run time,
-not reported), llama.cpp's system info.
+not reported), llama.cpp's system info and whether its weights were repacked
+(an entry per dtype where the dtypes ran different paths).
 
 Also printed: compile time (checkpoint -> C, weights.bin, C build), peak RSS
 of a decode run (a C driver without Python) against weights + state arena
@@ -63,9 +76,12 @@ import contextlib
 import ctypes
 import dataclasses
 import functools
+import importlib
+import inspect
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -349,11 +365,35 @@ class BaselineUnavailable(CkirError):
     """A baseline cannot run here; the message says why, in one line."""
 
 
+class WorkerDied(BaselineUnavailable):
+    """The worker process ended without a reply: killed by a signal or any exit, while
+    starting or while running (an error the worker reports itself is not a death)."""
+
+    def __init__(self, label: str, returncode: int | None, stderr_tail: str) -> None:
+        self.cause = exit_cause(returncode)
+        super().__init__(f"{label}: worker died ({self.cause}): {stderr_tail}")
+
+
+def exit_cause(returncode: int | None) -> str:
+    """``SIGSEGV`` for a process killed by a signal, else ``exit status N``."""
+    if returncode is None:
+        return "still running, output closed"
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit status {returncode}"
+
+
 class Worker:
-    """A system loaded in its own process; ``call`` sends one request, returns the reply."""
+    """A system loaded in its own process; ``call`` sends one request, returns the reply.
+    A worker that dies raises :class:`WorkerDied`, one that reports an error
+    :class:`BaselineUnavailable`."""
 
     def __init__(self, label: str, spec: dict[str, Any], threads: int, timeout: float) -> None:
         self.label = label
+        self.threads = threads
         env = dict(os.environ)
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             env[var] = str(threads)
@@ -370,21 +410,27 @@ class Worker:
             env=env,
         )
         self.timeout = timeout
-        self.info: dict[str, Any] = self._read()
+        try:
+            self.info: dict[str, Any] = self._read()
+        except BaselineUnavailable:
+            self.close()
+            raise
 
     def _stderr_tail(self) -> str:
         self._err.seek(0)
         lines = [ln.strip() for ln in self._err.read().splitlines() if ln.strip()]
         return lines[-1] if lines else "(no output)"
 
+    def _died(self) -> WorkerDied:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        return WorkerDied(self.label, self.proc.poll(), self._stderr_tail())
+
     def _read(self) -> dict[str, Any]:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
-            self.proc.wait(timeout=10)
-            raise BaselineUnavailable(
-                f"{self.label}: worker exited ({self.proc.returncode}): {self._stderr_tail()}"
-            )
+            raise self._died()
         reply = json.loads(line)
         if "error" in reply:
             raise BaselineUnavailable(f"{self.label}: {reply['error']}")
@@ -396,7 +442,7 @@ class Worker:
             self.proc.stdin.write(json.dumps(msg) + "\n")
             self.proc.stdin.flush()
         except BrokenPipeError:
-            raise BaselineUnavailable(f"{self.label}: worker died: {self._stderr_tail()}") from None
+            raise self._died() from None
         return self._read()
 
     def close(self) -> None:
@@ -611,11 +657,22 @@ class OrtRunner(Runner):
         return [float(x) for x in out[0, -1, ::stride]]
 
 
+#: the keyword (llama.cpp's model parameter) that keeps the weights in llama.cpp's plain CPU
+#: buffers: no repacking into the extra buffer types (AMX, the CPU repack layouts)
+NO_REPACK_PARAM = "use_extra_bufts"
+
+
 class LlamaCppRunner(Runner):
-    def __init__(self, gguf_path: str, threads: int, n_ctx: int, n_batch: int) -> None:
+    """llama.cpp through llama-cpp-python.  ``no_repack``: load with ``use_extra_bufts=False``
+    (the worker spec key ``"no_repack": true``, the fallback of a worker that died with the
+    repacked weights)."""
+
+    def __init__(
+        self, gguf_path: str, threads: int, n_ctx: int, n_batch: int, no_repack: bool = False
+    ) -> None:
         import llama_cpp
 
-        self.llm = llama_cpp.Llama(
+        params: dict[str, Any] = dict(
             model_path=gguf_path,
             n_ctx=n_ctx,
             n_batch=n_batch,
@@ -627,13 +684,31 @@ class LlamaCppRunner(Runner):
             type_v=llama_cpp.GGML_TYPE_F32,
             verbose=False,
         )
+        with contextlib.ExitStack() as stack:
+            if no_repack:
+                params |= stack.enter_context(_without_repacking(llama_cpp))
+            self.llm = llama_cpp.Llama(**params)
+        model_params = getattr(self.llm, "model_params", None)
+        if no_repack and getattr(model_params, NO_REPACK_PARAM, False):
+            raise BaselineUnavailable(
+                f"llama-cpp-python {llama_cpp.__version__}: {NO_REPACK_PARAM}=False did not "
+                "reach the model parameters (weights still repacked)"
+            )
         system = llama_cpp.llama_print_system_info()
         text = system.decode() if isinstance(system, bytes) else str(system)
-        features = [p.split("=")[0].strip() for p in text.split("|") if p.strip().endswith("= 1")]
+        # "CPU : SSE3 = 1 | AVX2 = 1 | ... | REPACK = 1 |": the names set to 1
+        on = [p.split("=")[0] for p in text.split("|") if p.strip().endswith("= 1")]
+        features = [name.split(":")[-1].strip() for name in on]
+        repack = (
+            f"weight repacking off ({NO_REPACK_PARAM}=False)"
+            if no_repack
+            else "weight repacking on (extra buffer types, AMX where built)"
+        )
         self.info = {
             "threads": threads,
             "version": llama_cpp.__version__,
-            "isa": " ".join(features) or text.strip(),
+            "isa": f"{' '.join(features) or text.strip()}; {repack}",
+            "repack": not no_repack,
         }
 
     def prefill(self, tokens: list[int]) -> float:
@@ -656,6 +731,48 @@ class LlamaCppRunner(Runner):
         return [float(x) for x in self.llm.scores[len(tokens) - 1, ::stride]]
 
 
+@contextlib.contextmanager
+def _without_repacking(llama_cpp: Any) -> Iterator[dict[str, Any]]:
+    """Inside: ``llama_cpp.Llama`` loads the model with ``use_extra_bufts=False``; yields
+    the keywords to add to the ``Llama(...)`` call.
+
+    A ``Llama`` that names the parameter gets the keyword.  llama-cpp-python 0.3.x does not
+    (read in 0.3.36's source: ``Llama.__init__`` takes unknown keywords in ``**kwargs`` and
+    drops them, so the keyword alone would change nothing) but its ctypes
+    ``llama_model_params`` has the field (llama.cpp's model parameter; older llama.cpp
+    lacks it), and ``Llama`` starts from ``llama_model_default_params()``: inside this
+    context that function returns defaults with the field off.  A version with neither
+    raises :class:`BaselineUnavailable`; the caller checks ``Llama.model_params`` after
+    loading."""
+    version = getattr(llama_cpp, "__version__", "?")
+    if NO_REPACK_PARAM in inspect.signature(llama_cpp.Llama).parameters:
+        yield {NO_REPACK_PARAM: False}
+        return
+    try:  # the ctypes bindings: llama.py calls its llama_model_default_params()
+        bindings = importlib.import_module(f"{llama_cpp.__name__}.llama_cpp")
+    except ImportError:
+        bindings = None
+    struct = getattr(bindings, "llama_model_params", None)
+    fields = {f[0] for f in getattr(struct, "_fields_", ())}
+    defaults = getattr(bindings, "llama_model_default_params", None)
+    if bindings is None or defaults is None or NO_REPACK_PARAM not in fields:
+        raise BaselineUnavailable(
+            f"llama-cpp-python {version} cannot load without weight repacking: neither "
+            f"Llama() nor llama_model_params has {NO_REPACK_PARAM} (built on an older llama.cpp)"
+        )
+
+    def no_repack_defaults() -> Any:
+        p = defaults()
+        setattr(p, NO_REPACK_PARAM, False)
+        return p
+
+    bindings.llama_model_default_params = no_repack_defaults
+    try:
+        yield {}
+    finally:
+        bindings.llama_model_default_params = defaults
+
+
 def _make_runner(spec: dict[str, Any]) -> Runner:
     kind = spec["kind"]
     if kind == "ckir":
@@ -665,7 +782,13 @@ def _make_runner(spec: dict[str, Any]) -> Runner:
     if kind == "onnxruntime":
         return OrtRunner(spec["model"], spec["onnx"], spec["tokens"], spec["threads"])
     if kind == "llama.cpp":
-        return LlamaCppRunner(spec["gguf"], spec["threads"], spec["n_ctx"], spec["n_batch"])
+        return LlamaCppRunner(
+            spec["gguf"],
+            spec["threads"],
+            spec["n_ctx"],
+            spec["n_batch"],
+            no_repack=bool(spec.get("no_repack", False)),
+        )
     if kind.endswith("-train"):
         from ckir.tools import bench_train
 
@@ -883,6 +1006,28 @@ def write_gguf(model_dir: Path, dtype: str, out: Path) -> Path:
 # ---------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Fallback:
+    """How a system runs again, once, when its worker dies (a signal or any exit without a
+    reply) while starting or running: the worker spec updated with ``spec``."""
+
+    #: worker spec keys of the other path, e.g. ``{"no_repack": True}``
+    spec: dict[str, Any]
+    #: the path that died, for the note: "with llama.cpp's weight repacking (...)"
+    path: str
+    #: the path run instead, for the note: "use_extra_bufts=False"
+    instead: str
+
+
+#: llama.cpp's fallback: on Sapphire Rapids its q8_0/q4_1 workers died (SIGSEGV in
+#: ggml_backend_amx_mul_mat) with the weights repacked for AMX; without repacking they run
+LLAMA_CPP_NO_REPACK = Fallback(
+    spec={"no_repack": True},
+    path="with llama.cpp's weight repacking (AMX/extra buffer types)",
+    instead=f"{NO_REPACK_PARAM}=False",
+)
+
+
 @dataclass
 class System:
     """One column of runs: a system at a dtype, with its worker and its timings."""
@@ -894,11 +1039,42 @@ class System:
     seconds: dict[str, list[float]] = field(default_factory=dict)
     #: per run: the machine probe (GB/s decode, GFLOP/s prefill), mean of right before and after
     probes: dict[str, list[float]] = field(default_factory=dict)
+    #: per run: its round (0-based); the runs of two systems pair by round
+    rounds: dict[str, list[int]] = field(default_factory=dict)
     dead: str | None = None
+    #: the worker spec it was started with (start_system)
+    spec: dict[str, Any] = field(default_factory=dict)
+    #: the other path to restart on when the worker dies (once), or None
+    fallback: Fallback | None = None
+    #: requests replayed on a restarted worker before it measures (the warm-up)
+    warmup: list[dict[str, Any]] = field(default_factory=list)
+    #: set when the worker died and was restarted with the fallback: how it died
+    first_failure: str | None = None
+    #: runs measured before that restart (another path): discarded
+    discarded_runs: int = 0
 
     @property
     def label(self) -> str:
         return f"{self.name} {self.dtype}"
+
+    def run_rounds(self, mode: str) -> list[int]:
+        """The round of each run of ``mode`` (0, 1, ... where not recorded)."""
+        got = self.rounds.get(mode)
+        return list(got) if got is not None else list(range(len(self.seconds.get(mode, []))))
+
+    def discard_runs(self) -> int:
+        """Forget every measured run (they ran another path); how many there were."""
+        n = sum(len(v) for v in self.seconds.values())
+        for runs in (self.seconds, self.probes, self.rounds):
+            for m in runs:
+                runs[m] = []
+        return n
+
+
+def paired_rounds(a: System, b: System, mode: str) -> list[tuple[int, int]]:
+    """(index of a's run, index of b's run) for each round in which both ran ``mode``."""
+    mine = {r: i for i, r in enumerate(a.run_rounds(mode))}
+    return [(mine[r], j) for j, r in enumerate(b.run_rounds(mode)) if r in mine]
 
 
 @dataclass
@@ -1164,7 +1340,8 @@ def collect(
                     "n_ctx": max_ctx,
                     "n_batch": max(args.prompt_tokens, args.context),
                 }
-                specs.append((System("llama.cpp", dt, modes), spec))
+                system = System("llama.cpp", dt, modes, fallback=LLAMA_CPP_NO_REPACK)
+                specs.append((system, spec))
 
     report = Report(
         model=name,
@@ -1187,13 +1364,7 @@ def collect(
     with _workers([s for s, _ in specs]):
         systems = report.systems = start_workers(specs, args, report)
         _agreement(systems, prompt, vocab, notes)
-        # warm-up: every system runs every mode once (pages in the weights)
-        for s in systems:
-            _run_one(s, "prefill" if "prefill" in s.modes else s.modes[0], prompt, context, steps)
-            if "decode" in s.modes:
-                _run_one(s, "decode", prompt, context, steps)
-            for m in s.modes:
-                s.seconds[m] = []
+        warm_up(systems, prompt, context, steps)
         with (
             bandwidth.ReadProbe(args.probe_mib, huge=True) as probe,
             bandwidth.ReadProbe(args.probe_mib, huge=False) as probe_4k,
@@ -1223,9 +1394,8 @@ def collect(
                 machine,
                 before_round,
             )
-        for s in systems:
-            if s.dead:
-                notes.append(f"{s.label}: stopped: {s.dead}")
+        notes += system_notes(systems)
+        set_isa_env(report.env, systems)
         report.env["load average after the rounds"] = f"{os.getloadavg()[0]:.2f}"
         report.rss = {dt: _peak_rss(builds[dt], args, vocab) for dt in dtypes if "decode" in modes}
         if args.profile:
@@ -1243,21 +1413,128 @@ def start_workers(
     for s, spec in specs:
         _log(f"starting {s.label} ...")
         try:
-            s.worker = Worker(s.label, spec, args.threads, args.timeout)
+            start_system(s, spec, args.threads, args.timeout)
         except BaselineUnavailable as exc:
             if s.name == "ckir":
                 raise CkirError(str(exc)) from None
             report.notes.append(f"{s.label}: skipped: {str(exc).removeprefix(s.label + ': ')}")
             continue
-        isa = s.worker.info.get("isa")
-        if isa:
-            report.env[f"{s.name} ISA"] = str(isa)
+        assert s.worker is not None
         if s.name != "ckir":
             report.env[s.name] = str(s.worker.info.get("version", ""))
             if s.name == "torch":
                 report.env["torch attention"] = str(s.worker.info.get("attn", ""))
         systems.append(s)
+    set_isa_env(report.env, systems)
     return systems
+
+
+def set_isa_env(env: dict[str, str], systems: list[System]) -> None:
+    """The ISA each system ran with, in ``env`` where its ISA entries were: ``<name> ISA``,
+    or ``<name> <dtype> ISA`` each where the systems of a name ran different paths (one
+    restarted with its fallback).  A system dropped without runs has none."""
+    by_name: dict[str, dict[str, str]] = {}
+    for s in systems:
+        ran = s.dead is None or any(s.seconds.values())
+        isa = s.worker.info.get("isa") if s.worker is not None and ran else None
+        if isa:
+            by_name.setdefault(s.name, {})[s.label] = str(isa)
+    new: dict[str, str] = {}
+    for name, isas in by_name.items():
+        if len(set(isas.values())) == 1:
+            new[f"{name} ISA"] = next(iter(isas.values()))
+        else:
+            new.update({f"{label} ISA": isa for label, isa in isas.items()})
+    out: dict[str, str] = {}
+    for key, value in env.items():
+        if key.endswith(" ISA"):
+            out |= new
+            new = {}
+        else:
+            out[key] = value
+    env.clear()
+    env.update(out | new)
+
+
+# ---------------------------------------------------------------------------------------
+# a worker that dies: restarted once with the system's fallback
+# ---------------------------------------------------------------------------------------
+
+
+def start_system(s: System, spec: dict[str, Any], threads: int, timeout: float) -> None:
+    """``s.worker``: a worker of ``spec``; one that dies while starting is started again
+    with ``s.fallback``.  :class:`BaselineUnavailable` when no worker runs."""
+    s.spec = spec
+    try:
+        s.worker = Worker(s.label, spec, threads, timeout)
+    except WorkerDied as exc:
+        if s.fallback is None:
+            raise
+        _fall_back(s, exc, "while starting", threads, timeout)
+
+
+def call_with_fallback(s: System, **msg: Any) -> dict[str, Any]:
+    """``s.worker.call(**msg)``.  When the worker dies and ``s`` has a fallback not yet
+    taken: restart it with the fallback (its runs so far discarded, its warm-up replayed)
+    and send ``msg`` again.  :class:`BaselineUnavailable` when the call fails; when the
+    fallback fails too, ``s.dead`` names both failures and ``s`` keeps no runs."""
+    assert s.worker is not None
+    try:
+        return s.worker.call(**msg)
+    except WorkerDied as exc:
+        if s.fallback is None:
+            raise
+        when = f"while running ({msg.get('op')})"
+        if s.first_failure is not None:
+            raise _drop(s, f"died too ({exc.cause}) {when}") from None
+        _fall_back(s, exc, when, s.worker.threads, s.worker.timeout)
+    return call_with_fallback(s, **msg)
+
+
+def _fall_back(s: System, died: WorkerDied, when: str, threads: int, timeout: float) -> None:
+    fb = s.fallback
+    assert fb is not None and s.first_failure is None
+    if s.worker is not None:
+        s.worker.close()
+        s.worker = None
+    s.first_failure = f"the worker died ({died.cause}) {fb.path} {when}"
+    s.discarded_runs = s.discard_runs()
+    _log(f"{s.label}: {s.first_failure}; starting it again with {fb.instead} ...")
+    try:
+        s.worker = Worker(s.label, {**s.spec, **fb.spec}, threads, timeout)
+    except BaselineUnavailable as exc:
+        if isinstance(exc, WorkerDied):
+            again = f"died too ({exc.cause})"
+        else:
+            again = f"failed ({str(exc).removeprefix(s.label + ': ')})"
+        raise _drop(s, f"{again} while starting") from None
+    for warm in s.warmup:
+        call_with_fallback(s, **warm)
+
+
+def _drop(s: System, second: str) -> BaselineUnavailable:
+    """The fallback failed too: ``s`` is dead and keeps no runs (its row is dropped)."""
+    assert s.fallback is not None
+    s.dead = f"{s.first_failure}; with {s.fallback.instead} it {second}; no runs reported"
+    s.discard_runs()
+    return BaselineUnavailable(f"{s.label}: {s.dead}")
+
+
+def system_notes(systems: Sequence[System]) -> list[str]:
+    """A note per system that stopped, and per system measured on its fallback path."""
+    out = []
+    for s in systems:
+        if s.dead is not None:
+            out.append(f"{s.label}: stopped: {s.dead}")
+        elif s.first_failure is not None and s.fallback is not None:
+            note = f"{s.label}: {s.first_failure}; measured again with {s.fallback.instead}"
+            if s.discarded_runs:
+                note += (
+                    f" (the {s.discarded_runs} run(s) measured before the restart were "
+                    "discarded: this system has fewer rounds)"
+                )
+            out.append(note)
+    return out
 
 
 def fma_probe(threads: int) -> float:
@@ -1277,10 +1554,14 @@ def alternate_rounds(
 ) -> None:
     """``repeat`` rounds; in each, every live system runs each mode once, in alternating
     order (reversed on odd rounds), every run bracketed by ``machine(mode)``.  A run's
-    seconds go to ``s.seconds[mode]``, the mean of its two probes to ``s.probes[mode]``;
-    ``run_one(system, mode, round)`` returns None when a baseline died (``s.dead``)."""
+    seconds go to ``s.seconds[mode]``, the mean of its two probes to ``s.probes[mode]``,
+    its round to ``s.rounds[mode]``; ``run_one(system, mode, round)`` returns None when
+    a baseline died (``s.dead``).  A worker restarted with its fallback inside a run
+    (``call_with_fallback``: the system's runs so far discarded) runs that run again
+    between fresh probes; the other systems' runs are untouched."""
     for s in systems:
         s.probes = {m: [] for m in s.modes}
+        s.rounds = {m: [] for m in s.modes}
     for r in range(repeat):
         if before_round is not None:
             before_round(r)
@@ -1288,35 +1569,57 @@ def alternate_rounds(
             order = systems if r % 2 == 0 else systems[::-1]
             for s in order:
                 if mode in s.modes and s.dead is None:
+                    restarted = s.first_failure is not None
                     before = machine(mode)
                     t = run_one(s, mode, r)
+                    if t is not None and not restarted and s.first_failure is not None:
+                        before = machine(mode)
+                        t = run_one(s, mode, r)
                     after = machine(mode)
                     if t is not None:
                         s.seconds[mode].append(t)
                         s.probes[mode].append((before + after) / 2)
+                        s.rounds[mode].append(r)
         _log(f"round {r + 1}/{repeat} done")
 
 
 def guarded_call(s: System, **msg: Any) -> dict[str, Any] | None:
-    """``s.worker.call(**msg)``; when the worker fails: a CkirError for ckir, for a
-    baseline None with ``s.dead`` set (it runs no more)."""
-    assert s.worker is not None
+    """``call_with_fallback(s, **msg)``; when the worker fails: a CkirError for ckir, for
+    a baseline None with ``s.dead`` set (it runs no more)."""
     try:
-        return s.worker.call(**msg)
+        return call_with_fallback(s, **msg)
     except BaselineUnavailable as exc:
         if s.name == "ckir":
             raise CkirError(str(exc)) from None
-        s.dead = str(exc)
+        if s.dead is None:
+            s.dead = str(exc).removeprefix(s.label + ": ")
         return None
+
+
+def _request(mode: str, prompt: list[int], context: list[int], steps: list[int]) -> dict[str, Any]:
+    if mode == "prefill":
+        return {"op": "prefill", "tokens": prompt}
+    return {"op": "decode", "context": context, "tokens": steps}
+
+
+def warm_up(systems: list[System], prompt: list[int], context: list[int], steps: list[int]) -> None:
+    """Every system runs every mode once (pages in the weights): a prefill (or its first
+    mode), a decode.  The same requests (``s.warmup``) warm up a worker restarted later."""
+    for s in systems:
+        modes = ["prefill" if "prefill" in s.modes else s.modes[0]]
+        if "decode" in s.modes:
+            modes.append("decode")
+        s.warmup = [_request(m, prompt, context, steps) for m in modes]
+        for msg in s.warmup:
+            if s.dead is None:
+                guarded_call(s, **msg)
+        s.seconds = {m: [] for m in s.modes}
 
 
 def _run_one(
     s: System, mode: str, prompt: list[int], context: list[int], steps: list[int]
 ) -> float | None:
-    if mode == "prefill":
-        got = guarded_call(s, op="prefill", tokens=prompt)
-    else:
-        got = guarded_call(s, op="decode", context=context, tokens=steps)
+    got = guarded_call(s, **_request(mode, prompt, context, steps))
     return None if got is None else float(got["s"])
 
 
@@ -1325,9 +1628,10 @@ def _agreement(systems: list[System], prompt: list[int], vocab: int, notes: list
     stride = max(1, vocab // 512)
     ref: dict[str, list[float]] = {}
     for s in systems:
-        assert s.worker is not None
+        if s.dead is not None:
+            continue
         try:
-            values = s.worker.call(op="sample", tokens=prompt, stride=stride)["values"]
+            values = call_with_fallback(s, op="sample", tokens=prompt, stride=stride)["values"]
         except BaselineUnavailable as exc:
             notes.append(f"{s.label}: logits check failed: {exc}")
             continue
@@ -1485,9 +1789,12 @@ def results_table(report: Report, modes: Sequence[str]) -> str:
             r = rates(_tokens_per_run(a, mode), secs)
             ratio = "—"
             ref = ckir.get((s.dtype, mode))
-            if s.name != "ckir" and ref is not None and ref.seconds.get(mode):
-                n = min(len(ref.seconds[mode]), len(secs))
-                pr = paired_ratios(ref.seconds[mode][:n], secs[:n])
+            pairs = [] if s.name == "ckir" or ref is None else paired_rounds(ref, s, mode)
+            if pairs:
+                assert ref is not None
+                pr = paired_ratios(
+                    [ref.seconds[mode][i] for i, _ in pairs], [secs[j] for _, j in pairs]
+                )
                 ratio = f"{statistics.median(pr):.2f} ({fmt_range(pr)})"
             fr = _fractions(report, s, mode)
             frac = f"{statistics.median(fr):.2f}" if fr else "—"
@@ -1780,7 +2087,10 @@ def report_json(report: Report) -> dict[str, Any]:
                 "dtype": s.dtype,
                 "seconds": s.seconds,
                 "probes": s.probes,
+                "rounds": {m: s.run_rounds(m) for m in s.seconds},
                 "dead": s.dead,
+                "first_failure": s.first_failure,
+                "fallback": s.fallback.instead if s.fallback and s.first_failure else None,
             }
             for s in report.systems
         ],

@@ -269,9 +269,7 @@ def collect(args: argparse.Namespace, dtypes: list[str], against: list[str]) -> 
             lambda s, _mode, r: step(s, wins[args.warmup + r]),
             machine,
         )
-        for s in systems:
-            if s.dead:
-                report.notes.append(f"{s.label}: stopped: {s.dead}")
+        report.notes += bench.system_notes(systems)
         report.env["load average after the rounds"] = f"{os.getloadavg()[0]:.2f}"
         _loss_agreement(systems, losses, report)
         report.extra["worker_rss_kb"] = {
@@ -440,13 +438,13 @@ def quiet_ratios(report: Report) -> dict[str, tuple[int, list[float]]]:
     for s in report.systems:
         if s is ck or not s.seconds.get(TRAIN_MODE):
             continue
-        n = min(len(ck.seconds[TRAIN_MODE]), len(s.seconds[TRAIN_MODE]))
+        pairs = bench.paired_rounds(ck, s, TRAIN_MODE)
         keep = [
-            s.seconds[TRAIN_MODE][r] / ck.seconds[TRAIN_MODE][r]
-            for r in range(n)
-            if min(ck.probes[TRAIN_MODE][r], s.probes[TRAIN_MODE][r]) >= floor
+            s.seconds[TRAIN_MODE][j] / ck.seconds[TRAIN_MODE][i]
+            for i, j in pairs
+            if min(ck.probes[TRAIN_MODE][i], s.probes[TRAIN_MODE][j]) >= floor
         ]
-        out[s.label] = (n, keep)
+        out[s.label] = (len(pairs), keep)
     return out
 
 
