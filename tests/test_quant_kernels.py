@@ -386,7 +386,17 @@ def test_gemv_bf16(qlib, threads, N, K, bias):
 
 # ------------------------------------------------------------------- gemm
 
-GEMM_SHAPES = [(1, 1, 32), (3, 17, 64), (67, 33, 96), (4, 3, 4128), (67, 17, 512), (8, 64, 288)]
+GEMM_SHAPES = [
+    (1, 1, 32),
+    (3, 17, 64),
+    (67, 33, 96),
+    (4, 3, 4128),
+    (67, 17, 512),
+    (8, 64, 288),
+    (9, 65, 64),  # the first M on the blocked driver
+    (13, 33, 4128),  # K in several slices
+    (128, 200, 576),  # a prefill
+]
 
 
 @pytest.mark.parametrize("dtype", ["bf16", *QTYPES])

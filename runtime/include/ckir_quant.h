@@ -73,6 +73,15 @@ typedef void (*ckir_wrow_fn)(const void *w, int64_t K, int64_t n, int64_t k0, in
 void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const float *b,
                          float *y, int64_t M, int64_t N, int64_t K);
 
+/* The same product on gemm.c's blocked driver: each 32-row panel of W is
+ * converted by `row` into fp32 (k0, kc multiples of 32) and packed as gemm_f32
+ * packs w, then gemm's register-blocked micro-kernel runs over it.  Used for
+ * M > CKIR_WGEMM_SMALL_M; ~32 KiB more stack per thread than gemm_f32. */
+void ckir_internal_gemm_rows(const float *x, const void *w, ckir_wrow_fn row, const float *b,
+                             float *y, int64_t M, int64_t N, int64_t K);
+/* rows of x up to which the weight-dtype GEMMs keep ckir_internal_wgemm */
+#define CKIR_WGEMM_SMALL_M 8
+
 /* Quantize x[K] (K % 32 == 0) per block of 32: dx[b] = max|x_b| / 127 (fp32),
  * a[i] = round-to-nearest-even(x[i] / dx[b]) (0 when dx[b] == 0).  `_ref` is
  * the scalar version; a and dx are identical between the two. */

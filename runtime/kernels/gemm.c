@@ -42,6 +42,7 @@
  * reuse the current one, so the weights stream from memory while it computes
  * (measured with cold weights: 1.05-1.3x over packing at every call). */
 #include "ckir_internal.h"
+#include "ckir_quant.h"
 
 #if defined(CKIR_AVX512)
 #define GEMM_MR 12
@@ -76,6 +77,11 @@ _Static_assert(GEMM_NC % GEMM_NR == 0, "GEMM_NC must be a multiple of GEMM_NR");
 _Static_assert(CKIR_PANEL % GEMM_NR == 0, "CKIR_PANEL must be a multiple of GEMM_NR");
 /* b_nk value of the driver for B pre-packed in f32p panels */
 #define GEMM_B_PANELS 2
+/* b_nk value for B = w[N, K] in a weight dtype whose rows a ckir_wrow_fn
+ * converts to fp32 (bf16, Q8_0, Q4_0, Q4_1): each panel's rows are converted
+ * into a stack buffer, then packed as gemm's w.  K slices are then multiples
+ * of 32 (the block formats convert whole blocks). */
+#define GEMM_B_ROWS 3
 /* per-thread stack used by the packed panels (documented in the header) */
 #define GEMM_STACK_BYTES ((GEMM_KC * GEMM_NC + GEMM_PACK_A * GEMM_MC * GEMM_KC) * 4)
 
@@ -491,21 +497,24 @@ static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const flo
 /* One thread's share: C[0:M, 0:N] of the product.  A(i, k) is A[i * lda + k],
  * or with a_t (A stored transposed) A[k * lda + i].  b_nk == 1: B is w[N, K]
  * (gemm); 0: B is b[K, N] (matmul); GEMM_B_PANELS: B is the whole f32p matrix
- * (ldb = K) and C's column 0 is its column bcol (a multiple of GEMM_NR).  Ap
+ * (ldb = K) and C's column 0 is its column bcol (a multiple of GEMM_NR);
+ * GEMM_B_ROWS: B is the whole weight matrix, its rows read through `row`, and
+ * C's column 0 its row bcol.  Ap
  * (when A is packed) and Bp are the caller's pack buffers; a_t is a constant in
  * each caller (gemm_blocked, gemm_blocked_t). */
 CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const float *B,
-                               int64_t ldb, int b_nk, int64_t bcol, const float *bias, float *C,
-                               int64_t ldc, int64_t M, int64_t N, int64_t K, int relu,
-                               float *restrict Ap, float *restrict Bp) {
-  const int panels = b_nk == GEMM_B_PANELS;
+                               int64_t ldb, int b_nk, int64_t bcol, ckir_wrow_fn row,
+                               const float *bias, float *C, int64_t ldc, int64_t M, int64_t N,
+                               int64_t K, int relu, float *restrict Ap, float *restrict Bp) {
+  const int panels = b_nk == GEMM_B_PANELS, rows = b_nk == GEMM_B_ROWS;
   const int packed_a = GEMM_PACK_A || a_t;
   /* K in slices of equal depth (<= GEMM_KC, a multiple of 8): no short last
    * slice whose C round trip costs as much as a full one.  The depth depends on
    * K alone, so each C element sums its terms in the same order whatever share
    * of N or M a thread gets: results do not depend on the thread count. */
   const int64_t nslices = (K + GEMM_KC - 1) / GEMM_KC;
-  const int64_t kstep = CKIR_MIN(GEMM_KC, ((K + nslices - 1) / nslices + 7) / 8 * 8);
+  const int64_t kq = rows ? 32 : 8; /* the slice depth is a multiple of kq */
+  const int64_t kstep = CKIR_MIN(GEMM_KC, ((K + nslices - 1) / nslices + kq - 1) / kq * kq);
   /* Column blocks of equal width (whole panels), as wide as the B pack's
    * GEMM_KC * GEMM_NC floats allow at this depth: a shallow K (the weight
    * gradient's 128 tokens) takes wider blocks, so A is packed fewer times
@@ -520,6 +529,14 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
       const int first = pc == 0, last = pc + kc >= K;
       if (panels)
         ; /* B is read in place */
+      else if (rows)
+        for (int64_t j0 = 0; j0 < nc; j0 += GEMM_NR) {
+          /* this panel's rows in fp32, [nr][kc], then packed as gemm's w */
+          float wr[GEMM_NR * GEMM_KC] __attribute__((aligned(64)));
+          const int64_t nr = CKIR_MIN(GEMM_NR, nc - j0);
+          for (int64_t r = 0; r < nr; r++) row(B, K, bcol + jc + j0 + r, pc, kc, wr + r * kc);
+          pack_b_nk(wr, kc, nr, kc, Bp + j0 * kc);
+        }
       else if (b_nk)
         pack_b_nk(B + jc * ldb + pc, ldb, nc, kc, Bp);
       else
@@ -565,15 +582,15 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
 }
 
 static void gemm_blocked(const float *A, int64_t lda, const float *B, int64_t ldb, int b_nk,
-                         int64_t bcol, const float *bias, float *C, int64_t ldc, int64_t M,
-                         int64_t N, int64_t K, int relu) {
+                         int64_t bcol, ckir_wrow_fn row, const float *bias, float *C, int64_t ldc,
+                         int64_t M, int64_t N, int64_t K, int relu) {
   float Bp[GEMM_KC * GEMM_NC] __attribute__((aligned(64)));
 #if GEMM_PACK_A
   float Ap[GEMM_MC * GEMM_KC] __attribute__((aligned(64)));
 #else
   float *Ap = NULL; /* A is read in place */
 #endif
-  gemm_blocked_(A, lda, 0, B, ldb, b_nk, bcol, bias, C, ldc, M, N, K, relu, Ap, Bp);
+  gemm_blocked_(A, lda, 0, B, ldb, b_nk, bcol, row, bias, C, ldc, M, N, K, relu, Ap, Bp);
 }
 
 /* A stored transposed: at[K, M] (lda >= M between rows of at) */
@@ -581,26 +598,27 @@ static void gemm_blocked_t(const float *At, int64_t lda, const float *B, int64_t
                            float *C, int64_t ldc, int64_t M, int64_t N, int64_t K) {
   float Bp[GEMM_KC * GEMM_NC] __attribute__((aligned(64)));
   float Ap[GEMM_MC * GEMM_KC] __attribute__((aligned(64)));
-  gemm_blocked_(At, lda, 1, B, ldb, b_nk, 0, NULL, C, ldc, M, N, K, 0, Ap, Bp);
+  gemm_blocked_(At, lda, 1, B, ldb, b_nk, 0, NULL, NULL, C, ldc, M, N, K, 0, Ap, Bp);
 }
 
 /* One thread's rows [m0, m1) and columns [n0, n1) of the product. */
-static void gemm_part(const float *A, int a_t, const float *B, int b_nk, const float *bias,
-                      float *C, int64_t M, int64_t N, int64_t K, int relu, int64_t m0, int64_t m1,
-                      int64_t n0, int64_t n1) {
+static void gemm_part(const float *A, int a_t, const float *B, int b_nk, ckir_wrow_fn row,
+                      const float *bias, float *C, int64_t M, int64_t N, int64_t K, int relu,
+                      int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t ldb = b_nk ? K : N;
-  /* panels: the whole matrix, addressed from column n0 by gemm_blocked_ */
-  const float *Bt = b_nk == GEMM_B_PANELS ? B : b_nk ? B + n0 * K : B + n0;
+  /* panels, rows: the whole matrix, addressed from column n0 by gemm_blocked_ */
+  const int whole = b_nk == GEMM_B_PANELS || b_nk == GEMM_B_ROWS;
+  const float *Bt = whole ? B : b_nk ? B + n0 * K : B + n0;
   const float *bt = bias ? bias + n0 : NULL;
   float *Ct = C + m0 * N + n0;
   if (a_t)
     gemm_blocked_t(A + m0, M, Bt, ldb, b_nk, Ct, N, m1 - m0, n1 - n0, K);
   else
-    gemm_blocked(A + m0 * K, K, Bt, ldb, b_nk, n0, bt, Ct, N, m1 - m0, n1 - n0, K, relu);
+    gemm_blocked(A + m0 * K, K, Bt, ldb, b_nk, n0, row, bt, Ct, N, m1 - m0, n1 - n0, K, relu);
 }
 
-static void gemm_driver(const float *A, int a_t, const float *B, int b_nk, const float *bias,
-                        float *C, int64_t M, int64_t N, int64_t K, int relu) {
+static void gemm_driver(const float *A, int a_t, const float *B, int b_nk, ckir_wrow_fn row,
+                        const float *bias, float *C, int64_t M, int64_t N, int64_t K, int relu) {
   int nt = 1;
 #ifdef _OPENMP
   /* inside a parallel region (gate_up tiles) the call runs on its thread */
@@ -618,7 +636,7 @@ static void gemm_driver(const float *A, int a_t, const float *B, int b_nk, const
   const int64_t units = split_n ? npanels : mpanels;
   if (nt > units) nt = (int)units;
   if (nt <= 1) {
-    gemm_part(A, a_t, B, b_nk, bias, C, M, N, K, relu, 0, M, 0, N);
+    gemm_part(A, a_t, B, b_nk, row, bias, C, M, N, K, relu, 0, M, 0, N);
     return;
   }
   const int64_t chunks = CKIR_MIN(units, (int64_t)nt * GEMM_CHUNKS);
@@ -627,10 +645,10 @@ static void gemm_driver(const float *A, int a_t, const float *B, int b_nk, const
     const int64_t u0 = units * c / chunks, u1 = units * (c + 1) / chunks;
     if (u1 > u0) {
       if (split_n)
-        gemm_part(A, a_t, B, b_nk, bias, C, M, N, K, relu, 0, M, u0 * GEMM_NR,
+        gemm_part(A, a_t, B, b_nk, row, bias, C, M, N, K, relu, 0, M, u0 * GEMM_NR,
                   CKIR_MIN(N, u1 * GEMM_NR));
       else
-        gemm_part(A, a_t, B, b_nk, bias, C, M, N, K, relu, u0 * GEMM_MR,
+        gemm_part(A, a_t, B, b_nk, row, bias, C, M, N, K, relu, u0 * GEMM_MR,
                   CKIR_MIN(M, u1 * GEMM_MR), 0, N);
     }
   }
@@ -638,7 +656,7 @@ static void gemm_driver(const float *A, int a_t, const float *B, int b_nk, const
 
 void ckir_internal_gemm(const float *a, int a_t, const float *b, int b_nk, float *c, int64_t M,
                         int64_t N, int64_t K) {
-  gemm_driver(a, a_t, b, b_nk, NULL, c, M, N, K, 0);
+  gemm_driver(a, a_t, b, b_nk, NULL, NULL, c, M, N, K, 0);
 }
 
 /* ---- public kernels -------------------------------------------------------- */
@@ -647,7 +665,7 @@ void ckir_gemm_f32(const float *x, const float *w, float *y, int64_t M, int64_t 
   if (M <= GEMM_SMALL_M)
     ckir_internal_dot_rows(x, M, w, NULL, y, N, K);
   else
-    gemm_driver(x, 0, w, 1, NULL, y, M, N, K, 0);
+    gemm_driver(x, 0, w, 1, NULL, NULL, y, M, N, K, 0);
 }
 
 void ckir_gemm_bias_f32(const float *x, const float *w, const float *b, float *y, int64_t M,
@@ -655,19 +673,24 @@ void ckir_gemm_bias_f32(const float *x, const float *w, const float *b, float *y
   if (M <= GEMM_SMALL_M)
     ckir_internal_dot_rows(x, M, w, b, y, N, K);
   else
-    gemm_driver(x, 0, w, 1, b, y, M, N, K, 0);
+    gemm_driver(x, 0, w, 1, NULL, b, y, M, N, K, 0);
 }
 
 void ckir_internal_gemm_panels(const float *x, const float *wp, const float *b, float *y,
                                int64_t M, int64_t N, int64_t K) {
-  gemm_driver(x, 0, wp, GEMM_B_PANELS, b, y, M, N, K, 0);
+  gemm_driver(x, 0, wp, GEMM_B_PANELS, NULL, b, y, M, N, K, 0);
+}
+
+void ckir_internal_gemm_rows(const float *x, const void *w, ckir_wrow_fn row, const float *b,
+                             float *y, int64_t M, int64_t N, int64_t K) {
+  gemm_driver(x, 0, (const float *)w, GEMM_B_ROWS, row, b, y, M, N, K, 0);
 }
 
 void ckir_matmul_f32(const float *a, const float *b, float *c, int64_t M, int64_t N, int64_t K) {
-  gemm_driver(a, 0, b, 0, NULL, c, M, N, K, 0);
+  gemm_driver(a, 0, b, 0, NULL, NULL, c, M, N, K, 0);
 }
 
 void ckir_matmul_relu_f32(const float *a, const float *b, float *c, int64_t M, int64_t N,
                           int64_t K) {
-  gemm_driver(a, 0, b, 0, NULL, c, M, N, K, 1);
+  gemm_driver(a, 0, b, 0, NULL, NULL, c, M, N, K, 1);
 }

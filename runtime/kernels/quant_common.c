@@ -5,7 +5,9 @@
  *  - ckir_internal_wgemm, the fp32 GEMM over weights converted panel by panel
  *    (gemm_bf16, gemm_<q>).
  *
- * wgemm: threads take panels of WG_NP rows of w, two at a time (dynamic: a
+ * wgemm with M > CKIR_WGEMM_SMALL_M runs on gemm.c's blocked driver
+ * (ckir_internal_gemm_rows: 32-row panels converted, packed, and gemm's 12x32 /
+ * 6x16 micro-kernel).  For small M, the dot-product form: threads take panels of WG_NP rows of w, two at a time (dynamic: a
  * thread slowed by the host takes fewer).  For each panel and
  * each slice of WG_KC columns, the rows are converted to fp32 into a stack
  * buffer (16 KiB, stays in L1), then every group of WG_MR rows of x meets every
@@ -172,8 +174,10 @@ static void wg_tile_any(const float *x, int64_t ldx, const float *p, int64_t kc,
   }
 }
 
-void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const float *b,
-                         float *y, int64_t M, int64_t N, int64_t K) {
+/* the dot-product form: small M (the blocked driver's packing costs more than
+ * its register blocking saves when few rows reuse a panel) */
+static void wgemm_dot(const float *x, const void *w, ckir_wrow_fn row, const float *b, float *y,
+                      int64_t M, int64_t N, int64_t K) {
   int64_t npanels = (N + WG_NP - 1) / WG_NP;
 #pragma omp parallel for schedule(dynamic, 2) if (M * N * K >= 8 * CKIR_PAR_MIN_WORK && npanels > 1)
   for (int64_t pi = 0; pi < npanels; pi++) {
@@ -204,4 +208,12 @@ void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const 
       }
     }
   }
+}
+
+void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const float *b,
+                         float *y, int64_t M, int64_t N, int64_t K) {
+  if (M <= CKIR_WGEMM_SMALL_M)
+    wgemm_dot(x, w, row, b, y, M, N, K);
+  else
+    ckir_internal_gemm_rows(x, w, row, b, y, M, N, K);
 }
