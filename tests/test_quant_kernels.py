@@ -393,7 +393,7 @@ GEMM_SHAPES = [
     (4, 3, 4128),
     (67, 17, 512),
     (8, 64, 288),
-    (9, 65, 64),  # the first M on the blocked driver
+    (33, 65, 64),  # the first M on the blocked driver
     (13, 33, 4128),  # K in several slices
     (128, 200, 576),  # a prefill
 ]

@@ -33,7 +33,8 @@
  * Constraints and stack use
  *   quantized kernels: K % 32 == 0 (E % 32 == 0 for embed); gemv_<q>: K <= 32768
  *   (the quantized x lives on the caller's stack, <= 2.5*K + 256 bytes).
- *   gemm_*: ~17 KiB of stack per thread (one fp32 panel of 16 rows x 256).
+ *   gemm_*: ~17 KiB of stack per thread (one fp32 panel of 16 rows x 256) for
+ *   M <= CKIR_WGEMM_SMALL_M, else gemm_f32's bound plus 32 KiB (~432 KiB AVX-512).
  *   y must not alias x or w.  Token ids must be in range (the caller checks).
  */
 #ifndef CKIR_QUANT_H
@@ -79,8 +80,10 @@ void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const 
  * M > CKIR_WGEMM_SMALL_M; ~32 KiB more stack per thread than gemm_f32. */
 void ckir_internal_gemm_rows(const float *x, const void *w, ckir_wrow_fn row, const float *b,
                              float *y, int64_t M, int64_t N, int64_t K);
-/* rows of x up to which the weight-dtype GEMMs keep ckir_internal_wgemm */
-#define CKIR_WGEMM_SMALL_M 8
+/* rows of x up to which the weight-dtype GEMMs keep the dot-product form (measured
+ * crossover, AVX-512, 2 threads, 1536x576: the blocked driver 1.10x slower at M = 16-24,
+ * level at 32, 1.2x faster at 48, 1.6x at 128) */
+#define CKIR_WGEMM_SMALL_M 32
 
 /* Quantize x[K] (K % 32 == 0) per block of 32: dx[b] = max|x_b| / 127 (fp32),
  * a[i] = round-to-nearest-even(x[i] / dx[b]) (0 when dx[b] == 0).  `_ref` is
