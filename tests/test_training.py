@@ -72,8 +72,9 @@ ARCHS: dict[str, dict[str, object]] = {
 }
 MAX_CONTEXT = 32
 GRAD_TOL = 1e-4
-#: gradients below this fraction of the model's largest are zero up to rounding
-ZERO_FLOOR = 1e-4
+#: absolute error floor, in fp32 ulps of the model's largest gradient: a gradient that is
+#: zero in exact arithmetic is a sum of rounding errors of terms of that size on both sides
+NOISE_ULPS = 8
 LOSS_TOL = 1e-5
 STEPS_TOL = 1e-3
 HYPER = dict(lr=3e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
@@ -153,14 +154,14 @@ def test_gradients_match_autograd(key: str, checkpoints, tmp_path: Path) -> None
     ref = to_ckir_layout(tmp_path / "build", hf_grads, tmp_path / "grads")
     assert set(ours) == set(ref), sorted(set(ours) ^ set(ref))
     # A gradient that is zero in exact arithmetic (the key bias: softmax ignores a shift
-    # of all scores) is rounding noise on both sides: held to the noise floor instead.
-    floor = ZERO_FLOOR * max(float(np.abs(r).max()) for r in ref.values())
+    # of all scores) is rounding noise on both sides: held to the noise floor instead
+    # (measured on a Zen 4 host: 3.5e-9 against a largest gradient of 0.30, 0.1 ulp).
+    gmax = max(float(np.abs(r).max()) for r in ref.values())
+    floor = NOISE_ULPS * float(np.finfo(np.float32).eps) * gmax
     for name, r in ref.items():
-        scale = max(float(np.abs(r).max()), floor)
+        tol = max(GRAD_TOL * float(np.abs(r).max()), floor)
         err = float(np.abs(ours[name] - r).max())
-        assert err <= GRAD_TOL * scale, (
-            f"{key}: d{name}: max error {err:.3g} > {GRAD_TOL} * {scale:.3g}"
-        )
+        assert err <= tol, f"{key}: d{name}: max error {err:.3g} > {tol:.3g}"
     model.close()
 
 
