@@ -91,11 +91,17 @@ class RuntimeLib:
         self.dll.ckir_set_num_threads.restype = None
         self.dll.ckir_get_num_threads.restype = ctypes.c_int
         self.dll.ckir_runtime_isa.restype = ctypes.c_char_p
+        self.dll.ckir_runtime_bf16_dot.restype = ctypes.c_int
         self._fns: dict[str, ctypes._CFuncPtr] = {}
 
     @property
     def isa(self) -> str:
         return self.dll.ckir_runtime_isa().decode()
+
+    @property
+    def bf16_dot(self) -> bool:
+        """Whether gemm_bf16 with M > 32 and an even K rounds x to bf16 (vdpbf16ps)."""
+        return bool(self.dll.ckir_runtime_bf16_dot())
 
     def set_num_threads(self, n: int) -> None:
         self.dll.ckir_set_num_threads(n)
@@ -196,3 +202,21 @@ def rope_oracle(x, nheads, D, positions, theta, sign=1.0):
         out[t, :, :half] = x1 * c - x2 * s
         out[t, :, half:] = x2 * c + x1 * s
     return out.reshape(x.shape)
+
+
+#: rows above which gemm_bf16 may run on vdpbf16ps (CKIR_WGEMM_SMALL_M in ckir_quant.h)
+WGEMM_SMALL_M = 32
+
+
+def gemm_bf16_x(x: np.ndarray, bf16_dot: bool, public: bool = True) -> np.ndarray:
+    """The x that gemm_bf16 (and the bf16 GEMMs built on it) multiplies, as float64.
+
+    A public kernel of a build with ``bf16_dot`` (ckir_runtime_bf16_dot) rounds x to
+    bf16, nearest even, when M > 32 and K is even; reference twins never do.
+    """
+    from ckir import quant
+
+    M, K = x.shape if x.ndim == 2 else (1, x.shape[0])
+    if public and bf16_dot and M > WGEMM_SMALL_M and K % 2 == 0:
+        return quant.from_bf16(quant.to_bf16(x)).astype(np.float64)
+    return x.astype(np.float64)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kernel_lib import rand
+from kernel_lib import gemm_bf16_x, rand
 
 F32 = np.float32
 
@@ -319,9 +319,10 @@ def wstore(rng, n, k, dtype):
     return stored, quant.dequantize(stored, dtype).reshape(n, k).astype(np.float64)
 
 
-def loose(out, x, wd, dtype, decode):
-    """Against NumPy on the dequantized weights: exact-ish for fp32 x, q8 error for block gemv."""
-    x64 = x.astype(np.float64)
+def loose(out, x, wd, dtype, decode, bf16_dot=False):
+    """Against NumPy on the dequantized weights: exact-ish for fp32 x (bf16-rounded x on
+    the vdpbf16ps path, gemm_bf16_x), q8 error for block gemv."""
+    x64 = x.astype(np.float64) if decode else gemm_bf16_x(x, bf16_dot and dtype == "bf16")
     ref = x64 @ wd.T
     mag = np.abs(x64) @ np.abs(wd).T
     tol = 2e-2 if decode and dtype != "bf16" else 2e-5
@@ -352,7 +353,8 @@ def test_qkv_wdtype(lib, threads, dtype, shape, bias):
                 fn(single, x, ws[i], *([bs[i]] if bias else []), alone, *sdims)
                 np.testing.assert_allclose(o, alone, rtol=1e-6, atol=1e-7)
                 ob = o - bs[i] if bias else o
-                loose(ob.astype(np.float64), x, pairs[i][1], dtype, kind == "gemv")
+                dot = lib.bf16_dot and fn == lib.call
+                loose(ob.astype(np.float64), x, pairs[i][1], dtype, kind == "gemv", dot)
 
 
 @pytest.mark.parametrize("shape", W_GATE_UP_SHAPES, ids=lambda s: "x".join(map(str, s)))
@@ -374,5 +376,6 @@ def test_gate_up_wdtype(lib, threads, dtype, shape):
             fn("swiglu_f32", g, u, ref, M * N)
             np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
             if dtype == "bf16" or kind == "gemm":
-                x64 = x.astype(np.float64)
+                dot = lib.bf16_dot and fn == lib.call and dtype == "bf16" and kind == "gemm"
+                x64 = gemm_bf16_x(x, dot)
                 close(out, silu_mul(x64 @ gd.T, x64 @ ud.T), rtol=1e-4, atol=1e-4)

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from kernel_lib import isa_supported, kernel_table, norm_params
+from kernel_lib import gemm_bf16_x, isa_supported, kernel_table, norm_params
 
 from ckir import quant, registry
 from ckir.runtime_build import build_library, kernel_sources, runtime_dir
@@ -82,6 +82,9 @@ class QLib:
         self.dll = ctypes.CDLL(str(path))
         self.dll.ckir_set_num_threads.argtypes = [ctypes.c_int]
         self.dll.ckir_get_num_threads.restype = ctypes.c_int
+        self.dll.ckir_runtime_bf16_dot.restype = ctypes.c_int
+        #: gemm_bf16 with M > 32 and an even K rounds x to bf16 (vdpbf16ps)
+        self.bf16_dot = bool(self.dll.ckir_runtime_bf16_dot())
 
     def _fn(self, c_name: str, spec):
         fn = getattr(self.dll, c_name)
@@ -409,28 +412,68 @@ def test_gemm(qlib, threads, dtype, M, N, K, bias):
     wd = quant.dequantize(wq, dtype).reshape(N, K).astype(np.float64)
     x = rand(rng, M, K)
     b = rand(rng, N)
-    y64 = x.astype(np.float64) @ wd.T + (b if bias else 0)
-    absdot = np.abs(x.astype(np.float64)) @ np.abs(wd).T + (np.abs(b) if bias else 0)
     name = f"gemm_bias_{dtype}" if bias else f"gemm_{dtype}"
     for fn in (qlib.call, qlib.ref):
+        # the x the kernel multiplies: bf16-rounded on the vdpbf16ps path (gemm_bf16_x)
+        x64 = gemm_bf16_x(x, qlib.bf16_dot and dtype == "bf16", fn == qlib.call)
+        y64 = x64 @ wd.T + (b if bias else 0)
+        absdot = np.abs(x64) @ np.abs(wd).T + (np.abs(b) if bias else 0)
         y = np.full((M, N), np.nan, F32)
         fn(name, *((x, wq, b, y, M, N, K) if bias else (x, wq, y, M, N, K)))
         err = np.abs(y - y64)
         assert np.all(err <= 1e-5 * absdot + 1e-30), (err / absdot).max()
 
 
-@pytest.mark.parametrize("M,N,K", [(2, 3, 1), (5, 7, 17), (67, 20, 300), (1, 16, 33)])
-def test_gemm_bf16_any_k(qlib, M, N, K):
+# K odd (the vdpbf16ps path needs pairs: fp32 path), K of 1 and 15 pairs (a partial
+# 16-pair block), 257 pairs (slices), N around the 32-column panels, M around the
+# 12-row tiles and 144-row blocks
+BF16_ANY_K = [
+    (2, 3, 1),
+    (5, 7, 17),
+    (67, 20, 300),
+    (1, 16, 33),
+    (33, 1, 2),
+    (35, 33, 30),
+    (40, 31, 34),
+    (67, 65, 514),
+    (145, 64, 64),
+    (49, 20, 301),
+]
+
+
+@pytest.mark.parametrize("M,N,K", BF16_ANY_K)
+def test_gemm_bf16_any_k(qlib, threads, M, N, K):
     rng = np.random.default_rng(M + N + K)
     wb = quant.to_bf16(rand(rng, N, K))
     wd = quant.from_bf16(wb).astype(np.float64)
     x = rand(rng, M, K)
-    y64 = x.astype(np.float64) @ wd.T
-    absdot = np.abs(x.astype(np.float64)) @ np.abs(wd).T
+    b = rand(rng, N)
     for fn in (qlib.call, qlib.ref):
+        x64 = gemm_bf16_x(x, qlib.bf16_dot, fn == qlib.call)
+        absdot = np.abs(x64) @ np.abs(wd).T
         y = np.full((M, N), np.nan, F32)
         fn("gemm_bf16", x, wb, y, M, N, K)
-        assert np.all(np.abs(y - y64) <= 1e-5 * absdot + 1e-30)
+        assert np.all(np.abs(y - x64 @ wd.T) <= 1e-5 * absdot + 1e-30)
+        fn("gemm_bias_bf16", x, wb, b, y, M, N, K)
+        assert np.all(np.abs(y - (x64 @ wd.T + b)) <= 1e-5 * (absdot + np.abs(b)) + 1e-30)
+
+
+def test_gemm_bf16_dot_rounds_x(qlib):
+    """Where the build uses vdpbf16ps, the result is the bf16-rounded x's product, not
+    the fp32 x's: the two oracles differ by far more than the tolerance here."""
+    if not qlib.bf16_dot:
+        pytest.skip(f"the {qlib.isa} build multiplies fp32 x (no AVX512-BF16)")
+    rng = np.random.default_rng(7)
+    M, N, K = 64, 48, 256
+    wb = quant.to_bf16(rand(rng, N, K))
+    wd = quant.from_bf16(wb).astype(np.float64)
+    x = rand(rng, M, K)
+    y = np.full((M, N), np.nan, F32)
+    qlib.call("gemm_bf16", x, wb, y, M, N, K)
+    absdot = np.abs(x.astype(np.float64)) @ np.abs(wd).T
+    rounded = np.abs(y - gemm_bf16_x(x, True) @ wd.T) / absdot
+    exact = np.abs(y - x.astype(np.float64) @ wd.T) / absdot
+    assert rounded.max() <= 1e-5 < exact.max()
 
 
 @pytest.mark.parametrize("isa", ["scalar", "avx2", "native"])

@@ -46,7 +46,12 @@ EXPECTED = {
     "softmax_f32",
     "cross_entropy_f32",
 }
-NOT_KERNELS = {"ckir_set_num_threads", "ckir_get_num_threads", "ckir_runtime_isa"}
+NOT_KERNELS = {
+    "ckir_set_num_threads",
+    "ckir_get_num_threads",
+    "ckir_runtime_isa",
+    "ckir_runtime_bf16_dot",
+}
 PROTO = re.compile(r"\bvoid\s+(ckir_\w+)\s*\(([^)]*)\)\s*;", re.S)
 
 

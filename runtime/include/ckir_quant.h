@@ -23,7 +23,11 @@
  *     d*nib + m meets the same quantized x (as llama.cpp's Q8_1 does).
  *   gemm_<q>, gemm_bf16 (prefill): panels of w are converted to fp32 (exactly
  *     the embed_<q> values) and multiplied by the unquantized fp32 x with an
- *     fp32 register-blocked micro-kernel.
+ *     fp32 register-blocked micro-kernel.  Except gemm_bf16 (and the fused
+ *     bf16 GEMMs built on it) in an AVX-512 build for a CPU with AVX512-BF16,
+ *     when M > CKIR_WGEMM_SMALL_M and K is even: there x is rounded to bf16
+ *     (nearest even) and the products bf16 x bf16 are summed in fp32 by
+ *     vdpbf16ps; ckir_runtime_bf16_dot() says whether the build does this.
  *   gemv_bf16: bf16 -> fp32 in registers, fp32 FMA.
  *   embed_<q>, embed_bf16: out = the dequantized rows, bit-identical to
  *     gguf.quants.dequantize: d*q is exact in fp32 (an 11-bit f16 mantissa
@@ -80,6 +84,10 @@ void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const 
  * M > CKIR_WGEMM_SMALL_M; ~32 KiB more stack per thread than gemm_f32. */
 void ckir_internal_gemm_rows(const float *x, const void *w, ckir_wrow_fn row, const float *b,
                              float *y, int64_t M, int64_t N, int64_t K);
+/* y[M, N] = bf16(x)[M, K] . W^T (+ b) by vdpbf16ps on gemm.c's blocked driver
+ * (only in builds with CKIR_BF16DOT; K even). */
+void ckir_internal_gemm_bf16(const float *x, const uint16_t *w, const float *b, float *y,
+                             int64_t M, int64_t N, int64_t K);
 /* rows of x up to which the weight-dtype GEMMs keep the dot-product form (measured
  * crossover, AVX-512, 2 threads, 1536x576: the blocked driver 1.10x slower at M = 16-24,
  * level at 32, 1.2x faster at 48, 1.6x at 128) */

@@ -36,6 +36,11 @@ int ckir_get_num_threads(void);
 /* The kernel path this library was compiled with: "avx512", "avx2" or "scalar". */
 const char *ckir_runtime_isa(void);
 
+/* 1 when the bf16-weight GEMMs with M > 32 rows and an even K round x to bf16
+ * and multiply with vdpbf16ps (an AVX-512 build for a CPU with AVX512-BF16),
+ * else 0 (x stays fp32).  See ckir_quant.h, Numerics. */
+int ckir_runtime_bf16_dot(void);
+
 /* ---- what each kernel computes (prototypes: ckir_kernels.def) ---------- */
 
 /* embed_f32: out[t, :] = table[tokens[t], :] for t < T; table is [V, E], out is [T, E].

@@ -1,11 +1,13 @@
 /* ckir runtime: linear layers and embeddings with bf16 weights.
  *
  * bf16 -> fp32 is a 16-bit left shift, done in registers (ckv_load_bf16 of the
- * vector layer, ckir_vec.h); all arithmetic is fp32 FMA (vdpbf16ps would round
- * x to bf16 and, on this class of machine, runs at half the fp32 FMA rate).  gemv: each thread streams one contiguous
- * range of rows, one row at a time, with software prefetch; gemm converts
- * panels to fp32 and reuses the fp32 micro-kernel of ckir_internal_wgemm
- * (quant_common.c). */
+ * vector layer, ckir_vec.h).  gemv: fp32 x, fp32 FMA; each thread streams one
+ * contiguous range of rows, one row at a time, with software prefetch (decode
+ * is bound by the bytes read, so x is not rounded).  gemm: with CKIR_BF16DOT
+ * (AVX512-BF16) and M > CKIR_WGEMM_SMALL_M, x rounded to bf16 times the weights
+ * by vdpbf16ps on gemm.c's blocked driver (ckir_internal_gemm_bf16: twice the
+ * fp32 FMA rate on Zen 4, measured); otherwise panels converted to fp32 and
+ * the fp32 micro-kernels of ckir_internal_wgemm (quant_common.c). */
 #define CKIR_QUANT_INTERNAL 1
 #include "ckir_internal.h"
 #include "ckir_quant.h"
@@ -83,14 +85,27 @@ void ckir_gemv_bias_bf16(const float *x, const uint16_t *w, const float *b, floa
 
 /* ---- gemm ---------------------------------------------------------------- */
 
+/* With CKIR_BF16DOT, M > CKIR_WGEMM_SMALL_M and an even K: bf16-rounded x times
+ * the bf16 weights by vdpbf16ps; else fp32 x times the weights converted to fp32. */
+static void gemm_bf16_impl(const float *x, const uint16_t *w, const float *b, float *y, int64_t M,
+                           int64_t N, int64_t K) {
+#if defined(CKIR_BF16DOT)
+  if (M > CKIR_WGEMM_SMALL_M && K % 2 == 0) {
+    ckir_internal_gemm_bf16(x, w, b, y, M, N, K);
+    return;
+  }
+#endif
+  ckir_internal_wgemm(x, w, bf16_wrow, b, y, M, N, K);
+}
+
 void ckir_gemm_bf16(const float *x, const uint16_t *w, float *y, int64_t M, int64_t N,
                     int64_t K) {
-  ckir_internal_wgemm(x, w, bf16_wrow, NULL, y, M, N, K);
+  gemm_bf16_impl(x, w, NULL, y, M, N, K);
 }
 
 void ckir_gemm_bias_bf16(const float *x, const uint16_t *w, const float *b, float *y, int64_t M,
                          int64_t N, int64_t K) {
-  ckir_internal_wgemm(x, w, bf16_wrow, b, y, M, N, K);
+  gemm_bf16_impl(x, w, b, y, M, N, K);
 }
 
 /* ---- embed --------------------------------------------------------------- */

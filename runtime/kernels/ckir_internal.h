@@ -25,6 +25,15 @@
 #include <immintrin.h>
 #endif
 
+/* CKIR_BF16DOT: an AVX-512 build for a CPU with AVX512-BF16.  The bf16-weight
+ * GEMMs with M > CKIR_WGEMM_SMALL_M rows and an even K then multiply x rounded
+ * to bf16 by the bf16 weights with vdpbf16ps (gemm.c, ckir_internal_gemm_bf16),
+ * at twice the fp32 FMA rate on Zen 4, instead of converting the weights to
+ * fp32.  ckir_runtime_bf16_dot() reports it. */
+#if defined(CKIR_AVX512) && defined(__AVX512BF16__)
+#define CKIR_BF16DOT 1
+#endif
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif

@@ -151,18 +151,22 @@ void ckir_gemv_gate_up_f32(const float *x, const float *wg, const float *wu, flo
 void ckir_internal_gate_up_tiles(const float *x, const void *wg, const void *wu,
                                  int64_t row_bytes, ckir_fused_gemm_fn gemm, float *out,
                                  int64_t M, int64_t N, int64_t K) {
-  /* row tiles of about equal size (whole 12-row register panels, at most
-   * GU_MT rows); tiles ordered column-major (tiles of one weight block run
+  /* row tiles of about equal size, at most GU_MT rows: tile i starts at row
+   * i * M / mtiles rounded down to whole 12-row register panels, so with
+   * M / mtiles <= GU_MT - 12 every tile has M / mtiles +- 11 rows, and none of
+   * a call with M > 32 has 32 rows or fewer (M / mtiles > 66 when mtiles > 1):
+   * the bf16 GEMM of every tile then rounds x as the whole call's would
+   * (ckir_quant.h).  Tiles ordered column-major (tiles of one weight block run
    * back to back) and handed out one at a time, so a thread that the host
-   * slows down takes fewer tiles */
-  int64_t mtiles = (M + GU_MT - 1) / GU_MT;
-  const int64_t mrows = ((M + mtiles - 1) / mtiles + 11) / 12 * 12;
-  mtiles = (M + mrows - 1) / mrows;
+   * slows down takes fewer tiles. */
+  const int64_t mtiles = (M + GU_MT - 13) / (GU_MT - 12);
   const int64_t ntiles = (N + GU_NT - 1) / GU_NT, tiles = mtiles * ntiles;
 #pragma omp parallel for schedule(dynamic, 1) if (tiles > 1)
   for (int64_t t = 0; t < tiles; t++) {
-    const int64_t m0 = (t % mtiles) * mrows, n0 = (t / mtiles) * GU_NT;
-    const int64_t mc = CKIR_MIN(mrows, M - m0), nc = CKIR_MIN(GU_NT, N - n0);
+    const int64_t i = t % mtiles, n0 = (t / mtiles) * GU_NT;
+    const int64_t m0 = M * i / mtiles / 12 * 12;
+    const int64_t m1 = i + 1 == mtiles ? M : M * (i + 1) / mtiles / 12 * 12;
+    const int64_t mc = m1 - m0, nc = CKIR_MIN(GU_NT, N - n0);
     float g[GU_MT * GU_NT] __attribute__((aligned(64)));
     float u[GU_MT * GU_NT] __attribute__((aligned(64)));
     gemm(x + m0 * K, (const uint8_t *)wg + n0 * row_bytes, g, mc, nc, K);

@@ -82,6 +82,12 @@ _Static_assert(CKIR_PANEL % GEMM_NR == 0, "CKIR_PANEL must be a multiple of GEMM
  * into a stack buffer, then packed as gemm's w.  K slices are then multiples
  * of 32 (the block formats convert whole blocks). */
 #define GEMM_B_ROWS 3
+/* b_nk value for B = bf16 w[N, K] multiplied by bf16-rounded x (CKIR_BF16DOT):
+ * the driver's K counts pairs of k.  w is read as [N][K/2] 32-bit pairs and
+ * packed by pack_b_nk like gemm's w (a pair moves as one float would); A is
+ * packed by pack_a_bf16 into pairs of rounded x, and the micro-kernel's FMA is
+ * vdpbf16ps (acc += a[2i] b[2i] + a[2i+1] b[2i+1]). */
+#define GEMM_B_BF16 4
 /* per-thread stack used by the packed panels (documented in the header) */
 #define GEMM_STACK_BYTES ((GEMM_KC * GEMM_NC + GEMM_PACK_A * GEMM_MC * GEMM_KC) * 4)
 
@@ -237,6 +243,32 @@ static void pack_a(const float *a, int64_t lda, int64_t mc, int64_t kc, float *A
 }
 #endif
 
+#if defined(CKIR_BF16DOT)
+/* A panels of bf16 pairs from fp32 a: Ap[p][k2][r] holds bf16(a[i][2 k2]) in its
+ * low and bf16(a[i][2 k2 + 1]) in its high 16 bits (i = p*MR + r; rounded to
+ * nearest even by vcvtne2ps2bf16); rows >= mc are zero.  kc counts pairs: 16
+ * pairs (32 floats) of each row are converted, then the MR x 16 block of pairs
+ * is transposed as pack_a transposes floats. */
+static void pack_a_bf16(const float *a, int64_t lda, int64_t mc, int64_t kc, float *Ap) {
+  float t[16 * 16] __attribute__((aligned(64)));
+  for (int64_t i0 = 0; i0 < mc; i0 += GEMM_MR) {
+    const int64_t mr = CKIR_MIN(GEMM_MR, mc - i0);
+    float *dst = Ap + i0 * kc;
+    for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+      const int64_t kk = CKIR_MIN(16, kc - k0);
+      const __mmask16 lo = ckir_mask16(CKIR_MIN(16, 2 * kk)), hi = ckir_mask16(CKIR_MAX(0, 2 * kk - 16));
+      for (int64_t r = 0; r < mr; r++) {
+        const float *src = a + (i0 + r) * lda + 2 * k0;
+        const __m512bh p = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, src + 16),
+                                               _mm512_maskz_loadu_ps(lo, src));
+        _mm512_store_ps(t + r * 16, _mm512_castsi512_ps((__m512i)p));
+      }
+      transpose16(t, 16, dst + k0 * GEMM_MR, GEMM_MR, mr, kk, ckir_mask16(GEMM_MR));
+    }
+  }
+}
+#endif
+
 /* B panels from w[N, K] (transposing): Bp[p][k][n] = w[(p*NR + n) * ldw + k]. */
 static void pack_b_nk(const float *w, int64_t ldw, int64_t nc, int64_t kc, float *Bp) {
   for (int64_t j0 = 0; j0 < nc; j0 += GEMM_NR) {
@@ -299,13 +331,23 @@ CKIR_INLINE void prefetch_c(float *C, int64_t ldc, int64_t mr) {
 }
 
 #if defined(CKIR_AVX512)
+#if defined(CKIR_BF16DOT)
+/* x += a . b over the bf16 pairs of each lane (bf16), or fp32 x += a * b */
+#define GEMM_FMA(bf16, x, a, b)                                                          \
+  ((bf16) ? _mm512_dpbf16_ps((x), (__m512bh)_mm512_castps_si512(a),                   \
+                             (__m512bh)_mm512_castps_si512(b))                          \
+          : _mm512_fmadd_ps((a), (b), (x)))
+#else
+#define GEMM_FMA(bf16, x, a, b) _mm512_fmadd_ps((a), (b), (x))
+#endif
 /* bs: B's step per k (GEMM_NR = CKIR_PANEL here, packed or pre-packed alike);
- * pf: npf cache lines from pf (one per k) are prefetched into L2 */
-static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const float *restrict Bp,
-                    int64_t bs, float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first,
-                    int last, const float *bias, int relu, const float *pf, int64_t npf) {
-  (void)lda; /* Ap is a packed panel */
-  (void)bs;  /* == GEMM_NR */
+ * pf: npf cache lines from pf (one per k) are prefetched into L2; bf16: Ap and
+ * Bp hold bf16 pairs and k counts pairs (GEMM_B_BF16) */
+CKIR_INLINE void ukernel_512(int64_t kc, const float *restrict Ap, const float *restrict Bp,
+                             float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first,
+                             int last, const float *bias, int relu, const float *pf, int64_t npf,
+                             const int bf16) {
+  (void)bf16; /* without CKIR_BF16DOT, GEMM_FMA ignores it */
   prefetch_c(C, ldc, mr);
   __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(),
          c11 = _mm512_setzero_ps(), c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps(),
@@ -321,8 +363,8 @@ static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const flo
     __m512 a;
 #define CKIR_FMA_ROW(r, x0, x1)          \
   a = _mm512_set1_ps(Ap[r]);             \
-  x0 = _mm512_fmadd_ps(a, b0, x0);       \
-  x1 = _mm512_fmadd_ps(a, b1, x1);
+  x0 = GEMM_FMA(bf16, x0, a, b0);        \
+  x1 = GEMM_FMA(bf16, x1, a, b1);
     CKIR_FMA_ROW(0, c00, c01)
     CKIR_FMA_ROW(1, c10, c11)
     CKIR_FMA_ROW(2, c20, c21)
@@ -377,6 +419,23 @@ static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const flo
   CKIR_STORE_ROW(11, cb0, cb1)
 #undef CKIR_STORE_ROW
 }
+#undef GEMM_FMA
+
+static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const float *restrict Bp,
+                    int64_t bs, float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first,
+                    int last, const float *bias, int relu, const float *pf, int64_t npf) {
+  (void)lda; /* Ap is a packed panel */
+  (void)bs;  /* == GEMM_NR */
+  ukernel_512(kc, Ap, Bp, C, ldc, mr, nr, first, last, bias, relu, pf, npf, 0);
+}
+
+#if defined(CKIR_BF16DOT)
+static void ukernel_bf16(int64_t kc, const float *restrict Ap, const float *restrict Bp,
+                         float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first,
+                         int last, const float *bias) {
+  ukernel_512(kc, Ap, Bp, C, ldc, mr, nr, first, last, bias, 0, NULL, 0, 1);
+}
+#endif
 #elif defined(CKIR_AVX2)
 /* packed == 0 reads A in place (GEMM_PACK_A == 0): row r at A + r * lda; rows
  * >= mr alias row mr - 1 (computed, never stored), so nothing past A is read.
@@ -508,6 +567,9 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
                                int64_t K, int relu, float *restrict Ap, float *restrict Bp) {
   const int panels = b_nk == GEMM_B_PANELS, rows = b_nk == GEMM_B_ROWS;
   const int packed_a = GEMM_PACK_A || a_t;
+#if defined(CKIR_BF16DOT)
+  const int bf = b_nk == GEMM_B_BF16; /* K counts pairs; A is fp32, 2 K floats a row */
+#endif
   /* K in slices of equal depth (<= GEMM_KC, a multiple of 8): no short last
    * slice whose C round trip costs as much as a full one.  The depth depends on
    * K alone, so each C element sums its terms in the same order whatever share
@@ -545,6 +607,10 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
         const int64_t mc = CKIR_MIN(GEMM_MC, M - ic);
         if (a_t)
           pack_a_t(A + pc * lda + ic, lda, mc, kc, Ap);
+#if defined(CKIR_BF16DOT)
+        else if (bf)
+          pack_a_bf16(A + ic * lda + 2 * pc, lda, mc, kc, Ap);
+#endif
 #if GEMM_PACK_A
         else
           pack_a(A + ic * lda + pc, lda, mc, kc, Ap);
@@ -568,6 +634,11 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
             const int64_t mr = CKIR_MIN(GEMM_MR, mc - ir);
             const float *pf = next ? next + ir / GEMM_MR * npf * 16 : NULL;
             const int64_t np = next ? CKIR_MAX(0, CKIR_MIN(npf, 2 * kc - ir / GEMM_MR * npf)) : 0;
+#if defined(CKIR_BF16DOT)
+            if (bf)
+              ukernel_bf16(kc, Ap + ir * kc, bp, c, ldc, mr, nr, first, last, bj);
+            else
+#endif
             if (packed_a)
               ukernel_packed(kc, Ap + ir * kc, lda, bp, bs, c, ldc, mr, nr, first, last, bj, relu,
                              pf, np);
@@ -606,6 +677,7 @@ static void gemm_part(const float *A, int a_t, const float *B, int b_nk, ckir_wr
                       const float *bias, float *C, int64_t M, int64_t N, int64_t K, int relu,
                       int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t ldb = b_nk ? K : N;
+  const int64_t lda = b_nk == GEMM_B_BF16 ? 2 * K : K; /* bf16 pairs: K counts pairs */
   /* panels, rows: the whole matrix, addressed from column n0 by gemm_blocked_ */
   const int whole = b_nk == GEMM_B_PANELS || b_nk == GEMM_B_ROWS;
   const float *Bt = whole ? B : b_nk ? B + n0 * K : B + n0;
@@ -614,7 +686,7 @@ static void gemm_part(const float *A, int a_t, const float *B, int b_nk, ckir_wr
   if (a_t)
     gemm_blocked_t(A + m0, M, Bt, ldb, b_nk, Ct, N, m1 - m0, n1 - n0, K);
   else
-    gemm_blocked(A + m0 * K, K, Bt, ldb, b_nk, n0, row, bt, Ct, N, m1 - m0, n1 - n0, K, relu);
+    gemm_blocked(A + m0 * lda, lda, Bt, ldb, b_nk, n0, row, bt, Ct, N, m1 - m0, n1 - n0, K, relu);
 }
 
 static void gemm_driver(const float *A, int a_t, const float *B, int b_nk, ckir_wrow_fn row,
@@ -685,6 +757,13 @@ void ckir_internal_gemm_rows(const float *x, const void *w, ckir_wrow_fn row, co
                              float *y, int64_t M, int64_t N, int64_t K) {
   gemm_driver(x, 0, (const float *)w, GEMM_B_ROWS, row, b, y, M, N, K, 0);
 }
+
+#if defined(CKIR_BF16DOT)
+void ckir_internal_gemm_bf16(const float *x, const uint16_t *w, const float *b, float *y,
+                             int64_t M, int64_t N, int64_t K) {
+  gemm_driver(x, 0, (const float *)w, GEMM_B_BF16, NULL, b, y, M, N, K / 2, 0);
+}
+#endif
 
 void ckir_matmul_f32(const float *a, const float *b, float *c, int64_t M, int64_t N, int64_t K) {
   gemm_driver(a, 0, b, 0, NULL, NULL, c, M, N, K, 0);

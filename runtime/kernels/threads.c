@@ -26,3 +26,11 @@ const char *ckir_runtime_isa(void) {
   return "scalar";
 #endif
 }
+
+int ckir_runtime_bf16_dot(void) {
+#if defined(CKIR_BF16DOT)
+  return 1;
+#else
+  return 0;
+#endif
+}
