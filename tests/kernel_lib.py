@@ -91,7 +91,6 @@ class RuntimeLib:
         self.dll.ckir_set_num_threads.restype = None
         self.dll.ckir_get_num_threads.restype = ctypes.c_int
         self.dll.ckir_runtime_isa.restype = ctypes.c_char_p
-        self.dll.ckir_runtime_bf16_dot.restype = ctypes.c_int
         self._fns: dict[str, ctypes._CFuncPtr] = {}
 
     @property
@@ -100,8 +99,10 @@ class RuntimeLib:
 
     @property
     def bf16_dot(self) -> bool:
-        """Whether gemm_bf16 with M > 32 and an even K rounds x to bf16 (vdpbf16ps)."""
-        return bool(self.dll.ckir_runtime_bf16_dot())
+        """Whether gemm_bf16 with M > 32 and an even K rounds x to bf16 (vdpbf16ps);
+        False for a library older than the function (benchmarks load old builds)."""
+        fn = getattr(self.dll, "ckir_runtime_bf16_dot", None)
+        return fn is not None and bool(fn())
 
     def set_num_threads(self, n: int) -> None:
         self.dll.ckir_set_num_threads(n)

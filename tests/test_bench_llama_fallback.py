@@ -171,7 +171,7 @@ def _bench_systems(
                 runs.append((s.dtype, mode, r))
             return bench._run_one(s, mode, prompt, context, steps)
 
-        bench.alternate_rounds(systems, modes, repeat, run_one, lambda mode: 1.0)
+        bench.alternate_rounds(systems, modes, repeat, run_one, lambda mode, dtype: 1.0)
         report.notes += bench.system_notes(systems)
         bench.set_isa_env(report.env, systems)
     return systems, report

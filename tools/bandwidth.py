@@ -104,6 +104,10 @@ def probe_library() -> ctypes.CDLL:
     lib.ckb_fma.argtypes = [ctypes.c_int, ctypes.c_int64]
     lib.ckb_fma_flops.restype = ctypes.c_double
     lib.ckb_fma_flops.argtypes = [ctypes.c_int, ctypes.c_int64]
+    lib.ckb_bf16dot.restype = ctypes.c_double
+    lib.ckb_bf16dot.argtypes = [ctypes.c_int, ctypes.c_int64]
+    lib.ckb_bf16dot_flops.restype = ctypes.c_double
+    lib.ckb_bf16dot_flops.argtypes = [ctypes.c_int, ctypes.c_int64]
     return lib
 
 
@@ -156,6 +160,20 @@ def fma_peak(threads: int, reps: int = 3, iters: int = 1_000_000) -> list[float]
     return [flops / lib.ckb_fma(threads, iters) / 1e9 for _ in range(reps)]
 
 
+def bf16_dot_peak(threads: int, reps: int = 3, iters: int = 1_000_000) -> list[float]:
+    """GFLOP/s of ``reps`` runs of vdpbf16ps chains as ``fma_peak`` runs FMAs (64 flops
+    per zmm instruction); empty where the CPU (or this build) lacks AVX512-BF16."""
+    lib = probe_library()
+    flops = lib.ckb_bf16dot_flops(threads, iters)
+    out = []
+    for _ in range(reps):
+        seconds = lib.ckb_bf16dot(threads, iters)
+        if seconds < 0:
+            return []
+        out.append(flops / seconds / 1e9)
+    return out
+
+
 def _fmt(values: Sequence[float]) -> str:
     return (
         f"median {statistics.median(values):.1f} "
@@ -181,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"read bandwidth, {args.mib} MiB, {pages}, {t} thread(s): {_fmt(gbps)} GB/s")
     for t in args.threads:
         print(f"fp32 FMA peak, {t} thread(s): {_fmt(fma_peak(t, args.reps))} GFLOP/s")
+        dot = bf16_dot_peak(t, args.reps)
+        if dot:
+            print(f"bf16 vdpbf16ps peak, {t} thread(s): {_fmt(dot)} GFLOP/s")
     return 0
 
 

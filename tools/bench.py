@@ -490,7 +490,10 @@ class CkirRunner(Runner):
         lib.ckir_set_num_threads.argtypes = [ctypes.c_int]
         lib.ckir_set_num_threads(threads)
         lib.ckir_runtime_isa.restype = ctypes.c_char_p
-        self.info = {"threads": threads, "isa": f"runtime {lib.ckir_runtime_isa().decode()}"}
+        isa = f"runtime {lib.ckir_runtime_isa().decode()}"
+        if lib.ckir_runtime_bf16_dot():
+            isa += ", bf16 GEMMs (M > 32) by vdpbf16ps"
+        self.info = {"threads": threads, "isa": isa}
         self._prof = hasattr(lib, "ckir_profile_n")
         if self._prof:
             lib.ckir_profile_n.restype = ctypes.c_longlong
@@ -1092,6 +1095,8 @@ class Report:
     profiles: dict[str, dict[str, Any]]
     env: dict[str, str]
     builds: dict[str, Path] = field(default_factory=dict)
+    #: the vdpbf16ps probes bracketing bf16 prefill runs (AVX512-BF16 CPUs only)
+    bf16_dot: list[float] = field(default_factory=list)
     #: what a bench variant adds (--modes train: losses, layout totals, worker RSS)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -1369,11 +1374,15 @@ def collect(
             bandwidth.ReadProbe(args.probe_mib, huge=True) as probe,
             bandwidth.ReadProbe(args.probe_mib, huge=False) as probe_4k,
         ):
+            bf16_dot = bool(bandwidth.bf16_dot_peak(args.threads, 1, iters=1000))
 
-            def machine(mode: str) -> float:
+            def machine(mode: str, dtype: str) -> float:
                 if mode == "decode":
                     value = statistics.median(probe.measure(args.threads, 3))
                     report.bandwidth.append(value)
+                elif dtype == "bf16" and bf16_dot:
+                    value = bf16_dot_probe(args.threads)
+                    report.bf16_dot.append(value)
                 else:
                     value = fma_probe(args.threads)
                     report.fma.append(value)
@@ -1544,16 +1553,23 @@ def fma_probe(threads: int) -> float:
     return statistics.median(bandwidth.fma_peak(threads, 3, iters=4_000_000))
 
 
+def bf16_dot_probe(threads: int) -> float:
+    """The vdpbf16ps peak (GFLOP/s) right now, as ``fma_probe`` (AVX512-BF16 CPUs)."""
+    from ckir.tools import bandwidth
+
+    return statistics.median(bandwidth.bf16_dot_peak(threads, 3, iters=4_000_000))
+
+
 def alternate_rounds(
     systems: list[System],
     modes: Sequence[str],
     repeat: int,
     run_one: Callable[[System, str, int], float | None],
-    machine: Callable[[str], float],
+    machine: Callable[[str, str], float],
     before_round: Callable[[int], None] | None = None,
 ) -> None:
     """``repeat`` rounds; in each, every live system runs each mode once, in alternating
-    order (reversed on odd rounds), every run bracketed by ``machine(mode)``.  A run's
+    order (reversed on odd rounds), every run bracketed by ``machine(mode, dtype)``.  A run's
     seconds go to ``s.seconds[mode]``, the mean of its two probes to ``s.probes[mode]``,
     its round to ``s.rounds[mode]``; ``run_one(system, mode, round)`` returns None when
     a baseline died (``s.dead``).  A worker restarted with its fallback inside a run
@@ -1570,12 +1586,12 @@ def alternate_rounds(
             for s in order:
                 if mode in s.modes and s.dead is None:
                     restarted = s.first_failure is not None
-                    before = machine(mode)
+                    before = machine(mode, s.dtype)
                     t = run_one(s, mode, r)
                     if t is not None and not restarted and s.first_failure is not None:
-                        before = machine(mode)
+                        before = machine(mode, s.dtype)
                         t = run_one(s, mode, r)
-                    after = machine(mode)
+                    after = machine(mode, s.dtype)
                     if t is not None:
                         s.seconds[mode].append(t)
                         s.probes[mode].append((before + after) / 2)
@@ -1862,8 +1878,19 @@ def _render_rooflines(report: Report) -> list[str]:
             f"Prefill roofline. fp32 FMA peak: C probe ({a['threads']} threads) right before and "
             f"after every run, median {fmt_num(statistics.median(fma))} GFLOP/s over {len(fma)} "
             f"probes ({fmt_range(fma)}). FLOPs = 2 x matrix params x T + causal attention "
-            f"4 x H x D x T(T+1)/2 per layer (every dtype computes in fp32)."
+            f"4 x H x D x T(T+1)/2 per layer (every dtype computes in fp32"
+            + ("" if not report.bf16_dot else ", but bf16 on this CPU")
+            + ")."
         )
+        if report.bf16_dot:
+            dot = report.bf16_dot
+            out[-1] += (
+                " bf16 rows: this CPU has AVX512-BF16, and ckir's bf16 GEMMs (M > 32) multiply "
+                "bf16-rounded x with vdpbf16ps, as PyTorch's oneDNN does: their bound is the "
+                "vdpbf16ps peak, a C probe likewise, median "
+                f"{fmt_num(statistics.median(dot))} GFLOP/s over {len(dot)} probes "
+                f"({fmt_range(dot)})."
+            )
         out.append("")
         rows = []
         T = a["prompt_tokens"]
@@ -2097,6 +2124,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "bandwidth_gbps": report.bandwidth,
         "bandwidth_4k_gbps": report.bandwidth_4k,
         "fma_gflops": report.fma,
+        "bf16_dot_gflops": report.bf16_dot,
         "rss": report.rss,
         "profiles": report.profiles,
         "notes": report.notes,

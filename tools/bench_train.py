@@ -257,7 +257,7 @@ def collect(args: argparse.Namespace, dtypes: list[str], against: list[str]) -> 
             s.seconds[TRAIN_MODE] = []
         bench.fma_probe(args.threads)
 
-        def machine(_mode: str) -> float:
+        def machine(_mode: str, _dtype: str) -> float:
             value = bench.fma_probe(args.threads)
             report.fma.append(value)
             return value

@@ -10,6 +10,9 @@
  *                                    streams per thread, widest vector loads)
  *   ckb_fma(threads, iters)          seconds for threads x iters x CKB_ACC
  *                                    independent vector FMAs (see ckb_fma_flops)
+ *   ckb_bf16dot(threads, iters)      the same with vdpbf16ps (zmm: 32 products
+ *                                    and 32 sums each, see ckb_bf16dot_flops);
+ *                                    -1 without AVX512-BF16
  */
 #define _DEFAULT_SOURCE
 #include <omp.h>
@@ -183,4 +186,37 @@ double ckb_fma(int threads, int64_t iters) {
   double dt = now() - t0;
   ckb_sink = total;
   return dt;
+}
+
+/* flops of one ckb_bf16dot(threads, iters) call: 64 per zmm vdpbf16ps */
+double ckb_bf16dot_flops(int threads, int64_t iters) {
+  return 64.0 * CKB_ACC * (double)iters * threads;
+}
+
+double ckb_bf16dot(int threads, int64_t iters) {
+#if defined(__AVX512BF16__)
+  float total = 0.0f;
+  double t0 = now();
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+  {
+    /* bf16 pairs (1.0, 1e-3 ish): the sums grow slowly, no overflow */
+    const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803a83), b = (__m512bh)_mm512_set1_epi32(0x3a833a83);
+#define CKB_DINIT(j) __m512 d##j = _mm512_set1_ps((float)(j));
+#define CKB_DSTEP(j) d##j = _mm512_dpbf16_ps(d##j, a, b);
+#define CKB_DSUM(j) s = _mm512_add_ps(s, d##j);
+    CKB_CHAINS(CKB_DINIT)
+    for (int64_t i = 0; i < iters; i++) {
+      CKB_CHAINS(CKB_DSTEP)
+    }
+    __m512 s = _mm512_setzero_ps();
+    CKB_CHAINS(CKB_DSUM)
+    total += _mm512_reduce_add_ps(s);
+  }
+  double dt = now() - t0;
+  ckb_sink = total;
+  return dt;
+#else
+  (void)threads, (void)iters;
+  return -1.0;
+#endif
 }
