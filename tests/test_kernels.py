@@ -290,6 +290,8 @@ ATTN_CASES = [
     (2, 15, 3, 3, 6, 17),  # P+T = max_ctx, odd head count, tiny D
     (1, 100, 2, 2, 256, 101),
     (16, 17, 4, 2, 18, 33),  # key blocks with ragged tails
+    (1, 150, 9, 3, 64, 160),  # decode, SmolLM2 heads: one contiguous head range per thread
+    (1, 60, 5, 5, 80, 64),  # decode, D = 80: p . V in chunk groups of 4 and 1
 ]
 
 

@@ -2,7 +2,12 @@
  *
  * One (query t, head h) pair is one unit of work; pairs are spread over OpenMP
  * threads round-robin (pair = t*H + h, schedule(static, 1)), which balances the
- * causal triangle.  Keys are visited in blocks of CKV_W (16 on AVX-512, 8 on
+ * causal triangle.  Decode (T = 1) gives each thread one contiguous range of
+ * heads instead, so that the heads of a KV group mostly share a thread (and its
+ * K and V rows, cold in DRAM at every step); each row prefetches the K and V
+ * rows ATTN_PF_KEYS keys ahead.  Cold-cache decode (benchmarks/
+ * bench_attention_decode.py, 2 threads, Zen 4, new/old): SmolLM2 heads 9/3
+ * 0.877, GPT-2 12/12 0.886, Qwen2 14/2 1.025 (noise).  Keys are visited in blocks of CKV_W (16 on AVX-512, 8 on
  * AVX2 and in the scalar build): the block's scores live in registers / a
  * small stack array, the running max and sum are updated once per block
  * (online softmax), and the output accumulator (<= 256 floats) lives on the
@@ -15,6 +20,9 @@
 #include "ckir_internal.h"
 
 #define ATTN_MAX_D 256
+#ifndef ATTN_PF_KEYS
+#define ATTN_PF_KEYS 64
+#endif
 
 /* the key row a partial block reads for its missing keys */
 static const float attn_zero_row[ATTN_MAX_D + 16] __attribute__((aligned(64)));
@@ -57,6 +65,21 @@ void ckir_ref_attention_f32(const float *q, const float *kcache, const float *vc
 
 /* ---- one (query, head) row, over ckir_vec.h ------------------------------ */
 
+/* acc[0 .. m chunks) = acc * vcorr + sum_j pj[j] * V row j (nk rows, `stride`
+ * apart), m <= 4 independent FMA chains; the m-th chunk has ln lanes. */
+CKIR_INLINE void pv_chunks(float *acc, const float *vr, int64_t stride, const float *pj,
+                           int64_t nk, ckv vcorr, const int m, int64_t ln) {
+  ckv a[4];
+  for (int i = 0; i < m; i++) a[i] = ckv_mul(ckv_load(acc + CKV_W * i), vcorr);
+  for (int64_t j = 0; j < nk; j++) {
+    const ckv pv = ckv_set1(pj[j]);
+    const float *v = vr + j * stride;
+    for (int i = 0; i + 1 < m; i++) a[i] = ckv_fma(pv, ckv_loadu(v + CKV_W * i), a[i]);
+    a[m - 1] = ckv_fma(pv, ckv_load_n(v + CKV_W * (m - 1), ln), a[m - 1]);
+  }
+  for (int i = 0; i < m; i++) ckv_store(acc + CKV_W * i, a[i]);
+}
+
 /* Keys in blocks of CKV_W.  D is cut into nc chunks of CKV_W floats (the last
  * has tl lanes); q (scaled) and the output accumulator live in stack arrays. */
 static void attn_row(const float *qr, const float *kb, const float *vb, int64_t stride, int64_t L,
@@ -74,6 +97,12 @@ static void attn_row(const float *qr, const float *kb, const float *vb, int64_t 
   float mrun = -INFINITY, lrun = 0.0f;
   for (int64_t j0 = 0; j0 < L; j0 += CKV_W) {
     const int64_t nk = CKIR_MIN(CKV_W, L - j0);
+    /* the K and V rows ATTN_PF_KEYS keys ahead, into L1 */
+    for (int64_t j = j0 + ATTN_PF_KEYS; j < CKIR_MIN(j0 + ATTN_PF_KEYS + CKV_W, L); j++)
+      for (int64_t d = 0; d < D; d += 16) {
+        __builtin_prefetch(kb + j * stride + d, 0, 3);
+        __builtin_prefetch(vb + j * stride + d, 0, 3);
+      }
     /* the block's scores, key j's in lane j (lanes >= nk: -inf for the max, 0
      * after exp): keys inner, chunks outer, CKV_W independent FMA chains in
      * registers, then one transposing reduction. */
@@ -100,30 +129,19 @@ static void attn_row(const float *qr, const float *kb, const float *vb, int64_t 
     mrun = mnew;
     ckv_store(pj, p);
     const ckv vcorr = ckv_set1(corr);
-    /* acc += p . V: four whole chunks at a time (four independent FMA chains),
-     * keys inner, then the remaining chunks one at a time, the last (tl lanes) apart */
+    /* acc += p . V: up to four chunks at a time (independent FMA chains), keys
+     * inner; the last chunk (tl lanes) joins the last group */
     const float *vr = vb + j0 * stride;
-    int64_t c = 0;
-    for (; c + 4 < nc; c += 4) {
-      ckv a[4];
-      for (int i = 0; i < 4; i++) a[i] = ckv_mul(ckv_load(acc + CKV_W * (c + i)), vcorr);
-      for (int64_t j = 0; j < nk; j++) {
-        const ckv pv = ckv_set1(pj[j]);
-        for (int i = 0; i < 4; i++)
-          a[i] = ckv_fma(pv, ckv_loadu(vr + j * stride + CKV_W * (c + i)), a[i]);
+    for (int64_t c = 0; c < nc; c += 4) {
+      const int64_t ln = c + 4 >= nc ? tl : CKV_W; /* lanes of the group's last chunk */
+      float *ac = acc + CKV_W * c;
+      switch (CKIR_MIN(4, nc - c)) {
+      case 4: pv_chunks(ac, vr + CKV_W * c, stride, pj, nk, vcorr, 4, ln); break;
+      case 3: pv_chunks(ac, vr + CKV_W * c, stride, pj, nk, vcorr, 3, ln); break;
+      case 2: pv_chunks(ac, vr + CKV_W * c, stride, pj, nk, vcorr, 2, ln); break;
+      default: pv_chunks(ac, vr + CKV_W * c, stride, pj, nk, vcorr, 1, ln); break;
       }
-      for (int i = 0; i < 4; i++) ckv_store(acc + CKV_W * (c + i), a[i]);
     }
-    for (; c + 1 < nc; c++) {
-      ckv a = ckv_mul(ckv_load(acc + CKV_W * c), vcorr);
-      for (int64_t j = 0; j < nk; j++)
-        a = ckv_fma(ckv_set1(pj[j]), ckv_loadu(vr + j * stride + CKV_W * c), a);
-      ckv_store(acc + CKV_W * c, a);
-    }
-    ckv a = ckv_mul(ckv_load(acc + CKV_W * c), vcorr); /* the last chunk: tl lanes */
-    for (int64_t j = 0; j < nk; j++)
-      a = ckv_fma(ckv_set1(pj[j]), ckv_load_n(vr + j * stride + CKV_W * c, tl), a);
-    ckv_store(acc + CKV_W * c, a);
   }
   const ckv inv = ckv_set1(1.0f / lrun);
   for (int64_t c = 0; c < nc; c++)
@@ -136,7 +154,18 @@ void ckir_attention_f32(const float *q, const float *kcache, const float *vcache
                "attention_f32");
   const int64_t group = H / KV, stride = KV * D, pairs = T * H;
   /* work ~ pairs * context * D; stay serial for tiny calls */
-#pragma omp parallel for schedule(static, 1) if (pairs * (P + T) * D >= CKIR_PAR_MIN_WORK && pairs > 1)
+  const int par = pairs * (P + T) * D >= CKIR_PAR_MIN_WORK && pairs > 1;
+  if (T == 1) {
+    /* decode: one contiguous range of heads per thread, so the heads of one KV
+     * group mostly share a thread and its K and V rows come from DRAM once */
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t h = 0; h < H; h++) {
+      const int64_t g = h / group;
+      attn_row(q + h * D, kcache + g * D, vcache + g * D, stride, P + 1, D, out + h * D);
+    }
+    return;
+  }
+#pragma omp parallel for schedule(static, 1) if (par)
   for (int64_t pr = 0; pr < pairs; pr++) {
     const int64_t t = pr / H, h = pr % H, g = h / group;
     attn_row(q + pr * D, kcache + g * D, vcache + g * D, stride, P + t + 1, D, out + pr * D);
