@@ -1879,15 +1879,14 @@ def _render_rooflines(report: Report) -> list[str]:
             f"after every run, median {fmt_num(statistics.median(fma))} GFLOP/s over {len(fma)} "
             f"probes ({fmt_range(fma)}). FLOPs = 2 x matrix params x T + causal attention "
             f"4 x H x D x T(T+1)/2 per layer (every dtype computes in fp32"
-            + ("" if not report.bf16_dot else ", but bf16 on this CPU")
-            + ")."
+            + (")." if not report.bf16_dot else "; bf16 here: below).")
         )
         if report.bf16_dot:
             dot = report.bf16_dot
             out[-1] += (
-                " bf16 rows: this CPU has AVX512-BF16, and ckir's bf16 GEMMs (M > 32) multiply "
-                "bf16-rounded x with vdpbf16ps, as PyTorch's oneDNN does: their bound is the "
-                "vdpbf16ps peak, a C probe likewise, median "
+                " bf16: this CPU has AVX512-BF16, and ckir's bf16 GEMMs (M > 32) multiply "
+                "bf16-rounded x with vdpbf16ps, as PyTorch's oneDNN does, so the bf16 bound is the "
+                "vdpbf16ps peak: a C probe right before and after every bf16 run, median "
                 f"{fmt_num(statistics.median(dot))} GFLOP/s over {len(dot)} probes "
                 f"({fmt_range(dot)})."
             )
