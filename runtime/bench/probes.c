@@ -200,7 +200,8 @@ double ckb_bf16dot(int threads, int64_t iters) {
 #pragma omp parallel num_threads(threads) reduction(+ : total)
   {
     /* bf16 pairs (1.0, 1e-3 ish): the sums grow slowly, no overflow */
-    const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803a83), b = (__m512bh)_mm512_set1_epi32(0x3a833a83);
+    const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803a83);
+    const __m512bh b = (__m512bh)_mm512_set1_epi32(0x3a833a83);
 #define CKB_DINIT(j) __m512 d##j = _mm512_set1_ps((float)(j));
 #define CKB_DSTEP(j) d##j = _mm512_dpbf16_ps(d##j, a, b);
 #define CKB_DSUM(j) s = _mm512_add_ps(s, d##j);

@@ -7,16 +7,18 @@
  * K and V rows, cold in DRAM at every step); each row prefetches the K and V
  * rows ATTN_PF_KEYS keys ahead.  Cold-cache decode (benchmarks/
  * bench_attention_decode.py, 2 threads, Zen 4, new/old): SmolLM2 heads 9/3
- * 0.877, GPT-2 12/12 0.886, Qwen2 14/2 1.025 (noise).  Keys are visited in blocks of CKV_W (16 on AVX-512, 8 on
- * AVX2 and in the scalar build): the block's scores live in registers / a
- * small stack array, the running max and sum are updated once per block
- * (online softmax), and the output accumulator (<= 256 floats) lives on the
- * stack.  No T x T scores.  One body for every ISA (ckir_vec.h), written to
- * keep the FMA pipes fed: a block's scores are CKV_W independent chains (chunks
- * of D outer, keys inner) reduced by one transposing horizontal sum, and
- * p . V runs four chunks of D at a time (AVX2, SmolLM-135M shape, decode at
- * position ~160: attention 1.44 -> 0.89 ms per token against one chain per
- * key, measured with `ckir bench --profile`). */
+ * 0.877, GPT-2 12/12 0.886, Qwen2 14/2 1.025 (noise).
+ *
+ * Keys are visited in blocks of CKV_W (16 on AVX-512, 8 on AVX2 and in the
+ * scalar build): the block's scores live in registers / a small stack array,
+ * the running max and sum are updated once per block (online softmax), and the
+ * output accumulator (<= 256 floats) lives on the stack.  No T x T scores.  One
+ * body for every ISA (ckir_vec.h), written to keep the FMA pipes fed: a
+ * block's scores are CKV_W independent chains (chunks of D outer, keys inner)
+ * reduced by one transposing horizontal sum, and p . V runs up to four chunks
+ * of D at a time, the last (partial) chunk within its group (AVX2, SmolLM-135M
+ * shape, decode at position ~160: attention 1.44 -> 0.89 ms per token against
+ * one chain per key, measured with `ckir bench --profile`). */
 #include "ckir_internal.h"
 
 #define ATTN_MAX_D 256

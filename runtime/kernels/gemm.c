@@ -40,7 +40,11 @@
  * scalar NR = 16 / 8 take a column slice of it), and the AVX-512 micro-kernel
  * prefetches the next panel's kc-slice into L2, spread over the row tiles that
  * reuse the current one, so the weights stream from memory while it computes
- * (measured with cold weights: 1.05-1.3x over packing at every call). */
+ * (measured with cold weights: 1.05-1.3x over packing at every call).
+ *
+ * With AVX512-BF16 (CKIR_BF16DOT) B may be bf16 w[N, K] times bf16-rounded x
+ * (GEMM_B_BF16, below): the same loops over pairs of k, vdpbf16ps in the
+ * micro-kernel (ckir_internal_gemm_bf16, behind gemm_bf16 with M > 32). */
 #include "ckir_internal.h"
 #include "ckir_quant.h"
 
@@ -256,7 +260,8 @@ static void pack_a_bf16(const float *a, int64_t lda, int64_t mc, int64_t kc, flo
     float *dst = Ap + i0 * kc;
     for (int64_t k0 = 0; k0 < kc; k0 += 16) {
       const int64_t kk = CKIR_MIN(16, kc - k0);
-      const __mmask16 lo = ckir_mask16(CKIR_MIN(16, 2 * kk)), hi = ckir_mask16(CKIR_MAX(0, 2 * kk - 16));
+      const __mmask16 lo = ckir_mask16(CKIR_MIN(16, 2 * kk));
+      const __mmask16 hi = ckir_mask16(CKIR_MAX(0, 2 * kk - 16));
       for (int64_t r = 0; r < mr; r++) {
         const float *src = a + (i0 + r) * lda + 2 * k0;
         const __m512bh p = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, src + 16),
