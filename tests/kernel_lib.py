@@ -99,10 +99,8 @@ class RuntimeLib:
 
     @property
     def bf16_dot(self) -> bool:
-        """Whether gemm_bf16 with M > 32 and an even K rounds x to bf16 (vdpbf16ps);
-        False for a library older than the function (benchmarks load old builds)."""
-        fn = getattr(self.dll, "ckir_runtime_bf16_dot", None)
-        return fn is not None and bool(fn())
+        """Whether gemm_bf16 with M > 32 and an even K rounds x to bf16 (vdpbf16ps)."""
+        return runtime_bf16_dot(self.dll)
 
     def set_num_threads(self, n: int) -> None:
         self.dll.ckir_set_num_threads(n)
@@ -203,6 +201,14 @@ def rope_oracle(x, nheads, D, positions, theta, sign=1.0):
         out[t, :, :half] = x1 * c - x2 * s
         out[t, :, half:] = x2 * c + x1 * s
     return out.reshape(x.shape)
+
+
+def runtime_bf16_dot(dll: ctypes.CDLL) -> bool:
+    """ckir_runtime_bf16_dot() of a loaded runtime library: whether its gemm_bf16 with
+    M > 32 and an even K rounds x to bf16; False for a library older than the function
+    (benchmarks load old builds)."""
+    fn = getattr(dll, "ckir_runtime_bf16_dot", None)
+    return fn is not None and bool(fn())
 
 
 #: rows above which gemm_bf16 may run on vdpbf16ps (CKIR_WGEMM_SMALL_M in ckir_quant.h)

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from kernel_lib import gemm_bf16_x, isa_supported, kernel_table, norm_params
+from kernel_lib import gemm_bf16_x, isa_supported, kernel_table, norm_params, runtime_bf16_dot
 
 from ckir import quant, registry
 from ckir.runtime_build import build_library, kernel_sources, runtime_dir
@@ -82,9 +82,8 @@ class QLib:
         self.dll = ctypes.CDLL(str(path))
         self.dll.ckir_set_num_threads.argtypes = [ctypes.c_int]
         self.dll.ckir_get_num_threads.restype = ctypes.c_int
-        self.dll.ckir_runtime_bf16_dot.restype = ctypes.c_int
         #: gemm_bf16 with M > 32 and an even K rounds x to bf16 (vdpbf16ps)
-        self.bf16_dot = bool(self.dll.ckir_runtime_bf16_dot())
+        self.bf16_dot = runtime_bf16_dot(self.dll)
 
     def _fn(self, c_name: str, spec):
         fn = getattr(self.dll, c_name)

@@ -1381,7 +1381,7 @@ def collect(
                     value = statistics.median(probe.measure(args.threads, 3))
                     report.bandwidth.append(value)
                 elif dtype == "bf16" and bf16_dot:
-                    value = bf16_dot_probe(args.threads)
+                    value = fma_probe(args.threads, bf16_dot=True)
                     report.bf16_dot.append(value)
                 else:
                     value = fma_probe(args.threads)
@@ -1546,18 +1546,13 @@ def system_notes(systems: Sequence[System]) -> list[str]:
     return out
 
 
-def fma_probe(threads: int) -> float:
-    """The fp32 FMA peak (GFLOP/s) right now: median of three probes."""
+def fma_probe(threads: int, bf16_dot: bool = False) -> float:
+    """The fp32 FMA peak (GFLOP/s) right now, or with ``bf16_dot`` the vdpbf16ps peak
+    (AVX512-BF16 CPUs): median of three probes."""
     from ckir.tools import bandwidth
 
-    return statistics.median(bandwidth.fma_peak(threads, 3, iters=4_000_000))
-
-
-def bf16_dot_probe(threads: int) -> float:
-    """The vdpbf16ps peak (GFLOP/s) right now, as ``fma_probe`` (AVX512-BF16 CPUs)."""
-    from ckir.tools import bandwidth
-
-    return statistics.median(bandwidth.bf16_dot_peak(threads, 3, iters=4_000_000))
+    peak = bandwidth.bf16_dot_peak if bf16_dot else bandwidth.fma_peak
+    return statistics.median(peak(threads, 3, iters=4_000_000))
 
 
 def alternate_rounds(
