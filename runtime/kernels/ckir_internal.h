@@ -164,6 +164,23 @@ void ckir_internal_gemm(const float *a, int a_t, const float *b, int b_nk, float
 void ckir_internal_gemm_panels(const float *x, const float *wp, const float *b, float *y,
                                int64_t M, int64_t N, int64_t K);
 
+/* bf16 weights in GEMM panels (weight dtype bf16p, K even): the panels of
+ * f32p with each float replaced by a 32-bit pair of bf16, k = 2j in the low and
+ * k = 2j + 1 in the high half: element (n, k) is the uint16_t at
+ * ((((n / CKIR_PANEL) * (K / 2) + k / 2) * CKIR_PANEL + n % CKIR_PANEL) * 2 + k % 2),
+ * rows >= N zero.  As pairs, a bf16p matrix is the f32p layout of an
+ * [N, K / 2] matrix: rows r0 .. with r0 % CKIR_PANEL == 0 start at uint16_t r0 * K. */
+#define CKIR_PANEL_BF16_AT(w, n, k, K)                                                 \
+  ((w)[((((n) / CKIR_PANEL) * ((K) / 2) + (k) / 2) * CKIR_PANEL + (n) % CKIR_PANEL) * 2 + \
+       (k) % 2])
+
+/* y[M, N] = x[M, K] . W^T (+ b) with W in bf16p panels, on gemm.c's blocked
+ * driver: with CKIR_BF16DOT (bf16_dot != 0) x rounded to bf16 and the pairs read
+ * in place by vdpbf16ps; else each kc-slice of a panel converted to fp32 into
+ * the B pack and multiplied by fp32 x */
+void ckir_internal_gemm_bf16p(const float *x, const uint16_t *wp, const float *b, float *y,
+                              int64_t M, int64_t N, int64_t K, int bf16_dot);
+
 /* out[i] = g[i] / (1 + e^-g[i]) * u[i] over one span, on the calling thread (the
  * body of swiglu_f32; elementwise.c).  Used by the fused gate_up kernels. */
 void ckir_internal_silu_mul(const float *g, const float *u, float *out, int64_t n);

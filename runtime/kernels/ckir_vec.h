@@ -74,6 +74,13 @@ CKIR_INLINE ckv ckv_load_bf16(const uint16_t *p) {
   return _mm512_castsi512_ps(
       _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
 }
+/* CKV_W bf16 pairs at p (32 bits each: an even k low, the next k high) as fp32:
+ * *lo the low halves, *hi the high ones (a shift and a mask, no shuffle) */
+CKIR_INLINE void ckv_load_bf16_pairs(const uint32_t *p, ckv *lo, ckv *hi) {
+  const __m512i v = _mm512_loadu_si512((const void *)p);
+  *lo = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+  *hi = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u)));
+}
 
 #elif defined(CKIR_AVX2)
 /* ======================= AVX2 + FMA: 8 lanes ============================ */
@@ -111,6 +118,11 @@ CKIR_INLINE ckv ckv_ldexp(ckv p, ckv n, ckv x) {
 CKIR_INLINE ckv ckv_load_bf16(const uint16_t *p) {
   return _mm256_castsi256_ps(
       _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+CKIR_INLINE void ckv_load_bf16_pairs(const uint32_t *p, ckv *lo, ckv *hi) {
+  const __m256i v = _mm256_loadu_si256((const __m256i *)p);
+  *lo = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  *hi = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xFFFF0000u)));
 }
 
 #else
@@ -170,6 +182,13 @@ CKIR_INLINE ckv ckv_load_bf16(const uint16_t *p) {
     memcpy(&r.l[j], &u, sizeof(float));
   }
   return r;
+}
+CKIR_INLINE void ckv_load_bf16_pairs(const uint32_t *p, ckv *lo, ckv *hi) {
+  for (int j = 0; j < 8; j++) {
+    const uint32_t l = p[j] << 16, h = p[j] & 0xFFFF0000u;
+    memcpy(&lo->l[j], &l, sizeof(float));
+    memcpy(&hi->l[j], &h, sizeof(float));
+  }
 }
 #undef CKV_MAP
 #endif

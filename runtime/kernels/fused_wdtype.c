@@ -1,4 +1,4 @@
-/* ckir runtime: fused linear layers with bf16 / Q8_0 / Q4_0 / Q4_1 weights
+/* ckir runtime: fused linear layers with bf16 / Q8_0 / Q4_0 / Q4_1 / f32p / bf16p weights
  * (targets of --fuse-qkv and --fuse-gate-up when the weights are stored in
  * one of those dtypes).
  *
@@ -43,7 +43,7 @@ static void thread_share(int64_t n, int64_t *lo, int64_t *hi) {
   *hi = n * (t + 1) / nt;
 }
 
-/* Rows are split in units of g (1, or CKIR_PANEL for f32p, whose slices must be
+/* Rows are split in units of g (1, or CKIR_PANEL for f32p and bf16p, whose slices must be
  * whole panels): unit u of a matrix is its rows [u * g, min((u + 1) * g, N)). */
 CKIR_INLINE int64_t units_of(int64_t n, int64_t g) { return (n + g - 1) / g; }
 
@@ -221,6 +221,19 @@ static float ref_gemv_row_f32p(const float *x, const float *w, int64_t n, int64_
 #define ref_gemm_row_f32p ref_gemv_row_f32p
 #define RB_F32P(K) ((K) * (int64_t)sizeof(float))
 
+/* bf16p: the same over the panel's bf16 pairs, as ckir_ref_gemm_bf16p */
+static float ref_gemv_row_bf16p(const float *x, const uint16_t *w, int64_t n, int64_t K) {
+  double s = 0.0;
+  for (int64_t k = 0; k < K; k++) {
+    const uint32_t u = (uint32_t)CKIR_PANEL_BF16_AT(w, n, k, K) << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    s += (double)x[k] * f;
+  }
+  return (float)s;
+}
+#define ref_gemm_row_bf16p ref_gemv_row_bf16p
+
 CKIR_REF_ROWS(bf16, uint16_t, RB_BF16)
 CKIR_REF_ROWS(q8_0, uint8_t, RB_Q8_0)
 CKIR_REF_ROWS(q4_0, uint8_t, RB_Q4_0)
@@ -230,3 +243,4 @@ CKIR_FUSED_WDTYPE(q8_0, uint8_t, RB_Q8_0, 1)
 CKIR_FUSED_WDTYPE(q4_0, uint8_t, RB_Q4_0, 1)
 CKIR_FUSED_WDTYPE(q4_1, uint8_t, RB_Q4_1, 1)
 CKIR_FUSED_WDTYPE(f32p, float, RB_F32P, CKIR_PANEL)
+CKIR_FUSED_WDTYPE(bf16p, uint16_t, RB_BF16, CKIR_PANEL)

@@ -92,6 +92,12 @@ _Static_assert(CKIR_PANEL % GEMM_NR == 0, "CKIR_PANEL must be a multiple of GEMM
  * packed by pack_a_bf16 into pairs of rounded x, and the micro-kernel's FMA is
  * vdpbf16ps (acc += a[2i] b[2i] + a[2i+1] b[2i+1]). */
 #define GEMM_B_BF16 4
+/* b_nk values for B in bf16p panels (the f32p layout of bf16 pairs, see
+ * ckir_internal.h): GEMM_B_BF16P reads the pairs in place against bf16-rounded
+ * x (CKIR_BF16DOT; K counts pairs, as GEMM_B_BF16); GEMM_B_BF16P_F32 converts
+ * each kc-slice of a panel to fp32 into the B pack (pack_b_bf16p) for fp32 x. */
+#define GEMM_B_BF16P 5
+#define GEMM_B_BF16P_F32 6
 /* per-thread stack used by the packed panels (documented in the header) */
 #define GEMM_STACK_BYTES ((GEMM_KC * GEMM_NC + GEMM_PACK_A * GEMM_MC * GEMM_KC) * 4)
 
@@ -303,6 +309,27 @@ static void pack_b_nk(const float *w, int64_t ldw, int64_t nc, int64_t kc, float
   }
 }
 
+/* B panels from bf16p panels (the whole matrix, K elements a row): Bp[p][k][n]
+ * = fp32 of element (col + p*NR + n, pc + k).  pc and kc are even (slices are
+ * multiples of 8, K is even); a micro-panel is a column slice of one panel, so
+ * it reads NR columns of it (rows past N are zeros in the panel). */
+static void pack_b_bf16p(const float *B, int64_t K, int64_t col, int64_t nc, int64_t pc,
+                         int64_t kc, float *Bp) {
+  for (int64_t j0 = 0; j0 < nc; j0 += GEMM_NR) {
+    const int64_t c = col + j0;
+    const uint32_t *src = (const uint32_t *)B + ((c / CKIR_PANEL) * (K / 2) + pc / 2) * CKIR_PANEL +
+                          c % CKIR_PANEL;
+    float *dst = Bp + j0 * kc;
+    for (int64_t k = 0; k < kc; k += 2, src += CKIR_PANEL, dst += 2 * GEMM_NR)
+      for (int64_t n = 0; n < GEMM_NR; n += CKV_W) {
+        ckv lo, hi;
+        ckv_load_bf16_pairs(src + n, &lo, &hi);
+        ckv_storeu(dst + n, lo);
+        ckv_storeu(dst + GEMM_NR + n, hi);
+      }
+  }
+}
+
 /* B panels from b[K, N] (copying rows): Bp[p][k][n] = b[k * ldb + p*NR + n].
  * k outer: each k reads one contiguous run of nc floats (a stream the hardware
  * prefetcher follows; panel-outer order strides down the rows of b). */
@@ -437,8 +464,8 @@ static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const flo
 #if defined(CKIR_BF16DOT)
 static void ukernel_bf16(int64_t kc, const float *restrict Ap, const float *restrict Bp,
                          float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first,
-                         int last, const float *bias) {
-  ukernel_512(kc, Ap, Bp, C, ldc, mr, nr, first, last, bias, 0, NULL, 0, 1);
+                         int last, const float *bias, const float *pf, int64_t npf) {
+  ukernel_512(kc, Ap, Bp, C, ldc, mr, nr, first, last, bias, 0, pf, npf, 1);
 }
 #endif
 #elif defined(CKIR_AVX2)
@@ -570,10 +597,12 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
                                int64_t ldb, int b_nk, int64_t bcol, ckir_wrow_fn row,
                                const float *bias, float *C, int64_t ldc, int64_t M, int64_t N,
                                int64_t K, int relu, float *restrict Ap, float *restrict Bp) {
-  const int panels = b_nk == GEMM_B_PANELS, rows = b_nk == GEMM_B_ROWS;
+  /* panels: B is read in place (f32p floats, or bf16p pairs) */
+  const int panels = b_nk == GEMM_B_PANELS || b_nk == GEMM_B_BF16P, rows = b_nk == GEMM_B_ROWS;
   const int packed_a = GEMM_PACK_A || a_t;
 #if defined(CKIR_BF16DOT)
-  const int bf = b_nk == GEMM_B_BF16; /* K counts pairs; A is fp32, 2 K floats a row */
+  /* K counts pairs; A is fp32, 2 K floats a row */
+  const int bf = b_nk == GEMM_B_BF16 || b_nk == GEMM_B_BF16P;
 #endif
   /* K in slices of equal depth (<= GEMM_KC, a multiple of 8): no short last
    * slice whose C round trip costs as much as a full one.  The depth depends on
@@ -604,6 +633,8 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
           for (int64_t r = 0; r < nr; r++) row(B, K, bcol + jc + j0 + r, pc, kc, wr + r * kc);
           pack_b_nk(wr, kc, nr, kc, Bp + j0 * kc);
         }
+      else if (b_nk == GEMM_B_BF16P_F32)
+        pack_b_bf16p(B, ldb, bcol + jc, nc, pc, kc, Bp);
       else if (b_nk)
         pack_b_nk(B + jc * ldb + pc, ldb, nc, kc, Bp);
       else
@@ -641,7 +672,7 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
             const int64_t np = next ? CKIR_MAX(0, CKIR_MIN(npf, 2 * kc - ir / GEMM_MR * npf)) : 0;
 #if defined(CKIR_BF16DOT)
             if (bf)
-              ukernel_bf16(kc, Ap + ir * kc, bp, c, ldc, mr, nr, first, last, bj);
+              ukernel_bf16(kc, Ap + ir * kc, bp, c, ldc, mr, nr, first, last, bj, pf, np);
             else
 #endif
             if (packed_a)
@@ -682,9 +713,11 @@ static void gemm_part(const float *A, int a_t, const float *B, int b_nk, ckir_wr
                       const float *bias, float *C, int64_t M, int64_t N, int64_t K, int relu,
                       int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int64_t ldb = b_nk ? K : N;
-  const int64_t lda = b_nk == GEMM_B_BF16 ? 2 * K : K; /* bf16 pairs: K counts pairs */
+  /* bf16 pairs: K counts pairs */
+  const int64_t lda = b_nk == GEMM_B_BF16 || b_nk == GEMM_B_BF16P ? 2 * K : K;
   /* panels, rows: the whole matrix, addressed from column n0 by gemm_blocked_ */
-  const int whole = b_nk == GEMM_B_PANELS || b_nk == GEMM_B_ROWS;
+  const int whole = b_nk == GEMM_B_PANELS || b_nk == GEMM_B_ROWS || b_nk == GEMM_B_BF16P ||
+                    b_nk == GEMM_B_BF16P_F32;
   const float *Bt = whole ? B : b_nk ? B + n0 * K : B + n0;
   const float *bt = bias ? bias + n0 : NULL;
   float *Ct = C + m0 * N + n0;
@@ -769,6 +802,18 @@ void ckir_internal_gemm_bf16(const float *x, const uint16_t *w, const float *b, 
   gemm_driver(x, 0, (const float *)w, GEMM_B_BF16, NULL, b, y, M, N, K / 2, 0);
 }
 #endif
+
+void ckir_internal_gemm_bf16p(const float *x, const uint16_t *wp, const float *b, float *y,
+                              int64_t M, int64_t N, int64_t K, int bf16_dot) {
+#if defined(CKIR_BF16DOT)
+  if (bf16_dot) {
+    gemm_driver(x, 0, (const float *)wp, GEMM_B_BF16P, NULL, b, y, M, N, K / 2, 0);
+    return;
+  }
+#endif
+  (void)bf16_dot;
+  gemm_driver(x, 0, (const float *)wp, GEMM_B_BF16P_F32, NULL, b, y, M, N, K, 0);
+}
 
 void ckir_matmul_f32(const float *a, const float *b, float *c, int64_t M, int64_t N, int64_t K) {
   gemm_driver(a, 0, b, 0, NULL, NULL, c, M, N, K, 0);
