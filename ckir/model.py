@@ -156,6 +156,10 @@ class CompiledModel:
         lib.ckir_logits.argtypes = [ctypes.c_void_p]
         lib.ckir_logits_rows.restype = ctypes.c_int64
         lib.ckir_logits_rows.argtypes = [ctypes.c_void_p]
+        self._copy_logits = getattr(lib, "ckir_copy_logits", None)
+        if self._copy_logits is not None:
+            self._copy_logits.restype = ctypes.c_int64
+            self._copy_logits.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         lib.ckir_position.restype = ctypes.c_int64
         lib.ckir_position.argtypes = [ctypes.c_void_p]
         lib.ckir_reset.argtypes = [ctypes.c_void_p]
@@ -227,11 +231,14 @@ class CompiledModel:
         """The logits of the last call; a CkirError when any is NaN or Inf (corrupt weights
         or a broken build: never handed out as if it were an answer)."""
         rows = int(self._lib.ckir_logits_rows(self._ptr))
-        ptr = self._lib.ckir_logits(self._ptr)
-        out = np.ctypeslib.as_array(ptr, shape=(rows, self.vocab_size)).copy()
-        finite = np.isfinite(out)
-        if not finite.all():
-            bad = out.size - int(np.count_nonzero(finite))
+        out = np.empty((rows, self.vocab_size), np.float32)
+        if self._copy_logits is not None:  # one threaded pass: copy + count NaN/Inf
+            bad = int(self._copy_logits(self._ptr, out.ctypes.data))
+        else:  # a build from before ckir_copy_logits
+            ptr = self._lib.ckir_logits(self._ptr)
+            out[...] = np.ctypeslib.as_array(ptr, shape=(rows, self.vocab_size))
+            bad = out.size - int(np.count_nonzero(np.isfinite(out)))
+        if bad:
             raise CkirError(
                 f"{self.build_dir.name}: {what} produced {bad} non-finite logits (NaN/Inf) at "
                 f"position {self.position}: the weights or the build are corrupt"

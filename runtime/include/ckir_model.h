@@ -120,6 +120,9 @@ struct ckir_model {
 ckir_model *ckir_model_open_desc(const ckir_model_desc *d, const char *weights_path, int *err);
 int ckir_model_run(ckir_model *m, const ckir_mode_desc *mode, const int32_t *tokens, int64_t n);
 int ckir_model_check_canaries(ckir_model *m);
+/* Copy the logits of the last call (ckir_logits_rows x vocab floats) to dst;
+ * returns how many of them are NaN or infinite. */
+int64_t ckir_model_copy_logits(const ckir_model *m, float *dst);
 void ckir_model_close(ckir_model *m);
 int ckir_model_backward(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t n,
                         float *loss);
@@ -132,6 +135,7 @@ int ckir_prefill(ckir_model *m, const int32_t *tokens, int64_t n);
 int ckir_decode(ckir_model *m, int32_t token);
 const float *ckir_logits(const ckir_model *m);
 int64_t ckir_logits_rows(const ckir_model *m);
+int64_t ckir_copy_logits(const ckir_model *m, float *dst);
 int64_t ckir_position(const ckir_model *m);
 void ckir_reset(ckir_model *m);
 const char *ckir_error(const ckir_model *m);

@@ -44,7 +44,11 @@
  *
  * With AVX512-BF16 (CKIR_BF16DOT) B may be bf16 w[N, K] times bf16-rounded x
  * (GEMM_B_BF16, below): the same loops over pairs of k, vdpbf16ps in the
- * micro-kernel (ckir_internal_gemm_bf16, behind gemm_bf16 with M > 32). */
+ * micro-kernel (ckir_internal_gemm_bf16, behind gemm_bf16 with M > 32).  bf16p
+ * weights (bf16 pairs in f32p's panel order) are read in place the same way
+ * (GEMM_B_BF16P: no packing of w; measured 1.05-1.16x over gemm_bf16 on the
+ * prefill shapes, Zen 4), or, for fp32 x, widened slice by slice into the B
+ * pack (GEMM_B_BF16P_F32). */
 #include "ckir_internal.h"
 #include "ckir_quant.h"
 

@@ -140,6 +140,22 @@ int ckir_model_run(ckir_model *m, const ckir_mode_desc *mode, const int32_t *tok
   return CKIR_OK;
 }
 
+int64_t ckir_model_copy_logits(const ckir_model *m, float *dst) {
+  const float *src = (const float *)(m->state + m->last_logits);
+  const int64_t n = m->last_rows * m->desc->vocab;
+  int64_t bad = 0;
+  /* one pass: the copy and the test of the exponent bits (all ones: Inf or NaN),
+   * split over the threads (the destination's first touch, too) */
+#pragma omp parallel for schedule(static) reduction(+ : bad) if (n >= (1 << 16))
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, src + i, sizeof u);
+    memcpy(dst + i, &u, sizeof u);
+    bad += (u & 0x7F800000u) == 0x7F800000u;
+  }
+  return bad;
+}
+
 static int no_training(ckir_model *m) {
   snprintf(m->error, sizeof m->error,
            "model %s was not compiled for training (compile with --modes ...,backward)",
