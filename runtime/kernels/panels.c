@@ -5,7 +5,7 @@
  *   gemm_f32p (M > F32P_SMALL_M): gemm.c's blocked driver reading the panels in
  *     place (ckir_internal_gemm_panels): no per-call transpose of w, and one
  *     contiguous weight stream per thread.
- *   gemm_bf16p (M > F32P_SMALL_M): the same driver (ckir_internal_gemm_bf16p).
+ *   gemm_bf16p (M > BF16P_SMALL_M): the same driver (ckir_internal_gemm_bf16p).
  *     With CKIR_BF16DOT and M > CKIR_WGEMM_SMALL_M, x rounded to bf16 meets the
  *     pairs in place by vdpbf16ps (as gemm_bf16 does, without packing w); else
  *     each slice of a panel is widened to fp32 into the B pack, for fp32 x.
@@ -32,6 +32,17 @@
 #define PR_SETS 2
 /* gemm with M <= F32P_SMALL_M streams the panels (as gemm.c's GEMM_SMALL_M) */
 #define F32P_SMALL_M 8
+/* gemm_bf16p streams the panels up to this M: on AVX-512 up to the bf16 dot
+ * product's boundary (measured at M = 16 / 32, 1536x576, Zen 4: 209 / 207
+ * GFLOP/s against 128 / 180 on the blocked driver widening to fp32); on AVX2
+ * the driver is faster past 8 rows (147 / 163 against 103 / 102) */
+#ifndef BF16P_SMALL_M
+#if defined(CKIR_AVX512)
+#define BF16P_SMALL_M CKIR_WGEMM_SMALL_M
+#else
+#define BF16P_SMALL_M F32P_SMALL_M
+#endif
+#endif
 /* prefetch distance of the weight stream, in 32-bit values (4 KiB: the next page) */
 #define PR_PFD 1024
 
@@ -179,7 +190,7 @@ void ckir_gemm_bias_f32p(const float *x, const float *w, const float *b, float *
  * multiplies bf16-rounded x by vdpbf16ps (the rule of gemm_bf16) */
 static void gemm_bf16p_impl(const float *x, const uint16_t *w, const float *b, float *y,
                             int64_t M, int64_t N, int64_t K) {
-  if (M <= F32P_SMALL_M)
+  if (M <= BF16P_SMALL_M)
     bf16p_rows(x, M, w, b, y, N, K);
   else
     ckir_internal_gemm_bf16p(x, w, b, y, M, N, K, ckir_runtime_bf16_dot() && M > CKIR_WGEMM_SMALL_M);
