@@ -34,6 +34,7 @@ NP_DTYPES = {
     "q4_0": np.uint8,
     "q4_1": np.uint8,
     "f32p": np.float32,
+    "bf16p": np.uint16,
 }
 ISAS = ("scalar", "avx2", "native")
 
