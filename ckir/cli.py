@@ -376,12 +376,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--dtype",
         choices=WEIGHT_DTYPES,
         help="store linear-layer weights in this dtype (default: as in the checkpoint; "
-        "f32p: the fp32 values pre-packed in the prefill GEMMs' panels)",
+        "f32p / bf16p: the fp32 / bf16 values pre-packed in the prefill GEMMs' panels)",
     )
     s.add_argument(
         "--no-panels",
         action="store_true",
-        help="keep f32 weight matrices row-major (default for inference builds: f32p panels)",
+        help="keep f32 and bf16 weight matrices row-major (default for inference builds: "
+        "f32 ones in f32p panels, bf16 ones in bf16p panels)",
     )
     s.add_argument("--template")
     s.add_argument("-q", "--quiet", action="store_true")

@@ -44,7 +44,7 @@ from ckir.integrity import (
     file_digests,
     staging_dir,
 )
-from ckir.passes.convert_weights import ConvertWeightsPass
+from ckir.passes.convert_weights import ConvertWeightsPass, convert_weights
 from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass
 from ckir.passes.fuse_gate_up import FuseGateUpPass
 from ckir.passes.fuse_qkv import FuseQkvPass
@@ -55,7 +55,14 @@ from ckir.passes.lowering.context import LOGITS_CHOICES
 from ckir.passes.lowering.optimizer import AdamWOptions
 from ckir.passes.plan_layout import PlanLayoutPass
 from ckir.runtime_build import ISAS
-from ckir.vocab import INFERENCE_MODES, LOWERED_MODES, WEIGHT_DTYPES
+from ckir.vocab import (
+    INFERENCE_MODES,
+    LOWERED_MODES,
+    PANEL_DTYPES,
+    PANEL_OF,
+    PANEL_VALUES,
+    WEIGHT_DTYPES,
+)
 
 LIBRARY_NAME = "libmodel.so"
 BUILD_INFO = "build.json"
@@ -74,10 +81,13 @@ HF_EXTRA_FILES = (
 )
 
 
-#: what ``CompileOptions.panels=None`` means for an inference build (f32 matrices -> f32p):
-#: on, since the panels measured 1.15x faster in prefill GEMMs (2 threads, AVX-512, weights
-#: streamed) and level in decode (benchmarks/bench_panels.py; docs/performance.md)
+#: what ``CompileOptions.panels=None`` means for an inference build (f32 matrices -> f32p,
+#: bf16 ones -> bf16p): on, since the f32 panels measured 1.15x faster in prefill GEMMs
+#: (2 threads, AVX-512, weights streamed) and level in decode (benchmarks/bench_panels.py;
+#: docs/performance.md)
 PANELS_DEFAULT = True
+#: build.json: graph.weight name -> the panel dtype it is stored in
+PANEL_WEIGHTS_KEY = "panel_weights"
 #: what a training build needs (the gradient pass checks every weight again)
 _TRAINING_DTYPES = (None, "f32")
 
@@ -99,12 +109,13 @@ class CompileOptions:
     #: storage dtype of weight matrices (--convert-weights); None keeps the source's.
     #: Training builds (modes with "backward") need f32 weights: None or "f32"
     dtype: str | None = None
-    #: store the f32 weight matrices of an inference build pre-packed in GEMM panels
-    #: (``f32p``: the same fp32 values, in the order the prefill GEMMs read them, so
-    #: they skip packing the weight at every call).  Applies to the matrices that end
-    #: up f32 (``dtype`` None or "f32"); None: :data:`PANELS_DEFAULT` for inference
-    #: builds, off for training builds; True with modes containing "backward" is an
-    #: error (training updates plain f32 weights).
+    #: store the f32 and bf16 weight matrices of an inference build pre-packed in GEMM
+    #: panels (``f32p`` / ``bf16p``: the same values, in the order the prefill GEMMs read
+    #: them, so they skip packing the weight at every call; bf16p needs an even K).
+    #: Applies to the matrices that end up f32 or bf16 (``dtype`` None, "f32" or "bf16";
+    #: not to block formats or an explicit panel dtype); None: :data:`PANELS_DEFAULT`
+    #: for inference builds, off for training builds; True with modes containing
+    #: "backward" is an error (training updates plain f32 weights).
     panels: bool | None = None
     #: run the fusion passes (each fires only where the registry has the fused kernel)
     fuse: bool = True
@@ -174,7 +185,7 @@ class CompileOptions:
         if self.training and self.panels:
             raise CkirError(
                 "panels: training (modes with backward) updates plain f32 weights; "
-                "f32p panels are for inference builds"
+                f"panel dtypes ({', '.join(PANEL_DTYPES)}) are for inference builds"
             )
         if self.logits not in LOGITS_CHOICES:
             raise CkirError(f"--logits: unknown choice {self.logits!r}; use all or last")
@@ -188,8 +199,10 @@ class CompileOptions:
 
     @property
     def uses_panels(self) -> bool:
-        """f32 weight matrices are stored as f32p (``panels``, resolved)."""
-        if self.training or self.dtype not in _TRAINING_DTYPES:
+        """f32 / bf16 weight matrices are stored as f32p / bf16p (``panels``, resolved):
+        for ``dtype`` None (the checkpoint's f32 or bf16) or a dtype with a panel twin
+        (:data:`ckir.vocab.PANEL_OF`: f32, bf16), never for training builds."""
+        if self.training or (self.dtype is not None and self.dtype not in PANEL_OF):
             return False
         return PANELS_DEFAULT if self.panels is None else self.panels
 
@@ -267,6 +280,13 @@ def widen_weights_to_f32(module: ModuleOp) -> list[str]:
     return changed
 
 
+def pack_panels(module: ModuleOp) -> None:
+    """Store every matrix in the panel dtype of its values (``CompileOptions.panels``):
+    f32 ones as f32p, bf16 ones as bf16p where K is even (the others stay bf16)."""
+    for panel, values in PANEL_VALUES.items():
+        convert_weights(module, panel, frozenset({values}))
+
+
 def lower(module: ModuleOp, options: CompileOptions) -> None:
     """Convert weights, lower every mode and plan the layout, in place (one process)."""
     ctx = Context()
@@ -274,8 +294,8 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
         widen_weights_to_f32(module)
     elif options.dtype is not None:
         ConvertWeightsPass(dtype=options.dtype).apply(ctx, module)
-    if options.uses_panels:  # the matrices that are f32 now
-        ConvertWeightsPass(dtype="f32p").apply(ctx, module)
+    if options.uses_panels:
+        pack_panels(module)
     max_context = options.max_context  # None: the passes' default, min(C, 256)
     passes: list[ModulePass] = []
     if "prefill" in options.modes:
@@ -414,10 +434,13 @@ def build(
             "max_context": options.max_context,
             "debug": options.debug,
             "dtype": options.dtype,
-            # graph.weight declarations stored as f32p panels (CompiledModel.weight_arrays)
-            "f32p_weights": sorted(
-                name for name, d in graph_model.weights().items() if d.dtype_name == "f32p"
-            ),
+            # graph.weight declarations stored in panels -> their panel dtype
+            # (CompiledModel.weight_arrays; builds before bf16p wrote "f32p_weights", a list)
+            PANEL_WEIGHTS_KEY: {
+                name: d.dtype_name
+                for name, d in sorted(graph_model.weights().items())
+                if d.dtype_name in PANEL_DTYPES
+            },
             "fuse": options.fuse,
             "logits": options.logits,
             "strategy": options.layout_strategy,

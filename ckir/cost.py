@@ -81,7 +81,8 @@ class CallCost:
     #: the origin's label, or the kernel name when the call has no origin
     label: str
     #: weight bytes read per call of one token (gathers: one row; others: whole buffers,
-    #: f32p with the zero rows that pad its last panel: the kernels stream them too)
+    #: a panel dtype (f32p, bf16p) with the zero rows that pad its last panel: the
+    #: kernels stream them too)
     weight_bytes: int
     #: parameters of the 2-D weight matrices multiplied (0 unless a matrix kind)
     matrix_params: int
@@ -153,8 +154,9 @@ def _buffers(model: lw.LoweredModelOp) -> dict[str, lw.BufferOp]:
 def _row_bytes(btype: lw.BufferType) -> int:
     """Bytes of one row of a weight table (what a gather reads per token).
 
-    An f32p table counts 4 bytes per element of the logical row (its values sit 32
-    floats apart in the panels, so the cache lines touched are more)."""
+    A panel table (f32p, bf16p) counts its element bytes (4, 2) per element of the
+    logical row (its values sit 32 slots apart in the panels, so the cache lines
+    touched are more)."""
     if btype.dtype_name in PANEL_DTYPES:
         return btype.shape_ints[1] * ELEMENT_BYTES[btype.dtype_name]
     return btype.byte_size // btype.shape_ints[0]

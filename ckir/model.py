@@ -25,13 +25,14 @@ from ckir.compiler import (
     HF_CONFIG,
     HF_EXTRA_FILES,
     LIBRARY_NAME,
+    PANEL_WEIGHTS_KEY,
     CompileOptions,
     compile_model,
     required_files,
 )
 from ckir.errors import CkirError, as_path, is_int, one_line
 from ckir.integrity import verify_digests
-from ckir.vocab import INFERENCE_MODES
+from ckir.vocab import INFERENCE_MODES, PANEL_DTYPES, storage_bytes
 
 ERRORS = {
     1: "token out of range",
@@ -382,11 +383,35 @@ class CompiledModel:
         return out
 
     # -- saving -----------------------------------------------------------------------
+    def panel_weights(self) -> dict[str, str]:
+        """graph.weight name (``layers.{i}.mlp.down``) -> the panel dtype it is stored in
+        (f32p, bf16p), from ``build.json`` (a build made before bf16p lists its f32p
+        weights under ``f32p_weights``).  CkirError if the entry is malformed."""
+        packed = self.info.get(PANEL_WEIGHTS_KEY)
+        if packed is None:
+            old = self.info.get("f32p_weights") or []
+            names = isinstance(old, list) and all(isinstance(n, str) for n in old)
+            packed = dict.fromkeys(old, "f32p") if names else None
+        if not isinstance(packed, dict) or not all(
+            isinstance(k, str) and v in PANEL_DTYPES for k, v in packed.items()
+        ):
+            raise CkirError(
+                f"{self.build_dir / BUILD_INFO}: {PANEL_WEIGHTS_KEY} must map weight names "
+                f"to panel dtypes ({', '.join(PANEL_DTYPES)})"
+            )
+        return dict(packed)
+
+    def _bytes(self, arena: int, offset: int, nbytes: int) -> np.ndarray:
+        """A copy of ``nbytes`` bytes of an arena from ``offset`` (uint8)."""
+        base = ctypes.addressof(self.arena(arena).contents) + offset
+        return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(base)).copy()
+
     def weight_arrays(self) -> dict[str, np.ndarray]:
         """Weight instance name (``layers.0.attn.wq``) -> a copy of its current values
-        (f32, ckir's shape), for every stored weight of an f32 build (tied copies share
-        their target's values and are not listed); f32p panels are unpacked.  CkirError
-        naming the dtype for a weight stored otherwise (bf16, q8_0, ...)."""
+        (f32, ckir's shape), for every stored weight (tied copies share their target's
+        values and are not listed).  f32 weights are copied, bf16 ones widened exactly,
+        f32p / bf16p panels unpacked (a bf16p weight gives its bf16 values).  CkirError
+        naming the dtype for a weight stored in a block format (q8_0, ...)."""
         from ckir import quant
         from ckir.backend.hf_export import load_graph_model
         from ckir.backend.weights import weight_instances
@@ -396,7 +421,7 @@ class CompiledModel:
         symbols = model.symbol_values()
         slots = self.slots()
         converted = self.info.get("dtype")
-        packed = set(self.info.get("f32p_weights") or ())
+        packed = self.panel_weights()
         out: dict[str, np.ndarray] = {}
         for name, (decl, _) in weight_instances(model).items():
             if decl.tied_to_name is not None:
@@ -407,21 +432,34 @@ class CompiledModel:
             arena, offset, size, _canary = slot
             shape = tuple(evaluate_dim(d, symbols) for d in decl.shape_dims)
             numel = int(np.prod(shape)) if shape else 1
-            if decl.weight_name in packed and len(shape) == 2:
-                stored = quant.panel_bytes(*shape) // 4
-                if arena == 0 and size == 4 * stored:
-                    panels = self._f32(0, offset, stored, (stored,))
-                    out[name] = quant.unpack_panels(panels, shape)
+            # graph.mlir declares the checkpoint's dtypes: --dtype and the panels come after
+            dtype = packed.get(decl.weight_name)
+            if dtype is None:
+                if size == 4 * numel:  # f32, or a matrix --dtype left as it was
+                    dtype = "f32"
+                elif converted not in (None, "f32"):
+                    dtype = converted
+                else:  # the checkpoint's own (a bf16 HF folder, a GGUF block format)
+                    dtype = decl.dtype_name
+            if arena == 0 and dtype in PANEL_DTYPES and len(shape) == 2:
+                try:
+                    nbytes = storage_bytes(dtype, shape)
+                except ValueError:  # a K the panel dtype cannot hold: build.json is wrong
+                    nbytes = -1
+                if size == nbytes:
+                    raw = self._bytes(0, offset, nbytes)
+                    out[name] = quant.unpack_panels(raw, shape, dtype)
                     continue
-            elif arena == 0 and size == 4 * numel:
+            elif arena == 0 and dtype == "f32" and size == 4 * numel:
                 out[name] = self._f32(0, offset, numel, shape).copy()
                 continue
-            dtype = converted if converted not in (None, "f32") else decl.dtype_name
-            if decl.weight_name in packed:
-                dtype = "f32p"
+            elif arena == 0 and dtype == "bf16" and size == 2 * numel:
+                raw = self._bytes(0, offset, size)
+                out[name] = quant.from_bf16(raw.view("<u2")).reshape(shape)
+                continue
             raise CkirError(
                 f"{self.build_dir.name}: weight '{name}' is stored as {dtype}; only f32 "
-                "builds can be saved (compile with dtype='f32')"
+                "and bf16 builds can be saved (compile with dtype='f32')"
             )
         return out
 
@@ -429,12 +467,14 @@ class CompiledModel:
         """Write the current weights as a HuggingFace folder: ``config.json``,
         ``model.safetensors`` and the source's tokenizer files the build kept.
 
-        Works for any f32 build (trained or not); CkirError naming the dtype for
-        quantized or bf16 builds.  ``tokenizer`` (a :class:`ckir.tokenizer.Tokenizer`)
-        adds ``tokenizer.json`` + ``tokenizer_config.json`` when the build has none (a
-        GGUF source).  The folder is written whole or not at all (a temporary folder
-        beside it, renamed); ``out_dir`` must be new, empty or an earlier saved folder
-        (it holds ``.ckir-pretrained``).  Returns the folder's resolved path.
+        Works for any f32 build (trained or not) and any bf16 build (f32p / bf16p
+        panels unpacked; bf16 weights are written as their exact fp32 values, like
+        every tensor of the folder); CkirError naming the dtype for quantized builds.
+        ``tokenizer`` (a :class:`ckir.tokenizer.Tokenizer`) adds ``tokenizer.json`` +
+        ``tokenizer_config.json`` when the build has none (a GGUF source).  The folder
+        is written whole or not at all (a temporary folder beside it, renamed);
+        ``out_dir`` must be new, empty or an earlier saved folder (it holds
+        ``.ckir-pretrained``).  Returns the folder's resolved path.
         """
         from ckir.backend import hf_export
 
@@ -543,8 +583,8 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it.
 
     ``logits="last"`` builds a prefill that returns the last prompt row only ([1, V]).
-    ``panels`` stores the f32 matrices of an inference build as f32p (GEMM panels;
-    :attr:`ckir.compiler.CompileOptions.panels`, None: the default, off).
+    ``panels`` stores the f32 / bf16 matrices of an inference build as f32p / bf16p (GEMM
+    panels; :attr:`ckir.compiler.CompileOptions.panels`, None: the default, on).
     """
     model_dir, out_dir = as_path(model_dir, "model_dir"), as_path(out_dir, "out_dir")
     if isinstance(modes, (str, bytes)):

@@ -1,4 +1,4 @@
-"""Weight dtypes of the runtime: bf16, f32p panels and the GGUF block formats Q8_0, Q4_0, Q4_1.
+"""Weight dtypes of the runtime: bf16, f32p / bf16p panels, GGUF blocks Q8_0, Q4_0, Q4_1.
 
 NumPy quantizers and dequantizers written for ckir (see docs/quantization.md).
 A quantized tensor of logical shape ``[..., K]`` is stored as a ``uint8`` array
@@ -20,19 +20,32 @@ fused multiply-add), so they match ``gguf.quants.dequantize`` bit for bit.
 ``bf16`` is the top half of an fp32, rounded to nearest even (NaNs are kept
 NaN, made quiet).
 
-``f32p`` is fp32, exact, in the order the GEMM kernels read it: a ``[N, K]``
-matrix is ``P = ceil(N / 32)`` panels, panel p holding rows ``32p .. 32p + 31`` as
-K rows of 32 floats, so element (n, k) is at float ``((n // 32) * K + k) * 32 +
-n % 32``; the rows past N of the last panel are zeros (``P * 32 * K`` floats).
-:func:`pack_panels` / :func:`unpack_panels` convert; unpacking needs the logical
-shape (``dequantize(arr, "f32p", shape=(N, K))``).
+Panel dtypes store the values of a plain dtype (``ckir.vocab.PANEL_VALUES``) in
+the order the GEMM kernels read them.  ``f32p`` is fp32, exact: a ``[N, K]``
+matrix is ``P = ceil(N / 32)`` panels, panel p holding rows ``32p .. 32p + 31``
+as K rows of 32 floats, so element (n, k) is at float ``((n // 32) * K + k) * 32
++ n % 32``.  ``bf16p`` is bf16 (rounded as ``bf16``) in the same panels of k
+*pairs* (K even): panel row j holds, for each of the 32 rows, bf16(w[n, 2j]) then
+bf16(w[n, 2j + 1]), so element (n, k) is at uint16 ``((n // 32) * (K // 2) + k //
+2) * 64 + (n % 32) * 2 + k % 2``.  The rows past N of the last panel are zeros
+(``P * 32 * K`` values).  :func:`pack_panels` / :func:`unpack_panels` convert;
+unpacking needs the logical shape (``dequantize(arr, "bf16p", shape=(N, K))``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ckir.vocab import BLOCK_DTYPES, ELEMENT_BYTES, PANEL_DTYPES, WEIGHT_DTYPES
+from ckir.vocab import (
+    BLOCK_DTYPES,
+    ELEMENT_BYTES,
+    PANEL_DTYPES,
+    PANEL_VALUES,
+    WEIGHT_DTYPES,
+    DType,
+    dtype_info,
+    storage_bytes,
+)
 
 QK = 32
 """Elements per block of every block format here."""
@@ -47,14 +60,10 @@ _SCALE_BYTES = {
 }
 
 
-PANEL = PANEL_DTYPES["f32p"]
-"""Rows per panel of f32p."""
-
-
 def block_bytes(dtype: str) -> tuple[int, int]:
     """(elements per block, bytes per block) of ``dtype``; scalars are one-element blocks.
 
-    Panel dtypes (f32p) are not stored by rows: ValueError (see :func:`panel_bytes`).
+    Panel dtypes (f32p, bf16p) are not stored by rows: ValueError (see :func:`panel_bytes`).
     """
     if dtype not in WEIGHT_DTYPES:
         raise ValueError(f"unknown weight dtype {dtype!r}")
@@ -73,41 +82,73 @@ def row_bytes(dtype: str, k: int) -> int:
     return k // elems * nbytes
 
 
-def panel_bytes(n: int, k: int) -> int:
-    """Bytes of an ``[n, k]`` matrix stored as f32p (whole 32-row panels)."""
-    return -(-n // PANEL) * PANEL * k * 4
+def _panel_dtype(dtype: str) -> DType:
+    """The :class:`~ckir.vocab.DType` of panel dtype ``dtype``; ValueError otherwise."""
+    if dtype not in PANEL_DTYPES:
+        raise ValueError(f"{dtype!r} is not a panel dtype ({', '.join(PANEL_DTYPES)})")
+    return dtype_info(dtype)
 
 
-def pack_panels(arr: np.ndarray) -> np.ndarray:
-    """float ``[N, K]`` -> its f32p panels, float32 ``[P, K, 32]`` (P = ceil(N/32)),
-    contiguous; the rows of the last panel past N are zeros.  Values are exact."""
-    a = np.asarray(arr, dtype=np.float32)
-    if a.ndim != 2:
-        raise ValueError(f"f32p stores [N, K] matrices, got shape {a.shape}")
-    n, k = a.shape
-    p = -(-n // PANEL)
-    padded = np.zeros((p * PANEL, k), dtype=np.float32)
-    padded[:n] = a
-    return np.ascontiguousarray(padded.reshape(p, PANEL, k).transpose(0, 2, 1))
+def panel_bytes(n: int, k: int, dtype: str = "f32p") -> int:
+    """Bytes of an ``[n, k]`` matrix stored as panel dtype ``dtype`` (whole 32-row panels)."""
+    _panel_dtype(dtype)
+    return storage_bytes(dtype, (n, k))
 
 
-def unpack_panels(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """f32p panels (float32, any shape with ``ceil(N/32)*32*K`` values, or their bytes as
-    uint8) -> the float32 ``[N, K]`` matrix of logical ``shape`` (inverse of
-    :func:`pack_panels`)."""
+def _panel_shape(d: DType, shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """(N, K, P) of an ``[N, K]`` matrix stored as ``d``: ValueError unless 2-D with K a
+    multiple of the dtype's k group."""
     if len(shape) != 2:
-        raise ValueError(f"f32p stores [N, K] matrices, got shape {tuple(shape)}")
-    n, k = (int(d) for d in shape)
+        raise ValueError(f"{d.name} stores [N, K] matrices, got shape {tuple(shape)}")
+    n, k = (int(v) for v in shape)
+    if k % d.k_group:
+        raise ValueError(f"{d.name} needs K % {d.k_group} == 0 (k pairs), got shape {(n, k)}")
+    assert d.panel is not None
+    return n, k, -(-n // d.panel)
+
+
+def pack_panels(arr: np.ndarray, dtype: str = "f32p") -> np.ndarray:
+    """float ``[N, K]`` -> its panels in panel dtype ``dtype``, contiguous, P = ceil(N/32):
+
+    - ``f32p``: float32 ``[P, K, 32]``, the values exact;
+    - ``bf16p``: uint16 ``[P, K/2, 32, 2]`` bf16 bits (rounded as :func:`to_bf16`),
+      K even.
+
+    The rows of the last panel past N are zeros."""
+    d = _panel_dtype(dtype)
+    a = np.asarray(arr, dtype=np.float32)
+    n, k, p = _panel_shape(d, a.shape)
+    g, rows = d.k_group, d.panel
+    assert rows is not None
+    values = quantize(a, PANEL_VALUES[dtype])  # the plain dtype's encoding: exact to unpack
+    padded = np.zeros((p * rows, k), dtype=values.dtype)
+    padded[:n] = values
+    out = np.ascontiguousarray(padded.reshape(p, rows, k // g, g).transpose(0, 2, 1, 3))
+    return out.reshape(p, k, rows) if g == 1 else out
+
+
+def unpack_panels(arr: np.ndarray, shape: tuple[int, ...], dtype: str = "f32p") -> np.ndarray:
+    """Panels of ``dtype`` -> the float32 ``[N, K]`` matrix of logical ``shape`` (inverse
+    of :func:`pack_panels`).
+
+    ``arr``: any shape holding ``ceil(N/32)*32*K`` stored values (f32p floats, bf16p
+    uint16 bits), or their bytes as uint8 (weights.bin)."""
+    d = _panel_dtype(dtype)
+    n, k, p = _panel_shape(d, tuple(shape))
+    g, rows = d.k_group, d.panel
+    assert rows is not None and d.numpy is not None
     a = np.ascontiguousarray(arr)
     if a.dtype == np.uint8:
-        a = a.reshape(-1).view("<f4")
-    a = np.asarray(a, dtype=np.float32).reshape(-1)
-    p = -(-n // PANEL)
-    if a.size != p * PANEL * k:
+        a = a.reshape(-1).view(d.numpy)
+    elif not np.can_cast(a.dtype, d.numpy, "same_kind"):
+        raise TypeError(f"{dtype} panels hold {np.dtype(d.numpy)} values, got {a.dtype}")
+    a = np.asarray(a, dtype=d.numpy).reshape(-1)
+    if a.size != p * rows * k:
         raise ValueError(
-            f"f32p [{n}, {k}] is {p * PANEL * k} floats ({p} panels of {PANEL}x{k}), got {a.size}"
+            f"{dtype} [{n}, {k}] is {p * rows * k} values ({p} panels of {rows}x{k}), got {a.size}"
         )
-    return np.ascontiguousarray(a.reshape(p, k, PANEL).transpose(0, 2, 1).reshape(-1, k)[:n])
+    values = a.reshape(p, k // g, rows, g).transpose(0, 2, 1, 3).reshape(p * rows, k)[:n]
+    return np.ascontiguousarray(dequantize(values, PANEL_VALUES[dtype]), dtype=np.float32)
 
 
 def _blocks(arr: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -200,15 +241,15 @@ def _f16(b: np.ndarray) -> np.ndarray:
 def dequantize(arr: np.ndarray, dtype: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """float32 values of ``arr`` stored as ``dtype`` (the inverse of the quantizers' layout).
 
-    ``shape`` is the logical ``[N, K]`` of an f32p matrix (required for f32p: its
-    storage does not tell N); other dtypes ignore it.
+    ``shape`` is the logical ``[N, K]`` of a panel matrix (required for f32p and
+    bf16p: their storage does not tell N); other dtypes ignore it.
     """
     if dtype == "f32":
         return np.asarray(arr, dtype=np.float32)
     if dtype in PANEL_DTYPES:
         if shape is None:
             raise ValueError(f"dequantize({dtype}) needs the logical shape [N, K]")
-        return unpack_panels(arr, shape)
+        return unpack_panels(arr, shape, dtype)
     if dtype == "bf16":
         return from_bf16(arr)
     if dtype not in _BLOCK_BYTES:
@@ -232,10 +273,10 @@ def count_non_finite(arr: np.ndarray, dtype: str) -> int:
     non-finite (``d``, and ``m`` of q4_1, ``d`` and ``dmin`` of GGUF's q4_k), so
     only they are checked: a cheap pass over 2-4 bytes per block.
     """
-    if dtype in PANEL_DTYPES:  # the panels (float32, zero padding) or their bytes
+    if dtype in PANEL_DTYPES:  # the panels (their plain dtype's values, zero padding) or bytes
         if np.asarray(arr).dtype == np.uint8:
-            arr = np.ascontiguousarray(arr).reshape(-1).view("<f4")
-        dtype = "f32"
+            arr = np.ascontiguousarray(arr).reshape(-1).view(dtype_info(dtype).numpy)
+        dtype = PANEL_VALUES[dtype]
     if dtype in ("f32", "bf16"):
         values = from_bf16(arr) if dtype == "bf16" else np.asarray(arr, dtype=np.float32)
         return int(values.size - np.count_nonzero(np.isfinite(values)))
@@ -250,12 +291,13 @@ def count_non_finite(arr: np.ndarray, dtype: str) -> int:
 
 
 def quantize(arr: np.ndarray, dtype: str) -> np.ndarray:
-    """``arr`` (float) stored as ``dtype``: float32, f32p panels (float32 ``[P, K, 32]``),
-    bf16 (uint16) or block bytes (uint8)."""
+    """``arr`` (float) stored as ``dtype``: float32, bf16 (uint16), panels
+    (:func:`pack_panels`: f32p float32 ``[P, K, 32]``, bf16p uint16 ``[P, K/2, 32, 2]``)
+    or block bytes (uint8)."""
     if dtype == "f32":
         return np.ascontiguousarray(arr, dtype=np.float32)
-    if dtype == "f32p":
-        return pack_panels(arr)
+    if dtype in PANEL_DTYPES:
+        return pack_panels(arr, dtype)
     if dtype == "bf16":
         return to_bf16(arr)
     fns = {"q8_0": quantize_q8_0, "q4_0": quantize_q4_0, "q4_1": quantize_q4_1}

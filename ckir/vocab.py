@@ -35,6 +35,9 @@ __all__ = [
     "MODES",
     "MODE_TABLE",
     "PANEL_DTYPES",
+    "PANEL_OF",
+    "PANEL_SLOT_BYTES",
+    "PANEL_VALUES",
     "PERMANENT_ROLES",
     "REPORTED_ROLES",
     "ROLES",
@@ -97,14 +100,19 @@ class DType:
     Plain dtypes have ``elem_bytes``; block-quantized ones (GGUF layouts) have
     ``block = (bytes per block, elements per block)`` and a row holds whole blocks.
 
-    A *panel* dtype (``panel`` set, e.g. ``f32p``) stores ``elem_bytes``-sized
-    values of a 2-D ``[N, K]`` matrix in a GEMM-friendly order: P = ceil(N / panel)
-    panels; panel p holds rows ``panel*p .. panel*p + panel - 1`` as K rows of
-    ``panel`` values ("k-major"), so element (n, k) is at value index
-    ``((n // panel) * K + k) * panel + n % panel``.  The rows of the last panel past N
-    are zeros: storage is ``P * panel * K * elem_bytes`` bytes, not ``N * K * ...``.
-    Panel buffers are always 2-D; their sizes depend on the shape, not on the
-    element count alone (:func:`storage_bytes` takes the shape).
+    A *panel* dtype (``panel`` set: ``f32p``, ``bf16p``) stores the
+    ``elem_bytes``-sized values of a 2-D ``[N, K]`` matrix in a GEMM-friendly
+    order: P = ceil(N / panel) panels; panel p holds rows ``panel*p .. panel*p +
+    panel - 1`` as K/g panel rows ("k-major") of ``panel`` 32-bit slots, slot
+    ``n % panel`` holding the g = :attr:`k_group` values of row n at k = g*j ..
+    g*j + g - 1 (f32p: g = 1, one float; bf16p: g = 2, the pair k = 2j, 2j + 1).
+    Element (n, k) is at value index ``((n // panel) * (K // g) + k // g) * panel *
+    g + (n % panel) * g + k % g``; K must be a multiple of g.  The rows of the
+    last panel past N are zeros: storage is ``P * panel * K * elem_bytes`` bytes,
+    not ``N * K * ...``.  Panel buffers are always 2-D; their sizes depend on the
+    shape, not on the element count alone (:func:`storage_bytes` takes the shape).
+    A panel dtype stores the values of the plain dtype with the same element
+    encoding (:data:`PANEL_VALUES`: f32p the f32 values, bf16p the bf16 ones).
     """
 
     name: str
@@ -120,12 +128,28 @@ class DType:
     #: panel dtypes: rows per panel (the matrix is stored panel by panel, k-major)
     panel: int | None = None
 
+    @property
+    def k_group(self) -> int:
+        """Values of one row along k that share a 32-bit slot of a panel row
+        (:data:`PANEL_SLOT_BYTES` / ``elem_bytes``: f32p 1, bf16p 2); 1 for other dtypes.
+        A panel matrix's K is a multiple of it."""
+        if self.panel is None or self.elem_bytes is None:
+            return 1
+        return PANEL_SLOT_BYTES // self.elem_bytes
+
+
+#: bytes of one slot of a panel row: the values of one matrix row that a panel keeps
+#: together along k (``vdpbf16ps`` multiplies bf16 pairs, AMX bf16 tiles hold them too)
+PANEL_SLOT_BYTES = 4
+
 
 DTYPE_TABLE: tuple[DType, ...] = (
     DType("f32", "float", "<f4", elem_bytes=4, value=True, weight=True),
     # fp32 matrices pre-packed in 32-row GEMM panels (docs/quantization.md)
     DType("f32p", "float", "<f4", elem_bytes=4, weight=True, panel=32),
     DType("bf16", "uint16_t", "<u2", elem_bytes=2, value=True, weight=True),
+    # bf16 matrices pre-packed in 32-row GEMM panels of k pairs (docs/quantization.md)
+    DType("bf16p", "uint16_t", "<u2", elem_bytes=2, weight=True, panel=32),
     DType("f16", "uint16_t", "<f2", elem_bytes=2, value=True),
     DType("i32", "int32_t", "<i4", elem_bytes=4, value=True),
     DType("i64", "int64_t", "<i8", elem_bytes=8, value=True),
@@ -146,6 +170,28 @@ ELEMENT_BYTES: Mapping[str, int] = MappingProxyType(
 PANEL_DTYPES: Mapping[str, int] = MappingProxyType(
     {d.name: d.panel for d in DTYPE_TABLE if d.panel is not None}
 )
+
+
+def _panel_values(d: DType) -> str:
+    """The plain dtype whose values panel dtype ``d`` stores: the one with its element
+    encoding (NumPy dtype and C type)."""
+    same = [
+        o.name
+        for o in DTYPE_TABLE
+        if o.panel is None and o.block is None and (o.numpy, o.c_type) == (d.numpy, d.c_type)
+    ]
+    if len(same) != 1:
+        raise AssertionError(f"panel dtype {d.name}: no single plain dtype of its encoding {same}")
+    return same[0]
+
+
+#: panel dtype -> the plain dtype whose values it stores, in panels (f32p -> f32)
+PANEL_VALUES: Mapping[str, str] = MappingProxyType(
+    {d.name: _panel_values(d) for d in DTYPE_TABLE if d.panel is not None}
+)
+#: plain dtype -> the panel dtype that stores its values pre-packed (f32 -> f32p)
+PANEL_OF: Mapping[str, str] = MappingProxyType({v: p for p, v in PANEL_VALUES.items()})
+assert len(PANEL_OF) == len(PANEL_VALUES), "two panel dtypes store the same values"
 #: block-quantized dtypes: (bytes per block, elements per block)
 BLOCK_DTYPES: Mapping[str, tuple[int, int]] = MappingProxyType(
     {d.name: d.block for d in DTYPE_TABLE if d.block is not None}
@@ -169,8 +215,9 @@ def storage_bytes(name: str, shape: int | Sequence[int]) -> int:
 
     ``shape`` is the dims, or an element count for dtypes whose size depends on
     the count alone.  Block dtypes: whole blocks per row (last dim); an element
-    count is taken as one row.  Panel dtypes (``f32p``): the shape must be
-    ``[N, K]``; ``ceil(N / panel) * panel * K`` values (the padding rows included).
+    count is taken as one row.  Panel dtypes (``f32p``, ``bf16p``): the shape must
+    be ``[N, K]`` with K a multiple of :attr:`DType.k_group`; ``ceil(N / panel) *
+    panel * K`` values (the padding rows included).
     """
     d = dtype_info(name)
     dims = (shape,) if isinstance(shape, int) else tuple(shape)
@@ -179,6 +226,8 @@ def storage_bytes(name: str, shape: int | Sequence[int]) -> int:
             raise ValueError(f"{name} buffers are [N, K] matrices; got shape {shape!r}")
         assert d.elem_bytes is not None
         n, k = dims
+        if k % d.k_group:
+            raise ValueError(f"{name} needs K % {d.k_group} == 0; got shape {shape!r}")
         return -(-n // d.panel) * d.panel * k * d.elem_bytes
     rows = 1
     for dim in dims[:-1]:

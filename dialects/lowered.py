@@ -97,6 +97,7 @@ from ckir.vocab import (
     MODES,
     PANEL_DTYPES,
     ROLES,
+    dtype_info,
     storage_bytes,
 )
 
@@ -170,9 +171,10 @@ class BufferType(Shaped, ParametrizedAttribute, TypeAttribute):
     Plain dtypes ``f32, i32`` (4 bytes), ``bf16, f16`` (2), ``i64`` (8); block
     quantized ``q8_0`` (34 bytes / 32 elements), ``q4_0`` (18 / 32), ``q4_1``
     (20 / 32), ``q4_k`` (144 / 256), whose rows (last dim) hold whole blocks;
-    ``f32p``, an fp32 ``[N, K]`` matrix stored in 32-row panels (k-major, the
-    last panel zero-padded: ``ceil(N/32)*32*K`` floats), always 2-D:
-    ``!lowered.buf<[100, 64], f32p>`` is 128*64*4 bytes.
+    panel dtypes, an ``[N, K]`` matrix stored in 32-row panels (k-major, the
+    last panel zero-padded: ``ceil(N/32)*32*K`` values), always 2-D: ``f32p``
+    (fp32; ``!lowered.buf<[100, 64], f32p>`` is 128*64*4 bytes) and ``bf16p``
+    (bf16 pairs of k, K even; ``!lowered.buf<[100, 64], bf16p>`` is 128*64*2 bytes).
     """
 
     name = "lowered.buf"
@@ -197,7 +199,8 @@ class BufferType(Shaped, ParametrizedAttribute, TypeAttribute):
 
     @property
     def byte_size(self) -> int:
-        """Bytes the buffer occupies (quantized: whole blocks per row; f32p: whole panels)."""
+        """Bytes the buffer occupies (quantized: whole blocks per row; panel dtypes: whole
+        panels)."""
         return storage_bytes(self.dtype.data, self.shape_ints)
 
     @property
@@ -255,6 +258,9 @@ def _check_buffer(shape: tuple[int, ...], dtype: str) -> str | None:
         )
     if dtype in PANEL_DTYPES and len(shape) != 2:
         return f"{dtype} buffers are [N, K] matrices, got {len(shape)} dims"
+    group = dtype_info(dtype).k_group
+    if shape[-1] % group:
+        return f"{dtype} buffers hold K in groups of {group} (pairs of k), got K = {shape[-1]}"
     return None
 
 
@@ -322,8 +328,8 @@ class KernelArgAttr(Shaped, ParametrizedAttribute):
     ``access`` is ``read``, ``write`` or ``readwrite``; ``dtype`` one of the buffer
     dtypes; the optional ``extent`` is how many elements the kernel may touch, a
     dim expression over the kernel's parameters (``"(P+T)*KVD"``).  A panel dtype
-    (``f32p``) states it as ``rows*cols`` in logical elements (``"N*K"``); the
-    kernel then touches ``ceil(rows/32)*32*cols`` floats, padding included.  Inside a
+    (``f32p``, ``bf16p``) states it as ``rows*cols`` in logical elements (``"N*K"``);
+    the kernel then touches ``ceil(rows/32)*32*cols`` values, padding included.  Inside a
     ``lowered.kernel`` the operands print without the prefix:
     ``(x: read f32 extent "T*E", y: write f32)``.
     """
@@ -1496,7 +1502,7 @@ class CallOp(IRDLOperation):
     ) -> None:
         """Every buffer holds the elements its operand's declared extent may touch.
 
-        Panel dtypes (``f32p``) count stored values, padding rows included: the
+        Panel dtypes (``f32p``, ``bf16p``) count stored values, padding rows included: the
         extent ``rows*cols`` touches ``ceil(rows/32)*32*cols`` of them.
         """
         env: dict[str, int] | None = None

@@ -1,4 +1,4 @@
-"""``--convert-weights``: store linear-layer matrices in another dtype (bf16, f32p, Q8_0, ...)."""
+"""``--convert-weights``: store linear-layer matrices in another dtype (bf16, bf16p, Q8_0, ...)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,25 @@ from xdsl.pattern_rewriter import (
 from ckir.dialects import graph as g
 from ckir.dialects.dims import evaluate_dim
 from ckir.errors import CkirError
-from ckir.vocab import WEIGHT_DTYPES
+from ckir.vocab import BLOCK_DTYPES, PANEL_VALUES, WEIGHT_DTYPES, dtype_info
 
 #: graph ops whose first weight is a [N, K] matrix (or an embedding table)
 MATRIX_OPS = ("linear", "lm_head", "embed")
-#: block length along K of the block-quantized formats (f32p panels take any K)
-BLOCK = {"q8_0": 32, "q4_0": 32, "q4_1": 32}
+#: block length along K of the block-quantized formats (f32p panels take any K, bf16p
+#: panels an even K: ``DType.k_group``)
+BLOCK = {name: elems for name, (_nbytes, elems) in BLOCK_DTYPES.items()}
+
+
+def k_multiple(dtype: str) -> int:
+    """What K (dim 1) of a matrix stored as ``dtype`` must be a multiple of: the block of
+    a block format, the k group of a panel dtype (bf16p: 2), else 1."""
+    return BLOCK.get(dtype) or dtype_info(dtype).k_group
+
+
+def source_dtypes(dtype: str) -> frozenset[str]:
+    """The declared dtypes that ``dtype`` converts: f32, and for a panel dtype also the
+    plain dtype whose values it stores (bf16p packs bf16 matrices without rounding)."""
+    return frozenset({"f32", PANEL_VALUES.get(dtype, "f32")})
 
 
 @dataclass
@@ -41,13 +54,16 @@ class _SetWeightDtype(RewritePattern):
         rewriter.notify_op_modified(op)
 
 
-def convertible(model: g.ModelOp, dtype: str) -> set[str]:
-    """Weights to convert: f32 matrices of matrix ops (K fitting the block), and their ties.
+def convertible(model: g.ModelOp, dtype: str, sources: frozenset[str] | None = None) -> set[str]:
+    """Weights to convert: the matrices of matrix ops declared in one of ``sources``
+    (default :func:`source_dtypes`) whose K fits ``dtype`` (:func:`k_multiple`), and
+    their ties.
 
-    Also what a build made with ``dtype`` stores in it (``CompiledModel.weight_arrays``
-    asks which weights an f32p build packed)."""
+    Also what a build made with ``dtype`` stores in it."""
     weights = model.weights()
     symbols = model.symbol_values()
+    sources = source_dtypes(dtype) if sources is None else sources
+    multiple = k_multiple(dtype)
 
     def root(name: str) -> str:
         while (tied := weights[name].tied_to_name) is not None:
@@ -59,13 +75,25 @@ def convertible(model: g.ModelOp, dtype: str) -> set[str]:
         if isinstance(op, g.ComputeOp) and op.kind in MATRIX_OPS and op.weight_names:
             decl = weights[root(op.weight_names[0])]
             dims = decl.shape_dims
-            block = BLOCK.get(dtype)
-            if decl.dtype_name != "f32" or len(dims) != 2:
+            if decl.dtype_name not in sources or len(dims) != 2:
                 continue
-            if block and evaluate_dim(dims[1], symbols) % block:
+            if evaluate_dim(dims[1], symbols) % multiple:
                 continue
             stored.add(decl.weight_name)
     return stored | {name for name in weights if root(name) in stored}
+
+
+def convert_weights(op: ModuleOp, dtype: str, sources: frozenset[str] | None = None) -> None:
+    """Set ``dtype`` on the :func:`convertible` weights of every graph model of ``op``
+    (``sources``: the declared dtypes to convert; default :func:`source_dtypes`)."""
+    for model in op.ops:
+        if not isinstance(model, g.ModelOp):
+            continue
+        pattern = _SetWeightDtype(dtype, frozenset(convertible(model, dtype, sources)))
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier([pattern], dce_enabled=False),
+            apply_recursively=False,
+        ).rewrite_region(model.body)
 
 
 @dataclass(frozen=True)
@@ -78,15 +106,19 @@ class ConvertWeightsPass(ModulePass):
     Norm gammas, biases and positional tables stay f32. Block formats need K
     to be a multiple of 32; matrices where it is not stay f32. ``f32p`` keeps
     the fp32 values exactly, pre-packed in the 32-row panels the GEMM kernels
-    read (any N and K; docs/quantization.md). A tied weight takes its target's
-    dtype.
+    read (any N and K). ``bf16p`` stores bf16 values (f32 ones rounded to
+    nearest even) in the same panels, as pairs of k: it converts f32 **and
+    bf16** matrices whose K is even; the others stay as they were
+    (docs/quantization.md). A tied weight takes its target's dtype.
 
     Options:
-      dtype (str, default "bf16"): one of f32, f32p, bf16, q8_0, q4_0, q4_1.
+      dtype (str, default "bf16"): one of f32, f32p, bf16, bf16p, q8_0, q4_0, q4_1.
 
     Example: ``ckir-opt graph.mlir --convert-weights{dtype=q8_0} --lower-decode``
     turns ``graph.weight @"layers.{i}.attn.wq" : [H*D, E] f32 hf "..."`` into
-    ``graph.weight @"layers.{i}.attn.wq" : [H*D, E] q8_0 hf "..."``.
+    ``graph.weight @"layers.{i}.attn.wq" : [H*D, E] q8_0 hf "..."``; with
+    ``dtype=bf16p``, ``[E, I] bf16 hf "..."`` becomes ``[E, I] bf16p hf "..."`` when
+    I is even and stays bf16 when it is odd.
     """
 
     name = "convert-weights"
@@ -101,11 +133,4 @@ class ConvertWeightsPass(ModulePass):
             )
         if self.dtype == "f32":
             return
-        for model in op.ops:
-            if not isinstance(model, g.ModelOp):
-                continue
-            pattern = _SetWeightDtype(self.dtype, frozenset(convertible(model, self.dtype)))
-            PatternRewriteWalker(
-                GreedyRewritePatternApplier([pattern], dce_enabled=False),
-                apply_recursively=False,
-            ).rewrite_region(model.body)
+        convert_weights(op, self.dtype)

@@ -64,6 +64,23 @@ def test_cost_model_counts_f32p_panels(tiny_build: Path, llama_dir: Path, tmp_pa
     assert bench.baseline_dtype("f32p") == "f32" and bench.baseline_dtype("q8_0") == "q8_0"
 
 
+def test_cost_model_counts_bf16p_panels(tiny_build: Path, llama_dir: Path, tmp_path: Path) -> None:
+    """A bf16 build stores its matrices as bf16p (the default): 2 bytes per stored value,
+    the padded panels included (I = 172 rows -> 192 for gate and up; down [E, I] has
+    E = 64 rows, whole panels), norms 4 bytes per element, a gathered embedding row 2
+    bytes per element; the FLOPs are those of the logical matrices."""
+    out = tmp_path / "tiny-bf16"
+    bench.compile_build(llama_dir, out, "bf16", max_context=32, cold=False)
+    assert "] bf16p hf" in (out / "layout.mlir").read_text()
+    packed, plain = bench.model_cost(out), bench.model_cost(tiny_build)
+    layer_matrices = E * E + 2 * (KV * D) * E + E * E + 2 * 192 * E + E * I
+    layer_norms = 2 * E
+    expected = E * 2 + L * (layer_matrices * 2 + layer_norms * 4) + E * 4 + V * E * 2
+    assert packed.decode_weight_bytes == expected
+    assert packed.prefill_params == plain.prefill_params
+    assert bench.baseline_dtype("bf16p") == "bf16" and bench.baseline_dtype("bf16") == "bf16"
+
+
 def test_roofline_arithmetic() -> None:
     cost = bench.ModelCost(
         decode_weight_bytes=1000,
@@ -216,6 +233,7 @@ def test_bench_end_to_end(llama_dir: Path, tmp_path: Path, capsys: pytest.Captur
     ]:
         assert key in rows, key
     assert "note: torch: no q8_0 weights in PyTorch eager; skipped" in out
+    assert "note: ckir f32: the weight matrices are stored as f32p (f32 in GEMM panels" in out
     assert re.search(r"logits check torch f32 vs ckir f32: .* = \d\.\de-0[5-9]", out)
     for section in ("Decode roofline", "Prefill roofline", "Compile time", "Peak RSS"):
         assert section in out

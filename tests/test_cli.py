@@ -115,6 +115,16 @@ def test_inspect_reports_totals_and_kernels(build: Path) -> None:
     assert "decode: add_rmsnorm = 4, gate_up = 2, qkv = 2" in proc.stdout
 
 
+def test_compile_help_names_the_panel_dtypes() -> None:
+    """--dtype offers bf16p; --no-panels says it keeps f32 and bf16 matrices row-major."""
+    proc = run("ckir", "compile", "--help")
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "bf16p" in text.split("--no-panels")[0]  # a --dtype choice
+    assert "keep f32 and bf16 weight matrices row-major" in text
+    assert "bf16 ones in bf16p panels" in text
+
+
 def test_import_to_file(llama_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "g.mlir"
     proc = run("ckir", "import", str(llama_dir), "-o", str(out))

@@ -1,4 +1,4 @@
-"""Generated C with bf16 / f32p / Q8_0 / Q4_0 / Q4_1 weights vs HF on the same rounded weights.
+"""Generated C with bf16 / bf16p / f32p / Q8_0 / Q4_0 / Q4_1 weights vs HF on the rounded weights.
 
 Oracle: the HF model with each converted matrix replaced by its stored value
 (bf16-rounded, or quantized and dequantized by :mod:`ckir.quant`, itself
@@ -7,7 +7,9 @@ kernels' own arithmetic: prefill GEMMs compute in fp32 on the dequantized
 weights (tight), decode GEMVs of block formats quantize the activation row
 to Q8 per 32-element block (looser; docs/quantization.md derives the bound).
 f32p stores the fp32 values exactly (in GEMM panels): its oracle is the HF model
-itself, at the fp32 tolerance of tests/test_parity.py.
+itself, at the fp32 tolerance of tests/test_parity.py.  bf16p stores the bf16 values
+in GEMM panels (the default of a bf16 build): the bf16 oracle; the "bf16" case here
+is built with ``panels=False`` to keep the row-major bf16 kernels covered.
 """
 
 from __future__ import annotations
@@ -29,8 +31,24 @@ from ckir.tools.zoo import make_tiny_model  # noqa: E402
 # q4_0 < 2e-2, q4_1 5.3e-2 (Q4_1's offset term multiplies the quantized activation
 # sum).  Bounds are twice those; the exact integer scheme of each kernel is checked
 # tightly in tests/test_quant_kernels.py.
-PREFILL_TOL = {"bf16": 1e-4, "f32p": 1e-4, "q8_0": 1e-4, "q4_0": 1e-4, "q4_1": 1e-4}
-DECODE_TOL = {"bf16": 1e-4, "f32p": 1e-4, "q8_0": 5e-2, "q4_0": 5e-2, "q4_1": 1.1e-1}
+PREFILL_TOL = {
+    "bf16": 1e-4,
+    "bf16p": 1e-4,
+    "f32p": 1e-4,
+    "q8_0": 1e-4,
+    "q4_0": 1e-4,
+    "q4_1": 1e-4,
+}
+DECODE_TOL = {
+    "bf16": 1e-4,
+    "bf16p": 1e-4,
+    "f32p": 1e-4,
+    "q8_0": 5e-2,
+    "q4_0": 5e-2,
+    "q4_1": 1.1e-1,
+}
+#: dtypes whose every matrix is converted (no K constraint: K is even here)
+ANY_K = frozenset({"bf16", "bf16p", "f32p"})
 DTYPES = list(PREFILL_TOL)
 #: bf16 prefill on the vdpbf16ps path against the oracle that rounds every linear
 #: input to bf16.  Where ckir's and torch's fp32 x differ in the last bit, bf16(x) can
@@ -61,14 +79,18 @@ def oracle(model_dir, dtype: str):
         for module in hf.modules():
             if isinstance(module, torch.nn.Linear | torch.nn.Embedding):
                 w = module.weight.detach().numpy()
-                if dtype in ("bf16", "f32p") or w.shape[1] % 32 == 0:
+                if dtype in ANY_K or w.shape[1] % 32 == 0:
                     module.weight.copy_(torch.from_numpy(stored(w, dtype)))
     return hf
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_weight_dtype_matches_rounded_oracle(dtype: str, llama_dir, tmp_path) -> None:
-    model = ckir.compile(llama_dir, tmp_path / dtype, dtype=dtype, max_context=32)
+    # bf16: row-major (panels off); bf16p: what a bf16 build stores by default
+    build = {"bf16": ("bf16", False), "bf16p": ("bf16", None)}.get(dtype, (dtype, None))
+    model = ckir.compile(
+        llama_dir, tmp_path / dtype, dtype=build[0], max_context=32, panels=build[1]
+    )
     layout = (tmp_path / dtype / "layout.mlir").read_text()
     assert f"] {dtype} hf" in layout  # the graph declares converted weights
     tokens = np.random.default_rng(0).integers(0, model.vocab_size, size=9)
@@ -99,11 +121,15 @@ def round_linear_inputs(hf) -> None:
             module.register_forward_pre_hook(hook)
 
 
-def test_bf16_prefill_on_the_bf16_dot_path(llama_dir, tmp_path) -> None:
+@pytest.mark.parametrize("panels", [False, True], ids=["bf16", "bf16p"])
+def test_bf16_prefill_on_the_bf16_dot_path(panels: bool, llama_dir, tmp_path) -> None:
     """A 40-token bf16 prefill runs the GEMMs with M = 40 > 32: where the runtime has
     vdpbf16ps (ckir_runtime_bf16_dot) they round x to bf16, so the oracle rounds every
-    linear layer's input too; elsewhere x stays fp32 and the plain oracle holds."""
-    model = ckir.compile(llama_dir, tmp_path / "bf16", dtype="bf16", max_context=48)
+    linear layer's input too; elsewhere x stays fp32 and the plain oracle holds.  Both
+    layouts: row-major bf16 (gemm_bf16 packs w) and bf16p (read in place)."""
+    model = ckir.compile(llama_dir, tmp_path / "bf16", dtype="bf16", max_context=48, panels=panels)
+    layout = (tmp_path / "bf16" / "layout.mlir").read_text()
+    assert ("lowered.kernel @gemm_bf16p " in layout) is panels
     dot = bool(model._lib.ckir_runtime_bf16_dot())
     tokens = np.random.default_rng(1).integers(0, model.vocab_size, size=40)
     hf = oracle(llama_dir, "bf16")

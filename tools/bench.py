@@ -11,9 +11,9 @@ MODEL is a HF checkpoint folder or a built-in shape (``smollm-135m``,
 Nothing is downloaded.
 
 Method.  ckir is compiled (timed step by step) for every requested dtype.
-Every system (ckir per dtype, each baseline per dtype it supports; for f32p,
-fp32 pre-packed in ckir's GEMM panels, the baselines run f32, once when f32 is
-benched too) runs in a
+Every system (ckir per dtype, each baseline per dtype it supports; for f32p /
+bf16p, fp32 / bf16 pre-packed in ckir's GEMM panels, the baselines run f32 /
+bf16, once when that dtype is benched too) runs in a
 worker process of its own, loaded once and warmed up; the parent sends one
 run at a time, so only one system computes at any moment.  A round runs every
 system once per mode, in alternating order (ckir, torch, ckir, torch, ...;
@@ -33,9 +33,10 @@ per-round ratios of adjacent runs), and the fraction of the roofline.
 * decode bound: bytes read per token = every weight matrix the decode calls
   read (layer weights, LM head) + one row of each gathered table (token /
   position embedding) + the K and V cache rows read by attention at that
-  position (mean over the steps), in the stored dtype (f32p: 4 bytes per
-  value, the zero rows padding a matrix's last 32-row panel included, as the
-  kernels stream them; a gathered f32p row: 4 bytes per element); bound = read
+  position (mean over the steps), in the stored dtype (f32p / bf16p: 4 / 2
+  bytes per value, the zero rows padding a matrix's last 32-row panel
+  included, as the kernels stream them; a gathered panel row: 4 / 2 bytes per
+  element); bound = read
   bandwidth / bytes.  Counted from the build's lowered IR and layout.
 * prefill bound: 2 x (parameters of the matrices multiplied) x T + causal
   attention 4 x H x D x T(T+1)/2 per layer, against the FMA peak.
@@ -100,7 +101,7 @@ from ckir.cost import ModelCost
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.resources import import_root, source_root
-from ckir.vocab import INFERENCE_MODES, PANEL_DTYPES, WEIGHT_DTYPES
+from ckir.vocab import INFERENCE_MODES, PANEL_OF, PANEL_VALUES, WEIGHT_DTYPES, dtype_info
 
 BASELINES = ("torch", "onnxruntime", "llama.cpp")
 #: what ``--modes`` takes: the inference modes, or ``train`` (alone: tools/bench_train.py)
@@ -266,9 +267,9 @@ class CompileTimes:
 
 
 def baseline_dtype(dtype: str) -> str:
-    """The weights a baseline runs for ckir's ``dtype``: f32 for f32p (the same fp32
-    values, only stored in ckir's GEMM panels), else ``dtype`` itself."""
-    return "f32" if dtype in PANEL_DTYPES else dtype
+    """The weights a baseline runs for ckir's ``dtype``: f32 for f32p, bf16 for bf16p
+    (the same values, only stored in ckir's GEMM panels), else ``dtype`` itself."""
+    return PANEL_VALUES.get(dtype, dtype)
 
 
 def compile_build(
@@ -281,7 +282,8 @@ def compile_build(
     panels: bool | None = None,
 ) -> CompileTimes:
     """Compile ``model_dir`` into ``out`` (fresh) for ``modes``, timing every step
-    (``panels``: as CompileOptions.panels; None: f32 inference builds pack, the default)."""
+    (``panels``: as CompileOptions.panels; None: f32 and bf16 inference builds pack, the
+    default)."""
     from ckir.compiler import CompileOptions, Progress, build, prepare
 
     progress = Progress(quiet=True)
@@ -1295,12 +1297,15 @@ def collect(
     for dt in dtypes:
         s = System("ckir", dt, modes)
         specs.append((s, {**base, "kind": "ckir", "build": str(builds[dt])}))
-        if dt == "f32" and CompileOptions().uses_panels:
+        if dt in PANEL_OF and CompileOptions(dtype=None if dt == "f32" else dt).uses_panels:
+            group = dtype_info(PANEL_OF[dt]).k_group
             notes.append(
-                "ckir f32: the weight matrices are stored as f32p (fp32 in GEMM panels, "
-                "the default of inference builds)"
+                f"ckir {dt}: the weight matrices are stored as {PANEL_OF[dt]} ({dt} in GEMM "
+                "panels, the default of inference builds"
+                + (f"; those whose K is no multiple of {group} stay {dt})" if group > 1 else ")")
             )
-        # f32p holds the f32 values: the baselines run f32 (once, when f32 is benched too)
+        # f32p / bf16p hold the f32 / bf16 values: the baselines run those (once, when
+        # that dtype is benched too)
         bdt = baseline_dtype(dt)
         if bdt != dt and bdt in dtypes:
             if against:
@@ -1380,7 +1385,7 @@ def collect(
                 if mode == "decode":
                     value = statistics.median(probe.measure(args.threads, 3))
                     report.bandwidth.append(value)
-                elif dtype == "bf16" and bf16_dot:
+                elif baseline_dtype(dtype) == "bf16" and bf16_dot:
                     value = fma_probe(args.threads, bf16_dot=True)
                     report.bf16_dot.append(value)
                 else:

@@ -39,7 +39,7 @@ from ckir.dialects import lowered as lw
 from ckir.dialects.dims import evaluate_dim
 from ckir.errors import CkirError
 from ckir.frontend.safetensors_header import TensorInfo, read_checkpoint_header
-from ckir.vocab import BLOCK_DTYPES, PANEL_DTYPES
+from ckir.vocab import BLOCK_DTYPES, PANEL_DTYPES, dtype_info
 
 _NP_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
 
@@ -90,7 +90,9 @@ def check_finite(arr: np.ndarray, dtype: str, what: str) -> None:
 
 def encode(arr: np.ndarray, dtype: str, what: str) -> np.ndarray:
     """float32 array -> the bytes of ``dtype`` (f32, or a format of :mod:`ckir.quant`:
-    bf16, f32p panels, GGUF blocks); a CkirError if ``arr`` holds NaN or Inf."""
+    bf16, f32p / bf16p panels, GGUF blocks); a CkirError naming ``what`` if ``arr``
+    holds NaN or Inf, or does not fit the format (a panel matrix that is not 2-D, an
+    odd K for bf16p)."""
     check_finite(arr, "f32", what)
     if dtype == "f32":
         return np.ascontiguousarray(arr, dtype="<f4").view(np.uint8).reshape(-1)
@@ -99,12 +101,13 @@ def encode(arr: np.ndarray, dtype: str, what: str) -> np.ndarray:
     if dtype == "bf16":
         return np.ascontiguousarray(quant.to_bf16(arr)).view(np.uint8).reshape(-1)
     if dtype in PANEL_DTYPES:
-        if np.ndim(arr) != 2:
+        group = dtype_info(dtype).k_group
+        if np.ndim(arr) != 2 or np.shape(arr)[1] % group:
+            need = "[N, K] matrices" + (f" with K % {group} == 0" if group > 1 else "")
             raise CkirError(
-                f"weights.bin: {what} has shape {list(np.shape(arr))}; {dtype} stores [N, K] "
-                "matrices"
+                f"weights.bin: {what} has shape {list(np.shape(arr))}; {dtype} stores {need}"
             )
-        return quant.pack_panels(arr).view(np.uint8).reshape(-1)
+        return quant.pack_panels(arr, dtype).view(np.uint8).reshape(-1)
     quantizer = getattr(quant, f"quantize_{dtype}", None)
     if quantizer is None:
         raise CkirError(f"weights.bin: no encoder for dtype {dtype} ({what})")

@@ -5,7 +5,7 @@
 // their model (copied from runtime/registry*.yaml where the kernel exists).
 
 // unknown dtype (parse error)
-// CHECK: unknown dtype 'f64' (expected one of f32, f32p, bf16, f16, i32, i64, q8_0, q4_0, q4_1, q4_k)
+// CHECK: unknown dtype 'f64' (expected one of f32, f32p, bf16, bf16p, f16, i32, i64, q8_0, q4_0, q4_1, q4_k)
 lowered.model @m {
   lowered.program @prefill mode "prefill" max_context 4 {
     lowered.buffer @x activation : !lowered.buf<[4], f64>
@@ -498,7 +498,7 @@ lowered.model @m {
 // -----
 
 // unknown operand dtype (parse error)
-// CHECK: unknown dtype 'f8' (expected one of f32, f32p, bf16, f16, i32, i64, q8_0, q4_0, q4_1, q4_k)
+// CHECK: unknown dtype 'f8' (expected one of f32, f32p, bf16, bf16p, f16, i32, i64, q8_0, q4_0, q4_1, q4_k)
 lowered.model @m {
   lowered.kernel @k op "relu" c "k" modes ["decode"] (x: read f8) params ()
 }
@@ -674,5 +674,28 @@ lowered.model @m {
     lowered.buffer @x activation : !lowered.buf<[1, 9], f32>
     lowered.buffer @y activation : !lowered.buf<[1, 33], f32>
     lowered.call @k(@x, @w) -> (@y) {N = 33 : i64, K = 9 : i64}
+  }
+}
+
+// -----
+
+// bf16p (bf16 in 32-row panels of k pairs) needs an even K
+// CHECK: lowered.buf: bf16p buffers hold K in groups of 2 (pairs of k), got K = 7
+lowered.model @m {
+  lowered.buffer @w weight : !lowered.buf<[40, 7], bf16p> {source = "w"}
+}
+
+// -----
+
+// a bf16p extent counts values (bf16), not bytes, in whole panels: N = 33, K = 10
+// touches 2 panels of 32x10 = 640 values; @w ([40, 8]: 2 panels of 32x8) stores 512
+// CHECK: lowered.call @k: operand w = @w holds 512 values (whole panels), but the kernel may access 640 (extent "N*K" at K=10, N=33; run-time values at their largest)
+lowered.model @m {
+  lowered.kernel @k op "linear" c "k" modes ["decode"] (x: read f32 extent "K", w: read bf16p extent "N*K", y: write f32 extent "N") params (N: i64, K: i64)
+  lowered.buffer @w weight : !lowered.buf<[40, 8], bf16p> {source = "w"}
+  lowered.program @decode mode "decode" max_context 8 {
+    lowered.buffer @x activation : !lowered.buf<[1, 10], f32>
+    lowered.buffer @y activation : !lowered.buf<[1, 33], f32>
+    lowered.call @k(@x, @w) -> (@y) {N = 33 : i64, K = 10 : i64}
   }
 }
