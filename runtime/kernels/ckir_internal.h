@@ -181,6 +181,27 @@ void ckir_internal_gemm_panels(const float *x, const float *wp, const float *b, 
 void ckir_internal_gemm_bf16p(const float *x, const uint16_t *wp, const float *b, float *y,
                               int64_t M, int64_t N, int64_t K, int bf16_dot);
 
+/* Q8_0 blocks in GEMM panels (weight dtype q8_0p, K % 32 == 0): panel p (rows
+ * CKIR_PANEL * p ..) is K / 32 panel blocks of CKIR_PANEL * 34 bytes, block b
+ * holding the CKIR_PANEL f16 scales d[row, b] (2 * CKIR_PANEL bytes, row order),
+ * then 8 quad rows i of 4 * CKIR_PANEL bytes: byte 4 r + j of quad row i is
+ * q[row r, k = 32 b + 4 i + j] (int8).  Rows >= N have d = 0, q = 0.  Panel p
+ * starts at byte p * CKIR_PANEL * (K / 32) * 34: a whole-panel slice of rows is
+ * addressed like row-major q8_0. */
+#define CKIR_Q8P_BLOCK (CKIR_PANEL * 34)
+
+/* y[M, N] = x[M, K] . W^T (+ b) with W in q8_0p panels: gemm.c's blocked driver,
+ * each kc-slice of a panel dequantized into the B pack (fp32 x, as gemm_q8_0) */
+void ckir_internal_gemm_q8_0p(const float *x, const uint8_t *wp, const float *b, float *y,
+                              int64_t M, int64_t N, int64_t K);
+/* x[K] . row n of a q8_0p matrix as gemv_q8_0p computes it (x quantized, scalar)
+ * and as gemm_q8_0p does (fp32 x, double sum): the fused kernels' reference rows */
+/* dst[k * ld + n] = d * q of rows r0 + n (n < nr, a multiple of the vector width
+ * that stays inside the panel) at k < 32 of the q8_0p panel block pb (q8_0_panels.c) */
+void ckir_internal_q8p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld);
+float ckir_internal_ref_gemv_row_q8_0p(const float *x, const uint8_t *w, int64_t n, int64_t K);
+float ckir_internal_ref_gemm_row_q8_0p(const float *x, const uint8_t *w, int64_t n, int64_t K);
+
 /* out[i] = g[i] / (1 + e^-g[i]) * u[i] over one span, on the calling thread (the
  * body of swiglu_f32; elementwise.c).  Used by the fused gate_up kernels. */
 void ckir_internal_silu_mul(const float *g, const float *u, float *out, int64_t n);
