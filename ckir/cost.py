@@ -34,7 +34,7 @@ from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-from ckir.vocab import ELEMENT_BYTES, LOWERED_MODES, PANEL_DTYPES
+from ckir.vocab import LOWERED_MODES, PANEL_DTYPES, PANEL_VALUES, storage_bytes
 
 __all__ = [
     "GATHER_KINDS",
@@ -81,7 +81,7 @@ class CallCost:
     #: the origin's label, or the kernel name when the call has no origin
     label: str
     #: weight bytes read per call of one token (gathers: one row; others: whole buffers,
-    #: a panel dtype (f32p, bf16p) with the zero rows that pad its last panel: the
+    #: a panel dtype (f32p, bf16p, q8_0p) with the zero rows that pad its last panel: the
     #: kernels stream them too)
     weight_bytes: int
     #: parameters of the 2-D weight matrices multiplied (0 unless a matrix kind)
@@ -154,11 +154,11 @@ def _buffers(model: lw.LoweredModelOp) -> dict[str, lw.BufferOp]:
 def _row_bytes(btype: lw.BufferType) -> int:
     """Bytes of one row of a weight table (what a gather reads per token).
 
-    A panel table (f32p, bf16p) counts its element bytes (4, 2) per element of the
-    logical row (its values sit 32 slots apart in the panels, so the cache lines
-    touched are more)."""
+    A panel table (f32p, bf16p, q8_0p) counts the bytes of one row of the dtype whose
+    values it stores: 4 / 2 bytes per element, 34 per block of 32.  (A row's values
+    are spread over its panel, so the cache lines touched are more.)"""
     if btype.dtype_name in PANEL_DTYPES:
-        return btype.shape_ints[1] * ELEMENT_BYTES[btype.dtype_name]
+        return storage_bytes(PANEL_VALUES[btype.dtype_name], btype.shape_ints[1])
     return btype.byte_size // btype.shape_ints[0]
 
 

@@ -32,7 +32,11 @@ from ckir.compiler import (
 )
 from ckir.errors import CkirError, as_path, is_int, one_line
 from ckir.integrity import verify_digests
-from ckir.vocab import INFERENCE_MODES, PANEL_DTYPES, storage_bytes
+from ckir.vocab import INFERENCE_MODES, PANEL_DTYPES, PANEL_VALUES, storage_bytes
+
+#: the dtypes whose values weight_arrays / save_pretrained give back exactly (as fp32);
+#: a panel dtype of theirs is unpacked (f32p, bf16p), one of a block format is not (q8_0p)
+_SAVED_VALUES = ("f32", "bf16")
 
 ERRORS = {
     1: "token out of range",
@@ -385,7 +389,7 @@ class CompiledModel:
     # -- saving -----------------------------------------------------------------------
     def panel_weights(self) -> dict[str, str]:
         """graph.weight name (``layers.{i}.mlp.down``) -> the panel dtype it is stored in
-        (f32p, bf16p), from ``build.json`` (a build made before bf16p lists its f32p
+        (f32p, bf16p, q8_0p), from ``build.json`` (a build made before bf16p lists its f32p
         weights under ``f32p_weights``).  CkirError if the entry is malformed."""
         packed = self.info.get(PANEL_WEIGHTS_KEY)
         if packed is None:
@@ -411,7 +415,8 @@ class CompiledModel:
         (f32, ckir's shape), for every stored weight (tied copies share their target's
         values and are not listed).  f32 weights are copied, bf16 ones widened exactly,
         f32p / bf16p panels unpacked (a bf16p weight gives its bf16 values).  CkirError
-        naming the dtype for a weight stored in a block format (q8_0, ...)."""
+        naming the dtype for a weight stored in a block format (q8_0, its panels q8_0p,
+        ...)."""
         from ckir import quant
         from ckir.backend.hf_export import load_graph_model
         from ckir.backend.weights import weight_instances
@@ -441,7 +446,7 @@ class CompiledModel:
                     dtype = converted
                 else:  # the checkpoint's own (a bf16 HF folder, a GGUF block format)
                     dtype = decl.dtype_name
-            if arena == 0 and dtype in PANEL_DTYPES and len(shape) == 2:
+            if arena == 0 and PANEL_VALUES.get(dtype) in _SAVED_VALUES and len(shape) == 2:
                 try:
                     nbytes = storage_bytes(dtype, shape)
                 except ValueError:  # a K the panel dtype cannot hold: build.json is wrong
@@ -583,8 +588,9 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it.
 
     ``logits="last"`` builds a prefill that returns the last prompt row only ([1, V]).
-    ``panels`` stores the f32 / bf16 matrices of an inference build as f32p / bf16p (GEMM
-    panels; :attr:`ckir.compiler.CompileOptions.panels`, None: the default, on).
+    ``panels`` stores the f32 / bf16 / q8_0 matrices of an inference build as f32p / bf16p
+    / q8_0p (GEMM panels; :attr:`ckir.compiler.CompileOptions.panels`, None: the
+    default, on).
     """
     model_dir, out_dir = as_path(model_dir, "model_dir"), as_path(out_dir, "out_dir")
     if isinstance(modes, (str, bytes)):

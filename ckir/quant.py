@@ -1,4 +1,4 @@
-"""Weight dtypes of the runtime: bf16, f32p / bf16p panels, GGUF blocks Q8_0, Q4_0, Q4_1.
+"""Weight dtypes of the runtime: bf16, f32p / bf16p / q8_0p panels, GGUF blocks Q8_0, Q4_0, Q4_1.
 
 NumPy quantizers and dequantizers written for ckir (see docs/quantization.md).
 A quantized tensor of logical shape ``[..., K]`` is stored as a ``uint8`` array
@@ -28,8 +28,14 @@ as K rows of 32 floats, so element (n, k) is at float ``((n // 32) * K + k) * 32
 *pairs* (K even): panel row j holds, for each of the 32 rows, bf16(w[n, 2j]) then
 bf16(w[n, 2j + 1]), so element (n, k) is at uint16 ``((n // 32) * (K // 2) + k //
 2) * 64 + (n % 32) * 2 + k % 2``.  The rows past N of the last panel are zeros
-(``P * 32 * K`` values).  :func:`pack_panels` / :func:`unpack_panels` convert;
-unpacking needs the logical shape (``dequantize(arr, "bf16p", shape=(N, K))``).
+(``P * 32 * K`` values).  ``q8_0p`` (K % 32 == 0) is the Q8_0 blocks of a
+matrix (the same bytes, permuted): panel p is K/32 *panel blocks* of 1088 bytes,
+block b holding the 32 f16 scales ``d[32p + r, b]`` (bytes 0..63), then 8 *quad
+rows* i of 128 bytes, byte ``64 + 128 i + 4 r + j`` being ``q[32p + r, b, 4i + j]``;
+padding rows have d = 0 and q = 0.  :func:`pack_panels` / :func:`unpack_panels`
+convert (floats); unpacking needs the logical shape (``dequantize(arr, "bf16p",
+shape=(N, K))``); :func:`pack_q8_0p` / :func:`unpack_q8_0p` permute Q8_0 block
+bytes both ways, bit for bit.
 """
 
 from __future__ import annotations
@@ -50,8 +56,12 @@ from ckir.vocab import (
 QK = 32
 """Elements per block of every block format here."""
 
-#: bytes per 32-element block of the block formats quantized here
-_BLOCK_BYTES = {k: nbytes for k, (nbytes, elems) in BLOCK_DTYPES.items() if k in WEIGHT_DTYPES}
+#: bytes per 32-element block of the (row-major) block formats quantized here
+_BLOCK_BYTES = {
+    k: nbytes
+    for k, (nbytes, elems) in BLOCK_DTYPES.items()
+    if k in WEIGHT_DTYPES and k not in PANEL_DTYPES
+}
 assert all(BLOCK_DTYPES[k][1] == QK for k in _BLOCK_BYTES)
 #: block bytes and leading f16 scale bytes of each block format (q4_k: GGUF's, kept raw)
 _SCALE_BYTES = {
@@ -63,7 +73,8 @@ _SCALE_BYTES = {
 def block_bytes(dtype: str) -> tuple[int, int]:
     """(elements per block, bytes per block) of ``dtype``; scalars are one-element blocks.
 
-    Panel dtypes (f32p, bf16p) are not stored by rows: ValueError (see :func:`panel_bytes`).
+    Panel dtypes (f32p, bf16p, q8_0p) are not stored by rows: ValueError (see
+    :func:`panel_bytes`).
     """
     if dtype not in WEIGHT_DTYPES:
         raise ValueError(f"unknown weight dtype {dtype!r}")
@@ -102,9 +113,64 @@ def _panel_shape(d: DType, shape: tuple[int, ...]) -> tuple[int, int, int]:
         raise ValueError(f"{d.name} stores [N, K] matrices, got shape {tuple(shape)}")
     n, k = (int(v) for v in shape)
     if k % d.k_group:
-        raise ValueError(f"{d.name} needs K % {d.k_group} == 0 (k pairs), got shape {(n, k)}")
+        what = "k pairs" if d.block is None else "whole blocks"
+        raise ValueError(f"{d.name} needs K % {d.k_group} == 0 ({what}), got shape {(n, k)}")
     assert d.panel is not None
     return n, k, -(-n // d.panel)
+
+
+#: q8_0p: rows per panel, bytes of one block's f16 scale, k per quad row
+_Q8P_ROWS, _Q8P_SCALE, _Q8P_QUAD = PANEL_DTYPES["q8_0p"], 2, 4
+#: q8_0p: bytes of one panel block (32 rows x one 34-byte Q8_0 block: 1088)
+Q8_0P_PANEL_BLOCK = _Q8P_ROWS * BLOCK_DTYPES["q8_0"][0]
+
+
+def pack_q8_0p(blocks: np.ndarray) -> np.ndarray:
+    """Q8_0 block bytes of a ``[N, K]`` matrix (uint8 ``[N, K/32 * 34]``) -> its q8_0p
+    panels, uint8 ``[P, K/32, 1088]`` (P = ceil(N/32)), contiguous: a byte permutation
+    (exact), the rows of the last panel past N zero (d = 0, q = 0).
+
+    Panel block (p, b): bytes 0..63 the f16 scales ``d[32p + r, b]``, r = 0..31; byte
+    ``64 + 128 i + 4 r + j`` the int8 ``q[32p + r, b, 4i + j]``, i = 0..7, j = 0..3."""
+    a = np.ascontiguousarray(blocks)
+    nbytes = BLOCK_DTYPES["q8_0"][0]
+    if a.dtype != np.uint8 or a.ndim != 2 or a.shape[1] % nbytes:
+        raise ValueError(
+            f"q8_0p packs Q8_0 rows (uint8 [N, K/32 * {nbytes}]), got {a.dtype} {a.shape}"
+        )
+    n, nb = a.shape[0], a.shape[1] // nbytes
+    p = -(-n // _Q8P_ROWS)
+    padded = np.zeros((p * _Q8P_ROWS, nb, nbytes), dtype=np.uint8)
+    padded[:n] = a.reshape(n, nb, nbytes)
+    by_block = padded.reshape(p, _Q8P_ROWS, nb, nbytes).transpose(0, 2, 1, 3)  # [P, B, r, 34]
+    scales = by_block[..., :_Q8P_SCALE].reshape(p, nb, _Q8P_ROWS * _Q8P_SCALE)
+    quads = by_block[..., _Q8P_SCALE:].reshape(p, nb, _Q8P_ROWS, -1, _Q8P_QUAD)  # [.., r, i, j]
+    quads = quads.transpose(0, 1, 3, 2, 4).reshape(p, nb, -1)  # [P, B, i, r, j]
+    return np.ascontiguousarray(np.concatenate([scales, quads], axis=2))
+
+
+def unpack_q8_0p(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """q8_0p panels of the ``[N, K]`` matrix of logical ``shape`` (uint8, any shape with
+    ``ceil(N/32) * K/32 * 1088`` bytes) -> its Q8_0 block bytes, uint8 ``[N, K/32 * 34]``,
+    exactly those :func:`pack_q8_0p` packed (inverse permutation, bit for bit)."""
+    d = dtype_info("q8_0p")
+    n, k, p = _panel_shape(d, tuple(shape))
+    a = np.ascontiguousarray(arr)
+    if a.dtype != np.uint8:
+        raise TypeError(f"q8_0p panels are uint8 bytes, got {a.dtype}")
+    nb, nbytes = k // QK, BLOCK_DTYPES["q8_0"][0]
+    if a.size != p * nb * Q8_0P_PANEL_BLOCK:
+        raise ValueError(
+            f"q8_0p [{n}, {k}] is {p * nb * Q8_0P_PANEL_BLOCK} bytes ({p} panels of {nb} "
+            f"blocks of {Q8_0P_PANEL_BLOCK}), got {a.size}"
+        )
+    a = a.reshape(p, nb, Q8_0P_PANEL_BLOCK)
+    split = _Q8P_ROWS * _Q8P_SCALE
+    scales = a[..., :split].reshape(p, nb, _Q8P_ROWS, _Q8P_SCALE)
+    quads = a[..., split:].reshape(p, nb, -1, _Q8P_ROWS, _Q8P_QUAD).transpose(0, 1, 3, 2, 4)
+    by_block = np.concatenate([scales, quads.reshape(p, nb, _Q8P_ROWS, -1)], axis=3)
+    rows = by_block.transpose(0, 2, 1, 3).reshape(p * _Q8P_ROWS, nb * nbytes)[:n]
+    return np.ascontiguousarray(rows)
 
 
 def pack_panels(arr: np.ndarray, dtype: str = "f32p") -> np.ndarray:
@@ -112,12 +178,16 @@ def pack_panels(arr: np.ndarray, dtype: str = "f32p") -> np.ndarray:
 
     - ``f32p``: float32 ``[P, K, 32]``, the values exact;
     - ``bf16p``: uint16 ``[P, K/2, 32, 2]`` bf16 bits (rounded as :func:`to_bf16`),
-      K even.
+      K even;
+    - ``q8_0p``: uint8 ``[P, K/32, 1088]`` panel blocks (quantized as
+      :func:`quantize_q8_0`, then :func:`pack_q8_0p`), K % 32 == 0.
 
     The rows of the last panel past N are zeros."""
     d = _panel_dtype(dtype)
     a = np.asarray(arr, dtype=np.float32)
     n, k, p = _panel_shape(d, a.shape)
+    if dtype == "q8_0p":
+        return pack_q8_0p(quantize_q8_0(a))
     g, rows = d.k_group, d.panel
     assert rows is not None
     values = quantize(a, PANEL_VALUES[dtype])  # the plain dtype's encoding: exact to unpack
@@ -132,9 +202,12 @@ def unpack_panels(arr: np.ndarray, shape: tuple[int, ...], dtype: str = "f32p") 
     of :func:`pack_panels`).
 
     ``arr``: any shape holding ``ceil(N/32)*32*K`` stored values (f32p floats, bf16p
-    uint16 bits), or their bytes as uint8 (weights.bin)."""
+    uint16 bits), or their bytes as uint8 (weights.bin); q8_0p: its bytes (the
+    values of its Q8_0 blocks, :func:`unpack_q8_0p` for the blocks themselves)."""
     d = _panel_dtype(dtype)
     n, k, p = _panel_shape(d, tuple(shape))
+    if dtype == "q8_0p":
+        return dequantize(unpack_q8_0p(arr, (n, k)), "q8_0")
     g, rows = d.k_group, d.panel
     assert rows is not None and d.numpy is not None
     a = np.ascontiguousarray(arr)
@@ -241,8 +314,8 @@ def _f16(b: np.ndarray) -> np.ndarray:
 def dequantize(arr: np.ndarray, dtype: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """float32 values of ``arr`` stored as ``dtype`` (the inverse of the quantizers' layout).
 
-    ``shape`` is the logical ``[N, K]`` of a panel matrix (required for f32p and
-    bf16p: their storage does not tell N); other dtypes ignore it.
+    ``shape`` is the logical ``[N, K]`` of a panel matrix (required for f32p, bf16p
+    and q8_0p: their storage does not tell N); other dtypes ignore it.
     """
     if dtype == "f32":
         return np.asarray(arr, dtype=np.float32)
@@ -271,8 +344,18 @@ def count_non_finite(arr: np.ndarray, dtype: str) -> int:
 
     For the block formats only the f16 scales at the start of each block can be
     non-finite (``d``, and ``m`` of q4_1, ``d`` and ``dmin`` of GGUF's q4_k), so
-    only they are checked: a cheap pass over 2-4 bytes per block.
+    only they are checked: a cheap pass over 2-4 bytes per block (q8_0p: the 32
+    scales that open each 1088-byte panel block).
     """
+    if dtype == "q8_0p":  # panel blocks: 32 f16 scales, then 32 x 32 int8
+        raw = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
+        if raw.size % Q8_0P_PANEL_BLOCK:
+            raise ValueError(
+                f"q8_0p data must be whole {Q8_0P_PANEL_BLOCK}-byte panel blocks, "
+                f"got {raw.size} bytes"
+            )
+        scales = _f16(raw.reshape(-1, Q8_0P_PANEL_BLOCK)[:, : _Q8P_ROWS * _Q8P_SCALE])
+        return int(scales.size - np.count_nonzero(np.isfinite(scales)))
     if dtype in PANEL_DTYPES:  # the panels (their plain dtype's values, zero padding) or bytes
         if np.asarray(arr).dtype == np.uint8:
             arr = np.ascontiguousarray(arr).reshape(-1).view(dtype_info(dtype).numpy)
@@ -292,8 +375,8 @@ def count_non_finite(arr: np.ndarray, dtype: str) -> int:
 
 def quantize(arr: np.ndarray, dtype: str) -> np.ndarray:
     """``arr`` (float) stored as ``dtype``: float32, bf16 (uint16), panels
-    (:func:`pack_panels`: f32p float32 ``[P, K, 32]``, bf16p uint16 ``[P, K/2, 32, 2]``)
-    or block bytes (uint8)."""
+    (:func:`pack_panels`: f32p float32 ``[P, K, 32]``, bf16p uint16 ``[P, K/2, 32, 2]``,
+    q8_0p uint8 ``[P, K/32, 1088]``) or block bytes (uint8)."""
     if dtype == "f32":
         return np.ascontiguousarray(arr, dtype=np.float32)
     if dtype in PANEL_DTYPES:

@@ -173,8 +173,10 @@ class BufferType(Shaped, ParametrizedAttribute, TypeAttribute):
     (20 / 32), ``q4_k`` (144 / 256), whose rows (last dim) hold whole blocks;
     panel dtypes, an ``[N, K]`` matrix stored in 32-row panels (k-major, the
     last panel zero-padded: ``ceil(N/32)*32*K`` values), always 2-D: ``f32p``
-    (fp32; ``!lowered.buf<[100, 64], f32p>`` is 128*64*4 bytes) and ``bf16p``
-    (bf16 pairs of k, K even; ``!lowered.buf<[100, 64], bf16p>`` is 128*64*2 bytes).
+    (fp32; ``!lowered.buf<[100, 64], f32p>`` is 128*64*4 bytes), ``bf16p``
+    (bf16 pairs of k, K even; ``!lowered.buf<[100, 64], bf16p>`` is 128*64*2 bytes)
+    and ``q8_0p`` (Q8_0 blocks, K % 32 == 0; ``!lowered.buf<[100, 64], q8_0p>`` is
+    128*2*34 bytes).
     """
 
     name = "lowered.buf"
@@ -205,9 +207,12 @@ class BufferType(Shaped, ParametrizedAttribute, TypeAttribute):
 
     @property
     def stored_values(self) -> int:
-        """Values the buffer stores: its elements, with the padding rows of a panel dtype."""
-        if self.dtype.data in PANEL_DTYPES:
-            return self.byte_size // ELEMENT_BYTES[self.dtype.data]
+        """Values the buffer stores: its elements, with the padding rows of a panel dtype
+        (``ceil(N/32)*32*K`` for an ``[N, K]`` one)."""
+        panel = PANEL_DTYPES.get(self.dtype.data)
+        if panel is not None:
+            n, k = self.shape_ints
+            return -(-n // panel) * panel * k
         return self.num_elements
 
     def verify(self) -> None:
@@ -328,9 +333,9 @@ class KernelArgAttr(Shaped, ParametrizedAttribute):
     ``access`` is ``read``, ``write`` or ``readwrite``; ``dtype`` one of the buffer
     dtypes; the optional ``extent`` is how many elements the kernel may touch, a
     dim expression over the kernel's parameters (``"(P+T)*KVD"``).  A panel dtype
-    (``f32p``, ``bf16p``) states it as ``rows*cols`` in logical elements (``"N*K"``);
-    the kernel then touches ``ceil(rows/32)*32*cols`` values, padding included.  Inside a
-    ``lowered.kernel`` the operands print without the prefix:
+    (``f32p``, ``bf16p``, ``q8_0p``) states it as ``rows*cols`` in logical elements
+    (``"N*K"``); the kernel then touches ``ceil(rows/32)*32*cols`` values, padding
+    included.  Inside a ``lowered.kernel`` the operands print without the prefix:
     ``(x: read f32 extent "T*E", y: write f32)``.
     """
 
@@ -1502,8 +1507,8 @@ class CallOp(IRDLOperation):
     ) -> None:
         """Every buffer holds the elements its operand's declared extent may touch.
 
-        Panel dtypes (``f32p``, ``bf16p``) count stored values, padding rows included: the
-        extent ``rows*cols`` touches ``ceil(rows/32)*32*cols`` of them.
+        Panel dtypes (``f32p``, ``bf16p``, ``q8_0p``) count stored values, padding rows
+        included: the extent ``rows*cols`` touches ``ceil(rows/32)*32*cols`` of them.
         """
         env: dict[str, int] | None = None
         for arg, name in self.bindings(decl):

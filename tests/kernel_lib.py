@@ -35,6 +35,7 @@ NP_DTYPES = {
     "q4_1": np.uint8,
     "f32p": np.float32,
     "bf16p": np.uint16,
+    "q8_0p": np.uint8,
 }
 ISAS = ("scalar", "avx2", "native")
 

@@ -335,6 +335,33 @@ def test_quantized_dequantized_when_declared_f32(hf_llama: Path, gguf_dir: Path)
     assert np.array_equal(f32, quant.dequantize(raw.reshape(32, -1), "q8_0").ravel())
 
 
+def test_quantized_repacked_when_declared_q8_0p(hf_llama: Path, gguf_dir: Path) -> None:
+    """Q8_0 rows declared q8_0p (panels on) are the same blocks (q/k rows restored to HF
+    order) permuted into panels, never requantized; a float tensor is quantized first."""
+    from ckir.dialects.dims import evaluate_dim
+
+    path = gguf_from_hf(hf_llama, gguf_dir / "llama-q8-panels.gguf", qtype="Q8_0")
+    module, _, source = import_model(path)
+    model = _model(module)
+    symbols = model.symbol_values()
+    for name in ("layers.{i}.attn.wk", "layers.{i}.attn.wq", "layers.{i}.mlp.down"):
+        decl = model.weights()[name]
+        shape = tuple(evaluate_dim(d, symbols) for d in decl.shape_dims)
+        raw = source.bytes_for(decl, 1, symbols, "q8_0")
+        packed = source.bytes_for(decl, 1, symbols, "q8_0p")
+        assert packed.nbytes == quant.panel_bytes(*shape, "q8_0p")
+        assert np.array_equal(packed, quant.pack_q8_0p(raw.reshape(shape[0], -1)).reshape(-1))
+        assert np.array_equal(quant.unpack_q8_0p(packed, shape).reshape(-1), raw)
+    f16 = gguf_from_hf(hf_llama, gguf_dir / "llama-f16-panels.gguf", qtype="F16")
+    module, _, source = import_model(f16)
+    decl = _model(module).weights()["layers.{i}.attn.wq"]
+    shape = tuple(evaluate_dim(d, symbols) for d in decl.shape_dims)
+    values = source.bytes_for(decl, 0, symbols, "f32").view(np.float32).reshape(shape)
+    assert np.array_equal(
+        source.bytes_for(decl, 0, symbols, "q8_0p"), quant.quantize(values, "q8_0p").reshape(-1)
+    )
+
+
 def test_tied_embedding(hf_llama_tied: Path, gguf_dir: Path) -> None:
     path = gguf_from_hf(
         hf_llama_tied, gguf_dir / "tied.gguf", qtype="Q4_1", qtypes={"token_embd.weight": "Q8_0"}

@@ -139,12 +139,22 @@ def test_f32_gguf_matches_hf(hf_llama: Path, tmp_path: Path, dtype: str | None) 
     assert np.abs(steps - ref).max() <= 1e-4 * np.abs(ref).max()
 
 
-@pytest.mark.parametrize("qtype", ["q8_0", "q4_0", "q4_1"])
-def test_quantized_gguf_keeps_blocks(hf_llama: Path, tmp_path: Path, qtype: str) -> None:
+@pytest.mark.parametrize(
+    ("qtype", "panels", "stored"),
+    [
+        ("q8_0", False, "q8_0"),
+        ("q8_0", None, "q8_0p"),  # the default: Q8_0 blocks repacked into panels
+        ("q4_0", None, "q4_0"),
+        ("q4_1", None, "q4_1"),
+    ],
+)
+def test_quantized_gguf_keeps_blocks(
+    hf_llama: Path, tmp_path: Path, qtype: str, panels: bool | None, stored: str
+) -> None:
     path = write_gguf(hf_llama, tmp_path / f"tiny-{qtype}.gguf", qtype)
-    model = ckir.compile(path, tmp_path / "build", max_context=32)
+    model = ckir.compile(path, tmp_path / "build", max_context=32, panels=panels)
     layout = (tmp_path / "build" / "layout.mlir").read_text()
-    assert f"lowered.call @gemv_{qtype}(" in layout and f"lowered.call @gemm_{qtype}(" in layout
+    assert f"lowered.call @gemv_{stored}(" in layout and f"lowered.call @gemm_{stored}(" in layout
     tokens = np.random.default_rng(2).integers(0, model.vocab_size, size=8)
     ref = hf_logits(hf_llama, tokens, dequantize=qtype)
     ours = model.prefill(tokens)  # fp32 arithmetic on the exact block values

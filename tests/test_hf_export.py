@@ -153,7 +153,7 @@ def test_quantized_gguf_saves_after_dtype_f32(tmp_path: Path) -> None:
     gguf = gguf_from_hf(src, tmp_path / "m.gguf", qtype="Q8_0")
     with (
         ckir.compile(gguf, tmp_path / "b8", max_context=16) as q8,
-        pytest.raises(CkirError, match=r"stored as q8_0; only f32 and bf16 builds"),
+        pytest.raises(CkirError, match=r"stored as q8_0p; only f32 and bf16 builds"),
     ):
         q8.save_pretrained(tmp_path / "no")
     assert not (tmp_path / "no").exists()
@@ -164,14 +164,19 @@ def test_quantized_gguf_saves_after_dtype_f32(tmp_path: Path) -> None:
     assert np.abs(ours[name] - ref[name]).max() < 0.01 * np.abs(ref[name]).max()
 
 
-@pytest.mark.parametrize("dtype", ["q8_0", "q4_1"])
-def test_quantized_build_is_refused(dtype: str, tmp_path: Path) -> None:
-    """Block formats are refused (bf16 builds save their bf16 values:
-    tests/test_panel_weights.py)."""
+@pytest.mark.parametrize(
+    ("dtype", "panels", "stored"),
+    [("q8_0", False, "q8_0"), ("q8_0", None, "q8_0p"), ("q4_1", None, "q4_1")],
+)
+def test_quantized_build_is_refused(
+    dtype: str, panels: bool | None, stored: str, tmp_path: Path
+) -> None:
+    """Block formats are refused, in panels (q8_0p, the default of a q8_0 build) or
+    not (bf16 builds save their bf16 values: tests/test_panel_weights.py)."""
     src = make_tiny_model("llama", tmp_path / "hf", seed=1, intermediate_size=128)
-    pattern = rf"stored as {dtype}; only f32 and bf16 builds can be saved"
+    pattern = rf"stored as {stored}; only f32 and bf16 builds can be saved"
     with (
-        ckir.compile(src, tmp_path / "b", max_context=16, dtype=dtype) as model,
+        ckir.compile(src, tmp_path / "b", max_context=16, dtype=dtype, panels=panels) as model,
         pytest.raises(CkirError, match=pattern),
     ):
         model.save_pretrained(tmp_path / "out")

@@ -1,12 +1,14 @@
 """The panel weight dtypes on the Python side: packing, sizes, extents, options, builds.
 
-f32p is fp32 and bf16p bf16 stored in the 32-row panels the GEMM kernels read
-(docs/quantization.md).  f32p: element (n, k) of a [N, K] matrix at float
+f32p is fp32, bf16p bf16 and q8_0p Q8_0 blocks stored in the 32-row panels the
+kernels read (docs/quantization.md).  f32p: element (n, k) of a [N, K] matrix at float
 ``((n // 32) * K + k) * 32 + n % 32``.  bf16p (K even): element (n, k) at uint16
 ``((n // 32) * (K // 2) + k // 2) * 64 + (n % 32) * 2 + k % 2``, its value bf16 (round
-to nearest even).  The rows past N of the last panel are zero.  The kernels themselves:
-tests/test_panel_kernels.py; whole models against transformers: below and
-tests/test_weight_dtype_parity.py.
+to nearest even).  q8_0p (K % 32 == 0): panel block (p, b) of 1088 bytes at byte
+``(p * K/32 + b) * 1088`` holds the f16 scales d[32p + r, b] at bytes ``2r, 2r + 1``
+and the int8 q[32p + r, b, 4i + j] at byte ``64 + 128 i + 4 r + j``.  The rows past N
+of the last panel are zero.  The kernels themselves: tests/test_panel_kernels.py;
+whole models against transformers: below and tests/test_weight_dtype_parity.py.
 """
 
 from __future__ import annotations
@@ -25,16 +27,21 @@ from ckir.dialects.dims import product_factors
 from ckir.errors import CkirError
 from ckir.registry import extent_values, panel_extent_problem
 
-PANEL_DTYPES = ["f32p", "bf16p"]
+PANEL_DTYPES = ["f32p", "bf16p", "q8_0p"]
+#: the panel dtypes of plain values (one value per element; q8_0p holds blocks)
+VALUE_PANELS = ["f32p", "bf16p"]
 #: N around the panel (fewer rows than a panel, one short, exact, one over, ragged two)
 ROWS = (1, 31, 32, 33, 65)
-#: K per dtype: odd ones for f32p (any K), even ones for bf16p (pairs of k)
-COLS = {"f32p": (1, 7, 576), "bf16p": (2, 8, 576)}
-SHAPES = [(dt, n, k) for dt in PANEL_DTYPES for n in ROWS for k in COLS[dt]]
-#: bytes per stored value, and values of one row per 32-bit slot (along k)
+#: K per dtype: odd ones for f32p (any K), even ones for bf16p (pairs of k), whole
+#: blocks for q8_0p (one, two, three blocks)
+COLS = {"f32p": (1, 7, 576), "bf16p": (2, 8, 576), "q8_0p": (32, 64, 96)}
+SHAPES = [(dt, n, k) for dt in VALUE_PANELS for n in ROWS for k in COLS[dt]]
+#: bytes per stored value, and values of one row kept together along k
 ELEM = {"f32p": 4, "bf16p": 2}
-GROUP = {"f32p": 1, "bf16p": 2}
+GROUP = {"f32p": 1, "bf16p": 2, "q8_0p": 32}
 TILE = 32
+#: q8_0p: bytes of a Q8_0 block, of a panel block (32 rows x one block)
+Q8_BLOCK, Q8_PANEL_BLOCK = 34, 32 * 34
 FILECHECK_INPUTS = Path(__file__).parent / "filecheck" / "inputs"
 
 
@@ -154,14 +161,137 @@ def test_bf16p_refuses_an_odd_k() -> None:
     assert lw.BufferType.make([33, 7], "f32p").byte_size == 64 * 7 * 4  # f32p: any K
 
 
+def reference_q8_0p(blocks: np.ndarray, n: int, k: int) -> np.ndarray:
+    """q8_0p bytes of the Q8_0 rows ``blocks`` ([N, K/32 * 34]) by the layout formula,
+    byte by byte (flat uint8, padding rows zero)."""
+    nb, p = k // 32, -(-n // TILE)
+    rows = blocks.reshape(n, nb, Q8_BLOCK)
+    out = np.zeros(p * nb * Q8_PANEL_BLOCK, dtype=np.uint8)
+    for row in range(n):
+        panel, r = divmod(row, TILE)
+        for b in range(nb):
+            base = (panel * nb + b) * Q8_PANEL_BLOCK
+            out[base + 2 * r : base + 2 * r + 2] = rows[row, b, :2]  # f16 d, little-endian
+            for kk in range(32):
+                i, j = divmod(kk, 4)
+                out[base + 64 + i * 128 + r * 4 + j] = rows[row, b, 2 + kk]
+    return out
+
+
+@pytest.mark.parametrize("n", ROWS)
+@pytest.mark.parametrize("k", COLS["q8_0p"])
+def test_q8_0p_layout(n: int, k: int) -> None:
+    """q8_0p is the Q8_0 blocks of the matrix permuted into panel blocks exactly as the
+    layout formula says (scales, then quad rows; padding rows d = 0, q = 0); sizes are
+    whole panels; it unpacks to the same blocks and values bit for bit."""
+    w = np.random.default_rng(n * 1000 + k).standard_normal((n, k)).astype(np.float32)
+    w[0, :3] = [0.0, -3.5, 2**-20]  # a zero, a large and a tiny value in one block
+    blocks = quant.quantize_q8_0(w)
+    packed = quant.quantize(w, "q8_0p")
+    p, nb = -(-n // 32), k // 32
+    assert packed.dtype == np.uint8 and packed.flags.c_contiguous
+    assert packed.shape == (p, nb, Q8_PANEL_BLOCK)
+    flat = packed.reshape(-1)
+    assert np.array_equal(flat, reference_q8_0p(blocks, n, k))
+    assert np.array_equal(quant.pack_q8_0p(blocks), packed)
+    assert np.array_equal(quant.pack_panels(w, "q8_0p"), packed)
+    # bytes: whole panels, the same on every ISA; values counted with the padding rows
+    nbytes = p * 32 * nb * Q8_BLOCK
+    assert packed.nbytes == nbytes == quant.panel_bytes(n, k, "q8_0p")
+    assert vocab.storage_bytes("q8_0p", (n, k)) == nbytes
+    assert lw.BufferType.make([n, k], "q8_0p").byte_size == nbytes
+    assert lw.BufferType.make([n, k], "q8_0p").stored_values == p * 32 * k
+    # back to the q8_0 blocks and values, bit for bit, from the panels or flat bytes
+    assert np.array_equal(quant.unpack_q8_0p(packed, (n, k)), blocks)
+    assert np.array_equal(quant.unpack_q8_0p(flat, (n, k)), blocks)
+    want = quant.dequantize(blocks, "q8_0")
+    for got in (
+        quant.dequantize(packed, "q8_0p", shape=(n, k)),
+        quant.unpack_panels(flat, (n, k), "q8_0p"),
+    ):
+        assert got.dtype == np.float32 and got.shape == (n, k)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    raw = encode(w, "q8_0p", "w")
+    assert raw.dtype == np.uint8 and np.array_equal(raw, flat)
+    # the padding rows of the last panel: zero scales and zero quants
+    pad = packed[-1].reshape(nb, Q8_PANEL_BLOCK)
+    last = n - (p - 1) * 32
+    assert not pad[:, 2 * last : 64].any()
+    quads = pad[:, 64:].reshape(nb, 8, 32, 4)
+    assert not quads[:, :, last:, :].any()
+    # a whole-panel slice of rows starts at byte r0 * K/32 * 34, like row-major q8_0
+    for r0 in range(0, n, 32):
+        assert r0 * nb * Q8_BLOCK == np.asarray(blocks[:r0]).nbytes
+        tail = quant.quantize(w[r0:], "q8_0p").reshape(-1)
+        start = r0 * nb * Q8_BLOCK
+        assert np.array_equal(flat[start : start + tail.size], tail)
+
+
+@pytest.mark.parametrize(("n", "k"), [(1, 32), (33, 64), (65, 96), (64, 128)])
+def test_q8_0p_repacks_any_block_bytes_exactly(n: int, k: int) -> None:
+    """Packing Q8_0 block bytes is a pure permutation: any bytes (a GGUF file's, q = -128,
+    NaN or subnormal scales included) come back bit for bit."""
+    rng = np.random.default_rng(n + k)
+    blocks = rng.integers(0, 256, size=(n, k // 32 * Q8_BLOCK), dtype=np.uint8)
+    packed = quant.pack_q8_0p(blocks)
+    assert np.array_equal(quant.unpack_q8_0p(packed, (n, k)), blocks)
+    assert np.array_equal(packed.reshape(-1), reference_q8_0p(blocks, n, k))
+    # every input byte lands once; the others are padding (zero)
+    assert np.count_nonzero(packed) == np.count_nonzero(blocks)
+    assert np.array_equal(np.sort(packed.reshape(-1))[-blocks.size :], np.sort(blocks.reshape(-1)))
+
+
+def test_q8_0p_refuses_k_not_a_multiple_of_32() -> None:
+    bad = np.ones((33, 48), np.float32)
+    with pytest.raises(ValueError, match=r"q8_0p needs K % 32 == 0"):
+        quant.pack_panels(bad, "q8_0p")
+    with pytest.raises(ValueError, match=r"q8_0p needs K % 32 == 0"):
+        quant.unpack_panels(np.zeros(2 * Q8_PANEL_BLOCK, np.uint8), (33, 48), "q8_0p")
+    with pytest.raises(ValueError, match=r"q8_0p needs K % 32 == 0"):
+        quant.unpack_q8_0p(np.zeros(2 * Q8_PANEL_BLOCK, np.uint8), (33, 48))
+    with pytest.raises(ValueError, match=r"q8_0p needs K % 32 == 0"):
+        vocab.storage_bytes("q8_0p", (33, 48))
+    with pytest.raises(CkirError, match=r"tensor.w has shape \[33, 48\]; q8_0p stores .* K % 32"):
+        encode(bad, "q8_0p", "tensor.w")
+    with pytest.raises(ValueError, match=r"q8_0p packs Q8_0 rows"):
+        quant.pack_q8_0p(np.zeros((2, 35), np.uint8))
+    with pytest.raises(ValueError, match=r"q8_0p packs Q8_0 rows"):
+        quant.pack_q8_0p(np.zeros((2, 34), np.int8))
+    with pytest.raises(ValueError, match=r"q8_0p \[65, 64\] is 6528 bytes"):
+        quant.unpack_q8_0p(np.zeros(2 * 2 * Q8_PANEL_BLOCK, np.uint8), (65, 64))
+    with pytest.raises(TypeError, match=r"q8_0p panels are uint8 bytes"):
+        quant.unpack_q8_0p(np.zeros(2 * Q8_PANEL_BLOCK, np.int8), (33, 32))
+    from xdsl.utils.exceptions import VerifyException
+
+    with pytest.raises(VerifyException, match=r"q8_0p rows must be a multiple of 32"):
+        lw.BufferType.make([33, 48], "q8_0p").verify()
+
+
+def test_q8_0p_encode_blocks() -> None:
+    """weights.bin from a file's Q8_0 rows (the GGUF path): q8_0 keeps them, q8_0p
+    permutes them; another target is a CkirError naming the tensor."""
+    from ckir.backend.weights import encode_blocks
+
+    w = np.random.default_rng(7).standard_normal((40, 64)).astype(np.float32)
+    rows = quant.quantize_q8_0(w)
+    assert np.array_equal(encode_blocks(rows, "q8_0", "t"), rows.reshape(-1))
+    assert np.array_equal(encode_blocks(rows, "q8_0p", "t"), encode(w, "q8_0p", "t"))
+    with pytest.raises(CkirError, match=r"weights.bin: m.gguf: tensor 'x': no block repacking"):
+        encode_blocks(rows, "f32p", "m.gguf: tensor 'x'")
+    with pytest.raises(CkirError, match=r"weights.bin: t: q8_0p packs Q8_0 rows"):
+        encode_blocks(rows[:, :50], "q8_0p", "t")
+
+
 def test_dtype_table_entries() -> None:
     assert vocab.storage_bytes("q8_0", 64) == 68
     assert vocab.storage_bytes("q8_0", (3, 64)) == 3 * 68
     assert vocab.storage_bytes("bf16", (5, 3)) == 30
     assert vocab.storage_bytes("f32", 7) == 28
-    assert vocab.PANEL_DTYPES == {"f32p": 32, "bf16p": 32}
-    assert vocab.PANEL_VALUES == {"f32p": "f32", "bf16p": "bf16"}
-    assert vocab.PANEL_OF == {"f32": "f32p", "bf16": "bf16p"}
+    assert vocab.PANEL_DTYPES == {"f32p": 32, "bf16p": 32, "q8_0p": 32}
+    assert vocab.PANEL_VALUES == {"f32p": "f32", "bf16p": "bf16", "q8_0p": "q8_0"}
+    assert vocab.PANEL_OF == {"f32": "f32p", "bf16": "bf16p", "q8_0": "q8_0p"}
+    assert vocab.BLOCK_DTYPES["q8_0p"] == vocab.BLOCK_DTYPES["q8_0"] == (34, 32)
+    assert vocab.storage_bytes("q8_0p", (33, 64)) == 64 * 2 * 34
     for dtype in PANEL_DTYPES:
         with pytest.raises(ValueError, match=rf"{dtype} buffers are \[N, K\] matrices"):
             vocab.storage_bytes(dtype, 64)
@@ -171,15 +301,18 @@ def test_dtype_table_entries() -> None:
         assert vocab.dtype_info(dtype).k_group == GROUP[dtype]
     assert vocab.dtype_info("f32p").c_type == "float"
     assert vocab.dtype_info("bf16p").c_type == "uint16_t"
+    assert vocab.dtype_info("q8_0p").c_type == "uint8_t"
     assert vocab.dtype_info("bf16").k_group == 1  # not a panel dtype
 
 
 @pytest.mark.parametrize("dtype", PANEL_DTYPES)
 def test_non_finite_values_are_found_in_panels(dtype: str) -> None:
-    w = np.ones((33, 8), np.float32)
+    """NaN / Inf values (f32p, bf16p) or scales (q8_0p: one per block holding one)."""
+    w = np.ones((33, 64), np.float32)
     w[32, 6] = np.nan
-    w[0, 0] = np.inf
-    packed = quant.pack_panels(w, dtype)
+    w[0, 40] = np.inf
+    with np.errstate(invalid="ignore"):
+        packed = quant.pack_panels(w, dtype)
     assert quant.count_non_finite(packed, dtype) == 2
     assert quant.count_non_finite(packed.view(np.uint8), dtype) == 2
     with pytest.raises(CkirError, match=r"tensor 'model.w' has 2 non-finite values"):
@@ -211,7 +344,7 @@ def test_training_builds_refuse_panels() -> None:
         for dtype in PANEL_DTYPES:
             with pytest.raises(CkirError, match=rf"^--dtype {dtype}: training .* needs f32"):
                 CompileOptions(modes=modes, dtype=dtype)
-        with pytest.raises(CkirError, match=r"^panels: training .* \(f32p, bf16p\)"):
+        with pytest.raises(CkirError, match=r"^panels: training .* \(f32p, bf16p, q8_0p\)"):
             CompileOptions(modes=modes, panels=True)
         # the default (None) is off for training builds
         assert not CompileOptions(modes=modes).uses_panels
@@ -224,14 +357,16 @@ def test_training_builds_refuse_panels() -> None:
 def test_panels_switch() -> None:
     from ckir import compiler
 
-    # inference builds store f32 matrices as f32p and bf16 ones as bf16p unless told not to
+    # inference builds store f32 matrices as f32p, bf16 ones as bf16p and q8_0 ones as
+    # q8_0p unless told not to
     assert compiler.PANELS_DEFAULT is True
-    for dtype in (None, "f32", "bf16"):
+    for dtype in (None, "f32", "bf16", "q8_0"):
         assert CompileOptions(dtype=dtype).uses_panels, dtype
         assert CompileOptions(dtype=dtype, panels=True).uses_panels, dtype
         assert not CompileOptions(dtype=dtype, panels=False).uses_panels, dtype
-    # no f32 / bf16 matrices to pack: block formats; an explicit panel dtype is all there is
-    for dtype in ("q8_0", "q4_0", "q4_1", "f32p", "bf16p"):
+    # no f32 / bf16 / q8_0 matrices to pack: the other block formats; an explicit panel
+    # dtype is all there is
+    for dtype in ("q4_0", "q4_1", "f32p", "bf16p", "q8_0p"):
         assert not CompileOptions(dtype=dtype, panels=True).uses_panels, dtype
 
 
@@ -309,6 +444,46 @@ def test_panels_pack_each_matrix_in_its_values_dtype(tmp_path: Path) -> None:
     assert _declared(module)["layers.{i}.mlp.down"] == "f32p"
 
 
+WO_Q8 = {'@"layers.{i}.attn.wo" : [E, H*D] f32': '@"layers.{i}.attn.wo" : [E, H*D] q8_0'}
+
+
+def test_convert_weights_q8_0p_leaves_k_not_a_multiple_of_32(tmp_path: Path) -> None:
+    """--convert-weights{dtype=q8_0p} stores f32 and q8_0 matrices whose K is a multiple
+    of 32 as q8_0p (any N: I = 172 rows pad their last panel); down_proj (K = I = 172)
+    stays f32, another block format (q4_0) keeps its dtype."""
+    from xdsl.context import Context
+
+    from ckir.passes.convert_weights import ConvertWeightsPass, k_multiple, source_dtypes
+
+    assert k_multiple("q8_0p") == 32 and source_dtypes("q8_0p") == {"f32", "q8_0"}
+    edits = {
+        **WO_Q8,
+        '@"layers.{i}.mlp.gate" : [I, E] f32': '@"layers.{i}.mlp.gate" : [I, E] q4_0',
+    }
+    module = _tiny_llama(tmp_path, edits)
+    ConvertWeightsPass(dtype="q8_0p").apply(Context(), module)
+    got = _declared(module)
+    assert got["layers.{i}.attn.wo"] == "q8_0p"  # was q8_0
+    assert got["layers.{i}.attn.wq"] == got["embed"] == got["lm_head"] == "q8_0p"  # were f32
+    assert got["layers.{i}.mlp.up"] == "q8_0p"  # [I, E]: N = 172, K = 64
+    assert got["layers.{i}.mlp.gate"] == "q4_0"
+    assert got["layers.{i}.mlp.down"] == "f32"  # K = I = 172
+    assert got["final_norm"] == got["layers.{i}.attn_norm"] == "f32"
+
+
+def test_panels_pack_q8_0_matrices(tmp_path: Path) -> None:
+    """compiler.pack_panels: q8_0 -> q8_0p (a repacking), f32 -> f32p (never f32 -> q8_0p:
+    that would quantize)."""
+    from ckir.compiler import pack_panels
+
+    module = _tiny_llama(tmp_path, WO_Q8)
+    pack_panels(module)
+    got = _declared(module)
+    assert got["layers.{i}.attn.wo"] == "q8_0p"
+    assert got["layers.{i}.attn.wq"] == got["layers.{i}.mlp.down"] == "f32p"
+    assert got["final_norm"] == "f32"
+
+
 # ----------------------------------------------------------------- whole builds (C kernels)
 
 
@@ -340,7 +515,7 @@ def _is_matrix(name: str, values: Any) -> bool:
     return values.ndim == 2 and "wpe" not in name
 
 
-@pytest.mark.parametrize("dtype", PANEL_DTYPES)
+@pytest.mark.parametrize("dtype", VALUE_PANELS)
 @pytest.mark.parametrize(("arch", "tied"), [("gpt2", None), ("qwen2", True), ("llama", False)])
 def test_panel_build_matches_hf_and_saves_exactly(
     dtype: str, arch: str, tied: bool | None, tmp_path: Path
@@ -386,6 +561,167 @@ def test_panel_build_matches_hf_and_saves_exactly(
             want = quant.bf16_round(want)
             assert not np.array_equal(values, theirs[name]), f"{name} was not rounded"
         assert np.array_equal(values, want), name
+
+
+def _q8_0_oracle_logits(src: Path, tokens: np.ndarray) -> np.ndarray:
+    """transformers' fp32 logits with every matrix a q8_0 build stores quantized (2-D,
+    not GPT-2's positions, K a multiple of 32 along ckir's [N, K]) replaced by its Q8_0
+    values (GPT-2's Conv1D weights are [K, N]: quantized along their rows' K)."""
+    import torch
+    import transformers
+    from transformers.pytorch_utils import Conv1D
+
+    hf = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32).eval()
+    done: set[int] = set()  # a tied head shares its embedding's parameter
+    with torch.no_grad():
+        for name, module in hf.named_modules():
+            if not isinstance(module, torch.nn.Linear | torch.nn.Embedding | Conv1D):
+                continue
+            if "wpe" in name or id(module.weight) in done:
+                continue
+            done.add(id(module.weight))
+            w = module.weight.detach().numpy()
+            w_nk = w.T if isinstance(module, Conv1D) else w
+            if w_nk.shape[1] % 32:
+                continue
+            q = quant.dequantize(quant.quantize_q8_0(np.ascontiguousarray(w_nk)), "q8_0")
+            module.weight.copy_(torch.from_numpy(np.ascontiguousarray(q.T if w is not w_nk else q)))
+        return hf(torch.tensor(tokens[None, :])).logits[0].numpy()
+
+
+#: whole-model q8_0 tolerances of tests/test_weight_dtype_parity.py (relative to max |logit|):
+#: prefill is fp32 on the Q8_0 values, decode quantizes x per block of 32
+Q8_PREFILL_TOL, Q8_DECODE_TOL = 1e-4, 5e-2
+
+
+@pytest.mark.parametrize(("arch", "tied"), [("gpt2", None), ("qwen2", True), ("llama", False)])
+def test_q8_0p_build_matches_hf(arch: str, tied: bool | None, tmp_path: Path) -> None:
+    """A q8_0 build stores its matrices as q8_0p by default (ragged V = 250: a padded
+    panel; tied head; biases; fused qkv / gate_up) and gives HF's logits on the Q8_0
+    values at the q8_0 tolerances; save_pretrained refuses it, naming q8_0p."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import ckir
+    from ckir.tools.zoo import make_tiny_model
+
+    src = make_tiny_model(arch, tmp_path / "hf", seed=5, tied=tied, vocab_size=250)
+    tokens = np.random.default_rng(2).integers(0, 250, size=9)
+    ref = _q8_0_oracle_logits(src, tokens)
+    scale = float(np.abs(ref).max())
+    with ckir.compile(src, tmp_path / "b", dtype="q8_0", max_context=32) as model:
+        layout = (tmp_path / "b" / "layout.mlir").read_text()
+        for kernel in ("embed_q8_0p", "gemm_q8_0p", "gemv_q8_0p"):
+            assert f"lowered.kernel @{kernel} " in layout, kernel
+        assert "] q8_0p hf" in layout and "] q8_0 hf" not in layout
+        packed = model.info["panel_weights"]
+        assert packed["embed"] == "q8_0p" and set(packed.values()) <= {"q8_0p", "f32p"}
+        err = float(np.abs(model.prefill(tokens) - ref).max()) / scale
+        assert err <= Q8_PREFILL_TOL, f"prefill q8_0p: relative error {err:.3g}"
+        model.reset()
+        steps = np.stack([model.decode(int(t)) for t in tokens])
+        err = float(np.abs(steps - ref).max()) / scale
+        assert err <= Q8_DECODE_TOL, f"decode q8_0p: relative error {err:.3g}"
+        with pytest.raises(CkirError, match=r"stored as q8_0p; only f32 and bf16 builds"):
+            model.save_pretrained(tmp_path / "saved")
+    assert not (tmp_path / "saved").exists()
+
+
+def _slot_bytes(model: Any, weight: str) -> np.ndarray:
+    """The bytes of weight instance ``weight`` in a loaded build's weights arena."""
+    arena, offset, size, _canary = model.slots()[f"w.{weight}"]
+    assert arena == 0
+    return model._bytes(0, offset, size)
+
+
+def _same_blocks_as_row_major(plain: Any, packed: Any, shapes: dict[str, tuple[int, int]]) -> None:
+    """Every q8_0p weight of ``packed`` holds exactly the Q8_0 blocks of ``plain``'s
+    row-major q8_0 copy, permuted (unpacked bit for bit)."""
+    for name, shape in shapes.items():
+        rows = _slot_bytes(plain, name)
+        panels = _slot_bytes(packed, name)
+        assert panels.nbytes == vocab.storage_bytes("q8_0p", shape), name
+        got = quant.unpack_q8_0p(panels, shape)
+        assert np.array_equal(got.reshape(-1), rows), name
+
+
+def _q8_0p_shapes(model: Any) -> dict[str, tuple[int, int]]:
+    """Weight instance -> [N, K] of every q8_0p weight of a loaded build (layout.mlir)."""
+    import re
+
+    layout = (model.build_dir / "layout.mlir").read_text()
+    found = re.findall(
+        r"lowered.buffer @w\.(\S+) weight : !lowered.buf<\[(\d+), (\d+)\], q8_0p>", layout
+    )
+    return {name: (int(n), int(k)) for name, n, k in found}
+
+
+def test_panels_switch_packs_a_q8_0_build(tmp_path: Path) -> None:
+    """A q8_0 inference build stores its matrices as q8_0p (the default); down_proj
+    (K = I = 172, no whole blocks) stays f32, hence f32p.  ``panels=False`` keeps them
+    row-major q8_0.  The q8_0p bytes are the row-major build's Q8_0 blocks permuted, and
+    the logits agree to fp32 summation order (same values, same integer scheme)."""
+    pytest.importorskip("transformers")
+    import ckir
+    from ckir.tools.zoo import make_tiny_model
+
+    src = make_tiny_model("llama", tmp_path / "hf", seed=1, intermediate_size=172)
+    tokens = np.arange(1, 8)
+    with (
+        ckir.compile(src, tmp_path / "plain", dtype="q8_0", max_context=16, panels=False) as a,
+        ckir.compile(src, tmp_path / "packed", dtype="q8_0", max_context=16) as b,
+    ):
+        assert a.info["panel_weights"] == {}
+        packed = b.info["panel_weights"]
+        assert packed["layers.{i}.mlp.up"] == packed["lm_head"] == "q8_0p"
+        assert packed["layers.{i}.mlp.down"] == "f32p"
+        shapes = _q8_0p_shapes(b)
+        assert shapes["layers.1.mlp.up"] == (172, 64) and len(shapes) == 2 + 2 * 6
+        _same_blocks_as_row_major(a, b, shapes)
+        want, got = a.prefill(tokens), b.prefill(tokens)
+        assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+        a.reset()
+        b.reset()
+        for t in tokens:
+            want, got = a.decode(int(t)), b.decode(int(t))
+            assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    layout = (tmp_path / "packed" / "layout.mlir").read_text()
+    assert "lowered.kernel @gemv_q8_0p " in layout and "lowered.kernel @gemv_q8_0 " not in layout
+
+
+def test_gguf_q8_0_is_repacked_into_q8_0p(tmp_path: Path) -> None:
+    """A GGUF file's Q8_0 matrices (q/k rows interleaved by the converter, restored by
+    ckir) are stored as q8_0p by default: their blocks repacked bit for bit (never
+    dequantized), so the build matches the row-major q8_0 build (``panels=False``) to
+    fp32 summation order."""
+    pytest.importorskip("gguf")
+    pytest.importorskip("transformers")
+    from gguf_fixtures import gguf_from_hf
+
+    import ckir
+    from ckir.tools.zoo import make_tiny_model
+
+    src = make_tiny_model("llama", tmp_path / "hf", seed=2, intermediate_size=128)
+    path = gguf_from_hf(src, tmp_path / "m.gguf", qtype="Q8_0")
+    tokens = np.arange(3, 12)
+    with (
+        ckir.compile(path, tmp_path / "plain", max_context=16, panels=False) as a,
+        ckir.compile(path, tmp_path / "packed", max_context=16) as b,
+    ):
+        assert a.info["panel_weights"] == {}
+        assert set(b.info["panel_weights"].values()) == {"q8_0p"}
+        assert b.info["panel_weights"]["layers.{i}.attn.wq"] == "q8_0p"  # unpermuted rows
+        shapes = _q8_0p_shapes(b)
+        assert "layers.0.attn.wk" in shapes and "embed" in shapes
+        _same_blocks_as_row_major(a, b, shapes)
+        want, got = a.prefill(tokens), b.prefill(tokens)
+        assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+        a.reset()
+        b.reset()
+        steps_a = np.stack([a.decode(int(t)) for t in tokens])
+        steps_b = np.stack([b.decode(int(t)) for t in tokens])
+        assert np.abs(steps_b - steps_a).max() <= 1e-5 * np.abs(steps_a).max()
+    assert "] q8_0p gguf" in (tmp_path / "packed" / "layout.mlir").read_text()
+    assert "] q8_0 gguf" in (tmp_path / "plain" / "layout.mlir").read_text()
 
 
 def test_panels_switch_packs_a_bf16_build(tmp_path: Path) -> None:

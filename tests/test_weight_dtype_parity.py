@@ -1,4 +1,4 @@
-"""Generated C with bf16 / bf16p / f32p / Q8_0 / Q4_0 / Q4_1 weights vs HF on the rounded weights.
+"""Generated C with bf16 / bf16p / f32p / Q8_0 / q8_0p / Q4_0 / Q4_1 weights vs HF, rounded.
 
 Oracle: the HF model with each converted matrix replaced by its stored value
 (bf16-rounded, or quantized and dequantized by :mod:`ckir.quant`, itself
@@ -9,7 +9,9 @@ to Q8 per 32-element block (looser; docs/quantization.md derives the bound).
 f32p stores the fp32 values exactly (in GEMM panels): its oracle is the HF model
 itself, at the fp32 tolerance of tests/test_parity.py.  bf16p stores the bf16 values
 in GEMM panels (the default of a bf16 build): the bf16 oracle; the "bf16" case here
-is built with ``panels=False`` to keep the row-major bf16 kernels covered.
+is built with ``panels=False`` to keep the row-major bf16 kernels covered.  Likewise
+q8_0p holds the Q8_0 blocks in panels (the default of a q8_0 build; q8_0's
+tolerances) and the "q8_0" case is built with ``panels=False``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ PREFILL_TOL = {
     "bf16p": 1e-4,
     "f32p": 1e-4,
     "q8_0": 1e-4,
+    "q8_0p": 1e-4,
     "q4_0": 1e-4,
     "q4_1": 1e-4,
 }
@@ -44,6 +47,7 @@ DECODE_TOL = {
     "bf16p": 1e-4,
     "f32p": 1e-4,
     "q8_0": 5e-2,
+    "q8_0p": 5e-2,
     "q4_0": 5e-2,
     "q4_1": 1.1e-1,
 }
@@ -86,8 +90,14 @@ def oracle(model_dir, dtype: str):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_weight_dtype_matches_rounded_oracle(dtype: str, llama_dir, tmp_path) -> None:
-    # bf16: row-major (panels off); bf16p: what a bf16 build stores by default
-    build = {"bf16": ("bf16", False), "bf16p": ("bf16", None)}.get(dtype, (dtype, None))
+    # bf16 / q8_0: row-major (panels off); bf16p / q8_0p: what a bf16 / q8_0 build
+    # stores by default
+    build = {
+        "bf16": ("bf16", False),
+        "bf16p": ("bf16", None),
+        "q8_0": ("q8_0", False),
+        "q8_0p": ("q8_0", None),
+    }.get(dtype, (dtype, None))
     model = ckir.compile(
         llama_dir, tmp_path / dtype, dtype=build[0], max_context=32, panels=build[1]
     )

@@ -12,8 +12,9 @@ Nothing is downloaded.
 
 Method.  ckir is compiled (timed step by step) for every requested dtype.
 Every system (ckir per dtype, each baseline per dtype it supports; for f32p /
-bf16p, fp32 / bf16 pre-packed in ckir's GEMM panels, the baselines run f32 /
-bf16, once when that dtype is benched too) runs in a
+bf16p / q8_0p, fp32 / bf16 values or Q8_0 blocks pre-packed in ckir's GEMM
+panels, the baselines run f32 / bf16 / q8_0, once when that dtype is benched
+too) runs in a
 worker process of its own, loaded once and warmed up; the parent sends one
 run at a time, so only one system computes at any moment.  A round runs every
 system once per mode, in alternating order (ckir, torch, ckir, torch, ...;
@@ -33,10 +34,10 @@ per-round ratios of adjacent runs), and the fraction of the roofline.
 * decode bound: bytes read per token = every weight matrix the decode calls
   read (layer weights, LM head) + one row of each gathered table (token /
   position embedding) + the K and V cache rows read by attention at that
-  position (mean over the steps), in the stored dtype (f32p / bf16p: 4 / 2
-  bytes per value, the zero rows padding a matrix's last 32-row panel
-  included, as the kernels stream them; a gathered panel row: 4 / 2 bytes per
-  element); bound = read
+  position (mean over the steps), in the stored dtype (f32p / bf16p / q8_0p:
+  4 / 2 bytes per value, 34 per block of 32, the zero rows padding a matrix's
+  last 32-row panel included, as the kernels stream them; a gathered panel row:
+  the bytes of one f32 / bf16 / q8_0 row); bound = read
   bandwidth / bytes.  Counted from the build's lowered IR and layout.
 * prefill bound: 2 x (parameters of the matrices multiplied) x T + causal
   attention 4 x H x D x T(T+1)/2 per layer, against the FMA peak.
@@ -267,8 +268,9 @@ class CompileTimes:
 
 
 def baseline_dtype(dtype: str) -> str:
-    """The weights a baseline runs for ckir's ``dtype``: f32 for f32p, bf16 for bf16p
-    (the same values, only stored in ckir's GEMM panels), else ``dtype`` itself."""
+    """The weights a baseline runs for ckir's ``dtype``: f32 for f32p, bf16 for bf16p,
+    q8_0 for q8_0p (the same values, only stored in ckir's GEMM panels), else ``dtype``
+    itself."""
     return PANEL_VALUES.get(dtype, dtype)
 
 
@@ -282,8 +284,8 @@ def compile_build(
     panels: bool | None = None,
 ) -> CompileTimes:
     """Compile ``model_dir`` into ``out`` (fresh) for ``modes``, timing every step
-    (``panels``: as CompileOptions.panels; None: f32 and bf16 inference builds pack, the
-    default)."""
+    (``panels``: as CompileOptions.panels; None: f32, bf16 and q8_0 inference builds
+    pack, the default)."""
     from ckir.compiler import CompileOptions, Progress, build, prepare
 
     progress = Progress(quiet=True)
@@ -1258,6 +1260,7 @@ def collect(
     args: argparse.Namespace, modes: tuple[str, ...], dtypes: list[str], against: list[str]
 ) -> Report:
     from ckir.compiler import CompileOptions
+    from ckir.passes.convert_weights import k_multiple
     from ckir.tools import bandwidth
 
     model_dir, name = resolve_model(args.model)
@@ -1298,14 +1301,16 @@ def collect(
         s = System("ckir", dt, modes)
         specs.append((s, {**base, "kind": "ckir", "build": str(builds[dt])}))
         if dt in PANEL_OF and CompileOptions(dtype=None if dt == "f32" else dt).uses_panels:
+            # a K the panels cannot hold stays row-major, unless dt cannot hold it either
             group = dtype_info(PANEL_OF[dt]).k_group
+            stays = group > k_multiple(dt)
             notes.append(
                 f"ckir {dt}: the weight matrices are stored as {PANEL_OF[dt]} ({dt} in GEMM "
                 "panels, the default of inference builds"
-                + (f"; those whose K is no multiple of {group} stay {dt})" if group > 1 else ")")
+                + (f"; those whose K is no multiple of {group} stay {dt})" if stays else ")")
             )
-        # f32p / bf16p hold the f32 / bf16 values: the baselines run those (once, when
-        # that dtype is benched too)
+        # f32p / bf16p / q8_0p hold the f32 / bf16 / q8_0 values: the baselines run those
+        # (once, when that dtype is benched too)
         bdt = baseline_dtype(dt)
         if bdt != dt and bdt in dtypes:
             if against:

@@ -39,7 +39,7 @@ from ckir.dialects import lowered as lw
 from ckir.dialects.dims import evaluate_dim
 from ckir.errors import CkirError
 from ckir.frontend.safetensors_header import TensorInfo, read_checkpoint_header
-from ckir.vocab import BLOCK_DTYPES, PANEL_DTYPES, dtype_info
+from ckir.vocab import BLOCK_DTYPES, PANEL_DTYPES, PANEL_VALUES, dtype_info
 
 _NP_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
 
@@ -90,9 +90,9 @@ def check_finite(arr: np.ndarray, dtype: str, what: str) -> None:
 
 def encode(arr: np.ndarray, dtype: str, what: str) -> np.ndarray:
     """float32 array -> the bytes of ``dtype`` (f32, or a format of :mod:`ckir.quant`:
-    bf16, f32p / bf16p panels, GGUF blocks); a CkirError naming ``what`` if ``arr``
-    holds NaN or Inf, or does not fit the format (a panel matrix that is not 2-D, an
-    odd K for bf16p)."""
+    bf16, f32p / bf16p / q8_0p panels, GGUF blocks); a CkirError naming ``what`` if
+    ``arr`` holds NaN or Inf, or does not fit the format (a panel matrix that is not
+    2-D, an odd K for bf16p, K % 32 != 0 for q8_0p)."""
     check_finite(arr, "f32", what)
     if dtype == "f32":
         return np.ascontiguousarray(arr, dtype="<f4").view(np.uint8).reshape(-1)
@@ -107,11 +107,31 @@ def encode(arr: np.ndarray, dtype: str, what: str) -> np.ndarray:
             raise CkirError(
                 f"weights.bin: {what} has shape {list(np.shape(arr))}; {dtype} stores {need}"
             )
-        return quant.pack_panels(arr, dtype).view(np.uint8).reshape(-1)
+        return np.ascontiguousarray(quant.pack_panels(arr, dtype)).view(np.uint8).reshape(-1)
     quantizer = getattr(quant, f"quantize_{dtype}", None)
     if quantizer is None:
         raise CkirError(f"weights.bin: no encoder for dtype {dtype} ({what})")
     return np.ascontiguousarray(quantizer(np.ascontiguousarray(arr))).view(np.uint8).reshape(-1)
+
+
+def encode_blocks(rows: np.ndarray, dtype: str, what: str) -> np.ndarray:
+    """Block bytes of a matrix (uint8 ``[N, K/32 * block bytes]``, a GGUF tensor's
+    rows) -> the bytes of ``dtype``: the rows themselves for their own block format,
+    or that format's panel dtype (``q8_0p`` for Q8_0 rows: the blocks permuted into
+    panels, bit for bit, never dequantized).  CkirError naming ``what`` otherwise."""
+    from ckir import quant
+
+    if dtype in BLOCK_DTYPES and dtype not in PANEL_DTYPES:
+        return np.ascontiguousarray(rows).reshape(-1)
+    if dtype == "q8_0p":
+        try:
+            return quant.pack_q8_0p(rows).reshape(-1)
+        except ValueError as err:
+            raise CkirError(f"weights.bin: {what}: {err}") from None
+    raise CkirError(
+        f"weights.bin: {what}: no block repacking to {dtype} "
+        f"(block panel dtypes: {', '.join(d for d in PANEL_VALUES if d in BLOCK_DTYPES)})"
+    )
 
 
 class SafetensorsSource:

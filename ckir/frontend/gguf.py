@@ -52,6 +52,7 @@ from ckir.template import (
     WeightSpec,
     select_gguf_template,
 )
+from ckir.vocab import PANEL_VALUES
 
 #: GGUF tensor type -> graph dtype of the weight (float types are converted to f32)
 GGUF_WEIGHT_DTYPES: dict[str, str] = {
@@ -389,7 +390,9 @@ class GGUFSource:
     """Weight bytes of a GGUF file (``WeightSource``), one tensor at a time, memory-mapped.
 
     Quantized matrices declared in their own format are copied as raw block
-    bytes (rows unpermuted where the graph says ``gguf_unpermute``); float
+    bytes (rows unpermuted where the graph says ``gguf_unpermute``), and those
+    declared in its panel dtype (Q8_0 as ``q8_0p``) have the same bytes permuted
+    into panels (:func:`ckir.backend.weights.encode_blocks`: exact); float
     tensors are converted to f32, and anything declared in another dtype
     (``--dtype``) is dequantized and re-encoded with
     :func:`ckir.backend.weights.encode`.
@@ -421,7 +424,7 @@ class GGUFSource:
     def bytes_for(
         self, decl: g.WeightOp, layer: int | None, symbols: Mapping[str, int], dtype: str
     ) -> np.ndarray:
-        from ckir.backend.weights import check_finite, encode
+        from ckir.backend.weights import check_finite, encode, encode_blocks
 
         name = decl.source_tensor("gguf", layer)
         what = f"{self.path.name}: tensor '{name}'"
@@ -447,12 +450,13 @@ class GGUFSource:
                 )
             heads = evaluate_dim(heads_attr.data, symbols)
         kind = t.tensor_type.name
-        if kind in QUANTIZED and GGUF_WEIGHT_DTYPES[kind] == dtype:
+        own = GGUF_WEIGHT_DTYPES.get(kind)
+        if kind in QUANTIZED and own in (dtype, PANEL_VALUES.get(dtype)):
             rows = np.asarray(t.data).view(np.uint8).reshape(shape[0], -1)
-            check_finite(rows, dtype, name)
+            check_finite(rows, own, name)
             if heads is not None:
                 rows = unpermute_rows(rows, heads, what)
-            return np.ascontiguousarray(rows).reshape(-1)
+            return encode_blocks(rows, dtype, what)
         arr = tensor_values(t, what)
         if heads is not None:
             arr = unpermute_rows(arr, heads, what)
