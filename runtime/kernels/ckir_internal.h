@@ -190,17 +190,29 @@ void ckir_internal_gemm_bf16p(const float *x, const uint16_t *wp, const float *b
  * addressed like row-major q8_0. */
 #define CKIR_Q8P_BLOCK (CKIR_PANEL * 34)
 
-/* y[M, N] = x[M, K] . W^T (+ b) with W in q8_0p panels: gemm.c's blocked driver,
- * each kc-slice of a panel dequantized into the B pack (fp32 x, as gemm_q8_0) */
-void ckir_internal_gemm_q8_0p(const float *x, const uint8_t *wp, const float *b, float *y,
-                              int64_t M, int64_t N, int64_t K);
-/* x[K] . row n of a q8_0p matrix as gemv_q8_0p computes it (x quantized, scalar)
- * and as gemm_q8_0p does (fp32 x, double sum): the fused kernels' reference rows */
-/* dst[k * ld + n] = d * q of rows r0 + n (n < nr, a multiple of the vector width
- * that stays inside the panel) at k < 32 of the q8_0p panel block pb (q8_0_panels.c) */
+/* Q4_1 blocks in GEMM panels (weight dtype q4_1p, K % 32 == 0): panel blocks of
+ * CKIR_PANEL * 20 bytes: the CKIR_PANEL f16 d, the CKIR_PANEL f16 m, then 4
+ * groups g of 4 * CKIR_PANEL bytes: byte 4 r + j of group g is qs[row r, 4 g + j]
+ * of the row's Q4_1 block (low nibble k = 4 g + j, high nibble k = 16 + 4 g + j).
+ * Rows >= N are zero; panels start at byte p * CKIR_PANEL * (K / 32) * 20. */
+#define CKIR_Q41P_BLOCK (CKIR_PANEL * 20)
+
+/* y[M, N] = x[M, K] . W^T (+ b) with W in q8_0p (has_m == 0) or q4_1p panels:
+ * gemm.c's blocked driver, each kc-slice of a panel dequantized into the B pack
+ * (fp32 x, as gemm_q8_0 / gemm_q4_1) */
+void ckir_internal_gemm_qp(const float *x, const uint8_t *wp, const float *b, float *y, int64_t M,
+                           int64_t N, int64_t K, int has_m);
+/* dst[k * ld + n] = the value of row r0 + n (n < nr, a multiple of the vector width
+ * that stays inside the panel) at k < 32 of a q8_0p / q4_1p panel block pb
+ * (quant_panels.c) */
 void ckir_internal_q8p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld);
+void ckir_internal_q41p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld);
+/* x[K] . row n of a q8_0p / q4_1p matrix as gemv_<p> computes it (x quantized,
+ * scalar) and as gemm_<p> does (fp32 x, double sum): the fused kernels' reference rows */
 float ckir_internal_ref_gemv_row_q8_0p(const float *x, const uint8_t *w, int64_t n, int64_t K);
 float ckir_internal_ref_gemm_row_q8_0p(const float *x, const uint8_t *w, int64_t n, int64_t K);
+float ckir_internal_ref_gemv_row_q4_1p(const float *x, const uint8_t *w, int64_t n, int64_t K);
+float ckir_internal_ref_gemm_row_q4_1p(const float *x, const uint8_t *w, int64_t n, int64_t K);
 
 /* out[i] = g[i] / (1 + e^-g[i]) * u[i] over one span, on the calling thread (the
  * body of swiglu_f32; elementwise.c).  Used by the fused gate_up kernels. */

@@ -1,4 +1,4 @@
-/* ckir runtime: fused linear layers with bf16 / Q8_0 / Q4_0 / Q4_1 / f32p / bf16p / q8_0p weights
+/* ckir runtime: fused linear layers with bf16 / Q8_0 / Q4_0 / Q4_1 / f32p / bf16p / q8_0p / q4_1p weights
  * (targets of --fuse-qkv and --fuse-gate-up when the weights are stored in
  * one of those dtypes).
  *
@@ -247,3 +247,6 @@ CKIR_FUSED_WDTYPE(bf16p, uint16_t, RB_BF16, CKIR_PANEL)
 #define ref_gemv_row_q8_0p ckir_internal_ref_gemv_row_q8_0p
 #define ref_gemm_row_q8_0p ckir_internal_ref_gemm_row_q8_0p
 CKIR_FUSED_WDTYPE(q8_0p, uint8_t, RB_Q8_0, CKIR_PANEL)
+#define ref_gemv_row_q4_1p ckir_internal_ref_gemv_row_q4_1p
+#define ref_gemm_row_q4_1p ckir_internal_ref_gemm_row_q4_1p
+CKIR_FUSED_WDTYPE(q4_1p, uint8_t, RB_Q4_1, CKIR_PANEL)

@@ -48,8 +48,9 @@
  * weights (bf16 pairs in f32p's panel order) are read in place the same way
  * (GEMM_B_BF16P: no packing of w; measured 1.05-1.16x over gemm_bf16 on the
  * prefill shapes, Zen 4), or, for fp32 x, widened slice by slice into the B
- * pack (GEMM_B_BF16P_F32).  q8_0p weights (Q8_0 blocks in panels) are
- * dequantized block by block straight into the B pack (GEMM_B_Q8_0P). */
+ * pack (GEMM_B_BF16P_F32).  q8_0p / q4_1p weights (Q8_0 / Q4_1 blocks in
+ * panels) are dequantized block by block straight into the B pack
+ * (GEMM_B_Q8_0P / GEMM_B_Q4_1P). */
 #include "ckir_internal.h"
 #include "ckir_quant.h"
 
@@ -103,9 +104,10 @@ _Static_assert(CKIR_PANEL % GEMM_NR == 0, "CKIR_PANEL must be a multiple of GEMM
  * each kc-slice of a panel to fp32 into the B pack (pack_b_bf16p) for fp32 x. */
 #define GEMM_B_BF16P 5
 #define GEMM_B_BF16P_F32 6
-/* b_nk value for B in q8_0p panels (ckir_internal.h): each kc-slice (whole
- * blocks of 32) of a panel is dequantized into the B pack (pack_b_q8_0p) */
+/* b_nk values for B in q8_0p / q4_1p panels (ckir_internal.h): each kc-slice
+ * (whole blocks of 32) of a panel is dequantized into the B pack (pack_b_qp) */
 #define GEMM_B_Q8_0P 7
+#define GEMM_B_Q4_1P 8
 /* per-thread stack used by the packed panels (documented in the header) */
 #define GEMM_STACK_BYTES ((GEMM_KC * GEMM_NC + GEMM_PACK_A * GEMM_MC * GEMM_KC) * 4)
 
@@ -338,18 +340,24 @@ static void pack_b_bf16p(const float *B, int64_t K, int64_t col, int64_t nc, int
   }
 }
 
-/* B panels from q8_0p panels (the whole matrix, K elements a row): Bp[p][k][n] =
- * d * q of element (col + p*NR + n, pc + k); pc and kc are multiples of 32.  A
- * micro-panel is a column slice of one panel (rows past N: d = q = 0). */
-static void pack_b_q8_0p(const float *B, int64_t K, int64_t col, int64_t nc, int64_t pc,
-                         int64_t kc, float *Bp) {
-  const int64_t nb = K / CKIR_QK;
+/* B panels from q8_0p (q41 == 0) or q4_1p panels (the whole matrix, K elements a
+ * row): Bp[p][k][n] = the value of element (col + p*NR + n, pc + k); pc and kc
+ * are multiples of 32.  A micro-panel is a column slice of one panel (rows past
+ * N are zero in the panel). */
+static void pack_b_qp(const float *B, int64_t K, int64_t col, int64_t nc, int64_t pc, int64_t kc,
+                      int q41, float *Bp) {
+  const int64_t nb = K / CKIR_QK, bb = q41 ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK;
   for (int64_t j0 = 0; j0 < nc; j0 += GEMM_NR) {
     const int64_t c = col + j0;
-    const uint8_t *pp = (const uint8_t *)B + (c / CKIR_PANEL) * nb * CKIR_Q8P_BLOCK;
-    for (int64_t k0 = 0; k0 < kc; k0 += CKIR_QK)
-      ckir_internal_q8p_deq(pp + (pc + k0) / CKIR_QK * CKIR_Q8P_BLOCK, c % CKIR_PANEL, GEMM_NR,
-                            Bp + j0 * kc + k0 * GEMM_NR, GEMM_NR);
+    const uint8_t *pp = (const uint8_t *)B + (c / CKIR_PANEL) * nb * bb;
+    for (int64_t k0 = 0; k0 < kc; k0 += CKIR_QK) {
+      const uint8_t *pb = pp + (pc + k0) / CKIR_QK * bb;
+      float *dst = Bp + j0 * kc + k0 * GEMM_NR;
+      if (q41)
+        ckir_internal_q41p_deq(pb, c % CKIR_PANEL, GEMM_NR, dst, GEMM_NR);
+      else
+        ckir_internal_q8p_deq(pb, c % CKIR_PANEL, GEMM_NR, dst, GEMM_NR);
+    }
   }
 }
 
@@ -632,7 +640,8 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
    * K alone, so each C element sums its terms in the same order whatever share
    * of N or M a thread gets: results do not depend on the thread count. */
   const int64_t nslices = (K + GEMM_KC - 1) / GEMM_KC;
-  const int64_t kq = rows || b_nk == GEMM_B_Q8_0P ? 32 : 8; /* slice depths: multiples of kq */
+  const int qp = b_nk == GEMM_B_Q8_0P || b_nk == GEMM_B_Q4_1P; /* block panels */
+  const int64_t kq = rows || qp ? 32 : 8; /* slice depths: multiples of kq */
   const int64_t kstep = CKIR_MIN(GEMM_KC, ((K + nslices - 1) / nslices + kq - 1) / kq * kq);
   /* Column blocks of equal width (whole panels), as wide as the B pack's
    * GEMM_KC * GEMM_NC floats allow at this depth: a shallow K (the weight
@@ -658,8 +667,8 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
         }
       else if (b_nk == GEMM_B_BF16P_F32)
         pack_b_bf16p(B, ldb, bcol + jc, nc, pc, kc, Bp);
-      else if (b_nk == GEMM_B_Q8_0P)
-        pack_b_q8_0p(B, ldb, bcol + jc, nc, pc, kc, Bp);
+      else if (qp)
+        pack_b_qp(B, ldb, bcol + jc, nc, pc, kc, b_nk == GEMM_B_Q4_1P, Bp);
       else if (b_nk)
         pack_b_nk(B + jc * ldb + pc, ldb, nc, kc, Bp);
       else
@@ -742,7 +751,7 @@ static void gemm_part(const float *A, int a_t, const float *B, int b_nk, ckir_wr
   const int64_t lda = b_nk == GEMM_B_BF16 || b_nk == GEMM_B_BF16P ? 2 * K : K;
   /* panels, rows: the whole matrix, addressed from column n0 by gemm_blocked_ */
   const int whole = b_nk == GEMM_B_PANELS || b_nk == GEMM_B_ROWS || b_nk == GEMM_B_BF16P ||
-                    b_nk == GEMM_B_BF16P_F32 || b_nk == GEMM_B_Q8_0P;
+                    b_nk == GEMM_B_BF16P_F32 || b_nk == GEMM_B_Q8_0P || b_nk == GEMM_B_Q4_1P;
   const float *Bt = whole ? B : b_nk ? B + n0 * K : B + n0;
   const float *bt = bias ? bias + n0 : NULL;
   float *Ct = C + m0 * N + n0;
@@ -840,9 +849,10 @@ void ckir_internal_gemm_bf16p(const float *x, const uint16_t *wp, const float *b
   gemm_driver(x, 0, (const float *)wp, GEMM_B_BF16P_F32, NULL, b, y, M, N, K, 0);
 }
 
-void ckir_internal_gemm_q8_0p(const float *x, const uint8_t *wp, const float *b, float *y,
-                              int64_t M, int64_t N, int64_t K) {
-  gemm_driver(x, 0, (const float *)wp, GEMM_B_Q8_0P, NULL, b, y, M, N, K, 0);
+void ckir_internal_gemm_qp(const float *x, const uint8_t *wp, const float *b, float *y, int64_t M,
+                           int64_t N, int64_t K, int has_m) {
+  gemm_driver(x, 0, (const float *)wp, has_m ? GEMM_B_Q4_1P : GEMM_B_Q8_0P, NULL, b, y, M, N, K,
+              0);
 }
 
 void ckir_matmul_f32(const float *a, const float *b, float *c, int64_t M, int64_t N, int64_t K) {

@@ -1,0 +1,560 @@
+/* ckir runtime: linear layers and embeddings with block-quantized weights
+ * pre-packed in panels of CKIR_PANEL rows (layouts in ckir_internal.h):
+ * q8_0p (Q8_0 blocks) and q4_1p (Q4_1 blocks).
+ *
+ *   gemv_<p> (decode): x quantized per block of 32 exactly as gemv_q8_0 /
+ *     gemv_q4_1 do (ckir_internal_quantize_x).  Each thread streams one
+ *     contiguous range of whole panels.  A panel block (32 rows x 32 k) holds
+ *     4 k of each of its 32 rows per 32-bit lane (q8_0p: 8 quad rows of int8;
+ *     q4_1p: 4 groups of bytes whose low and high nibbles are two quad rows),
+ *     so one vpdpbusd multiplies 16 rows by a broadcast quad of x: the block's
+ *     exact int32 dot products of 32 rows come out in lanes, are converted and
+ *     scaled lane-wise by the 32 row scales (one vcvtph2ps per 16) times d_x
+ *     (q4_1p: plus m * d_x * sum(a) of the block, q4_1's min term), and
+ *     accumulate in fp32.  No horizontal sum per row and no per-row scale
+ *     shuffles (the row-major kernels spend about half their instructions
+ *     there).  q8_0p with AVX-512 VNNI: w + 128 (an xor) as the unsigned
+ *     operand and -128 sum(a) of the block as the initial value; otherwise the
+ *     sign trick (|w| against a with w's sign).  q4_1p's nibbles are unsigned
+ *     already.
+ *   gemm_<p> (prefill, any M): fp32 x against the weights dequantized, as
+ *     gemm_q8_0 / gemm_q4_1: gemm.c's blocked driver, each kc-slice of a panel
+ *     dequantized straight into the B pack, or for M <= QP_SMALL_M the panels
+ *     streamed, each block dequantized once into 4 KiB.
+ *   embed_<p>: row n is column n % 32 of its panel.
+ */
+#define CKIR_QUANT_INTERNAL 1
+#include "ckir_internal.h"
+#include "ckir_quant.h"
+
+#define QP_SCALES (2 * CKIR_PANEL)                        /* bytes of a panel block's scales */
+#define QP_QUAD (4 * CKIR_PANEL)                          /* bytes of one quad row */
+#define QP_BLOCK (CKIR_PANEL * CKIR_Q8_0_BYTES)           /* bytes of a q8_0p panel block: 1088 */
+#define Q41_BLOCK (CKIR_PANEL * CKIR_Q4_1_BYTES)          /* bytes of a q4_1p panel block: 640 */
+#define Q41_QS (2 * QP_SCALES)                            /* q4_1p: the nibble groups' offset */
+/* software prefetch 4 panel blocks ahead, into L2 only (prefetcht2): measured
+ * over Qwen2's decode matrices from DRAM (2 threads, paired, 14 rounds) 1.13x
+ * gemv_q8_0's rate; with prefetcht0 0.97x, with none 1.09x, 8 blocks ahead no
+ * better */
+#define QP_PFD 4352
+_Static_assert(QP_SCALES + 8 * QP_QUAD == QP_BLOCK, "q8_0p panel block size");
+_Static_assert(Q41_QS + 4 * QP_QUAD == Q41_BLOCK, "q4_1p panel block size");
+
+#if defined(CKIR_Q512) && defined(__AVX512VNNI__)
+#define QP_XOR 1 /* w ^ 0x80 = w + 128 unsigned; the block starts at -128 sum(a) */
+#endif
+
+/* ---- dequantization of a panel block ---------------------------------------- */
+
+void ckir_internal_q8p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld) {
+  const uint8_t *q0 = pb + QP_SCALES + 4 * r0;
+#if defined(CKIR_Q512)
+  for (int64_t h = 0; h < nr; h += 16) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + 2 * (r0 + h))));
+    for (int i = 0; i < 8; i++) {
+      const __m512i v = _mm512_loadu_si512(q0 + i * QP_QUAD + 4 * h);
+      float *o = dst + 4 * i * ld + h;
+      _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 24), 24)), d));
+      _mm512_storeu_ps(o + ld, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 16), 24)), d));
+      _mm512_storeu_ps(o + 2 * ld, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 8), 24)), d));
+      _mm512_storeu_ps(o + 3 * ld, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srai_epi32(v, 24)), d));
+    }
+  }
+#elif defined(CKIR_Q256)
+  for (int64_t h = 0; h < nr; h += 8) {
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 2 * (r0 + h))));
+    for (int i = 0; i < 8; i++) {
+      const __m256i v = _mm256_loadu_si256((const __m256i *)(q0 + i * QP_QUAD + 4 * h));
+      float *o = dst + 4 * i * ld + h;
+      _mm256_storeu_ps(o, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 24), 24)), d));
+      _mm256_storeu_ps(o + ld, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 16), 24)), d));
+      _mm256_storeu_ps(o + 2 * ld, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 8), 24)), d));
+      _mm256_storeu_ps(o + 3 * ld, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(v, 24)), d));
+    }
+  }
+#else
+  for (int64_t n = 0; n < nr; n++) {
+    const float d = ckir_q_f16(pb + 2 * (r0 + n));
+    for (int i = 0; i < 8; i++) {
+      const int8_t *q = (const int8_t *)(q0 + i * QP_QUAD + 4 * n);
+      for (int j = 0; j < 4; j++) dst[(4 * i + j) * ld + n] = (float)q[j] * d;
+    }
+  }
+#endif
+}
+
+/* the same for a q4_1p panel block: d * nib + m */
+void ckir_internal_q41p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld) {
+  const uint8_t *q0 = pb + Q41_QS + 4 * r0;
+#if defined(CKIR_Q512)
+  const __m512i low = _mm512_set1_epi32(0x0F);
+  for (int64_t h = 0; h < nr; h += 16) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + 2 * (r0 + h))));
+    const __m512 m =
+        _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + QP_SCALES + 2 * (r0 + h))));
+    for (int g = 0; g < 4; g++) {
+      const __m512i v = _mm512_loadu_si512(q0 + g * QP_QUAD + 4 * h);
+      for (int j = 0; j < 4; j++) { /* byte j of each lane: k = 4g + j (low), 16 + 4g + j (high) */
+        const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(v, 8 * j), low);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v, 8 * j + 4), low);
+        _mm512_storeu_ps(dst + (4 * g + j) * ld + h, _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), d, m));
+        _mm512_storeu_ps(dst + (16 + 4 * g + j) * ld + h,
+                         _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), d, m));
+      }
+    }
+  }
+#elif defined(CKIR_Q256)
+  const __m256i low = _mm256_set1_epi32(0x0F);
+  for (int64_t h = 0; h < nr; h += 8) {
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 2 * (r0 + h))));
+    const __m256 m =
+        _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + QP_SCALES + 2 * (r0 + h))));
+    for (int g = 0; g < 4; g++) {
+      const __m256i v = _mm256_loadu_si256((const __m256i *)(q0 + g * QP_QUAD + 4 * h));
+      for (int j = 0; j < 4; j++) {
+        const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(v, 8 * j), low);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(v, 8 * j + 4), low);
+        _mm256_storeu_ps(dst + (4 * g + j) * ld + h, _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), d, m));
+        _mm256_storeu_ps(dst + (16 + 4 * g + j) * ld + h,
+                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), d, m));
+      }
+    }
+  }
+#else
+  for (int64_t n = 0; n < nr; n++) {
+    const float d = ckir_q_f16(pb + 2 * (r0 + n)), m = ckir_q_f16(pb + QP_SCALES + 2 * (r0 + n));
+    for (int g = 0; g < 4; g++)
+      for (int j = 0; j < 4; j++) {
+        const uint8_t v = q0[g * QP_QUAD + 4 * n + j];
+        dst[(4 * g + j) * ld + n] = (float)(v & 0x0F) * d + m;
+        dst[(16 + 4 * g + j) * ld + n] = (float)(v >> 4) * d + m;
+      }
+  }
+#endif
+}
+
+/* ---- gemv ------------------------------------------------------------------ */
+
+/* y[n] (+ b[n]) for the rows of panels [p0, p1) against quantized x (a, dx;
+ * cb[bk] = -128 * sum of block bk of a, used with QP_XOR) */
+static void q8p_gemv_panels(const int8_t *a, const float *dx, const int32_t *cb,
+                            const uint8_t *w, const float *b, float *y, int64_t N, int64_t nb,
+                            int64_t p0, int64_t p1) {
+  for (int64_t p = p0; p < p1; p++) {
+    const uint8_t *pp = w + p * nb * QP_BLOCK;
+    const int64_t n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, N - n0);
+#if defined(CKIR_Q512)
+    __m512 f0 = _mm512_setzero_ps(), f1 = _mm512_setzero_ps();
+    for (int64_t bk = 0; bk < nb; bk++) {
+      const uint8_t *pb = pp + bk * QP_BLOCK;
+      for (int l = 0; l < QP_BLOCK; l += 64) __builtin_prefetch(pb + QP_PFD + l, 0, 1);
+      const int8_t *ab = a + bk * CKIR_QK;
+#if defined(QP_XOR)
+      const __m512i flip = _mm512_set1_epi8((char)0x80);
+      __m512i s0 = _mm512_set1_epi32(cb[bk]), s1 = s0;
+      __m512i t0 = _mm512_setzero_si512(), t1 = t0; /* odd quads: shorter chains */
+      for (int i = 0; i < 8; i += 2) {
+        const uint8_t *q = pb + QP_SCALES + i * QP_QUAD;
+        const __m512i x0 = _mm512_set1_epi32(ckir_q_ld32((const uint8_t *)ab + 4 * i));
+        const __m512i x1 = _mm512_set1_epi32(ckir_q_ld32((const uint8_t *)ab + 4 * i + 4));
+        s0 = _mm512_dpbusd_epi32(s0, _mm512_xor_si512(_mm512_loadu_si512(q), flip), x0);
+        s1 = _mm512_dpbusd_epi32(s1, _mm512_xor_si512(_mm512_loadu_si512(q + 64), flip), x0);
+        t0 = _mm512_dpbusd_epi32(t0, _mm512_xor_si512(_mm512_loadu_si512(q + QP_QUAD), flip), x1);
+        t1 = _mm512_dpbusd_epi32(t1, _mm512_xor_si512(_mm512_loadu_si512(q + QP_QUAD + 64), flip),
+                                 x1);
+      }
+      s0 = _mm512_add_epi32(s0, t0);
+      s1 = _mm512_add_epi32(s1, t1);
+#else
+      (void)cb;
+      const __m512i zero = _mm512_setzero_si512();
+      __m512i s0 = zero, s1 = zero;
+      for (int i = 0; i < 8; i++) {
+        const uint8_t *q = pb + QP_SCALES + i * QP_QUAD;
+        const __m512i xq = _mm512_set1_epi32(ckir_q_ld32((const uint8_t *)ab + 4 * i));
+        const __m512i w0 = _mm512_loadu_si512(q), w1 = _mm512_loadu_si512(q + 64);
+        s0 = CKIR_DPBUSD512(s0, _mm512_abs_epi8(w0),
+                            _mm512_mask_sub_epi8(xq, _mm512_movepi8_mask(w0), zero, xq));
+        s1 = CKIR_DPBUSD512(s1, _mm512_abs_epi8(w1),
+                            _mm512_mask_sub_epi8(xq, _mm512_movepi8_mask(w1), zero, xq));
+      }
+#endif
+      const __m512 sx = _mm512_set1_ps(dx[bk]);
+      const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));
+      const __m512 d1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + 32)));
+      f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_mul_ps(d0, sx), f0);
+      f1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_mul_ps(d1, sx), f1);
+    }
+    const __mmask16 m0 = ckir_mask16(nn), m1 = ckir_mask16(CKIR_MAX(0, nn - 16));
+    if (b) {
+      f0 = _mm512_add_ps(f0, _mm512_maskz_loadu_ps(m0, b + n0));
+      f1 = _mm512_add_ps(f1, _mm512_maskz_loadu_ps(m1, b + n0 + 16));
+    }
+    _mm512_mask_storeu_ps(y + n0, m0, f0);
+    _mm512_mask_storeu_ps(y + n0 + 16, m1, f1);
+#elif defined(CKIR_Q256)
+    (void)cb;
+    __m256 f[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+    for (int64_t bk = 0; bk < nb; bk++) {
+      const uint8_t *pb = pp + bk * QP_BLOCK;
+      for (int l = 0; l < QP_BLOCK; l += 64) __builtin_prefetch(pb + QP_PFD + l, 0, 1);
+      const int8_t *ab = a + bk * CKIR_QK;
+      __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                      _mm256_setzero_si256()};
+      for (int i = 0; i < 8; i++) {
+        const uint8_t *q = pb + QP_SCALES + i * QP_QUAD;
+        const __m256i xq = _mm256_set1_epi32(ckir_q_ld32((const uint8_t *)ab + 4 * i));
+        for (int h = 0; h < 4; h++) {
+          const __m256i wv = _mm256_loadu_si256((const __m256i *)(q + 32 * h));
+          s[h] = CKIR_DPBUSD256(s[h], _mm256_abs_epi8(wv), _mm256_sign_epi8(xq, wv));
+        }
+      }
+      const __m256 sx = _mm256_set1_ps(dx[bk]);
+      for (int h = 0; h < 4; h++) {
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16 * h)));
+        f[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[h]), _mm256_mul_ps(d, sx), f[h]);
+      }
+    }
+    float out[CKIR_PANEL];
+    for (int h = 0; h < 4; h++) _mm256_storeu_ps(out + 8 * h, f[h]);
+    for (int64_t r = 0; r < nn; r++) y[n0 + r] = out[r] + (b ? b[n0 + r] : 0.0f);
+#else
+    (void)cb;
+    float f[CKIR_PANEL] = {0};
+    for (int64_t bk = 0; bk < nb; bk++) {
+      const uint8_t *pb = pp + bk * QP_BLOCK;
+      const int8_t *ab = a + bk * CKIR_QK;
+      for (int r = 0; r < CKIR_PANEL; r++) {
+        /* through int8_t pointers (see q8_0_row_scalar in quant_q8_0.c) */
+        int32_t is = 0;
+        for (int i = 0; i < 8; i++) {
+          const int8_t *q = (const int8_t *)(pb + QP_SCALES + i * QP_QUAD + 4 * r);
+          for (int j = 0; j < 4; j++) is += q[j] * ab[4 * i + j];
+        }
+        f[r] += (float)is * (ckir_q_f16(pb + 2 * r) * dx[bk]);
+      }
+    }
+    for (int64_t r = 0; r < nn; r++) y[n0 + r] = f[r] + (b ? b[n0 + r] : 0.0f);
+#endif
+  }
+}
+
+/* the same for q4_1p (sx[bk] = d_x * sum of block bk of a: the min term's factor) */
+static void q41p_gemv_panels(const int8_t *a, const float *dx, const float *sx,
+                             const uint8_t *w, const float *b, float *y, int64_t N, int64_t nb,
+                             int64_t p0, int64_t p1) {
+  for (int64_t p = p0; p < p1; p++) {
+    const uint8_t *pp = w + p * nb * Q41_BLOCK;
+    const int64_t n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, N - n0);
+#if defined(CKIR_Q512)
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    __m512 f0 = _mm512_setzero_ps(), f1 = _mm512_setzero_ps();
+    for (int64_t bk = 0; bk < nb; bk++) {
+      const uint8_t *pb = pp + bk * Q41_BLOCK;
+      for (int l = 0; l < Q41_BLOCK; l += 64) __builtin_prefetch(pb + QP_PFD + l, 0, 1);
+      const uint8_t *ab = (const uint8_t *)(a + bk * CKIR_QK);
+      __m512i s0 = _mm512_setzero_si512(), s1 = s0, t0 = s0, t1 = s0;
+      for (int g = 0; g < 4; g++) {
+        const uint8_t *q = pb + Q41_QS + g * QP_QUAD;
+        const __m512i xl = _mm512_set1_epi32(ckir_q_ld32(ab + 4 * g));
+        const __m512i xh = _mm512_set1_epi32(ckir_q_ld32(ab + 16 + 4 * g));
+        const __m512i v0 = _mm512_loadu_si512(q), v1 = _mm512_loadu_si512(q + 64);
+        s0 = CKIR_DPBUSD512(s0, _mm512_and_si512(v0, low), xl);
+        s1 = CKIR_DPBUSD512(s1, _mm512_and_si512(v1, low), xl);
+        t0 = CKIR_DPBUSD512(t0, _mm512_and_si512(_mm512_srli_epi16(v0, 4), low), xh);
+        t1 = CKIR_DPBUSD512(t1, _mm512_and_si512(_mm512_srli_epi16(v1, 4), low), xh);
+      }
+      s0 = _mm512_add_epi32(s0, t0);
+      s1 = _mm512_add_epi32(s1, t1);
+      const __m512 vx = _mm512_set1_ps(dx[bk]), vs = _mm512_set1_ps(sx[bk]);
+      const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));
+      const __m512 d1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + 32)));
+      const __m512 m0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + QP_SCALES)));
+      const __m512 m1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + QP_SCALES + 32)));
+      f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_mul_ps(d0, vx), _mm512_fmadd_ps(m0, vs, f0));
+      f1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_mul_ps(d1, vx), _mm512_fmadd_ps(m1, vs, f1));
+    }
+    const __mmask16 k0 = ckir_mask16(nn), k1 = ckir_mask16(CKIR_MAX(0, nn - 16));
+    if (b) {
+      f0 = _mm512_add_ps(f0, _mm512_maskz_loadu_ps(k0, b + n0));
+      f1 = _mm512_add_ps(f1, _mm512_maskz_loadu_ps(k1, b + n0 + 16));
+    }
+    _mm512_mask_storeu_ps(y + n0, k0, f0);
+    _mm512_mask_storeu_ps(y + n0 + 16, k1, f1);
+#elif defined(CKIR_Q256)
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    __m256 f[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+    for (int64_t bk = 0; bk < nb; bk++) {
+      const uint8_t *pb = pp + bk * Q41_BLOCK;
+      for (int l = 0; l < Q41_BLOCK; l += 64) __builtin_prefetch(pb + QP_PFD + l, 0, 1);
+      const uint8_t *ab = (const uint8_t *)(a + bk * CKIR_QK);
+      __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                      _mm256_setzero_si256()};
+      for (int g = 0; g < 4; g++) {
+        const uint8_t *q = pb + Q41_QS + g * QP_QUAD;
+        const __m256i xl = _mm256_set1_epi32(ckir_q_ld32(ab + 4 * g));
+        const __m256i xh = _mm256_set1_epi32(ckir_q_ld32(ab + 16 + 4 * g));
+        for (int h = 0; h < 4; h++) {
+          const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * h));
+          s[h] = CKIR_DPBUSD256(s[h], _mm256_and_si256(v, low), xl);
+          s[h] = CKIR_DPBUSD256(s[h], _mm256_and_si256(_mm256_srli_epi16(v, 4), low), xh);
+        }
+      }
+      const __m256 vx = _mm256_set1_ps(dx[bk]), vs = _mm256_set1_ps(sx[bk]);
+      for (int h = 0; h < 4; h++) {
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16 * h)));
+        const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + QP_SCALES + 16 * h)));
+        f[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[h]), _mm256_mul_ps(d, vx), _mm256_fmadd_ps(m, vs, f[h]));
+      }
+    }
+    float out[CKIR_PANEL];
+    for (int h = 0; h < 4; h++) _mm256_storeu_ps(out + 8 * h, f[h]);
+    for (int64_t r = 0; r < nn; r++) y[n0 + r] = out[r] + (b ? b[n0 + r] : 0.0f);
+#else
+    float f[CKIR_PANEL] = {0};
+    for (int64_t bk = 0; bk < nb; bk++) {
+      const uint8_t *pb = pp + bk * Q41_BLOCK;
+      const int8_t *ab = a + bk * CKIR_QK;
+      for (int r = 0; r < CKIR_PANEL; r++) {
+        int32_t is = 0;
+        for (int g = 0; g < 4; g++)
+          for (int j = 0; j < 4; j++) {
+            const uint8_t v = pb[Q41_QS + g * QP_QUAD + 4 * r + j];
+            is += (v & 0x0F) * ab[4 * g + j] + (v >> 4) * ab[16 + 4 * g + j];
+          }
+        f[r] += (float)is * (ckir_q_f16(pb + 2 * r) * dx[bk]) +
+                ckir_q_f16(pb + QP_SCALES + 2 * r) * sx[bk];
+      }
+    }
+    for (int64_t r = 0; r < nn; r++) y[n0 + r] = f[r] + (b ? b[n0 + r] : 0.0f);
+#endif
+  }
+}
+
+/* y = W x (+ b) for a block panel dtype (has_m: q4_1p, else q8_0p) */
+static void gemv_qp_impl(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
+                         int64_t K, const int has_m) {
+  const int64_t nb = K / CKIR_QK, P = (N + CKIR_PANEL - 1) / CKIR_PANEL;
+  const int64_t pbytes = nb * (has_m ? Q41_BLOCK : QP_BLOCK); /* bytes of a panel */
+  uint8_t buf[K + nb * (int64_t)(sizeof(int32_t) + 2 * sizeof(float)) + 128];
+  int8_t *a = CKIR_ALIGN64(buf);
+  int32_t *cb = (int32_t *)(a + K); /* K % 32 == 0: aligned */
+  float *dx = (float *)(cb + nb), *sx = dx + nb;
+  ckir_internal_quantize_x(x, K, a, dx);
+  for (int64_t bk = 0; bk < nb; bk++) {
+    int32_t t = 0;
+    for (int j = 0; j < CKIR_QK; j++) t += a[bk * CKIR_QK + j];
+    cb[bk] = -128 * t;
+    sx[bk] = dx[bk] * (float)t;
+  }
+#pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && P > 1)
+  {
+    int64_t p0, p1; /* each thread streams one contiguous range of panels */
+    ckir_q_thread_range(P, &p0, &p1);
+    ckir_q_prefetch(w + p0 * pbytes, CKIR_MIN(QP_PFD, (p1 - p0) * pbytes));
+    if (has_m)
+      q41p_gemv_panels(a, dx, sx, w, b, y, N, nb, p0, p1);
+    else
+      q8p_gemv_panels(a, dx, cb, w, b, y, N, nb, p0, p1);
+  }
+}
+
+/* ---- gemm for small M --------------------------------------------------------- */
+
+typedef void (*qp_deq_fn)(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld);
+
+/* y[M, N] = x . W^T (+ b) for small M: OpenMP over contiguous ranges of panels;
+ * each panel block (bb bytes) is dequantized once into a 4 KiB buffer (k-major,
+ * 32 rows a k), then every row of x accumulates its 32 k into y's 32 columns
+ * (fp32 x, the numerics of gemm_q8_0 / gemm_q4_1) */
+#define QP_V (CKIR_PANEL / CKV_W)
+static void qp_rows(const float *x, int64_t M, const uint8_t *w, int64_t bb, qp_deq_fn deq,
+                    const float *b, float *y, int64_t N, int64_t K) {
+  const int64_t nb = K / CKIR_QK, P = (N + CKIR_PANEL - 1) / CKIR_PANEL;
+#pragma omp parallel if (M * N * K >= CKIR_GEMV_PAR_MIN && P > 1)
+  {
+    int64_t p0, p1;
+    ckir_q_thread_range(P, &p0, &p1);
+    float buf[CKIR_QK * CKIR_PANEL] __attribute__((aligned(64)));
+    for (int64_t p = p0; p < p1; p++) {
+      const int64_t n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, N - n0);
+      for (int64_t m = 0; m < M; m++) { /* y's columns of this panel start as the bias */
+        float *ym = y + m * N + n0;
+        for (int64_t r = 0; r < nn; r++) ym[r] = b ? b[n0 + r] : 0.0f;
+      }
+      for (int64_t bk = 0; bk < nb; bk++) {
+        deq(w + (p * nb + bk) * bb, 0, CKIR_PANEL, buf, CKIR_PANEL);
+        for (int64_t m = 0; m < M; m++) {
+          const float *xm = x + m * K + bk * CKIR_QK;
+          ckv acc[2][QP_V];
+          for (int j = 0; j < QP_V; j++) acc[0][j] = acc[1][j] = ckv_zero();
+          for (int k = 0; k < CKIR_QK; k += 2)
+            for (int u = 0; u < 2; u++) {
+              const ckv a = ckv_set1(xm[k + u]);
+              for (int j = 0; j < QP_V; j++)
+                acc[u][j] = ckv_fma(a, ckv_load(buf + (k + u) * CKIR_PANEL + j * CKV_W), acc[u][j]);
+            }
+          float *ym = y + m * N + n0;
+          for (int j = 0; j < QP_V && j * CKV_W < nn; j++) {
+            const int64_t lanes = nn - j * CKV_W;
+            const ckv s = ckv_add(ckv_add(acc[0][j], acc[1][j]), ckv_load_n(ym + j * CKV_W, lanes));
+            ckv_store_n(ym + j * CKV_W, lanes, s);
+          }
+        }
+      }
+    }
+  }
+}
+
+/* gemm_<p> streams the panels up to this M (measured with q8_0p, 1536x576,
+ * AVX-512, 2 threads: M = 4 99 GFLOP/s streaming against 32 on the blocked
+ * driver; M = 32 147 against 168) */
+#ifndef QP_SMALL_M
+#define QP_SMALL_M 8
+#endif
+
+/* ---- reference rows: the row-major block of row n, block bk ------------------- */
+
+/* the q8_0 block (2-byte d, 32 int8) of row n, block bk of a q8_0p matrix */
+static void q8p_block(const uint8_t *w, int64_t n, int64_t bk, int64_t K, uint8_t blk[34]) {
+  const uint8_t *pb = w + ((n / CKIR_PANEL) * (K / CKIR_QK) + bk) * QP_BLOCK;
+  const int64_t r = n % CKIR_PANEL;
+  memcpy(blk, pb + 2 * r, 2);
+  for (int i = 0; i < 8; i++) memcpy(blk + 2 + 4 * i, pb + QP_SCALES + i * QP_QUAD + 4 * r, 4);
+}
+
+/* the q4_1 block (d, m, qs[16]) of row n, block bk of a q4_1p matrix */
+static void q41p_block(const uint8_t *w, int64_t n, int64_t bk, int64_t K, uint8_t blk[20]) {
+  const uint8_t *pb = w + ((n / CKIR_PANEL) * (K / CKIR_QK) + bk) * Q41_BLOCK;
+  const int64_t r = n % CKIR_PANEL;
+  memcpy(blk, pb + 2 * r, 2);
+  memcpy(blk + 2, pb + QP_SCALES + 2 * r, 2);
+  for (int g = 0; g < 4; g++) memcpy(blk + 4 + 4 * g, pb + Q41_QS + g * QP_QUAD + 4 * r, 4);
+}
+
+/* the 32 values of row n, block bk (exactly d * q, or d * nib + m) */
+static void qp_values(const uint8_t *w, int64_t n, int64_t bk, int64_t K, int has_m,
+                      float v[CKIR_QK]) {
+  uint8_t blk[34];
+  if (has_m) {
+    q41p_block(w, n, bk, K, blk);
+    const float d = ckir_internal_f16_to_f32(ckir_q_ld16(blk));
+    const float m = ckir_internal_f16_to_f32(ckir_q_ld16(blk + 2));
+    for (int j = 0; j < 16; j++) {
+      v[j] = (float)(blk[4 + j] & 0x0F) * d + m;
+      v[j + 16] = (float)(blk[4 + j] >> 4) * d + m;
+    }
+  } else {
+    q8p_block(w, n, bk, K, blk);
+    const float d = ckir_internal_f16_to_f32(ckir_q_ld16(blk));
+    const int8_t *q = (const int8_t *)(blk + 2);
+    for (int j = 0; j < CKIR_QK; j++) v[j] = (float)q[j] * d;
+  }
+}
+
+/* x . row n the way gemv_<p> computes it (x quantized: a, dx), scalar */
+static float qp_gemv_row_ref(const int8_t *a, const float *dx, const uint8_t *w, int64_t n,
+                             int64_t K, int has_m) {
+  float s = 0.0f;
+  for (int64_t bk = 0; bk < K / CKIR_QK; bk++) {
+    uint8_t blk[34];
+    const int8_t *ab = a + bk * CKIR_QK;
+    int32_t is = 0, t = 0;
+    if (has_m) {
+      q41p_block(w, n, bk, K, blk);
+      for (int j = 0; j < 16; j++) is += (blk[4 + j] & 0x0F) * ab[j] + (blk[4 + j] >> 4) * ab[j + 16];
+      for (int j = 0; j < CKIR_QK; j++) t += ab[j];
+      s += (float)is * (ckir_internal_f16_to_f32(ckir_q_ld16(blk)) * dx[bk]) +
+           ckir_internal_f16_to_f32(ckir_q_ld16(blk + 2)) * (dx[bk] * (float)t);
+    } else {
+      q8p_block(w, n, bk, K, blk);
+      const int8_t *q = (const int8_t *)(blk + 2);
+      for (int j = 0; j < CKIR_QK; j++) is += q[j] * ab[j];
+      s += (float)is * (ckir_internal_f16_to_f32(ckir_q_ld16(blk)) * dx[bk]);
+    }
+  }
+  return s;
+}
+
+/* x . row n in double against the dequantized weights (gemm's numerics) */
+static double qp_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int64_t K, int has_m) {
+  double s = 0.0;
+  float v[CKIR_QK];
+  for (int64_t bk = 0; bk < K / CKIR_QK; bk++) {
+    qp_values(w, n, bk, K, has_m, v);
+    for (int j = 0; j < CKIR_QK; j++) s += (double)x[bk * CKIR_QK + j] * v[j];
+  }
+  return s;
+}
+
+/* ---- the public kernels of each dtype ------------------------------------------ */
+
+/* Every kernel of block panel dtype D (has_m: q4_1p's min term; BB panel block
+ * bytes; DEQ its panel-block dequantizer) and its reference twin */
+#define CKIR_QP_KERNELS(D, HAS_M, BB, DEQ)                                                        \
+  void ckir_gemv_##D(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {        \
+    gemv_qp_impl(x, w, NULL, y, N, K, HAS_M);                                                    \
+  }                                                                                              \
+  void ckir_gemv_bias_##D(const float *x, const uint8_t *w, const float *b, float *y, int64_t N, \
+                          int64_t K) {                                                           \
+    gemv_qp_impl(x, w, b, y, N, K, HAS_M);                                                       \
+  }                                                                                              \
+  void ckir_gemm_bias_##D(const float *x, const uint8_t *w, const float *b, float *y, int64_t M, \
+                          int64_t N, int64_t K) {                                                \
+    if (M <= QP_SMALL_M)                                                                         \
+      qp_rows(x, M, w, BB, DEQ, b, y, N, K);                                                     \
+    else                                                                                         \
+      ckir_internal_gemm_qp(x, w, b, y, M, N, K, HAS_M);                                         \
+  }                                                                                              \
+  void ckir_gemm_##D(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,          \
+                     int64_t K) {                                                                \
+    ckir_gemm_bias_##D(x, w, NULL, y, M, N, K);                                                  \
+  }                                                                                              \
+  void ckir_embed_##D(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,       \
+                      int64_t E) {                                                               \
+    _Pragma("omp parallel for schedule(static) if (T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)")   \
+    for (int64_t t = 0; t < T; t++)                                                              \
+      for (int64_t bk = 0; bk < E / CKIR_QK; bk++)                                               \
+        qp_values(table, tokens[t], bk, E, HAS_M, out + t * E + bk * CKIR_QK);                   \
+  }                                                                                              \
+  float ckir_internal_ref_gemv_row_##D(const float *x, const uint8_t *w, int64_t n, int64_t K) { \
+    int8_t a[K];                                                                                 \
+    float dx[K / CKIR_QK];                                                                       \
+    ckir_internal_quantize_x_ref(x, K, a, dx);                                                   \
+    return qp_gemv_row_ref(a, dx, w, n, K, HAS_M);                                               \
+  }                                                                                              \
+  float ckir_internal_ref_gemm_row_##D(const float *x, const uint8_t *w, int64_t n, int64_t K) { \
+    return (float)qp_gemm_row_ref(x, w, n, K, HAS_M);                                            \
+  }                                                                                              \
+  void ckir_ref_gemv_bias_##D(const float *x, const uint8_t *w, const float *b, float *y,       \
+                              int64_t N, int64_t K) {                                            \
+    int8_t a[K];                                                                                 \
+    float dx[K / CKIR_QK];                                                                       \
+    ckir_internal_quantize_x_ref(x, K, a, dx);                                                   \
+    for (int64_t n = 0; n < N; n++)                                                              \
+      y[n] = qp_gemv_row_ref(a, dx, w, n, K, HAS_M) + (b ? b[n] : 0.0f);                         \
+  }                                                                                              \
+  void ckir_ref_gemv_##D(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {    \
+    ckir_ref_gemv_bias_##D(x, w, NULL, y, N, K);                                                 \
+  }                                                                                              \
+  void ckir_ref_gemm_bias_##D(const float *x, const uint8_t *w, const float *b, float *y,       \
+                              int64_t M, int64_t N, int64_t K) {                                 \
+    for (int64_t m = 0; m < M; m++)                                                              \
+      for (int64_t n = 0; n < N; n++)                                                            \
+        y[m * N + n] = (float)qp_gemm_row_ref(x + m * K, w, n, K, HAS_M) + (b ? b[n] : 0.0f);    \
+  }                                                                                              \
+  void ckir_ref_gemm_##D(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,      \
+                         int64_t K) {                                                            \
+    ckir_ref_gemm_bias_##D(x, w, NULL, y, M, N, K);                                              \
+  }                                                                                              \
+  void ckir_ref_embed_##D(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,   \
+                          int64_t E) {                                                           \
+    for (int64_t t = 0; t < T; t++)                                                              \
+      for (int64_t bk = 0; bk < E / CKIR_QK; bk++)                                               \
+        qp_values(table, tokens[t], bk, E, HAS_M, out + t * E + bk * CKIR_QK);                   \
+  }
+
+CKIR_QP_KERNELS(q8_0p, 0, QP_BLOCK, ckir_internal_q8p_deq)
+CKIR_QP_KERNELS(q4_1p, 1, Q41_BLOCK, ckir_internal_q41p_deq)
