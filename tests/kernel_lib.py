@@ -36,6 +36,7 @@ NP_DTYPES = {
     "f32p": np.float32,
     "bf16p": np.uint16,
     "q8_0p": np.uint8,
+    "q4_1p": np.uint8,
 }
 ISAS = ("scalar", "avx2", "native")
 

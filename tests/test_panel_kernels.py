@@ -283,44 +283,61 @@ def test_gate_up(lib, threads, panels, M, N, K):
             close(out, want)
 
 
-# ------------------------------------------------------------------------------ q8_0p
-# Q8_0 blocks in panels: gemv multiplies quantized x (the integer scheme of gemv_q8_0,
-# emulated by test_quant_kernels.emulate_gemv), gemm fp32 x against the dequantized
-# weights (gemm_q8_0's numerics).
+# ---------------------------------------------------------------- q8_0p and q4_1p
+# Q8_0 / Q4_1 blocks in panels: gemv multiplies quantized x (the integer scheme of
+# gemv_q8_0 / gemv_q4_1, emulated by test_quant_kernels.emulate_gemv), gemm fp32 x
+# against the dequantized weights (gemm_q8_0's / gemm_q4_1's numerics).
+
+QBLOCK = {"q8_0p": ("q8_0", 34), "q4_1p": ("q4_1", 20)}
 
 
-def pack_q8_0p(w: np.ndarray) -> np.ndarray:
-    """w[N, K] (K % 32 == 0) as q8_0p bytes: per panel p and block b, the 32 rows'
-    f16 scales (64 bytes), then 8 quad rows of 128 bytes, byte 4 r + j of quad row i
-    = q[32 p + r, 32 b + 4 i + j]; rows >= N zero."""
+def pack_block_panels(w: np.ndarray, dtype: str) -> np.ndarray:
+    """w[N, K] (K % 32 == 0) as q8_0p or q4_1p bytes.  Per panel p and block b:
+    q8_0p: the 32 rows' f16 d (64 bytes), then 8 quad rows of 128 bytes, byte 4 r + j
+    of quad row i = q[32 p + r, 32 b + 4 i + j]; q4_1p: the 32 d (64 bytes), the 32 m
+    (64 bytes), then 4 groups of 128 bytes, byte 4 r + j of group g = qs[4 g + j] of
+    row 32 p + r's block.  Rows >= N zero."""
+    plain, nbytes = QBLOCK[dtype]
     n, k = w.shape
     nb, p = k // 32, -(-n // PANEL)
-    blk = np.zeros((p * PANEL, nb, 34), np.uint8)
-    blk[:n] = quant.quantize(w, "q8_0").reshape(n, nb, 34)
-    arr = blk.reshape(p, PANEL, nb, 34).transpose(0, 2, 1, 3)
-    scales = arr[..., 0:2].reshape(p, nb, 64)
-    quads = arr[..., 2:].reshape(p, nb, PANEL, 8, 4).transpose(0, 1, 3, 2, 4).reshape(p, nb, 1024)
-    return np.ascontiguousarray(np.concatenate([scales, quads], axis=2)).reshape(-1)
+    blk = np.zeros((p * PANEL, nb, nbytes), np.uint8)
+    blk[:n] = quant.quantize(w, plain).reshape(n, nb, nbytes)
+    arr = blk.reshape(p, PANEL, nb, nbytes).transpose(0, 2, 1, 3)  # [P, nb, 32 rows, bytes]
+    head = 4 if dtype == "q4_1p" else 2  # the scale bytes of a block: d (and m)
+    scales = [arr[..., h : h + 2].reshape(p, nb, 64) for h in range(0, head, 2)]
+    groups = (nbytes - head) // 4
+    quads = arr[..., head:].reshape(p, nb, PANEL, groups, 4).transpose(0, 1, 3, 2, 4)
+    parts = [*scales, quads.reshape(p, nb, groups * 4 * PANEL)]
+    return np.ascontiguousarray(np.concatenate(parts, axis=2)).reshape(-1)
 
 
-def q8_values(w: np.ndarray) -> np.ndarray:
-    return quant.dequantize(quant.quantize(w, "q8_0"), "q8_0").reshape(w.shape).astype(np.float64)
+def block_values(w: np.ndarray, plain: str) -> np.ndarray:
+    return quant.dequantize(quant.quantize(w, plain), plain).reshape(w.shape).astype(np.float64)
 
 
-def test_pack_q8_0p_layout():
+@pytest.fixture(params=list(QBLOCK))
+def qpanels(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def test_pack_block_panels_layout(qpanels):
+    plain, nbytes = QBLOCK[qpanels]
     rng = np.random.default_rng(1)
     w = rand(rng, 33, 64)
-    p, blocks = pack_q8_0p(w), quant.quantize(w, "q8_0").reshape(33, 2, 34)
-    assert p.size == 2 * PANEL * 2 * 34
+    p, blocks = pack_block_panels(w, qpanels), quant.quantize(w, plain).reshape(33, 2, nbytes)
+    assert p.size == 2 * PANEL * 2 * nbytes
+    head = nbytes - 32 if qpanels == "q8_0p" else 4
     for n in range(2 * PANEL):
+        r = n % PANEL
         for b in range(2):
-            base = ((n // PANEL) * 2 + b) * PANEL * 34
-            d = bytes(p[base + 2 * (n % PANEL) : base + 2 * (n % PANEL) + 2])
-            q = [int(p[base + 64 + (k // 4) * 128 + (n % PANEL) * 4 + k % 4]) for k in range(32)]
-            if n < 33:
-                assert d == bytes(blocks[n, b, :2]) and q == list(blocks[n, b, 2:])
-            else:
-                assert d == b"\0\0" and q == [0] * 32
+            base = ((n // PANEL) * 2 + b) * PANEL * nbytes
+            got = [*p[base + 2 * r : base + 2 * r + 2]]
+            if qpanels == "q4_1p":
+                got += [*p[base + 64 + 2 * r : base + 64 + 2 * r + 2]]
+            body = nbytes - head
+            got += [int(p[base + 32 * head + (i // 4) * 128 + 4 * r + i % 4]) for i in range(body)]
+            want = list(blocks[n, b]) if n < 33 else [0] * nbytes
+            assert got == want, (n, b)
 
 
 Q8P_GEMM_SHAPES = [
@@ -339,73 +356,76 @@ Q8P_GEMM_SHAPES = [
 
 @pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
 @pytest.mark.parametrize("M,N,K", Q8P_GEMM_SHAPES)
-def test_gemm_q8_0p(lib, threads, M, N, K, bias):
+def test_gemm_block_panels(lib, threads, qpanels, M, N, K, bias):
     rng = np.random.default_rng(M * 1000 + N + K)
     x, w = rand(rng, M, K), rand(rng, N, K, scale=K**-0.5)
     b = rand(rng, N, scale=0.5)
-    want = x.astype(np.float64) @ q8_values(w).T + (b if bias else 0.0)
-    wp = pack_q8_0p(w)
+    want = x.astype(np.float64) @ block_values(w, QBLOCK[qpanels][0]).T + (b if bias else 0.0)
+    wp = pack_block_panels(w, qpanels)
     for fn in (lib.call, lib.ref):
         y = nan(M, N)
-        fn(f"gemm{'_bias' if bias else ''}_q8_0p", x, wp, *([b] if bias else []), y, M, N, K)
+        fn(f"gemm{'_bias' if bias else ''}_{qpanels}", x, wp, *([b] if bias else []), y, M, N, K)
         close(y, want)
 
 
 @pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
 @pytest.mark.parametrize("N,K", [(1, 32), (3, 64), (33, 96), (65, 4128), (576, 576), (100, 1536)])
-def test_gemv_q8_0p(lib, threads, N, K, bias):
+def test_gemv_block_panels(lib, threads, qpanels, N, K, bias):
     from test_quant_kernels import emulate_gemv
 
+    plain = QBLOCK[qpanels][0]
     rng = np.random.default_rng(N * 1000 + K)
     x, w = rand(rng, K), rand(rng, N, K, scale=K**-0.5)
     b = rand(rng, N, scale=0.5)
-    want, mag, _ = emulate_gemv(x, quant.quantize(w, "q8_0"), "q8_0")
+    want, mag, _ = emulate_gemv(x, quant.quantize(w, plain), plain)
     want = want + (b if bias else 0.0)
-    wp = pack_q8_0p(w)
+    wp = pack_block_panels(w, qpanels)
     for fn in (lib.call, lib.ref):
         y = nan(N)
-        fn(f"gemv{'_bias' if bias else ''}_q8_0p", x, wp, *([b] if bias else []), y, N, K)
+        fn(f"gemv{'_bias' if bias else ''}_{qpanels}", x, wp, *([b] if bias else []), y, N, K)
         assert not np.isnan(y).any()
         assert np.all(np.abs(y - want) <= 1e-5 * mag + 1e-30), np.abs(y - want).max()
 
 
 @pytest.mark.parametrize("V,E,T", [(1, 32, 1), (33, 64, 5), (100, 576, 40)])
-def test_embed_q8_0p_exact(lib, V, E, T):
+def test_embed_block_panels_exact(lib, qpanels, V, E, T):
     rng = np.random.default_rng(V + E)
     table = rand(rng, V, E)
     tokens = rng.integers(0, V, T).astype(np.int32)
     tokens[-1] = V - 1
+    want = block_values(table, QBLOCK[qpanels][0])[tokens].astype(F32)
     for fn in (lib.call, lib.ref):
         out = nan(T, E)
-        fn("embed_q8_0p", tokens, pack_q8_0p(table), out, T, E)
-        np.testing.assert_array_equal(out, q8_values(table)[tokens].astype(F32))
+        fn(f"embed_{qpanels}", tokens, pack_block_panels(table, qpanels), out, T, E)
+        np.testing.assert_array_equal(out, want)
 
 
 @pytest.mark.parametrize("M", [1, 9, 128])
-def test_fused_q8_0p(lib, threads, M):
-    """qkv and gate_up: gemv from the unfused gemv_q8_0p (qkv bit for bit), gemm
+def test_fused_block_panels(lib, threads, qpanels, M):
+    """qkv and gate_up: gemv from the unfused gemv_<p> (qkv bit for bit), gemm
     against the fp32 oracle."""
+    plain = QBLOCK[qpanels][0]
     rng = np.random.default_rng(M)
     Nq, Nk, Nv, K = 96, 33, 33, 64
     x = rand(rng, M, K)
     ws = [rand(rng, n, K, scale=K**-0.5) for n in (Nq, Nk, Nv)]
-    wps = [pack_q8_0p(w) for w in ws]
+    wps = [pack_block_panels(w, qpanels) for w in ws]
     outs = [nan(M, n) for n in (Nq, Nk, Nv)]
     gate_up = nan(M, Nq)
     if M == 1:
-        lib.call("gemv_qkv_q8_0p", x[0], *wps, *(o[0] for o in outs), Nq, Nk, Nv, K)
-        lib.call("gemv_gate_up_q8_0p", x[0], wps[0], wps[0], gate_up[0], Nq, K)
+        lib.call(f"gemv_qkv_{qpanels}", x[0], *wps, *(o[0] for o in outs), Nq, Nk, Nv, K)
+        lib.call(f"gemv_gate_up_{qpanels}", x[0], wps[0], wps[0], gate_up[0], Nq, K)
         for o, wp, n in zip(outs, wps, (Nq, Nk, Nv), strict=True):
             one = nan(n)
-            lib.call("gemv_q8_0p", x[0], wp, one, n, K)
+            lib.call(f"gemv_{qpanels}", x[0], wp, one, n, K)
             np.testing.assert_array_equal(o[0], one)
         g = outs[0][0].astype(np.float64)
         np.testing.assert_allclose(gate_up[0], g / (1 + np.exp(-g)) * g, rtol=1e-5, atol=1e-6)
     else:
-        lib.call("gemm_qkv_q8_0p", x, *wps, *outs, M, Nq, Nk, Nv, K)
-        lib.call("gemm_gate_up_q8_0p", x, wps[0], wps[0], gate_up, M, Nq, K)
+        lib.call(f"gemm_qkv_{qpanels}", x, *wps, *outs, M, Nq, Nk, Nv, K)
+        lib.call(f"gemm_gate_up_{qpanels}", x, wps[0], wps[0], gate_up, M, Nq, K)
         xs = x.astype(np.float64)
         for o, w in zip(outs, ws, strict=True):
-            close(o, xs @ q8_values(w).T)
-        g = xs @ q8_values(ws[0]).T
+            close(o, xs @ block_values(w, plain).T)
+        g = xs @ block_values(ws[0], plain).T
         close(gate_up, g / (1 + np.exp(-g)) * g)

@@ -351,19 +351,20 @@ def test_gemv_quant(qlib, threads, dtype, N, K, bias):
     np.testing.assert_allclose(outs[0], outs[1], rtol=0, atol=float((2e-5 * mag).max()) + 1e-30)
 
 
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_1"])
 @pytest.mark.parametrize("N,K", [(1, 32), (33, 96), (65, 4128), (576, 576)])
-def test_gemv_q8_0p_on_every_variant(qlib, threads, N, K):
-    """gemv_q8_0p (Q8_0 blocks in panels) against the integer scheme on every build
-    variant (the AVX-512 path without VNNI, AVX-VNNI, ...); the layout and the other
-    kernels: tests/test_panel_kernels.py."""
-    from test_panel_kernels import pack_q8_0p
+def test_gemv_block_panels_on_every_variant(qlib, threads, dtype, N, K):
+    """gemv_q8_0p / gemv_q4_1p (the blocks in panels) against the integer scheme on
+    every build variant (the AVX-512 path without VNNI, AVX-VNNI, ...); the layouts and
+    the other kernels: tests/test_panel_kernels.py."""
+    from test_panel_kernels import pack_block_panels
 
     rng = np.random.default_rng(N + K)
     w, x = weights(rng, N, K), activations(rng, K)
-    y_emu, mag, _ = emulate_gemv(x, store(w, "q8_0"), "q8_0")
+    y_emu, mag, _ = emulate_gemv(x, store(w, dtype), dtype)
     for fn in (qlib.call, qlib.ref):
         y = np.full(N, np.nan, F32)
-        fn("gemv_q8_0p", x, pack_q8_0p(w), y, N, K)
+        fn(f"gemv_{dtype}p", x, pack_block_panels(w, f"{dtype}p"), y, N, K)
         assert np.all(np.abs(y - y_emu) <= 1e-5 * mag + 1e-30), np.abs(y - y_emu).max()
 
 
