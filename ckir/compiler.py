@@ -82,9 +82,9 @@ HF_EXTRA_FILES = (
 
 
 #: what ``CompileOptions.panels=None`` means for an inference build (f32 matrices -> f32p,
-#: bf16 ones -> bf16p, q8_0 ones -> q8_0p): on, since the f32 panels measured 1.15x
-#: faster in prefill GEMMs (2 threads, AVX-512, weights streamed) and level in decode
-#: (benchmarks/bench_panels.py; docs/performance.md)
+#: bf16 ones -> bf16p, q8_0 ones -> q8_0p, q4_1 ones -> q4_1p): on, since the f32 panels
+#: measured 1.15x faster in prefill GEMMs (2 threads, AVX-512, weights streamed) and level
+#: in decode (benchmarks/bench_panels.py; docs/performance.md)
 PANELS_DEFAULT = True
 #: build.json: graph.weight name -> the panel dtype it is stored in
 PANEL_WEIGHTS_KEY = "panel_weights"
@@ -109,13 +109,14 @@ class CompileOptions:
     #: storage dtype of weight matrices (--convert-weights); None keeps the source's.
     #: Training builds (modes with "backward") need f32 weights: None or "f32"
     dtype: str | None = None
-    #: store the f32, bf16 and q8_0 weight matrices of an inference build pre-packed in
-    #: GEMM panels (``f32p`` / ``bf16p`` / ``q8_0p``: the same values, in the order the
-    #: kernels read them, so the prefill GEMMs skip packing the weight at every call and
-    #: the decode GEMVs run 32 rows at a time; bf16p needs an even K, q8_0p K % 32 == 0).
-    #: Applies to the matrices that end up f32, bf16 or q8_0 (``dtype`` None, "f32",
-    #: "bf16" or "q8_0": a GGUF file's Q8_0 blocks are repacked exactly; not to the
-    #: other block formats or an explicit panel dtype); None: :data:`PANELS_DEFAULT`
+    #: store the f32, bf16, q8_0 and q4_1 weight matrices of an inference build
+    #: pre-packed in GEMM panels (``f32p`` / ``bf16p`` / ``q8_0p`` / ``q4_1p``: the same
+    #: values, in the order the kernels read them, so the prefill GEMMs skip packing the
+    #: weight at every call and the decode GEMVs run 32 rows at a time; bf16p needs an
+    #: even K, q8_0p and q4_1p K % 32 == 0).  Applies to the matrices that end up f32,
+    #: bf16, q8_0 or q4_1 (``dtype`` None, "f32", "bf16", "q8_0" or "q4_1": a GGUF
+    #: file's Q8_0 and Q4_1 blocks are repacked exactly; not to the other block formats
+    #: or an explicit panel dtype); None: :data:`PANELS_DEFAULT`
     #: for inference builds, off for training builds; True with modes containing
     #: "backward" is an error (training updates plain f32 weights).
     panels: bool | None = None
@@ -201,10 +202,10 @@ class CompileOptions:
 
     @property
     def uses_panels(self) -> bool:
-        """f32 / bf16 / q8_0 weight matrices are stored as f32p / bf16p / q8_0p
-        (``panels``, resolved): for ``dtype`` None (the checkpoint's f32, bf16 or a GGUF
-        file's Q8_0) or a dtype with a panel twin (:data:`ckir.vocab.PANEL_OF`: f32,
-        bf16, q8_0), never for training builds."""
+        """f32 / bf16 / q8_0 / q4_1 weight matrices are stored as f32p / bf16p / q8_0p /
+        q4_1p (``panels``, resolved): for ``dtype`` None (the checkpoint's f32, bf16 or a
+        GGUF file's Q8_0 / Q4_1) or a dtype with a panel twin
+        (:data:`ckir.vocab.PANEL_OF`: f32, bf16, q8_0, q4_1), never for training builds."""
         if self.training or (self.dtype is not None and self.dtype not in PANEL_OF):
             return False
         return PANELS_DEFAULT if self.panels is None else self.panels
@@ -286,7 +287,7 @@ def widen_weights_to_f32(module: ModuleOp) -> list[str]:
 def pack_panels(module: ModuleOp) -> None:
     """Store every matrix in the panel dtype of its values (``CompileOptions.panels``):
     f32 ones as f32p, bf16 ones as bf16p where K is even (the others stay bf16), q8_0
-    ones as q8_0p (their K is a multiple of 32 already)."""
+    ones as q8_0p and q4_1 ones as q4_1p (their K is a multiple of 32 already)."""
     for panel, values in PANEL_VALUES.items():
         convert_weights(module, panel, frozenset({values}))
 

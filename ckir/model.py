@@ -35,7 +35,8 @@ from ckir.integrity import verify_digests
 from ckir.vocab import INFERENCE_MODES, PANEL_DTYPES, PANEL_VALUES, storage_bytes
 
 #: the dtypes whose values weight_arrays / save_pretrained give back exactly (as fp32);
-#: a panel dtype of theirs is unpacked (f32p, bf16p), one of a block format is not (q8_0p)
+#: a panel dtype of theirs is unpacked (f32p, bf16p), one of a block format is not (q8_0p,
+#: q4_1p)
 _SAVED_VALUES = ("f32", "bf16")
 
 ERRORS = {
@@ -389,8 +390,8 @@ class CompiledModel:
     # -- saving -----------------------------------------------------------------------
     def panel_weights(self) -> dict[str, str]:
         """graph.weight name (``layers.{i}.mlp.down``) -> the panel dtype it is stored in
-        (f32p, bf16p, q8_0p), from ``build.json`` (a build made before bf16p lists its f32p
-        weights under ``f32p_weights``).  CkirError if the entry is malformed."""
+        (f32p, bf16p, q8_0p, q4_1p), from ``build.json`` (a build made before bf16p lists
+        its f32p weights under ``f32p_weights``).  CkirError if the entry is malformed."""
         packed = self.info.get(PANEL_WEIGHTS_KEY)
         if packed is None:
             old = self.info.get("f32p_weights") or []
@@ -416,7 +417,7 @@ class CompiledModel:
         values and are not listed).  f32 weights are copied, bf16 ones widened exactly,
         f32p / bf16p panels unpacked (a bf16p weight gives its bf16 values).  CkirError
         naming the dtype for a weight stored in a block format (q8_0, its panels q8_0p,
-        ...)."""
+        q4_1p, ...)."""
         from ckir import quant
         from ckir.backend.hf_export import load_graph_model
         from ckir.backend.weights import weight_instances
@@ -588,8 +589,8 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it.
 
     ``logits="last"`` builds a prefill that returns the last prompt row only ([1, V]).
-    ``panels`` stores the f32 / bf16 / q8_0 matrices of an inference build as f32p / bf16p
-    / q8_0p (GEMM panels; :attr:`ckir.compiler.CompileOptions.panels`, None: the
+    ``panels`` stores the f32 / bf16 / q8_0 / q4_1 matrices of an inference build as f32p
+    / bf16p / q8_0p / q4_1p (GEMM panels; :attr:`ckir.compiler.CompileOptions.panels`, None: the
     default, on).
     """
     model_dir, out_dir = as_path(model_dir, "model_dir"), as_path(out_dir, "out_dir")

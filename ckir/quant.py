@@ -1,4 +1,5 @@
-"""Weight dtypes of the runtime: bf16, f32p / bf16p / q8_0p panels, GGUF blocks Q8_0, Q4_0, Q4_1.
+"""Weight dtypes of the runtime: bf16, f32p / bf16p / q8_0p / q4_1p panels, GGUF blocks Q8_0, Q4_0,
+Q4_1.
 
 NumPy quantizers and dequantizers written for ckir (see docs/quantization.md).
 A quantized tensor of logical shape ``[..., K]`` is stored as a ``uint8`` array
@@ -32,10 +33,14 @@ bf16(w[n, 2j + 1]), so element (n, k) is at uint16 ``((n // 32) * (K // 2) + k /
 matrix (the same bytes, permuted): panel p is K/32 *panel blocks* of 1088 bytes,
 block b holding the 32 f16 scales ``d[32p + r, b]`` (bytes 0..63), then 8 *quad
 rows* i of 128 bytes, byte ``64 + 128 i + 4 r + j`` being ``q[32p + r, b, 4i + j]``;
-padding rows have d = 0 and q = 0.  :func:`pack_panels` / :func:`unpack_panels`
-convert (floats); unpacking needs the logical shape (``dequantize(arr, "bf16p",
-shape=(N, K))``); :func:`pack_q8_0p` / :func:`unpack_q8_0p` permute Q8_0 block
-bytes both ways, bit for bit.
+padding rows have d = 0 and q = 0.  ``q4_1p`` is the same for Q4_1 blocks: panel
+blocks of 640 bytes, the 32 f16 ``d[32p + r, b]`` (bytes 0..63), the 32 f16 ``m``
+(bytes 64..127), then 4 groups g of 128 bytes, byte ``128 + 128 g + 4 r + j`` being
+the nibble byte ``qs[32p + r, b, 4g + j]`` (q[4g + j] low, q[16 + 4g + j] high).
+:func:`pack_panels` / :func:`unpack_panels` convert (floats); unpacking needs the
+logical shape (``dequantize(arr, "bf16p", shape=(N, K))``); :func:`pack_block_panels`
+/ :func:`unpack_block_panels` (:func:`pack_q8_0p`, :func:`pack_q4_1p`, ...) permute
+block bytes both ways, bit for bit.
 """
 
 from __future__ import annotations
@@ -73,7 +78,7 @@ _SCALE_BYTES = {
 def block_bytes(dtype: str) -> tuple[int, int]:
     """(elements per block, bytes per block) of ``dtype``; scalars are one-element blocks.
 
-    Panel dtypes (f32p, bf16p, q8_0p) are not stored by rows: ValueError (see
+    Panel dtypes (f32p, bf16p, q8_0p, q4_1p) are not stored by rows: ValueError (see
     :func:`panel_bytes`).
     """
     if dtype not in WEIGHT_DTYPES:
@@ -119,58 +124,116 @@ def _panel_shape(d: DType, shape: tuple[int, ...]) -> tuple[int, int, int]:
     return n, k, -(-n // d.panel)
 
 
-#: q8_0p: rows per panel, bytes of one block's f16 scale, k per quad row
-_Q8P_ROWS, _Q8P_SCALE, _Q8P_QUAD = PANEL_DTYPES["q8_0p"], 2, 4
-#: q8_0p: bytes of one panel block (32 rows x one 34-byte Q8_0 block: 1088)
-Q8_0P_PANEL_BLOCK = _Q8P_ROWS * BLOCK_DTYPES["q8_0"][0]
+#: block panel dtypes: the f16 fields that open each block of their block format (q8_0
+#: d; q4_1 d, m), each stored as 32 f16 (one per row) at the start of a panel block
+_PANEL_BLOCK_FIELDS = {"q8_0p": 1, "q4_1p": 2}
+assert set(_PANEL_BLOCK_FIELDS) == {d for d in PANEL_DTYPES if d in BLOCK_DTYPES}
+#: rows per panel, bytes of one f16 field, quant bytes of one row per group (k quads of
+#: q8_0p; for q4_1p the 4 bytes hold k = 4g + j in their low nibbles, 16 + 4g + j high)
+_PB_ROWS, _PB_F16, _PB_QUAD = 32, 2, 4
+assert all(PANEL_DTYPES[d] == _PB_ROWS for d in _PANEL_BLOCK_FIELDS)
+
+
+def panel_block_bytes(dtype: str) -> int:
+    """Bytes of one panel block of block panel dtype ``dtype`` (32 rows x one block of its
+    block format: q8_0p 32 x 34 = 1088, q4_1p 32 x 20 = 640)."""
+    if dtype not in _PANEL_BLOCK_FIELDS:
+        raise ValueError(f"{dtype!r} is not a block panel dtype ({', '.join(_PANEL_BLOCK_FIELDS)})")
+    return _PB_ROWS * BLOCK_DTYPES[dtype][0]
+
+
+#: bytes of one panel block of q8_0p (1088) and q4_1p (640)
+Q8_0P_PANEL_BLOCK = panel_block_bytes("q8_0p")
+Q4_1P_PANEL_BLOCK = panel_block_bytes("q4_1p")
+
+
+def pack_block_panels(blocks: np.ndarray, dtype: str) -> np.ndarray:
+    """Block bytes of a ``[N, K]`` matrix in the block format of block panel dtype
+    ``dtype`` (q8_0 rows for q8_0p, q4_1 rows for q4_1p: uint8 ``[N, K/32 * block
+    bytes]``) -> its panels, uint8 ``[P, K/32, panel block bytes]`` (P = ceil(N/32)),
+    contiguous: a byte permutation (exact), the rows of the last panel past N zero.
+
+    Panel block (p, b), for the F f16 fields of a block (q8_0: d; q4_1: d, m) and its
+    Q quant bytes (q8_0: 32 int8; q4_1: 16 bytes of nibbles): bytes ``64 f + 2 r ..
+    64 f + 2 r + 1`` are field f of row ``32p + r``'s block b; then Q/4 groups g of
+    128 bytes, byte ``64 F + 128 g + 4 r + j`` being that block's quant byte 4g + j
+    (r = 0..31, j = 0..3)."""
+    panel_block_bytes(dtype)  # ValueError unless a block panel dtype
+    fields, values = _PANEL_BLOCK_FIELDS[dtype], PANEL_VALUES[dtype]
+    a = np.ascontiguousarray(blocks)
+    nbytes = BLOCK_DTYPES[values][0]
+    if a.dtype != np.uint8 or a.ndim != 2 or a.shape[1] % nbytes:
+        raise ValueError(
+            f"{dtype} packs {values} rows (uint8 [N, K/32 * {nbytes}]), got {a.dtype} {a.shape}"
+        )
+    n, nb = a.shape[0], a.shape[1] // nbytes
+    p = -(-n // _PB_ROWS)
+    padded = np.zeros((p * _PB_ROWS, nb, nbytes), dtype=np.uint8)
+    padded[:n] = a.reshape(n, nb, nbytes)
+    by_block = padded.reshape(p, _PB_ROWS, nb, nbytes).transpose(0, 2, 1, 3)  # [P, B, r, blk]
+    split = fields * _PB_F16
+    scales = by_block[..., :split].reshape(p, nb, _PB_ROWS, fields, _PB_F16)
+    scales = scales.transpose(0, 1, 3, 2, 4).reshape(p, nb, -1)  # [P, B, f, r, 2]
+    quads = by_block[..., split:].reshape(p, nb, _PB_ROWS, -1, _PB_QUAD)  # [.., r, g, j]
+    quads = quads.transpose(0, 1, 3, 2, 4).reshape(p, nb, -1)  # [P, B, g, r, j]
+    return np.ascontiguousarray(np.concatenate([scales, quads], axis=2))
+
+
+def unpack_block_panels(arr: np.ndarray, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Panels of block panel dtype ``dtype`` of the ``[N, K]`` matrix of logical
+    ``shape`` (uint8, any shape with ``ceil(N/32) * K/32 * panel block bytes`` bytes)
+    -> its block bytes, uint8 ``[N, K/32 * block bytes]``, exactly those
+    :func:`pack_block_panels` packed (inverse permutation, bit for bit)."""
+    pblock = panel_block_bytes(dtype)
+    fields, d = _PANEL_BLOCK_FIELDS[dtype], dtype_info(dtype)
+    n, k, p = _panel_shape(d, tuple(shape))
+    a = np.ascontiguousarray(arr)
+    if a.dtype != np.uint8:
+        raise TypeError(f"{dtype} panels are uint8 bytes, got {a.dtype}")
+    nb, nbytes = k // QK, BLOCK_DTYPES[dtype][0]
+    if a.size != p * nb * pblock:
+        raise ValueError(
+            f"{dtype} [{n}, {k}] is {p * nb * pblock} bytes ({p} panels of {nb} "
+            f"blocks of {pblock}), got {a.size}"
+        )
+    a = a.reshape(p, nb, pblock)
+    split = fields * _PB_ROWS * _PB_F16
+    scales = a[..., :split].reshape(p, nb, fields, _PB_ROWS, _PB_F16).transpose(0, 1, 3, 2, 4)
+    quads = a[..., split:].reshape(p, nb, -1, _PB_ROWS, _PB_QUAD).transpose(0, 1, 3, 2, 4)
+    by_block = np.concatenate(
+        [scales.reshape(p, nb, _PB_ROWS, -1), quads.reshape(p, nb, _PB_ROWS, -1)], axis=3
+    )
+    rows = by_block.transpose(0, 2, 1, 3).reshape(p * _PB_ROWS, nb * nbytes)[:n]
+    return np.ascontiguousarray(rows)
 
 
 def pack_q8_0p(blocks: np.ndarray) -> np.ndarray:
     """Q8_0 block bytes of a ``[N, K]`` matrix (uint8 ``[N, K/32 * 34]``) -> its q8_0p
-    panels, uint8 ``[P, K/32, 1088]`` (P = ceil(N/32)), contiguous: a byte permutation
-    (exact), the rows of the last panel past N zero (d = 0, q = 0).
-
-    Panel block (p, b): bytes 0..63 the f16 scales ``d[32p + r, b]``, r = 0..31; byte
-    ``64 + 128 i + 4 r + j`` the int8 ``q[32p + r, b, 4i + j]``, i = 0..7, j = 0..3."""
-    a = np.ascontiguousarray(blocks)
-    nbytes = BLOCK_DTYPES["q8_0"][0]
-    if a.dtype != np.uint8 or a.ndim != 2 or a.shape[1] % nbytes:
-        raise ValueError(
-            f"q8_0p packs Q8_0 rows (uint8 [N, K/32 * {nbytes}]), got {a.dtype} {a.shape}"
-        )
-    n, nb = a.shape[0], a.shape[1] // nbytes
-    p = -(-n // _Q8P_ROWS)
-    padded = np.zeros((p * _Q8P_ROWS, nb, nbytes), dtype=np.uint8)
-    padded[:n] = a.reshape(n, nb, nbytes)
-    by_block = padded.reshape(p, _Q8P_ROWS, nb, nbytes).transpose(0, 2, 1, 3)  # [P, B, r, 34]
-    scales = by_block[..., :_Q8P_SCALE].reshape(p, nb, _Q8P_ROWS * _Q8P_SCALE)
-    quads = by_block[..., _Q8P_SCALE:].reshape(p, nb, _Q8P_ROWS, -1, _Q8P_QUAD)  # [.., r, i, j]
-    quads = quads.transpose(0, 1, 3, 2, 4).reshape(p, nb, -1)  # [P, B, i, r, j]
-    return np.ascontiguousarray(np.concatenate([scales, quads], axis=2))
+    panels, uint8 ``[P, K/32, 1088]`` (:func:`pack_block_panels`): bytes 0..63 of panel
+    block (p, b) the f16 scales ``d[32p + r, b]``, r = 0..31; byte ``64 + 128 i + 4 r +
+    j`` the int8 ``q[32p + r, b, 4i + j]``, i = 0..7, j = 0..3."""
+    return pack_block_panels(blocks, "q8_0p")
 
 
 def unpack_q8_0p(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """q8_0p panels of the ``[N, K]`` matrix of logical ``shape`` (uint8, any shape with
-    ``ceil(N/32) * K/32 * 1088`` bytes) -> its Q8_0 block bytes, uint8 ``[N, K/32 * 34]``,
-    exactly those :func:`pack_q8_0p` packed (inverse permutation, bit for bit)."""
-    d = dtype_info("q8_0p")
-    n, k, p = _panel_shape(d, tuple(shape))
-    a = np.ascontiguousarray(arr)
-    if a.dtype != np.uint8:
-        raise TypeError(f"q8_0p panels are uint8 bytes, got {a.dtype}")
-    nb, nbytes = k // QK, BLOCK_DTYPES["q8_0"][0]
-    if a.size != p * nb * Q8_0P_PANEL_BLOCK:
-        raise ValueError(
-            f"q8_0p [{n}, {k}] is {p * nb * Q8_0P_PANEL_BLOCK} bytes ({p} panels of {nb} "
-            f"blocks of {Q8_0P_PANEL_BLOCK}), got {a.size}"
-        )
-    a = a.reshape(p, nb, Q8_0P_PANEL_BLOCK)
-    split = _Q8P_ROWS * _Q8P_SCALE
-    scales = a[..., :split].reshape(p, nb, _Q8P_ROWS, _Q8P_SCALE)
-    quads = a[..., split:].reshape(p, nb, -1, _Q8P_ROWS, _Q8P_QUAD).transpose(0, 1, 3, 2, 4)
-    by_block = np.concatenate([scales, quads.reshape(p, nb, _Q8P_ROWS, -1)], axis=3)
-    rows = by_block.transpose(0, 2, 1, 3).reshape(p * _Q8P_ROWS, nb * nbytes)[:n]
-    return np.ascontiguousarray(rows)
+    """q8_0p panels -> the Q8_0 block bytes, uint8 ``[N, K/32 * 34]``
+    (:func:`unpack_block_panels`)."""
+    return unpack_block_panels(arr, shape, "q8_0p")
+
+
+def pack_q4_1p(blocks: np.ndarray) -> np.ndarray:
+    """Q4_1 block bytes of a ``[N, K]`` matrix (uint8 ``[N, K/32 * 20]``) -> its q4_1p
+    panels, uint8 ``[P, K/32, 640]`` (:func:`pack_block_panels`): bytes 0..63 of panel
+    block (p, b) the f16 ``d[32p + r, b]``, bytes 64..127 the f16 ``m[32p + r, b]``,
+    r = 0..31; byte ``128 + 128 g + 4 r + j`` the nibble byte ``qs[32p + r, b, 4g + j]``
+    (low nibble q[4g + j], high q[16 + 4g + j]), g = 0..3, j = 0..3."""
+    return pack_block_panels(blocks, "q4_1p")
+
+
+def unpack_q4_1p(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """q4_1p panels -> the Q4_1 block bytes, uint8 ``[N, K/32 * 20]``
+    (:func:`unpack_block_panels`)."""
+    return unpack_block_panels(arr, shape, "q4_1p")
 
 
 def pack_panels(arr: np.ndarray, dtype: str = "f32p") -> np.ndarray:
@@ -179,15 +242,16 @@ def pack_panels(arr: np.ndarray, dtype: str = "f32p") -> np.ndarray:
     - ``f32p``: float32 ``[P, K, 32]``, the values exact;
     - ``bf16p``: uint16 ``[P, K/2, 32, 2]`` bf16 bits (rounded as :func:`to_bf16`),
       K even;
-    - ``q8_0p``: uint8 ``[P, K/32, 1088]`` panel blocks (quantized as
-      :func:`quantize_q8_0`, then :func:`pack_q8_0p`), K % 32 == 0.
+    - ``q8_0p`` / ``q4_1p``: uint8 ``[P, K/32, 1088]`` / ``[P, K/32, 640]`` panel
+      blocks (quantized as :func:`quantize_q8_0` / :func:`quantize_q4_1`, then
+      :func:`pack_block_panels`), K % 32 == 0.
 
     The rows of the last panel past N are zeros."""
     d = _panel_dtype(dtype)
     a = np.asarray(arr, dtype=np.float32)
     n, k, p = _panel_shape(d, a.shape)
-    if dtype == "q8_0p":
-        return pack_q8_0p(quantize_q8_0(a))
+    if dtype in _PANEL_BLOCK_FIELDS:
+        return pack_block_panels(quantize(a, PANEL_VALUES[dtype]), dtype)
     g, rows = d.k_group, d.panel
     assert rows is not None
     values = quantize(a, PANEL_VALUES[dtype])  # the plain dtype's encoding: exact to unpack
@@ -202,12 +266,13 @@ def unpack_panels(arr: np.ndarray, shape: tuple[int, ...], dtype: str = "f32p") 
     of :func:`pack_panels`).
 
     ``arr``: any shape holding ``ceil(N/32)*32*K`` stored values (f32p floats, bf16p
-    uint16 bits), or their bytes as uint8 (weights.bin); q8_0p: its bytes (the
-    values of its Q8_0 blocks, :func:`unpack_q8_0p` for the blocks themselves)."""
+    uint16 bits), or their bytes as uint8 (weights.bin); q8_0p / q4_1p: their bytes
+    (the values of their Q8_0 / Q4_1 blocks, :func:`unpack_block_panels` for the
+    blocks themselves)."""
     d = _panel_dtype(dtype)
     n, k, p = _panel_shape(d, tuple(shape))
-    if dtype == "q8_0p":
-        return dequantize(unpack_q8_0p(arr, (n, k)), "q8_0")
+    if dtype in _PANEL_BLOCK_FIELDS:
+        return dequantize(unpack_block_panels(arr, (n, k), dtype), PANEL_VALUES[dtype])
     g, rows = d.k_group, d.panel
     assert rows is not None and d.numpy is not None
     a = np.ascontiguousarray(arr)
@@ -315,7 +380,7 @@ def dequantize(arr: np.ndarray, dtype: str, shape: tuple[int, ...] | None = None
     """float32 values of ``arr`` stored as ``dtype`` (the inverse of the quantizers' layout).
 
     ``shape`` is the logical ``[N, K]`` of a panel matrix (required for f32p, bf16p
-    and q8_0p: their storage does not tell N); other dtypes ignore it.
+    q8_0p and q4_1p: their storage does not tell N); other dtypes ignore it.
     """
     if dtype == "f32":
         return np.asarray(arr, dtype=np.float32)
@@ -345,16 +410,18 @@ def count_non_finite(arr: np.ndarray, dtype: str) -> int:
     For the block formats only the f16 scales at the start of each block can be
     non-finite (``d``, and ``m`` of q4_1, ``d`` and ``dmin`` of GGUF's q4_k), so
     only they are checked: a cheap pass over 2-4 bytes per block (q8_0p: the 32
-    scales that open each 1088-byte panel block).
+    scales that open each 1088-byte panel block; q4_1p: the 32 d and 32 m that open
+    each 640-byte one).
     """
-    if dtype == "q8_0p":  # panel blocks: 32 f16 scales, then 32 x 32 int8
+    if dtype in _PANEL_BLOCK_FIELDS:  # panel blocks: 32 f16 per field, then the quants
+        pblock = panel_block_bytes(dtype)
         raw = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
-        if raw.size % Q8_0P_PANEL_BLOCK:
+        if raw.size % pblock:
             raise ValueError(
-                f"q8_0p data must be whole {Q8_0P_PANEL_BLOCK}-byte panel blocks, "
-                f"got {raw.size} bytes"
+                f"{dtype} data must be whole {pblock}-byte panel blocks, got {raw.size} bytes"
             )
-        scales = _f16(raw.reshape(-1, Q8_0P_PANEL_BLOCK)[:, : _Q8P_ROWS * _Q8P_SCALE])
+        split = _PANEL_BLOCK_FIELDS[dtype] * _PB_ROWS * _PB_F16
+        scales = _f16(raw.reshape(-1, pblock)[:, :split])
         return int(scales.size - np.count_nonzero(np.isfinite(scales)))
     if dtype in PANEL_DTYPES:  # the panels (their plain dtype's values, zero padding) or bytes
         if np.asarray(arr).dtype == np.uint8:
@@ -376,7 +443,8 @@ def count_non_finite(arr: np.ndarray, dtype: str) -> int:
 def quantize(arr: np.ndarray, dtype: str) -> np.ndarray:
     """``arr`` (float) stored as ``dtype``: float32, bf16 (uint16), panels
     (:func:`pack_panels`: f32p float32 ``[P, K, 32]``, bf16p uint16 ``[P, K/2, 32, 2]``,
-    q8_0p uint8 ``[P, K/32, 1088]``) or block bytes (uint8)."""
+    q8_0p uint8 ``[P, K/32, 1088]``, q4_1p uint8 ``[P, K/32, 640]``) or block bytes
+    (uint8)."""
     if dtype == "f32":
         return np.ascontiguousarray(arr, dtype=np.float32)
     if dtype in PANEL_DTYPES:

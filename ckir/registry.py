@@ -70,7 +70,7 @@ def constraint_problem(expr: str, params: frozenset[str]) -> str | None:
 def panel_extent_problem(dtype: str, extent: str) -> str | None:
     """Why ``extent`` cannot bound an operand of ``dtype``, or None.
 
-    An operand of a panel dtype (``f32p``, ``bf16p``, ``q8_0p``: a [rows, cols] matrix
+    An operand of a panel dtype (``f32p``, ``bf16p``, ``q8_0p``, ``q4_1p``: a [rows, cols] matrix
     stored in padded panels) states its extent in logical elements as a product ``rows*cols``
     (``"N*K"``), so that :func:`extent_values` can count the padding rows the
     kernel touches.  Other dtypes take any dim expression.

@@ -100,17 +100,17 @@ class DType:
     Plain dtypes have ``elem_bytes``; block-quantized ones (GGUF layouts) have
     ``block = (bytes per block, elements per block)`` and a row holds whole blocks.
 
-    A *panel* dtype (``panel`` set: ``f32p``, ``bf16p``, ``q8_0p``) stores a 2-D
+    A *panel* dtype (``panel`` set: ``f32p``, ``bf16p``, ``q8_0p``, ``q4_1p``) stores a 2-D
     ``[N, K]`` matrix in a GEMM-friendly order: P = ceil(N / panel) panels, panel p
     holding rows ``panel*p .. panel*p + panel - 1``, k-major.  Plain panel dtypes
     (f32p, bf16p) hold ``elem_bytes``-sized values as K/g panel rows of ``panel``
     32-bit slots, slot ``n % panel`` holding the g = :attr:`k_group` values of row
     n at k = g*j .. g*j + g - 1 (f32p: g = 1, one float; bf16p: g = 2, the pair k =
     2j, 2j + 1): element (n, k) is at value index ``((n // panel) * (K // g) + k //
-    g) * panel * g + (n % panel) * g + k % g``.  A block panel dtype (q8_0p) holds
-    the blocks of its block format, the ``panel`` rows' blocks b of each panel
-    together ("panel blocks", g = the block's elements; docs/quantization.md for
-    the byte order inside one).  K must be a multiple of g.  The rows of the last
+    g) * panel * g + (n % panel) * g + k % g``.  A block panel dtype (q8_0p, q4_1p)
+    holds the blocks of its block format, the ``panel`` rows' blocks b of each panel
+    together ("panel blocks", g = the block's elements; docs/quantization.md for the
+    byte order inside one).  K must be a multiple of g.  The rows of the last
     panel past N are zeros: storage is ``P * panel`` rows of the plain layout
     (``P * panel * K * elem_bytes`` bytes, or ``P * panel * K / g * block bytes``),
     not N rows, so the rows from a multiple of ``panel`` on start where they would
@@ -118,7 +118,7 @@ class DType:
     shape, not on the element count alone (:func:`storage_bytes` takes the shape).
     A panel dtype stores the values of the dtype with the same encoding
     (:data:`PANEL_VALUES`: f32p the f32 values, bf16p the bf16 ones, q8_0p q8_0's
-    blocks).
+    blocks, q4_1p q4_1's).
     """
 
     name: str
@@ -138,7 +138,7 @@ class DType:
     def k_group(self) -> int:
         """Values of one row along k that a panel keeps together: those sharing a
         32-bit slot of a panel row (:data:`PANEL_SLOT_BYTES` / ``elem_bytes``: f32p 1,
-        bf16p 2), or one block of a block panel dtype (q8_0p: 32); 1 for other
+        bf16p 2), or one block of a block panel dtype (q8_0p, q4_1p: 32); 1 for other
         dtypes.  A panel matrix's K is a multiple of it."""
         if self.panel is None:
             return 1
@@ -169,6 +169,8 @@ DTYPE_TABLE: tuple[DType, ...] = (
     DType("q8_0p", "uint8_t", None, block=(34, 32), weight=True, panel=32),
     DType("q4_0", "uint8_t", None, block=(18, 32), weight=True),
     DType("q4_1", "uint8_t", None, block=(20, 32), weight=True),
+    # Q4_1 blocks pre-packed in 32-row GEMM panels (docs/quantization.md)
+    DType("q4_1p", "uint8_t", None, block=(20, 32), weight=True, panel=32),
     DType("q4_k", "uint8_t", None, block=(144, 256)),
 )
 _BY_NAME: Mapping[str, DType] = MappingProxyType({d.name: d for d in DTYPE_TABLE})
@@ -186,7 +188,7 @@ PANEL_DTYPES: Mapping[str, int] = MappingProxyType(
 
 def _panel_values(d: DType) -> str:
     """The dtype whose values panel dtype ``d`` stores: the one not in panels with its
-    encoding (NumPy dtype, C type and block: f32p f32, bf16p bf16, q8_0p q8_0)."""
+    encoding (NumPy dtype, C type and block: f32p f32, bf16p bf16, q8_0p q8_0, q4_1p q4_1)."""
     same = [
         o.name
         for o in DTYPE_TABLE
@@ -197,15 +199,17 @@ def _panel_values(d: DType) -> str:
     return same[0]
 
 
-#: panel dtype -> the dtype whose values it stores, in panels (f32p -> f32, q8_0p -> q8_0)
+#: panel dtype -> the dtype whose values it stores, in panels (f32p -> f32, q8_0p -> q8_0,
+#: q4_1p -> q4_1)
 PANEL_VALUES: Mapping[str, str] = MappingProxyType(
     {d.name: _panel_values(d) for d in DTYPE_TABLE if d.panel is not None}
 )
-#: dtype -> the panel dtype that stores its values pre-packed (f32 -> f32p, q8_0 -> q8_0p)
+#: dtype -> the panel dtype that stores its values pre-packed (f32 -> f32p, q8_0 -> q8_0p,
+#: q4_1 -> q4_1p)
 PANEL_OF: Mapping[str, str] = MappingProxyType({v: p for p, v in PANEL_VALUES.items()})
 assert len(PANEL_OF) == len(PANEL_VALUES), "two panel dtypes store the same values"
-#: block-quantized dtypes: (bytes per block, elements per block); q8_0p included (its
-#: rows are whole blocks too, laid out in panels: ``PANEL_DTYPES`` tells them apart)
+#: block-quantized dtypes: (bytes per block, elements per block); q8_0p and q4_1p included
+#: (their rows are whole blocks too, laid out in panels: ``PANEL_DTYPES`` tells them apart)
 BLOCK_DTYPES: Mapping[str, tuple[int, int]] = MappingProxyType(
     {d.name: d.block for d in DTYPE_TABLE if d.block is not None}
 )
@@ -228,8 +232,8 @@ def storage_bytes(name: str, shape: int | Sequence[int]) -> int:
 
     ``shape`` is the dims, or an element count for dtypes whose size depends on
     the count alone.  Block dtypes: whole blocks per row (last dim); an element
-    count is taken as one row.  Panel dtypes (``f32p``, ``bf16p``, ``q8_0p``): the
-    shape must be ``[N, K]`` with K a multiple of :attr:`DType.k_group`;
+    count is taken as one row.  Panel dtypes (``f32p``, ``bf16p``, ``q8_0p``,
+    ``q4_1p``): the shape must be ``[N, K]`` with K a multiple of :attr:`DType.k_group`;
     ``ceil(N / panel) * panel`` rows of K values (the padding rows included).
     """
     d = dtype_info(name)

@@ -174,9 +174,10 @@ class BufferType(Shaped, ParametrizedAttribute, TypeAttribute):
     panel dtypes, an ``[N, K]`` matrix stored in 32-row panels (k-major, the
     last panel zero-padded: ``ceil(N/32)*32*K`` values), always 2-D: ``f32p``
     (fp32; ``!lowered.buf<[100, 64], f32p>`` is 128*64*4 bytes), ``bf16p``
-    (bf16 pairs of k, K even; ``!lowered.buf<[100, 64], bf16p>`` is 128*64*2 bytes)
-    and ``q8_0p`` (Q8_0 blocks, K % 32 == 0; ``!lowered.buf<[100, 64], q8_0p>`` is
-    128*2*34 bytes).
+    (bf16 pairs of k, K even; ``!lowered.buf<[100, 64], bf16p>`` is 128*64*2 bytes),
+    ``q8_0p`` (Q8_0 blocks, K % 32 == 0; ``!lowered.buf<[100, 64], q8_0p>`` is
+    128*2*34 bytes) and ``q4_1p`` (Q4_1 blocks, K % 32 == 0;
+    ``!lowered.buf<[100, 64], q4_1p>`` is 128*2*20 bytes).
     """
 
     name = "lowered.buf"
@@ -333,7 +334,7 @@ class KernelArgAttr(Shaped, ParametrizedAttribute):
     ``access`` is ``read``, ``write`` or ``readwrite``; ``dtype`` one of the buffer
     dtypes; the optional ``extent`` is how many elements the kernel may touch, a
     dim expression over the kernel's parameters (``"(P+T)*KVD"``).  A panel dtype
-    (``f32p``, ``bf16p``, ``q8_0p``) states it as ``rows*cols`` in logical elements
+    (``f32p``, ``bf16p``, ``q8_0p``, ``q4_1p``) states it as ``rows*cols`` in logical elements
     (``"N*K"``); the kernel then touches ``ceil(rows/32)*32*cols`` values, padding
     included.  Inside a ``lowered.kernel`` the operands print without the prefix:
     ``(x: read f32 extent "T*E", y: write f32)``.
@@ -1507,7 +1508,7 @@ class CallOp(IRDLOperation):
     ) -> None:
         """Every buffer holds the elements its operand's declared extent may touch.
 
-        Panel dtypes (``f32p``, ``bf16p``, ``q8_0p``) count stored values, padding rows
+        Panel dtypes (``f32p``, ``bf16p``, ``q8_0p``, ``q4_1p``) count stored values, padding rows
         included: the extent ``rows*cols`` touches ``ceil(rows/32)*32*cols`` of them.
         """
         env: dict[str, int] | None = None

@@ -1,4 +1,4 @@
-"""``--convert-weights``: store linear-layer matrices in another dtype (bf16, bf16p, q8_0p, ...)."""
+"""``--convert-weights``: store linear-layer matrices in another dtype (bf16, q8_0p, q4_1p, ...)."""
 
 from __future__ import annotations
 
@@ -21,21 +21,21 @@ from ckir.vocab import BLOCK_DTYPES, PANEL_VALUES, WEIGHT_DTYPES, dtype_info
 
 #: graph ops whose first weight is a [N, K] matrix (or an embedding table)
 MATRIX_OPS = ("linear", "lm_head", "embed")
-#: block length along K of the block-quantized formats, q8_0p included (f32p panels take
+#: block length along K of the block-quantized formats, q8_0p and q4_1p included (f32p panels take
 #: any K, bf16p panels an even K: ``DType.k_group``)
 BLOCK = {name: elems for name, (_nbytes, elems) in BLOCK_DTYPES.items()}
 
 
 def k_multiple(dtype: str) -> int:
     """What K (dim 1) of a matrix stored as ``dtype`` must be a multiple of: the block of
-    a block format (q8_0p too: 32), the k group of a panel dtype (bf16p: 2), else 1."""
+    a block format (q8_0p, q4_1p too: 32), the k group of a panel dtype (bf16p: 2), else 1."""
     return BLOCK.get(dtype) or dtype_info(dtype).k_group
 
 
 def source_dtypes(dtype: str) -> frozenset[str]:
     """The declared dtypes that ``dtype`` converts: f32, and for a panel dtype also the
     dtype whose values it stores (bf16p packs bf16 matrices without rounding, q8_0p
-    q8_0 ones without requantizing)."""
+    q8_0 ones and q4_1p q4_1 ones without requantizing)."""
     return frozenset({"f32", PANEL_VALUES.get(dtype, "f32")})
 
 
@@ -113,18 +113,20 @@ class ConvertWeightsPass(ModulePass):
     stores Q8_0 blocks (f32 matrices quantized as ``q8_0`` would be) in 32-row
     panels: it converts f32 **and q8_0** matrices (a GGUF file's Q8_0 blocks are
     repacked bit for bit) whose K is a multiple of 32; the others stay as they
-    were (docs/quantization.md). A tied weight takes its target's dtype.
+    were. ``q4_1p`` is the same for Q4_1 blocks (f32 **and q4_1** matrices;
+    docs/quantization.md). A tied weight takes its target's dtype.
 
     Options:
       dtype (str, default "bf16"): one of f32, f32p, bf16, bf16p, q8_0, q8_0p, q4_0,
-      q4_1.
+      q4_1, q4_1p.
 
     Example: ``ckir-opt graph.mlir --convert-weights{dtype=q8_0} --lower-decode``
     turns ``graph.weight @"layers.{i}.attn.wq" : [H*D, E] f32 hf "..."`` into
     ``graph.weight @"layers.{i}.attn.wq" : [H*D, E] q8_0 hf "..."``; with
     ``dtype=bf16p``, ``[E, I] bf16 hf "..."`` becomes ``[E, I] bf16p hf "..."`` when
     I is even and stays bf16 when it is odd; with ``dtype=q8_0p``, ``[E, I] q8_0 gguf
-    "..."`` becomes ``[E, I] q8_0p gguf "..."``.
+    "..."`` becomes ``[E, I] q8_0p gguf "..."`` (``dtype=q4_1p``: a q4_1 one becomes
+    q4_1p).
     """
 
     name = "convert-weights"

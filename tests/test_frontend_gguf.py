@@ -335,30 +335,45 @@ def test_quantized_dequantized_when_declared_f32(hf_llama: Path, gguf_dir: Path)
     assert np.array_equal(f32, quant.dequantize(raw.reshape(32, -1), "q8_0").ravel())
 
 
-def test_quantized_repacked_when_declared_q8_0p(hf_llama: Path, gguf_dir: Path) -> None:
-    """Q8_0 rows declared q8_0p (panels on) are the same blocks (q/k rows restored to HF
-    order) permuted into panels, never requantized; a float tensor is quantized first."""
+@pytest.mark.parametrize(("qtype", "dtype"), [("Q8_0", "q8_0p"), ("Q4_1", "q4_1p")])
+def test_quantized_repacked_when_declared_in_panels(
+    qtype: str, dtype: str, hf_llama: Path, gguf_dir: Path
+) -> None:
+    """Q8_0 / Q4_1 rows declared q8_0p / q4_1p (panels on) are the same blocks (q/k rows
+    restored to HF order) permuted into panels, never requantized; a float tensor is
+    quantized first."""
     from ckir.dialects.dims import evaluate_dim
 
-    path = gguf_from_hf(hf_llama, gguf_dir / "llama-q8-panels.gguf", qtype="Q8_0")
+    values = qtype.lower()
+    path = gguf_from_hf(hf_llama, gguf_dir / f"llama-{values}-panels.gguf", qtype=qtype)
     module, _, source = import_model(path)
     model = _model(module)
     symbols = model.symbol_values()
     for name in ("layers.{i}.attn.wk", "layers.{i}.attn.wq", "layers.{i}.mlp.down"):
         decl = model.weights()[name]
+        assert decl.dtype_name == values
         shape = tuple(evaluate_dim(d, symbols) for d in decl.shape_dims)
-        raw = source.bytes_for(decl, 1, symbols, "q8_0")
-        packed = source.bytes_for(decl, 1, symbols, "q8_0p")
-        assert packed.nbytes == quant.panel_bytes(*shape, "q8_0p")
-        assert np.array_equal(packed, quant.pack_q8_0p(raw.reshape(shape[0], -1)).reshape(-1))
-        assert np.array_equal(quant.unpack_q8_0p(packed, shape).reshape(-1), raw)
+        raw = source.bytes_for(decl, 1, symbols, values)
+        packed = source.bytes_for(decl, 1, symbols, dtype)
+        assert packed.nbytes == quant.panel_bytes(*shape, dtype)
+        rows = raw.reshape(shape[0], -1)
+        assert np.array_equal(packed, quant.pack_block_panels(rows, dtype).reshape(-1))
+        assert np.array_equal(quant.unpack_block_panels(packed, shape, dtype).reshape(-1), raw)
+    # the other block panel dtype is not a repacking: dequantized and requantized
+    other = "q4_1p" if dtype == "q8_0p" else "q8_0p"
+    decl = model.weights()["layers.{i}.attn.wq"]
+    shape = tuple(evaluate_dim(d, symbols) for d in decl.shape_dims)
+    f32 = source.bytes_for(decl, 0, symbols, "f32").view(np.float32).reshape(shape)
+    assert np.array_equal(
+        source.bytes_for(decl, 0, symbols, other), quant.quantize(f32, other).reshape(-1)
+    )
     f16 = gguf_from_hf(hf_llama, gguf_dir / "llama-f16-panels.gguf", qtype="F16")
     module, _, source = import_model(f16)
     decl = _model(module).weights()["layers.{i}.attn.wq"]
     shape = tuple(evaluate_dim(d, symbols) for d in decl.shape_dims)
-    values = source.bytes_for(decl, 0, symbols, "f32").view(np.float32).reshape(shape)
+    values_f32 = source.bytes_for(decl, 0, symbols, "f32").view(np.float32).reshape(shape)
     assert np.array_equal(
-        source.bytes_for(decl, 0, symbols, "q8_0p"), quant.quantize(values, "q8_0p").reshape(-1)
+        source.bytes_for(decl, 0, symbols, dtype), quant.quantize(values_f32, dtype).reshape(-1)
     )
 
 

@@ -145,7 +145,8 @@ def test_f32_gguf_matches_hf(hf_llama: Path, tmp_path: Path, dtype: str | None) 
         ("q8_0", False, "q8_0"),
         ("q8_0", None, "q8_0p"),  # the default: Q8_0 blocks repacked into panels
         ("q4_0", None, "q4_0"),
-        ("q4_1", None, "q4_1"),
+        ("q4_1", False, "q4_1"),
+        ("q4_1", None, "q4_1p"),  # the default: Q4_1 blocks repacked into panels
     ],
 )
 def test_quantized_gguf_keeps_blocks(

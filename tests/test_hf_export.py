@@ -166,13 +166,18 @@ def test_quantized_gguf_saves_after_dtype_f32(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("dtype", "panels", "stored"),
-    [("q8_0", False, "q8_0"), ("q8_0", None, "q8_0p"), ("q4_1", None, "q4_1")],
+    [
+        ("q8_0", False, "q8_0"),
+        ("q8_0", None, "q8_0p"),
+        ("q4_1", False, "q4_1"),
+        ("q4_1", None, "q4_1p"),
+    ],
 )
 def test_quantized_build_is_refused(
     dtype: str, panels: bool | None, stored: str, tmp_path: Path
 ) -> None:
-    """Block formats are refused, in panels (q8_0p, the default of a q8_0 build) or
-    not (bf16 builds save their bf16 values: tests/test_panel_weights.py)."""
+    """Block formats are refused, in panels (q8_0p / q4_1p, the default of a q8_0 /
+    q4_1 build) or not (bf16 builds save their bf16 values: tests/test_panel_weights.py)."""
     src = make_tiny_model("llama", tmp_path / "hf", seed=1, intermediate_size=128)
     pattern = rf"stored as {stored}; only f32 and bf16 builds can be saved"
     with (

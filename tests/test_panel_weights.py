@@ -1,14 +1,18 @@
 """The panel weight dtypes on the Python side: packing, sizes, extents, options, builds.
 
-f32p is fp32, bf16p bf16 and q8_0p Q8_0 blocks stored in the 32-row panels the
-kernels read (docs/quantization.md).  f32p: element (n, k) of a [N, K] matrix at float
-``((n // 32) * K + k) * 32 + n % 32``.  bf16p (K even): element (n, k) at uint16
-``((n // 32) * (K // 2) + k // 2) * 64 + (n % 32) * 2 + k % 2``, its value bf16 (round
-to nearest even).  q8_0p (K % 32 == 0): panel block (p, b) of 1088 bytes at byte
-``(p * K/32 + b) * 1088`` holds the f16 scales d[32p + r, b] at bytes ``2r, 2r + 1``
-and the int8 q[32p + r, b, 4i + j] at byte ``64 + 128 i + 4 r + j``.  The rows past N
-of the last panel are zero.  The kernels themselves: tests/test_panel_kernels.py;
-whole models against transformers: below and tests/test_weight_dtype_parity.py.
+f32p is fp32, bf16p bf16, q8_0p Q8_0 blocks and q4_1p Q4_1 blocks stored in the
+32-row panels the kernels read (docs/quantization.md).  f32p: element (n, k) of a
+[N, K] matrix at float ``((n // 32) * K + k) * 32 + n % 32``.  bf16p (K even):
+element (n, k) at uint16 ``((n // 32) * (K // 2) + k // 2) * 64 + (n % 32) * 2 + k %
+2``, its value bf16 (round to nearest even).  q8_0p (K % 32 == 0): panel block (p, b)
+of 1088 bytes at byte ``(p * K/32 + b) * 1088`` holds the f16 scales d[32p + r, b] at
+bytes ``2r, 2r + 1`` and the int8 q[32p + r, b, 4i + j] at byte ``64 + 128 i + 4 r +
+j``.  q4_1p (K % 32 == 0): panel block (p, b) of 640 bytes at byte ``(p * K/32 + b) *
+640`` holds the f16 d[32p + r, b] at bytes ``2r, 2r + 1``, the f16 m[32p + r, b] at
+``64 + 2r, 65 + 2r`` and the nibble byte qs[32p + r, b, 4g + j] (q[4g + j] low, q[16 +
+4g + j] high) at byte ``128 + 128 g + 4 r + j``.  The rows past N of the last panel
+are zero.  The kernels themselves: tests/test_panel_kernels.py; whole models against
+transformers: below and tests/test_weight_dtype_parity.py.
 """
 
 from __future__ import annotations
@@ -27,21 +31,27 @@ from ckir.dialects.dims import product_factors
 from ckir.errors import CkirError
 from ckir.registry import extent_values, panel_extent_problem
 
-PANEL_DTYPES = ["f32p", "bf16p", "q8_0p"]
-#: the panel dtypes of plain values (one value per element; q8_0p holds blocks)
+PANEL_DTYPES = ["f32p", "bf16p", "q8_0p", "q4_1p"]
+#: the panel dtypes of plain values (one value per element; q8_0p and q4_1p hold blocks)
 VALUE_PANELS = ["f32p", "bf16p"]
+#: the block panel dtypes and the block format whose blocks they hold
+BLOCK_PANELS = {"q8_0p": "q8_0", "q4_1p": "q4_1"}
 #: N around the panel (fewer rows than a panel, one short, exact, one over, ragged two)
 ROWS = (1, 31, 32, 33, 65)
 #: K per dtype: odd ones for f32p (any K), even ones for bf16p (pairs of k), whole
-#: blocks for q8_0p (one, two, three blocks)
-COLS = {"f32p": (1, 7, 576), "bf16p": (2, 8, 576), "q8_0p": (32, 64, 96)}
+#: blocks for q8_0p and q4_1p (one, two, three blocks)
+COLS = {"f32p": (1, 7, 576), "bf16p": (2, 8, 576), "q8_0p": (32, 64, 96), "q4_1p": (32, 64, 96)}
 SHAPES = [(dt, n, k) for dt in VALUE_PANELS for n in ROWS for k in COLS[dt]]
 #: bytes per stored value, and values of one row kept together along k
 ELEM = {"f32p": 4, "bf16p": 2}
-GROUP = {"f32p": 1, "bf16p": 2, "q8_0p": 32}
+GROUP = {"f32p": 1, "bf16p": 2, "q8_0p": 32, "q4_1p": 32}
 TILE = 32
 #: q8_0p: bytes of a Q8_0 block, of a panel block (32 rows x one block)
 Q8_BLOCK, Q8_PANEL_BLOCK = 34, 32 * 34
+#: q4_1p: bytes of a Q4_1 block, of a panel block (32 rows x one block)
+Q41_BLOCK, Q41_PANEL_BLOCK = 20, 32 * 20
+#: block panel dtype -> (block bytes, panel block bytes)
+BLOCK_SIZES = {"q8_0p": (Q8_BLOCK, Q8_PANEL_BLOCK), "q4_1p": (Q41_BLOCK, Q41_PANEL_BLOCK)}
 FILECHECK_INPUTS = Path(__file__).parent / "filecheck" / "inputs"
 
 
@@ -178,108 +188,179 @@ def reference_q8_0p(blocks: np.ndarray, n: int, k: int) -> np.ndarray:
     return out
 
 
+def reference_q4_1p(blocks: np.ndarray, n: int, k: int) -> np.ndarray:
+    """q4_1p bytes of the Q4_1 rows ``blocks`` ([N, K/32 * 20]: d, m, qs[16]) by the
+    layout formula, byte by byte (flat uint8, padding rows zero)."""
+    nb, p = k // 32, -(-n // TILE)
+    rows = blocks.reshape(n, nb, Q41_BLOCK)
+    out = np.zeros(p * nb * Q41_PANEL_BLOCK, dtype=np.uint8)
+    for row in range(n):
+        panel, r = divmod(row, TILE)
+        for b in range(nb):
+            base = (panel * nb + b) * Q41_PANEL_BLOCK
+            out[base + 2 * r : base + 2 * r + 2] = rows[row, b, 0:2]  # f16 d
+            out[base + 64 + 2 * r : base + 64 + 2 * r + 2] = rows[row, b, 2:4]  # f16 m
+            for g in range(4):
+                for j in range(4):
+                    out[base + 128 + g * 128 + r * 4 + j] = rows[row, b, 4 + 4 * g + j]
+    return out
+
+
+REFERENCE = {"q8_0p": reference_q8_0p, "q4_1p": reference_q4_1p}
+#: the panel-block byte ranges of the f16 fields (q8_0p: d; q4_1p: d, m), per row r
+SCALE_BYTES = {"q8_0p": 64, "q4_1p": 128}
+
+
 @pytest.mark.parametrize("n", ROWS)
 @pytest.mark.parametrize("k", COLS["q8_0p"])
-def test_q8_0p_layout(n: int, k: int) -> None:
-    """q8_0p is the Q8_0 blocks of the matrix permuted into panel blocks exactly as the
-    layout formula says (scales, then quad rows; padding rows d = 0, q = 0); sizes are
-    whole panels; it unpacks to the same blocks and values bit for bit."""
+@pytest.mark.parametrize("dtype", list(BLOCK_PANELS))
+def test_block_panel_layout(dtype: str, n: int, k: int) -> None:
+    """q8_0p / q4_1p is the Q8_0 / Q4_1 blocks of the matrix permuted into panel blocks
+    exactly as the layout formula says (the f16 fields, then the quant groups; padding
+    rows zero); sizes are whole panels; it unpacks to the same blocks and values bit
+    for bit."""
+    values = BLOCK_PANELS[dtype]
+    block, pblock = BLOCK_SIZES[dtype]
     w = np.random.default_rng(n * 1000 + k).standard_normal((n, k)).astype(np.float32)
     w[0, :3] = [0.0, -3.5, 2**-20]  # a zero, a large and a tiny value in one block
-    blocks = quant.quantize_q8_0(w)
-    packed = quant.quantize(w, "q8_0p")
+    blocks = quant.quantize(w, values)
+    packed = quant.quantize(w, dtype)
     p, nb = -(-n // 32), k // 32
     assert packed.dtype == np.uint8 and packed.flags.c_contiguous
-    assert packed.shape == (p, nb, Q8_PANEL_BLOCK)
+    assert packed.shape == (p, nb, pblock)
     flat = packed.reshape(-1)
-    assert np.array_equal(flat, reference_q8_0p(blocks, n, k))
-    assert np.array_equal(quant.pack_q8_0p(blocks), packed)
-    assert np.array_equal(quant.pack_panels(w, "q8_0p"), packed)
+    assert np.array_equal(flat, REFERENCE[dtype](blocks, n, k))
+    assert np.array_equal(quant.pack_block_panels(blocks, dtype), packed)
+    assert np.array_equal(quant.pack_panels(w, dtype), packed)
     # bytes: whole panels, the same on every ISA; values counted with the padding rows
-    nbytes = p * 32 * nb * Q8_BLOCK
-    assert packed.nbytes == nbytes == quant.panel_bytes(n, k, "q8_0p")
-    assert vocab.storage_bytes("q8_0p", (n, k)) == nbytes
-    assert lw.BufferType.make([n, k], "q8_0p").byte_size == nbytes
-    assert lw.BufferType.make([n, k], "q8_0p").stored_values == p * 32 * k
-    # back to the q8_0 blocks and values, bit for bit, from the panels or flat bytes
-    assert np.array_equal(quant.unpack_q8_0p(packed, (n, k)), blocks)
-    assert np.array_equal(quant.unpack_q8_0p(flat, (n, k)), blocks)
-    want = quant.dequantize(blocks, "q8_0")
+    nbytes = p * 32 * nb * block
+    assert packed.nbytes == nbytes == quant.panel_bytes(n, k, dtype)
+    assert vocab.storage_bytes(dtype, (n, k)) == nbytes
+    assert lw.BufferType.make([n, k], dtype).byte_size == nbytes
+    assert lw.BufferType.make([n, k], dtype).stored_values == p * 32 * k
+    # back to the blocks and values, bit for bit, from the panels or flat bytes
+    assert np.array_equal(quant.unpack_block_panels(packed, (n, k), dtype), blocks)
+    assert np.array_equal(quant.unpack_block_panels(flat, (n, k), dtype), blocks)
+    want = quant.dequantize(blocks, values)
     for got in (
-        quant.dequantize(packed, "q8_0p", shape=(n, k)),
-        quant.unpack_panels(flat, (n, k), "q8_0p"),
+        quant.dequantize(packed, dtype, shape=(n, k)),
+        quant.unpack_panels(flat, (n, k), dtype),
     ):
         assert got.dtype == np.float32 and got.shape == (n, k)
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
-    raw = encode(w, "q8_0p", "w")
+    raw = encode(w, dtype, "w")
     assert raw.dtype == np.uint8 and np.array_equal(raw, flat)
-    # the padding rows of the last panel: zero scales and zero quants
-    pad = packed[-1].reshape(nb, Q8_PANEL_BLOCK)
+    # the padding rows of the last panel: zero fields and zero quants
+    pad = packed[-1].reshape(nb, pblock)
     last = n - (p - 1) * 32
-    assert not pad[:, 2 * last : 64].any()
-    quads = pad[:, 64:].reshape(nb, 8, 32, 4)
+    fields = pad[:, : SCALE_BYTES[dtype]].reshape(nb, -1, 32, 2)
+    assert not fields[:, :, last:, :].any()
+    quads = pad[:, SCALE_BYTES[dtype] :].reshape(nb, -1, 32, 4)
     assert not quads[:, :, last:, :].any()
-    # a whole-panel slice of rows starts at byte r0 * K/32 * 34, like row-major q8_0
+    # a whole-panel slice of rows starts at byte r0 * K/32 * block, like row-major blocks
     for r0 in range(0, n, 32):
-        assert r0 * nb * Q8_BLOCK == np.asarray(blocks[:r0]).nbytes
-        tail = quant.quantize(w[r0:], "q8_0p").reshape(-1)
-        start = r0 * nb * Q8_BLOCK
+        assert r0 * nb * block == np.asarray(blocks[:r0]).nbytes
+        tail = quant.quantize(w[r0:], dtype).reshape(-1)
+        start = r0 * nb * block
         assert np.array_equal(flat[start : start + tail.size], tail)
 
 
+@pytest.mark.parametrize("n", ROWS)
+def test_q4_1p_nibbles_are_the_values(n: int) -> None:
+    """In q4_1p panel block (p, b), row r's value at k = 4g + j is d * (low nibble of
+    byte 128 + 128 g + 4 r + j) + m and at k = 16 + 4g + j d * (its high nibble) + m,
+    d and m the f16 at bytes 2r and 64 + 2r: the values the kernels compute."""
+    k = 64
+    w = np.random.default_rng(n).standard_normal((n, k)).astype(np.float32)
+    packed = quant.quantize(w, "q4_1p")
+    want = quant.dequantize(quant.quantize_q4_1(w), "q4_1")
+    got = np.zeros((n, k), np.float32)
+    for row in range(n):
+        p, r = divmod(row, 32)
+        for b in range(k // 32):
+            blk = packed[p, b]
+            d = blk[2 * r : 2 * r + 2].view(np.float16).astype(np.float32)[0]
+            m = blk[64 + 2 * r : 66 + 2 * r].view(np.float16).astype(np.float32)[0]
+            for g in range(4):
+                for j in range(4):
+                    byte = int(blk[128 + 128 * g + 4 * r + j])
+                    got[row, 32 * b + 4 * g + j] = d * np.float32(byte & 0xF) + m
+                    got[row, 32 * b + 16 + 4 * g + j] = d * np.float32(byte >> 4) + m
+    assert np.array_equal(got, want)
+
+
 @pytest.mark.parametrize(("n", "k"), [(1, 32), (33, 64), (65, 96), (64, 128)])
-def test_q8_0p_repacks_any_block_bytes_exactly(n: int, k: int) -> None:
-    """Packing Q8_0 block bytes is a pure permutation: any bytes (a GGUF file's, q = -128,
-    NaN or subnormal scales included) come back bit for bit."""
+@pytest.mark.parametrize("dtype", list(BLOCK_PANELS))
+def test_block_panels_repack_any_block_bytes_exactly(dtype: str, n: int, k: int) -> None:
+    """Packing Q8_0 / Q4_1 block bytes is a pure permutation: any bytes (a GGUF file's,
+    q = -128, NaN or subnormal scales included) come back bit for bit."""
+    block = BLOCK_SIZES[dtype][0]
     rng = np.random.default_rng(n + k)
-    blocks = rng.integers(0, 256, size=(n, k // 32 * Q8_BLOCK), dtype=np.uint8)
-    packed = quant.pack_q8_0p(blocks)
-    assert np.array_equal(quant.unpack_q8_0p(packed, (n, k)), blocks)
-    assert np.array_equal(packed.reshape(-1), reference_q8_0p(blocks, n, k))
+    blocks = rng.integers(0, 256, size=(n, k // 32 * block), dtype=np.uint8)
+    packed = quant.pack_block_panels(blocks, dtype)
+    assert np.array_equal(quant.unpack_block_panels(packed, (n, k), dtype), blocks)
+    assert np.array_equal(packed.reshape(-1), REFERENCE[dtype](blocks, n, k))
     # every input byte lands once; the others are padding (zero)
     assert np.count_nonzero(packed) == np.count_nonzero(blocks)
     assert np.array_equal(np.sort(packed.reshape(-1))[-blocks.size :], np.sort(blocks.reshape(-1)))
+    named = {"q8_0p": (quant.pack_q8_0p, quant.unpack_q8_0p)}
+    named["q4_1p"] = (quant.pack_q4_1p, quant.unpack_q4_1p)
+    pack, unpack = named[dtype]
+    assert np.array_equal(pack(blocks), packed)
+    assert np.array_equal(unpack(packed, (n, k)), blocks)
 
 
-def test_q8_0p_refuses_k_not_a_multiple_of_32() -> None:
+@pytest.mark.parametrize("dtype", list(BLOCK_PANELS))
+def test_block_panels_refuse_k_not_a_multiple_of_32(dtype: str) -> None:
+    block, pblock = BLOCK_SIZES[dtype]
+    fmt = BLOCK_PANELS[dtype].upper()
     bad = np.ones((33, 48), np.float32)
-    with pytest.raises(ValueError, match=r"q8_0p needs K % 32 == 0"):
-        quant.pack_panels(bad, "q8_0p")
-    with pytest.raises(ValueError, match=r"q8_0p needs K % 32 == 0"):
-        quant.unpack_panels(np.zeros(2 * Q8_PANEL_BLOCK, np.uint8), (33, 48), "q8_0p")
-    with pytest.raises(ValueError, match=r"q8_0p needs K % 32 == 0"):
-        quant.unpack_q8_0p(np.zeros(2 * Q8_PANEL_BLOCK, np.uint8), (33, 48))
-    with pytest.raises(ValueError, match=r"q8_0p needs K % 32 == 0"):
-        vocab.storage_bytes("q8_0p", (33, 48))
-    with pytest.raises(CkirError, match=r"tensor.w has shape \[33, 48\]; q8_0p stores .* K % 32"):
-        encode(bad, "q8_0p", "tensor.w")
-    with pytest.raises(ValueError, match=r"q8_0p packs Q8_0 rows"):
-        quant.pack_q8_0p(np.zeros((2, 35), np.uint8))
-    with pytest.raises(ValueError, match=r"q8_0p packs Q8_0 rows"):
-        quant.pack_q8_0p(np.zeros((2, 34), np.int8))
-    with pytest.raises(ValueError, match=r"q8_0p \[65, 64\] is 6528 bytes"):
-        quant.unpack_q8_0p(np.zeros(2 * 2 * Q8_PANEL_BLOCK, np.uint8), (65, 64))
-    with pytest.raises(TypeError, match=r"q8_0p panels are uint8 bytes"):
-        quant.unpack_q8_0p(np.zeros(2 * Q8_PANEL_BLOCK, np.int8), (33, 32))
+    need = rf"{dtype} needs K % 32 == 0"
+    with pytest.raises(ValueError, match=need):
+        quant.pack_panels(bad, dtype)
+    with pytest.raises(ValueError, match=need):
+        quant.unpack_panels(np.zeros(2 * pblock, np.uint8), (33, 48), dtype)
+    with pytest.raises(ValueError, match=need):
+        quant.unpack_block_panels(np.zeros(2 * pblock, np.uint8), (33, 48), dtype)
+    with pytest.raises(ValueError, match=need):
+        vocab.storage_bytes(dtype, (33, 48))
+    with pytest.raises(
+        CkirError, match=rf"tensor.w has shape \[33, 48\]; {dtype} stores .* K % 32"
+    ):
+        encode(bad, dtype, "tensor.w")
+    with pytest.raises(ValueError, match=rf"{dtype} packs {fmt.lower()} rows"):
+        quant.pack_block_panels(np.zeros((2, block + 1), np.uint8), dtype)
+    with pytest.raises(ValueError, match=rf"{dtype} packs {fmt.lower()} rows"):
+        quant.pack_block_panels(np.zeros((2, block), np.int8), dtype)
+    size = 3 * 2 * pblock
+    with pytest.raises(ValueError, match=rf"{dtype} \[65, 64\] is {size} bytes"):
+        quant.unpack_block_panels(np.zeros(2 * 2 * pblock, np.uint8), (65, 64), dtype)
+    with pytest.raises(TypeError, match=rf"{dtype} panels are uint8 bytes"):
+        quant.unpack_block_panels(np.zeros(2 * pblock, np.int8), (33, 32), dtype)
+    with pytest.raises(ValueError, match=r"'f32p' is not a block panel dtype"):
+        quant.pack_block_panels(np.zeros((2, block), np.uint8), "f32p")
     from xdsl.utils.exceptions import VerifyException
 
-    with pytest.raises(VerifyException, match=r"q8_0p rows must be a multiple of 32"):
-        lw.BufferType.make([33, 48], "q8_0p").verify()
+    with pytest.raises(VerifyException, match=rf"{dtype} rows must be a multiple of 32"):
+        lw.BufferType.make([33, 48], dtype).verify()
 
 
-def test_q8_0p_encode_blocks() -> None:
-    """weights.bin from a file's Q8_0 rows (the GGUF path): q8_0 keeps them, q8_0p
-    permutes them; another target is a CkirError naming the tensor."""
+@pytest.mark.parametrize("dtype", list(BLOCK_PANELS))
+def test_block_panels_encode_blocks(dtype: str) -> None:
+    """weights.bin from a file's Q8_0 / Q4_1 rows (the GGUF path): the block format
+    keeps them, its panel dtype permutes them; another target is a CkirError naming
+    the tensor."""
     from ckir.backend.weights import encode_blocks
 
+    values = BLOCK_PANELS[dtype]
     w = np.random.default_rng(7).standard_normal((40, 64)).astype(np.float32)
-    rows = quant.quantize_q8_0(w)
-    assert np.array_equal(encode_blocks(rows, "q8_0", "t"), rows.reshape(-1))
-    assert np.array_equal(encode_blocks(rows, "q8_0p", "t"), encode(w, "q8_0p", "t"))
+    rows = quant.quantize(w, values)
+    assert np.array_equal(encode_blocks(rows, values, "t"), rows.reshape(-1))
+    assert np.array_equal(encode_blocks(rows, dtype, "t"), encode(w, dtype, "t"))
     with pytest.raises(CkirError, match=r"weights.bin: m.gguf: tensor 'x': no block repacking"):
         encode_blocks(rows, "f32p", "m.gguf: tensor 'x'")
-    with pytest.raises(CkirError, match=r"weights.bin: t: q8_0p packs Q8_0 rows"):
-        encode_blocks(rows[:, :50], "q8_0p", "t")
+    with pytest.raises(CkirError, match=rf"weights.bin: t: {dtype} packs {values} rows"):
+        encode_blocks(rows[:, :30], dtype, "t")
 
 
 def test_dtype_table_entries() -> None:
@@ -287,11 +368,15 @@ def test_dtype_table_entries() -> None:
     assert vocab.storage_bytes("q8_0", (3, 64)) == 3 * 68
     assert vocab.storage_bytes("bf16", (5, 3)) == 30
     assert vocab.storage_bytes("f32", 7) == 28
-    assert vocab.PANEL_DTYPES == {"f32p": 32, "bf16p": 32, "q8_0p": 32}
-    assert vocab.PANEL_VALUES == {"f32p": "f32", "bf16p": "bf16", "q8_0p": "q8_0"}
-    assert vocab.PANEL_OF == {"f32": "f32p", "bf16": "bf16p", "q8_0": "q8_0p"}
+    assert vocab.PANEL_DTYPES == {"f32p": 32, "bf16p": 32, "q8_0p": 32, "q4_1p": 32}
+    assert vocab.PANEL_VALUES == {"f32p": "f32", "bf16p": "bf16", "q8_0p": "q8_0", "q4_1p": "q4_1"}
+    assert vocab.PANEL_OF == {"f32": "f32p", "bf16": "bf16p", "q8_0": "q8_0p", "q4_1": "q4_1p"}
     assert vocab.BLOCK_DTYPES["q8_0p"] == vocab.BLOCK_DTYPES["q8_0"] == (34, 32)
+    assert vocab.BLOCK_DTYPES["q4_1p"] == vocab.BLOCK_DTYPES["q4_1"] == (20, 32)
     assert vocab.storage_bytes("q8_0p", (33, 64)) == 64 * 2 * 34
+    assert vocab.storage_bytes("q4_1p", (33, 64)) == 64 * 2 * 20
+    assert vocab.storage_bytes("q4_1p", (65, 96)) == 96 * 3 * 20
+    assert quant.Q8_0P_PANEL_BLOCK == 1088 and quant.Q4_1P_PANEL_BLOCK == 640
     for dtype in PANEL_DTYPES:
         with pytest.raises(ValueError, match=rf"{dtype} buffers are \[N, K\] matrices"):
             vocab.storage_bytes(dtype, 64)
@@ -302,19 +387,23 @@ def test_dtype_table_entries() -> None:
     assert vocab.dtype_info("f32p").c_type == "float"
     assert vocab.dtype_info("bf16p").c_type == "uint16_t"
     assert vocab.dtype_info("q8_0p").c_type == "uint8_t"
+    assert vocab.dtype_info("q4_1p").c_type == "uint8_t"
     assert vocab.dtype_info("bf16").k_group == 1  # not a panel dtype
 
 
 @pytest.mark.parametrize("dtype", PANEL_DTYPES)
 def test_non_finite_values_are_found_in_panels(dtype: str) -> None:
-    """NaN / Inf values (f32p, bf16p) or scales (q8_0p: one per block holding one)."""
+    """NaN / Inf values (f32p, bf16p) or scales (q8_0p: d, q4_1p: d and m, of the
+    blocks holding one)."""
     w = np.ones((33, 64), np.float32)
     w[32, 6] = np.nan
     w[0, 40] = np.inf
     with np.errstate(invalid="ignore"):
         packed = quant.pack_panels(w, dtype)
-    assert quant.count_non_finite(packed, dtype) == 2
-    assert quant.count_non_finite(packed.view(np.uint8), dtype) == 2
+    # q4_1p: the NaN block has d and m = min NaN, the +Inf one d = Inf (its m is 1)
+    bad = 3 if dtype == "q4_1p" else 2
+    assert quant.count_non_finite(packed, dtype) == bad
+    assert quant.count_non_finite(packed.view(np.uint8), dtype) == bad
     with pytest.raises(CkirError, match=r"tensor 'model.w' has 2 non-finite values"):
         encode(w, dtype, "model.w")
     with pytest.raises(CkirError, match=rf"{dtype} stores \[N, K\] matrices"):
@@ -344,7 +433,7 @@ def test_training_builds_refuse_panels() -> None:
         for dtype in PANEL_DTYPES:
             with pytest.raises(CkirError, match=rf"^--dtype {dtype}: training .* needs f32"):
                 CompileOptions(modes=modes, dtype=dtype)
-        with pytest.raises(CkirError, match=r"^panels: training .* \(f32p, bf16p, q8_0p\)"):
+        with pytest.raises(CkirError, match=r"^panels: training .* \(f32p, bf16p, q8_0p, q4_1p\)"):
             CompileOptions(modes=modes, panels=True)
         # the default (None) is off for training builds
         assert not CompileOptions(modes=modes).uses_panels
@@ -357,16 +446,16 @@ def test_training_builds_refuse_panels() -> None:
 def test_panels_switch() -> None:
     from ckir import compiler
 
-    # inference builds store f32 matrices as f32p, bf16 ones as bf16p and q8_0 ones as
-    # q8_0p unless told not to
+    # inference builds store f32 matrices as f32p, bf16 ones as bf16p, q8_0 ones as
+    # q8_0p and q4_1 ones as q4_1p unless told not to
     assert compiler.PANELS_DEFAULT is True
-    for dtype in (None, "f32", "bf16", "q8_0"):
+    for dtype in (None, "f32", "bf16", "q8_0", "q4_1"):
         assert CompileOptions(dtype=dtype).uses_panels, dtype
         assert CompileOptions(dtype=dtype, panels=True).uses_panels, dtype
         assert not CompileOptions(dtype=dtype, panels=False).uses_panels, dtype
-    # no f32 / bf16 / q8_0 matrices to pack: the other block formats; an explicit panel
-    # dtype is all there is
-    for dtype in ("q4_0", "q4_1", "f32p", "bf16p", "q8_0p"):
+    # no f32 / bf16 / q8_0 / q4_1 matrices to pack: the other block format; an explicit
+    # panel dtype is all there is
+    for dtype in ("q4_0", "f32p", "bf16p", "q8_0p", "q4_1p"):
         assert not CompileOptions(dtype=dtype, panels=True).uses_panels, dtype
 
 
@@ -447,39 +536,69 @@ def test_panels_pack_each_matrix_in_its_values_dtype(tmp_path: Path) -> None:
 WO_Q8 = {'@"layers.{i}.attn.wo" : [E, H*D] f32': '@"layers.{i}.attn.wo" : [E, H*D] q8_0'}
 
 
-def test_convert_weights_q8_0p_leaves_k_not_a_multiple_of_32(tmp_path: Path) -> None:
-    """--convert-weights{dtype=q8_0p} stores f32 and q8_0 matrices whose K is a multiple
-    of 32 as q8_0p (any N: I = 172 rows pad their last panel); down_proj (K = I = 172)
-    stays f32, another block format (q4_0) keeps its dtype."""
+def _wo_as(values: str) -> dict[str, str]:
+    """The edit declaring attn.wo in block format ``values`` (q8_0, q4_1)."""
+    return {'@"layers.{i}.attn.wo" : [E, H*D] f32': f'@"layers.{{i}}.attn.wo" : [E, H*D] {values}'}
+
+
+@pytest.mark.parametrize("dtype", list(BLOCK_PANELS))
+def test_convert_weights_block_panels_leave_k_not_a_multiple_of_32(
+    dtype: str, tmp_path: Path
+) -> None:
+    """--convert-weights{dtype=q8_0p / q4_1p} stores f32 and q8_0 / q4_1 matrices whose K
+    is a multiple of 32 in panels (any N: I = 172 rows pad their last panel); down_proj
+    (K = I = 172) stays f32, another block format (q4_0) keeps its dtype."""
     from xdsl.context import Context
 
     from ckir.passes.convert_weights import ConvertWeightsPass, k_multiple, source_dtypes
 
-    assert k_multiple("q8_0p") == 32 and source_dtypes("q8_0p") == {"f32", "q8_0"}
+    values = BLOCK_PANELS[dtype]
+    assert k_multiple(dtype) == 32 and source_dtypes(dtype) == {"f32", values}
     edits = {
-        **WO_Q8,
+        **_wo_as(values),
         '@"layers.{i}.mlp.gate" : [I, E] f32': '@"layers.{i}.mlp.gate" : [I, E] q4_0',
     }
     module = _tiny_llama(tmp_path, edits)
-    ConvertWeightsPass(dtype="q8_0p").apply(Context(), module)
+    ConvertWeightsPass(dtype=dtype).apply(Context(), module)
     got = _declared(module)
-    assert got["layers.{i}.attn.wo"] == "q8_0p"  # was q8_0
-    assert got["layers.{i}.attn.wq"] == got["embed"] == got["lm_head"] == "q8_0p"  # were f32
-    assert got["layers.{i}.mlp.up"] == "q8_0p"  # [I, E]: N = 172, K = 64
+    assert got["layers.{i}.attn.wo"] == dtype  # was q8_0 / q4_1
+    assert got["layers.{i}.attn.wq"] == got["embed"] == got["lm_head"] == dtype  # were f32
+    assert got["layers.{i}.mlp.up"] == dtype  # [I, E]: N = 172, K = 64
     assert got["layers.{i}.mlp.gate"] == "q4_0"
     assert got["layers.{i}.mlp.down"] == "f32"  # K = I = 172
     assert got["final_norm"] == got["layers.{i}.attn_norm"] == "f32"
 
 
-def test_panels_pack_q8_0_matrices(tmp_path: Path) -> None:
-    """compiler.pack_panels: q8_0 -> q8_0p (a repacking), f32 -> f32p (never f32 -> q8_0p:
-    that would quantize)."""
-    from ckir.compiler import pack_panels
+def test_convert_weights_q4_1p_leaves_q8_0_alone(tmp_path: Path) -> None:
+    """One block panel dtype does not take the other's blocks: q4_1p converts f32 and
+    q4_1 matrices, a q8_0 one stays q8_0 (that would requantize)."""
+    from xdsl.context import Context
+
+    from ckir.passes.convert_weights import ConvertWeightsPass
 
     module = _tiny_llama(tmp_path, WO_Q8)
+    ConvertWeightsPass(dtype="q4_1p").apply(Context(), module)
+    got = _declared(module)
+    assert got["layers.{i}.attn.wo"] == "q8_0"
+    assert got["layers.{i}.attn.wq"] == "q4_1p"
+
+
+def test_panels_pack_block_matrices(tmp_path: Path) -> None:
+    """compiler.pack_panels: q8_0 -> q8_0p and q4_1 -> q4_1p (repackings), f32 -> f32p
+    (never f32 -> q8_0p / q4_1p: that would quantize), q4_0 stays q4_0."""
+    from ckir.compiler import pack_panels
+
+    edits = {
+        **WO_Q8,
+        '@"layers.{i}.mlp.up" : [I, E] f32': '@"layers.{i}.mlp.up" : [I, E] q4_1',
+        '@"layers.{i}.mlp.gate" : [I, E] f32': '@"layers.{i}.mlp.gate" : [I, E] q4_0',
+    }
+    module = _tiny_llama(tmp_path, edits)
     pack_panels(module)
     got = _declared(module)
     assert got["layers.{i}.attn.wo"] == "q8_0p"
+    assert got["layers.{i}.mlp.up"] == "q4_1p"
+    assert got["layers.{i}.mlp.gate"] == "q4_0"
     assert got["layers.{i}.attn.wq"] == got["layers.{i}.mlp.down"] == "f32p"
     assert got["final_norm"] == "f32"
 
@@ -563,10 +682,11 @@ def test_panel_build_matches_hf_and_saves_exactly(
         assert np.array_equal(values, want), name
 
 
-def _q8_0_oracle_logits(src: Path, tokens: np.ndarray) -> np.ndarray:
-    """transformers' fp32 logits with every matrix a q8_0 build stores quantized (2-D,
-    not GPT-2's positions, K a multiple of 32 along ckir's [N, K]) replaced by its Q8_0
-    values (GPT-2's Conv1D weights are [K, N]: quantized along their rows' K)."""
+def _block_oracle_logits(src: Path, tokens: np.ndarray, values: str = "q8_0") -> np.ndarray:
+    """transformers' fp32 logits with every matrix a ``values`` (q8_0, q4_1) build stores
+    quantized (2-D, not GPT-2's positions, K a multiple of 32 along ckir's [N, K])
+    replaced by its quantized values (GPT-2's Conv1D weights are [K, N]: quantized along
+    their rows' K)."""
     import torch
     import transformers
     from transformers.pytorch_utils import Conv1D
@@ -584,21 +704,26 @@ def _q8_0_oracle_logits(src: Path, tokens: np.ndarray) -> np.ndarray:
             w_nk = w.T if isinstance(module, Conv1D) else w
             if w_nk.shape[1] % 32:
                 continue
-            q = quant.dequantize(quant.quantize_q8_0(np.ascontiguousarray(w_nk)), "q8_0")
+            q = quant.dequantize(quant.quantize(np.ascontiguousarray(w_nk), values), values)
             module.weight.copy_(torch.from_numpy(np.ascontiguousarray(q.T if w is not w_nk else q)))
         return hf(torch.tensor(tokens[None, :])).logits[0].numpy()
 
 
-#: whole-model q8_0 tolerances of tests/test_weight_dtype_parity.py (relative to max |logit|):
-#: prefill is fp32 on the Q8_0 values, decode quantizes x per block of 32
-Q8_PREFILL_TOL, Q8_DECODE_TOL = 1e-4, 5e-2
+#: whole-model q8_0 / q4_1 tolerances of tests/test_weight_dtype_parity.py (relative to
+#: max |logit|): prefill is fp32 on the block values, decode quantizes x per block of 32
+#: (Q4_1's offset term multiplies the quantized activation sum: looser)
+BLOCK_TOL = {"q8_0p": (1e-4, 5e-2), "q4_1p": (1e-4, 1.1e-1)}
 
 
 @pytest.mark.parametrize(("arch", "tied"), [("gpt2", None), ("qwen2", True), ("llama", False)])
-def test_q8_0p_build_matches_hf(arch: str, tied: bool | None, tmp_path: Path) -> None:
-    """A q8_0 build stores its matrices as q8_0p by default (ragged V = 250: a padded
-    panel; tied head; biases; fused qkv / gate_up) and gives HF's logits on the Q8_0
-    values at the q8_0 tolerances; save_pretrained refuses it, naming q8_0p."""
+@pytest.mark.parametrize("dtype", list(BLOCK_PANELS))
+def test_block_panel_build_matches_hf(
+    dtype: str, arch: str, tied: bool | None, tmp_path: Path
+) -> None:
+    """A q8_0 / q4_1 build stores its matrices as q8_0p / q4_1p by default (ragged V =
+    250: a padded panel; tied head; biases; fused qkv / gate_up) and gives HF's logits
+    on the block values at the q8_0 / q4_1 tolerances; save_pretrained refuses it,
+    naming the panel dtype."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     import ckir
@@ -606,22 +731,24 @@ def test_q8_0p_build_matches_hf(arch: str, tied: bool | None, tmp_path: Path) ->
 
     src = make_tiny_model(arch, tmp_path / "hf", seed=5, tied=tied, vocab_size=250)
     tokens = np.random.default_rng(2).integers(0, 250, size=9)
-    ref = _q8_0_oracle_logits(src, tokens)
+    values = BLOCK_PANELS[dtype]
+    ref = _block_oracle_logits(src, tokens, values)
     scale = float(np.abs(ref).max())
-    with ckir.compile(src, tmp_path / "b", dtype="q8_0", max_context=32) as model:
+    prefill_tol, decode_tol = BLOCK_TOL[dtype]
+    with ckir.compile(src, tmp_path / "b", dtype=values, max_context=32) as model:
         layout = (tmp_path / "b" / "layout.mlir").read_text()
-        for kernel in ("embed_q8_0p", "gemm_q8_0p", "gemv_q8_0p"):
+        for kernel in (f"embed_{dtype}", f"gemm_{dtype}", f"gemv_{dtype}"):
             assert f"lowered.kernel @{kernel} " in layout, kernel
-        assert "] q8_0p hf" in layout and "] q8_0 hf" not in layout
+        assert f"] {dtype} hf" in layout and f"] {values} hf" not in layout
         packed = model.info["panel_weights"]
-        assert packed["embed"] == "q8_0p" and set(packed.values()) <= {"q8_0p", "f32p"}
+        assert packed["embed"] == dtype and set(packed.values()) <= {dtype, "f32p"}
         err = float(np.abs(model.prefill(tokens) - ref).max()) / scale
-        assert err <= Q8_PREFILL_TOL, f"prefill q8_0p: relative error {err:.3g}"
+        assert err <= prefill_tol, f"prefill {dtype}: relative error {err:.3g}"
         model.reset()
         steps = np.stack([model.decode(int(t)) for t in tokens])
         err = float(np.abs(steps - ref).max()) / scale
-        assert err <= Q8_DECODE_TOL, f"decode q8_0p: relative error {err:.3g}"
-        with pytest.raises(CkirError, match=r"stored as q8_0p; only f32 and bf16 builds"):
+        assert err <= decode_tol, f"decode {dtype}: relative error {err:.3g}"
+        with pytest.raises(CkirError, match=rf"stored as {dtype}; only f32 and bf16 builds"):
             model.save_pretrained(tmp_path / "saved")
     assert not (tmp_path / "saved").exists()
 
@@ -633,50 +760,54 @@ def _slot_bytes(model: Any, weight: str) -> np.ndarray:
     return model._bytes(0, offset, size)
 
 
-def _same_blocks_as_row_major(plain: Any, packed: Any, shapes: dict[str, tuple[int, int]]) -> None:
-    """Every q8_0p weight of ``packed`` holds exactly the Q8_0 blocks of ``plain``'s
-    row-major q8_0 copy, permuted (unpacked bit for bit)."""
+def _same_blocks_as_row_major(
+    plain: Any, packed: Any, shapes: dict[str, tuple[int, int]], dtype: str = "q8_0p"
+) -> None:
+    """Every ``dtype`` (q8_0p, q4_1p) weight of ``packed`` holds exactly the blocks of
+    ``plain``'s row-major q8_0 / q4_1 copy, permuted (unpacked bit for bit)."""
     for name, shape in shapes.items():
         rows = _slot_bytes(plain, name)
         panels = _slot_bytes(packed, name)
-        assert panels.nbytes == vocab.storage_bytes("q8_0p", shape), name
-        got = quant.unpack_q8_0p(panels, shape)
+        assert panels.nbytes == vocab.storage_bytes(dtype, shape), name
+        got = quant.unpack_block_panels(panels, shape, dtype)
         assert np.array_equal(got.reshape(-1), rows), name
 
 
-def _q8_0p_shapes(model: Any) -> dict[str, tuple[int, int]]:
-    """Weight instance -> [N, K] of every q8_0p weight of a loaded build (layout.mlir)."""
+def _panel_shapes(model: Any, dtype: str = "q8_0p") -> dict[str, tuple[int, int]]:
+    """Weight instance -> [N, K] of every ``dtype`` weight of a loaded build (layout.mlir)."""
     import re
 
     layout = (model.build_dir / "layout.mlir").read_text()
     found = re.findall(
-        r"lowered.buffer @w\.(\S+) weight : !lowered.buf<\[(\d+), (\d+)\], q8_0p>", layout
+        rf"lowered.buffer @w\.(\S+) weight : !lowered.buf<\[(\d+), (\d+)\], {dtype}>", layout
     )
     return {name: (int(n), int(k)) for name, n, k in found}
 
 
-def test_panels_switch_packs_a_q8_0_build(tmp_path: Path) -> None:
-    """A q8_0 inference build stores its matrices as q8_0p (the default); down_proj
-    (K = I = 172, no whole blocks) stays f32, hence f32p.  ``panels=False`` keeps them
-    row-major q8_0.  The q8_0p bytes are the row-major build's Q8_0 blocks permuted, and
-    the logits agree to fp32 summation order (same values, same integer scheme)."""
+@pytest.mark.parametrize("dtype", list(BLOCK_PANELS))
+def test_panels_switch_packs_a_block_build(dtype: str, tmp_path: Path) -> None:
+    """A q8_0 / q4_1 inference build stores its matrices as q8_0p / q4_1p (the default);
+    down_proj (K = I = 172, no whole blocks) stays f32, hence f32p.  ``panels=False``
+    keeps them row-major.  The panel bytes are the row-major build's blocks permuted,
+    and the logits agree to fp32 summation order (same values, same integer scheme)."""
     pytest.importorskip("transformers")
     import ckir
     from ckir.tools.zoo import make_tiny_model
 
+    values = BLOCK_PANELS[dtype]
     src = make_tiny_model("llama", tmp_path / "hf", seed=1, intermediate_size=172)
     tokens = np.arange(1, 8)
     with (
-        ckir.compile(src, tmp_path / "plain", dtype="q8_0", max_context=16, panels=False) as a,
-        ckir.compile(src, tmp_path / "packed", dtype="q8_0", max_context=16) as b,
+        ckir.compile(src, tmp_path / "plain", dtype=values, max_context=16, panels=False) as a,
+        ckir.compile(src, tmp_path / "packed", dtype=values, max_context=16) as b,
     ):
         assert a.info["panel_weights"] == {}
         packed = b.info["panel_weights"]
-        assert packed["layers.{i}.mlp.up"] == packed["lm_head"] == "q8_0p"
+        assert packed["layers.{i}.mlp.up"] == packed["lm_head"] == dtype
         assert packed["layers.{i}.mlp.down"] == "f32p"
-        shapes = _q8_0p_shapes(b)
+        shapes = _panel_shapes(b, dtype)
         assert shapes["layers.1.mlp.up"] == (172, 64) and len(shapes) == 2 + 2 * 6
-        _same_blocks_as_row_major(a, b, shapes)
+        _same_blocks_as_row_major(a, b, shapes, dtype)
         want, got = a.prefill(tokens), b.prefill(tokens)
         assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
         a.reset()
@@ -685,14 +816,16 @@ def test_panels_switch_packs_a_q8_0_build(tmp_path: Path) -> None:
             want, got = a.decode(int(t)), b.decode(int(t))
             assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
     layout = (tmp_path / "packed" / "layout.mlir").read_text()
-    assert "lowered.kernel @gemv_q8_0p " in layout and "lowered.kernel @gemv_q8_0 " not in layout
+    assert f"lowered.kernel @gemv_{dtype} " in layout
+    assert f"lowered.kernel @gemv_{values} " not in layout
 
 
-def test_gguf_q8_0_is_repacked_into_q8_0p(tmp_path: Path) -> None:
-    """A GGUF file's Q8_0 matrices (q/k rows interleaved by the converter, restored by
-    ckir) are stored as q8_0p by default: their blocks repacked bit for bit (never
-    dequantized), so the build matches the row-major q8_0 build (``panels=False``) to
-    fp32 summation order."""
+@pytest.mark.parametrize("dtype", list(BLOCK_PANELS))
+def test_gguf_blocks_are_repacked_into_panels(dtype: str, tmp_path: Path) -> None:
+    """A GGUF file's Q8_0 / Q4_1 matrices (q/k rows interleaved by the converter,
+    restored by ckir) are stored as q8_0p / q4_1p by default: their blocks repacked bit
+    for bit (never dequantized), so the build matches the row-major build
+    (``panels=False``) to fp32 summation order."""
     pytest.importorskip("gguf")
     pytest.importorskip("transformers")
     from gguf_fixtures import gguf_from_hf
@@ -701,18 +834,19 @@ def test_gguf_q8_0_is_repacked_into_q8_0p(tmp_path: Path) -> None:
     from ckir.tools.zoo import make_tiny_model
 
     src = make_tiny_model("llama", tmp_path / "hf", seed=2, intermediate_size=128)
-    path = gguf_from_hf(src, tmp_path / "m.gguf", qtype="Q8_0")
+    values = BLOCK_PANELS[dtype]
+    path = gguf_from_hf(src, tmp_path / "m.gguf", qtype=values.upper())
     tokens = np.arange(3, 12)
     with (
         ckir.compile(path, tmp_path / "plain", max_context=16, panels=False) as a,
         ckir.compile(path, tmp_path / "packed", max_context=16) as b,
     ):
         assert a.info["panel_weights"] == {}
-        assert set(b.info["panel_weights"].values()) == {"q8_0p"}
-        assert b.info["panel_weights"]["layers.{i}.attn.wq"] == "q8_0p"  # unpermuted rows
-        shapes = _q8_0p_shapes(b)
+        assert set(b.info["panel_weights"].values()) == {dtype}
+        assert b.info["panel_weights"]["layers.{i}.attn.wq"] == dtype  # unpermuted rows
+        shapes = _panel_shapes(b, dtype)
         assert "layers.0.attn.wk" in shapes and "embed" in shapes
-        _same_blocks_as_row_major(a, b, shapes)
+        _same_blocks_as_row_major(a, b, shapes, dtype)
         want, got = a.prefill(tokens), b.prefill(tokens)
         assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
         a.reset()
@@ -720,8 +854,8 @@ def test_gguf_q8_0_is_repacked_into_q8_0p(tmp_path: Path) -> None:
         steps_a = np.stack([a.decode(int(t)) for t in tokens])
         steps_b = np.stack([b.decode(int(t)) for t in tokens])
         assert np.abs(steps_b - steps_a).max() <= 1e-5 * np.abs(steps_a).max()
-    assert "] q8_0p gguf" in (tmp_path / "packed" / "layout.mlir").read_text()
-    assert "] q8_0 gguf" in (tmp_path / "plain" / "layout.mlir").read_text()
+    assert f"] {dtype} gguf" in (tmp_path / "packed" / "layout.mlir").read_text()
+    assert f"] {values} gguf" in (tmp_path / "plain" / "layout.mlir").read_text()
 
 
 def test_panels_switch_packs_a_bf16_build(tmp_path: Path) -> None:

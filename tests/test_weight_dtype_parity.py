@@ -1,4 +1,5 @@
-"""Generated C with bf16 / bf16p / f32p / Q8_0 / q8_0p / Q4_0 / Q4_1 weights vs HF, rounded.
+"""Generated C with bf16 / bf16p / f32p / Q8_0 / q8_0p / Q4_0 / Q4_1 / q4_1p weights vs HF,
+rounded.
 
 Oracle: the HF model with each converted matrix replaced by its stored value
 (bf16-rounded, or quantized and dequantized by :mod:`ckir.quant`, itself
@@ -10,8 +11,9 @@ f32p stores the fp32 values exactly (in GEMM panels): its oracle is the HF model
 itself, at the fp32 tolerance of tests/test_parity.py.  bf16p stores the bf16 values
 in GEMM panels (the default of a bf16 build): the bf16 oracle; the "bf16" case here
 is built with ``panels=False`` to keep the row-major bf16 kernels covered.  Likewise
-q8_0p holds the Q8_0 blocks in panels (the default of a q8_0 build; q8_0's
-tolerances) and the "q8_0" case is built with ``panels=False``.
+q8_0p / q4_1p hold the Q8_0 / Q4_1 blocks in panels (the default of a q8_0 / q4_1
+build; q8_0's / q4_1's tolerances) and the "q8_0" / "q4_1" cases are built with
+``panels=False``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ PREFILL_TOL = {
     "q8_0p": 1e-4,
     "q4_0": 1e-4,
     "q4_1": 1e-4,
+    "q4_1p": 1e-4,
 }
 DECODE_TOL = {
     "bf16": 1e-4,
@@ -50,6 +53,7 @@ DECODE_TOL = {
     "q8_0p": 5e-2,
     "q4_0": 5e-2,
     "q4_1": 1.1e-1,
+    "q4_1p": 1.1e-1,
 }
 #: dtypes whose every matrix is converted (no K constraint: K is even here)
 ANY_K = frozenset({"bf16", "bf16p", "f32p"})
@@ -90,13 +94,15 @@ def oracle(model_dir, dtype: str):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_weight_dtype_matches_rounded_oracle(dtype: str, llama_dir, tmp_path) -> None:
-    # bf16 / q8_0: row-major (panels off); bf16p / q8_0p: what a bf16 / q8_0 build
-    # stores by default
+    # bf16 / q8_0 / q4_1: row-major (panels off); bf16p / q8_0p / q4_1p: what a bf16 /
+    # q8_0 / q4_1 build stores by default
     build = {
         "bf16": ("bf16", False),
         "bf16p": ("bf16", None),
         "q8_0": ("q8_0", False),
         "q8_0p": ("q8_0", None),
+        "q4_1": ("q4_1", False),
+        "q4_1p": ("q4_1", None),
     }.get(dtype, (dtype, None))
     model = ckir.compile(
         llama_dir, tmp_path / dtype, dtype=build[0], max_context=32, panels=build[1]

@@ -12,9 +12,9 @@ Nothing is downloaded.
 
 Method.  ckir is compiled (timed step by step) for every requested dtype.
 Every system (ckir per dtype, each baseline per dtype it supports; for f32p /
-bf16p / q8_0p, fp32 / bf16 values or Q8_0 blocks pre-packed in ckir's GEMM
-panels, the baselines run f32 / bf16 / q8_0, once when that dtype is benched
-too) runs in a
+bf16p / q8_0p / q4_1p, fp32 / bf16 values or Q8_0 / Q4_1 blocks pre-packed in
+ckir's GEMM panels, the baselines run f32 / bf16 / q8_0 / q4_1, once when that
+dtype is benched too) runs in a
 worker process of its own, loaded once and warmed up; the parent sends one
 run at a time, so only one system computes at any moment.  A round runs every
 system once per mode, in alternating order (ckir, torch, ckir, torch, ...;
@@ -34,10 +34,10 @@ per-round ratios of adjacent runs), and the fraction of the roofline.
 * decode bound: bytes read per token = every weight matrix the decode calls
   read (layer weights, LM head) + one row of each gathered table (token /
   position embedding) + the K and V cache rows read by attention at that
-  position (mean over the steps), in the stored dtype (f32p / bf16p / q8_0p:
-  4 / 2 bytes per value, 34 per block of 32, the zero rows padding a matrix's
-  last 32-row panel included, as the kernels stream them; a gathered panel row:
-  the bytes of one f32 / bf16 / q8_0 row); bound = read
+  position (mean over the steps), in the stored dtype (f32p / bf16p / q8_0p /
+  q4_1p: 4 / 2 bytes per value, 34 / 20 per block of 32, the zero rows padding a
+  matrix's last 32-row panel included, as the kernels stream them; a gathered
+  panel row: the bytes of one f32 / bf16 / q8_0 / q4_1 row); bound = read
   bandwidth / bytes.  Counted from the build's lowered IR and layout.
 * prefill bound: 2 x (parameters of the matrices multiplied) x T + causal
   attention 4 x H x D x T(T+1)/2 per layer, against the FMA peak.
@@ -269,8 +269,8 @@ class CompileTimes:
 
 def baseline_dtype(dtype: str) -> str:
     """The weights a baseline runs for ckir's ``dtype``: f32 for f32p, bf16 for bf16p,
-    q8_0 for q8_0p (the same values, only stored in ckir's GEMM panels), else ``dtype``
-    itself."""
+    q8_0 for q8_0p, q4_1 for q4_1p (the same values, only stored in ckir's GEMM panels),
+    else ``dtype`` itself."""
     return PANEL_VALUES.get(dtype, dtype)
 
 
@@ -284,7 +284,7 @@ def compile_build(
     panels: bool | None = None,
 ) -> CompileTimes:
     """Compile ``model_dir`` into ``out`` (fresh) for ``modes``, timing every step
-    (``panels``: as CompileOptions.panels; None: f32, bf16 and q8_0 inference builds
+    (``panels``: as CompileOptions.panels; None: f32, bf16, q8_0 and q4_1 inference builds
     pack, the default)."""
     from ckir.compiler import CompileOptions, Progress, build, prepare
 
@@ -1309,8 +1309,8 @@ def collect(
                 "panels, the default of inference builds"
                 + (f"; those whose K is no multiple of {group} stay {dt})" if stays else ")")
             )
-        # f32p / bf16p / q8_0p hold the f32 / bf16 / q8_0 values: the baselines run those
-        # (once, when that dtype is benched too)
+        # f32p / bf16p / q8_0p / q4_1p hold the f32 / bf16 / q8_0 / q4_1 values: the
+        # baselines run those (once, when that dtype is benched too)
         bdt = baseline_dtype(dt)
         if bdt != dt and bdt in dtypes:
             if against:

@@ -90,9 +90,9 @@ def check_finite(arr: np.ndarray, dtype: str, what: str) -> None:
 
 def encode(arr: np.ndarray, dtype: str, what: str) -> np.ndarray:
     """float32 array -> the bytes of ``dtype`` (f32, or a format of :mod:`ckir.quant`:
-    bf16, f32p / bf16p / q8_0p panels, GGUF blocks); a CkirError naming ``what`` if
-    ``arr`` holds NaN or Inf, or does not fit the format (a panel matrix that is not
-    2-D, an odd K for bf16p, K % 32 != 0 for q8_0p)."""
+    bf16, f32p / bf16p / q8_0p / q4_1p panels, GGUF blocks); a CkirError naming
+    ``what`` if ``arr`` holds NaN or Inf, or does not fit the format (a panel matrix
+    that is not 2-D, an odd K for bf16p, K % 32 != 0 for q8_0p and q4_1p)."""
     check_finite(arr, "f32", what)
     if dtype == "f32":
         return np.ascontiguousarray(arr, dtype="<f4").view(np.uint8).reshape(-1)
@@ -117,15 +117,16 @@ def encode(arr: np.ndarray, dtype: str, what: str) -> np.ndarray:
 def encode_blocks(rows: np.ndarray, dtype: str, what: str) -> np.ndarray:
     """Block bytes of a matrix (uint8 ``[N, K/32 * block bytes]``, a GGUF tensor's
     rows) -> the bytes of ``dtype``: the rows themselves for their own block format,
-    or that format's panel dtype (``q8_0p`` for Q8_0 rows: the blocks permuted into
-    panels, bit for bit, never dequantized).  CkirError naming ``what`` otherwise."""
+    or that format's block panel dtype (``q8_0p`` for Q8_0 rows, ``q4_1p`` for Q4_1
+    ones: the blocks permuted into panels, bit for bit, never dequantized).  CkirError
+    naming ``what`` otherwise."""
     from ckir import quant
 
     if dtype in BLOCK_DTYPES and dtype not in PANEL_DTYPES:
         return np.ascontiguousarray(rows).reshape(-1)
-    if dtype == "q8_0p":
+    if dtype in PANEL_DTYPES and dtype in BLOCK_DTYPES:
         try:
-            return quant.pack_q8_0p(rows).reshape(-1)
+            return quant.pack_block_panels(rows, dtype).reshape(-1)
         except ValueError as err:
             raise CkirError(f"weights.bin: {what}: {err}") from None
     raise CkirError(

@@ -391,7 +391,8 @@ class GGUFSource:
 
     Quantized matrices declared in their own format are copied as raw block
     bytes (rows unpermuted where the graph says ``gguf_unpermute``), and those
-    declared in its panel dtype (Q8_0 as ``q8_0p``) have the same bytes permuted
+    declared in its panel dtype (Q8_0 as ``q8_0p``, Q4_1 as ``q4_1p``) have the same
+    bytes permuted
     into panels (:func:`ckir.backend.weights.encode_blocks`: exact); float
     tensors are converted to f32, and anything declared in another dtype
     (``--dtype``) is dequantized and re-encoded with

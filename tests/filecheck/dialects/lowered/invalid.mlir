@@ -5,7 +5,7 @@
 // their model (copied from runtime/registry*.yaml where the kernel exists).
 
 // unknown dtype (parse error)
-// CHECK: unknown dtype 'f64' (expected one of f32, f32p, bf16, bf16p, f16, i32, i64, q8_0, q8_0p, q4_0, q4_1, q4_k)
+// CHECK: unknown dtype 'f64' (expected one of f32, f32p, bf16, bf16p, f16, i32, i64, q8_0, q8_0p, q4_0, q4_1, q4_1p, q4_k)
 lowered.model @m {
   lowered.program @prefill mode "prefill" max_context 4 {
     lowered.buffer @x activation : !lowered.buf<[4], f64>
@@ -498,7 +498,7 @@ lowered.model @m {
 // -----
 
 // unknown operand dtype (parse error)
-// CHECK: unknown dtype 'f8' (expected one of f32, f32p, bf16, bf16p, f16, i32, i64, q8_0, q8_0p, q4_0, q4_1, q4_k)
+// CHECK: unknown dtype 'f8' (expected one of f32, f32p, bf16, bf16p, f16, i32, i64, q8_0, q8_0p, q4_0, q4_1, q4_1p, q4_k)
 lowered.model @m {
   lowered.kernel @k op "relu" c "k" modes ["decode"] (x: read f8) params ()
 }
@@ -724,6 +724,37 @@ lowered.model @m {
 lowered.model @m {
   lowered.kernel @k op "linear" c "k" modes ["decode"] (x: read f32 extent "K", w: read q8_0p extent "N*K", y: write f32 extent "N") params (N: i64, K: i64)
   lowered.buffer @w weight : !lowered.buf<[32, 64], q8_0p> {source = "w"}
+  lowered.program @decode mode "decode" max_context 8 {
+    lowered.buffer @x activation : !lowered.buf<[1, 64], f32>
+    lowered.buffer @y activation : !lowered.buf<[1, 33], f32>
+    lowered.call @k(@x, @w) -> (@y) {N = 33 : i64, K = 64 : i64}
+  }
+}
+
+// -----
+
+// q4_1p (Q4_1 blocks in 32-row panels) needs K % 32 == 0
+// CHECK: lowered.buf: q4_1p rows must be a multiple of 32 elements, got 48
+lowered.model @m {
+  lowered.buffer @w weight : !lowered.buf<[40, 48], q4_1p> {source = "w"}
+}
+
+// -----
+
+// q4_1p buffers are [N, K] matrices
+// CHECK: lowered.buf: q4_1p buffers are [N, K] matrices, got 3 dims
+lowered.model @m {
+  lowered.buffer @w weight : !lowered.buf<[2, 40, 64], q4_1p> {source = "w"}
+}
+
+// -----
+
+// a q4_1p extent counts logical values in whole panels: N = 33, K = 64 touches 2 panels
+// of 32x64 = 4096 values; @w ([32, 64]: 1 panel) stores 2048
+// CHECK: lowered.call @k: operand w = @w holds 2048 values (whole panels), but the kernel may access 4096 (extent "N*K" at K=64, N=33; run-time values at their largest)
+lowered.model @m {
+  lowered.kernel @k op "linear" c "k" modes ["decode"] (x: read f32 extent "K", w: read q4_1p extent "N*K", y: write f32 extent "N") params (N: i64, K: i64)
+  lowered.buffer @w weight : !lowered.buf<[32, 64], q4_1p> {source = "w"}
   lowered.program @decode mode "decode" max_context 8 {
     lowered.buffer @x activation : !lowered.buf<[1, 64], f32>
     lowered.buffer @y activation : !lowered.buf<[1, 33], f32>
