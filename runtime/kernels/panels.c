@@ -250,62 +250,35 @@ CKIR_INLINE float bf16p_at(const uint16_t *w, int64_t n, int64_t k, int64_t K) {
   return f;
 }
 
-void ckir_ref_gemm_bias_bf16p(const float *x, const uint16_t *w, const float *b, float *y,
-                              int64_t M, int64_t N, int64_t K) {
-  for (int64_t m = 0; m < M; m++)
-    for (int64_t n = 0; n < N; n++) {
-      double s = 0.0;
-      for (int64_t k = 0; k < K; k++) s += (double)x[m * K + k] * bf16p_at(w, n, k, K);
-      y[m * N + n] = (float)s + (b ? b[n] : 0.0f);
-    }
-}
+/* the reference twins of panel dtype D (weights WT; AT(w, n, k, K) the value of
+ * element (n, k)): double sums of x . row n, in k order */
+#define CKIR_PANEL_REFS(D, WT, AT)                                                             \
+  void ckir_ref_gemm_bias_##D(const float *x, const WT *w, const float *b, float *y, int64_t M,  \
+                              int64_t N, int64_t K) {                                          \
+    for (int64_t m = 0; m < M; m++)                                                            \
+      for (int64_t n = 0; n < N; n++) {                                                        \
+        double s = 0.0;                                                                        \
+        for (int64_t k = 0; k < K; k++) s += (double)x[m * K + k] * AT(w, n, k, K);             \
+        y[m * N + n] = (float)s + (b ? b[n] : 0.0f);                                           \
+      }                                                                                        \
+  }                                                                                            \
+  void ckir_ref_gemm_##D(const float *x, const WT *w, float *y, int64_t M, int64_t N,         \
+                         int64_t K) {                                                          \
+    ckir_ref_gemm_bias_##D(x, w, NULL, y, M, N, K);                                            \
+  }                                                                                            \
+  void ckir_ref_gemv_##D(const float *x, const WT *w, float *y, int64_t N, int64_t K) {       \
+    ckir_ref_gemm_bias_##D(x, w, NULL, y, 1, N, K);                                            \
+  }                                                                                            \
+  void ckir_ref_gemv_bias_##D(const float *x, const WT *w, const float *b, float *y, int64_t N, \
+                              int64_t K) {                                                     \
+    ckir_ref_gemm_bias_##D(x, w, b, y, 1, N, K);                                               \
+  }                                                                                            \
+  void ckir_ref_embed_##D(const int32_t *tokens, const WT *table, float *out, int64_t T,      \
+                          int64_t E) {                                                         \
+    for (int64_t t = 0; t < T; t++)                                                            \
+      for (int64_t e = 0; e < E; e++) out[t * E + e] = AT(table, tokens[t], e, E);             \
+  }
+CKIR_PANEL_REFS(f32p, float, CKIR_PANEL_AT)
+CKIR_PANEL_REFS(bf16p, uint16_t, bf16p_at)
 
-void ckir_ref_gemm_bf16p(const float *x, const uint16_t *w, float *y, int64_t M, int64_t N,
-                         int64_t K) {
-  ckir_ref_gemm_bias_bf16p(x, w, NULL, y, M, N, K);
-}
 
-void ckir_ref_gemv_bf16p(const float *x, const uint16_t *w, float *y, int64_t N, int64_t K) {
-  ckir_ref_gemm_bias_bf16p(x, w, NULL, y, 1, N, K);
-}
-
-void ckir_ref_gemv_bias_bf16p(const float *x, const uint16_t *w, const float *b, float *y,
-                              int64_t N, int64_t K) {
-  ckir_ref_gemm_bias_bf16p(x, w, b, y, 1, N, K);
-}
-
-void ckir_ref_embed_bf16p(const int32_t *tokens, const uint16_t *table, float *out, int64_t T,
-                          int64_t E) {
-  for (int64_t t = 0; t < T; t++)
-    for (int64_t e = 0; e < E; e++) out[t * E + e] = bf16p_at(table, tokens[t], e, E);
-}
-
-void ckir_ref_gemm_bias_f32p(const float *x, const float *w, const float *b, float *y, int64_t M,
-                             int64_t N, int64_t K) {
-  for (int64_t m = 0; m < M; m++)
-    for (int64_t n = 0; n < N; n++) {
-      double s = 0.0;
-      for (int64_t k = 0; k < K; k++) s += (double)x[m * K + k] * CKIR_PANEL_AT(w, n, k, K);
-      y[m * N + n] = (float)s + (b ? b[n] : 0.0f);
-    }
-}
-
-void ckir_ref_gemm_f32p(const float *x, const float *w, float *y, int64_t M, int64_t N,
-                        int64_t K) {
-  ckir_ref_gemm_bias_f32p(x, w, NULL, y, M, N, K);
-}
-
-void ckir_ref_gemv_f32p(const float *x, const float *w, float *y, int64_t N, int64_t K) {
-  ckir_ref_gemm_bias_f32p(x, w, NULL, y, 1, N, K);
-}
-
-void ckir_ref_gemv_bias_f32p(const float *x, const float *w, const float *b, float *y, int64_t N,
-                             int64_t K) {
-  ckir_ref_gemm_bias_f32p(x, w, b, y, 1, N, K);
-}
-
-void ckir_ref_embed_f32p(const int32_t *tokens, const float *table, float *out, int64_t T,
-                         int64_t E) {
-  for (int64_t t = 0; t < T; t++)
-    for (int64_t e = 0; e < E; e++) out[t * E + e] = CKIR_PANEL_AT(table, tokens[t], e, E);
-}
