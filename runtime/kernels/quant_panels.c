@@ -32,10 +32,12 @@
 #define QP_BLOCK (CKIR_PANEL * CKIR_Q8_0_BYTES)           /* bytes of a q8_0p panel block: 1088 */
 #define Q41_BLOCK (CKIR_PANEL * CKIR_Q4_1_BYTES)          /* bytes of a q4_1p panel block: 640 */
 #define Q41_QS (2 * QP_SCALES)                            /* q4_1p: the nibble groups' offset */
-/* software prefetch 4 panel blocks ahead, into L2 only (prefetcht2): measured
- * over Qwen2's decode matrices from DRAM (2 threads, paired, 14 rounds) 1.13x
- * gemv_q8_0's rate; with prefetcht0 0.97x, with none 1.09x, 8 blocks ahead no
- * better */
+/* q8_0p: software prefetch 4 panel blocks ahead, into L2 only (prefetcht2):
+ * measured over Qwen2's decode matrices from DRAM (2 threads, paired, 14
+ * rounds) 1.13x gemv_q8_0's rate; with prefetcht0 0.97x, with none 1.09x, 8
+ * blocks ahead no better.  q4_1p: none (over GPT-2's matrices, paired, 12
+ * rounds: none 1.39x gemv_q4_1, prefetcht2 1.29x, prefetcht0 1.14x; in whole
+ * models prefetcht2 made decode 0.89-1.0x the row-major build's, none 1.19-1.23x) */
 #define QP_PFD 4352
 _Static_assert(QP_SCALES + 8 * QP_QUAD == QP_BLOCK, "q8_0p panel block size");
 _Static_assert(Q41_QS + 4 * QP_QUAD == Q41_BLOCK, "q4_1p panel block size");
@@ -252,7 +254,6 @@ static void q41p_gemv_panels(const int8_t *a, const float *dx, const float *sx,
     __m512 f0 = _mm512_setzero_ps(), f1 = _mm512_setzero_ps();
     for (int64_t bk = 0; bk < nb; bk++) {
       const uint8_t *pb = pp + bk * Q41_BLOCK;
-      for (int l = 0; l < Q41_BLOCK; l += 64) __builtin_prefetch(pb + QP_PFD + l, 0, 1);
       const uint8_t *ab = (const uint8_t *)(a + bk * CKIR_QK);
       __m512i s0 = _mm512_setzero_si512(), s1 = s0, t0 = s0, t1 = s0;
       for (int g = 0; g < 4; g++) {
@@ -288,7 +289,6 @@ static void q41p_gemv_panels(const int8_t *a, const float *dx, const float *sx,
                    _mm256_setzero_ps()};
     for (int64_t bk = 0; bk < nb; bk++) {
       const uint8_t *pb = pp + bk * Q41_BLOCK;
-      for (int l = 0; l < Q41_BLOCK; l += 64) __builtin_prefetch(pb + QP_PFD + l, 0, 1);
       const uint8_t *ab = (const uint8_t *)(a + bk * CKIR_QK);
       __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
                       _mm256_setzero_si256()};
