@@ -18,26 +18,21 @@ from pathlib import Path
 
 import numpy as np
 
+from ckir import quant
 from ckir.registry import KernelSpec, load_registry
 from ckir.runtime_build import build_library, runtime_dir
+from ckir.vocab import DTYPE_TABLE
 
-NP_DTYPES = {
-    "f32": np.float32,
-    "i32": np.int32,
-    "f64": np.float64,
-    "i64": np.int64,
-    "bf16": np.uint16,
-    "f16": np.uint16,
-    "i8": np.int8,
-    "u8": np.uint8,
-    "q8_0": np.uint8,
-    "q4_0": np.uint8,
-    "q4_1": np.uint8,
-    "f32p": np.float32,
-    "bf16p": np.uint16,
-    "q8_0p": np.uint8,
-    "q4_1p": np.uint8,
+#: NumPy dtype of a kernel operand of each ckir dtype: the C type the kernel reads
+#: (bf16 / f16 bits are uint16_t, block formats bytes)
+_C_TO_NP = {
+    "float": np.float32,
+    "uint16_t": np.uint16,
+    "int32_t": np.int32,
+    "int64_t": np.int64,
+    "uint8_t": np.uint8,
 }
+NP_DTYPES = {d.name: _C_TO_NP[d.c_type] for d in DTYPE_TABLE}
 ISAS = ("scalar", "avx2", "native")
 
 
@@ -224,9 +219,79 @@ def gemm_bf16_x(x: np.ndarray, bf16_dot: bool, public: bool = True) -> np.ndarra
     A public kernel of a build with ``bf16_dot`` (ckir_runtime_bf16_dot) rounds x to
     bf16, nearest even, when M > 32 and K is even; reference twins never do.
     """
-    from ckir import quant
-
     M, K = x.shape if x.ndim == 2 else (1, x.shape[0])
     if public and bf16_dot and M > WGEMM_SMALL_M and K % 2 == 0:
         return quant.from_bf16(quant.to_bf16(x)).astype(np.float64)
     return x.astype(np.float64)
+
+
+# ------------------------------------- quantized-weight oracles (quant and panel tests)
+
+
+def quantize_x(x: np.ndarray):
+    """The runtime's activation quantizer: a (int64), dx (fp32) per block of 32."""
+    xb = x.reshape(-1, 32).astype(np.float32)
+    dx = (np.abs(xb).max(axis=1) / np.float32(127)).astype(np.float32)
+    safe = np.where(dx == 0, np.float32(1), dx).astype(np.float32)
+    a = np.where(dx[:, None] == 0, np.float32(0), np.rint(xb / safe[:, None])).astype(np.int64)
+    return a, dx
+
+
+def block_fields(wq: np.ndarray, dtype: str):
+    """(d, m, integer weights [n, nb, 32]) of block bytes wq [n, row bytes]."""
+    nbytes = quant.block_bytes(dtype)[1]
+    blk = wq.reshape(wq.shape[0], -1, nbytes)
+
+    def f16(b):
+        return np.ascontiguousarray(b).view(np.float16)[..., 0].astype(np.float64)
+
+    d = f16(blk[..., 0:2])
+    if dtype == "q8_0":
+        return d, np.zeros_like(d), blk[..., 2:].view(np.int8).astype(np.int64)
+    qs = blk[..., 4:] if dtype == "q4_1" else blk[..., 2:]
+    nib = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.int64)
+    if dtype == "q4_0":
+        return d, np.zeros_like(d), nib - 8
+    return d, f16(blk[..., 2:4]), nib
+
+
+def emulate_gemv(x, wq, dtype):
+    """(y, scale of the terms, activation-rounding bound) of the integer scheme, float64."""
+    a, dx = quantize_x(x)
+    d, m, q = block_fields(wq, dtype)
+    isum = np.einsum("nbj,bj->nb", q, a).astype(np.float64)
+    dx64 = dx.astype(np.float64)
+    sx = dx64 * a.sum(axis=1)  # q4_1: d_x * sum of the quantized block
+    terms = isum * (d * dx64[None, :]) + m * sx[None, :]
+    y = terms.sum(axis=1)
+    mag = (np.abs(isum) * np.abs(d * dx) + np.abs(m) * np.abs(sx)[None, :]).sum(axis=1)
+    # every weight meets the quantized x: d*q + m (q includes the -8 of q4_0)
+    wpart = np.abs(d[..., None] * q + m[..., None]).sum(axis=2)  # [n, nb]
+    bound = (wpart * (dx.astype(np.float64) / 2)[None, :]).sum(axis=1)
+    return y, mag, bound
+
+
+#: rows per panel of the runtime's panel layouts (CKIR_PANEL)
+PANEL = 32
+#: block panel dtype -> (its plain block format, bytes per block)
+QBLOCK = {"q8_0p": ("q8_0", 34), "q4_1p": ("q4_1", 20)}
+
+
+def pack_block_panels(w: np.ndarray, dtype: str) -> np.ndarray:
+    """w[N, K] (K % 32 == 0) as q8_0p or q4_1p bytes.  Per panel p and block b:
+    q8_0p: the 32 rows' f16 d (64 bytes), then 8 quad rows of 128 bytes, byte 4 r + j
+    of quad row i = q[32 p + r, 32 b + 4 i + j]; q4_1p: the 32 d (64 bytes), the 32 m
+    (64 bytes), then 4 groups of 128 bytes, byte 4 r + j of group g = qs[4 g + j] of
+    row 32 p + r's block.  Rows >= N zero."""
+    plain, nbytes = QBLOCK[dtype]
+    n, k = w.shape
+    nb, p = k // 32, -(-n // PANEL)
+    blk = np.zeros((p * PANEL, nb, nbytes), np.uint8)
+    blk[:n] = quant.quantize(w, plain).reshape(n, nb, nbytes)
+    arr = blk.reshape(p, PANEL, nb, nbytes).transpose(0, 2, 1, 3)  # [P, nb, 32 rows, bytes]
+    head = 4 if dtype == "q4_1p" else 2  # the scale bytes of a block: d (and m)
+    scales = [arr[..., h : h + 2].reshape(p, nb, 64) for h in range(0, head, 2)]
+    groups = (nbytes - head) // 4
+    quads = arr[..., head:].reshape(p, nb, PANEL, groups, 4).transpose(0, 1, 3, 2, 4)
+    parts = [*scales, quads.reshape(p, nb, groups * 4 * PANEL)]
+    return np.ascontiguousarray(np.concatenate(parts, axis=2)).reshape(-1)

@@ -19,12 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from kernel_lib import gemm_bf16_x, rand
+from kernel_lib import PANEL, QBLOCK, emulate_gemv, gemm_bf16_x, pack_block_panels, rand
 
 from ckir import quant
 
 F32 = np.float32
-PANEL = 32
 
 
 def pack_f32p(w: np.ndarray) -> np.ndarray:
@@ -285,30 +284,8 @@ def test_gate_up(lib, threads, panels, M, N, K):
 
 # ---------------------------------------------------------------- q8_0p and q4_1p
 # Q8_0 / Q4_1 blocks in panels: gemv multiplies quantized x (the integer scheme of
-# gemv_q8_0 / gemv_q4_1, emulated by test_quant_kernels.emulate_gemv), gemm fp32 x
+# gemv_q8_0 / gemv_q4_1, emulated by kernel_lib.emulate_gemv), gemm fp32 x
 # against the dequantized weights (gemm_q8_0's / gemm_q4_1's numerics).
-
-QBLOCK = {"q8_0p": ("q8_0", 34), "q4_1p": ("q4_1", 20)}
-
-
-def pack_block_panels(w: np.ndarray, dtype: str) -> np.ndarray:
-    """w[N, K] (K % 32 == 0) as q8_0p or q4_1p bytes.  Per panel p and block b:
-    q8_0p: the 32 rows' f16 d (64 bytes), then 8 quad rows of 128 bytes, byte 4 r + j
-    of quad row i = q[32 p + r, 32 b + 4 i + j]; q4_1p: the 32 d (64 bytes), the 32 m
-    (64 bytes), then 4 groups of 128 bytes, byte 4 r + j of group g = qs[4 g + j] of
-    row 32 p + r's block.  Rows >= N zero."""
-    plain, nbytes = QBLOCK[dtype]
-    n, k = w.shape
-    nb, p = k // 32, -(-n // PANEL)
-    blk = np.zeros((p * PANEL, nb, nbytes), np.uint8)
-    blk[:n] = quant.quantize(w, plain).reshape(n, nb, nbytes)
-    arr = blk.reshape(p, PANEL, nb, nbytes).transpose(0, 2, 1, 3)  # [P, nb, 32 rows, bytes]
-    head = 4 if dtype == "q4_1p" else 2  # the scale bytes of a block: d (and m)
-    scales = [arr[..., h : h + 2].reshape(p, nb, 64) for h in range(0, head, 2)]
-    groups = (nbytes - head) // 4
-    quads = arr[..., head:].reshape(p, nb, PANEL, groups, 4).transpose(0, 1, 3, 2, 4)
-    parts = [*scales, quads.reshape(p, nb, groups * 4 * PANEL)]
-    return np.ascontiguousarray(np.concatenate(parts, axis=2)).reshape(-1)
 
 
 def block_values(w: np.ndarray, plain: str) -> np.ndarray:
@@ -371,8 +348,6 @@ def test_gemm_block_panels(lib, threads, qpanels, M, N, K, bias):
 @pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
 @pytest.mark.parametrize("N,K", [(1, 32), (3, 64), (33, 96), (65, 4128), (576, 576), (100, 1536)])
 def test_gemv_block_panels(lib, threads, qpanels, N, K, bias):
-    from test_quant_kernels import emulate_gemv
-
     plain = QBLOCK[qpanels][0]
     rng = np.random.default_rng(N * 1000 + K)
     x, w = rand(rng, K), rand(rng, N, K, scale=K**-0.5)

@@ -24,7 +24,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from kernel_lib import gemm_bf16_x, isa_supported, kernel_table, norm_params, runtime_bf16_dot
+from kernel_lib import (
+    emulate_gemv,
+    gemm_bf16_x,
+    isa_supported,
+    kernel_table,
+    norm_params,
+    pack_block_panels,
+    runtime_bf16_dot,
+)
 
 from ckir import quant, registry
 from ckir.runtime_build import build_library, kernel_sources, runtime_dir
@@ -171,49 +179,6 @@ def store(w: np.ndarray, dtype: str) -> np.ndarray:
 # ------------------------------------------------------------- NumPy oracles
 
 
-def quantize_x(x: np.ndarray):
-    """The runtime's activation quantizer: a (int64), dx (fp32) per block of 32."""
-    xb = x.reshape(-1, 32).astype(F32)
-    dx = (np.abs(xb).max(axis=1) / F32(127)).astype(F32)
-    safe = np.where(dx == 0, F32(1), dx).astype(F32)
-    a = np.where(dx[:, None] == 0, F32(0), np.rint(xb / safe[:, None])).astype(np.int64)
-    return a, dx
-
-
-def block_fields(wq: np.ndarray, dtype: str):
-    """(d, m, integer weights [n, nb, 32]) of block bytes wq [n, row bytes]."""
-    nbytes = quant.block_bytes(dtype)[1]
-    blk = wq.reshape(wq.shape[0], -1, nbytes)
-
-    def f16(b):
-        return np.ascontiguousarray(b).view(np.float16)[..., 0].astype(np.float64)
-
-    d = f16(blk[..., 0:2])
-    if dtype == "q8_0":
-        return d, np.zeros_like(d), blk[..., 2:].view(np.int8).astype(np.int64)
-    qs = blk[..., 4:] if dtype == "q4_1" else blk[..., 2:]
-    nib = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.int64)
-    if dtype == "q4_0":
-        return d, np.zeros_like(d), nib - 8
-    return d, f16(blk[..., 2:4]), nib
-
-
-def emulate_gemv(x, wq, dtype):
-    """(y, scale of the terms, activation-rounding bound) of the integer scheme, float64."""
-    a, dx = quantize_x(x)
-    d, m, q = block_fields(wq, dtype)
-    isum = np.einsum("nbj,bj->nb", q, a).astype(np.float64)
-    dx64 = dx.astype(np.float64)
-    sx = dx64 * a.sum(axis=1)  # q4_1: d_x * sum of the quantized block
-    terms = isum * (d * dx64[None, :]) + m * sx[None, :]
-    y = terms.sum(axis=1)
-    mag = (np.abs(isum) * np.abs(d * dx) + np.abs(m) * np.abs(sx)[None, :]).sum(axis=1)
-    # every weight meets the quantized x: d*q + m (q includes the -8 of q4_0)
-    wpart = np.abs(d[..., None] * q + m[..., None]).sum(axis=2)  # [n, nb]
-    bound = (wpart * (dx.astype(np.float64) / 2)[None, :]).sum(axis=1)
-    return y, mag, bound
-
-
 def dequant64(wq, dtype):
     return quant.dequantize(wq, dtype).astype(np.float64)
 
@@ -357,8 +322,6 @@ def test_gemv_block_panels_on_every_variant(qlib, threads, dtype, N, K):
     """gemv_q8_0p / gemv_q4_1p (the blocks in panels) against the integer scheme on
     every build variant (the AVX-512 path without VNNI, AVX-VNNI, ...); the layouts and
     the other kernels: tests/test_panel_kernels.py."""
-    from test_panel_kernels import pack_block_panels
-
     rng = np.random.default_rng(N + K)
     w, x = weights(rng, N, K), activations(rng, K)
     y_emu, mag, _ = emulate_gemv(x, store(w, dtype), dtype)
