@@ -181,6 +181,11 @@ void ckir_internal_gemm_panels(const float *x, const float *wp, const float *b, 
 void ckir_internal_gemm_bf16p(const float *x, const uint16_t *wp, const float *b, float *y,
                               int64_t M, int64_t N, int64_t K, int bf16_dot);
 
+/* x[K] . row n of an f32p / bf16p matrix in double, k order (panels.c): the
+ * reference twins' rows, also those of the fused kernels */
+float ckir_internal_ref_row_f32p(const float *x, const float *w, int64_t n, int64_t K);
+float ckir_internal_ref_row_bf16p(const float *x, const uint16_t *w, int64_t n, int64_t K);
+
 /* Q8_0 blocks in GEMM panels (weight dtype q8_0p, K % 32 == 0): panel p (rows
  * CKIR_PANEL * p ..) is K / 32 panel blocks of CKIR_PANEL * 34 bytes, block b
  * holding the CKIR_PANEL f16 scales d[row, b] (2 * CKIR_PANEL bytes, row order),

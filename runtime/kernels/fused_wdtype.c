@@ -212,27 +212,12 @@ static void gate_up_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, co
     return y;                                                                                    \
   }
 
-/* f32p: row n is a strided column of a panel; x . it in double, as ckir_ref_gemm_f32p */
-static float ref_gemv_row_f32p(const float *x, const float *w, int64_t n, int64_t K) {
-  double s = 0.0;
-  for (int64_t k = 0; k < K; k++) s += (double)x[k] * CKIR_PANEL_AT(w, n, k, K);
-  return (float)s;
-}
-#define ref_gemm_row_f32p ref_gemv_row_f32p
+/* the panel dtypes: x . row n (a strided column of a panel) by their reference rows */
+#define ref_gemv_row_f32p ckir_internal_ref_row_f32p
+#define ref_gemm_row_f32p ckir_internal_ref_row_f32p
 #define RB_F32P(K) ((K) * (int64_t)sizeof(float))
-
-/* bf16p: the same over the panel's bf16 pairs, as ckir_ref_gemm_bf16p */
-static float ref_gemv_row_bf16p(const float *x, const uint16_t *w, int64_t n, int64_t K) {
-  double s = 0.0;
-  for (int64_t k = 0; k < K; k++) {
-    const uint32_t u = (uint32_t)CKIR_PANEL_BF16_AT(w, n, k, K) << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    s += (double)x[k] * f;
-  }
-  return (float)s;
-}
-#define ref_gemm_row_bf16p ref_gemv_row_bf16p
+#define ref_gemv_row_bf16p ckir_internal_ref_row_bf16p
+#define ref_gemm_row_bf16p ckir_internal_ref_row_bf16p
 
 CKIR_REF_ROWS(bf16, uint16_t, RB_BF16)
 CKIR_REF_ROWS(q8_0, uint8_t, RB_Q8_0)

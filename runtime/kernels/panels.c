@@ -251,16 +251,19 @@ CKIR_INLINE float bf16p_at(const uint16_t *w, int64_t n, int64_t k, int64_t K) {
 }
 
 /* the reference twins of panel dtype D (weights WT; AT(w, n, k, K) the value of
- * element (n, k)): double sums of x . row n, in k order */
+ * element (n, k)): double sums of x . row n, in k order (ckir_internal_ref_row_D,
+ * also the reference rows of the fused kernels) */
 #define CKIR_PANEL_REFS(D, WT, AT)                                                             \
+  float ckir_internal_ref_row_##D(const float *x, const WT *w, int64_t n, int64_t K) {         \
+    double s = 0.0;                                                                            \
+    for (int64_t k = 0; k < K; k++) s += (double)x[k] * AT(w, n, k, K);                         \
+    return (float)s;                                                                           \
+  }                                                                                            \
   void ckir_ref_gemm_bias_##D(const float *x, const WT *w, const float *b, float *y, int64_t M,  \
                               int64_t N, int64_t K) {                                          \
     for (int64_t m = 0; m < M; m++)                                                            \
-      for (int64_t n = 0; n < N; n++) {                                                        \
-        double s = 0.0;                                                                        \
-        for (int64_t k = 0; k < K; k++) s += (double)x[m * K + k] * AT(w, n, k, K);             \
-        y[m * N + n] = (float)s + (b ? b[n] : 0.0f);                                           \
-      }                                                                                        \
+      for (int64_t n = 0; n < N; n++)                                                          \
+        y[m * N + n] = ckir_internal_ref_row_##D(x + m * K, w, n, K) + (b ? b[n] : 0.0f);      \
   }                                                                                            \
   void ckir_ref_gemm_##D(const float *x, const WT *w, float *y, int64_t M, int64_t N,         \
                          int64_t K) {                                                          \
