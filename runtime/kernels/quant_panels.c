@@ -29,18 +29,19 @@
 
 #define QP_SCALES (2 * CKIR_PANEL)                        /* bytes of a panel block's scales */
 #define QP_QUAD (4 * CKIR_PANEL)                          /* bytes of one quad row */
-#define QP_BLOCK (CKIR_PANEL * CKIR_Q8_0_BYTES)           /* bytes of a q8_0p panel block: 1088 */
-#define Q41_BLOCK (CKIR_PANEL * CKIR_Q4_1_BYTES)          /* bytes of a q4_1p panel block: 640 */
 #define Q41_QS (2 * QP_SCALES)                            /* q4_1p: the nibble groups' offset */
 /* q8_0p: software prefetch 4 panel blocks ahead, into L2 only (prefetcht2):
  * measured over Qwen2's decode matrices from DRAM (2 threads, paired, 14
  * rounds) 1.13x gemv_q8_0's rate; with prefetcht0 0.97x, with none 1.09x, 8
- * blocks ahead no better.  q4_1p: none (over GPT-2's matrices, paired, 12
- * rounds: none 1.39x gemv_q4_1, prefetcht2 1.29x, prefetcht0 1.14x; in whole
- * models prefetcht2 made decode 0.89-1.0x the row-major build's, none 1.19-1.23x) */
+ * blocks ahead no better.  q4_1p: none past the start of each thread's range
+ * (over GPT-2's matrices, paired, 12 rounds: none 1.39x gemv_q4_1, prefetcht2
+ * 1.29x, prefetcht0 1.14x; in whole models prefetcht2 made decode 0.89-1.0x the
+ * row-major build's, none 1.19-1.23x) */
 #define QP_PFD 4352
-_Static_assert(QP_SCALES + 8 * QP_QUAD == QP_BLOCK, "q8_0p panel block size");
-_Static_assert(Q41_QS + 4 * QP_QUAD == Q41_BLOCK, "q4_1p panel block size");
+_Static_assert(QP_SCALES + 8 * QP_QUAD == CKIR_Q8P_BLOCK, "q8_0p panel block size");
+_Static_assert(CKIR_Q8P_BLOCK == CKIR_PANEL * CKIR_Q8_0_BYTES, "q8_0p: 32 Q8_0 blocks");
+_Static_assert(CKIR_Q41P_BLOCK == CKIR_PANEL * CKIR_Q4_1_BYTES, "q4_1p: 32 Q4_1 blocks");
+_Static_assert(Q41_QS + 4 * QP_QUAD == CKIR_Q41P_BLOCK, "q4_1p panel block size");
 
 #if defined(CKIR_Q512) && defined(__AVX512VNNI__)
 #define QP_XOR 1 /* w ^ 0x80 = w + 128 unsigned; the block starts at -128 sum(a) */
@@ -143,13 +144,13 @@ static void q8p_gemv_panels(const int8_t *a, const float *dx, const int32_t *cb,
                             const uint8_t *w, const float *b, float *y, int64_t N, int64_t nb,
                             int64_t p0, int64_t p1) {
   for (int64_t p = p0; p < p1; p++) {
-    const uint8_t *pp = w + p * nb * QP_BLOCK;
+    const uint8_t *pp = w + p * nb * CKIR_Q8P_BLOCK;
     const int64_t n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, N - n0);
 #if defined(CKIR_Q512)
     __m512 f0 = _mm512_setzero_ps(), f1 = _mm512_setzero_ps();
     for (int64_t bk = 0; bk < nb; bk++) {
-      const uint8_t *pb = pp + bk * QP_BLOCK;
-      for (int l = 0; l < QP_BLOCK; l += 64) __builtin_prefetch(pb + QP_PFD + l, 0, 1);
+      const uint8_t *pb = pp + bk * CKIR_Q8P_BLOCK;
+      for (int l = 0; l < CKIR_Q8P_BLOCK; l += 64) __builtin_prefetch(pb + QP_PFD + l, 0, 1);
       const int8_t *ab = a + bk * CKIR_QK;
 #if defined(QP_XOR)
       const __m512i flip = _mm512_set1_epi8((char)0x80);
@@ -199,8 +200,8 @@ static void q8p_gemv_panels(const int8_t *a, const float *dx, const int32_t *cb,
     __m256 f[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                    _mm256_setzero_ps()};
     for (int64_t bk = 0; bk < nb; bk++) {
-      const uint8_t *pb = pp + bk * QP_BLOCK;
-      for (int l = 0; l < QP_BLOCK; l += 64) __builtin_prefetch(pb + QP_PFD + l, 0, 1);
+      const uint8_t *pb = pp + bk * CKIR_Q8P_BLOCK;
+      for (int l = 0; l < CKIR_Q8P_BLOCK; l += 64) __builtin_prefetch(pb + QP_PFD + l, 0, 1);
       const int8_t *ab = a + bk * CKIR_QK;
       __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
                       _mm256_setzero_si256()};
@@ -225,7 +226,7 @@ static void q8p_gemv_panels(const int8_t *a, const float *dx, const int32_t *cb,
     (void)cb;
     float f[CKIR_PANEL] = {0};
     for (int64_t bk = 0; bk < nb; bk++) {
-      const uint8_t *pb = pp + bk * QP_BLOCK;
+      const uint8_t *pb = pp + bk * CKIR_Q8P_BLOCK;
       const int8_t *ab = a + bk * CKIR_QK;
       for (int r = 0; r < CKIR_PANEL; r++) {
         /* through int8_t pointers (see q8_0_row_scalar in quant_q8_0.c) */
@@ -247,13 +248,13 @@ static void q41p_gemv_panels(const int8_t *a, const float *dx, const float *sx,
                              const uint8_t *w, const float *b, float *y, int64_t N, int64_t nb,
                              int64_t p0, int64_t p1) {
   for (int64_t p = p0; p < p1; p++) {
-    const uint8_t *pp = w + p * nb * Q41_BLOCK;
+    const uint8_t *pp = w + p * nb * CKIR_Q41P_BLOCK;
     const int64_t n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, N - n0);
 #if defined(CKIR_Q512)
     const __m512i low = _mm512_set1_epi8(0x0F);
     __m512 f0 = _mm512_setzero_ps(), f1 = _mm512_setzero_ps();
     for (int64_t bk = 0; bk < nb; bk++) {
-      const uint8_t *pb = pp + bk * Q41_BLOCK;
+      const uint8_t *pb = pp + bk * CKIR_Q41P_BLOCK;
       const uint8_t *ab = (const uint8_t *)(a + bk * CKIR_QK);
       __m512i s0 = _mm512_setzero_si512(), s1 = s0, t0 = s0, t1 = s0;
       for (int g = 0; g < 4; g++) {
@@ -288,7 +289,7 @@ static void q41p_gemv_panels(const int8_t *a, const float *dx, const float *sx,
     __m256 f[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                    _mm256_setzero_ps()};
     for (int64_t bk = 0; bk < nb; bk++) {
-      const uint8_t *pb = pp + bk * Q41_BLOCK;
+      const uint8_t *pb = pp + bk * CKIR_Q41P_BLOCK;
       const uint8_t *ab = (const uint8_t *)(a + bk * CKIR_QK);
       __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
                       _mm256_setzero_si256()};
@@ -315,7 +316,7 @@ static void q41p_gemv_panels(const int8_t *a, const float *dx, const float *sx,
 #else
     float f[CKIR_PANEL] = {0};
     for (int64_t bk = 0; bk < nb; bk++) {
-      const uint8_t *pb = pp + bk * Q41_BLOCK;
+      const uint8_t *pb = pp + bk * CKIR_Q41P_BLOCK;
       const int8_t *ab = a + bk * CKIR_QK;
       for (int r = 0; r < CKIR_PANEL; r++) {
         int32_t is = 0;
@@ -337,7 +338,7 @@ static void q41p_gemv_panels(const int8_t *a, const float *dx, const float *sx,
 static void gemv_qp_impl(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
                          int64_t K, const int has_m) {
   const int64_t nb = K / CKIR_QK, P = (N + CKIR_PANEL - 1) / CKIR_PANEL;
-  const int64_t pbytes = nb * (has_m ? Q41_BLOCK : QP_BLOCK); /* bytes of a panel */
+  const int64_t pbytes = nb * (has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK); /* bytes of a panel */
   uint8_t buf[K + nb * (int64_t)(sizeof(int32_t) + 2 * sizeof(float)) + 128];
   int8_t *a = CKIR_ALIGN64(buf);
   int32_t *cb = (int32_t *)(a + K); /* K % 32 == 0: aligned */
@@ -419,7 +420,7 @@ static void qp_rows(const float *x, int64_t M, const uint8_t *w, int64_t bb, qp_
 
 /* the q8_0 block (2-byte d, 32 int8) of row n, block bk of a q8_0p matrix */
 static void q8p_block(const uint8_t *w, int64_t n, int64_t bk, int64_t K, uint8_t blk[34]) {
-  const uint8_t *pb = w + ((n / CKIR_PANEL) * (K / CKIR_QK) + bk) * QP_BLOCK;
+  const uint8_t *pb = w + ((n / CKIR_PANEL) * (K / CKIR_QK) + bk) * CKIR_Q8P_BLOCK;
   const int64_t r = n % CKIR_PANEL;
   memcpy(blk, pb + 2 * r, 2);
   for (int i = 0; i < 8; i++) memcpy(blk + 2 + 4 * i, pb + QP_SCALES + i * QP_QUAD + 4 * r, 4);
@@ -427,7 +428,7 @@ static void q8p_block(const uint8_t *w, int64_t n, int64_t bk, int64_t K, uint8_
 
 /* the q4_1 block (d, m, qs[16]) of row n, block bk of a q4_1p matrix */
 static void q41p_block(const uint8_t *w, int64_t n, int64_t bk, int64_t K, uint8_t blk[20]) {
-  const uint8_t *pb = w + ((n / CKIR_PANEL) * (K / CKIR_QK) + bk) * Q41_BLOCK;
+  const uint8_t *pb = w + ((n / CKIR_PANEL) * (K / CKIR_QK) + bk) * CKIR_Q41P_BLOCK;
   const int64_t r = n % CKIR_PANEL;
   memcpy(blk, pb + 2 * r, 2);
   memcpy(blk + 2, pb + QP_SCALES + 2 * r, 2);
@@ -556,5 +557,5 @@ static double qp_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int64
         qp_values(table, tokens[t], bk, E, HAS_M, out + t * E + bk * CKIR_QK);                   \
   }
 
-CKIR_QP_KERNELS(q8_0p, 0, QP_BLOCK, ckir_internal_q8p_deq)
-CKIR_QP_KERNELS(q4_1p, 1, Q41_BLOCK, ckir_internal_q41p_deq)
+CKIR_QP_KERNELS(q8_0p, 0, CKIR_Q8P_BLOCK, ckir_internal_q8p_deq)
+CKIR_QP_KERNELS(q4_1p, 1, CKIR_Q41P_BLOCK, ckir_internal_q41p_deq)
