@@ -26,6 +26,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def export(rev: str, prefix: str = "ckir-") -> Path:
+    """Extract commit ``rev`` into a new temporary folder, its package folders linked."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}{rev}-"))
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", rev], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+    # the folders pyproject maps into the package (which ones depends on the commit)
+    for pkg in ("dialects", "passes", "tools", "templates", "runtime"):
+        link = tmp / "ckir" / pkg
+        if (tmp / pkg).is_dir() and not link.exists():
+            link.symlink_to(tmp / pkg, target_is_directory=True)
+    return tmp
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rev", default="HEAD", help="commit to export (default HEAD)")
@@ -39,16 +54,7 @@ def main() -> int:
         text=True,
         check=True,
     ).stdout.strip()
-    tmp = Path(tempfile.mkdtemp(prefix=f"ckir-{rev}-"))
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", rev], capture_output=True, check=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
-    # the folders pyproject maps into the package (which ones depends on the commit)
-    for pkg in ("dialects", "passes", "tools", "templates", "runtime"):
-        link = tmp / "ckir" / pkg
-        if (tmp / pkg).is_dir() and not link.exists():
-            link.symlink_to(tmp / pkg, target_is_directory=True)
+    tmp = export(rev)
     # ckir bench moved from ckir/bench.py to tools/bench.py
     module = "ckir.tools.bench" if (tmp / "tools" / "bench.py").exists() else "ckir.bench"
     (tmp / "COMMIT").write_text(rev + "\n")

@@ -180,6 +180,27 @@ def test_weights_from_another_layout_are_refused(checkpoints, builds, tmp_path) 
         ckir.load(mixed)
 
 
+def test_arenas_start_on_a_huge_page(builds) -> None:
+    """ckir_open puts both arenas on 2 MiB boundaries (architecture decision 22)."""
+    import ctypes
+
+    model = builds["llama"]
+    for index in (0, 1):
+        address = ctypes.cast(model.arena(index), ctypes.c_void_p).value
+        assert address is not None and address % (2 << 20) == 0, index
+
+
+def test_truncated_weights_are_refused(builds, tmp_path) -> None:
+    import shutil
+
+    short = tmp_path / "short"
+    shutil.copytree(builds["llama"].build_dir, short)
+    data = (short / "weights.bin").read_bytes()
+    (short / "weights.bin").write_bytes(data[:-4])
+    with pytest.raises(CkirError, match="weights.bin"):
+        ckir.load(short)
+
+
 def test_incomplete_build_folder(builds, tmp_path) -> None:
     import shutil
 

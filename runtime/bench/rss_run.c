@@ -14,9 +14,9 @@
  * --train (a build compiled with mode backward): STEPS calls of ckir_train_step on
  * windows of T + 1 pseudo-random ids (tokens = w[0..T), targets = w[1..T]), each window
  * a new one, learning rate 1e-4.  Printed: VmRSS before and after ckir_open, VmHWM,
- * RssAnon / RssFile at the end (the trained weights are copy-on-write pages of the
- * weights.bin mapping: anonymous once written), the seconds of the first step (it
- * faults in every page the step writes) and the mean of the others, the last loss. */
+ * RssAnon / RssFile at the end (both arenas are anonymous memory), the seconds of
+ * the first step (it faults in every page the step writes) and the mean of the
+ * others, the last loss. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>

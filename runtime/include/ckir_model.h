@@ -104,10 +104,10 @@ typedef struct ckir_model_desc {
 
 struct ckir_model {
   const ckir_model_desc *desc;
-  uint8_t *weights;        /* the weights arena (inside the mapping) */
+  uint8_t *weights;        /* the weights arena: weights.bin after its header */
   uint8_t *state;          /* the state arena (KV cache, io, activations) */
-  void *mapping;           /* mmap of weights.bin, or NULL */
-  size_t mapping_bytes;
+  size_t weights_mapped;   /* bytes of the anonymous mappings that hold the arenas */
+  size_t state_mapped;
   int64_t pos;             /* tokens already in the KV cache */
   int64_t last_rows;       /* rows of the logits of the last call */
   int64_t last_logits;     /* offset of the logits of the last call */
