@@ -292,6 +292,10 @@ ATTN_CASES = [
     (16, 17, 4, 2, 18, 33),  # key blocks with ragged tails
     (1, 150, 9, 3, 64, 160),  # decode, SmolLM2 heads: one contiguous head range per thread
     (1, 60, 5, 5, 80, 64),  # decode, D = 80: p . V in chunk groups of 4 and 1
+    (1, 300, 14, 2, 64, 320),  # decode, Qwen2 heads: positions split between threads
+    (1, 200, 12, 12, 64, 201),  # decode, GPT-2 heads
+    (1, 255, 4, 1, 24, 256),  # decode, D = 24: a ragged last chunk in every part
+    (1, 70, 20, 4, 256, 72),  # decode, H * D > 4096: a range of heads per thread
 ]
 
 
@@ -311,6 +315,39 @@ def test_attention(lib, threads, T, P, H, KV, D, ctx):
         lambda o: close(o, expected, rtol=1e-5, atol=1e-5),
     )
     close(pub, ref.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n_threads", [3, 5])
+@pytest.mark.parametrize("P,H,KV,D", [(300, 9, 3, 64), (130, 6, 2, 18), (40, 3, 1, 8)])
+def test_attention_decode_uneven_parts(lib, n_threads, P, H, KV, D):
+    """Decode splits the cached positions between threads: parts of unequal
+    length, empty parts (few positions, many threads), heads merged by threads
+    that did not compute them."""
+    rng = np.random.default_rng(P + H)
+    q = rand(rng, 1, H * D, scale=2.0)
+    kc, vc = rand(rng, P + 1, KV * D), rand(rng, P + 1, KV * D)
+    expected = attention_oracle(q, kc, vc, 1, P, H, KV, D)
+    before = lib.get_num_threads()
+    lib.set_num_threads(n_threads)
+    try:
+        out = np.full((1, H * D), np.nan, F32)
+        lib.call("attention_f32", q, kc, vc, out, 1, P, H, KV, D)
+    finally:
+        lib.set_num_threads(before)
+    close(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_decode_peaked_scores_across_parts(lib, threads):
+    """One part holds the only keys that matter: the others' weights underflow to 0."""
+    P, H, KV, D = 400, 2, 1, 16
+    rng = np.random.default_rng(5)
+    q = rand(rng, 1, H * D, scale=30.0)
+    kc, vc = rand(rng, P + 1, KV * D, scale=0.01), rand(rng, P + 1, KV * D)
+    kc[350:360] = rand(rng, 10, KV * D, scale=3.0)
+    expected = attention_oracle(q, kc, vc, 1, P, H, KV, D)
+    out = np.zeros((1, H * D), F32)
+    lib.call("attention_f32", q, kc, vc, out, 1, P, H, KV, D)
+    close(out, expected, rtol=1e-4, atol=1e-5)
 
 
 def test_attention_peaked_scores(lib):

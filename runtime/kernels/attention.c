@@ -1,29 +1,35 @@
 /* ckir runtime: causal multi-head / grouped-query attention over the KV cache.
  *
- * One (query t, head h) pair is one unit of work; pairs are spread over OpenMP
- * threads round-robin (pair = t*H + h, schedule(static, 1)), which balances the
- * causal triangle.  Decode (T = 1) gives each thread one contiguous range of
- * heads instead, so that the heads of a KV group mostly share a thread (and its
- * K and V rows, cold in DRAM at every step); each row prefetches the K and V
- * rows ATTN_PF_KEYS keys ahead.  Cold-cache decode (benchmarks/
- * bench_attention_decode.py, 2 threads, Zen 4, new/old): SmolLM2 heads 9/3
- * 0.877, GPT-2 12/12 0.886, Qwen2 14/2 1.025 (noise).
+ * Prefill: one (query t, head h) pair is one unit of work; pairs are spread
+ * over OpenMP threads round-robin (pair = t*H + h, schedule(static, 1)), which
+ * balances the causal triangle.
  *
- * Keys are visited in blocks of CKV_W (16 on AVX-512, 8 on AVX2 and in the
- * scalar build): the block's scores live in registers / a small stack array,
- * the running max and sum are updated once per block (online softmax), and the
- * output accumulator (<= 256 floats) lives on the stack.  No T x T scores.  One
- * body for every ISA (ckir_vec.h), written to keep the FMA pipes fed: a
- * block's scores are CKV_W independent chains (chunks of D outer, keys inner)
- * reduced by one transposing horizontal sum, and p . V runs up to four chunks
- * of D at a time, the last (partial) chunk within its group (AVX2, SmolLM-135M
- * shape, decode at position ~160: attention 1.44 -> 0.89 ms per token against
- * one chain per key, measured with `ckir bench --profile`). */
+ * Decode (T = 1) splits the cached positions instead: each thread runs every
+ * head over one contiguous range of positions, so it reads one sequential
+ * stream of whole cache rows (cold in DRAM at every step: the weights streamed
+ * through the caches since this layer's last one), and the threads' partial
+ * rows are merged per head (split-K decoding).  Cold-cache decode
+ * (benchmarks/bench_attention_decode.py, 2 threads, Zen 4, position 160,
+ * new/old time against one head range per thread with online blocks of 16
+ * keys): SmolLM2 heads 9/3 0.81, Qwen2 14/2 0.76, GPT-2 12/12 0.87.
+ *
+ * A row visits its keys in chunks of ATTN_CHUNK: the chunk's scores (blocks of
+ * CKV_W keys, each block CKV_W independent FMA chains over chunks of D reduced
+ * by one transposing horizontal sum) go to a small stack array, then one max,
+ * one exp pass, one rescale of the running accumulator (online softmax across
+ * chunks) and one p . V pass of up to four chunks of D at a time (independent
+ * FMA chains; the last, partial chunk of D joins the last group).  No T x T
+ * scores; the accumulator (<= 256 floats a row) lives on the stack.  One body
+ * for every ISA (ckir_vec.h).  Chunks instead of online blocks of CKV_W keys
+ * (the max, the rescale and a scalar exp once per 64 keys, not per 16): prefill
+ * attention (T = 128, Zen 4, 2 threads, warm) 0.80 of the time. */
 #include "ckir_internal.h"
 
 #define ATTN_MAX_D 256
-#ifndef ATTN_PF_KEYS
-#define ATTN_PF_KEYS 64
+/* keys scored before a row's running state is updated (one max, one rescale,
+ * one p . V pass per chunk); a multiple of CKV_W */
+#ifndef ATTN_CHUNK
+#define ATTN_CHUNK 64
 #endif
 
 /* the key row a partial block reads for its missing keys */
@@ -82,38 +88,49 @@ CKIR_INLINE void pv_chunks(float *acc, const float *vr, int64_t stride, const fl
   for (int i = 0; i < m; i++) ckv_store(acc + CKV_W * i, a[i]);
 }
 
-/* Keys in blocks of CKV_W.  D is cut into nc chunks of CKV_W floats (the last
- * has tl lanes); q (scaled) and the output accumulator live in stack arrays. */
-static void attn_row(const float *qr, const float *kb, const float *vb, int64_t stride, int64_t L,
-                     int64_t D, float *out) {
-  float qs[ATTN_MAX_D + CKV_W] __attribute__((aligned(64)));
-  float acc[ATTN_MAX_D + CKV_W] __attribute__((aligned(64)));
-  float pj[CKV_W] __attribute__((aligned(64)));
-  const int64_t nc = (D + CKV_W - 1) / CKV_W, tl = D - (nc - 1) * CKV_W;
-  const ckv vscale = ckv_set1(1.0f / sqrtf((float)D));
-  for (int64_t c = 0; c < nc; c++) {
-    const int64_t n = c + 1 < nc ? CKV_W : tl;
+/* D cut into nc chunks of CKV_W floats, the last one of tl lanes */
+typedef struct {
+  int64_t D, nc, tl;
+} attn_dims;
+
+CKIR_INLINE attn_dims attn_dims_of(int64_t D) {
+  const int64_t nc = (D + CKV_W - 1) / CKV_W;
+  return (attn_dims){D, nc, D - (nc - 1) * CKV_W};
+}
+
+/* a row's running state: q scaled by 1/sqrt(D) (qs), the output accumulator
+ * (acc), the running max (m) and sum of exp (l) */
+CKIR_INLINE void attn_start(const float *qr, attn_dims dd, float *qs, float *acc, float *m,
+                            float *l) {
+  const ckv vscale = ckv_set1(1.0f / sqrtf((float)dd.D));
+  for (int64_t c = 0; c < dd.nc; c++) {
+    const int64_t n = c + 1 < dd.nc ? CKV_W : dd.tl;
     ckv_store(qs + CKV_W * c, ckv_mul(ckv_load_n(qr + CKV_W * c, n), vscale));
     ckv_store(acc + CKV_W * c, ckv_zero());
   }
-  float mrun = -INFINITY, lrun = 0.0f;
-  for (int64_t j0 = 0; j0 < L; j0 += CKV_W) {
-    const int64_t nk = CKIR_MIN(CKV_W, L - j0);
-    /* the K and V rows ATTN_PF_KEYS keys ahead, into L1 */
-    for (int64_t j = j0 + ATTN_PF_KEYS; j < CKIR_MIN(j0 + ATTN_PF_KEYS + CKV_W, L); j++)
-      for (int64_t d = 0; d < D; d += 16) {
-        __builtin_prefetch(kb + j * stride + d, 0, 3);
-        __builtin_prefetch(vb + j * stride + d, 0, 3);
-      }
-    /* the block's scores, key j's in lane j (lanes >= nk: -inf for the max, 0
-     * after exp): keys inner, chunks outer, CKV_W independent FMA chains in
-     * registers, then one transposing reduction. */
-    const float *kr = kb + j0 * stride;
-    /* key rows of the block; a partial block's missing keys read a row of
-     * zeros, so it runs the same CKV_W chains (in registers) and its extra
-     * lanes are masked to -inf below */
+  *m = -INFINITY;
+  *l = 0.0f;
+}
+
+/* prefetch the K and V rows of keys [j, j + n) (all `stride` floats of each
+ * row from kb / vb on: a head's D, or every KV head's) into L1 */
+CKIR_INLINE void attn_prefetch(const float *kb, const float *vb, int64_t stride, int64_t j,
+                               int64_t n, int64_t len) {
+  for (int64_t i = j; i < j + n; i++)
+    for (int64_t d = 0; d < len; d += 16) {
+      __builtin_prefetch(kb + i * stride + d, 0, 3);
+      __builtin_prefetch(vb + i * stride + d, 0, 3);
+    }
+}
+
+/* the scores of nk keys (rows from kr, `stride` floats apart) against qs,
+ * into sc[0 .. nk) (sc holds whole blocks: its lanes past nk are written too) */
+CKIR_INLINE void attn_scores(const float *qs, const float *kr, int64_t stride, int64_t nk,
+                             attn_dims dd, float *sc) {
+  const int64_t nc = dd.nc, tl = dd.tl;
+  for (int64_t j0 = 0; j0 < nk; j0 += CKV_W) {
     const float *row[CKV_W];
-    for (int j = 0; j < CKV_W; j++) row[j] = j < nk ? kr + j * stride : attn_zero_row;
+    for (int j = 0; j < CKV_W; j++) row[j] = j0 + j < nk ? kr + (j0 + j) * stride : attn_zero_row;
     ckv part[CKV_W];
     for (int j = 0; j < CKV_W; j++) part[j] = ckv_zero();
     for (int64_t c = 0; c + 1 < nc; c++) {
@@ -123,31 +140,164 @@ static void attn_row(const float *qr, const float *kb, const float *vb, int64_t 
     const ckv ql = ckv_load(qs + CKV_W * (nc - 1));
     for (int j = 0; j < CKV_W; j++)
       part[j] = ckv_fma(ql, ckv_load_n(row[j] + CKV_W * (nc - 1), tl), part[j]);
-    const ckv s = ckv_select_n(ckv_reduce_add_w(part), nk, -INFINITY);
-    const float bmax = ckv_reduce_max(s), mnew = bmax > mrun ? bmax : mrun;
-    const ckv p = ckv_keep_n(ckv_exp(ckv_sub(s, ckv_set1(mnew))), nk);
-    const float corr = expf(mrun - mnew);
-    lrun = lrun * corr + ckv_reduce_add(p);
-    mrun = mnew;
-    ckv_store(pj, p);
-    const ckv vcorr = ckv_set1(corr);
-    /* acc += p . V: up to four chunks at a time (independent FMA chains), keys
-     * inner; the last chunk (tl lanes) joins the last group */
-    const float *vr = vb + j0 * stride;
-    for (int64_t c = 0; c < nc; c += 4) {
-      const int64_t ln = c + 4 >= nc ? tl : CKV_W; /* lanes of the group's last chunk */
-      float *ac = acc + CKV_W * c;
-      switch (CKIR_MIN(4, nc - c)) {
-      case 4: pv_chunks(ac, vr + CKV_W * c, stride, pj, nk, vcorr, 4, ln); break;
-      case 3: pv_chunks(ac, vr + CKV_W * c, stride, pj, nk, vcorr, 3, ln); break;
-      case 2: pv_chunks(ac, vr + CKV_W * c, stride, pj, nk, vcorr, 2, ln); break;
-      default: pv_chunks(ac, vr + CKV_W * c, stride, pj, nk, vcorr, 1, ln); break;
-      }
+    ckv_store(sc + j0, ckv_reduce_add_w(part));
+  }
+}
+
+/* A chunk of nk keys whose scores are sc[0 .. nk) (overwritten by their
+ * exp) and V rows vr into a row's running state: one max, one rescale of acc
+ * and one p . V pass for the whole chunk. */
+CKIR_INLINE void attn_chunk(float *sc, const float *vr, int64_t stride, int64_t nk, attn_dims dd,
+                            float *acc, float *m, float *l) {
+  ckv vm = ckv_set1(-INFINITY);
+  for (int64_t j = 0; j < nk; j += CKV_W)
+    vm = ckv_max(vm, ckv_select_n(ckv_load(sc + j), CKIR_MIN(CKV_W, nk - j), -INFINITY));
+  const float cmax = ckv_reduce_max(vm), mnew = cmax > *m ? cmax : *m;
+  const ckv vmn = ckv_set1(mnew);
+  ckv vs = ckv_zero();
+  for (int64_t j = 0; j < nk; j += CKV_W) {
+    const ckv p = ckv_keep_n(ckv_exp(ckv_sub(ckv_load(sc + j), vmn)), CKIR_MIN(CKV_W, nk - j));
+    ckv_store(sc + j, p);
+    vs = ckv_add(vs, p);
+  }
+  const float corr = expf(*m - mnew);
+  *l = *l * corr + ckv_reduce_add(vs);
+  *m = mnew;
+  const ckv vcorr = ckv_set1(corr);
+  for (int64_t c = 0; c < dd.nc; c += 4) {
+    const int64_t ln = c + 4 >= dd.nc ? dd.tl : CKV_W;
+    float *ac = acc + CKV_W * c;
+    switch (CKIR_MIN(4, dd.nc - c)) {
+    case 4: pv_chunks(ac, vr + CKV_W * c, stride, sc, nk, vcorr, 4, ln); break;
+    case 3: pv_chunks(ac, vr + CKV_W * c, stride, sc, nk, vcorr, 3, ln); break;
+    case 2: pv_chunks(ac, vr + CKV_W * c, stride, sc, nk, vcorr, 2, ln); break;
+    default: pv_chunks(ac, vr + CKV_W * c, stride, sc, nk, vcorr, 1, ln); break;
     }
   }
-  const ckv inv = ckv_set1(1.0f / lrun);
-  for (int64_t c = 0; c < nc; c++)
-    ckv_store_n(out + CKV_W * c, c + 1 < nc ? CKV_W : tl, ckv_mul(ckv_load(acc + CKV_W * c), inv));
+}
+
+/* out = acc / l */
+CKIR_INLINE void attn_finish(const float *acc, float l, attn_dims dd, float *out) {
+  const ckv inv = ckv_set1(1.0f / l);
+  for (int64_t c = 0; c < dd.nc; c++)
+    ckv_store_n(out + CKV_W * c, c + 1 < dd.nc ? CKV_W : dd.tl,
+                ckv_mul(ckv_load(acc + CKV_W * c), inv));
+}
+
+/* One (query, head) row over L keys, in chunks of ATTN_CHUNK. */
+static void attn_row(const float *qr, const float *kb, const float *vb, int64_t stride, int64_t L,
+                     int64_t D, float *out) {
+  float qs[ATTN_MAX_D + CKV_W] __attribute__((aligned(64)));
+  float acc[ATTN_MAX_D + CKV_W] __attribute__((aligned(64)));
+  float sc[ATTN_CHUNK] __attribute__((aligned(64)));
+  const attn_dims dd = attn_dims_of(D);
+  float m, l;
+  attn_start(qr, dd, qs, acc, &m, &l);
+  for (int64_t j0 = 0; j0 < L; j0 += ATTN_CHUNK) {
+    const int64_t nk = CKIR_MIN(ATTN_CHUNK, L - j0), pf = j0 + ATTN_CHUNK;
+    attn_prefetch(kb, vb, stride, pf, CKIR_MAX(0, CKIR_MIN(ATTN_CHUNK, L - pf)), D);
+    attn_scores(qs, kb + j0 * stride, stride, nk, dd, sc);
+    attn_chunk(sc, vb + j0 * stride, stride, nk, dd, acc, &m, &l);
+  }
+  attn_finish(acc, l, dd, out);
+}
+
+/* ---- decode: the cached positions split between threads ------------------ */
+
+/* Decode reads every cached K and V row once per call, cold: the whole
+ * model's weights streamed through the caches since this layer's last step.
+ * So each thread takes one contiguous range of positions and runs every head
+ * over it: all KV heads of a position are adjacent in the cache, so a thread
+ * reads one sequential stream of whole rows, and each row once for all the
+ * heads of its group.  Each thread's partial rows (running max m, sum l,
+ * accumulator) are then merged per head, the heads split between the threads
+ * (split-K decoding). */
+#define ATTN_SPLIT_MAX 16
+#define ATTN_DEC_MAX_HD 4096 /* H * D of the split path (per-thread state on the stack) */
+#define ATTN_DEC_MAX_H 256
+
+typedef struct {
+  const float *acc[ATTN_SPLIT_MAX]; /* each part's H accumulators, W floats apart */
+  float m[ATTN_SPLIT_MAX][ATTN_DEC_MAX_H], l[ATTN_SPLIT_MAX][ATTN_DEC_MAX_H];
+} attn_parts;
+
+/* part s of n: its share of the L keys (whole blocks of CKV_W), every head;
+ * then (n > 1: after a barrier) the merge of heads [H * s / n, H * (s + 1) / n)
+ * from every part into out */
+static void attn_decode_part(const float *q, const float *kc, const float *vc, float *out,
+                             int64_t L, int64_t H, int64_t KV, int64_t D, int s, int n,
+                             attn_parts *parts) {
+  const attn_dims dd = attn_dims_of(D);
+  const int64_t W = dd.nc * CKV_W, group = H / KV, stride = KV * D;
+  float qs[H * W + CKV_W], acc[H * W + CKV_W]; /* VLAs, vector-aligned below */
+  const uintptr_t va = sizeof(float) * CKV_W;
+  float *qsa = (float *)(((uintptr_t)qs + va - 1) & ~(va - 1));
+  float *acca = (float *)(((uintptr_t)acc + va - 1) & ~(va - 1));
+  float *m = parts->m[s], *l = parts->l[s];
+  for (int64_t h = 0; h < H; h++)
+    attn_start(q + h * D, dd, qsa + h * W, acca + h * W, &m[h], &l[h]);
+  const int64_t nblk = (L + CKV_W - 1) / CKV_W;
+  const int64_t j0 = nblk * s / n * CKV_W, j1 = CKIR_MIN(L, nblk * (s + 1) / n * CKV_W);
+  float sc[ATTN_CHUNK] __attribute__((aligned(64)));
+  attn_prefetch(kc, vc, stride, j0, CKIR_MIN(ATTN_CHUNK, j1 - j0), stride);
+  for (int64_t jc = j0; jc < j1; jc += ATTN_CHUNK) {
+    const int64_t nk = CKIR_MIN(ATTN_CHUNK, j1 - jc), next = jc + ATTN_CHUNK;
+    /* the next chunk's rows (every KV head), one slice of them per head */
+    const int64_t pn = CKIR_MAX(0, CKIR_MIN(ATTN_CHUNK, j1 - next)), per = (pn + H - 1) / H;
+    for (int64_t h = 0; h < H; h++) {
+      const int64_t g = h / group;
+      const int64_t ph = CKIR_MAX(0, CKIR_MIN(per, pn - h * per));
+      attn_prefetch(kc, vc, stride, next + h * per, ph, stride);
+      attn_scores(qsa + h * W, kc + jc * stride + g * D, stride, nk, dd, sc);
+      attn_chunk(sc, vc + jc * stride + g * D, stride, nk, dd, acca + h * W, &m[h], &l[h]);
+    }
+  }
+  if (n == 1) {
+    for (int64_t h = 0; h < H; h++) attn_finish(acca + h * W, l[h], dd, out + h * D);
+    return;
+  }
+  parts->acc[s] = acca;
+#pragma omp barrier
+  for (int64_t h = H * s / n; h < H * (s + 1) / n; h++) {
+    float mx = -INFINITY, sum = 0.0f;
+    for (int t = 0; t < n; t++) mx = parts->m[t][h] > mx ? parts->m[t][h] : mx;
+    ckv o[ATTN_MAX_D / CKV_W + 1];
+    for (int64_t c = 0; c < dd.nc; c++) o[c] = ckv_zero();
+    for (int t = 0; t < n; t++) {
+      const float w = parts->l[t][h] > 0.0f ? expf(parts->m[t][h] - mx) : 0.0f;
+      sum += parts->l[t][h] * w;
+      const ckv vw = ckv_set1(w);
+      for (int64_t c = 0; c < dd.nc; c++)
+        o[c] = ckv_fma(vw, ckv_load(parts->acc[t] + h * W + CKV_W * c), o[c]);
+    }
+    const ckv inv = ckv_set1(1.0f / sum);
+    for (int64_t c = 0; c < dd.nc; c++)
+      ckv_store_n(out + h * D + CKV_W * c, c + 1 < dd.nc ? CKV_W : dd.tl, ckv_mul(o[c], inv));
+  }
+  /* the other parts read acca until the region's closing barrier */
+}
+
+static void attn_decode(const float *q, const float *kc, const float *vc, float *out, int64_t L,
+                        int64_t H, int64_t KV, int64_t D, int par) {
+  attn_parts parts;
+  int n = 1;
+#ifdef _OPENMP
+  if (par) n = omp_get_max_threads();
+#endif
+  n = (int)CKIR_MIN(CKIR_MIN(n, ATTN_SPLIT_MAX), CKIR_MAX(1, L / (4 * CKV_W)));
+  if (n == 1) {
+    attn_decode_part(q, kc, vc, out, L, H, KV, D, 0, 1, &parts);
+    return;
+  }
+#pragma omp parallel num_threads(n)
+  {
+#ifdef _OPENMP
+    const int s = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+    const int s = 0, nt = 1;
+#endif
+    attn_decode_part(q, kc, vc, out, L, H, KV, D, s, nt, &parts);
+  }
 }
 
 void ckir_attention_f32(const float *q, const float *kcache, const float *vcache, float *out,
@@ -157,9 +307,14 @@ void ckir_attention_f32(const float *q, const float *kcache, const float *vcache
   const int64_t group = H / KV, stride = KV * D, pairs = T * H;
   /* work ~ pairs * context * D; stay serial for tiny calls */
   const int par = pairs * (P + T) * D >= CKIR_PAR_MIN_WORK && pairs > 1;
+  if (T == 1 && H * D <= ATTN_DEC_MAX_HD && H <= ATTN_DEC_MAX_H) {
+    attn_decode(q, kcache, vcache, out, P + 1, H, KV, D, par);
+    return;
+  }
   if (T == 1) {
-    /* decode: one contiguous range of heads per thread, so the heads of one KV
-     * group mostly share a thread and its K and V rows come from DRAM once */
+    /* decode of many heads: one contiguous range of heads per thread, so the
+     * heads of one KV group mostly share a thread and its K and V rows come
+     * from DRAM once */
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t h = 0; h < H; h++) {
       const int64_t g = h / group;
