@@ -100,6 +100,12 @@ class RuntimeLib:
         """Whether gemm_bf16 with M > 32 and an even K rounds x to bf16 (vdpbf16ps)."""
         return runtime_bf16_dot(self.dll)
 
+    @property
+    def qp_int8(self) -> bool:
+        """Whether gemm_q8_0p / gemm_q4_1p compute each row as gemv_<p> does (int8 x)."""
+        fn = getattr(self.dll, "ckir_runtime_qp_int8_gemm", None)
+        return fn is not None and bool(fn())
+
     def set_num_threads(self, n: int) -> None:
         self.dll.ckir_set_num_threads(n)
 

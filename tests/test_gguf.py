@@ -158,8 +158,16 @@ def test_quantized_gguf_keeps_blocks(
     assert f"lowered.call @gemv_{stored}(" in layout and f"lowered.call @gemm_{stored}(" in layout
     tokens = np.random.default_rng(2).integers(0, model.vocab_size, size=8)
     ref = hf_logits(hf_llama, tokens, dequantize=qtype)
-    ours = model.prefill(tokens)  # fp32 arithmetic on the exact block values
-    assert np.abs(ours - ref).max() <= 1e-4 * np.abs(ref).max()
+    ours = model.prefill(tokens)
+    if stored in ("q8_0p", "q4_1p") and model.int8_prefill:
+        # prefill on quantized x, as decode computes it: against the row-major build's
+        # decode steps (its prefill is checked against ref below, in its own case)
+        plain = ckir.compile(path, tmp_path / "plain", max_context=32, panels=False)
+        ref = np.stack([plain.decode(int(t)) for t in tokens])
+        plain.close()
+        assert np.abs(ours - ref).max() <= 5e-3 * np.abs(ref).max()
+    else:  # fp32 arithmetic on the exact block values
+        assert np.abs(ours - ref).max() <= 1e-4 * np.abs(ref).max()
 
 
 def test_unsupported_architecture(hf_llama: Path, tmp_path: Path) -> None:
@@ -257,8 +265,10 @@ def test_smollm2_matches_transformers_gguf_reference(tmp_path: Path) -> None:
     rel = float(np.abs(ours - ref).max() / np.abs(ref).max())
     top1 = float((ours.argmax(-1) == ref.argmax(-1)).mean())
     # prefill computes in fp32 on the exact dequantized blocks: only summation order
-    # differs from PyTorch (measured rel 1e-5 class, top-1 1.0; docs/gguf.md)
-    assert rel <= 1e-3, rel
+    # differs from PyTorch (measured rel 1e-5 class, top-1 1.0; docs/gguf.md); with
+    # ckir_runtime_qp_int8_gemm its q4_1p GEMMs round activations to Q8 per block, as
+    # decode does (measured rel 0.045, top-1 1.0)
+    assert rel <= (0.1 if model.int8_prefill else 1e-3), rel
     assert top1 >= 0.95, top1
     steps = [ours[-1]]
     greedy = [int(steps[-1].argmax())]

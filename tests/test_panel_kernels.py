@@ -285,7 +285,9 @@ def test_gate_up(lib, threads, panels, M, N, K):
 # ---------------------------------------------------------------- q8_0p and q4_1p
 # Q8_0 / Q4_1 blocks in panels: gemv multiplies quantized x (the integer scheme of
 # gemv_q8_0 / gemv_q4_1, emulated by kernel_lib.emulate_gemv), gemm fp32 x
-# against the dequantized weights (gemm_q8_0's / gemm_q4_1's numerics).
+# against the dequantized weights (gemm_q8_0's / gemm_q4_1's numerics), except
+# the public gemm of a build with lib.qp_int8 (AVX-512 VNNI): every row as
+# gemv_<p> computes it, bit for bit.
 
 
 def block_values(w: np.ndarray, plain: str) -> np.ndarray:
@@ -334,15 +336,34 @@ Q8P_GEMM_SHAPES = [
 @pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
 @pytest.mark.parametrize("M,N,K", Q8P_GEMM_SHAPES)
 def test_gemm_block_panels(lib, threads, qpanels, M, N, K, bias):
+    plain = QBLOCK[qpanels][0]
     rng = np.random.default_rng(M * 1000 + N + K)
     x, w = rand(rng, M, K), rand(rng, N, K, scale=K**-0.5)
     b = rand(rng, N, scale=0.5)
-    want = x.astype(np.float64) @ block_values(w, QBLOCK[qpanels][0]).T + (b if bias else 0.0)
+    want = x.astype(np.float64) @ block_values(w, plain).T + (b if bias else 0.0)
     wp = pack_block_panels(w, qpanels)
     for fn in (lib.call, lib.ref):
         y = nan(M, N)
         fn(f"gemm{'_bias' if bias else ''}_{qpanels}", x, wp, *([b] if bias else []), y, M, N, K)
-        close(y, want)
+        if fn == lib.call and lib.qp_int8:
+            assert not np.isnan(y).any(), "unwritten (NaN) output elements"
+            for m in range(M):
+                row, mag, _ = emulate_gemv(x[m], quant.quantize(w, plain), plain)
+                err = np.abs(y[m] - row - (b if bias else 0.0))
+                assert np.all(err <= 1e-5 * mag + 1e-6), (m, err.max())
+                one = nan(N)
+                lib.call(
+                    f"gemv{'_bias' if bias else ''}_{qpanels}",
+                    x[m],
+                    wp,
+                    *([b] if bias else []),
+                    one,
+                    N,
+                    K,
+                )
+                np.testing.assert_array_equal(y[m], one)
+        else:
+            close(y, want)
 
 
 @pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
@@ -400,7 +421,16 @@ def test_fused_block_panels(lib, threads, qpanels, M):
         lib.call(f"gemm_qkv_{qpanels}", x, *wps, *outs, M, Nq, Nk, Nv, K)
         lib.call(f"gemm_gate_up_{qpanels}", x, wps[0], wps[0], gate_up, M, Nq, K)
         xs = x.astype(np.float64)
-        for o, w in zip(outs, ws, strict=True):
-            close(o, xs @ block_values(w, plain).T)
-        g = xs @ block_values(ws[0], plain).T
-        close(gate_up, g / (1 + np.exp(-g)) * g)
+        for o, w, wp, n in zip(outs, ws, wps, (Nq, Nk, Nv), strict=True):
+            if lib.qp_int8:  # the unfused gemm_<p>, bit for bit
+                one = nan(M, n)
+                lib.call(f"gemm_{qpanels}", x, wp, one, M, n, K)
+                np.testing.assert_array_equal(o, one)
+            else:
+                close(o, xs @ block_values(w, plain).T)
+        if lib.qp_int8:
+            g = outs[0].astype(np.float64)
+            np.testing.assert_allclose(gate_up, g / (1 + np.exp(-g)) * g, rtol=1e-5, atol=1e-6)
+        else:
+            g = xs @ block_values(ws[0], plain).T
+            close(gate_up, g / (1 + np.exp(-g)) * g)

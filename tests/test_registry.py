@@ -51,6 +51,7 @@ NOT_KERNELS = {
     "ckir_get_num_threads",
     "ckir_runtime_isa",
     "ckir_runtime_bf16_dot",
+    "ckir_runtime_qp_int8_gemm",
 }
 PROTO = re.compile(r"\bvoid\s+(ckir_\w+)\s*\(([^)]*)\)\s*;", re.S)
 

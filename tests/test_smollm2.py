@@ -133,7 +133,9 @@ def test_prefill_logits_match(reference, tokenizer: Tokenizer, compiled) -> None
         f"prefill: {len(ids)} positions, max|diff|/max|logit| = {rel:.2e}, "
         f"top-1 agreement {top1.mean():.3f}"
     )
-    assert rel <= PREFILL_REL
+    # a q4_1p build whose prefill GEMMs round activations to Q8 as decode does
+    # (CompiledModel.int8_prefill): decode's bound (measured rel 0.045, top-1 1.0)
+    assert rel <= (DECODE_REL if compiled.int8_prefill else PREFILL_REL)
     assert top1[-16:].mean() >= TOP1_MIN
     assert top1.all()
 

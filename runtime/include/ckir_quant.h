@@ -28,6 +28,11 @@
  *     when M > CKIR_WGEMM_SMALL_M and K is even: there x is rounded to bf16
  *     (nearest even) and the products bf16 x bf16 are summed in fp32 by
  *     vdpbf16ps; ckir_runtime_bf16_dot() says whether the build does this.
+ *     And except gemm_q8_0p / gemm_q4_1p in an AVX-512 build for a CPU with
+ *     AVX512-VNNI: there every row of x is quantized as gemv_<q> quantizes it,
+ *     and each row of y is bit-identical to gemv_<q> of that row of x (prefill
+ *     and decode agree exactly); ckir_runtime_qp_int8_gemm() says whether the
+ *     build does this.
  *   gemv_bf16: bf16 -> fp32 in registers, fp32 FMA.
  *   embed_<q>, embed_bf16: out = the dequantized rows, bit-identical to
  *     gguf.quants.dequantize: d*q is exact in fp32 (an 11-bit f16 mantissa

@@ -41,6 +41,12 @@ const char *ckir_runtime_isa(void);
  * else 0 (x stays fp32).  See ckir_quant.h, Numerics. */
 int ckir_runtime_bf16_dot(void);
 
+/* 1 when gemm_q8_0p / gemm_q4_1p quantize x per block of 32 and compute every
+ * row exactly as gemv_q8_0p / gemv_q4_1p do (int8 dot products by vpdpbusd: an
+ * AVX-512 build for a CPU with AVX512-VNNI), else 0 (fp32 x against the
+ * dequantized weights).  See ckir_quant.h, Numerics. */
+int ckir_runtime_qp_int8_gemm(void);
+
 /* ---- what each kernel computes (prototypes: ckir_kernels.def) ---------- */
 
 /* embed_f32: out[t, :] = table[tokens[t], :] for t < T; table is [V, E], out is [T, E].

@@ -409,6 +409,143 @@ static void qp_rows(const float *x, int64_t M, const uint8_t *w, int64_t bb, qp_
   }
 }
 
+/* ---- gemm with quantized x (AVX-512 VNNI) ------------------------------------- */
+
+#if defined(QP_XOR)
+/* Every row of x quantized per block of 32 as gemv_<p> quantizes it, and each
+ * row's outputs computed exactly as gemv_<p> computes them (the same int32
+ * block dot products, scaled and summed over the blocks in the same order):
+ * gemm_<p> row m == gemv_<p> of row m, bit for bit.  One vpdpbusd multiplies
+ * 64 int8 pairs against 16 fp32 FMAs (QP_I8_MR rows of x share each load of
+ * the weights). */
+#define QP_I8_MR 4        /* rows of x per micro-tile */
+#define QP_I8_XB 196608   /* bytes of quantized x a thread holds (a tile of rows) */
+
+typedef struct {
+  const int8_t *a;  /* [rows][K] quantized x */
+  const float *dx;  /* [rows][nb] block scales */
+  const float *aux; /* [rows][nb] q8_0p: -128 sum(a) as float-exact int; q4_1p: dx * sum(a) */
+  int64_t K, nb;
+} qp_xq;
+
+/* y[r][n0 .. n0 + nn) for the R rows of xq from row r0, panel pp (nb blocks) */
+CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint8_t *pp,
+                            const int has_m, const float *b, float *y, int64_t ldy, int64_t n0,
+                            int64_t nn) {
+  __m512 f[QP_I8_MR][2];
+  for (int r = 0; r < R; r++) f[r][0] = f[r][1] = _mm512_setzero_ps();
+  for (int64_t bk = 0; bk < xq->nb; bk++) {
+    const uint8_t *pb = pp + bk * (has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK);
+    __m512i s[QP_I8_MR][2];
+    const uint8_t *ab[QP_I8_MR];
+    for (int r = 0; r < R; r++) {
+      ab[r] = (const uint8_t *)(xq->a + (r0 + r) * xq->K + bk * CKIR_QK);
+      s[r][0] = s[r][1] =
+          has_m ? _mm512_setzero_si512() : _mm512_set1_epi32((int32_t)xq->aux[(r0 + r) * xq->nb + bk]);
+    }
+    if (has_m) {
+      const __m512i low = _mm512_set1_epi8(0x0F);
+      for (int g = 0; g < 4; g++) {
+        const uint8_t *q = pb + Q41_QS + g * QP_QUAD;
+        const __m512i v0 = _mm512_loadu_si512(q), v1 = _mm512_loadu_si512(q + 64);
+        const __m512i l0 = _mm512_and_si512(v0, low), l1 = _mm512_and_si512(v1, low);
+        const __m512i h0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), low);
+        const __m512i h1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), low);
+        for (int r = 0; r < R; r++) {
+          const __m512i xl = _mm512_set1_epi32(ckir_q_ld32(ab[r] + 4 * g));
+          const __m512i xh = _mm512_set1_epi32(ckir_q_ld32(ab[r] + 16 + 4 * g));
+          s[r][0] = _mm512_dpbusd_epi32(s[r][0], l0, xl);
+          s[r][1] = _mm512_dpbusd_epi32(s[r][1], l1, xl);
+          s[r][0] = _mm512_dpbusd_epi32(s[r][0], h0, xh);
+          s[r][1] = _mm512_dpbusd_epi32(s[r][1], h1, xh);
+        }
+      }
+    } else {
+      const __m512i flip = _mm512_set1_epi8((char)0x80);
+      for (int i = 0; i < 8; i++) {
+        const uint8_t *q = pb + QP_SCALES + i * QP_QUAD;
+        const __m512i w0 = _mm512_xor_si512(_mm512_loadu_si512(q), flip);
+        const __m512i w1 = _mm512_xor_si512(_mm512_loadu_si512(q + 64), flip);
+        for (int r = 0; r < R; r++) {
+          const __m512i xv = _mm512_set1_epi32(ckir_q_ld32(ab[r] + 4 * i));
+          s[r][0] = _mm512_dpbusd_epi32(s[r][0], w0, xv);
+          s[r][1] = _mm512_dpbusd_epi32(s[r][1], w1, xv);
+        }
+      }
+    }
+    const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));
+    const __m512 d1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + 32)));
+    if (has_m) {
+      const __m512 m0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + QP_SCALES)));
+      const __m512 m1 =
+          _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + QP_SCALES + 32)));
+      for (int r = 0; r < R; r++) {
+        const __m512 vx = _mm512_set1_ps(xq->dx[(r0 + r) * xq->nb + bk]);
+        const __m512 vs = _mm512_set1_ps(xq->aux[(r0 + r) * xq->nb + bk]);
+        f[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][0]), _mm512_mul_ps(d0, vx),
+                                  _mm512_fmadd_ps(m0, vs, f[r][0]));
+        f[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][1]), _mm512_mul_ps(d1, vx),
+                                  _mm512_fmadd_ps(m1, vs, f[r][1]));
+      }
+    } else {
+      for (int r = 0; r < R; r++) {
+        const __m512 vx = _mm512_set1_ps(xq->dx[(r0 + r) * xq->nb + bk]);
+        f[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][0]), _mm512_mul_ps(d0, vx), f[r][0]);
+        f[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][1]), _mm512_mul_ps(d1, vx), f[r][1]);
+      }
+    }
+  }
+  const __mmask16 k0 = ckir_mask16(nn), k1 = ckir_mask16(CKIR_MAX(0, nn - 16));
+  const __m512 b0 = b ? _mm512_maskz_loadu_ps(k0, b + n0) : _mm512_setzero_ps();
+  const __m512 b1 = b ? _mm512_maskz_loadu_ps(k1, b + n0 + 16) : _mm512_setzero_ps();
+  for (int r = 0; r < R; r++) {
+    _mm512_mask_storeu_ps(y + r * ldy + n0, k0, _mm512_add_ps(f[r][0], b0));
+    _mm512_mask_storeu_ps(y + r * ldy + n0 + 16, k1, _mm512_add_ps(f[r][1], b1));
+  }
+}
+
+/* y[M, N] = x . W^T (+ b): each thread takes one contiguous range of panels
+ * and, for every tile of rows of x (quantized by the thread itself), runs the
+ * micro-tiles of QP_I8_MR rows over its panels */
+static void qp_gemm_i8(const float *x, int64_t M, const uint8_t *w, const float *b, float *y,
+                       int64_t N, int64_t K, const int has_m) {
+  const int64_t nb = K / CKIR_QK, P = (N + CKIR_PANEL - 1) / CKIR_PANEL;
+  const int64_t pbytes = nb * (has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK);
+  const int64_t mt = CKIR_MIN(M, CKIR_MAX(QP_I8_MR, QP_I8_XB / K / QP_I8_MR * QP_I8_MR));
+#pragma omp parallel if (M * N * K >= CKIR_GEMV_PAR_MIN && P > 1)
+  {
+    int64_t p0, p1;
+    ckir_q_thread_range(P, &p0, &p1);
+    int8_t a[mt * K];
+    float dx[mt * nb], aux[mt * nb];
+    const qp_xq xq = {a, dx, aux, K, nb};
+    for (int64_t m0 = 0; m0 < M && p1 > p0; m0 += mt) {
+      const int64_t rows = CKIR_MIN(mt, M - m0);
+      for (int64_t r = 0; r < rows; r++) {
+        ckir_internal_quantize_x(x + (m0 + r) * K, K, a + r * K, dx + r * nb);
+        for (int64_t bk = 0; bk < nb; bk++) {
+          int32_t t = 0;
+          for (int j = 0; j < CKIR_QK; j++) t += a[r * K + bk * CKIR_QK + j];
+          aux[r * nb + bk] = has_m ? dx[r * nb + bk] * (float)t : (float)(-128 * t);
+        }
+      }
+      for (int64_t p = p0; p < p1; p++) {
+        const int64_t n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, N - n0);
+        for (int64_t r = 0; r < rows; r += QP_I8_MR) {
+          float *yr = y + (m0 + r) * N;
+          switch (CKIR_MIN(QP_I8_MR, rows - r)) {
+          case 4: qp_i8_tile(&xq, r, 4, w + p * pbytes, has_m, b, yr, N, n0, nn); break;
+          case 3: qp_i8_tile(&xq, r, 3, w + p * pbytes, has_m, b, yr, N, n0, nn); break;
+          case 2: qp_i8_tile(&xq, r, 2, w + p * pbytes, has_m, b, yr, N, n0, nn); break;
+          default: qp_i8_tile(&xq, r, 1, w + p * pbytes, has_m, b, yr, N, n0, nn); break;
+          }
+        }
+      }
+    }
+  }
+}
+#endif
+
 /* gemm_<p> streams the panels up to this M (measured with q8_0p, 1536x576,
  * AVX-512, 2 threads: M = 4 99 GFLOP/s streaming against 32 on the blocked
  * driver; M = 32 147 against 168) */
@@ -492,6 +629,14 @@ static double qp_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int64
 
 /* ---- the public kernels of each dtype ------------------------------------------ */
 
+#if defined(QP_XOR)
+#define QP_GEMM_I8 1
+#else
+#define QP_GEMM_I8 0
+#define qp_gemm_i8(...) ((void)0)
+#endif
+int ckir_runtime_qp_int8_gemm(void) { return QP_GEMM_I8; }
+
 /* Every kernel of block panel dtype D (has_m: q4_1p's min term; BB panel block
  * bytes; DEQ its panel-block dequantizer) and its reference twin */
 #define CKIR_QP_KERNELS(D, HAS_M, BB, DEQ)                                                        \
@@ -504,7 +649,9 @@ static double qp_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int64
   }                                                                                              \
   void ckir_gemm_bias_##D(const float *x, const uint8_t *w, const float *b, float *y, int64_t M, \
                           int64_t N, int64_t K) {                                                \
-    if (M <= QP_SMALL_M)                                                                         \
+    if (QP_GEMM_I8)                                                                              \
+      qp_gemm_i8(x, M, w, b, y, N, K, HAS_M);                                                    \
+    else if (M <= QP_SMALL_M)                                                                    \
       qp_rows(x, M, w, BB, DEQ, b, y, N, K);                                                     \
     else                                                                                         \
       ckir_internal_gemm_qp(x, w, b, y, M, N, K, HAS_M);                                         \
