@@ -17,10 +17,12 @@
  *     operand and -128 sum(a) of the block as the initial value; otherwise the
  *     sign trick (|w| against a with w's sign).  q4_1p's nibbles are unsigned
  *     already.
- *   gemm_<p> (prefill, any M): fp32 x against the weights dequantized, as
- *     gemm_q8_0 / gemm_q4_1: gemm.c's blocked driver, each kc-slice of a panel
- *     dequantized straight into the B pack, or for M <= QP_SMALL_M the panels
- *     streamed, each block dequantized once into 4 KiB.
+ *   gemm_<p> (prefill, any M): with AVX-512 VNNI, every row of x quantized
+ *     and computed exactly as gemv_<p> computes it (qp_gemm_i8: 4 rows of x
+ *     share each load of a panel block).  Elsewhere fp32 x against the weights
+ *     dequantized, as gemm_q8_0 / gemm_q4_1: gemm.c's blocked driver, each
+ *     kc-slice of a panel dequantized straight into the B pack, or for M <=
+ *     QP_SMALL_M the panels streamed, each block dequantized once into 4 KiB.
  *   embed_<p>: row n is column n % 32 of its panel.
  */
 #define CKIR_QUANT_INTERNAL 1
