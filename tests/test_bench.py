@@ -15,7 +15,7 @@ import pytest
 
 from ckir import cost
 from ckir.backend.c_emitter import emit_c
-from ckir.tools import bench
+from ckir.tools import bandwidth, bench
 
 # tiny llama of ckir.tools.zoo: E=64, H=4, KV=2 (D=16), I=172, L=2, V=256, untied
 E, H, KV, D, I, L, V = 64, 4, 2, 16, 172, 2, 256  # noqa: E741 - the model symbols
@@ -292,6 +292,26 @@ def test_bench_end_to_end(llama_dir: Path, tmp_path: Path, capsys: pytest.Captur
     assert rows["ckir", "f32", "decode"][6] == f"{statistics.median(fr):.2f}"
     rss = data["rss"]["f32"]
     assert rss["hwm_kb"] >= rss["rss_loaded_kb"] > 0
+    # q8_0 prefill is bounded by the vpdpbusd peak where the CPU has AVX512-VNNI (its
+    # probes bracket the q8_0 runs), else by the fp32 FMA peak like f32
+    q8 = next(s for s in data["systems"] if (s["name"], s["dtype"]) == ("ckir", "q8_0"))
+    if bandwidth.int8_dot_peak(1, 1, iters=1000):
+        i8 = data["int8_dot_gops"]  # one right before and one right after each run
+        assert "the vpdpbusd peak" in out and len(i8) == 2 * len(q8["probes"]["prefill"])
+        pairs = [(i8[2 * i] + i8[2 * i + 1]) / 2 for i in range(len(i8) // 2)]
+        assert q8["probes"]["prefill"] == pytest.approx(pairs)
+    else:
+        assert data["int8_dot_gops"] == [] and "vpdpbusd" not in out
+
+
+def test_int8_dot_probe_runs_where_the_cpu_has_vnni() -> None:
+    peak = bandwidth.int8_dot_peak(1, 2, iters=20_000)
+    if not peak:  # the probe library is built -march=native: no AVX512-VNNI here
+        assert "avx512_vnni" not in Path("/proc/cpuinfo").read_text()
+        return
+    assert len(peak) == 2 and all(p > 0 for p in peak)
+    # 128 ops per vpdpbusd against 32 flops per zmm FMA: well above the fp32 peak
+    assert max(peak) > max(bandwidth.fma_peak(1, 2, iters=20_000))
 
 
 def test_bench_rejects_bad_arguments(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:

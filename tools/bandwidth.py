@@ -108,6 +108,10 @@ def probe_library() -> ctypes.CDLL:
     lib.ckb_bf16dot.argtypes = [ctypes.c_int, ctypes.c_int64]
     lib.ckb_bf16dot_flops.restype = ctypes.c_double
     lib.ckb_bf16dot_flops.argtypes = [ctypes.c_int, ctypes.c_int64]
+    lib.ckb_int8dot.restype = ctypes.c_double
+    lib.ckb_int8dot.argtypes = [ctypes.c_int, ctypes.c_int64]
+    lib.ckb_int8dot_ops.restype = ctypes.c_double
+    lib.ckb_int8dot_ops.argtypes = [ctypes.c_int, ctypes.c_int64]
     return lib
 
 
@@ -160,18 +164,29 @@ def fma_peak(threads: int, reps: int = 3, iters: int = 1_000_000) -> list[float]
     return [flops / lib.ckb_fma(threads, iters) / 1e9 for _ in range(reps)]
 
 
+def _dot_peak(run: str, count: str, threads: int, reps: int, iters: int) -> list[float]:
+    lib = probe_library()
+    ops = getattr(lib, count)(threads, iters)
+    out = []
+    for _ in range(reps):
+        seconds = getattr(lib, run)(threads, iters)
+        if seconds < 0:
+            return []
+        out.append(ops / seconds / 1e9)
+    return out
+
+
 def bf16_dot_peak(threads: int, reps: int = 3, iters: int = 1_000_000) -> list[float]:
     """GFLOP/s of ``reps`` runs of vdpbf16ps chains as ``fma_peak`` runs FMAs (64 flops
     per zmm instruction); empty where the CPU (or this build) lacks AVX512-BF16."""
-    lib = probe_library()
-    flops = lib.ckb_bf16dot_flops(threads, iters)
-    out = []
-    for _ in range(reps):
-        seconds = lib.ckb_bf16dot(threads, iters)
-        if seconds < 0:
-            return []
-        out.append(flops / seconds / 1e9)
-    return out
+    return _dot_peak("ckb_bf16dot", "ckb_bf16dot_flops", threads, reps, iters)
+
+
+def int8_dot_peak(threads: int, reps: int = 3, iters: int = 1_000_000) -> list[float]:
+    """G int8 ops/s (a product and its sum: 2 ops, as FLOPs count) of ``reps`` runs of
+    vpdpbusd chains (128 ops per zmm instruction); empty where the CPU (or this build)
+    lacks AVX512-VNNI."""
+    return _dot_peak("ckb_int8dot", "ckb_int8dot_ops", threads, reps, iters)
 
 
 def _fmt(values: Sequence[float]) -> str:
@@ -202,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         dot = bf16_dot_peak(t, args.reps)
         if dot:
             print(f"bf16 vdpbf16ps peak, {t} thread(s): {_fmt(dot)} GFLOP/s")
+        i8 = int8_dot_peak(t, args.reps)
+        if i8:
+            print(f"int8 vpdpbusd peak, {t} thread(s): {_fmt(i8)} G ops/s")
     return 0
 
 

@@ -1104,6 +1104,8 @@ class Report:
     builds: dict[str, Path] = field(default_factory=dict)
     #: the vdpbf16ps probes bracketing bf16 prefill runs (AVX512-BF16 CPUs only)
     bf16_dot: list[float] = field(default_factory=list)
+    #: the vpdpbusd probes bracketing q8_0 / q4_1 prefill runs (AVX512-VNNI CPUs only)
+    int8_dot: list[float] = field(default_factory=list)
     #: what a bench variant adds (--modes train: losses, layout totals, worker RSS)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -1388,14 +1390,18 @@ def collect(
             bandwidth.ReadProbe(args.probe_mib, huge=False) as probe_4k,
         ):
             bf16_dot = bool(bandwidth.bf16_dot_peak(args.threads, 1, iters=1000))
+            int8_dot = bool(bandwidth.int8_dot_peak(args.threads, 1, iters=1000))
 
             def machine(mode: str, dtype: str) -> float:
                 if mode == "decode":
                     value = statistics.median(probe.measure(args.threads, 3))
                     report.bandwidth.append(value)
                 elif baseline_dtype(dtype) == "bf16" and bf16_dot:
-                    value = fma_probe(args.threads, bf16_dot=True)
+                    value = fma_probe(args.threads, kind="bf16")
                     report.bf16_dot.append(value)
+                elif baseline_dtype(dtype) in INT8_DOT_DTYPES and int8_dot:
+                    value = fma_probe(args.threads, kind="int8")
+                    report.int8_dot.append(value)
                 else:
                     value = fma_probe(args.threads)
                     report.fma.append(value)
@@ -1559,12 +1565,23 @@ def system_notes(systems: Sequence[System]) -> list[str]:
     return out
 
 
-def fma_probe(threads: int, bf16_dot: bool = False) -> float:
-    """The fp32 FMA peak (GFLOP/s) right now, or with ``bf16_dot`` the vdpbf16ps peak
-    (AVX512-BF16 CPUs): median of three probes."""
+#: weight dtypes whose prefill may run int8 dot products (ckir's q8_0p / q4_1p GEMMs on
+#: an AVX512-VNNI CPU; llama.cpp's quantized matmuls): their prefill bound there is the
+#: vpdpbusd peak
+INT8_DOT_DTYPES = frozenset({"q8_0", "q4_1"})
+
+
+def fma_probe(threads: int, kind: str = "fp32") -> float:
+    """The fp32 FMA peak (GFLOP/s) right now, or with ``kind`` "bf16" the vdpbf16ps peak
+    (AVX512-BF16 CPUs), "int8" the vpdpbusd peak (AVX512-VNNI CPUs, G ops/s): median of
+    three probes."""
     from ckir.tools import bandwidth
 
-    peak = bandwidth.bf16_dot_peak if bf16_dot else bandwidth.fma_peak
+    peak = {
+        "fp32": bandwidth.fma_peak,
+        "bf16": bandwidth.bf16_dot_peak,
+        "int8": bandwidth.int8_dot_peak,
+    }[kind]
     return statistics.median(peak(threads, 3, iters=4_000_000))
 
 
@@ -1887,7 +1904,7 @@ def _render_rooflines(report: Report) -> list[str]:
             f"after every run, median {fmt_num(statistics.median(fma))} GFLOP/s over {len(fma)} "
             f"probes ({fmt_range(fma)}). FLOPs = 2 x matrix params x T + causal attention "
             f"4 x H x D x T(T+1)/2 per layer (every dtype computes in fp32"
-            + (")." if not report.bf16_dot else "; bf16 here: below).")
+            + (")." if not (report.bf16_dot or report.int8_dot) else "; except below).")
         )
         if report.bf16_dot:
             dot = report.bf16_dot
@@ -1897,6 +1914,16 @@ def _render_rooflines(report: Report) -> list[str]:
                 "vdpbf16ps peak: a C probe right before and after every bf16 run, median "
                 f"{fmt_num(statistics.median(dot))} GFLOP/s over {len(dot)} probes "
                 f"({fmt_range(dot)})."
+            )
+        if report.int8_dot:
+            i8 = report.int8_dot
+            out[-1] += (
+                " q8_0 / q4_1: this CPU has AVX512-VNNI, and ckir's q8_0p / q4_1p GEMMs multiply "
+                "x quantized to int8 per block of 32 with vpdpbusd (as decode does, and as "
+                "llama.cpp's quantized matmuls do), so their bound is the vpdpbusd peak (a "
+                "product and its sum counted as 2 ops): a C probe right before and after every "
+                f"q8_0 / q4_1 run, median {fmt_num(statistics.median(i8))} G ops/s over "
+                f"{len(i8)} probes ({fmt_range(i8)})."
             )
         out.append("")
         rows = []
@@ -2132,6 +2159,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "bandwidth_4k_gbps": report.bandwidth_4k,
         "fma_gflops": report.fma,
         "bf16_dot_gflops": report.bf16_dot,
+        "int8_dot_gops": report.int8_dot,
         "rss": report.rss,
         "profiles": report.profiles,
         "notes": report.notes,
