@@ -133,7 +133,6 @@ def build_key(ir_text: str, source: Path, options: CompileOptions) -> dict[str, 
         "runtime": runtime_fingerprint(options.isa, options.debug),
         "isa": options.isa,
         "debug": str(options.debug),
-        "team": str(options.team),  # model.c's decode program: one region or a region per call
         "weights_source": source_content_hash(source),
     }
     blob = "\n".join(f"{k}={v}" for k, v in sorted(parts.items()))

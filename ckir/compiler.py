@@ -124,9 +124,6 @@ class CompileOptions:
     panels: bool | None = None
     #: run the fusion passes (each fires only where the registry has the fused kernel)
     fuse: bool = True
-    #: run a decode step as one OpenMP region where its heavy kernels are all team
-    #: kernels (docs/runtime.md, "Team calls"); debug builds never do
-    team: bool = True
     #: prefill logits: "all" rows ([T, V]: scoring, training) or the "last" row ([1, V]:
     #: generation; the footer runs on one row)
     logits: str = "all"
@@ -168,7 +165,7 @@ class CompileOptions:
         )
         need(self.max_context is None or is_int(self.max_context), "max_context", "an int or None")
         need(is_int(self.align) and self.align > 0, "align", "a positive int")
-        for name in ("debug", "canaries", "fuse", "team"):
+        for name in ("debug", "canaries", "fuse"):
             need(isinstance(getattr(self, name), bool), name, "a bool")
         need(self.panels is None or isinstance(self.panels, bool), "panels", "a bool or None")
         need(isinstance(self.logits, str), "logits", "a str")
@@ -418,7 +415,7 @@ def build(
             (work / name).write_bytes(data)
 
         with progress.step("emit C"):
-            sources = emit_c(module, team=options.team and not options.debug)
+            sources = emit_c(module)
             (work / "model.h").write_text(sources.header)
             (work / "model.c").write_text(sources.source)
 

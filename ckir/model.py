@@ -594,7 +594,6 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     fuse: bool = True,
     logits: str = "all",
     panels: bool | None = None,
-    team: bool = True,
     quiet: bool = True,
 ) -> CompiledModel:
     """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it.
@@ -602,8 +601,7 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     ``logits="last"`` builds a prefill that returns the last prompt row only ([1, V]).
     ``panels`` stores the f32 / bf16 / q8_0 / q4_1 matrices of an inference build as f32p
     / bf16p / q8_0p / q4_1p (GEMM panels; :attr:`ckir.compiler.CompileOptions.panels`, None: the
-    default, on).  ``team=False`` keeps every decode kernel call in an OpenMP region of its
-    own instead of one region per decode step (:attr:`CompileOptions.team`).
+    default, on).
     """
     model_dir, out_dir = as_path(model_dir, "model_dir"), as_path(out_dir, "out_dir")
     if isinstance(modes, (str, bytes)):
@@ -618,7 +616,6 @@ def compile(  # noqa: A001 - the public name is ckir.compile
         fuse=fuse,
         logits=logits,
         panels=panels,
-        team=team,
     )
     compile_model(model_dir, out_dir, options, quiet=quiet)
     return CompiledModel(out_dir)

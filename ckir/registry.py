@@ -141,9 +141,6 @@ class KernelSpec:
     params: tuple[ParamSpec, ...]
     constraints: tuple[str, ...]
     doc: str
-    #: callable by every thread of a running decode team (docs/runtime.md, "Team calls"):
-    #: it computes the calling thread's share and ends at a barrier
-    team: bool = False
 
     def inputs(self) -> tuple[OperandSpec, ...]:
         """Operands the kernel only reads."""
@@ -213,7 +210,7 @@ def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
     where = f"{source}: kernel '{name}'"
     if not isinstance(entry, Mapping):
         raise _fail(where, "entry must be a mapping")
-    allowed = {"c_name", "op", "modes", "operands", "params", "constraints", "doc", "team"}
+    allowed = {"c_name", "op", "modes", "operands", "params", "constraints", "doc"}
     extra = sorted(set(entry) - allowed)
     if extra:
         raise _fail(where, f"unknown field(s) {', '.join(map(str, extra))}")
@@ -301,11 +298,6 @@ def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
     doc = entry.get("doc", "")
     if not isinstance(doc, str):
         raise _fail(where, "doc must be a string")
-    team = entry.get("team", False)
-    if not isinstance(team, bool):
-        raise _fail(where, f"team must be true or false, got {team!r}")
-    if team and "decode" not in modes:
-        raise _fail(where, "team: true needs mode decode (team regions are decode programs)")
     return KernelSpec(
         name=str(name),
         c_name=c_name,
@@ -315,7 +307,6 @@ def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
         params=tuple(params),
         constraints=tuple(constraints),
         doc=doc,
-        team=team,
     )
 
 

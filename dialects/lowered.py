@@ -49,7 +49,6 @@ from xdsl.dialects.builtin import (
     StringAttr,
     SymbolNameConstraint,
     SymbolRefAttr,
-    UnitAttr,
     f32,
     f64,
     i64,
@@ -1026,9 +1025,7 @@ class KernelOp(IRDLOperation):
     the constraints over them.  Lowering copies it from the kernel registry when
     it selects the kernel; verifiers, fusion, the cost model and the C emitter
     read it from here.  A call binds its inputs then its outputs to the operands
-    in order, so read operands come first.  A trailing ``team`` marks a kernel
-    that every thread of a running decode team may call (each computes its
-    share; docs/runtime.md, "Team calls"): ``... params (N: i64, K: i64) team``.
+    in order, so read operands come first.
     """
 
     name = "lowered.kernel"
@@ -1040,7 +1037,6 @@ class KernelOp(IRDLOperation):
     args = prop_def(ArrayAttr[KernelArgAttr])
     params = prop_def(DictionaryAttr)
     constraints = prop_def(ArrayAttr[StringAttr])
-    team = opt_prop_def(UnitAttr)
 
     traits = traits_def(SymbolOpInterface(), HasParent(LoweredModelOp))
 
@@ -1061,7 +1057,6 @@ class KernelOp(IRDLOperation):
                 ),
                 "params": DictionaryAttr({p.name: IR_PARAM_TYPES[p.type] for p in spec.params}),
                 "constraints": ArrayAttr(tuple(StringAttr(c) for c in spec.constraints)),
-                **({"team": UnitAttr()} if spec.team else {}),
             }
         )
 
@@ -1112,7 +1107,6 @@ class KernelOp(IRDLOperation):
             params=tuple(ParamSpec(k, t) for k, t in self.param_types()),
             constraints=tuple(c.data for c in self.constraints.data),
             doc="",
-            team=self.team is not None,
         )
         _SPECS[self] = (key, spec)
         return spec
@@ -1131,8 +1125,6 @@ class KernelOp(IRDLOperation):
             )
         if not self.args.data:
             raise VerifyException(f"{where}: a kernel needs at least one buffer operand")
-        if self.team is not None and "decode" not in modes:
-            raise VerifyException(f"{where}: a team kernel must run in mode decode")
         names = [a.name_text for a in self.args.data]
         for k, v in self.params.data.items():
             if _BARE_IDENT.fullmatch(k) is None:
@@ -1194,7 +1186,6 @@ class KernelOp(IRDLOperation):
             constraints = parser.parse_comma_separated_list(
                 parser.Delimiter.SQUARE, parser.parse_str_literal, " (constraints)"
             )
-        team = parser.parse_optional_keyword("team") is not None
         attrs = parser.parse_optional_attr_dict_with_keyword()
         return cls.create(
             properties={
@@ -1205,7 +1196,6 @@ class KernelOp(IRDLOperation):
                 "args": ArrayAttr(tuple(args)),
                 "params": DictionaryAttr(dict(params)),
                 "constraints": ArrayAttr(tuple(StringAttr(c) for c in constraints)),
-                **({"team": UnitAttr()} if team else {}),
             },
             attributes=dict(attrs.data) if attrs else {},
         )
@@ -1232,8 +1222,6 @@ class KernelOp(IRDLOperation):
                 self.constraints.data, lambda c: printer.print_string_literal(c.data)
             )
             printer.print_string("]")
-        if self.team is not None:
-            printer.print_string(" team")
         if self.attributes:
             printer.print_op_attributes(self.attributes, print_keyword=True)
 

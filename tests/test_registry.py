@@ -52,9 +52,6 @@ NOT_KERNELS = {
     "ckir_runtime_isa",
     "ckir_runtime_bf16_dot",
     "ckir_runtime_qp_int8_gemm",
-    "ckir_team_enter",
-    "ckir_team_leave",
-    "ckir_team_thread",
 }
 PROTO = re.compile(r"\bvoid\s+(ckir_\w+)\s*\(([^)]*)\)\s*;", re.S)
 

@@ -59,13 +59,6 @@ class CSources:
     profile: tuple[ProfiledCall, ...] = ()
 
 
-#: kernel kinds with parallel work in decode: a decode program runs as one team region
-#: only if every call of these kinds is a team kernel (the others run on one thread
-#: of the team, as their decode-sized work already did)
-TEAM_HEAVY_KINDS = frozenset(
-    {"linear", "fused_qkv", "fused_gate_up", "attention", "matmul", "fused_matmul_relu"}
-)
-
 #: profiling builds: one timer and one counter per call, read through exported functions
 PROFILE_HEADER = """\
 /* ---- profiling build: wall time and count of every kernel call (not reentrant) ---- */
@@ -132,8 +125,6 @@ def check_runtime_abi(model: lw.LoweredModelOp) -> None:
         if runtime is None:
             raise CkirError(f"{where} is declared in the IR but the runtime has no such kernel")
         declared = op.spec()
-        if declared.team and not runtime.team:
-            raise CkirError(f"{where} is declared a team kernel; the runtime's is not")
         if (declared.c_name, declared.operands, declared.params) != (
             runtime.c_name,
             runtime.operands,
@@ -160,13 +151,10 @@ def find_model_and_plan(module: ModuleOp) -> tuple[lw.LoweredModelOp, ly.PlanOp]
 class CEmitter:
     """Prints model.h / model.c; one method per op kind it prints (singledispatch)."""
 
-    def __init__(self, module: ModuleOp, *, profile: bool = False, team: bool = True) -> None:
+    def __init__(self, module: ModuleOp, *, profile: bool = False) -> None:
         self.model, self.plan = find_model_and_plan(module)
         check_runtime_abi(self.model)
         self.profile = profile
-        #: decode programs whose heavy calls are all team kernels run as one OpenMP region
-        #: (never in profiling builds: their timers are per call)
-        self.team = team and not profile
         self.timed: list[ProfiledCall] = []
         self.kernels: dict[str, lw.KernelOp] = {}
         self.places: dict[str, Place] = {}
@@ -314,10 +302,6 @@ class CEmitter:
             "  const int64_t P = m->pos;",
             "  (void)W; (void)S; (void)P; (void)T;",
         ]
-        if self.runs_as_team(program):
-            out += self.team_body(program)
-            out += ["  return CKIR_OK;", "}", ""]
-            return out
         scope: str | None = None
         for op in program.body_block.ops:
             if isinstance(op, lw.CallOp):
@@ -329,50 +313,6 @@ class CEmitter:
         if scope is not None:
             out.append(f"  CKIR_SCOPE_END(m); /* end of {scope} */")
         out += ["  return CKIR_OK;", "}", ""]
-        return out
-
-    def runs_as_team(self, program: lw.ProgramOp) -> bool:
-        """Whether a program runs as one team region: a decode program whose every call
-        of a heavy kind (TEAM_HEAVY_KINDS) is a team kernel, and that has one."""
-        if not self.team or program.mode_name != "decode":
-            return False
-        calls = [self.declaration(op) for op in program.body_block.ops if isinstance(op, lw.CallOp)]
-        heavy = [d for d in calls if d.kind_name in TEAM_HEAVY_KINDS]
-        return bool(heavy) and all(d.team is not None for d in heavy)
-
-    def team_body(self, program: lw.ProgramOp) -> list[str]:
-        """One OpenMP region for the whole program: team kernels on every thread (each
-        ends at a barrier), runs of the other calls on thread 0, then a barrier."""
-        out = [
-            "  /* one OpenMP region for the whole step (docs/runtime.md, Team calls) */",
-            "#pragma omp parallel",
-            "  {",
-            "    ckir_team_enter();",
-        ]
-        alone: list[str] = []
-
-        def flush() -> None:
-            if alone:
-                out.append("    if (ckir_team_thread() == 0) {")
-                out.append("      ckir_team_leave(); /* on this thread alone */")
-                out.extend("    " + line for line in alone)
-                out.append("      ckir_team_enter();")
-                out.append("    }")
-                out.append("#pragma omp barrier")
-                alone.clear()
-
-        for op in program.body_block.ops:
-            if not isinstance(op, lw.CallOp):
-                continue
-            lines: list[str] = []
-            self.emit_op(op, lines)
-            if self.declaration(op).team is not None:
-                flush()
-                out.extend("  " + line for line in lines)
-            else:
-                alone.extend(lines)
-        flush()
-        out += ["    ckir_team_leave();", "  }"]
         return out
 
     def io_of(self, program: lw.ProgramOp) -> tuple[str, str, int]:
@@ -596,16 +536,13 @@ uint8_t *ckir_arena(ckir_model *m, int arena) { return arena == 0 ? m->weights :
 """.splitlines()
 
 
-def emit_c(module: ModuleOp, *, profile: bool = False, team: bool = True) -> CSources:
+def emit_c(module: ModuleOp, *, profile: bool = False) -> CSources:
     """model.h and model.c for a module holding a lowered.model and its layout.plan.
 
     With ``profile``, model.c times every kernel call (wall time and count per
     call, exported as ``ckir_profile_n/times/counts/label/reset``) and the
-    result lists the timed calls; a profiling model.c is not reentrant.  With
-    ``team`` (not with ``profile``), a decode program whose heavy calls are all
-    team kernels runs as one OpenMP region (docs/runtime.md, "Team calls"); its
-    scope ends check no canaries, so debug builds emit with ``team=False``.
+    result lists the timed calls; a profiling model.c is not reentrant.
     """
-    emitter = CEmitter(module, profile=profile, team=team)
+    emitter = CEmitter(module, profile=profile)
     source = emitter.source() + "\n"
     return CSources(header=emitter.header(), source=source, profile=tuple(emitter.timed))

@@ -19,18 +19,15 @@ class CTarget(Target):
     The output is model.h followed by model.c, each introduced by a
     ``// ----- <file>`` line (``ckir compile`` writes them as two files).
     ``-t c{profile=true}`` (or ``--emit-c{profile=true}``) emits a profiling
-    model.c: every kernel call timed, labelled with its origin.  ``-t c{team=false}``
-    keeps every decode call in a region of its own (no team region: docs/runtime.md,
-    "Team calls"; debug builds need it).
+    model.c: every kernel call timed, labelled with its origin.
     """
 
     name = "c"
 
     profile: bool = False
-    team: bool = True
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        sources = emit_c(module, profile=self.profile, team=self.team)
+        sources = emit_c(module, profile=self.profile)
         output.write("// ----- model.h\n")
         output.write(sources.header)
         output.write("// ----- model.c\n")

@@ -33,16 +33,6 @@ void ckir_set_num_threads(int n);
 /* Number of OpenMP threads kernel calls will use. */
 int ckir_get_num_threads(void);
 
-/* Team calls (generated model.c only): a decode program that runs as one OpenMP
- * parallel region marks each of its threads with ckir_team_enter() at the start
- * and ckir_team_leave() at the end; between them the registry's team kernels
- * are called by every thread of the region (each computes its share and waits
- * for the others at the end), the others by thread ckir_team_thread() == 0 only
- * and followed by a barrier.  See docs/runtime.md, "Team calls". */
-void ckir_team_enter(void);
-void ckir_team_leave(void);
-int ckir_team_thread(void);
-
 /* The kernel path this library was compiled with: "avx512", "avx2" or "scalar". */
 const char *ckir_runtime_isa(void);
 

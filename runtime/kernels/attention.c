@@ -282,28 +282,9 @@ static void attn_decode(const float *q, const float *kc, const float *vc, float 
   attn_parts parts;
   int n = 1;
 #ifdef _OPENMP
-  const int team = ckir_internal_in_team();
-  if (par) /* in a team: the team's threads (the same count, so the same parts) */
-    n = team ? omp_get_num_threads() : omp_get_max_threads();
+  if (par) n = omp_get_max_threads();
 #endif
   n = (int)CKIR_MIN(CKIR_MIN(n, ATTN_SPLIT_MAX), CKIR_MAX(1, L / (4 * CKV_W)));
-#ifdef _OPENMP
-  if (team) { /* every thread of a decode team is here: parts s < n, one shared table */
-    attn_parts *shared = &parts;
-#pragma omp single copyprivate(shared)
-    shared = &parts;
-    const int s = omp_get_thread_num();
-    if (n == 1) {
-      if (s == 0) attn_decode_part(q, kc, vc, out, L, H, KV, D, 0, 1, shared);
-    } else if (s < n) {
-      attn_decode_part(q, kc, vc, out, L, H, KV, D, s, n, shared);
-    } else {
-#pragma omp barrier
-    } /* (the parts' barrier) */
-#pragma omp barrier
-    return; /* the single thread's table lived until every part had merged */
-  }
-#endif
   if (n == 1) {
     attn_decode_part(q, kc, vc, out, L, H, KV, D, 0, 1, &parts);
     return;
@@ -334,17 +315,11 @@ void ckir_attention_f32(const float *q, const float *kcache, const float *vcache
     /* decode of many heads: one contiguous range of heads per thread, so the
      * heads of one KV group mostly share a thread and its K and V rows come
      * from DRAM once */
-    CKIR_PARALLEL(par, {
-#ifdef _OPENMP
-      const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-#else
-      const int64_t t = 0, nt = 1;
-#endif
-      for (int64_t h = H * t / nt; h < H * (t + 1) / nt; h++) {
-        const int64_t g = h / group;
-        attn_row(q + h * D, kcache + g * D, vcache + g * D, stride, P + 1, D, out + h * D);
-      }
-    });
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t h = 0; h < H; h++) {
+      const int64_t g = h / group;
+      attn_row(q + h * D, kcache + g * D, vcache + g * D, stride, P + 1, D, out + h * D);
+    }
     return;
   }
 #pragma omp parallel for schedule(static, 1) if (par)

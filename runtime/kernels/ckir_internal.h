@@ -40,36 +40,6 @@
 
 #define CKIR_INLINE static inline __attribute__((always_inline))
 
-/* ---- team calls (architecture decision 23) ---------------------------------
- * A decode program may run as one OpenMP parallel region (the C emitter opens
- * it; ckir_team_enter / ckir_team_leave mark it on each of its threads).  Its
- * "team" kernels (`team: true` in the registry) are then called by every thread
- * of that region: each computes its share and meets the others at a barrier at
- * the end, instead of opening a region of its own (an OpenMP fork/join per call,
- * ~120 a token on SmolLM-135M).  Everywhere else they open their own region as
- * before.  CKIR_PARALLEL(cond, body...) is that choice: body runs on every
- * thread of the running team, else in `#pragma omp parallel if (cond)`.  body
- * takes its share from omp_get_thread_num() / omp_get_num_threads(), as
- * before.  A team kernel that calls other kernels on pieces of its work (the
- * fused ones) clears the mark around those calls (CKIR_TEAM_PAUSE /
- * CKIR_TEAM_RESUME), so they compute their whole piece on the calling thread. */
-int ckir_internal_in_team(void);
-void ckir_internal_team_set(int on);
-#define CKIR_PARALLEL(cond, ...)                   \
-  do {                                             \
-    const int ckir_par_ = (cond);                  \
-    if (ckir_internal_in_team()) {                 \
-      {__VA_ARGS__}                                \
-      _Pragma("omp barrier")                       \
-    } else {                                       \
-      (void)ckir_par_;                             \
-      _Pragma("omp parallel if (ckir_par_)")       \
-      {__VA_ARGS__}                                \
-    }                                              \
-  } while (0)
-#define CKIR_TEAM_PAUSE() const int ckir_team_was_ = ckir_internal_in_team(); ckir_internal_team_set(0)
-#define CKIR_TEAM_RESUME() ckir_internal_team_set(ckir_team_was_)
-
 /* Debug builds (-DCKIR_DEBUG) check documented kernel constraints and abort
  * with a message naming the kernel; release builds trust the caller. */
 #ifdef CKIR_DEBUG

@@ -16,10 +16,6 @@
  *   gemm_qkv_<d>(+bias)   the three gemm_<d> calls back to back
  *   gemm_gate_up_<d>      tiles of 144 x 256 (ckir_internal_gate_up_tiles)
  *
- * In a decode program's team region (ckir_internal.h, team calls) the gemv
- * kernels run on the team's threads instead of a region of their own, and the
- * pieces are called with the team mark paused.
- *
  * Inside the fused region the called kernel opens a nested parallel region,
  * which OpenMP runs on the calling thread alone (nesting is inactive unless
  * OMP_MAX_ACTIVE_LEVELS / a list OMP_NUM_THREADS enables it: then the inner
@@ -54,10 +50,10 @@ CKIR_INLINE int64_t units_of(int64_t n, int64_t g) { return (n + g - 1) / g; }
 static void qkv_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, const void *const w[3],
                      const float *const b[3], float *const y[3], const int64_t N[3], int64_t K) {
   const int64_t total = units_of(N[0], g) + units_of(N[1], g) + units_of(N[2], g);
-  CKIR_PARALLEL((N[0] + N[1] + N[2]) * K >= FUSED_GEMV_PAR_MIN && total > 1, {
+#pragma omp parallel if ((N[0] + N[1] + N[2]) * K >= FUSED_GEMV_PAR_MIN && total > 1)
+  {
     int64_t lo, hi, base = 0;
     thread_share(total, &lo, &hi);
-    CKIR_TEAM_PAUSE(); /* each piece on this thread alone */
     for (int i = 0; i < 3; i++) {
       const int64_t u = units_of(N[i], g);
       const int64_t s0 = (CKIR_MAX(lo, base) - base) * g;
@@ -66,20 +62,19 @@ static void qkv_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, const 
         gemv(x, (const uint8_t *)w[i] + s0 * rb, b[i] ? b[i] + s0 : NULL, y[i] + s0, s1 - s0, K);
       base += u;
     }
-    CKIR_TEAM_RESUME();
-  });
+  }
 }
 
 _Static_assert(GUW_CH % CKIR_PANEL == 0, "gate/up chunks must be whole panels");
 
 static void gate_up_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, const void *wg,
                          const void *wu, float *out, int64_t N, int64_t K) {
-  CKIR_PARALLEL(2 * N * K >= FUSED_GEMV_PAR_MIN && N > 1, {
+#pragma omp parallel if (2 * N * K >= FUSED_GEMV_PAR_MIN && N > 1)
+  {
     int64_t lo, hi;
     thread_share(units_of(N, g), &lo, &hi);
     lo *= g;
     hi = CKIR_MIN(hi * g, N);
-    CKIR_TEAM_PAUSE(); /* each chunk on this thread alone */
     for (int64_t c = lo; c < hi; c += GUW_CH) {
       const int64_t n = CKIR_MIN(GUW_CH, hi - c);
       float g[GUW_CH], u[GUW_CH];
@@ -87,8 +82,7 @@ static void gate_up_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, co
       gemv(x, (const uint8_t *)wu + c * rb, NULL, u, n, K);
       ckir_internal_silu_mul(g, u, out + c, n);
     }
-    CKIR_TEAM_RESUME();
-  });
+  }
 }
 
 /* Every public kernel of one weight dtype D (C element type WT; rows split in

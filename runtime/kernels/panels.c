@@ -138,7 +138,7 @@ CKIR_INLINE void bf16p_rows_(const float *x, const int R, const uint16_t *wp, co
   static void NAME(const float *x, int64_t M, const WT *wp, const float *b, float *y, int64_t N,  \
                    int64_t K) {                                                                   \
     const int64_t P = (N + CKIR_PANEL - 1) / CKIR_PANEL;                                          \
-    CKIR_PARALLEL(N * K >= CKIR_GEMV_PAR_MIN && P > 1, {                                          \
+    _Pragma("omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && P > 1)") {                            \
       int64_t p0, p1;                                                                             \
       ckir_q_thread_range(P, &p0, &p1);                                                           \
       for (int64_t m = 0; m < M; m += PR_MAX) {                                                   \
@@ -150,7 +150,7 @@ CKIR_INLINE void bf16p_rows_(const float *x, const int R, const uint16_t *wp, co
           default: ROWS_(xm, 1, wp, b, ym, N, N, K, p0, p1); break;                               \
         }                                                                                         \
       }                                                                                           \
-    });                                                                                           \
+    }                                                                                             \
   }
 #if PR_MAX >= 4
 #define PR_CASES(ROWS_)                                    \

@@ -352,7 +352,8 @@ static void gemv_qp_impl(const float *x, const uint8_t *w, const float *b, float
     cb[bk] = -128 * t;
     sx[bk] = dx[bk] * (float)t;
   }
-  CKIR_PARALLEL(N * K >= CKIR_GEMV_PAR_MIN && P > 1, {
+#pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && P > 1)
+  {
     int64_t p0, p1; /* each thread streams one contiguous range of panels */
     ckir_q_thread_range(P, &p0, &p1);
     ckir_q_prefetch(w + p0 * pbytes, CKIR_MIN(QP_PFD, (p1 - p0) * pbytes));
@@ -360,7 +361,7 @@ static void gemv_qp_impl(const float *x, const uint8_t *w, const float *b, float
       q41p_gemv_panels(a, dx, sx, w, b, y, N, nb, p0, p1);
     else
       q8p_gemv_panels(a, dx, cb, w, b, y, N, nb, p0, p1);
-  });
+  }
 }
 
 /* ---- gemm for small M --------------------------------------------------------- */

@@ -9,22 +9,6 @@ void ckir_set_num_threads(int n) {
 #endif
 }
 
-/* 1 on the threads of a decode program's team region (ckir_internal.h, team calls) */
-static _Thread_local int ckir_team_mark;
-
-int ckir_internal_in_team(void) { return ckir_team_mark; }
-void ckir_internal_team_set(int on) { ckir_team_mark = on; }
-void ckir_team_enter(void) { ckir_team_mark = 1; }
-void ckir_team_leave(void) { ckir_team_mark = 0; }
-
-int ckir_team_thread(void) {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
-
 int ckir_get_num_threads(void) {
 #ifdef _OPENMP
   return omp_get_max_threads();

@@ -6,10 +6,6 @@
 // RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout -t c | filecheck %s --check-prefix=NOPROF
 // RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout | sed -e 's/y: write f32 extent "N") params (N: i64, K: i64)/y: readwrite f32 extent "N") params (N: i64, K: i64)/' > %t.mlir
 // RUN: not ckir-opt %t.mlir --emit-c 2>&1 | filecheck %s --check-prefix=ABI
-// RUN: ckir-opt %inputs/tiny_llama.mlir --convert-weights{dtype=f32p} --lower-decode{max-context=16} --fuse-qkv --fuse-gate-up --plan-layout --emit-c | filecheck %s --check-prefix=TEAM
-// RUN: ckir-opt %inputs/tiny_llama.mlir --convert-weights{dtype=f32p} --lower-decode{max-context=16} --fuse-qkv --fuse-gate-up --plan-layout --emit-c{team=false} | filecheck %s --check-prefix=NOTEAM
-// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout | sed -e 's/params (T: i64, E: i64, eps: f32) constraints \["T >= 1", "E >= 1", "eps >= 0"\]/& team/' > %t.team.mlir
-// RUN: not ckir-opt %t.team.mlir --emit-c 2>&1 | filecheck %s --check-prefix=TEAMABI
 
 // model.h: one offset constant per slot, from the layout plan (bump, canaries on).
 // CHECK:      // ----- model.h
@@ -80,44 +76,3 @@
 // The runtime ABI check: a declaration that differs from the runtime's kernel
 // (here gemv_f32's output declared readwrite) is refused at emission.
 // ABI: error: emit-c: kernel @gemv_f32: declared as void ckir_gemv_f32(const float *x, const float *w, float *y, int64_t N, int64_t K) [read read readwrite], the runtime has void ckir_gemv_f32(const float *x, const float *w, float *y, int64_t N, int64_t K) [read read write]
-
-// f32 row-major gemv is no team kernel: the decode program keeps a region per call.
-// DECODE-NOT: #pragma omp parallel
-
-// Team calls: with every linear and attention call a team kernel (q4_1p panels, the
-// fused q4_1p gemvs, attention), the decode step is one OpenMP region; team
-// kernels run on every thread (each ends at a barrier), runs of the others on
-// thread 0, then one barrier.
-// TEAM:      static int ckir_run_decode(ckir_model *m, int64_t T) {
-// TEAM:      #pragma omp parallel
-// TEAM-NEXT:   {
-// TEAM-NEXT:     ckir_team_enter();
-// TEAM-NEXT:     if (ckir_team_thread() == 0) {
-// TEAM-NEXT:       ckir_team_leave(); /* on this thread alone */
-// TEAM:            ckir_embed_f32p(
-// TEAM:            ckir_rmsnorm_f32(
-// TEAM-NEXT:       ckir_team_enter();
-// TEAM-NEXT:     }
-// TEAM-NEXT: #pragma omp barrier
-// TEAM-NEXT:     /* lowered.call @gemv_qkv_f32p
-// TEAM-NEXT:     ckir_gemv_qkv_f32p(
-// TEAM-NEXT:     if (ckir_team_thread() == 0) {
-// TEAM:            ckir_rope_f32(
-// TEAM:            ckir_kv_store_f32(
-// TEAM:      #pragma omp barrier
-// TEAM-NEXT:     /* lowered.call @attention_f32
-// TEAM-NEXT:     ckir_attention_f32(
-// TEAM:          ckir_gemv_gate_up_f32p(
-// TEAM:          ckir_gemv_f32p({{.*}}CKIR_OFF_W_LM_HEAD
-// TEAM:          ckir_team_leave();
-// TEAM-NEXT:   }
-// TEAM-NEXT:   return CKIR_OK;
-// TEAM-NOT:  CKIR_SCOPE_END
-
-// NOTEAM:     static int ckir_run_decode(ckir_model *m, int64_t T) {
-// NOTEAM-NOT: #pragma omp parallel
-// NOTEAM:     ckir_gemv_qkv_f32p(
-// NOTEAM:     CKIR_SCOPE_END(m); /* end of layers.0 */
-
-// An IR that declares a team kernel the runtime's is not is refused.
-// TEAMABI: error: emit-c: kernel @rmsnorm_f32 is declared a team kernel; the runtime's is not

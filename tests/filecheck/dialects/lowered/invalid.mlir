@@ -537,14 +537,6 @@ lowered.model @m {
 
 // -----
 
-// team kernels are called by a decode program's team region: decode only
-// CHECK: lowered.kernel @k: a team kernel must run in mode decode
-lowered.model @m {
-  lowered.kernel @k op "relu" c "k" modes ["prefill"] (x: read f32) params (n: i64) team
-}
-
-// -----
-
 // an operand and a parameter share a name
 // CHECK: lowered.kernel @k: duplicate operand/parameter name(s) n
 lowered.model @m {

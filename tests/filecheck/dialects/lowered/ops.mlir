@@ -1,13 +1,13 @@
 // RUN: ckir-opt %s | ckir-opt | filecheck %s
 // RUN: ckir-opt %s --print-op-generic | ckir-opt | filecheck %s
 
-// Every lowered op, type and attribute (kernel declarations, one a team kernel, plain and fused
+// Every lowered op, type and attribute (kernel declarations, plain and fused
 // origins, quoted strings in them): a one-layer model lowered for prefill and
 // decode (E = 64, H = 4, KV = 2, D = 16, V = 256, max_context 8).
 
 lowered.model @tiny {
   lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode", "backward"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
-  lowered.kernel @attention_f32 op "attention" c "ckir_attention_f32" modes ["prefill", "decode", "backward"] (q: read f32, kcache: read f32, vcache: read f32, out: write f32) params (T: i64, P: i64, H: i64, KV: i64, D: i64) constraints ["T >= 1", "P >= 0", "H >= 1", "KV >= 1", "H % KV == 0", "D >= 1", "D <= 256"] team
+  lowered.kernel @attention_f32 op "attention" c "ckir_attention_f32" modes ["prefill", "decode", "backward"] (q: read f32, kcache: read f32, vcache: read f32, out: write f32) params (T: i64, P: i64, H: i64, KV: i64, D: i64) constraints ["T >= 1", "P >= 0", "H >= 1", "KV >= 1", "H % KV == 0", "D >= 1", "D <= 256"]
   lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode", "backward"] (tokens: read i32, table: read f32, out: write f32) params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
   lowered.kernel @gemm_bias_f32 op "linear" c "ckir_gemm_bias_f32" modes ["prefill", "backward"] (x: read f32, w: read f32, b: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
   lowered.kernel @gemm_f32 op "linear" c "ckir_gemm_f32" modes ["prefill", "backward"] (x: read f32, w: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
@@ -70,7 +70,7 @@ lowered.model @empty {
 // CHECK: builtin.module {
 // CHECK-NEXT: lowered.model @tiny {
 // CHECK-NEXT: lowered.kernel @add_f32 op "add" c "ckir_add_f32" modes ["prefill", "decode", "backward"] (a: read f32, b: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
-// CHECK-NEXT: lowered.kernel @attention_f32 op "attention" c "ckir_attention_f32" modes ["prefill", "decode", "backward"] (q: read f32, kcache: read f32, vcache: read f32, out: write f32) params (T: i64, P: i64, H: i64, KV: i64, D: i64) constraints ["T >= 1", "P >= 0", "H >= 1", "KV >= 1", "H % KV == 0", "D >= 1", "D <= 256"] team{{$}}
+// CHECK-NEXT: lowered.kernel @attention_f32 op "attention" c "ckir_attention_f32" modes ["prefill", "decode", "backward"] (q: read f32, kcache: read f32, vcache: read f32, out: write f32) params (T: i64, P: i64, H: i64, KV: i64, D: i64) constraints ["T >= 1", "P >= 0", "H >= 1", "KV >= 1", "H % KV == 0", "D >= 1", "D <= 256"]
 // CHECK-NEXT: lowered.kernel @embed_f32 op "embed" c "ckir_embed_f32" modes ["prefill", "decode", "backward"] (tokens: read i32, table: read f32, out: write f32) params (T: i64, E: i64) constraints ["T >= 1", "E >= 1"]
 // CHECK-NEXT: lowered.kernel @gemm_bias_f32 op "linear" c "ckir_gemm_bias_f32" modes ["prefill", "backward"] (x: read f32, w: read f32, b: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
 // CHECK-NEXT: lowered.kernel @gemm_f32 op "linear" c "ckir_gemm_f32" modes ["prefill", "backward"] (x: read f32, w: read f32, y: write f32) params (M: i64, N: i64, K: i64) constraints ["M >= 1", "N >= 1", "K >= 1"]
