@@ -44,8 +44,8 @@
  *   (the quantized x lives on the caller's stack, <= 2.5*K + 256 bytes).
  *   gemm_*: ~17 KiB of stack per thread (one fp32 panel of 16 rows x 256) for
  *   M <= CKIR_WGEMM_SMALL_M, else gemm_f32's bound plus 32 KiB (~432 KiB AVX-512);
- *   gemm_q8_0p / gemm_q4_1p on int8 x: <= 192 KiB of quantized x plus 8 bytes per
- *   row and block of 32 (~200 KiB) per thread.
+ *   gemm_q8_0p / gemm_q4_1p on int8 x: a tile of quantized rows of x, 192 KiB
+ *   (6 * K bytes when K > 32768), plus 12 bytes per row and block of 32, per thread.
  *   y must not alias x or w.  Token ids must be in range (the caller checks).
  */
 #ifndef CKIR_QUANT_H

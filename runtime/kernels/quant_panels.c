@@ -336,6 +336,20 @@ static void q41p_gemv_panels(const int8_t *a, const float *dx, const float *sx,
   }
 }
 
+/* x[K] quantized per block of 32 as gemv_q8_0 quantizes it (a, dx), and per
+ * block: cb = -128 * sum(a) (the q8_0p start value with QP_XOR) and sx = dx *
+ * sum(a) (q4_1p's min factor) */
+static void qp_quantize_x(const float *x, int64_t K, int8_t *a, float *dx, int32_t *cb,
+                          float *sx) {
+  ckir_internal_quantize_x(x, K, a, dx);
+  for (int64_t bk = 0; bk < K / CKIR_QK; bk++) {
+    int32_t t = 0;
+    for (int j = 0; j < CKIR_QK; j++) t += a[bk * CKIR_QK + j];
+    cb[bk] = -128 * t;
+    sx[bk] = dx[bk] * (float)t;
+  }
+}
+
 /* y = W x (+ b) for a block panel dtype (has_m: q4_1p, else q8_0p) */
 static void gemv_qp_impl(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
                          int64_t K, const int has_m) {
@@ -345,13 +359,7 @@ static void gemv_qp_impl(const float *x, const uint8_t *w, const float *b, float
   int8_t *a = CKIR_ALIGN64(buf);
   int32_t *cb = (int32_t *)(a + K); /* K % 32 == 0: aligned */
   float *dx = (float *)(cb + nb), *sx = dx + nb;
-  ckir_internal_quantize_x(x, K, a, dx);
-  for (int64_t bk = 0; bk < nb; bk++) {
-    int32_t t = 0;
-    for (int j = 0; j < CKIR_QK; j++) t += a[bk * CKIR_QK + j];
-    cb[bk] = -128 * t;
-    sx[bk] = dx[bk] * (float)t;
-  }
+  qp_quantize_x(x, K, a, dx, cb, sx);
 #pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && P > 1)
   {
     int64_t p0, p1; /* each thread streams one contiguous range of panels */
@@ -424,9 +432,10 @@ static void qp_rows(const float *x, int64_t M, const uint8_t *w, int64_t bb, qp_
 #define QP_I8_XB 196608   /* bytes of quantized x a thread holds (a tile of rows) */
 
 typedef struct {
-  const int8_t *a;  /* [rows][K] quantized x */
-  const float *dx;  /* [rows][nb] block scales */
-  const float *aux; /* [rows][nb] q8_0p: -128 sum(a) as float-exact int; q4_1p: dx * sum(a) */
+  const int8_t *a;   /* [rows][K] quantized x */
+  const float *dx;   /* [rows][nb] block scales */
+  const int32_t *cb; /* [rows][nb] -128 sum(a) (q8_0p) */
+  const float *sx;   /* [rows][nb] dx * sum(a) (q4_1p) */
   int64_t K, nb;
 } qp_xq;
 
@@ -443,7 +452,7 @@ CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint
     for (int r = 0; r < R; r++) {
       ab[r] = (const uint8_t *)(xq->a + (r0 + r) * xq->K + bk * CKIR_QK);
       s[r][0] = s[r][1] =
-          has_m ? _mm512_setzero_si512() : _mm512_set1_epi32((int32_t)xq->aux[(r0 + r) * xq->nb + bk]);
+          has_m ? _mm512_setzero_si512() : _mm512_set1_epi32(xq->cb[(r0 + r) * xq->nb + bk]);
     }
     if (has_m) {
       const __m512i low = _mm512_set1_epi8(0x0F);
@@ -483,7 +492,7 @@ CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint
           _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + QP_SCALES + 32)));
       for (int r = 0; r < R; r++) {
         const __m512 vx = _mm512_set1_ps(xq->dx[(r0 + r) * xq->nb + bk]);
-        const __m512 vs = _mm512_set1_ps(xq->aux[(r0 + r) * xq->nb + bk]);
+        const __m512 vs = _mm512_set1_ps(xq->sx[(r0 + r) * xq->nb + bk]);
         f[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][0]), _mm512_mul_ps(d0, vx),
                                   _mm512_fmadd_ps(m0, vs, f[r][0]));
         f[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][1]), _mm512_mul_ps(d1, vx),
@@ -519,18 +528,13 @@ static void qp_gemm_i8(const float *x, int64_t M, const uint8_t *w, const float 
     int64_t p0, p1;
     ckir_q_thread_range(P, &p0, &p1);
     int8_t a[mt * K];
-    float dx[mt * nb], aux[mt * nb];
-    const qp_xq xq = {a, dx, aux, K, nb};
+    int32_t cb[mt * nb];
+    float dx[mt * nb], sx[mt * nb];
+    const qp_xq xq = {a, dx, cb, sx, K, nb};
     for (int64_t m0 = 0; m0 < M && p1 > p0; m0 += mt) {
       const int64_t rows = CKIR_MIN(mt, M - m0);
-      for (int64_t r = 0; r < rows; r++) {
-        ckir_internal_quantize_x(x + (m0 + r) * K, K, a + r * K, dx + r * nb);
-        for (int64_t bk = 0; bk < nb; bk++) {
-          int32_t t = 0;
-          for (int j = 0; j < CKIR_QK; j++) t += a[r * K + bk * CKIR_QK + j];
-          aux[r * nb + bk] = has_m ? dx[r * nb + bk] * (float)t : (float)(-128 * t);
-        }
-      }
+      for (int64_t r = 0; r < rows; r++)
+        qp_quantize_x(x + (m0 + r) * K, K, a + r * K, dx + r * nb, cb + r * nb, sx + r * nb);
       for (int64_t p = p0; p < p1; p++) {
         const int64_t n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, N - n0);
         for (int64_t r = 0; r < rows; r += QP_I8_MR) {
