@@ -11,7 +11,8 @@ cache, then ``--steps`` greedy decode steps.  The two workers alternate,
 the order flipped every round, and never run at the same time, so both see
 the same state of this shared machine.  Printed: the median tok/s of each
 side and the median of the per-round new/old ratios with its quartiles.
-Inference builds with ``logits=last`` (what ``generate`` uses).
+Inference builds with ``logits=last`` (what ``generate`` uses; ``--logits all``:
+every prompt row, as ``ckir bench`` times prefill).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_at_commit import export  # noqa: E402
 
 
-def worker(name: str, dtype: str | None, out: str, prompt: int, steps: int) -> None:
+def worker(name: str, dtype: str | None, out: str, prompt: int, steps: int, logits: str) -> None:
     """Serve rounds on stdin/stdout (runs inside the tree under test)."""
     import numpy as np
 
@@ -42,7 +43,7 @@ def worker(name: str, dtype: str | None, out: str, prompt: int, steps: int) -> N
     compile_model(
         cache / "bench-models" / name,
         out,
-        CompileOptions(dtype=dtype, max_context=prompt + steps + 1, logits="last"),
+        CompileOptions(dtype=dtype, max_context=prompt + steps + 1, logits=logits),
     )
     model = CompiledModel(out)
     tokens = np.random.default_rng(0).integers(0, model.vocab_size, prompt)
@@ -63,6 +64,7 @@ def start(tree: Path, args: argparse.Namespace, out: Path) -> subprocess.Popen[s
     env.setdefault("CKIR_CACHE_DIR", str(ROOT / "build" / "cache"))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", args.model]
     cmd += ["--out", str(out), "--prompt", str(args.prompt), "--steps", str(args.steps)]
+    cmd += ["--logits", args.logits]
     if args.dtype:
         cmd += ["--dtype", args.dtype]
     proc = subprocess.Popen(
@@ -94,11 +96,12 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument("--logits", choices=("last", "all"), default="last", help="prefill rows")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.model, args.dtype, args.out, args.prompt, args.steps)
+        worker(args.model, args.dtype, args.out, args.prompt, args.steps, args.logits)
         return 0
     old_tree = export(args.rev, "ckir-ab-")
     builds = Path(tempfile.mkdtemp(prefix="ckir-ab-builds-"))
