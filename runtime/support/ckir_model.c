@@ -32,7 +32,8 @@ static int canary_ok(const uint8_t *p) {
 /* Both arenas live in anonymous memory with transparent huge pages requested
  * (decision 22 in docs/architecture.md): a decode step streams every weight
  * once, and with 4 KiB pages that stream crosses a page, and often a TLB
- * miss, every 4 KiB (decode 1.2x faster on SmolLM-135M, Zen 4). The kernel
+ * miss, every 4 KiB (SmolLM-135M decode 1.09x the file mapping's rate, 1.2x
+ * anonymous 4 KiB pages'; Zen 4, docs/performance.md). The kernel
  * falls back to small pages where it has no huge page to give; arenas below
  * CKIR_HUGE_MIN keep small pages (the TLB covers them, and a huge page would
  * round a tiny arena up to 2 MiB of memory). */
