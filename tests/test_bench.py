@@ -304,6 +304,19 @@ def test_bench_end_to_end(llama_dir: Path, tmp_path: Path, capsys: pytest.Captur
         assert data["int8_dot_gops"] == [] and "vpdpbusd" not in out
 
 
+def test_prefill_roofline_without_an_f32_row(
+    llama_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A run without f32 still prints the prefill roofline of its dtypes (bounded by
+    the fp32 FMA probe, or by vpdpbusd where the CPU has AVX512-VNNI)."""
+    argv = [str(llama_dir), "--dtype", "q8_0", "--modes", "prefill", "--repeat", "1"]
+    argv += ["--prompt-tokens", "8", "--context", "16", "--probe-mib", "16"]
+    assert bench.main([*argv, "--build-dir", str(tmp_path / "builds")]) == 0
+    out = capsys.readouterr().out
+    assert "Prefill roofline." in out
+    assert re.search(r"^\| q8_0 \| \d", out, re.M)
+
+
 def test_int8_dot_probe_runs_where_the_cpu_has_vnni() -> None:
     peak = bandwidth.int8_dot_peak(1, 2, iters=20_000)
     if not peak:  # the probe library is built -march=native: no AVX512-VNNI here

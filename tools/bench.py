@@ -1897,12 +1897,17 @@ def _render_rooflines(report: Report) -> list[str]:
             "ckir fraction (min–max)",
         ]
         out += [markdown_table(head, rows), ""]
-    if report.fma:
+    if report.fma or report.bf16_dot or report.int8_dot:
         fma = report.fma
+        peak = (
+            f" fp32 FMA peak: C probe ({a['threads']} threads) right before and after every "
+            f"run, median {fmt_num(statistics.median(fma))} GFLOP/s over {len(fma)} probes "
+            f"({fmt_range(fma)})."
+            if fma
+            else ""
+        )
         out.append(
-            f"Prefill roofline. fp32 FMA peak: C probe ({a['threads']} threads) right before and "
-            f"after every run, median {fmt_num(statistics.median(fma))} GFLOP/s over {len(fma)} "
-            f"probes ({fmt_range(fma)}). FLOPs = 2 x matrix params x T + causal attention "
+            f"Prefill roofline.{peak} FLOPs = 2 x matrix params x T + causal attention "
             f"4 x H x D x T(T+1)/2 per layer (every dtype computes in fp32"
             + (")." if not (report.bf16_dot or report.int8_dot) else "; except below).")
         )
