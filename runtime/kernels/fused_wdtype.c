@@ -15,6 +15,9 @@
  *                         into stack buffers and writes silu(gate) * up
  *   gemm_qkv_<d>(+bias)   the three gemm_<d> calls back to back
  *   gemm_gate_up_<d>      tiles of 144 x 256 (ckir_internal_gate_up_tiles)
+ *   (q8_0p / q4_1p on int8 x: one call that quantizes x once for the three
+ *   matrices / the gate and up pair, each row as gemm_<p> computes it;
+ *   quant_panels.c, QP below: 0 q8_0p, 1 q4_1p, -1 the others)
  *
  * Inside the fused region the called kernel opens a nested parallel region,
  * which OpenMP runs on the calling thread alone (nesting is inactive unless
@@ -89,7 +92,7 @@ static void gate_up_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, co
  * units of G, and rows r0 .. with r0 % G == 0 start RB(K) * r0 bytes in) and its
  * reference twin, built on ckir_{gemv,gemm}[_bias]_D.  The twins take the dot
  * product of x with row n of w from ref_gemv_row_D / ref_gemm_row_D. */
-#define CKIR_FUSED_WDTYPE(D, WT, RB, G)                                                           \
+#define CKIR_FUSED_WDTYPE(D, WT, RB, G, QP)                                                       \
   static void gemv_w_##D(const float *x, const void *w, const float *b, float *y, int64_t N,    \
                          int64_t K) {                                                            \
     if (b)                                                                                       \
@@ -121,20 +124,30 @@ static void gate_up_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, co
                               int64_t K) {                                                       \
     qkv_gemv_##D(x, wq, wk, wv, bq, bk, bv, q, k, v, Nq, Nk, Nv, K);                             \
   }                                                                                              \
-  void ckir_gemm_qkv_##D(const float *x, const WT *wq, const WT *wk, const WT *wv, float *q,    \
-                         float *k, float *v, int64_t M, int64_t Nq, int64_t Nk, int64_t Nv,     \
-                         int64_t K) {                                                            \
-    ckir_gemm_##D(x, wq, q, M, Nq, K);                                                           \
-    ckir_gemm_##D(x, wk, k, M, Nk, K);                                                           \
-    ckir_gemm_##D(x, wv, v, M, Nv, K);                                                           \
-  }                                                                                              \
   void ckir_gemm_qkv_bias_##D(const float *x, const WT *wq, const WT *wk, const WT *wv,         \
                               const float *bq, const float *bk, const float *bv, float *q,      \
                               float *k, float *v, int64_t M, int64_t Nq, int64_t Nk,            \
                               int64_t Nv, int64_t K) {                                           \
+    const uint8_t *const w[3] = {(const uint8_t *)wq, (const uint8_t *)wk, (const uint8_t *)wv}; \
+    const float *const b[3] = {bq, bk, bv};                                                      \
+    float *const y[3] = {q, k, v};                                                               \
+    const int64_t N[3] = {Nq, Nk, Nv};                                                           \
+    if (QP >= 0 && ckir_internal_gemm_qkv_qp(x, w, b, y, N, M, K, QP)) return;                  \
     ckir_gemm_bias_##D(x, wq, bq, q, M, Nq, K);                                                  \
     ckir_gemm_bias_##D(x, wk, bk, k, M, Nk, K);                                                  \
     ckir_gemm_bias_##D(x, wv, bv, v, M, Nv, K);                                                  \
+  }                                                                                              \
+  void ckir_gemm_qkv_##D(const float *x, const WT *wq, const WT *wk, const WT *wv, float *q,    \
+                         float *k, float *v, int64_t M, int64_t Nq, int64_t Nk, int64_t Nv,     \
+                         int64_t K) {                                                            \
+    const uint8_t *const w[3] = {(const uint8_t *)wq, (const uint8_t *)wk, (const uint8_t *)wv}; \
+    const float *const b[3] = {NULL, NULL, NULL};                                                \
+    float *const y[3] = {q, k, v};                                                               \
+    const int64_t N[3] = {Nq, Nk, Nv};                                                           \
+    if (QP >= 0 && ckir_internal_gemm_qkv_qp(x, w, b, y, N, M, K, QP)) return;                  \
+    ckir_gemm_##D(x, wq, q, M, Nq, K);                                                           \
+    ckir_gemm_##D(x, wk, k, M, Nk, K);                                                           \
+    ckir_gemm_##D(x, wv, v, M, Nv, K);                                                           \
   }                                                                                              \
   void ckir_gemv_gate_up_##D(const float *x, const WT *wg, const WT *wu, float *out, int64_t N, \
                              int64_t K) {                                                        \
@@ -144,6 +157,9 @@ static void gate_up_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, co
   void ckir_gemm_gate_up_##D(const float *x, const WT *wg, const WT *wu, float *out, int64_t M, \
                              int64_t N, int64_t K) {                                             \
     CKIR_REQUIRE(M >= 1 && N >= 1 && K >= 1, "gemm_gate_up_" #D);                                \
+    if (QP >= 0 && ckir_internal_gemm_gate_up_qp(x, (const uint8_t *)wg, (const uint8_t *)wu, out, \
+                                                 M, N, K, QP))                                   \
+      return;                                                                                    \
     ckir_internal_gate_up_tiles(x, wg, wu, RB(K), gemm_w_##D, out, M, N, K);                     \
   }                                                                                              \
   /* ---- reference twins: the unfused reference kernels, one call per output */                \
@@ -223,15 +239,15 @@ CKIR_REF_ROWS(bf16, uint16_t, RB_BF16)
 CKIR_REF_ROWS(q8_0, uint8_t, RB_Q8_0)
 CKIR_REF_ROWS(q4_0, uint8_t, RB_Q4_0)
 CKIR_REF_ROWS(q4_1, uint8_t, RB_Q4_1)
-CKIR_FUSED_WDTYPE(bf16, uint16_t, RB_BF16, 1)
-CKIR_FUSED_WDTYPE(q8_0, uint8_t, RB_Q8_0, 1)
-CKIR_FUSED_WDTYPE(q4_0, uint8_t, RB_Q4_0, 1)
-CKIR_FUSED_WDTYPE(q4_1, uint8_t, RB_Q4_1, 1)
-CKIR_FUSED_WDTYPE(f32p, float, RB_F32P, CKIR_PANEL)
-CKIR_FUSED_WDTYPE(bf16p, uint16_t, RB_BF16, CKIR_PANEL)
+CKIR_FUSED_WDTYPE(bf16, uint16_t, RB_BF16, 1, -1)
+CKIR_FUSED_WDTYPE(q8_0, uint8_t, RB_Q8_0, 1, -1)
+CKIR_FUSED_WDTYPE(q4_0, uint8_t, RB_Q4_0, 1, -1)
+CKIR_FUSED_WDTYPE(q4_1, uint8_t, RB_Q4_1, 1, -1)
+CKIR_FUSED_WDTYPE(f32p, float, RB_F32P, CKIR_PANEL, -1)
+CKIR_FUSED_WDTYPE(bf16p, uint16_t, RB_BF16, CKIR_PANEL, -1)
 #define ref_gemv_row_q8_0p ckir_internal_ref_gemv_row_q8_0p
 #define ref_gemm_row_q8_0p ckir_internal_ref_gemm_row_q8_0p
-CKIR_FUSED_WDTYPE(q8_0p, uint8_t, RB_Q8_0, CKIR_PANEL)
+CKIR_FUSED_WDTYPE(q8_0p, uint8_t, RB_Q8_0, CKIR_PANEL, 0)
 #define ref_gemv_row_q4_1p ckir_internal_ref_gemv_row_q4_1p
 #define ref_gemm_row_q4_1p ckir_internal_ref_gemm_row_q4_1p
-CKIR_FUSED_WDTYPE(q4_1p, uint8_t, RB_Q4_1, CKIR_PANEL)
+CKIR_FUSED_WDTYPE(q4_1p, uint8_t, RB_Q4_1, CKIR_PANEL, 1)

@@ -515,37 +515,74 @@ CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint
   }
 }
 
-/* y[M, N] = x . W^T (+ b): each thread takes one contiguous range of panels
- * and, for every tile of rows of x (quantized by the thread itself), runs the
- * micro-tiles of QP_I8_MR rows over its panels */
-static void qp_gemm_i8(const float *x, int64_t M, const uint8_t *w, const float *b, float *y,
-                       int64_t N, int64_t K, const int has_m) {
-  const int64_t nb = K / CKIR_QK, P = (N + CKIR_PANEL - 1) / CKIR_PANEL;
-  const int64_t pbytes = nb * (has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK);
+/* qp_i8_tile with R as a compile-time constant */
+static void qp_i8_rows(const qp_xq *xq, int64_t r0, int R, const uint8_t *pp, int has_m,
+                       const float *b, float *y, int64_t ldy, int64_t n0, int64_t nn) {
+  switch (R) {
+  case 6: qp_i8_tile(xq, r0, 6, pp, has_m, b, y, ldy, n0, nn); break;
+  case 5: qp_i8_tile(xq, r0, 5, pp, has_m, b, y, ldy, n0, nn); break;
+  case 4: qp_i8_tile(xq, r0, 4, pp, has_m, b, y, ldy, n0, nn); break;
+  case 3: qp_i8_tile(xq, r0, 3, pp, has_m, b, y, ldy, n0, nn); break;
+  case 2: qp_i8_tile(xq, r0, 2, pp, has_m, b, y, ldy, n0, nn); break;
+  default: qp_i8_tile(xq, r0, 1, pp, has_m, b, y, ldy, n0, nn); break;
+  }
+}
+
+/* One weight matrix of an int8 GEMM call: y[M, N] = x . w^T (+ b) */
+typedef struct {
+  const uint8_t *w;
+  const float *b;
+  float *y;
+  int64_t N;
+} qp_seg;
+
+/* The int8 GEMMs: y_i = x . W_i^T (+ b_i) for nseg matrices sharing x (gemm: 1,
+ * gemm_qkv: 3), or with `gate_up` out = silu(x . Wg^T) * (x . Wu^T) (segs[0]
+ * gate, segs[1] up, out in segs[0].y).  The panels of all matrices (gate_up:
+ * of the gate; each with its up panel) are numbered in one sequence, and each
+ * thread takes one contiguous range of it; for every tile of rows of x, which
+ * the thread quantizes once for all its panels, it runs the micro-tiles of
+ * QP_I8_MR rows over its panels. */
+static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, const qp_seg *segs,
+                       int nseg, int gate_up) {
+  const int64_t nb = K / CKIR_QK, pbytes = nb * (has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK);
+  int64_t P = 0, Nall = 0;
+  for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
+    P += (segs[i].N + CKIR_PANEL - 1) / CKIR_PANEL;
+    Nall += segs[i].N;
+  }
   const int64_t mt = CKIR_MIN(M, CKIR_MAX(QP_I8_MR, QP_I8_XB / K / QP_I8_MR * QP_I8_MR));
-#pragma omp parallel if (M * N * K >= CKIR_GEMV_PAR_MIN && P > 1)
+#pragma omp parallel if (M * Nall * K * (gate_up ? 2 : 1) >= CKIR_GEMV_PAR_MIN && P > 1)
   {
     int64_t p0, p1;
     ckir_q_thread_range(P, &p0, &p1);
     int8_t a[mt * K];
     int32_t cb[mt * nb];
     float dx[mt * nb], sx[mt * nb];
+    float g[QP_I8_MR * CKIR_PANEL], u[QP_I8_MR * CKIR_PANEL];
     const qp_xq xq = {a, dx, cb, sx, K, nb};
     for (int64_t m0 = 0; m0 < M && p1 > p0; m0 += mt) {
       const int64_t rows = CKIR_MIN(mt, M - m0);
       for (int64_t r = 0; r < rows; r++)
         qp_quantize_x(x + (m0 + r) * K, K, a + r * K, dx + r * nb, cb + r * nb, sx + r * nb);
-      for (int64_t p = p0; p < p1; p++) {
-        const int64_t n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, N - n0);
+      int seg = 0;
+      int64_t base = 0; /* the first panel of segs[seg] in the sequence */
+      for (int64_t q = p0; q < p1; q++) {
+        while (q - base >= (segs[seg].N + CKIR_PANEL - 1) / CKIR_PANEL)
+          base += (segs[seg++].N + CKIR_PANEL - 1) / CKIR_PANEL;
+        const qp_seg *sg = &segs[seg];
+        const int64_t p = q - base, n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, sg->N - n0);
         for (int64_t r = 0; r < rows; r += QP_I8_MR) {
-          float *yr = y + (m0 + r) * N;
-          switch (CKIR_MIN(QP_I8_MR, rows - r)) {
-          case 6: qp_i8_tile(&xq, r, 6, w + p * pbytes, has_m, b, yr, N, n0, nn); break;
-          case 5: qp_i8_tile(&xq, r, 5, w + p * pbytes, has_m, b, yr, N, n0, nn); break;
-          case 4: qp_i8_tile(&xq, r, 4, w + p * pbytes, has_m, b, yr, N, n0, nn); break;
-          case 3: qp_i8_tile(&xq, r, 3, w + p * pbytes, has_m, b, yr, N, n0, nn); break;
-          case 2: qp_i8_tile(&xq, r, 2, w + p * pbytes, has_m, b, yr, N, n0, nn); break;
-          default: qp_i8_tile(&xq, r, 1, w + p * pbytes, has_m, b, yr, N, n0, nn); break;
+          const int R = (int)CKIR_MIN(QP_I8_MR, rows - r);
+          if (gate_up) {
+            qp_i8_rows(&xq, r, R, sg->w + p * pbytes, has_m, NULL, g, CKIR_PANEL, 0, nn);
+            qp_i8_rows(&xq, r, R, segs[1].w + p * pbytes, has_m, NULL, u, CKIR_PANEL, 0, nn);
+            for (int i = 0; i < R; i++)
+              ckir_internal_silu_mul(g + i * CKIR_PANEL, u + i * CKIR_PANEL,
+                                     sg->y + (m0 + r + i) * sg->N + n0, nn);
+          } else {
+            qp_i8_rows(&xq, r, R, sg->w + p * pbytes, has_m, sg->b, sg->y + (m0 + r) * sg->N,
+                       sg->N, n0, nn);
           }
         }
       }
@@ -639,11 +676,42 @@ static double qp_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int64
 
 #if defined(QP_XOR)
 #define QP_GEMM_I8 1
+static void qp_gemm_i8_one(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
+                           int64_t N, int64_t K, int has_m) {
+  const qp_seg seg = {w, b, y, N};
+  qp_gemm_i8(x, M, K, has_m, &seg, 1, 0);
+}
 #else
 #define QP_GEMM_I8 0
-#define qp_gemm_i8(...) ((void)0)
+#define qp_gemm_i8_one(...) ((void)0)
 #endif
 int ckir_runtime_qp_int8_gemm(void) { return QP_GEMM_I8; }
+
+int ckir_internal_gemm_qkv_qp(const float *x, const uint8_t *const w[3], const float *const b[3],
+                              float *const y[3], const int64_t N[3], int64_t M, int64_t K,
+                              int has_m) {
+#if defined(QP_XOR)
+  const qp_seg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
+                          {w[2], b[2], y[2], N[2]}};
+  qp_gemm_i8(x, M, K, has_m, segs, 3, 0);
+  return 1;
+#else
+  (void)x, (void)w, (void)b, (void)y, (void)N, (void)M, (void)K, (void)has_m;
+  return 0;
+#endif
+}
+
+int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                                  int64_t M, int64_t N, int64_t K, int has_m) {
+#if defined(QP_XOR)
+  const qp_seg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
+  qp_gemm_i8(x, M, K, has_m, segs, 2, 1);
+  return 1;
+#else
+  (void)x, (void)wg, (void)wu, (void)out, (void)M, (void)N, (void)K, (void)has_m;
+  return 0;
+#endif
+}
 
 /* Every kernel of block panel dtype D (has_m: q4_1p's min term; BB panel block
  * bytes; DEQ its panel-block dequantizer) and its reference twin */
@@ -658,7 +726,7 @@ int ckir_runtime_qp_int8_gemm(void) { return QP_GEMM_I8; }
   void ckir_gemm_bias_##D(const float *x, const uint8_t *w, const float *b, float *y, int64_t M, \
                           int64_t N, int64_t K) {                                                \
     if (QP_GEMM_I8)                                                                              \
-      qp_gemm_i8(x, M, w, b, y, N, K, HAS_M);                                                    \
+      qp_gemm_i8_one(x, w, b, y, M, N, K, HAS_M);                                                \
     else if (M <= QP_SMALL_M)                                                                    \
       qp_rows(x, M, w, BB, DEQ, b, y, N, K);                                                     \
     else                                                                                         \
