@@ -497,8 +497,7 @@ class CkirRunner(Runner):
         isa = f"runtime {lib.ckir_runtime_isa().decode()}"
         if lib.ckir_runtime_bf16_dot():
             isa += ", bf16 GEMMs (M > 32) by vdpbf16ps"
-        qp_int8 = getattr(lib, "ckir_runtime_qp_int8_gemm", None)  # builds from 2026-11-25 on
-        if qp_int8 is not None and qp_int8():
+        if self.m.int8_prefill:
             isa += ", q8_0p/q4_1p GEMMs on int8 x by vpdpbusd"
         self.info = {"threads": threads, "isa": isa}
         self._prof = hasattr(lib, "ckir_profile_n")

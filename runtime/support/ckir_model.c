@@ -74,11 +74,7 @@ static int read_all(int fd, uint8_t *dst, size_t bytes) {
 
 static ckir_model *fail(ckir_model *m, int *err, int code) {
   if (err) *err = code;
-  if (m) {
-    if (m->weights) munmap(m->weights, m->weights_mapped);
-    if (m->state) munmap(m->state, m->state_mapped);
-    free(m);
-  }
+  ckir_model_close(m); /* what was mapped so far */
   return NULL;
 }
 
