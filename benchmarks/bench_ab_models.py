@@ -12,7 +12,8 @@ the order flipped every round, and never run at the same time, so both see
 the same state of this shared machine.  Printed: the median tok/s of each
 side and the median of the per-round new/old ratios with its quartiles.
 Inference builds with ``logits=last`` (what ``generate`` uses; ``--logits all``:
-every prompt row, as ``ckir bench`` times prefill).
+every prompt row, as ``ckir bench`` times prefill).  ``--isa avx2`` builds both
+runtimes for AVX2 + FMA (the Zen 3 kind's kernels, run on this CPU).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_at_commit import export  # noqa: E402
 
 
-def worker(name: str, dtype: str | None, out: str, prompt: int, steps: int, logits: str) -> None:
+def worker(
+    name: str, dtype: str | None, out: str, prompt: int, steps: int, logits: str, isa: str
+) -> None:
     """Serve rounds on stdin/stdout (runs inside the tree under test)."""
     import numpy as np
 
@@ -43,7 +46,7 @@ def worker(name: str, dtype: str | None, out: str, prompt: int, steps: int, logi
     compile_model(
         cache / "bench-models" / name,
         out,
-        CompileOptions(dtype=dtype, max_context=prompt + steps + 1, logits=logits),
+        CompileOptions(dtype=dtype, max_context=prompt + steps + 1, logits=logits, isa=isa),
     )
     model = CompiledModel(out)
     tokens = np.random.default_rng(0).integers(0, model.vocab_size, prompt)
@@ -64,7 +67,7 @@ def start(tree: Path, args: argparse.Namespace, out: Path) -> subprocess.Popen[s
     env.setdefault("CKIR_CACHE_DIR", str(ROOT / "build" / "cache"))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", args.model]
     cmd += ["--out", str(out), "--prompt", str(args.prompt), "--steps", str(args.steps)]
-    cmd += ["--logits", args.logits]
+    cmd += ["--logits", args.logits, "--isa", args.isa]
     if args.dtype:
         cmd += ["--dtype", args.dtype]
     proc = subprocess.Popen(
@@ -97,11 +100,14 @@ def main() -> int:
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--logits", choices=("last", "all"), default="last", help="prefill rows")
+    ap.add_argument(
+        "--isa", default="native", help="the runtime build of both sides: native, avx2, scalar"
+    )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.model, args.dtype, args.out, args.prompt, args.steps, args.logits)
+        worker(args.model, args.dtype, args.out, args.prompt, args.steps, args.logits, args.isa)
         return 0
     old_tree = export(args.rev, "ckir-ab-")
     builds = Path(tempfile.mkdtemp(prefix="ckir-ab-builds-"))
@@ -114,8 +120,8 @@ def main() -> int:
             for side in ("old", "new") if r % 2 == 0 else ("new", "old"):
                 runs[side].append(one_round(procs[side]))
         print(
-            f"# {args.model} {args.dtype or 'as stored'}: {args.rev} (old) against the"
-            f" working tree (new), {args.rounds} rounds"
+            f"# {args.model} {args.dtype or 'as stored'}, {args.isa} runtime: {args.rev} (old)"
+            f" against the working tree (new), {args.rounds} rounds"
         )
         for mode in ("prefill", "decode"):
             old = [x[mode] for x in runs["old"]]

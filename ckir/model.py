@@ -218,10 +218,10 @@ class CompiledModel:
     @property
     def int8_prefill(self) -> bool:
         """Whether this build's q8_0p / q4_1p prefill GEMMs quantize x per block of 32
-        and compute every row exactly as the decode GEMVs do (an AVX-512 runtime on a CPU
-        with AVX512-VNNI: ``ckir_runtime_qp_int8_gemm``); otherwise they multiply fp32 x
-        by the dequantized weights.  Builds from before 2026-11-25 lack the query:
-        False."""
+        and compute every row exactly as the decode GEMVs do (every AVX2 or AVX-512
+        runtime: ``ckir_runtime_qp_int8_gemm``); otherwise (a scalar runtime) they
+        multiply fp32 x by the dequantized weights.  Builds from before 2026-11-25 lack
+        the query: False."""
         fn = getattr(self._lib, "ckir_runtime_qp_int8_gemm", None)
         return fn is not None and bool(fn())
 

@@ -289,11 +289,16 @@ def pack_block_panels(w: np.ndarray, dtype: str) -> np.ndarray:
     of quad row i = q[32 p + r, 32 b + 4 i + j]; q4_1p: the 32 d (64 bytes), the 32 m
     (64 bytes), then 4 groups of 128 bytes, byte 4 r + j of group g = qs[4 g + j] of
     row 32 p + r's block.  Rows >= N zero."""
-    plain, nbytes = QBLOCK[dtype]
     n, k = w.shape
+    return pack_blocks_in_panels(quant.quantize(w, QBLOCK[dtype][0]), n, k, dtype)
+
+
+def pack_blocks_in_panels(blocks: np.ndarray, n: int, k: int, dtype: str) -> np.ndarray:
+    """The Q8_0 / Q4_1 bytes of an [n, k] matrix as q8_0p / q4_1p (pack_block_panels)."""
+    _, nbytes = QBLOCK[dtype]
     nb, p = k // 32, -(-n // PANEL)
     blk = np.zeros((p * PANEL, nb, nbytes), np.uint8)
-    blk[:n] = quant.quantize(w, plain).reshape(n, nb, nbytes)
+    blk[:n] = blocks.reshape(n, nb, nbytes)
     arr = blk.reshape(p, PANEL, nb, nbytes).transpose(0, 2, 1, 3)  # [P, nb, 32 rows, bytes]
     head = 4 if dtype == "q4_1p" else 2  # the scale bytes of a block: d (and m)
     scales = [arr[..., h : h + 2].reshape(p, nb, 64) for h in range(0, head, 2)]

@@ -5,10 +5,12 @@ No timing assertions: speed targets are measured by hand (docs/performance.md).
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import json
 import re
 import statistics
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -292,12 +294,14 @@ def test_bench_end_to_end(llama_dir: Path, tmp_path: Path, capsys: pytest.Captur
     assert rows["ckir", "f32", "decode"][6] == f"{statistics.median(fr):.2f}"
     rss = data["rss"]["f32"]
     assert rss["hwm_kb"] >= rss["rss_loaded_kb"] > 0
-    # q8_0 prefill is bounded by the vpdpbusd peak where the CPU has AVX512-VNNI (its
-    # probes bracket the q8_0 runs), else by the fp32 FMA peak like f32
+    # q8_0 prefill is bounded by the int8 dot peak where the CPU has one (vpdpbusd with
+    # VNNI, else vpmaddubsw; its probes bracket the q8_0 runs), else by the fp32 FMA peak
     q8 = next(s for s in data["systems"] if (s["name"], s["dtype"]) == ("ckir", "q8_0"))
     if bandwidth.int8_dot_peak(1, 1, iters=1000):
         i8 = data["int8_dot_gops"]  # one right before and one right after each run
-        assert "the vpdpbusd peak" in out and len(i8) == 2 * len(q8["probes"]["prefill"])
+        insn = bandwidth.int8_dot_insn()
+        assert data["int8_dot_insn"] == insn in ("vpdpbusd", "vpmaddubsw")
+        assert f"the {insn} peak" in out and len(i8) == 2 * len(q8["probes"]["prefill"])
         pairs = [(i8[2 * i] + i8[2 * i + 1]) / 2 for i in range(len(i8) // 2)]
         assert q8["probes"]["prefill"] == pytest.approx(pairs)
     else:
@@ -317,14 +321,45 @@ def test_prefill_roofline_without_an_f32_row(
     assert re.search(r"^\| q8_0 \| \d", out, re.M)
 
 
-def test_int8_dot_probe_runs_where_the_cpu_has_vnni() -> None:
+def test_int8_dot_probe_runs_where_the_cpu_has_avx2() -> None:
     peak = bandwidth.int8_dot_peak(1, 2, iters=20_000)
-    if not peak:  # the probe library is built -march=native: no AVX512-VNNI here
-        assert "avx512_vnni" not in Path("/proc/cpuinfo").read_text()
+    if not peak:  # the probe library is built -march=native: neither AVX2 nor VNNI here
+        assert " avx2 " not in Path("/proc/cpuinfo").read_text()
         return
     assert len(peak) == 2 and all(p > 0 for p in peak)
-    # 128 ops per vpdpbusd against 32 flops per zmm FMA: well above the fp32 peak
+    vnni = "avx512_vnni" in Path("/proc/cpuinfo").read_text()
+    assert bandwidth.int8_dot_insn() == ("vpdpbusd" if vnni else "vpmaddubsw")
+    # 128 ops per vpdpbusd (2 per byte of a vpmaddubsw) against 32 (16) flops per zmm
+    # (ymm) FMA: well above the fp32 peak
     assert max(peak) > max(bandwidth.fma_peak(1, 2, iters=20_000))
+
+
+@pytest.mark.parametrize("march", ["haswell", "skylake-avx512"])
+def test_int8_dot_probe_without_vnni(march: str, tmp_path: Path) -> None:
+    """The vpmaddubsw probe of a CPU without VNNI (AVX2; AVX-512 BW), built here for
+    that CPU: 2 ops per byte of the vector, above the FMA peak of the same build."""
+    need = {"haswell": ["avx2", "fma"], "skylake-avx512": ["avx512bw", "avx512vl"]}[march]
+    flags = Path("/proc/cpuinfo").read_text()
+    if not all(f" {f} " in flags for f in need):
+        pytest.skip(f"CPU lacks {need}")
+    lib_path = tmp_path / "probes.so"
+    src = bandwidth.bench_source_dir() / "probes.c"
+    cmd = [bandwidth._cc(), "-O2", "-Wall", "-Werror", "-fopenmp", f"-march={march}"]
+    cmd += ["-shared", "-fPIC"]
+    subprocess.run([*cmd, str(src), "-o", str(lib_path)], check=True)
+    lib = ctypes.CDLL(str(lib_path))
+    for fn in ("ckb_int8dot", "ckb_int8dot_ops", "ckb_fma", "ckb_fma_flops"):
+        getattr(lib, fn).restype = ctypes.c_double
+        getattr(lib, fn).argtypes = [ctypes.c_int, ctypes.c_int64]
+    lib.ckb_int8dot_insn.restype = ctypes.c_char_p
+    assert lib.ckb_int8dot_insn() == b"vpmaddubsw"
+    width = 32 if march == "haswell" else 64  # bytes of the vector
+    acc = 12 if march == "haswell" else 16  # CKB_ACC chains
+    assert lib.ckb_int8dot_ops(2, 1000) == 2 * width * acc * 1000 * 2
+    iters = 200_000
+    i8 = lib.ckb_int8dot_ops(1, iters) / lib.ckb_int8dot(1, iters)
+    fma = lib.ckb_fma_flops(1, iters) / lib.ckb_fma(1, iters)
+    assert i8 > fma > 0
 
 
 def test_bench_rejects_bad_arguments(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:

@@ -286,7 +286,7 @@ def test_gate_up(lib, threads, panels, M, N, K):
 # Q8_0 / Q4_1 blocks in panels: gemv multiplies quantized x (the integer scheme of
 # gemv_q8_0 / gemv_q4_1, emulated by kernel_lib.emulate_gemv), gemm fp32 x
 # against the dequantized weights (gemm_q8_0's / gemm_q4_1's numerics), except
-# the public gemm of a build with lib.qp_int8 (AVX-512 VNNI): every row as
+# the public gemm of a build with lib.qp_int8 (every SIMD build): every row as
 # gemv_<p> computes it, bit for bit.
 
 

@@ -31,6 +31,7 @@ from kernel_lib import (
     kernel_table,
     norm_params,
     pack_block_panels,
+    pack_blocks_in_panels,
     runtime_bf16_dot,
 )
 
@@ -58,6 +59,7 @@ def load_quant_registry():
 
 
 SPECS = load_quant_registry()
+ALL_SPECS = registry.load_registry()
 
 
 def cpu_flags() -> set[str]:
@@ -92,6 +94,8 @@ class QLib:
         self.dll.ckir_get_num_threads.restype = ctypes.c_int
         #: gemm_bf16 with M > 32 and an even K rounds x to bf16 (vdpbf16ps)
         self.bf16_dot = runtime_bf16_dot(self.dll)
+        #: gemm_q8_0p / gemm_q4_1p on int8 x: 1 by vpdpbusd, 2 by vpmaddubsw, 0 fp32 x
+        self.qp_int8 = int(self.dll.ckir_runtime_qp_int8_gemm())
 
     def _fn(self, c_name: str, spec):
         fn = getattr(self.dll, c_name)
@@ -107,7 +111,7 @@ class QLib:
         self._fn(c_name, spec)(*[a.ctypes.data for a in args[:nb]], *map(int, args[nb:]))
 
     def call(self, name, *args):
-        spec = SPECS[name]
+        spec = SPECS[name] if name in SPECS else ALL_SPECS[name]  # fused: the full registry
         self._run(spec.c_name, spec, args)
 
     def ref(self, name, *args):
@@ -329,6 +333,39 @@ def test_gemv_block_panels_on_every_variant(qlib, threads, dtype, N, K):
         y = np.full(N, np.nan, F32)
         fn(f"gemv_{dtype}p", x, pack_block_panels(w, f"{dtype}p"), y, N, K)
         assert np.all(np.abs(y - y_emu) <= 1e-5 * mag + 1e-30), np.abs(y - y_emu).max()
+
+
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_1"])
+@pytest.mark.parametrize("M,N,K", [(1, 33, 96), (5, 16, 64), (7, 65, 320), (45, 100, 576)])
+def test_gemm_block_panels_rows_are_gemv_on_every_variant(qlib, threads, dtype, M, N, K):
+    """With int8 x (every SIMD build: vpdpbusd, or vpmaddubsw + vpmaddwd on AVX2 and
+    AVX-512 without VNNI), each row of gemm_<p> / gemm_bias_<p> / gemm_qkv_<p> is
+    gemv_<p> of that row, bit for bit: M around the row tiles (4 / 6 rows), N around
+    the 16-row halves and 32-row panels, weights with outliers and -128 codes."""
+    if not qlib.qp_int8:
+        pytest.skip(f"the {qlib.isa} build multiplies fp32 x (tests/test_panel_kernels.py)")
+    p = f"{dtype}p"
+    rng = np.random.default_rng(M + N + K)
+    w, b = weights(rng, N, K), rand(rng, N)
+    x = np.stack([activations(rng, K) for _ in range(M)])
+    blocks = store(w, dtype)
+    if dtype == "q8_0":  # the extreme code of the sign trick: |-128| = 128 unsigned
+        blocks.reshape(N, K // 32, 34)[::3, :, 2] = 0x80
+    wp = pack_blocks_in_panels(blocks, N, K, p)
+    rows = np.full((M, N), np.nan, F32)
+    for m in range(M):
+        qlib.call(f"gemv_bias_{p}", x[m], wp, b, rows[m], N, K)
+    y = np.full((M, N), np.nan, F32)
+    qlib.call(f"gemm_bias_{p}", x, wp, b, y, M, N, K)
+    np.testing.assert_array_equal(y, rows)
+    outs = [np.full((M, n), np.nan, F32) for n in (N, 16, 33)]
+    wk, wv = (pack_block_panels(weights(rng, n, K), p) for n in (16, 33))
+    qlib.call(f"gemm_qkv_{p}", x, wp, wk, wv, *outs, M, N, 16, 33, K)
+    for o, wq, n in zip(outs, (wp, wk, wv), (N, 16, 33), strict=True):
+        one = np.full(n, np.nan, F32)
+        for m in range(M):
+            qlib.call(f"gemv_{p}", x[m], wq, one, n, K)
+            np.testing.assert_array_equal(o[m], one)
 
 
 @pytest.mark.parametrize("dtype", QTYPES)

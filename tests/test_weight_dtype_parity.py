@@ -8,7 +8,7 @@ kernels' own arithmetic: prefill GEMMs compute in fp32 on the dequantized
 weights (tight), decode GEMVs of block formats quantize the activation row
 to Q8 per 32-element block (looser; docs/quantization.md derives the bound),
 and so do the q8_0p / q4_1p prefill GEMMs of a runtime with
-ckir_runtime_qp_int8_gemm (AVX-512 VNNI): decode's bound, and prefill rows close
+ckir_runtime_qp_int8_gemm (every SIMD runtime): decode's bound, and prefill rows close
 to the decode steps.
 f32p stores the fp32 values exactly (in GEMM panels): its oracle is the HF model
 itself, at the fp32 tolerance of tests/test_parity.py.  bf16p stores the bf16 values

@@ -112,6 +112,7 @@ def probe_library() -> ctypes.CDLL:
     lib.ckb_int8dot.argtypes = [ctypes.c_int, ctypes.c_int64]
     lib.ckb_int8dot_ops.restype = ctypes.c_double
     lib.ckb_int8dot_ops.argtypes = [ctypes.c_int, ctypes.c_int64]
+    lib.ckb_int8dot_insn.restype = ctypes.c_char_p
     return lib
 
 
@@ -184,9 +185,15 @@ def bf16_dot_peak(threads: int, reps: int = 3, iters: int = 1_000_000) -> list[f
 
 def int8_dot_peak(threads: int, reps: int = 3, iters: int = 1_000_000) -> list[float]:
     """G int8 ops/s (a product and its sum: 2 ops, as FLOPs count) of ``reps`` runs of
-    vpdpbusd chains (128 ops per zmm instruction); empty where the CPU (or this build)
-    lacks AVX512-VNNI."""
+    vpdpbusd chains (128 ops per zmm instruction), or where the CPU lacks AVX512-VNNI of
+    vpmaddubsw chains (2 ops per byte of the vector; AVX2 or AVX512BW):
+    :func:`int8_dot_insn`.  Empty where this build has neither."""
     return _dot_peak("ckb_int8dot", "ckb_int8dot_ops", threads, reps, iters)
+
+
+def int8_dot_insn() -> str:
+    """The instruction :func:`int8_dot_peak` times: "vpdpbusd", "vpmaddubsw" or ""."""
+    return str(probe_library().ckb_int8dot_insn().decode())
 
 
 def _fmt(values: Sequence[float]) -> str:
@@ -219,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bf16 vdpbf16ps peak, {t} thread(s): {_fmt(dot)} GFLOP/s")
         i8 = int8_dot_peak(t, args.reps)
         if i8:
-            print(f"int8 vpdpbusd peak, {t} thread(s): {_fmt(i8)} G ops/s")
+            print(f"int8 {int8_dot_insn()} peak, {t} thread(s): {_fmt(i8)} G ops/s")
     return 0
 
 

@@ -497,8 +497,11 @@ class CkirRunner(Runner):
         isa = f"runtime {lib.ckir_runtime_isa().decode()}"
         if lib.ckir_runtime_bf16_dot():
             isa += ", bf16 GEMMs (M > 32) by vdpbf16ps"
-        if self.m.int8_prefill:
-            isa += ", q8_0p/q4_1p GEMMs on int8 x by vpdpbusd"
+        lib.ckir_runtime_qp_int8_gemm.restype = ctypes.c_int
+        int8 = lib.ckir_runtime_qp_int8_gemm() if self.m.int8_prefill else 0
+        if int8:
+            how = "vpdpbusd" if int8 == 1 else "vpmaddubsw + vpmaddwd"
+            isa += f", q8_0p/q4_1p GEMMs on int8 x by {how}"
         self.info = {"threads": threads, "isa": isa}
         self._prof = hasattr(lib, "ckir_profile_n")
         if self._prof:
@@ -1103,8 +1106,10 @@ class Report:
     builds: dict[str, Path] = field(default_factory=dict)
     #: the vdpbf16ps probes bracketing bf16 prefill runs (AVX512-BF16 CPUs only)
     bf16_dot: list[float] = field(default_factory=list)
-    #: the vpdpbusd probes bracketing q8_0 / q4_1 prefill runs (AVX512-VNNI CPUs only)
+    #: the int8 dot probes bracketing q8_0 / q4_1 prefill runs (CPUs with AVX2 or VNNI)
     int8_dot: list[float] = field(default_factory=list)
+    #: the instruction those probes time (bandwidth.int8_dot_insn)
+    int8_insn: str = ""
     #: what a bench variant adds (--modes train: losses, layout totals, worker RSS)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -1390,6 +1395,7 @@ def collect(
         ):
             bf16_dot = bool(bandwidth.bf16_dot_peak(args.threads, 1, iters=1000))
             int8_dot = bool(bandwidth.int8_dot_peak(args.threads, 1, iters=1000))
+            report.int8_insn = bandwidth.int8_dot_insn() if int8_dot else ""
 
             def machine(mode: str, dtype: str) -> float:
                 if mode == "decode":
@@ -1564,16 +1570,16 @@ def system_notes(systems: Sequence[System]) -> list[str]:
     return out
 
 
-#: weight dtypes whose prefill may run int8 dot products (ckir's q8_0p / q4_1p GEMMs on
-#: an AVX512-VNNI CPU; llama.cpp's quantized matmuls): their prefill bound there is the
-#: vpdpbusd peak
+#: weight dtypes whose prefill runs int8 dot products (ckir's q8_0p / q4_1p GEMMs on any
+#: AVX2 or AVX-512 CPU; llama.cpp's quantized matmuls): their prefill bound is the peak
+#: of the int8 product instruction (vpdpbusd with VNNI, else vpmaddubsw)
 INT8_DOT_DTYPES = frozenset({"q8_0", "q4_1"})
 
 
 def fma_probe(threads: int, kind: str = "fp32") -> float:
     """The fp32 FMA peak (GFLOP/s) right now, or with ``kind`` "bf16" the vdpbf16ps peak
-    (AVX512-BF16 CPUs), "int8" the vpdpbusd peak (AVX512-VNNI CPUs, G ops/s): median of
-    three probes."""
+    (AVX512-BF16 CPUs), "int8" the int8 dot peak (vpdpbusd, or vpmaddubsw without VNNI;
+    G ops/s): median of three probes."""
     from ckir.tools import bandwidth
 
     peak = {
@@ -1921,13 +1927,14 @@ def _render_rooflines(report: Report) -> list[str]:
             )
         if report.int8_dot:
             i8 = report.int8_dot
+            insn = report.int8_insn or "vpdpbusd"
             out[-1] += (
-                " q8_0 / q4_1: this CPU has AVX512-VNNI, and ckir's q8_0p / q4_1p GEMMs multiply "
-                "x quantized to int8 per block of 32 with vpdpbusd (as decode does, and as "
-                "llama.cpp's quantized matmuls do), so their bound is the vpdpbusd peak (a "
-                "product and its sum counted as 2 ops): a C probe right before and after every "
-                f"q8_0 / q4_1 run, median {fmt_num(statistics.median(i8))} G ops/s over "
-                f"{len(i8)} probes ({fmt_range(i8)})."
+                " q8_0 / q4_1: ckir's q8_0p / q4_1p GEMMs multiply x quantized to int8 per "
+                f"block of 32 ({insn} on this CPU; as decode does, and as llama.cpp's quantized "
+                f"matmuls do), so their bound is the {insn} peak (a product and its sum counted "
+                "as 2 ops): a C probe right before and after every q8_0 / q4_1 run, median "
+                f"{fmt_num(statistics.median(i8))} G ops/s over {len(i8)} probes "
+                f"({fmt_range(i8)})."
             )
         out.append("")
         rows = []
@@ -2164,6 +2171,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "fma_gflops": report.fma,
         "bf16_dot_gflops": report.bf16_dot,
         "int8_dot_gops": report.int8_dot,
+        "int8_dot_insn": report.int8_insn,
         "rss": report.rss,
         "profiles": report.profiles,
         "notes": report.notes,

@@ -14,8 +14,11 @@
  *                                    and 32 sums each, see ckb_bf16dot_flops);
  *                                    -1 without AVX512-BF16
  *   ckb_int8dot(threads, iters)      the same with vpdpbusd (zmm: 64 int8
- *                                    products and 64 sums each, see
- *                                    ckb_int8dot_ops); -1 without AVX512-VNNI
+ *                                    products and 64 sums each), or without
+ *                                    AVX512-VNNI vpmaddubsw (ymm: 32 products
+ *                                    and 16 sums each, AVX2); see
+ *                                    ckb_int8dot_ops and ckb_int8dot_insn;
+ *                                    -1 without either
  */
 #define _DEFAULT_SOURCE
 #include <omp.h>
@@ -225,16 +228,74 @@ double ckb_bf16dot(int threads, int64_t iters) {
 #endif
 }
 
-/* operations of one ckb_int8dot(threads, iters) call: 64 int8 products and
- * their 64 additions per zmm vpdpbusd (counted as FLOPs are: 2 per product) */
+/* the int8 product without VNNI: vpmaddubsw on the widest vectors */
+#if !defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#define CKB_MVEC __m512i
+#define CKB_MSET1 _mm512_set1_epi16
+#define CKB_MSET1B _mm512_set1_epi8
+#define CKB_MADDUBS _mm512_maddubs_epi16
+#define CKB_MADD16 _mm512_add_epi16
+#elif !defined(__AVX512VNNI__) && defined(__AVX2__)
+#define CKB_MVEC __m256i
+#define CKB_MSET1 _mm256_set1_epi16
+#define CKB_MSET1B _mm256_set1_epi8
+#define CKB_MADDUBS _mm256_maddubs_epi16
+#define CKB_MADD16 _mm256_add_epi16
+#endif
+
+/* operations of one ckb_int8dot(threads, iters) call, counted as FLOPs are (2
+ * per int8 product: the product and its sum): 64 products per zmm vpdpbusd, one
+ * per byte of a vpmaddubsw */
 double ckb_int8dot_ops(int threads, int64_t iters) {
+#if defined(__AVX512VNNI__)
   return 128.0 * CKB_ACC * (double)iters * threads;
+#elif defined(CKB_MVEC)
+  return 2.0 * sizeof(CKB_MVEC) * CKB_ACC * (double)iters * threads;
+#else
+  (void)threads, (void)iters;
+  return 0.0;
+#endif
 }
 
-/* seconds of CKB_ACC independent vpdpbusd chains per thread, iters steps; -1
- * where this build lacks AVX512-VNNI */
-double ckb_int8dot(int threads, int64_t iters) {
+/* the instruction ckb_int8dot times ("" when none) */
+const char *ckb_int8dot_insn(void) {
 #if defined(__AVX512VNNI__)
+  return "vpdpbusd";
+#elif defined(CKB_MVEC)
+  return "vpmaddubsw";
+#else
+  return "";
+#endif
+}
+
+/* seconds of CKB_ACC independent vpdpbusd (or vpmaddubsw) chains per thread,
+ * iters steps; -1 where this build has neither */
+double ckb_int8dot(int threads, int64_t iters) {
+#if defined(CKB_MVEC)
+  int64_t total = 0;
+  double t0 = now();
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+  {
+    /* each step multiplies the chain's own bytes (unsigned) by 1 and sums the
+     * pairs with saturation: no overflow, and nothing a compiler can hoist */
+    const CKB_MVEC b = CKB_MSET1B(1);
+#define CKB_WINIT(j) CKB_MVEC w##j = CKB_MSET1((short)(j + 1));
+#define CKB_WSTEP(j) w##j = CKB_MADDUBS(w##j, b);
+#define CKB_WSUM(j) s = CKB_MADD16(s, w##j);
+    CKB_CHAINS(CKB_WINIT)
+    for (int64_t i = 0; i < iters; i++) {
+      CKB_CHAINS(CKB_WSTEP)
+    }
+    CKB_MVEC s = CKB_MSET1(0);
+    CKB_CHAINS(CKB_WSUM)
+    int16_t lanes[sizeof(CKB_MVEC) / 2];
+    memcpy(lanes, &s, sizeof lanes);
+    for (size_t j = 0; j < sizeof lanes / 2; j++) total += lanes[j];
+  }
+  double dt = now() - t0;
+  ckb_sink = (float)total;
+  return dt;
+#elif defined(__AVX512VNNI__)
   int64_t total = 0;
   double t0 = now();
 #pragma omp parallel num_threads(threads) reduction(+ : total)

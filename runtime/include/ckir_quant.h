@@ -28,8 +28,8 @@
  *     when M > CKIR_WGEMM_SMALL_M and K is even: there x is rounded to bf16
  *     (nearest even) and the products bf16 x bf16 are summed in fp32 by
  *     vdpbf16ps; ckir_runtime_bf16_dot() says whether the build does this.
- *     And except gemm_q8_0p / gemm_q4_1p in an AVX-512 build for a CPU with
- *     AVX512-VNNI: there every row of x is quantized as gemv_<q> quantizes it,
+ *     And except gemm_q8_0p / gemm_q4_1p in every SIMD build (AVX2 or
+ *     AVX-512): there every row of x is quantized as gemv_<q> quantizes it,
  *     and each row of y is bit-identical to gemv_<q> of that row of x (prefill
  *     and decode agree exactly); ckir_runtime_qp_int8_gemm() says whether the
  *     build does this.

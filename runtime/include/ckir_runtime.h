@@ -41,10 +41,11 @@ const char *ckir_runtime_isa(void);
  * else 0 (x stays fp32).  See ckir_quant.h, Numerics. */
 int ckir_runtime_bf16_dot(void);
 
-/* 1 when gemm_q8_0p / gemm_q4_1p quantize x per block of 32 and compute every
- * row exactly as gemv_q8_0p / gemv_q4_1p do (int8 dot products by vpdpbusd: an
- * AVX-512 build for a CPU with AVX512-VNNI), else 0 (fp32 x against the
- * dequantized weights).  See ckir_quant.h, Numerics. */
+/* Non-zero when gemm_q8_0p / gemm_q4_1p quantize x per block of 32 and compute
+ * every row exactly as gemv_q8_0p / gemv_q4_1p do: 1 with int8 dot products by
+ * vpdpbusd (AVX512-VNNI or AVX-VNNI), 2 by vpmaddubsw + vpmaddwd (AVX2, AVX-512
+ * without VNNI); 0 in a scalar build (fp32 x against the dequantized weights).
+ * See ckir_quant.h, Numerics. */
 int ckir_runtime_qp_int8_gemm(void);
 
 /* ---- what each kernel computes (prototypes: ckir_kernels.def) ---------- */

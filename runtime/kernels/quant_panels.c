@@ -17,10 +17,11 @@
  *     operand and -128 sum(a) of the block as the initial value; otherwise the
  *     sign trick (|w| against a with w's sign).  q4_1p's nibbles are unsigned
  *     already.
- *   gemm_<p> (prefill, any M): with AVX-512 VNNI, every row of x quantized
- *     and computed exactly as gemv_<p> computes it (qp_gemm_i8: 6 rows of x
- *     share each load of a panel block).  Elsewhere fp32 x against the weights
- *     dequantized, as gemm_q8_0 / gemm_q4_1: gemm.c's blocked driver, each
+ *   gemm_<p> (prefill, any M): in every SIMD build, every row of x quantized
+ *     and computed exactly as gemv_<p> computes it (qp_gemm_i8: 4-6 rows of x
+ *     share each load of a panel block; vpdpbusd with VNNI, else vpmaddubsw +
+ *     vpmaddwd).  In a scalar build fp32 x against the weights dequantized, as
+ *     gemm_q8_0 / gemm_q4_1: gemm.c's blocked driver, each
  *     kc-slice of a panel dequantized straight into the B pack, or for M <=
  *     QP_SMALL_M the panels streamed, each block dequantized once into 4 KiB.
  *   embed_<p>: row n is column n % 32 of its panel.
@@ -419,17 +420,32 @@ static void qp_rows(const float *x, int64_t M, const uint8_t *w, int64_t bb, qp_
   }
 }
 
-/* ---- gemm with quantized x (AVX-512 VNNI) ------------------------------------- */
+/* ---- gemm with quantized x ---------------------------------------------------- */
 
-#if defined(QP_XOR)
+#if defined(CKIR_Q512) || defined(CKIR_Q256)
+#define QP_I8 1
 /* Every row of x quantized per block of 32 as gemv_<p> quantizes it, and each
  * row's outputs computed exactly as gemv_<p> computes them (the same int32
  * block dot products, scaled and summed over the blocks in the same order):
- * gemm_<p> row m == gemv_<p> of row m, bit for bit.  One vpdpbusd multiplies
- * 64 int8 pairs against 16 fp32 FMAs (QP_I8_MR rows of x share each load of
- * the weights). */
-#define QP_I8_MR 6 /* rows of x per micro-tile (4 rows took 1.1-1.3x the time, 8 1.06-1.24x) */
-#define QP_I8_XB 196608   /* bytes of quantized x a thread holds (a tile of rows) */
+ * gemm_<p> row m == gemv_<p> of row m, bit for bit.  QP_I8_MR rows of x share
+ * each load of the weights.  With AVX-512 VNNI one vpdpbusd multiplies 64 int8
+ * pairs; without VNNI (AVX2, AVX-512 without it) vpmaddubsw + vpmaddwd do the
+ * same exactly (the sign trick for q8_0p; q4_1p's unsigned nibbles sum a
+ * block's four quad groups in int16 first, at most 8 x 2 x 15 x 127 < 2^15). */
+#if defined(CKIR_Q512)
+/* rows of x per micro-tile (q8_0p: 4 rows took 1.1-1.3x the time, 8 1.06-1.24x) */
+#define QP_I8_MR 6
+#define QP_I8_R8 6
+#define QP_I8_R41 6
+#else /* AVX2, sixteen ymm registers (q8_0p: 2 rows took 1.2x the time of 4, 3 1.1x,
+       * 6 1.05x; q4_1p, int16 sums: 6 rows 0.81-0.87x the time of 4) */
+#define QP_I8_MR 8
+#define QP_I8_R8 4
+#ifndef QP_I8_R41
+#define QP_I8_R41 6
+#endif
+#endif
+#define QP_I8_XB 196608 /* bytes of quantized x a thread holds (a tile of rows) */
 
 typedef struct {
   const int8_t *a;   /* [rows][K] quantized x */
@@ -439,6 +455,7 @@ typedef struct {
   int64_t K, nb;
 } qp_xq;
 
+#if defined(CKIR_Q512)
 /* y[r][n0 .. n0 + nn) for the R rows of xq from row r0, panel pp (nb blocks) */
 CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint8_t *pp,
                             const int has_m, const float *b, float *y, int64_t ldy, int64_t n0,
@@ -451,8 +468,12 @@ CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint
     const uint8_t *ab[QP_I8_MR];
     for (int r = 0; r < R; r++) {
       ab[r] = (const uint8_t *)(xq->a + (r0 + r) * xq->K + bk * CKIR_QK);
+#if defined(QP_XOR)
       s[r][0] = s[r][1] =
           has_m ? _mm512_setzero_si512() : _mm512_set1_epi32(xq->cb[(r0 + r) * xq->nb + bk]);
+#else
+      s[r][0] = s[r][1] = _mm512_setzero_si512();
+#endif
     }
     if (has_m) {
       const __m512i low = _mm512_set1_epi8(0x0F);
@@ -465,16 +486,17 @@ CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint
         for (int r = 0; r < R; r++) {
           const __m512i xl = _mm512_set1_epi32(ckir_q_ld32(ab[r] + 4 * g));
           const __m512i xh = _mm512_set1_epi32(ckir_q_ld32(ab[r] + 16 + 4 * g));
-          s[r][0] = _mm512_dpbusd_epi32(s[r][0], l0, xl);
-          s[r][1] = _mm512_dpbusd_epi32(s[r][1], l1, xl);
-          s[r][0] = _mm512_dpbusd_epi32(s[r][0], h0, xh);
-          s[r][1] = _mm512_dpbusd_epi32(s[r][1], h1, xh);
+          s[r][0] = CKIR_DPBUSD512(s[r][0], l0, xl);
+          s[r][1] = CKIR_DPBUSD512(s[r][1], l1, xl);
+          s[r][0] = CKIR_DPBUSD512(s[r][0], h0, xh);
+          s[r][1] = CKIR_DPBUSD512(s[r][1], h1, xh);
         }
       }
     } else {
-      const __m512i flip = _mm512_set1_epi8((char)0x80);
       for (int i = 0; i < 8; i++) {
         const uint8_t *q = pb + QP_SCALES + i * QP_QUAD;
+#if defined(QP_XOR)
+        const __m512i flip = _mm512_set1_epi8((char)0x80);
         const __m512i w0 = _mm512_xor_si512(_mm512_loadu_si512(q), flip);
         const __m512i w1 = _mm512_xor_si512(_mm512_loadu_si512(q + 64), flip);
         for (int r = 0; r < R; r++) {
@@ -482,6 +504,17 @@ CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint
           s[r][0] = _mm512_dpbusd_epi32(s[r][0], w0, xv);
           s[r][1] = _mm512_dpbusd_epi32(s[r][1], w1, xv);
         }
+#else
+        const __m512i zero = _mm512_setzero_si512();
+        const __m512i v0 = _mm512_loadu_si512(q), v1 = _mm512_loadu_si512(q + 64);
+        const __m512i w0 = _mm512_abs_epi8(v0), w1 = _mm512_abs_epi8(v1);
+        const __mmask64 n0 = _mm512_movepi8_mask(v0), n1 = _mm512_movepi8_mask(v1);
+        for (int r = 0; r < R; r++) {
+          const __m512i xv = _mm512_set1_epi32(ckir_q_ld32(ab[r] + 4 * i));
+          s[r][0] = CKIR_DPBUSD512(s[r][0], w0, _mm512_mask_sub_epi8(xv, n0, zero, xv));
+          s[r][1] = CKIR_DPBUSD512(s[r][1], w1, _mm512_mask_sub_epi8(xv, n1, zero, xv));
+        }
+#endif
       }
     }
     const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));
@@ -514,11 +547,115 @@ CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint
     _mm512_mask_storeu_ps(y + r * ldy + n0 + 16, k1, _mm512_add_ps(f[r][1], b1));
   }
 }
+#else
+/* the same with AVX2: the panel as two halves of 16 rows, 2 ymm of a quad row each */
+CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint8_t *pp,
+                            const int has_m, const float *b, float *y, int64_t ldy, int64_t n0,
+                            int64_t nn) {
+  for (int o = 0; o < CKIR_PANEL && o < nn; o += 16) { /* o: the half's first row */
+    __m256 f[QP_I8_MR][2];
+    for (int r = 0; r < R; r++) f[r][0] = f[r][1] = _mm256_setzero_ps();
+    for (int64_t bk = 0; bk < xq->nb; bk++) {
+      const uint8_t *pb = pp + bk * (has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK);
+      __m256i s[QP_I8_MR][2];
+      const uint8_t *ab[QP_I8_MR];
+      for (int r = 0; r < R; r++) {
+        ab[r] = (const uint8_t *)(xq->a + (r0 + r) * xq->K + bk * CKIR_QK);
+        s[r][0] = s[r][1] = _mm256_setzero_si256();
+      }
+      if (has_m) {
+        const __m256i low = _mm256_set1_epi8(0x0F);
+        for (int g = 0; g < 4; g++) {
+          const uint8_t *q = pb + Q41_QS + g * QP_QUAD + 4 * o;
+          const __m256i v0 = _mm256_loadu_si256((const __m256i *)q);
+          const __m256i v1 = _mm256_loadu_si256((const __m256i *)(q + 32));
+          const __m256i l0 = _mm256_and_si256(v0, low), l1 = _mm256_and_si256(v1, low);
+          const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low);
+          const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low);
+          for (int r = 0; r < R; r++) {
+            const __m256i xl = _mm256_set1_epi32(ckir_q_ld32(ab[r] + 4 * g));
+            const __m256i xh = _mm256_set1_epi32(ckir_q_ld32(ab[r] + 16 + 4 * g));
+#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+            s[r][0] = CKIR_DPBUSD256(CKIR_DPBUSD256(s[r][0], l0, xl), h0, xh);
+            s[r][1] = CKIR_DPBUSD256(CKIR_DPBUSD256(s[r][1], l1, xl), h1, xh);
+#else /* int16 sums of the block (< 2^15), widened once below */
+            s[r][0] = _mm256_add_epi16(s[r][0], _mm256_add_epi16(_mm256_maddubs_epi16(l0, xl),
+                                                                 _mm256_maddubs_epi16(h0, xh)));
+            s[r][1] = _mm256_add_epi16(s[r][1], _mm256_add_epi16(_mm256_maddubs_epi16(l1, xl),
+                                                                 _mm256_maddubs_epi16(h1, xh)));
+#endif
+          }
+        }
+#if !(defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__)))
+        const __m256i ones = _mm256_set1_epi16(1);
+        for (int r = 0; r < R; r++) {
+          s[r][0] = _mm256_madd_epi16(s[r][0], ones);
+          s[r][1] = _mm256_madd_epi16(s[r][1], ones);
+        }
+#endif
+      } else {
+        for (int i = 0; i < 8; i++) {
+          const uint8_t *q = pb + QP_SCALES + i * QP_QUAD + 4 * o;
+          const __m256i v0 = _mm256_loadu_si256((const __m256i *)q);
+          const __m256i v1 = _mm256_loadu_si256((const __m256i *)(q + 32));
+          const __m256i w0 = _mm256_abs_epi8(v0), w1 = _mm256_abs_epi8(v1);
+          for (int r = 0; r < R; r++) {
+            const __m256i xv = _mm256_set1_epi32(ckir_q_ld32(ab[r] + 4 * i));
+            s[r][0] = CKIR_DPBUSD256(s[r][0], w0, _mm256_sign_epi8(xv, v0));
+            s[r][1] = CKIR_DPBUSD256(s[r][1], w1, _mm256_sign_epi8(xv, v1));
+          }
+        }
+      }
+      const __m256 d0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 2 * o)));
+      const __m256 d1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 2 * o + 16)));
+      if (has_m) {
+        const uint8_t *pm = pb + QP_SCALES + 2 * o;
+        const __m256 m0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pm));
+        const __m256 m1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pm + 16)));
+        for (int r = 0; r < R; r++) {
+          const __m256 vx = _mm256_set1_ps(xq->dx[(r0 + r) * xq->nb + bk]);
+          const __m256 vs = _mm256_set1_ps(xq->sx[(r0 + r) * xq->nb + bk]);
+          f[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r][0]), _mm256_mul_ps(d0, vx),
+                                    _mm256_fmadd_ps(m0, vs, f[r][0]));
+          f[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r][1]), _mm256_mul_ps(d1, vx),
+                                    _mm256_fmadd_ps(m1, vs, f[r][1]));
+        }
+      } else {
+        for (int r = 0; r < R; r++) {
+          const __m256 vx = _mm256_set1_ps(xq->dx[(r0 + r) * xq->nb + bk]);
+          f[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r][0]), _mm256_mul_ps(d0, vx), f[r][0]);
+          f[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r][1]), _mm256_mul_ps(d1, vx), f[r][1]);
+        }
+      }
+    }
+    const int64_t cnt = CKIR_MIN(16, nn - o); /* outputs of this half */
+    float bias[16] = {0}, out[16];
+    for (int64_t j = 0; b && j < cnt; j++) bias[j] = b[n0 + o + j];
+    const __m256 b0 = _mm256_loadu_ps(bias), b1 = _mm256_loadu_ps(bias + 8);
+    for (int r = 0; r < R; r++) {
+      float *yr = y + r * ldy + n0 + o;
+      const __m256 y0 = _mm256_add_ps(f[r][0], b0), y1 = _mm256_add_ps(f[r][1], b1);
+      if (cnt == 16) {
+        _mm256_storeu_ps(yr, y0);
+        _mm256_storeu_ps(yr + 8, y1);
+      } else {
+        _mm256_storeu_ps(out, y0);
+        _mm256_storeu_ps(out + 8, y1);
+        for (int64_t j = 0; j < cnt; j++) yr[j] = out[j];
+      }
+    }
+  }
+}
+#endif
 
 /* qp_i8_tile with R as a compile-time constant */
 static void qp_i8_rows(const qp_xq *xq, int64_t r0, int R, const uint8_t *pp, int has_m,
                        const float *b, float *y, int64_t ldy, int64_t n0, int64_t nn) {
   switch (R) {
+#if QP_I8_MR > 6
+  case 8: qp_i8_tile(xq, r0, 8, pp, has_m, b, y, ldy, n0, nn); break;
+  case 7: qp_i8_tile(xq, r0, 7, pp, has_m, b, y, ldy, n0, nn); break;
+#endif
   case 6: qp_i8_tile(xq, r0, 6, pp, has_m, b, y, ldy, n0, nn); break;
   case 5: qp_i8_tile(xq, r0, 5, pp, has_m, b, y, ldy, n0, nn); break;
   case 4: qp_i8_tile(xq, r0, 4, pp, has_m, b, y, ldy, n0, nn); break;
@@ -551,7 +688,8 @@ static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, co
     P += (segs[i].N + CKIR_PANEL - 1) / CKIR_PANEL;
     Nall += segs[i].N;
   }
-  const int64_t mt = CKIR_MIN(M, CKIR_MAX(QP_I8_MR, QP_I8_XB / K / QP_I8_MR * QP_I8_MR));
+  const int mr = has_m ? QP_I8_R41 : QP_I8_R8; /* rows of x per micro-tile */
+  const int64_t mt = CKIR_MIN(M, CKIR_MAX(mr, QP_I8_XB / K / mr * mr));
 #pragma omp parallel if (M * Nall * K * (gate_up ? 2 : 1) >= CKIR_GEMV_PAR_MIN && P > 1)
   {
     int64_t p0, p1;
@@ -572,8 +710,8 @@ static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, co
           base += (segs[seg++].N + CKIR_PANEL - 1) / CKIR_PANEL;
         const qp_seg *sg = &segs[seg];
         const int64_t p = q - base, n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, sg->N - n0);
-        for (int64_t r = 0; r < rows; r += QP_I8_MR) {
-          const int R = (int)CKIR_MIN(QP_I8_MR, rows - r);
+        for (int64_t r = 0; r < rows; r += mr) {
+          const int R = (int)CKIR_MIN(mr, rows - r);
           if (gate_up) {
             qp_i8_rows(&xq, r, R, sg->w + p * pbytes, has_m, NULL, g, CKIR_PANEL, 0, nn);
             qp_i8_rows(&xq, r, R, segs[1].w + p * pbytes, has_m, NULL, u, CKIR_PANEL, 0, nn);
@@ -674,8 +812,12 @@ static double qp_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int64
 
 /* ---- the public kernels of each dtype ------------------------------------------ */
 
-#if defined(QP_XOR)
-#define QP_GEMM_I8 1
+#if defined(QP_I8)
+#if defined(QP_XOR) || defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+#define QP_GEMM_I8 1 /* int8 x, dot products by vpdpbusd */
+#else
+#define QP_GEMM_I8 2 /* int8 x, dot products by vpmaddubsw + vpmaddwd */
+#endif
 static void qp_gemm_i8_one(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
                            int64_t N, int64_t K, int has_m) {
   const qp_seg seg = {w, b, y, N};
@@ -690,7 +832,7 @@ int ckir_runtime_qp_int8_gemm(void) { return QP_GEMM_I8; }
 int ckir_internal_gemm_qkv_qp(const float *x, const uint8_t *const w[3], const float *const b[3],
                               float *const y[3], const int64_t N[3], int64_t M, int64_t K,
                               int has_m) {
-#if defined(QP_XOR)
+#if defined(QP_I8)
   const qp_seg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
                           {w[2], b[2], y[2], N[2]}};
   qp_gemm_i8(x, M, K, has_m, segs, 3, 0);
@@ -703,7 +845,7 @@ int ckir_internal_gemm_qkv_qp(const float *x, const uint8_t *const w[3], const f
 
 int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
                                   int64_t M, int64_t N, int64_t K, int has_m) {
-#if defined(QP_XOR)
+#if defined(QP_I8)
   const qp_seg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
   qp_gemm_i8(x, M, K, has_m, segs, 2, 1);
   return 1;
