@@ -4,7 +4,7 @@ the LM head; more bytes than the L3), so the weights stream from DRAM as in a
 decode step, unlike ``bench_kernels.py --ab`` whose repeated calls on one
 matrix read it from cache.
 
-    python benchmarks/bench_gemv_stream.py /tmp/base/runtime q4_1 --threads 2 --rounds 41
+    python benchmarks/bench_gemv_stream.py /tmp/base/runtime q4_1p --threads 2 --rounds 41
 
 Prints the median time of a pass over all matrices for the old runtime (the
 tree given) and the new one (this checkout), as GB/s of weights read, and the
@@ -26,10 +26,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_kernels as bk  # noqa: E402
 
+from ckir import quant  # noqa: E402
+
+PANEL_DTYPES = ("f32p", "bf16p", "q8_0p", "q4_1p")
+
 SHAPES = [(960, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536)] * 30 + [(49152, 576)]
 
 
 def weights(rng, dtype: str, N: int, K: int) -> np.ndarray:
+    if dtype in PANEL_DTYPES:  # the layouts inference builds store by default
+        return quant.pack_panels(rng.standard_normal((N, K), dtype=np.float32) * 0.05, dtype)
     if dtype == "bf16":
         return bk.bf16(rng.standard_normal((N, K), dtype=np.float32))
     if dtype == "q8_0":
@@ -42,7 +48,7 @@ def weights(rng, dtype: str, N: int, K: int) -> np.ndarray:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("tree", type=Path, help="the old runtime/ directory")
-    ap.add_argument("dtype", help="bf16, q8_0 or q4_1")
+    ap.add_argument("dtype", help="bf16, q8_0, q4_1, or a panel dtype: f32p, bf16p, q8_0p, q4_1p")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=41)
     ap.add_argument("--isa", default="native")

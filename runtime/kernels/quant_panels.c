@@ -50,6 +50,21 @@ _Static_assert(Q41_QS + 4 * QP_QUAD == CKIR_Q41P_BLOCK, "q4_1p panel block size"
 #define QP_XOR 1 /* w ^ 0x80 = w + 128 unsigned; the block starts at -128 sum(a) */
 #endif
 
+/* q4_1p on ymm: t += the products of a quad group's low nibbles l with xl and
+ * high nibbles h with xh; Q41_WIDEN(t) the block's int32 sums per lane.  With
+ * VNNI two vpdpbusd into int32.  Without, vpmaddubsw into int16, summed over
+ * the block's four groups before one vpmaddwd widens them (at most 8 x 2 x 15
+ * x 127 = 30480 < 2^15: exact, 17 instructions per 256 products against 24). */
+#if defined(CKIR_Q256) && (defined(__AVXVNNI__) || defined(__AVX512VNNI__))
+#define Q41_ACC(t, l, xl, h, xh) CKIR_DPBUSD256(CKIR_DPBUSD256((t), (l), (xl)), (h), (xh))
+#define Q41_WIDEN(t) (t)
+#elif defined(CKIR_Q256)
+#define Q41_ACC(t, l, xl, h, xh)                                                       \
+  _mm256_add_epi16((t), _mm256_add_epi16(_mm256_maddubs_epi16((l), (xl)),             \
+                                         _mm256_maddubs_epi16((h), (xh))))
+#define Q41_WIDEN(t) _mm256_madd_epi16((t), _mm256_set1_epi16(1))
+#endif
+
 /* ---- dequantization of a panel block ---------------------------------------- */
 
 void ckir_internal_q8p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld) {
@@ -302,10 +317,11 @@ static void q41p_gemv_panels(const int8_t *a, const float *dx, const float *sx,
         const __m256i xh = _mm256_set1_epi32(ckir_q_ld32(ab + 16 + 4 * g));
         for (int h = 0; h < 4; h++) {
           const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * h));
-          s[h] = CKIR_DPBUSD256(s[h], _mm256_and_si256(v, low), xl);
-          s[h] = CKIR_DPBUSD256(s[h], _mm256_and_si256(_mm256_srli_epi16(v, 4), low), xh);
+          s[h] = Q41_ACC(s[h], _mm256_and_si256(v, low), xl,
+                         _mm256_and_si256(_mm256_srli_epi16(v, 4), low), xh);
         }
       }
+      for (int h = 0; h < 4; h++) s[h] = Q41_WIDEN(s[h]);
       const __m256 vx = _mm256_set1_ps(dx[bk]), vs = _mm256_set1_ps(sx[bk]);
       for (int h = 0; h < 4; h++) {
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16 * h)));
@@ -575,24 +591,14 @@ CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint
           for (int r = 0; r < R; r++) {
             const __m256i xl = _mm256_set1_epi32(ckir_q_ld32(ab[r] + 4 * g));
             const __m256i xh = _mm256_set1_epi32(ckir_q_ld32(ab[r] + 16 + 4 * g));
-#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
-            s[r][0] = CKIR_DPBUSD256(CKIR_DPBUSD256(s[r][0], l0, xl), h0, xh);
-            s[r][1] = CKIR_DPBUSD256(CKIR_DPBUSD256(s[r][1], l1, xl), h1, xh);
-#else /* int16 sums of the block (< 2^15), widened once below */
-            s[r][0] = _mm256_add_epi16(s[r][0], _mm256_add_epi16(_mm256_maddubs_epi16(l0, xl),
-                                                                 _mm256_maddubs_epi16(h0, xh)));
-            s[r][1] = _mm256_add_epi16(s[r][1], _mm256_add_epi16(_mm256_maddubs_epi16(l1, xl),
-                                                                 _mm256_maddubs_epi16(h1, xh)));
-#endif
+            s[r][0] = Q41_ACC(s[r][0], l0, xl, h0, xh);
+            s[r][1] = Q41_ACC(s[r][1], l1, xl, h1, xh);
           }
         }
-#if !(defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__)))
-        const __m256i ones = _mm256_set1_epi16(1);
         for (int r = 0; r < R; r++) {
-          s[r][0] = _mm256_madd_epi16(s[r][0], ones);
-          s[r][1] = _mm256_madd_epi16(s[r][1], ones);
+          s[r][0] = Q41_WIDEN(s[r][0]);
+          s[r][1] = Q41_WIDEN(s[r][1]);
         }
-#endif
       } else {
         for (int i = 0; i < 8; i++) {
           const uint8_t *q = pb + QP_SCALES + i * QP_QUAD + 4 * o;
