@@ -141,6 +141,42 @@ def test_prefill_after_prefill_continues_the_cache(builds) -> None:
     assert_close(rest, whole[5:], "chunked prefill")
 
 
+def test_logits_arrays_are_reused_only_when_let_go(builds, monkeypatch) -> None:
+    """A prefill's [T, V] array is reused by the next call only when nothing refers to
+    it any more; an array (or a view of it) still held keeps its values."""
+    monkeypatch.setattr(ckir.model, "REUSE_MIN_BYTES", 0)
+    model = builds["llama"]
+    a, b = np.arange(1, 9), np.arange(20, 28)
+    model.reset()
+    first = model.prefill(a)
+    want = first.copy()
+    model.reset()
+    second = model.prefill(b)  # `first` is held: a new array
+    assert not np.shares_memory(first, second)
+    np.testing.assert_array_equal(first, want)
+    view, addr = second[3:], second.ctypes.data
+    want_b = second.copy()
+    del second
+    model.reset()
+    third = model.prefill(a)  # a view of `second` is held: a new array again
+    assert third.ctypes.data != addr and not np.shares_memory(third, view)
+    np.testing.assert_array_equal(view, want_b[3:])
+    np.testing.assert_array_equal(third, want)
+    addr = third.ctypes.data
+    del third, view
+    model.reset()
+    fourth = model.prefill(b)  # nothing refers to `third`: its memory is reused
+    if ckir.model.REUSE:
+        assert fourth.ctypes.data == addr
+    np.testing.assert_array_equal(fourth, want_b)
+    model.reset()
+    short = model.prefill(a[:5])  # another shape: a new array
+    assert short.shape == (5, model.vocab_size) and not np.shares_memory(short, fourth)
+    assert_close(short, want[:5], "a shorter prefill")  # M differs: another GEMM path
+    step = model.decode(3)  # decode's row: a view of a [1, V] array, never `short`'s
+    assert step.shape == (model.vocab_size,) and not np.shares_memory(step, short)
+
+
 # -- bad input ----------------------------------------------------------------------
 def test_token_out_of_vocab(builds) -> None:
     model = builds["llama"]
