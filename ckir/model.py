@@ -129,8 +129,27 @@ class _ModelDesc(ctypes.Structure):
 #: logits arrays of at least this many bytes are reused between calls once their caller
 #: has dropped them (CompiledModel._logits_array); CPython's reference counts say when
 REUSE_MIN_BYTES = 1 << 20
-REUSE = sys.implementation.name == "cpython"
 PAGE_BYTES = 4096
+
+
+class _Holder:
+    spare: object = None
+
+
+def _alone_refs() -> int:
+    """sys.getrefcount of an object held by one attribute and read into a local, as
+    CompiledModel._logits_array reads its spare: what nothing else holding it looks like
+    on this interpreter (the count of the call's own argument differs between
+    versions)."""
+    holder = _Holder()
+    holder.spare = object()
+    spare = holder.spare
+    return sys.getrefcount(spare)
+
+
+#: reuse only where reference counts are exact (CPython)
+REUSE = sys.implementation.name == "cpython"
+ALONE_REFS = _alone_refs()
 
 
 class CompiledModel:
@@ -283,8 +302,7 @@ class CompiledModel:
         its pages touched here by one thread first (11-17 ms).  Arrays under
         REUSE_MIN_BYTES are always new and untouched."""
         spare, shape = self._spare, (rows, self.vocab_size)
-        # references to a spare nobody else holds: self._spare, `spare`, getrefcount's
-        if spare is not None and spare.shape == shape and sys.getrefcount(spare) == 3:
+        if spare is not None and spare.shape == shape and sys.getrefcount(spare) == ALONE_REFS:
             return spare
         del spare
         out = np.empty(shape, np.float32)
