@@ -290,6 +290,10 @@ ATTN_CASES = [
     (2, 15, 3, 3, 6, 17),  # P+T = max_ctx, odd head count, tiny D
     (1, 100, 2, 2, 256, 101),
     (16, 17, 4, 2, 18, 33),  # key blocks with ragged tails
+    (40, 0, 6, 2, 64, 40),  # prefill: row blocks of one vector, the last one partial
+    (33, 17, 3, 1, 80, 50),  # prefill after a cached prefix, D = 80, 32-key chunks
+    (130, 0, 9, 3, 64, 130),  # prefill, SmolLM2 heads: many chunks per row block
+    (9, 3, 2, 2, 256, 12),  # prefill, the largest D
     (1, 150, 9, 3, 64, 160),  # decode, SmolLM2 heads: one contiguous head range per thread
     (1, 60, 5, 5, 80, 64),  # decode, D = 80: p . V in chunk groups of 4 and 1
     (1, 300, 14, 2, 64, 320),  # decode, Qwen2 heads: positions split between threads
@@ -350,9 +354,11 @@ def test_attention_decode_peaked_scores_across_parts(lib, threads):
     close(out, expected, rtol=1e-4, atol=1e-5)
 
 
-def test_attention_peaked_scores(lib):
-    """Large score spread: the online softmax must rescale without overflow."""
-    T, P, H, KV, D = 2, 40, 2, 1, 16
+@pytest.mark.parametrize("T,P", [(2, 40), (37, 5)])
+def test_attention_peaked_scores(lib, T, P):
+    """Large score spread: the online softmax must rescale without overflow (prefill
+    row blocks: lanes whose keys of a chunk are all masked, or all underflow)."""
+    H, KV, D = 2, 1, 16
     rng = np.random.default_rng(3)
     q = rand(rng, T, H * D, scale=30.0)
     kc, vc = rand(rng, P + T, KV * D, scale=3.0), rand(rng, P + T, KV * D)

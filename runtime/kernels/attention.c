@@ -73,14 +73,14 @@ void ckir_ref_attention_f32(const float *q, const float *kcache, const float *vc
 
 /* ---- one (query, head) row, over ckir_vec.h ------------------------------ */
 
-/* acc[0 .. m chunks) = acc * vcorr + sum_j pj[j] * V row j (nk rows, `stride`
- * apart), m <= 4 independent FMA chains; the m-th chunk has ln lanes. */
+/* acc[0 .. m chunks) = acc * vcorr + sum_j pj[j * ps] * V row j (nk rows,
+ * `stride` apart), m <= 4 independent FMA chains; the m-th chunk has ln lanes. */
 CKIR_INLINE void pv_chunks(float *acc, const float *vr, int64_t stride, const float *pj,
-                           int64_t nk, ckv vcorr, const int m, int64_t ln) {
+                           int64_t ps, int64_t nk, ckv vcorr, const int m, int64_t ln) {
   ckv a[4];
   for (int i = 0; i < m; i++) a[i] = ckv_mul(ckv_load(acc + CKV_W * i), vcorr);
   for (int64_t j = 0; j < nk; j++) {
-    const ckv pv = ckv_set1(pj[j]);
+    const ckv pv = ckv_set1(pj[j * ps]);
     const float *v = vr + j * stride;
     for (int i = 0; i + 1 < m; i++) a[i] = ckv_fma(pv, ckv_loadu(v + CKV_W * i), a[i]);
     a[m - 1] = ckv_fma(pv, ckv_load_n(v + CKV_W * (m - 1), ln), a[m - 1]);
@@ -92,6 +92,22 @@ CKIR_INLINE void pv_chunks(float *acc, const float *vr, int64_t stride, const fl
 typedef struct {
   int64_t D, nc, tl;
 } attn_dims;
+
+/* acc (a row's D) = acc * vcorr + p . V over nk keys (p[j * ps]), the chunks of D
+ * four at a time */
+CKIR_INLINE void attn_pv(float *acc, const float *vr, int64_t stride, const float *p, int64_t ps,
+                         int64_t nk, attn_dims dd, ckv vcorr) {
+  for (int64_t c = 0; c < dd.nc; c += 4) {
+    const int64_t ln = c + 4 >= dd.nc ? dd.tl : CKV_W;
+    float *ac = acc + CKV_W * c;
+    switch (CKIR_MIN(4, dd.nc - c)) {
+    case 4: pv_chunks(ac, vr + CKV_W * c, stride, p, ps, nk, vcorr, 4, ln); break;
+    case 3: pv_chunks(ac, vr + CKV_W * c, stride, p, ps, nk, vcorr, 3, ln); break;
+    case 2: pv_chunks(ac, vr + CKV_W * c, stride, p, ps, nk, vcorr, 2, ln); break;
+    default: pv_chunks(ac, vr + CKV_W * c, stride, p, ps, nk, vcorr, 1, ln); break;
+    }
+  }
+}
 
 CKIR_INLINE attn_dims attn_dims_of(int64_t D) {
   const int64_t nc = (D + CKV_W - 1) / CKV_W;
@@ -163,17 +179,7 @@ CKIR_INLINE void attn_chunk(float *sc, const float *vr, int64_t stride, int64_t 
   const float corr = expf(*m - mnew);
   *l = *l * corr + ckv_reduce_add(vs);
   *m = mnew;
-  const ckv vcorr = ckv_set1(corr);
-  for (int64_t c = 0; c < dd.nc; c += 4) {
-    const int64_t ln = c + 4 >= dd.nc ? dd.tl : CKV_W;
-    float *ac = acc + CKV_W * c;
-    switch (CKIR_MIN(4, dd.nc - c)) {
-    case 4: pv_chunks(ac, vr + CKV_W * c, stride, sc, nk, vcorr, 4, ln); break;
-    case 3: pv_chunks(ac, vr + CKV_W * c, stride, sc, nk, vcorr, 3, ln); break;
-    case 2: pv_chunks(ac, vr + CKV_W * c, stride, sc, nk, vcorr, 2, ln); break;
-    default: pv_chunks(ac, vr + CKV_W * c, stride, sc, nk, vcorr, 1, ln); break;
-    }
-  }
+  attn_pv(acc, vr, stride, sc, 1, nk, dd, ckv_set1(corr));
 }
 
 /* out = acc / l */
@@ -200,6 +206,82 @@ static void attn_row(const float *qr, const float *kb, const float *vb, int64_t 
     attn_chunk(sc, vb + j0 * stride, stride, nk, dd, acc, &m, &l);
   }
   attn_finish(acc, l, dd, out);
+}
+
+/* ---- prefill: CKV_W query rows of one head at a time ---------------------- */
+
+#define ATTN_PF_CHUNK 32 /* keys per online-softmax step of a row block */
+
+/* nq <= CKV_W consecutive query rows of one head (row r at qr + r * qs, at
+ * position p0 + r: it sees keys 0 .. p0 + r) with the rows in the lanes of a
+ * vector: qt[d] holds q[r][d] / sqrt(D) in lane r, so the scores of one key for
+ * every row are D FMAs of a broadcast K element against qt[d] (no horizontal
+ * sums, 4 keys in flight), and the online softmax (max, exp, rescale, sum) runs
+ * lane-wise over a chunk of keys, its per-row bookkeeping shared by the block.
+ * Keys past a row's position get -inf (the rows of a block end at most CKV_W - 1
+ * positions apart).  p . V then runs row by row over the chunk (p strided by
+ * CKV_W). */
+static void attn_prefill_block(const float *qr, int64_t qs, int64_t nq, const float *kb,
+                               const float *vb, int64_t stride, int64_t p0, int64_t D,
+                               float *out, int64_t os) {
+  const attn_dims dd = attn_dims_of(D);
+  const int64_t W = dd.nc * CKV_W;
+  float qt[ATTN_MAX_D * CKV_W] __attribute__((aligned(64)));
+  float acc[CKV_W * (ATTN_MAX_D + CKV_W)] __attribute__((aligned(64)));
+  float pt[ATTN_PF_CHUNK * CKV_W] __attribute__((aligned(64)));
+  float vec[CKV_W] __attribute__((aligned(64)));
+  /* lanes r of neg + (CKV_W - k): -inf where r < k, else 0 (ckv_exp takes -inf
+   * to 0, or to 2^-126 where it clamps, a weight below every rounding here) */
+  float neg[2 * CKV_W];
+  for (int i = 0; i < 2 * CKV_W; i++) neg[i] = i < CKV_W ? -INFINITY : 0.0f;
+  const float scale = 1.0f / sqrtf((float)D);
+  for (int64_t d = 0; d < D; d++)
+    for (int64_t r = 0; r < CKV_W; r++) qt[d * CKV_W + r] = r < nq ? qr[r * qs + d] * scale : 0.0f;
+  for (int64_t r = 0; r < nq; r++)
+    for (int64_t c = 0; c < dd.nc; c++) ckv_store(acc + r * W + CKV_W * c, ckv_zero());
+  ckv m = ckv_set1(-INFINITY), l = ckv_zero();
+  const int64_t L = p0 + nq;
+  for (int64_t j0 = 0; j0 < L; j0 += ATTN_PF_CHUNK) {
+    const int64_t nk = CKIR_MIN(ATTN_PF_CHUNK, L - j0);
+    ckv cm = ckv_set1(-INFINITY);
+    for (int64_t j = 0; j < nk; j += 4) {
+      const int64_t n4 = CKIR_MIN(4, nk - j);
+      const float *k[4];
+      for (int i = 0; i < 4; i++) k[i] = kb + (j0 + j + (i < n4 ? i : 0)) * stride;
+      ckv s[4] = {ckv_zero(), ckv_zero(), ckv_zero(), ckv_zero()};
+      for (int64_t d = 0; d < D; d++) {
+        const ckv qd = ckv_load(qt + d * CKV_W);
+        for (int i = 0; i < 4; i++) s[i] = ckv_fma(ckv_set1(k[i][d]), qd, s[i]);
+      }
+      for (int64_t i = 0; i < n4; i++) {
+        const int64_t key = j0 + j + i;
+        ckv si = s[i];
+        if (key > p0) si = ckv_add(si, ckv_loadu(neg + CKV_W - (key - p0)));
+        ckv_store(pt + (j + i) * CKV_W, si);
+        cm = ckv_max(cm, si);
+      }
+    }
+    const ckv mnew = ckv_max(m, cm);
+    ckv ls = ckv_zero();
+    for (int64_t j = 0; j < nk; j++) {
+      const ckv p = ckv_exp(ckv_sub(ckv_load(pt + j * CKV_W), mnew));
+      ckv_store(pt + j * CKV_W, p);
+      ls = ckv_add(ls, p);
+    }
+    const ckv corr = ckv_exp(ckv_sub(m, mnew)); /* the first chunk: exp(-inf), 0 x 0 */
+    l = ckv_fma(l, corr, ls);
+    m = mnew;
+    ckv_store(vec, corr);
+    for (int64_t r = 0; r < nq; r++) {
+      /* the row's keys in this chunk; none: nothing to add, and its lane's
+       * max did not move (corr exactly 1) */
+      const int64_t nkr = CKIR_MIN(nk, p0 + r + 1 - j0);
+      if (nkr > 0)
+        attn_pv(acc + r * W, vb + j0 * stride, stride, pt + r, CKV_W, nkr, dd, ckv_set1(vec[r]));
+    }
+  }
+  ckv_store(vec, l);
+  for (int64_t r = 0; r < nq; r++) attn_finish(acc + r * W, vec[r], dd, out + r * os);
 }
 
 /* ---- decode: the cached positions split between threads ------------------ */
@@ -322,9 +404,13 @@ void ckir_attention_f32(const float *q, const float *kcache, const float *vcache
     }
     return;
   }
-#pragma omp parallel for schedule(static, 1) if (par)
-  for (int64_t pr = 0; pr < pairs; pr++) {
-    const int64_t t = pr / H, h = pr % H, g = h / group;
-    attn_row(q + pr * D, kcache + g * D, vcache + g * D, stride, P + t + 1, D, out + pr * D);
+  /* prefill: blocks of CKV_W rows of one head, the longest (last) rows first,
+   * handed out one at a time */
+  const int64_t nblk = (T + CKV_W - 1) / CKV_W, units = nblk * H;
+#pragma omp parallel for schedule(dynamic, 1) if (par)
+  for (int64_t u = 0; u < units; u++) {
+    const int64_t b = nblk - 1 - u / H, h = u % H, g = h / group, t0 = b * CKV_W;
+    attn_prefill_block(q + (t0 * H + h) * D, H * D, CKIR_MIN(CKV_W, T - t0), kcache + g * D,
+                       vcache + g * D, stride, P + t0, D, out + (t0 * H + h) * D, H * D);
   }
 }
