@@ -300,14 +300,15 @@ class CompiledModel:
         process that also ran ``ckir bench``'s probes; into reused pages the copy took
         2.5 ms.  A new array (the caller kept the last one, or the shape changed) has
         its pages touched here by one thread first (11-17 ms).  Arrays under
-        REUSE_MIN_BYTES are always new and untouched."""
+        REUSE_MIN_BYTES (decode's rows) are always new and untouched, and leave the
+        spare alone: a prefill after decode steps reuses it.  So a model may hold one
+        dropped [T, V] array, at most the size of its arena's logits slot."""
         spare, shape = self._spare, (rows, self.vocab_size)
         if spare is not None and spare.shape == shape and sys.getrefcount(spare) == ALONE_REFS:
             return spare
         del spare
         out = np.empty(shape, np.float32)
-        self._spare = None
-        if out.nbytes >= REUSE_MIN_BYTES:
+        if out.nbytes >= REUSE_MIN_BYTES:  # (a small array leaves the spare in place)
             out.reshape(-1)[:: PAGE_BYTES // 4] = 0.0  # one write per page: one thread
             if REUSE:
                 self._spare = out
