@@ -317,7 +317,9 @@ class CompiledModel:
     def prefill(self, tokens: Sequence[int] | np.ndarray) -> np.ndarray:
         """Run ``tokens`` (appended after the cached ones); logits [T, V] for every position,
         or [1, V] for the last one in a build compiled with ``logits="last"``
-        (:attr:`logits_rows`)."""
+        (:attr:`logits_rows`).  The array is yours for as long as you refer to it (or
+        to a view of it); once you drop it, the model may copy a later call's logits
+        into it instead of faulting in a new one (:meth:`_logits_array`)."""
         if isinstance(tokens, (str, bytes)):
             kind = type(tokens).__name__
             raise TypeError(f"prefill: tokens must be a sequence of ints, got {kind}")
