@@ -27,8 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_kernels as bk  # noqa: E402
 
 from ckir import quant  # noqa: E402
-
-PANEL_DTYPES = ("f32p", "bf16p", "q8_0p", "q4_1p")
+from ckir.vocab import PANEL_DTYPES  # noqa: E402
 
 SHAPES = [(960, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536)] * 30 + [(49152, 576)]
 

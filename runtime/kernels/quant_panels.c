@@ -443,24 +443,23 @@ static void qp_rows(const float *x, int64_t M, const uint8_t *w, int64_t bb, qp_
 /* Every row of x quantized per block of 32 as gemv_<p> quantizes it, and each
  * row's outputs computed exactly as gemv_<p> computes them (the same int32
  * block dot products, scaled and summed over the blocks in the same order):
- * gemm_<p> row m == gemv_<p> of row m, bit for bit.  QP_I8_MR rows of x share
- * each load of the weights.  With AVX-512 VNNI one vpdpbusd multiplies 64 int8
+ * gemm_<p> row m == gemv_<p> of row m, bit for bit.  QP_I8_R8 (q8_0p) or
+ * QP_I8_R41 (q4_1p) rows of x share each load of the weights.  With AVX-512 VNNI one vpdpbusd multiplies 64 int8
  * pairs; without VNNI (AVX2, AVX-512 without it) vpmaddubsw + vpmaddwd do the
  * same exactly (the sign trick for q8_0p; q4_1p's unsigned nibbles sum a
  * block's four quad groups in int16 first, at most 8 x 2 x 15 x 127 < 2^15). */
 #if defined(CKIR_Q512)
 /* rows of x per micro-tile (q8_0p: 4 rows took 1.1-1.3x the time, 8 1.06-1.24x) */
-#define QP_I8_MR 6
 #define QP_I8_R8 6
 #define QP_I8_R41 6
 #else /* AVX2, sixteen ymm registers (q8_0p: 2 rows took 1.2x the time of 4, 3 1.1x,
-       * 6 1.05x; q4_1p, int16 sums: 6 rows 0.81-0.87x the time of 4) */
-#define QP_I8_MR 8
+       * 6 1.05x; q4_1p, int16 sums: 6 rows 0.81-0.87x the time of 4, 8 1.0-1.09x
+       * that of 6) */
 #define QP_I8_R8 4
-#ifndef QP_I8_R41
 #define QP_I8_R41 6
 #endif
-#endif
+/* the most rows of a micro-tile (its arrays' size) */
+#define QP_I8_MR (QP_I8_R8 > QP_I8_R41 ? QP_I8_R8 : QP_I8_R41)
 #define QP_I8_XB 196608 /* bytes of quantized x a thread holds (a tile of rows) */
 
 typedef struct {
@@ -657,11 +656,8 @@ CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint
 /* qp_i8_tile with R as a compile-time constant */
 static void qp_i8_rows(const qp_xq *xq, int64_t r0, int R, const uint8_t *pp, int has_m,
                        const float *b, float *y, int64_t ldy, int64_t n0, int64_t nn) {
+  _Static_assert(QP_I8_MR <= 6, "qp_i8_rows: a case per row count up to QP_I8_MR");
   switch (R) {
-#if QP_I8_MR > 6
-  case 8: qp_i8_tile(xq, r0, 8, pp, has_m, b, y, ldy, n0, nn); break;
-  case 7: qp_i8_tile(xq, r0, 7, pp, has_m, b, y, ldy, n0, nn); break;
-#endif
   case 6: qp_i8_tile(xq, r0, 6, pp, has_m, b, y, ldy, n0, nn); break;
   case 5: qp_i8_tile(xq, r0, 5, pp, has_m, b, y, ldy, n0, nn); break;
   case 4: qp_i8_tile(xq, r0, 4, pp, has_m, b, y, ldy, n0, nn); break;
@@ -685,7 +681,7 @@ typedef struct {
  * of the gate; each with its up panel) are numbered in one sequence, and each
  * thread takes one contiguous range of it; for every tile of rows of x, which
  * the thread quantizes once for all its panels, it runs the micro-tiles of
- * QP_I8_MR rows over its panels. */
+ * QP_I8_R8 / QP_I8_R41 rows over its panels. */
 static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, const qp_seg *segs,
                        int nseg, int gate_up) {
   const int64_t nb = K / CKIR_QK, pbytes = nb * (has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK);
