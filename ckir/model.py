@@ -251,8 +251,15 @@ class CompiledModel:
         runtime: ``ckir_runtime_qp_int8_gemm``); otherwise (a scalar runtime) they
         multiply fp32 x by the dequantized weights.  Builds from before 2026-11-25 lack
         the query: False."""
+        return bool(self.int8_prefill_dot)
+
+    @property
+    def int8_prefill_dot(self) -> str:
+        """The instruction of :attr:`int8_prefill`'s dot products: "vpdpbusd" (VNNI),
+        "vpmaddubsw + vpmaddwd" (AVX2, AVX-512 without VNNI), or "" (fp32 x)."""
         fn = getattr(self._lib, "ckir_runtime_qp_int8_gemm", None)
-        return fn is not None and bool(fn())
+        kind = int(fn()) if fn is not None else 0
+        return {0: "", 1: "vpdpbusd"}.get(kind, "vpmaddubsw + vpmaddwd")
 
     @property
     def position(self) -> int:

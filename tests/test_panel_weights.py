@@ -796,6 +796,11 @@ def _same_logits_as_row_major(a, b, tokens: np.ndarray) -> None:
     steps_b = np.stack([b.decode(int(t)) for t in tokens])
     b.reset()
     assert np.abs(steps_b - steps_a).max() <= 1e-5 * np.abs(steps_a).max()
+    # a native build: int8 x on every SIMD CPU, by vpdpbusd where it has VNNI
+    flags = set(Path("/proc/cpuinfo").read_text().split())
+    simd, vnni = "avx2" in flags, bool({"avx512_vnni", "avx_vnni"} & flags)
+    insn = "vpdpbusd" if vnni else "vpmaddubsw + vpmaddwd" if simd else ""
+    assert b.int8_prefill_dot == insn and b.int8_prefill == bool(insn)
     got = b.prefill(tokens)
     want = steps_a if b.int8_prefill else a.prefill(tokens)
     tol = 5e-3 if b.int8_prefill else 1e-5

@@ -497,11 +497,8 @@ class CkirRunner(Runner):
         isa = f"runtime {lib.ckir_runtime_isa().decode()}"
         if lib.ckir_runtime_bf16_dot():
             isa += ", bf16 GEMMs (M > 32) by vdpbf16ps"
-        lib.ckir_runtime_qp_int8_gemm.restype = ctypes.c_int
-        int8 = lib.ckir_runtime_qp_int8_gemm() if self.m.int8_prefill else 0
-        if int8:
-            how = "vpdpbusd" if int8 == 1 else "vpmaddubsw + vpmaddwd"
-            isa += f", q8_0p/q4_1p GEMMs on int8 x by {how}"
+        if self.m.int8_prefill_dot:
+            isa += f", q8_0p/q4_1p GEMMs on int8 x by {self.m.int8_prefill_dot}"
         self.info = {"threads": threads, "isa": isa}
         self._prof = hasattr(lib, "ckir_profile_n")
         if self._prof:
