@@ -223,6 +223,10 @@ class CompiledModel:
         self._handle: int | None = handle
         #: the logits array returned last, reused once its caller has let go of it
         self._spare: np.ndarray | None = None
+        self._set_int8 = getattr(lib, "ckir_set_int8_prefill", None)  # builds since 11-26
+        if self._set_int8 is not None:
+            self._set_int8.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        self._int8_chosen = True
 
     # -- properties -------------------------------------------------------------------
     @property
@@ -246,12 +250,27 @@ class CompiledModel:
 
     @property
     def int8_prefill(self) -> bool:
-        """Whether this build's q8_0p / q4_1p prefill GEMMs quantize x per block of 32
-        and compute every row exactly as the decode GEMVs do (every AVX2 or AVX-512
-        runtime: ``ckir_runtime_qp_int8_gemm``); otherwise (a scalar runtime) they
-        multiply fp32 x by the dequantized weights.  Builds from before 2026-11-25 lack
-        the query: False."""
-        return bool(self.int8_prefill_dot)
+        """Whether this model's q8_0p / q4_1p prefill GEMMs quantize x per block of 32
+        and compute every row exactly as the decode GEMVs do: the default where the
+        runtime has that GEMM (every AVX2 or AVX-512 runtime: ``int8_prefill_dot``),
+        about twice the speed of fp32 x.  Otherwise (a scalar runtime, or set to False)
+        they multiply fp32 x by the dequantized weights: logits within ~1e-5 of the
+        reference instead of a few percent of the largest logit (docs/quantization.md).
+        Settable; True on a runtime without the int8 GEMM stays False.  Builds from
+        before 2026-11-25 lack the query: False; from before 11-26 the switch."""
+        return self._int8_chosen and bool(self.int8_prefill_dot)
+
+    @int8_prefill.setter
+    def int8_prefill(self, on: bool) -> None:
+        if self._set_int8 is None:
+            if not on and self.int8_prefill:
+                raise CkirError(
+                    f"{self.build_dir.name}: this build predates the int8 prefill switch; "
+                    "recompile it to run prefill on fp32 x"
+                )
+            return
+        self._set_int8(self._ptr, int(bool(on)))
+        self._int8_chosen = bool(on)
 
     @property
     def int8_prefill_dot(self) -> str:

@@ -90,6 +90,7 @@ class RuntimeLib:
         self.dll.ckir_get_num_threads.restype = ctypes.c_int
         self.dll.ckir_runtime_isa.restype = ctypes.c_char_p
         self._fns: dict[str, ctypes._CFuncPtr] = {}
+        self._fp32_x = False
 
     @property
     def isa(self) -> str:
@@ -102,9 +103,15 @@ class RuntimeLib:
 
     @property
     def qp_int8(self) -> bool:
-        """Whether gemm_q8_0p / gemm_q4_1p compute each row as gemv_<p> does (int8 x)."""
+        """Whether gemm_q8_0p / gemm_q4_1p compute each row as gemv_<p> does (int8 x):
+        a runtime with the int8 GEMM, not switched to fp32 x (:meth:`qp_fp32_x`)."""
         fn = getattr(self.dll, "ckir_runtime_qp_int8_gemm", None)
-        return fn is not None and bool(fn())
+        return fn is not None and bool(fn()) and not self._fp32_x
+
+    def qp_fp32_x(self, on: bool) -> None:
+        """ckir_runtime_qp_fp32_x: this thread's q8_0p / q4_1p GEMMs on fp32 x (on)."""
+        self.dll.ckir_runtime_qp_fp32_x(int(on))
+        self._fp32_x = on
 
     def set_num_threads(self, n: int) -> None:
         self.dll.ckir_set_num_threads(n)

@@ -286,8 +286,9 @@ def test_gate_up(lib, threads, panels, M, N, K):
 # Q8_0 / Q4_1 blocks in panels: gemv multiplies quantized x (the integer scheme of
 # gemv_q8_0 / gemv_q4_1, emulated by kernel_lib.emulate_gemv), gemm fp32 x
 # against the dequantized weights (gemm_q8_0's / gemm_q4_1's numerics), except
-# the public gemm of a build with lib.qp_int8 (every SIMD build): every row as
-# gemv_<p> computes it, bit for bit.
+# the public gemm of a build with lib.qp_int8 (every SIMD build, unless switched to
+# fp32 x by ckir_runtime_qp_fp32_x: fixture qp_x): every row as gemv_<p> computes
+# it, bit for bit.
 
 
 def block_values(w: np.ndarray, plain: str) -> np.ndarray:
@@ -297,6 +298,17 @@ def block_values(w: np.ndarray, plain: str) -> np.ndarray:
 @pytest.fixture(params=list(QBLOCK))
 def qpanels(request: pytest.FixtureRequest) -> str:
     return request.param
+
+
+@pytest.fixture(params=["int8", "fp32"])
+def qp_x(request: pytest.FixtureRequest, lib):
+    """The x of the q8_0p / q4_1p GEMMs: int8 (where the build has the int8 GEMM) or
+    fp32 (ckir_runtime_qp_fp32_x, on every build); set back afterwards."""
+    if request.param == "int8" and not lib.qp_int8:
+        pytest.skip(f"the {lib.isa} build has no int8 GEMM: fp32 x only")
+    lib.qp_fp32_x(request.param == "fp32")
+    yield request.param
+    lib.qp_fp32_x(False)
 
 
 def test_pack_block_panels_layout(qpanels):
@@ -335,7 +347,7 @@ Q8P_GEMM_SHAPES = [
 
 @pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
 @pytest.mark.parametrize("M,N,K", Q8P_GEMM_SHAPES)
-def test_gemm_block_panels(lib, threads, qpanels, M, N, K, bias):
+def test_gemm_block_panels(lib, threads, qpanels, qp_x, M, N, K, bias):
     plain = QBLOCK[qpanels][0]
     rng = np.random.default_rng(M * 1000 + N + K)
     x, w = rand(rng, M, K), rand(rng, N, K, scale=K**-0.5)
@@ -396,10 +408,11 @@ def test_embed_block_panels_exact(lib, qpanels, V, E, T):
         np.testing.assert_array_equal(out, want)
 
 
-@pytest.mark.parametrize("M", [1, 9, 128])
-def test_fused_block_panels(lib, threads, qpanels, M):
-    """qkv and gate_up: gemv from the unfused gemv_<p> (qkv bit for bit), gemm
-    against the fp32 oracle."""
+@pytest.mark.parametrize("M", [1, 9, 128, 300])  # 300: three gate_up row tiles
+def test_fused_block_panels(lib, threads, qpanels, qp_x, M):
+    """qkv and gate_up: gemv from the unfused gemv_<p> (qkv bit for bit); gemm on int8
+    x from the unfused gemm_<p> (bit for bit), on fp32 x against the fp32 oracle (the
+    gate_up tiles run on worker threads, which must not fall back to int8 x)."""
     plain = QBLOCK[qpanels][0]
     rng = np.random.default_rng(M)
     Nq, Nk, Nv, K = 96, 33, 33, 64

@@ -742,9 +742,19 @@ def test_block_panel_build_matches_hf(
         assert f"] {dtype} hf" in layout and f"] {values} hf" not in layout
         packed = model.info["panel_weights"]
         assert packed["embed"] == dtype and set(packed.values()) <= {dtype, "f32p"}
-        err = float(np.abs(model.prefill(tokens) - ref).max()) / scale
+        first = model.prefill(tokens).copy()
+        err = float(np.abs(first - ref).max()) / scale
         tol = decode_tol if model.int8_prefill else prefill_tol  # int8 x as in decode
         assert err <= tol, f"prefill {dtype}: relative error {err:.3g}"
+        if model.int8_prefill:  # switched off: fp32 x, the f32 weights' tolerance
+            model.int8_prefill = False
+            assert not model.int8_prefill
+            model.reset()
+            err = float(np.abs(model.prefill(tokens) - ref).max()) / scale
+            assert err <= prefill_tol, f"prefill {dtype} on fp32 x: relative error {err:.3g}"
+            model.int8_prefill = True  # and back: the int8 GEMM's logits again, bit for bit
+            model.reset()
+            assert np.array_equal(model.prefill(tokens), first)
         model.reset()
         steps = np.stack([model.decode(int(t)) for t in tokens])
         err = float(np.abs(steps - ref).max()) / scale
@@ -805,6 +815,11 @@ def _same_logits_as_row_major(a, b, tokens: np.ndarray) -> None:
     want = steps_a if b.int8_prefill else a.prefill(tokens)
     tol = 5e-3 if b.int8_prefill else 1e-5
     assert np.abs(got - want).max() <= tol * np.abs(want).max()
+    if b.int8_prefill:  # int8 x switched off: the row-major build's fp32-x prefill
+        b.int8_prefill = False
+        a.reset(), b.reset()
+        want = a.prefill(tokens)
+        assert np.abs(b.prefill(tokens) - want).max() <= 1e-5 * np.abs(want).max()
 
 
 @pytest.mark.parametrize("dtype", list(BLOCK_PANELS))

@@ -52,6 +52,7 @@ NOT_KERNELS = {
     "ckir_runtime_isa",
     "ckir_runtime_bf16_dot",
     "ckir_runtime_qp_int8_gemm",
+    "ckir_runtime_qp_fp32_x",
 }
 PROTO = re.compile(r"\bvoid\s+(ckir_\w+)\s*\(([^)]*)\)\s*;", re.S)
 

@@ -512,6 +512,8 @@ int64_t ckir_logits_rows(const ckir_model *m) { return m->last_rows; }
 
 int64_t ckir_copy_logits(const ckir_model *m, float *dst) { return ckir_model_copy_logits(m, dst); }
 
+int ckir_set_int8_prefill(ckir_model *m, int on) { return ckir_model_set_int8_prefill(m, on); }
+
 int ckir_backward(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t T,
                   float *loss) {
   return ckir_model_backward(m, tokens, targets, T, loss);

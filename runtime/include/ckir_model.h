@@ -114,6 +114,7 @@ struct ckir_model {
   char error[256];         /* the last error, one line */
   int64_t step;            /* optimizer steps applied (AdamW's step is step + 1 while one runs) */
   float lr;                /* the learning rate of the running optimizer step */
+  int fp32_x;              /* 1: q8_0p / q4_1p prefill GEMMs on fp32 x (ckir_set_int8_prefill) */
 };
 
 /* Implemented once in runtime/support/ckir_model.c. */
@@ -127,6 +128,7 @@ void ckir_model_close(ckir_model *m);
 int ckir_model_backward(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t n,
                         float *loss);
 int ckir_model_optimize(ckir_model *m, float lr);
+int ckir_model_set_int8_prefill(ckir_model *m, int on);
 
 /* Exported by every generated model.c. */
 ckir_model *ckir_open(const char *weights_path, int *err);
@@ -142,6 +144,13 @@ const char *ckir_error(const ckir_model *m);
 int ckir_check_canaries(ckir_model *m);
 const ckir_model_desc *ckir_describe(void);
 uint8_t *ckir_arena(ckir_model *m, int arena);
+
+/* on = 1 (the default): prefill's q8_0p / q4_1p GEMMs quantize x per block of 32 and
+ * compute each row as decode's GEMV does (int8 dot products, about twice the fp32
+ * speed) where the runtime has that GEMM (ckir_runtime_qp_int8_gemm); on = 0: they
+ * multiply fp32 x by the dequantized weights, as exact as the weights allow.  Returns
+ * 1 when this model's prefill now runs on int8 x, 0 when on fp32 x. */
+int ckir_set_int8_prefill(ckir_model *m, int on);
 
 /* Training (models compiled with --lower-backward; CKIR_ERR_MODE otherwise).
  * ckir_backward: forward over tokens[0..T) from position 0, *loss = mean cross-entropy

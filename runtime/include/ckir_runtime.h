@@ -48,6 +48,13 @@ int ckir_runtime_bf16_dot(void);
  * See ckir_quant.h, Numerics. */
 int ckir_runtime_qp_int8_gemm(void);
 
+/* on = 1: the calling thread's q8_0p / q4_1p GEMMs multiply fp32 x by the dequantized
+ * panels even where ckir_runtime_qp_int8_gemm() is nonzero (prefill as exact as f32
+ * weights, about half the int8 speed); on = 0: back to the int8 GEMM.  Returns the
+ * previous setting.  Thread-local; ckir_model_run sets it from the model's choice
+ * (ckir_set_int8_prefill) for each call. */
+int ckir_runtime_qp_fp32_x(int on);
+
 /* ---- what each kernel computes (prototypes: ckir_kernels.def) ---------- */
 
 /* embed_f32: out[t, :] = table[tokens[t], :] for t < T; table is [V, E], out is [T, E].

@@ -207,6 +207,10 @@ float ckir_internal_ref_row_bf16p(const float *x, const uint16_t *w, int64_t n, 
  * (fp32 x, as gemm_q8_0 / gemm_q4_1) */
 void ckir_internal_gemm_qp(const float *x, const uint8_t *wp, const float *b, float *y, int64_t M,
                            int64_t N, int64_t K, int has_m);
+/* the same, M <= QP_SMALL_M by streaming the panels (quant_panels.c); the fp32-x
+ * path of gemm_<p> whatever ckir_runtime_qp_fp32_x says */
+void ckir_internal_gemm_qp_f32x(const float *x, const uint8_t *w, const float *b, float *y,
+                                int64_t M, int64_t N, int64_t K, int has_m);
 /* dst[k * ld + n] = the value of row r0 + n (n < nr, a multiple of the vector width
  * that stays inside the panel) at k < 32 of a q8_0p / q4_1p panel block pb
  * (quant_panels.c) */

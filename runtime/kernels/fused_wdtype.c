@@ -100,9 +100,15 @@ static void gate_up_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, co
     else                                                                                         \
       ckir_gemv_##D(x, (const WT *)w, y, N, K);                                                  \
   }                                                                                              \
+  /* the gate_up tiles' GEMM, on worker threads: q8_0p / q4_1p come here on fp32 x only   \
+   * (int8 x takes ckir_internal_gemm_gate_up_qp), which a worker's thread-local          \
+   * ckir_runtime_qp_fp32_x does not know */                                                    \
   static void gemm_w_##D(const float *x, const void *w, float *y, int64_t M, int64_t N,         \
                          int64_t K) {                                                            \
-    ckir_gemm_##D(x, (const WT *)w, y, M, N, K);                                                 \
+    if (QP >= 0)                                                                                 \
+      ckir_internal_gemm_qp_f32x(x, (const uint8_t *)w, NULL, y, M, N, K, QP);                   \
+    else                                                                                         \
+      ckir_gemm_##D(x, (const WT *)w, y, M, N, K);                                               \
   }                                                                                              \
   static void qkv_gemv_##D(const float *x, const WT *wq, const WT *wk, const WT *wv,            \
                            const float *bq, const float *bk, const float *bv, float *q,         \

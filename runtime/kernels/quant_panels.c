@@ -738,6 +738,15 @@ static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, co
 #define QP_SMALL_M 8
 #endif
 
+void ckir_internal_gemm_qp_f32x(const float *x, const uint8_t *w, const float *b, float *y,
+                                int64_t M, int64_t N, int64_t K, int has_m) {
+  if (M <= QP_SMALL_M)
+    qp_rows(x, M, w, has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK,
+            has_m ? ckir_internal_q41p_deq : ckir_internal_q8p_deq, b, y, N, K);
+  else
+    ckir_internal_gemm_qp(x, w, b, y, M, N, K, has_m);
+}
+
 /* ---- reference rows: the row-major block of row n, block bk ------------------- */
 
 /* the q8_0 block (2-byte d, 32 int8) of row n, block bk of a q8_0p matrix */
@@ -831,10 +840,24 @@ static void qp_gemm_i8_one(const float *x, const uint8_t *w, const float *b, flo
 #endif
 int ckir_runtime_qp_int8_gemm(void) { return QP_GEMM_I8; }
 
+/* 1: this thread's q8_0p / q4_1p GEMMs take fp32 x (the dequantized-panel path) even
+ * where the int8 GEMM exists.  Thread-local, so models run by different threads keep
+ * their own choice; so it is read by the public kernels on the calling thread, and a
+ * kernel whose worker threads run q8_0p / q4_1p GEMMs passes the choice on (the
+ * gate_up tiles call ckir_internal_gemm_qp_f32x). */
+static _Thread_local int qp_fp32_x;
+int ckir_runtime_qp_fp32_x(int on) {
+  const int prev = qp_fp32_x;
+  qp_fp32_x = on != 0;
+  return prev;
+}
+#define QP_I8_NOW (QP_GEMM_I8 && !qp_fp32_x)
+
 int ckir_internal_gemm_qkv_qp(const float *x, const uint8_t *const w[3], const float *const b[3],
                               float *const y[3], const int64_t N[3], int64_t M, int64_t K,
                               int has_m) {
 #if defined(QP_I8)
+  if (qp_fp32_x) return 0;
   const qp_seg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
                           {w[2], b[2], y[2], N[2]}};
   qp_gemm_i8(x, M, K, has_m, segs, 3, 0);
@@ -848,6 +871,7 @@ int ckir_internal_gemm_qkv_qp(const float *x, const uint8_t *const w[3], const f
 int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
                                   int64_t M, int64_t N, int64_t K, int has_m) {
 #if defined(QP_I8)
+  if (qp_fp32_x) return 0;
   const qp_seg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
   qp_gemm_i8(x, M, K, has_m, segs, 2, 1);
   return 1;
@@ -857,9 +881,9 @@ int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8
 #endif
 }
 
-/* Every kernel of block panel dtype D (has_m: q4_1p's min term; BB panel block
- * bytes; DEQ its panel-block dequantizer) and its reference twin */
-#define CKIR_QP_KERNELS(D, HAS_M, BB, DEQ)                                                        \
+/* Every kernel of block panel dtype D (has_m: q4_1p's min term) and its reference
+ * twin */
+#define CKIR_QP_KERNELS(D, HAS_M)                                                                 \
   void ckir_gemv_##D(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {        \
     gemv_qp_impl(x, w, NULL, y, N, K, HAS_M);                                                    \
   }                                                                                              \
@@ -869,12 +893,10 @@ int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8
   }                                                                                              \
   void ckir_gemm_bias_##D(const float *x, const uint8_t *w, const float *b, float *y, int64_t M, \
                           int64_t N, int64_t K) {                                                \
-    if (QP_GEMM_I8)                                                                              \
+    if (QP_I8_NOW)                                                                               \
       qp_gemm_i8_one(x, w, b, y, M, N, K, HAS_M);                                                \
-    else if (M <= QP_SMALL_M)                                                                    \
-      qp_rows(x, M, w, BB, DEQ, b, y, N, K);                                                     \
     else                                                                                         \
-      ckir_internal_gemm_qp(x, w, b, y, M, N, K, HAS_M);                                         \
+      ckir_internal_gemm_qp_f32x(x, w, b, y, M, N, K, HAS_M);                                    \
   }                                                                                              \
   void ckir_gemm_##D(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,          \
                      int64_t K) {                                                                \
@@ -924,5 +946,5 @@ int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8
         qp_values(table, tokens[t], bk, E, HAS_M, out + t * E + bk * CKIR_QK);                   \
   }
 
-CKIR_QP_KERNELS(q8_0p, 0, CKIR_Q8P_BLOCK, ckir_internal_q8p_deq)
-CKIR_QP_KERNELS(q4_1p, 1, CKIR_Q41P_BLOCK, ckir_internal_q41p_deq)
+CKIR_QP_KERNELS(q8_0p, 0)
+CKIR_QP_KERNELS(q4_1p, 1)

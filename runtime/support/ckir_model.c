@@ -3,6 +3,7 @@
  * the ckir_model_desc that every generated model.c defines. */
 #define _GNU_SOURCE /* MADV_HUGEPAGE, MAP_ANONYMOUS */
 #include "ckir_model.h"
+#include "ckir_runtime.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -167,7 +168,9 @@ int ckir_model_run(ckir_model *m, const ckir_mode_desc *mode, const int32_t *tok
     }
   }
   memcpy(m->state + mode->tokens_offset, tokens, (size_t)n * sizeof(int32_t));
+  const int fp32_x = ckir_runtime_qp_fp32_x(m->fp32_x); /* this thread, for this call */
   int rc = mode->run(m, n);
+  ckir_runtime_qp_fp32_x(fp32_x);
   if (rc != CKIR_OK) return rc;
   m->pos += n;
   /* a one-row output of a many-row mode holds the last token's logits only */
@@ -175,6 +178,11 @@ int ckir_model_run(ckir_model *m, const ckir_mode_desc *mode, const int32_t *tok
   m->last_logits = mode->logits_offset;
   m->error[0] = 0;
   return CKIR_OK;
+}
+
+int ckir_model_set_int8_prefill(ckir_model *m, int on) {
+  m->fp32_x = !on;
+  return on && ckir_runtime_qp_int8_gemm() != 0;
 }
 
 int64_t ckir_model_copy_logits(const ckir_model *m, float *dst) {
