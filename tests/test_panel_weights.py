@@ -764,6 +764,26 @@ def test_block_panel_build_matches_hf(
     assert not (tmp_path / "saved").exists()
 
 
+def test_int8_prefill_switch_on_a_build_without_it(tmp_path: Path) -> None:
+    """A build whose library predates ckir_set_int8_prefill: asking for fp32 x where it
+    runs int8 x is an error that says to recompile, never a silent no-op; asking for
+    int8 x (or fp32 x where it has no int8 GEMM) changes nothing."""
+    import ckir
+    from ckir.tools.zoo import make_tiny_model
+
+    src = make_tiny_model("llama", tmp_path / "hf", seed=1)
+    with ckir.compile(src, tmp_path / "b", dtype="q8_0", max_context=16) as model:
+        runs_int8 = model.int8_prefill
+        model._set_int8 = None  # as loaded from an old build
+        model.int8_prefill = True
+        if runs_int8:
+            with pytest.raises(CkirError, match="predates the int8 prefill switch; recompile"):
+                model.int8_prefill = False
+        else:
+            model.int8_prefill = False
+        assert model.int8_prefill == runs_int8
+
+
 def _slot_bytes(model: Any, weight: str) -> np.ndarray:
     """The bytes of weight instance ``weight`` in a loaded build's weights arena."""
     arena, offset, size, _canary = model.slots()[f"w.{weight}"]
