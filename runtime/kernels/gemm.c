@@ -406,10 +406,10 @@ CKIR_INLINE void prefetch_c(float *C, int64_t ldc, int64_t mr) {
 /* bs: B's step per k (GEMM_NR = CKIR_PANEL here, packed or pre-packed alike);
  * pf: npf cache lines from pf (one per k) are prefetched into L2; bf16: Ap and
  * Bp hold bf16 pairs and k counts pairs (GEMM_B_BF16) */
-CKIR_INLINE void ukernel_512(int64_t kc, const float *restrict Ap, const float *restrict Bp,
-                             float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first,
-                             int last, const float *bias, int relu, const float *pf, int64_t npf,
-                             const int bf16) {
+CKIR_INLINE void ukernel_512_(int64_t kc, const float *restrict Ap, const float *restrict Bp,
+                              float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first,
+                              int last, const float *bias, int relu, const float *pf,
+                              int64_t npf, const int bf16, const int rows) {
   (void)bf16; /* without CKIR_BF16DOT, GEMM_FMA ignores it */
   prefetch_c(C, ldc, mr);
   __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(),
@@ -425,9 +425,11 @@ CKIR_INLINE void ukernel_512(int64_t kc, const float *restrict Ap, const float *
     const __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16);
     __m512 a;
 #define CKIR_FMA_ROW(r, x0, x1)          \
-  a = _mm512_set1_ps(Ap[r]);             \
-  x0 = GEMM_FMA(bf16, x0, a, b0);        \
-  x1 = GEMM_FMA(bf16, x1, a, b1);
+  if (r < rows) {                        \
+    a = _mm512_set1_ps(Ap[r]);           \
+    x0 = GEMM_FMA(bf16, x0, a, b0);      \
+    x1 = GEMM_FMA(bf16, x1, a, b1);      \
+  }
     CKIR_FMA_ROW(0, c00, c01)
     CKIR_FMA_ROW(1, c10, c11)
     CKIR_FMA_ROW(2, c20, c21)
@@ -452,7 +454,7 @@ CKIR_INLINE void ukernel_512(int64_t kc, const float *restrict Ap, const float *
   }
   const __m512 zero = _mm512_setzero_ps();
 #define CKIR_STORE_ROW(r, x0, x1)                                              \
-  if (r < mr) {                                                                \
+  if (r < rows && r < mr) {                                                                \
     float *cr = C + (r) * ldc;                                                 \
     if (first) {                                                               \
       x0 = _mm512_add_ps(x0, bias0);                                           \
@@ -484,6 +486,21 @@ CKIR_INLINE void ukernel_512(int64_t kc, const float *restrict Ap, const float *
 }
 #undef GEMM_FMA
 
+/* A tile of mr rows runs the kernel of 12, 8 or 4 rows (the packed A panel keeps
+ * its GEMM_MR stride): a tail tile computes no rows it does not store (M = 128:
+ * 128 of 132 row slots instead of 132; M = 37: 40 instead of 48). */
+CKIR_INLINE void ukernel_512(int64_t kc, const float *restrict Ap, const float *restrict Bp,
+                             float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first,
+                             int last, const float *bias, int relu, const float *pf, int64_t npf,
+                             const int bf16) {
+  if (mr > 8)
+    ukernel_512_(kc, Ap, Bp, C, ldc, mr, nr, first, last, bias, relu, pf, npf, bf16, 12);
+  else if (mr > 4)
+    ukernel_512_(kc, Ap, Bp, C, ldc, mr, nr, first, last, bias, relu, pf, npf, bf16, 8);
+  else
+    ukernel_512_(kc, Ap, Bp, C, ldc, mr, nr, first, last, bias, relu, pf, npf, bf16, 4);
+}
+
 static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const float *restrict Bp,
                     int64_t bs, float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first,
                     int last, const float *bias, int relu, const float *pf, int64_t npf) {
@@ -503,10 +520,10 @@ static void ukernel_bf16(int64_t kc, const float *restrict Ap, const float *rest
 /* packed == 0 reads A in place (GEMM_PACK_A == 0): row r at A + r * lda; rows
  * >= mr alias row mr - 1 (computed, never stored), so nothing past A is read.
  * packed == 1 reads a packed panel (transposed A): row r at A + r, step MR. */
-CKIR_INLINE void ukernel_avx2(int64_t kc, const float *restrict A, int64_t lda,
-                              const float *restrict Bp, int64_t bs, float *restrict C, int64_t ldc,
-                              int64_t mr, int64_t nr, int first, int last, const float *bias,
-                              int relu, const int packed) {
+CKIR_INLINE void ukernel_avx2_(int64_t kc, const float *restrict A, int64_t lda,
+                               const float *restrict Bp, int64_t bs, float *restrict C,
+                               int64_t ldc, int64_t mr, int64_t nr, int first, int last,
+                               const float *bias, int relu, const int packed, const int rows) {
   const int64_t ks = packed ? GEMM_MR : 1; /* step of k in A */
 #define CKIR_AROW(r) (packed ? A + (r) : A + CKIR_MIN(r, mr - 1) * lda)
   const float *a0 = A, *a1 = CKIR_AROW(1), *a2 = CKIR_AROW(2), *a3 = CKIR_AROW(3),
@@ -521,16 +538,18 @@ CKIR_INLINE void ukernel_avx2(int64_t kc, const float *restrict A, int64_t lda,
   for (int64_t k = 0; k < kc; k++) {
     const __m256 b0 = _mm256_loadu_ps(Bp), b1 = _mm256_loadu_ps(Bp + 8);
     __m256 a;
-#define CKIR_FMA_ROW(ar, x0, x1)         \
-  a = _mm256_broadcast_ss(ar + k * ks);  \
-  x0 = _mm256_fmadd_ps(a, b0, x0);       \
-  x1 = _mm256_fmadd_ps(a, b1, x1);
-    CKIR_FMA_ROW(a0, c00, c01)
-    CKIR_FMA_ROW(a1, c10, c11)
-    CKIR_FMA_ROW(a2, c20, c21)
-    CKIR_FMA_ROW(a3, c30, c31)
-    CKIR_FMA_ROW(a4, c40, c41)
-    CKIR_FMA_ROW(a5, c50, c51)
+#define CKIR_FMA_ROW(r, ar, x0, x1)      \
+  if (r < rows) {                        \
+    a = _mm256_broadcast_ss(ar + k * ks); \
+    x0 = _mm256_fmadd_ps(a, b0, x0);     \
+    x1 = _mm256_fmadd_ps(a, b1, x1);     \
+  }
+    CKIR_FMA_ROW(0, a0, c00, c01)
+    CKIR_FMA_ROW(1, a1, c10, c11)
+    CKIR_FMA_ROW(2, a2, c20, c21)
+    CKIR_FMA_ROW(3, a3, c30, c31)
+    CKIR_FMA_ROW(4, a4, c40, c41)
+    CKIR_FMA_ROW(5, a5, c50, c51)
 #undef CKIR_FMA_ROW
     Bp += bs;
   }
@@ -545,7 +564,7 @@ CKIR_INLINE void ukernel_avx2(int64_t kc, const float *restrict A, int64_t lda,
   }
   const __m256 zero = _mm256_setzero_ps();
 #define CKIR_STORE_ROW(r, x0, x1)                                              \
-  if (r < mr) {                                                                \
+  if (r < rows && r < mr) {                                                                \
     float *cr = C + (r) * ldc;                                                 \
     if (first) {                                                               \
       x0 = _mm256_add_ps(x0, bias0);                                           \
@@ -568,6 +587,19 @@ CKIR_INLINE void ukernel_avx2(int64_t kc, const float *restrict A, int64_t lda,
   CKIR_STORE_ROW(4, c40, c41)
   CKIR_STORE_ROW(5, c50, c51)
 #undef CKIR_STORE_ROW
+}
+
+/* A tile of mr rows runs the kernel of 6, 4 or 2 rows (as ukernel_512) */
+CKIR_INLINE void ukernel_avx2(int64_t kc, const float *restrict A, int64_t lda,
+                              const float *restrict Bp, int64_t bs, float *restrict C, int64_t ldc,
+                              int64_t mr, int64_t nr, int first, int last, const float *bias,
+                              int relu, const int packed) {
+  if (mr > 4)
+    ukernel_avx2_(kc, A, lda, Bp, bs, C, ldc, mr, nr, first, last, bias, relu, packed, 6);
+  else if (mr > 2)
+    ukernel_avx2_(kc, A, lda, Bp, bs, C, ldc, mr, nr, first, last, bias, relu, packed, 4);
+  else
+    ukernel_avx2_(kc, A, lda, Bp, bs, C, ldc, mr, nr, first, last, bias, relu, packed, 2);
 }
 
 static void ukernel(int64_t kc, const float *restrict A, int64_t lda, const float *restrict Bp,
