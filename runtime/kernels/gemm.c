@@ -108,6 +108,18 @@ _Static_assert(CKIR_PANEL % GEMM_NR == 0, "CKIR_PANEL must be a multiple of GEMM
  * (whole blocks of 32) of a panel is dequantized into the B pack (pack_b_qp) */
 #define GEMM_B_Q8_0P 7
 #define GEMM_B_Q4_1P 8
+/* A row tile of mr <= GEMM_MR rows runs the micro-kernel of GEMM_MR, 2/3 or 1/3 of
+ * that many rows (the last argument: rows, a constant for which the always-inline
+ * kernel drops the other rows' registers and FMAs; a packed A panel keeps its
+ * GEMM_MR stride): a tail tile computes few rows it does not store (M = 128 on
+ * AVX-512: 128 row slots instead of 132; M = 37: 40 instead of 48). */
+#define GEMM_BY_HEIGHT(kernel, mr, ...)                                                 \
+  ((mr) > 2 * GEMM_MR / 3 ? kernel(__VA_ARGS__, GEMM_MR)                                 \
+   : (mr) > GEMM_MR / 3   ? kernel(__VA_ARGS__, 2 * GEMM_MR / 3)                         \
+                          : kernel(__VA_ARGS__, GEMM_MR / 3))
+#if defined(CKIR_AVX512) || defined(CKIR_AVX2)
+_Static_assert(GEMM_MR % 3 == 0, "GEMM_BY_HEIGHT takes thirds of GEMM_MR");
+#endif
 /* per-thread stack used by the packed panels (documented in the header) */
 #define GEMM_STACK_BYTES ((GEMM_KC * GEMM_NC + GEMM_PACK_A * GEMM_MC * GEMM_KC) * 4)
 
@@ -486,19 +498,13 @@ CKIR_INLINE void ukernel_512_(int64_t kc, const float *restrict Ap, const float 
 }
 #undef GEMM_FMA
 
-/* A tile of mr rows runs the kernel of 12, 8 or 4 rows (the packed A panel keeps
- * its GEMM_MR stride): a tail tile computes no rows it does not store (M = 128:
- * 128 of 132 row slots instead of 132; M = 37: 40 instead of 48). */
+/* A tile of mr rows runs the kernel of 12, 8 or 4 rows (GEMM_BY_HEIGHT) */
 CKIR_INLINE void ukernel_512(int64_t kc, const float *restrict Ap, const float *restrict Bp,
                              float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first,
                              int last, const float *bias, int relu, const float *pf, int64_t npf,
                              const int bf16) {
-  if (mr > 8)
-    ukernel_512_(kc, Ap, Bp, C, ldc, mr, nr, first, last, bias, relu, pf, npf, bf16, 12);
-  else if (mr > 4)
-    ukernel_512_(kc, Ap, Bp, C, ldc, mr, nr, first, last, bias, relu, pf, npf, bf16, 8);
-  else
-    ukernel_512_(kc, Ap, Bp, C, ldc, mr, nr, first, last, bias, relu, pf, npf, bf16, 4);
+  GEMM_BY_HEIGHT(ukernel_512_, mr, kc, Ap, Bp, C, ldc, mr, nr, first, last, bias, relu, pf, npf,
+                 bf16);
 }
 
 static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const float *restrict Bp,
@@ -589,17 +595,13 @@ CKIR_INLINE void ukernel_avx2_(int64_t kc, const float *restrict A, int64_t lda,
 #undef CKIR_STORE_ROW
 }
 
-/* A tile of mr rows runs the kernel of 6, 4 or 2 rows (as ukernel_512) */
+/* A tile of mr rows runs the kernel of 6, 4 or 2 rows (GEMM_BY_HEIGHT) */
 CKIR_INLINE void ukernel_avx2(int64_t kc, const float *restrict A, int64_t lda,
                               const float *restrict Bp, int64_t bs, float *restrict C, int64_t ldc,
                               int64_t mr, int64_t nr, int first, int last, const float *bias,
                               int relu, const int packed) {
-  if (mr > 4)
-    ukernel_avx2_(kc, A, lda, Bp, bs, C, ldc, mr, nr, first, last, bias, relu, packed, 6);
-  else if (mr > 2)
-    ukernel_avx2_(kc, A, lda, Bp, bs, C, ldc, mr, nr, first, last, bias, relu, packed, 4);
-  else
-    ukernel_avx2_(kc, A, lda, Bp, bs, C, ldc, mr, nr, first, last, bias, relu, packed, 2);
+  GEMM_BY_HEIGHT(ukernel_avx2_, mr, kc, A, lda, Bp, bs, C, ldc, mr, nr, first, last, bias, relu,
+                 packed);
 }
 
 static void ukernel(int64_t kc, const float *restrict A, int64_t lda, const float *restrict Bp,
