@@ -103,6 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if logits_out is not None and (logits_out.is_dir() or str(args.logits_out).endswith("/")):
         raise CkirError(f"--logits-out {args.logits_out}: is a folder; give a file name (.npy)")
     with load(args.build) as model:
+        model.int8_prefill = args.int8_prefill  # (_int8_prefill_option)
         logits = model.prefill(tokens)
         rows = [logits]
         out: list[int] = []
@@ -178,6 +179,17 @@ def _kernel_counts(path: Path) -> tuple[dict[str, dict[str, int]], dict[str, str
     return counts, fused
 
 
+def _int8_prefill_option(parser: argparse.ArgumentParser) -> None:
+    """``--int8-prefill``: the commands that pick tokens from a prompt's logits run its
+    prefill on fp32 x unless asked (a near tie of the reference can flip under int8
+    x's few-percent error: docs/gguf.md); the library's default is int8 x."""
+    parser.add_argument(
+        "--int8-prefill",
+        action="store_true",
+        help="Q8_0/Q4_1 prompt on int8 activations: ~2x faster, logits a few %% off",
+    )
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     """Compile (through the cache), then stream generated text."""
     from ckir.cache import cached_build, cached_tokenizer
@@ -201,9 +213,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     build_dir, cached = cached_build(source, options, quiet=args.quiet, on_warning=_warn)
     with load(build_dir) as model:
-        # the prompt's logits pick the first answer token: fp32 x unless asked (a near
-        # tie of the reference can flip under int8 x's few-percent error; docs/gguf.md)
-        model.int8_prefill = args.int8_prefill
+        model.int8_prefill = args.int8_prefill  # (_int8_prefill_option)
         ready = time.perf_counter() - t0
         print(
             f"[{source.name}: {'cached build' if cached else 'compiled'} in {ready:.2f}s; "
@@ -398,6 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tokens", required=True, help="comma-separated token ids")
     s.add_argument("--steps", type=int, default=8, help="greedy tokens to print")
     s.add_argument("--logits-out", help="save the logits of every step (.npy)")
+    _int8_prefill_option(s)
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("inspect", help="layout totals and kernel choices of a build")
@@ -416,11 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--chat", action="store_true", help="apply the model's chat template")
     s.add_argument("--max-context", type=int, default=None)
     s.add_argument("--dtype", choices=WEIGHT_DTYPES)
-    s.add_argument(
-        "--int8-prefill",
-        action="store_true",
-        help="Q8_0/Q4_1 prompt on int8 activations: ~2x faster, logits a few %% off",
-    )
+    _int8_prefill_option(s)
     s.add_argument("-q", "--quiet", action="store_true", help="no compile progress")
     s.set_defaults(func=cmd_generate)
 

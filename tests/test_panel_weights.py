@@ -784,6 +784,29 @@ def test_int8_prefill_switch_on_a_build_without_it(tmp_path: Path) -> None:
         assert model.int8_prefill == runs_int8
 
 
+def test_cli_run_prefills_on_fp32_x_unless_asked(tmp_path: Path, capsys) -> None:
+    """``ckir run`` (as ``ckir generate``) prefills a q8_0p build on fp32 x;
+    ``--int8-prefill`` gives the library default's int8-x logits."""
+    import ckir
+    from ckir.cli import main
+    from ckir.tools.zoo import make_tiny_model
+
+    src = make_tiny_model("llama", tmp_path / "hf", seed=3)
+    tokens = [5, 17, 2, 40, 9, 33, 12, 8, 60]
+    with ckir.compile(src, tmp_path / "b", dtype="q8_0", max_context=16) as model:
+        int8 = model.prefill(tokens).copy()
+        model.int8_prefill = False
+        model.reset()
+        fp32 = model.prefill(tokens).copy()
+    assert not np.array_equal(int8, fp32) or not model.int8_prefill_dot
+    for flag, want in (([], fp32), (["--int8-prefill"], int8)):
+        out = tmp_path / f"logits{len(flag)}.npy"
+        args = ["run", str(tmp_path / "b"), "--tokens", ",".join(map(str, tokens))]
+        assert main([*args, "--steps", "1", "--logits-out", str(out), *flag]) == 0
+        np.testing.assert_array_equal(np.load(out)[: len(tokens)], want)
+    capsys.readouterr()
+
+
 def _slot_bytes(model: Any, weight: str) -> np.ndarray:
     """The bytes of weight instance ``weight`` in a loaded build's weights arena."""
     arena, offset, size, _canary = model.slots()[f"w.{weight}"]
