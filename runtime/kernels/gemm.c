@@ -466,7 +466,7 @@ CKIR_INLINE void ukernel_512_(int64_t kc, const float *restrict Ap, const float 
   }
   const __m512 zero = _mm512_setzero_ps();
 #define CKIR_STORE_ROW(r, x0, x1)                                              \
-  if (r < rows && r < mr) {                                                                \
+  if (r < rows && r < mr) {                                                    \
     float *cr = C + (r) * ldc;                                                 \
     if (first) {                                                               \
       x0 = _mm512_add_ps(x0, bias0);                                           \
@@ -544,11 +544,11 @@ CKIR_INLINE void ukernel_avx2_(int64_t kc, const float *restrict A, int64_t lda,
   for (int64_t k = 0; k < kc; k++) {
     const __m256 b0 = _mm256_loadu_ps(Bp), b1 = _mm256_loadu_ps(Bp + 8);
     __m256 a;
-#define CKIR_FMA_ROW(r, ar, x0, x1)      \
-  if (r < rows) {                        \
+#define CKIR_FMA_ROW(r, ar, x0, x1)       \
+  if (r < rows) {                         \
     a = _mm256_broadcast_ss(ar + k * ks); \
-    x0 = _mm256_fmadd_ps(a, b0, x0);     \
-    x1 = _mm256_fmadd_ps(a, b1, x1);     \
+    x0 = _mm256_fmadd_ps(a, b0, x0);      \
+    x1 = _mm256_fmadd_ps(a, b1, x1);      \
   }
     CKIR_FMA_ROW(0, a0, c00, c01)
     CKIR_FMA_ROW(1, a1, c10, c11)
@@ -570,7 +570,7 @@ CKIR_INLINE void ukernel_avx2_(int64_t kc, const float *restrict A, int64_t lda,
   }
   const __m256 zero = _mm256_setzero_ps();
 #define CKIR_STORE_ROW(r, x0, x1)                                              \
-  if (r < rows && r < mr) {                                                                \
+  if (r < rows && r < mr) {                                                    \
     float *cr = C + (r) * ldc;                                                 \
     if (first) {                                                               \
       x0 = _mm256_add_ps(x0, bias0);                                           \
