@@ -51,6 +51,9 @@
  * pack (GEMM_B_BF16P_F32).  q8_0p / q4_1p weights (Q8_0 / Q4_1 blocks in
  * panels) are dequantized block by block straight into the B pack
  * (GEMM_B_Q8_0P / GEMM_B_Q4_1P). */
+#include <pthread.h>
+#include <stdlib.h>
+
 #include "ckir_internal.h"
 #include "ckir_quant.h"
 
@@ -650,33 +653,76 @@ static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const flo
 
 /* ---- driver -------------------------------------------------------------- */
 
+/* K in slices of equal depth (<= GEMM_KC, a multiple of 8; of 32 for the block
+ * formats, which convert whole blocks): no short last slice whose C round trip
+ * costs as much as a full one.  The depth depends on K and the B kind alone, so
+ * each C element sums its terms in the same order whatever share of N or M a
+ * thread gets: results do not depend on the thread count. */
+static int64_t gemm_kstep(int64_t K, int b_nk) {
+  const int64_t nslices = (K + GEMM_KC - 1) / GEMM_KC;
+  const int64_t kq = b_nk == GEMM_B_ROWS || b_nk == GEMM_B_Q8_0P || b_nk == GEMM_B_Q4_1P ? 32 : 8;
+  return CKIR_MIN(GEMM_KC, ((K + nslices - 1) / nslices + kq - 1) / kq * kq);
+}
+
+/* whether B kind b_nk multiplies bf16 pairs (the driver's K counts pairs; A is
+ * fp32, 2 K floats a row) */
+static int gemm_bf16_pairs(int b_nk) {
+#if defined(CKIR_BF16DOT)
+  return b_nk == GEMM_B_BF16 || b_nk == GEMM_B_BF16P;
+#else
+  (void)b_nk;
+  return 0;
+#endif
+}
+
+/* whether the micro-kernel reads A from packed panels */
+static int gemm_packs_a(int a_t, int b_nk) { return GEMM_PACK_A || a_t || gemm_bf16_pairs(b_nk); }
+
+/* The A panels of rows [0, mc) and k [pc, pc + kc) of A (A(i, k) at A[i * lda +
+ * k], with a_t at A[k * lda + i]; bf16 pairs: k counts pairs) into Ap. */
+static void pack_a_any(const float *A, int64_t lda, int a_t, int bf, int64_t mc, int64_t pc,
+                       int64_t kc, float *Ap) {
+  (void)bf;
+  if (a_t)
+    pack_a_t(A + pc * lda, lda, mc, kc, Ap);
+#if defined(CKIR_BF16DOT)
+  else if (bf)
+    pack_a_bf16(A + 2 * pc, lda, mc, kc, Ap);
+#endif
+#if GEMM_PACK_A
+  else
+    pack_a(A + pc, lda, mc, kc, Ap);
+#endif
+}
+
+/* A packed once for a call's rows (the shared pack, see gemm_run): slice pc (k
+ * from pc, kc deep) of row r (a multiple of GEMM_MR) at p + pc * rows + r * kc,
+ * rows = the packed rows rounded up to GEMM_MR. */
+typedef struct {
+  const float *p;
+  int64_t rows;
+} gemm_apk;
+
 /* One thread's share: C[0:M, 0:N] of the product.  A(i, k) is A[i * lda + k],
  * or with a_t (A stored transposed) A[k * lda + i].  b_nk == 1: B is w[N, K]
  * (gemm); 0: B is b[K, N] (matmul); GEMM_B_PANELS: B is the whole f32p matrix
  * (ldb = K) and C's column 0 is its column bcol (a multiple of GEMM_NR);
  * GEMM_B_ROWS: B is the whole weight matrix, its rows read through `row`, and
- * C's column 0 its row bcol.  Ap
- * (when A is packed) and Bp are the caller's pack buffers; a_t is a constant in
- * each caller (gemm_blocked, gemm_blocked_t). */
+ * C's column 0 its row bcol.  A is read from the shared pack apk (from its row
+ * arow) when apk.p is set, else packed block by block into Ap when the
+ * micro-kernel reads packed panels; Bp is the caller's B pack.  a_t is a
+ * constant in each caller (gemm_blocked, gemm_blocked_t). */
 CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const float *B,
                                int64_t ldb, int b_nk, int64_t bcol, ckir_wrow_fn row,
                                const float *bias, float *C, int64_t ldc, int64_t M, int64_t N,
-                               int64_t K, int relu, float *restrict Ap, float *restrict Bp) {
+                               int64_t K, int relu, gemm_apk apk, int64_t arow,
+                               float *restrict Ap, float *restrict Bp) {
   /* panels: B is read in place (f32p floats, or bf16p pairs) */
   const int panels = b_nk == GEMM_B_PANELS || b_nk == GEMM_B_BF16P, rows = b_nk == GEMM_B_ROWS;
-  const int packed_a = GEMM_PACK_A || a_t;
-#if defined(CKIR_BF16DOT)
-  /* K counts pairs; A is fp32, 2 K floats a row */
-  const int bf = b_nk == GEMM_B_BF16 || b_nk == GEMM_B_BF16P;
-#endif
-  /* K in slices of equal depth (<= GEMM_KC, a multiple of 8): no short last
-   * slice whose C round trip costs as much as a full one.  The depth depends on
-   * K alone, so each C element sums its terms in the same order whatever share
-   * of N or M a thread gets: results do not depend on the thread count. */
-  const int64_t nslices = (K + GEMM_KC - 1) / GEMM_KC;
+  const int packed_a = gemm_packs_a(a_t, b_nk);
+  const int bf = gemm_bf16_pairs(b_nk);
   const int qp = b_nk == GEMM_B_Q8_0P || b_nk == GEMM_B_Q4_1P; /* block panels */
-  const int64_t kq = rows || qp ? 32 : 8; /* slice depths: multiples of kq */
-  const int64_t kstep = CKIR_MIN(GEMM_KC, ((K + nslices - 1) / nslices + kq - 1) / kq * kq);
+  const int64_t kstep = gemm_kstep(K, b_nk);
   /* Column blocks of equal width (whole panels), as wide as the B pack's
    * GEMM_KC * GEMM_NC floats allow at this depth: a shallow K (the weight
    * gradient's 128 tokens) takes wider blocks, so A is packed fewer times
@@ -709,16 +755,11 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
         pack_b_kn(B + pc * ldb + jc, ldb, nc, kc, Bp);
       for (int64_t ic = 0; ic < M; ic += GEMM_MC) {
         const int64_t mc = CKIR_MIN(GEMM_MC, M - ic);
-        if (a_t)
-          pack_a_t(A + pc * lda + ic, lda, mc, kc, Ap);
-#if defined(CKIR_BF16DOT)
-        else if (bf)
-          pack_a_bf16(A + ic * lda + 2 * pc, lda, mc, kc, Ap);
-#endif
-#if GEMM_PACK_A
-        else
-          pack_a(A + ic * lda + pc, lda, mc, kc, Ap);
-#endif
+        const float *ap = Ap;
+        if (apk.p)
+          ap = apk.p + pc * apk.rows + (arow + ic) * kc;
+        else if (packed_a)
+          pack_a_any(a_t ? A + ic : A + ic * lda, lda, a_t, bf, mc, pc, kc, Ap);
         /* the row tiles of this block share one B micro-panel: with panels,
          * each prefetches its part of the next panel's kc-slice (2 lines a k) */
         const int64_t tiles = (mc + GEMM_MR - 1) / GEMM_MR;
@@ -740,11 +781,11 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
             const int64_t np = next ? CKIR_MAX(0, CKIR_MIN(npf, 2 * kc - ir / GEMM_MR * npf)) : 0;
 #if defined(CKIR_BF16DOT)
             if (bf)
-              ukernel_bf16(kc, Ap + ir * kc, bp, c, ldc, mr, nr, first, last, bj, pf, np);
+              ukernel_bf16(kc, ap + ir * kc, bp, c, ldc, mr, nr, first, last, bj, pf, np);
             else
 #endif
             if (packed_a)
-              ukernel_packed(kc, Ap + ir * kc, lda, bp, bs, c, ldc, mr, nr, first, last, bj, relu,
+              ukernel_packed(kc, ap + ir * kc, lda, bp, bs, c, ldc, mr, nr, first, last, bj, relu,
                              pf, np);
             else
               ukernel(kc, A + (ic + ir) * lda + pc, lda, bp, bs, c, ldc, mr, nr, first, last, bj,
@@ -758,78 +799,225 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
 
 static void gemm_blocked(const float *A, int64_t lda, const float *B, int64_t ldb, int b_nk,
                          int64_t bcol, ckir_wrow_fn row, const float *bias, float *C, int64_t ldc,
-                         int64_t M, int64_t N, int64_t K, int relu) {
+                         int64_t M, int64_t N, int64_t K, int relu, gemm_apk apk, int64_t arow) {
   float Bp[GEMM_KC * GEMM_NC] __attribute__((aligned(64)));
 #if GEMM_PACK_A
   float Ap[GEMM_MC * GEMM_KC] __attribute__((aligned(64)));
 #else
   float *Ap = NULL; /* A is read in place */
 #endif
-  gemm_blocked_(A, lda, 0, B, ldb, b_nk, bcol, row, bias, C, ldc, M, N, K, relu, Ap, Bp);
+  gemm_blocked_(A, lda, 0, B, ldb, b_nk, bcol, row, bias, C, ldc, M, N, K, relu, apk, arow, Ap,
+                Bp);
 }
 
 /* A stored transposed: at[K, M] (lda >= M between rows of at) */
 static void gemm_blocked_t(const float *At, int64_t lda, const float *B, int64_t ldb, int b_nk,
-                           float *C, int64_t ldc, int64_t M, int64_t N, int64_t K) {
+                           float *C, int64_t ldc, int64_t M, int64_t N, int64_t K, gemm_apk apk,
+                           int64_t arow) {
   float Bp[GEMM_KC * GEMM_NC] __attribute__((aligned(64)));
   float Ap[GEMM_MC * GEMM_KC] __attribute__((aligned(64)));
-  gemm_blocked_(At, lda, 1, B, ldb, b_nk, 0, NULL, NULL, C, ldc, M, N, K, 0, Ap, Bp);
+  gemm_blocked_(At, lda, 1, B, ldb, b_nk, 0, NULL, NULL, C, ldc, M, N, K, 0, apk, arow, Ap, Bp);
 }
 
-/* One thread's rows [m0, m1) and columns [n0, n1) of the product. */
-static void gemm_part(const float *A, int a_t, const float *B, int b_nk, ckir_wrow_fn row,
-                      const float *bias, float *C, int64_t M, int64_t N, int64_t K, int relu,
-                      int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  const int64_t ldb = b_nk ? K : N;
+/* One output of a call: C[M, N] (row stride N) = A . B (+ bias), B of the call's kind */
+typedef struct {
+  const float *B;
+  const float *bias;
+  float *C;
+  int64_t N;
+} gemm_out;
+
+/* A's rows [m0, m1) (M rows in all) times the columns [n0, n1) of output o,
+ * written to C (element (m0, n0) of the product; row stride ldc).  apk: the
+ * shared pack, holding row m0 at its row arow (or none). */
+static void gemm_part(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const gemm_out *o,
+                      float *C, int64_t ldc, int64_t M, int64_t K, int relu, int64_t m0,
+                      int64_t m1, int64_t n0, int64_t n1, gemm_apk apk, int64_t arow) {
+  const float *B = o->B;
+  const int64_t ldb = b_nk ? K : o->N;
   /* bf16 pairs: K counts pairs */
   const int64_t lda = b_nk == GEMM_B_BF16 || b_nk == GEMM_B_BF16P ? 2 * K : K;
   /* panels, rows: the whole matrix, addressed from column n0 by gemm_blocked_ */
   const int whole = b_nk == GEMM_B_PANELS || b_nk == GEMM_B_ROWS || b_nk == GEMM_B_BF16P ||
                     b_nk == GEMM_B_BF16P_F32 || b_nk == GEMM_B_Q8_0P || b_nk == GEMM_B_Q4_1P;
   const float *Bt = whole ? B : b_nk ? B + n0 * K : B + n0;
-  const float *bt = bias ? bias + n0 : NULL;
-  float *Ct = C + m0 * N + n0;
+  const float *bt = o->bias ? o->bias + n0 : NULL;
   if (a_t)
-    gemm_blocked_t(A + m0, M, Bt, ldb, b_nk, Ct, N, m1 - m0, n1 - n0, K);
+    gemm_blocked_t(A + m0, M, Bt, ldb, b_nk, C, ldc, m1 - m0, n1 - n0, K, apk, arow);
   else
-    gemm_blocked(A + m0 * lda, lda, Bt, ldb, b_nk, n0, row, bt, Ct, N, m1 - m0, n1 - n0, K, relu);
+    gemm_blocked(A + m0 * lda, lda, Bt, ldb, b_nk, n0, row, bt, C, ldc, m1 - m0, n1 - n0, K, relu,
+                 apk, arow);
+}
+
+/* ---- the shared A pack ------------------------------------------------------
+ * The calling thread's buffer (grown when a call needs more, freed at thread
+ * exit); NULL when it cannot be had (the threads then pack A block by block). */
+typedef struct {
+  float *p;
+  size_t n;
+} apk_buf;
+static pthread_key_t apk_key;
+static pthread_once_t apk_once = PTHREAD_ONCE_INIT;
+static int apk_key_ok;
+
+static void apk_free(void *v) {
+  apk_buf *b = v;
+  free(b->p);
+  free(b);
+}
+
+static void apk_init(void) { apk_key_ok = pthread_key_create(&apk_key, apk_free) == 0; }
+
+static float *apk_get(size_t floats) {
+  pthread_once(&apk_once, apk_init);
+  if (!apk_key_ok) return NULL;
+  apk_buf *b = pthread_getspecific(apk_key);
+  if (!b) {
+    b = calloc(1, sizeof *b);
+    if (!b || pthread_setspecific(apk_key, b) != 0) {
+      free(b);
+      return NULL;
+    }
+  }
+  if (b->n < floats) {
+    free(b->p);
+    b->p = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+    b->n = b->p ? floats : 0;
+  }
+  return b->p;
+}
+
+/* Rows of A packed at once (a multiple of GEMM_MC, at least one block): the
+ * pack of a row block is GEMM_APK_BYTES at most, so it stays in L2 / L3 while
+ * every thread reads it for its columns; longer inputs run in row blocks, each
+ * streaming the weights again (>= GEMM_MC rows reuse each weight). */
+#ifndef GEMM_APK_BYTES
+#define GEMM_APK_BYTES (2 << 20)
+#endif
+
+/* gate_up tiles: at most GEMM_MC rows by GEMM_GU_NT columns, gate and up into
+ * stack buffers, then silu(gate) * up into the output */
+#define GEMM_GU_NT 256
+_Static_assert(GEMM_GU_NT % GEMM_NR == 0, "gate_up tiles are whole panels");
+
+/* The products of A with the n outputs' B (all of kind b_nk), or with gate_up
+ * the swiglu of A's products with o[0].B (gate) and o[1].B (up) into o[0].C,
+ * on one parallel region.  K is the driver's (pairs for bf16 pairs).
+ *
+ * Threads split N (in whole panels, of all outputs in sequence) when there
+ * are enough columns, else M (one output).  With an N split and a micro-kernel
+ * that reads packed A, A is packed ONCE for all threads (the shared pack: each
+ * thread packs its share of the slices and row blocks, then every thread reads
+ * all of it), so the columns can go out in GEMM_CHUNKS chunks per thread
+ * handed out dynamically at no cost in packing: on a shared host one vCPU is
+ * often slower for a while, and a static split then waits for it. */
+static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const gemm_out *o,
+                     int n, int gate_up, int64_t M, int64_t K, int relu) {
+  int64_t ntot = 0, npanels = 0;
+  for (int i = 0; i < (gate_up ? 1 : n); i++) {
+    ntot += o[i].N;
+    npanels += (o[i].N + GEMM_NR - 1) / GEMM_NR;
+  }
+  int nt = 1;
+#ifdef _OPENMP
+  /* inside a parallel region (gate_up tiles) the call runs on its thread */
+  if ((double)M * ntot * K * (gate_up ? 2 : 1) >= 64.0 * CKIR_PAR_MIN_WORK && !omp_in_parallel())
+    nt = omp_get_max_threads();
+#endif
+  const int64_t mpanels = (M + GEMM_MR - 1) / GEMM_MR;
+  int split_n = n > 1 || gate_up || npanels >= 2 * nt || npanels >= mpanels;
+  /* a transposed A is always packed, by every chunk of an M split: when it is
+   * the larger operand (the weight gradient of a wide layer, dy^T[N, tokens]),
+   * split its rows, so each chunk packs only its own rows of A (and the small
+   * B again); on AVX2, with 4 chunks per thread, that is 4x less packing of dy
+   * for lm_head's dw[49152, 576] */
+  if (a_t && n == 1 && !gate_up && M > ntot && mpanels >= 2 * nt) split_n = 0;
+  if (!split_n) {
+    if (nt > mpanels) nt = (int)mpanels;
+    const int64_t chunks = CKIR_MIN(mpanels, (int64_t)nt * GEMM_CHUNKS);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
+    for (int64_t c = 0; c < chunks; c++) {
+      const int64_t m0 = mpanels * c / chunks * GEMM_MR;
+      const int64_t m1 = CKIR_MIN(M, mpanels * (c + 1) / chunks * GEMM_MR);
+      if (m1 > m0)
+        gemm_part(A, a_t, b_nk, row, o, o->C + m0 * o->N, o->N, M, K, relu, m0, m1, 0, o->N,
+                  (gemm_apk){NULL, 0}, 0);
+    }
+    return;
+  }
+  const int bf = gemm_bf16_pairs(b_nk);
+  const int64_t lda = a_t ? M : bf ? 2 * K : K;
+  const int64_t kstep = gemm_kstep(K, b_nk), nslices = (K + kstep - 1) / kstep;
+  /* row blocks of the shared pack */
+  const int64_t rb = CKIR_MAX(GEMM_MC, GEMM_APK_BYTES / (K * (int64_t)sizeof(float)) / GEMM_MC *
+                                           GEMM_MC);
+  const int64_t rblock = CKIR_MIN(rb, M);
+  const size_t pk_rows = (size_t)((rblock + GEMM_MR - 1) / GEMM_MR * GEMM_MR);
+  float *pk = gemm_packs_a(a_t, b_nk) ? apk_get(pk_rows * (size_t)K) : NULL;
+  /* work units: panels of the outputs in sequence, or gate_up tiles */
+  const int64_t gu_cols = gate_up ? (o[0].N + GEMM_GU_NT - 1) / GEMM_GU_NT : 0;
+  if (nt > 1 && !gate_up && nt > npanels) nt = (int)npanels;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  for (int64_t r0 = 0; r0 < M; r0 += rblock) {
+    const int64_t mb = CKIR_MIN(rblock, M - r0);
+    const gemm_apk apk = {pk, (mb + GEMM_MR - 1) / GEMM_MR * GEMM_MR};
+    if (pk) {
+      const int64_t mblocks = (mb + GEMM_MC - 1) / GEMM_MC;
+#pragma omp for schedule(static)
+      for (int64_t u = 0; u < nslices * mblocks; u++) {
+        const int64_t pc = u / mblocks * kstep, kc = CKIR_MIN(kstep, K - pc);
+        const int64_t ic = u % mblocks * GEMM_MC, mc = CKIR_MIN(GEMM_MC, mb - ic);
+        const int64_t i = r0 + ic; /* A's row */
+        pack_a_any(a_t ? A + i : A + i * lda, lda, a_t, bf, mc, pc, kc,
+                   pk + pc * apk.rows + ic * kc);
+      }
+    }
+    if (gate_up) {
+      /* row tiles of about equal height (whole GEMM_MR panels, <= GEMM_MC) */
+      const int64_t mtiles = (mb + GEMM_MC - 1) / GEMM_MC;
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t t = 0; t < mtiles * gu_cols; t++) {
+        const int64_t i = t % mtiles, n0 = t / mtiles * GEMM_GU_NT;
+        const int64_t pb = (mb + GEMM_MR - 1) / GEMM_MR; /* row panels of the block */
+        const int64_t m0 = pb * i / mtiles * GEMM_MR;
+        const int64_t m1 = i + 1 == mtiles ? mb : pb * (i + 1) / mtiles * GEMM_MR;
+        const int64_t nc = CKIR_MIN(GEMM_GU_NT, o[0].N - n0);
+        float g[GEMM_MC * GEMM_GU_NT] __attribute__((aligned(64)));
+        float u[GEMM_MC * GEMM_GU_NT] __attribute__((aligned(64)));
+        gemm_part(A, a_t, b_nk, row, &o[0], g, nc, M, K, 0, r0 + m0, r0 + m1, n0, n0 + nc, apk,
+                  m0);
+        gemm_part(A, a_t, b_nk, row, &o[1], u, nc, M, K, 0, r0 + m0, r0 + m1, n0, n0 + nc, apk,
+                  m0);
+        for (int64_t r = 0; r < m1 - m0; r++)
+          ckir_internal_silu_mul(g + r * nc, u + r * nc, o[0].C + (r0 + m0 + r) * o[0].N + n0,
+                                 nc);
+      }
+    } else {
+      const int64_t chunks = CKIR_MIN(npanels, (int64_t)nt * GEMM_CHUNKS);
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t c = 0; c < chunks; c++) {
+        /* panels [p0, p1) of the outputs in sequence */
+        const int64_t p0 = npanels * c / chunks, p1 = npanels * (c + 1) / chunks;
+        int64_t base = 0;
+        for (int j = 0; j < n; j++) {
+          const int64_t np = (o[j].N + GEMM_NR - 1) / GEMM_NR;
+          const int64_t q0 = CKIR_MAX(p0, base) - base, q1 = CKIR_MIN(p1, base + np) - base;
+          if (q1 > q0) {
+            const int64_t n0 = q0 * GEMM_NR, n1 = CKIR_MIN(o[j].N, q1 * GEMM_NR);
+            gemm_part(A, a_t, b_nk, row, &o[j], o[j].C + r0 * o[j].N + n0, o[j].N, M, K, relu,
+                      r0, r0 + mb, n0, n1, apk, 0);
+          }
+          base += np;
+        }
+      }
+    }
+  }
 }
 
 static void gemm_driver(const float *A, int a_t, const float *B, int b_nk, ckir_wrow_fn row,
                         const float *bias, float *C, int64_t M, int64_t N, int64_t K, int relu) {
-  int nt = 1;
-#ifdef _OPENMP
-  /* inside a parallel region (gate_up tiles) the call runs on its thread */
-  if ((double)M * N * K >= 64.0 * CKIR_PAR_MIN_WORK && !omp_in_parallel())
-    nt = omp_get_max_threads();
-#endif
-  const int64_t npanels = (N + GEMM_NR - 1) / GEMM_NR, mpanels = (M + GEMM_MR - 1) / GEMM_MR;
-  int split_n = npanels >= 2 * nt || npanels >= mpanels;
-  /* a transposed A is always packed, by every chunk of an N split: when it is
-   * the larger operand (the weight gradient of a wide layer, dy^T[N, tokens]),
-   * split its rows instead, so each chunk packs only its own rows of A (and
-   * the small B again); on AVX2, with 4 chunks per thread, that is 4x less
-   * packing of dy for lm_head's dw[49152, 576] */
-  if (a_t && M > N && mpanels >= 2 * nt) split_n = 0;
-  const int64_t units = split_n ? npanels : mpanels;
-  if (nt > units) nt = (int)units;
-  if (nt <= 1) {
-    gemm_part(A, a_t, B, b_nk, row, bias, C, M, N, K, relu, 0, M, 0, N);
-    return;
-  }
-  const int64_t chunks = CKIR_MIN(units, (int64_t)nt * GEMM_CHUNKS);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-  for (int64_t c = 0; c < chunks; c++) {
-    const int64_t u0 = units * c / chunks, u1 = units * (c + 1) / chunks;
-    if (u1 > u0) {
-      if (split_n)
-        gemm_part(A, a_t, B, b_nk, row, bias, C, M, N, K, relu, 0, M, u0 * GEMM_NR,
-                  CKIR_MIN(N, u1 * GEMM_NR));
-      else
-        gemm_part(A, a_t, B, b_nk, row, bias, C, M, N, K, relu, u0 * GEMM_MR,
-                  CKIR_MIN(M, u1 * GEMM_MR), 0, N);
-    }
-  }
+  const gemm_out o = {B, bias, C, N};
+  gemm_run(A, a_t, b_nk, row, &o, 1, 0, M, K, relu);
 }
 
 void ckir_internal_gemm(const float *a, int a_t, const float *b, int b_nk, float *c, int64_t M,
