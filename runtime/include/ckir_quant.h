@@ -85,16 +85,72 @@ typedef void (*ckir_wrow_fn)(const void *w, int64_t K, int64_t n, int64_t k0, in
 void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const float *b,
                          float *y, int64_t M, int64_t N, int64_t K);
 
-/* The same product on gemm.c's blocked driver: each 32-row panel of W is
- * converted by `row` into fp32 (k0, kc multiples of 32) and packed as gemm_f32
- * packs w, then gemm's register-blocked micro-kernel runs over it.  Used for
- * M > CKIR_WGEMM_SMALL_M; ~32 KiB more stack per thread than gemm_f32. */
-void ckir_internal_gemm_rows(const float *x, const void *w, ckir_wrow_fn row, const float *b,
-                             float *y, int64_t M, int64_t N, int64_t K);
-/* y[M, N] = bf16(x)[M, K] . W^T (+ b) by vdpbf16ps on gemm.c's blocked driver
- * (only in builds with CKIR_BF16DOT; K even). */
-void ckir_internal_gemm_bf16(const float *x, const uint16_t *w, const float *b, float *y,
-                             int64_t M, int64_t N, int64_t K);
+/* How gemm.c's blocked driver reads the right operand B (its b_nk): 0 b[K, N]
+ * (matmul), GEMM_B_NK w[N, K] (gemm's fp32 weights), or one of the weight
+ * layouts below; GEMM_B_NONE: not the blocked driver (a weight dtype's small-M
+ * path, see ckir_internal_wread_<d>). */
+#define GEMM_B_NONE (-1)
+#define GEMM_B_NK 1
+/* B pre-packed in f32p panels */
+#define GEMM_B_PANELS 2
+/* b_nk value for B = w[N, K] in a weight dtype whose rows a ckir_wrow_fn
+ * converts to fp32 (bf16, Q8_0, Q4_0, Q4_1): each panel's rows are converted
+ * into a stack buffer, then packed as gemm's w.  K slices are then multiples
+ * of 32 (the block formats convert whole blocks). */
+#define GEMM_B_ROWS 3
+/* b_nk value for B = bf16 w[N, K] multiplied by bf16-rounded x (CKIR_BF16DOT):
+ * the driver's K counts pairs of k.  w is read as [N][K/2] 32-bit pairs and
+ * packed by pack_b_nk like gemm's w (a pair moves as one float would); A is
+ * packed by pack_a_bf16 into pairs of rounded x, and the micro-kernel's FMA is
+ * vdpbf16ps (acc += a[2i] b[2i] + a[2i+1] b[2i+1]). */
+#define GEMM_B_BF16 4
+/* b_nk values for B in bf16p panels (the f32p layout of bf16 pairs, see
+ * ckir_internal.h): GEMM_B_BF16P reads the pairs in place against bf16-rounded
+ * x (CKIR_BF16DOT; K counts pairs, as GEMM_B_BF16); GEMM_B_BF16P_F32 converts
+ * each kc-slice of a panel to fp32 into the B pack (pack_b_bf16p) for fp32 x. */
+#define GEMM_B_BF16P 5
+#define GEMM_B_BF16P_F32 6
+/* b_nk values for B in q8_0p / q4_1p panels (ckir_internal.h): each kc-slice
+ * (whole blocks of 32) of a panel is dequantized into the B pack (pack_b_qp) */
+#define GEMM_B_Q8_0P 7
+#define GEMM_B_Q4_1P 8
+/* How a weight dtype's GEMM reads W on gemm.c's driver: kind (GEMM_B_*), and
+ * for GEMM_B_ROWS the row converter */
+typedef struct {
+  int kind;
+  ckir_wrow_fn row;
+} ckir_wread;
+/* ckir_internal_wread_<d>(M, K): how gemm_<d> with M rows reads its weights
+ * (kind GEMM_B_NONE where it takes its small-M path instead); the fused
+ * kernels ask it to run several outputs on one driver call */
+ckir_wread ckir_internal_wread_f32(int64_t M, int64_t K);
+ckir_wread ckir_internal_wread_bf16(int64_t M, int64_t K);
+ckir_wread ckir_internal_wread_q8_0(int64_t M, int64_t K);
+ckir_wread ckir_internal_wread_q4_0(int64_t M, int64_t K);
+ckir_wread ckir_internal_wread_q4_1(int64_t M, int64_t K);
+ckir_wread ckir_internal_wread_f32p(int64_t M, int64_t K);
+ckir_wread ckir_internal_wread_bf16p(int64_t M, int64_t K);
+ckir_wread ckir_internal_wread_q8_0p(int64_t M, int64_t K);
+ckir_wread ckir_internal_wread_q4_1p(int64_t M, int64_t K);
+/* the GEMM_B_ROWS reading of row converter `row` at M rows (GEMM_B_NONE up to
+ * CKIR_WGEMM_SMALL_M) */
+ckir_wread ckir_internal_wread_rows(int64_t M, ckir_wrow_fn row);
+
+/* One output of ckir_internal_gemm_outs: y[M, N] (row stride N) = x . W^T (+ b) */
+typedef struct {
+  const void *w;
+  const float *b;
+  float *y;
+  int64_t N;
+} ckir_gemm_out;
+/* The n (1..3) products of x[M, K] with the outputs' weights, all read as r
+ * says, on one parallel region in which each thread packs x once for all its
+ * columns (gemm.c, gemm_run); gate_up (n == 2): o[0].y = silu(x . W0^T) *
+ * (x . W1^T) instead, in tiles, without the two products in memory.  Every
+ * element is summed exactly as the single-output GEMM sums it. */
+void ckir_internal_gemm_outs(const float *x, ckir_wread r, const ckir_gemm_out *o, int n,
+                             int gate_up, int64_t M, int64_t K);
+
 /* rows of x up to which the weight-dtype GEMMs keep the dot-product form (measured
  * crossover, AVX-512, 2 threads, 1536x576: the blocked driver 1.10x slower at M = 16-24,
  * level at 32, 1.2x faster at 48, 1.6x at 128) */

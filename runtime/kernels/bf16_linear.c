@@ -87,15 +87,21 @@ void ckir_gemv_bias_bf16(const float *x, const uint16_t *w, const float *b, floa
 
 /* With CKIR_BF16DOT, M > CKIR_WGEMM_SMALL_M and an even K: bf16-rounded x times
  * the bf16 weights by vdpbf16ps; else fp32 x times the weights converted to fp32. */
+ckir_wread ckir_internal_wread_bf16(int64_t M, int64_t K) {
+#if defined(CKIR_BF16DOT)
+  if (M > CKIR_WGEMM_SMALL_M && K % 2 == 0) return (ckir_wread){GEMM_B_BF16, NULL};
+#endif
+  (void)K;
+  return ckir_internal_wread_rows(M, bf16_wrow);
+}
+
 static void gemm_bf16_impl(const float *x, const uint16_t *w, const float *b, float *y, int64_t M,
                            int64_t N, int64_t K) {
-#if defined(CKIR_BF16DOT)
-  if (M > CKIR_WGEMM_SMALL_M && K % 2 == 0) {
-    ckir_internal_gemm_bf16(x, w, b, y, M, N, K);
-    return;
-  }
-#endif
-  ckir_internal_wgemm(x, w, bf16_wrow, b, y, M, N, K);
+  const ckir_wread r = ckir_internal_wread_bf16(M, K);
+  if (r.kind == GEMM_B_NONE)
+    ckir_internal_wgemm(x, w, bf16_wrow, b, y, M, N, K);
+  else
+    ckir_internal_gemm_outs(x, r, &(ckir_gemm_out){w, b, y, N}, 1, 0, M, K);
 }
 
 void ckir_gemm_bf16(const float *x, const uint16_t *w, float *y, int64_t M, int64_t N,

@@ -159,10 +159,6 @@ void ckir_internal_gemm(const float *a, int a_t, const float *b, int b_nk, float
 #define CKIR_PANEL_AT(w, n, k, K) \
   ((w)[(((n) / CKIR_PANEL) * (K) + (k)) * CKIR_PANEL + (n) % CKIR_PANEL])
 
-/* y[M, N] = x[M, K] . W^T (+ b[N] when b != NULL) with W in f32p panels, on
- * gemm.c's blocked driver (no packing of W; OpenMP over whole panels) */
-void ckir_internal_gemm_panels(const float *x, const float *wp, const float *b, float *y,
-                               int64_t M, int64_t N, int64_t K);
 
 /* bf16 weights in GEMM panels (weight dtype bf16p, K even): the panels of
  * f32p with each float replaced by a 32-bit pair of bf16, k = 2j in the low and
@@ -174,12 +170,6 @@ void ckir_internal_gemm_panels(const float *x, const float *wp, const float *b, 
   ((w)[((((n) / CKIR_PANEL) * ((K) / 2) + (k) / 2) * CKIR_PANEL + (n) % CKIR_PANEL) * 2 + \
        (k) % 2])
 
-/* y[M, N] = x[M, K] . W^T (+ b) with W in bf16p panels, on gemm.c's blocked
- * driver: with CKIR_BF16DOT (bf16_dot != 0) x rounded to bf16 and the pairs read
- * in place by vdpbf16ps; else each kc-slice of a panel converted to fp32 into
- * the B pack and multiplied by fp32 x */
-void ckir_internal_gemm_bf16p(const float *x, const uint16_t *wp, const float *b, float *y,
-                              int64_t M, int64_t N, int64_t K, int bf16_dot);
 
 /* x[K] . row n of an f32p / bf16p matrix in double, k order (panels.c): the
  * reference twins' rows, also those of the fused kernels */
@@ -202,11 +192,6 @@ float ckir_internal_ref_row_bf16p(const float *x, const uint16_t *w, int64_t n, 
  * Rows >= N are zero; panels start at byte p * CKIR_PANEL * (K / 32) * 20. */
 #define CKIR_Q41P_BLOCK (CKIR_PANEL * 20)
 
-/* y[M, N] = x[M, K] . W^T (+ b) with W in q8_0p (has_m == 0) or q4_1p panels:
- * gemm.c's blocked driver, each kc-slice of a panel dequantized into the B pack
- * (fp32 x, as gemm_q8_0 / gemm_q4_1) */
-void ckir_internal_gemm_qp(const float *x, const uint8_t *wp, const float *b, float *y, int64_t M,
-                           int64_t N, int64_t K, int has_m);
 /* the same, M <= QP_SMALL_M by streaming the panels (quant_panels.c); the fp32-x
  * path of gemm_<p> whatever ckir_runtime_qp_fp32_x says */
 void ckir_internal_gemm_qp_f32x(const float *x, const uint8_t *w, const float *b, float *y,

@@ -5,27 +5,28 @@
  *   gemm_qkv_f32, gemm_qkv_bias_f32      the same for M rows of x (prefill)
  *   gemv_gate_up_f32, gemm_gate_up_f32   out = silu(x . wg^T) * (x . wu^T)
  *
- * Decode (and prefill with M <= FUSED_SMALL_M) streams the weights in the
+ * Decode (and prefill with M up to gemm_f32's small-M bound) streams the weights in the
  * dot-product form: blocks of FR weight rows, x stays in L1, and the blocks of
  * all matrices are split statically over the threads of ONE parallel region
  * (the unfused code opens one region per matrix, plus one for swiglu).  The
  * dot products accumulate exactly as gemv.c does, so a fused gemv gives the
  * same bits as the separate gemv_f32 calls.
  *
- * Prefill with larger M: qkv runs the runtime's blocked GEMM once per matrix
- * (each call already splits its columns over the threads); gate_up splits the
- * output into tiles of at most GU_MT x GU_NT, and every tile computes its gate
- * and up blocks with the runtime GEMM into stack buffers and writes
- * silu(gate) * up.  The tiles are spread over the threads; the GEMM called
- * inside a tile then runs on its calling thread (OpenMP nesting is inactive
- * by default), so there is no gate/up buffer and no separate swiglu pass. */
+ * Prefill with larger M runs gemm.c's blocked driver once for the fused call
+ * (ckir_internal_gemm_outs): qkv's three matrices are one sequence of column
+ * panels over the threads, and gate_up's output goes out in tiles whose gate
+ * and up blocks land in stack buffers before silu(gate) * up is written, so
+ * there is no gate/up buffer and no separate swiglu pass.  Each thread packs x
+ * once for all its columns.
+ *
+ * ckir_internal_gate_up_tiles (below) is that tiling over any per-tile GEMM:
+ * the weight dtypes' small-M GEMMs (fused_wdtype.c) run in it. */
 #include "ckir_internal.h"
 #include "ckir_fused.h"
+#include "ckir_quant.h"
 #include "ckir_rows.h"
 
 #define FR CKIR_ROWS_R /* weight rows per block (as GEMV_R in gemv.c) */
-/* gemm_* with M <= FUSED_SMALL_M use the weight-streaming form (as gemm.c) */
-#define FUSED_SMALL_M 8
 #define GU_CH 64  /* gate/up rows per work unit of the streaming form */
 /* gate_up GEMM tiles: at most GU_MT rows (a multiple of every GEMM_MR: 12, 6, 4)
  * by GU_NT columns (a multiple of every GEMM_NR).  Measured on M = 16..512,
@@ -85,17 +86,13 @@ static void qkv(const float *x, const float *wq, const float *wk, const float *w
                 const float *bq, const float *bk, const float *bv, float *q, float *k, float *v,
                 int64_t M, int64_t Nq, int64_t Nk, int64_t Nv, int64_t K) {
   CKIR_REQUIRE(M >= 1 && Nq >= 1 && Nk >= 1 && Nv >= 1 && K >= 1, "qkv_f32");
-  if (M <= FUSED_SMALL_M) {
+  const ckir_wread r = ckir_internal_wread_f32(M, K);
+  if (r.kind == GEMM_B_NONE) {
     const fl_lin L[3] = {{wq, bq, q, Nq}, {wk, bk, k, Nk}, {wv, bv, v, Nv}};
     lin3_rows(x, M, L, K);
-  } else if (bq) {
-    ckir_gemm_bias_f32(x, wq, bq, q, M, Nq, K);
-    ckir_gemm_bias_f32(x, wk, bk, k, M, Nk, K);
-    ckir_gemm_bias_f32(x, wv, bv, v, M, Nv, K);
   } else {
-    ckir_gemm_f32(x, wq, q, M, Nq, K);
-    ckir_gemm_f32(x, wk, k, M, Nk, K);
-    ckir_gemm_f32(x, wv, v, M, Nv, K);
+    const ckir_gemm_out o[3] = {{wq, bq, q, Nq}, {wk, bk, k, Nk}, {wv, bv, v, Nv}};
+    ckir_internal_gemm_outs(x, r, o, 3, 0, M, K);
   }
 }
 
@@ -176,17 +173,16 @@ void ckir_internal_gate_up_tiles(const float *x, const void *wg, const void *wu,
   }
 }
 
-static void gemm_f32_w(const float *x, const void *w, float *y, int64_t M, int64_t N, int64_t K) {
-  ckir_gemm_f32(x, (const float *)w, y, M, N, K);
-}
-
 void ckir_gemm_gate_up_f32(const float *x, const float *wg, const float *wu, float *out,
                            int64_t M, int64_t N, int64_t K) {
   CKIR_REQUIRE(M >= 1 && N >= 1 && K >= 1, "gemm_gate_up_f32");
-  if (M <= FUSED_SMALL_M)
+  const ckir_wread r = ckir_internal_wread_f32(M, K);
+  if (r.kind == GEMM_B_NONE) {
     gate_up_rows(x, M, wg, wu, out, N, K);
-  else
-    ckir_internal_gate_up_tiles(x, wg, wu, K * (int64_t)sizeof(float), gemm_f32_w, out, M, N, K);
+  } else {
+    const ckir_gemm_out o[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
+    ckir_internal_gemm_outs(x, r, o, 2, 1, M, K);
+  }
 }
 
 /* ---- reference twins ------------------------------------------------------ */

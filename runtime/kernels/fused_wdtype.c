@@ -88,6 +88,17 @@ static void gate_up_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, co
   }
 }
 
+/* q, k, v on one driver call (x packed once per thread for the three) when
+ * the dtype's GEMM at M rows runs on gemm.c's driver; 0 if it does not */
+static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const float *const b[3],
+                 float *const y[3], const int64_t N[3], int64_t M, int64_t K) {
+  if (r.kind == GEMM_B_NONE) return 0;
+  const ckir_gemm_out o[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
+                              {w[2], b[2], y[2], N[2]}};
+  ckir_internal_gemm_outs(x, r, o, 3, 0, M, K);
+  return 1;
+}
+
 /* Every public kernel of one weight dtype D (C element type WT; rows split in
  * units of G, and rows r0 .. with r0 % G == 0 start RB(K) * r0 bytes in) and its
  * reference twin, built on ckir_{gemv,gemm}[_bias]_D.  The twins take the dot
@@ -139,6 +150,7 @@ static void gate_up_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, co
     float *const y[3] = {q, k, v};                                                               \
     const int64_t N[3] = {Nq, Nk, Nv};                                                           \
     if (QP >= 0 && ckir_internal_gemm_qkv_qp(x, w, b, y, N, M, K, QP)) return;                  \
+    if (gemm3(x, ckir_internal_wread_##D(M, K), w, b, y, N, M, K)) return;                      \
     ckir_gemm_bias_##D(x, wq, bq, q, M, Nq, K);                                                  \
     ckir_gemm_bias_##D(x, wk, bk, k, M, Nk, K);                                                  \
     ckir_gemm_bias_##D(x, wv, bv, v, M, Nv, K);                                                  \
@@ -151,6 +163,7 @@ static void gate_up_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, co
     float *const y[3] = {q, k, v};                                                               \
     const int64_t N[3] = {Nq, Nk, Nv};                                                           \
     if (QP >= 0 && ckir_internal_gemm_qkv_qp(x, w, b, y, N, M, K, QP)) return;                  \
+    if (gemm3(x, ckir_internal_wread_##D(M, K), w, b, y, N, M, K)) return;                      \
     ckir_gemm_##D(x, wq, q, M, Nq, K);                                                           \
     ckir_gemm_##D(x, wk, k, M, Nk, K);                                                           \
     ckir_gemm_##D(x, wv, v, M, Nv, K);                                                           \
@@ -166,6 +179,12 @@ static void gate_up_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, co
     if (QP >= 0 && ckir_internal_gemm_gate_up_qp(x, (const uint8_t *)wg, (const uint8_t *)wu, out, \
                                                  M, N, K, QP))                                   \
       return;                                                                                    \
+    const ckir_wread r = ckir_internal_wread_##D(M, K);                                          \
+    if (r.kind != GEMM_B_NONE) {                                                                 \
+      const ckir_gemm_out o[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};                      \
+      ckir_internal_gemm_outs(x, r, o, 2, 1, M, K);                                              \
+      return;                                                                                    \
+    }                                                                                            \
     ckir_internal_gate_up_tiles(x, wg, wu, RB(K), gemm_w_##D, out, M, N, K);                     \
   }                                                                                              \
   /* ---- reference twins: the unfused reference kernels, one call per output */                \

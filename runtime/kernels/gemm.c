@@ -88,29 +88,7 @@ _Static_assert(GEMM_MC % GEMM_MR == 0, "GEMM_MC must be a multiple of GEMM_MR");
 _Static_assert(GEMM_NC % GEMM_NR == 0, "GEMM_NC must be a multiple of GEMM_NR");
 /* a micro-panel is a column slice of one f32p panel */
 _Static_assert(CKIR_PANEL % GEMM_NR == 0, "CKIR_PANEL must be a multiple of GEMM_NR");
-/* b_nk value of the driver for B pre-packed in f32p panels */
-#define GEMM_B_PANELS 2
-/* b_nk value for B = w[N, K] in a weight dtype whose rows a ckir_wrow_fn
- * converts to fp32 (bf16, Q8_0, Q4_0, Q4_1): each panel's rows are converted
- * into a stack buffer, then packed as gemm's w.  K slices are then multiples
- * of 32 (the block formats convert whole blocks). */
-#define GEMM_B_ROWS 3
-/* b_nk value for B = bf16 w[N, K] multiplied by bf16-rounded x (CKIR_BF16DOT):
- * the driver's K counts pairs of k.  w is read as [N][K/2] 32-bit pairs and
- * packed by pack_b_nk like gemm's w (a pair moves as one float would); A is
- * packed by pack_a_bf16 into pairs of rounded x, and the micro-kernel's FMA is
- * vdpbf16ps (acc += a[2i] b[2i] + a[2i+1] b[2i+1]). */
-#define GEMM_B_BF16 4
-/* b_nk values for B in bf16p panels (the f32p layout of bf16 pairs, see
- * ckir_internal.h): GEMM_B_BF16P reads the pairs in place against bf16-rounded
- * x (CKIR_BF16DOT; K counts pairs, as GEMM_B_BF16); GEMM_B_BF16P_F32 converts
- * each kc-slice of a panel to fp32 into the B pack (pack_b_bf16p) for fp32 x. */
-#define GEMM_B_BF16P 5
-#define GEMM_B_BF16P_F32 6
-/* b_nk values for B in q8_0p / q4_1p panels (ckir_internal.h): each kc-slice
- * (whole blocks of 32) of a panel is dequantized into the B pack (pack_b_qp) */
-#define GEMM_B_Q8_0P 7
-#define GEMM_B_Q4_1P 8
+/* B kinds (b_nk): GEMM_B_* in ckir_quant.h */
 /* A row tile of mr <= GEMM_MR rows runs the micro-kernel of GEMM_MR, 2/3 or 1/3 of
  * that many rows (the last argument: rows, a constant for which the always-inline
  * kernel drops the other rows' registers and FMAs; a packed A panel keeps its
@@ -947,35 +925,34 @@ static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const 
   }
   const int bf = gemm_bf16_pairs(b_nk);
   const int64_t lda = a_t ? M : bf ? 2 * K : K;
-  const int64_t kstep = gemm_kstep(K, b_nk), nslices = (K + kstep - 1) / kstep;
+  const int64_t kstep = gemm_kstep(K, b_nk);
   /* row blocks of the shared pack */
   const int64_t rb = CKIR_MAX(GEMM_MC, GEMM_APK_BYTES / (K * (int64_t)sizeof(float)) / GEMM_MC *
                                            GEMM_MC);
   const int64_t rblock = CKIR_MIN(rb, M);
   const size_t pk_rows = (size_t)((rblock + GEMM_MR - 1) / GEMM_MR * GEMM_MR);
-  float *pk = gemm_packs_a(a_t, b_nk) ? apk_get(pk_rows * (size_t)K) : NULL;
+  const int packs = gemm_packs_a(a_t, b_nk);
   /* work units: panels of the outputs in sequence, or gate_up tiles */
   const int64_t gu_cols = gate_up ? (o[0].N + GEMM_GU_NT - 1) / GEMM_GU_NT : 0;
   if (nt > 1 && !gate_up && nt > npanels) nt = (int)npanels;
 #pragma omp parallel num_threads(nt) if (nt > 1)
-  for (int64_t r0 = 0; r0 < M; r0 += rblock) {
+  {
+    float *pk = packs ? apk_get(pk_rows * (size_t)K) : NULL;
+    for (int64_t r0 = 0; r0 < M; r0 += rblock) {
     const int64_t mb = CKIR_MIN(rblock, M - r0);
     const gemm_apk apk = {pk, (mb + GEMM_MR - 1) / GEMM_MR * GEMM_MR};
-    if (pk) {
-      const int64_t mblocks = (mb + GEMM_MC - 1) / GEMM_MC;
-#pragma omp for schedule(static)
-      for (int64_t u = 0; u < nslices * mblocks; u++) {
-        const int64_t pc = u / mblocks * kstep, kc = CKIR_MIN(kstep, K - pc);
-        const int64_t ic = u % mblocks * GEMM_MC, mc = CKIR_MIN(GEMM_MC, mb - ic);
-        const int64_t i = r0 + ic; /* A's row */
-        pack_a_any(a_t ? A + i : A + i * lda, lda, a_t, bf, mc, pc, kc,
-                   pk + pc * apk.rows + ic * kc);
-      }
-    }
+    if (pk)
+      for (int64_t pc = 0; pc < K; pc += kstep)
+        for (int64_t ic = 0; ic < mb; ic += GEMM_MC) {
+          const int64_t kc = CKIR_MIN(kstep, K - pc), mc = CKIR_MIN(GEMM_MC, mb - ic);
+          const int64_t i = r0 + ic; /* A's row */
+          pack_a_any(a_t ? A + i : A + i * lda, lda, a_t, bf, mc, pc, kc,
+                     pk + pc * apk.rows + ic * kc);
+        }
     if (gate_up) {
       /* row tiles of about equal height (whole GEMM_MR panels, <= GEMM_MC) */
       const int64_t mtiles = (mb + GEMM_MC - 1) / GEMM_MC;
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait
       for (int64_t t = 0; t < mtiles * gu_cols; t++) {
         const int64_t i = t % mtiles, n0 = t / mtiles * GEMM_GU_NT;
         const int64_t pb = (mb + GEMM_MR - 1) / GEMM_MR; /* row panels of the block */
@@ -994,7 +971,7 @@ static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const 
       }
     } else {
       const int64_t chunks = CKIR_MIN(npanels, (int64_t)nt * GEMM_CHUNKS);
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait
       for (int64_t c = 0; c < chunks; c++) {
         /* panels [p0, p1) of the outputs in sequence */
         const int64_t p0 = npanels * c / chunks, p1 = npanels * (c + 1) / chunks;
@@ -1012,6 +989,23 @@ static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const 
       }
     }
   }
+  }
+}
+
+void ckir_internal_gemm_outs(const float *x, ckir_wread r, const ckir_gemm_out *o, int n,
+                             int gate_up, int64_t M, int64_t K) {
+  CKIR_REQUIRE(n >= 1 && n <= 3 && (!gate_up || n == 2) && r.kind != GEMM_B_NONE,
+               "gemm_outs");
+  gemm_out g[3];
+  const int m = n < 3 ? n : 3;
+  for (int i = 0; i < 3; i++)
+    g[i] = i < m ? (gemm_out){(const float *)o[i].w, o[i].b, o[i].y, o[i].N} : (gemm_out){0};
+  gemm_run(x, 0, r.kind, r.row, g, m, gate_up, M, gemm_bf16_pairs(r.kind) ? K / 2 : K, 0);
+}
+
+ckir_wread ckir_internal_wread_f32(int64_t M, int64_t K) {
+  (void)K;
+  return (ckir_wread){M <= GEMM_SMALL_M ? GEMM_B_NONE : GEMM_B_NK, NULL};
 }
 
 static void gemm_driver(const float *A, int a_t, const float *B, int b_nk, ckir_wrow_fn row,
@@ -1028,7 +1022,7 @@ void ckir_internal_gemm(const float *a, int a_t, const float *b, int b_nk, float
 /* ---- public kernels -------------------------------------------------------- */
 
 void ckir_gemm_f32(const float *x, const float *w, float *y, int64_t M, int64_t N, int64_t K) {
-  if (M <= GEMM_SMALL_M)
+  if (ckir_internal_wread_f32(M, K).kind == GEMM_B_NONE)
     ckir_internal_dot_rows(x, M, w, NULL, y, N, K);
   else
     gemm_driver(x, 0, w, 1, NULL, NULL, y, M, N, K, 0);
@@ -1036,45 +1030,10 @@ void ckir_gemm_f32(const float *x, const float *w, float *y, int64_t M, int64_t 
 
 void ckir_gemm_bias_f32(const float *x, const float *w, const float *b, float *y, int64_t M,
                         int64_t N, int64_t K) {
-  if (M <= GEMM_SMALL_M)
+  if (ckir_internal_wread_f32(M, K).kind == GEMM_B_NONE)
     ckir_internal_dot_rows(x, M, w, b, y, N, K);
   else
     gemm_driver(x, 0, w, 1, NULL, b, y, M, N, K, 0);
-}
-
-void ckir_internal_gemm_panels(const float *x, const float *wp, const float *b, float *y,
-                               int64_t M, int64_t N, int64_t K) {
-  gemm_driver(x, 0, wp, GEMM_B_PANELS, NULL, b, y, M, N, K, 0);
-}
-
-void ckir_internal_gemm_rows(const float *x, const void *w, ckir_wrow_fn row, const float *b,
-                             float *y, int64_t M, int64_t N, int64_t K) {
-  gemm_driver(x, 0, (const float *)w, GEMM_B_ROWS, row, b, y, M, N, K, 0);
-}
-
-#if defined(CKIR_BF16DOT)
-void ckir_internal_gemm_bf16(const float *x, const uint16_t *w, const float *b, float *y,
-                             int64_t M, int64_t N, int64_t K) {
-  gemm_driver(x, 0, (const float *)w, GEMM_B_BF16, NULL, b, y, M, N, K / 2, 0);
-}
-#endif
-
-void ckir_internal_gemm_bf16p(const float *x, const uint16_t *wp, const float *b, float *y,
-                              int64_t M, int64_t N, int64_t K, int bf16_dot) {
-#if defined(CKIR_BF16DOT)
-  if (bf16_dot) {
-    gemm_driver(x, 0, (const float *)wp, GEMM_B_BF16P, NULL, b, y, M, N, K / 2, 0);
-    return;
-  }
-#endif
-  (void)bf16_dot;
-  gemm_driver(x, 0, (const float *)wp, GEMM_B_BF16P_F32, NULL, b, y, M, N, K, 0);
-}
-
-void ckir_internal_gemm_qp(const float *x, const uint8_t *wp, const float *b, float *y, int64_t M,
-                           int64_t N, int64_t K, int has_m) {
-  gemm_driver(x, 0, (const float *)wp, has_m ? GEMM_B_Q4_1P : GEMM_B_Q8_0P, NULL, b, y, M, N, K,
-              0);
 }
 
 void ckir_matmul_f32(const float *a, const float *b, float *c, int64_t M, int64_t N, int64_t K) {

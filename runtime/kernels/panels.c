@@ -3,9 +3,9 @@
  * bf16p (bf16 pairs).
  *
  *   gemm_f32p (M > F32P_SMALL_M): gemm.c's blocked driver reading the panels in
- *     place (ckir_internal_gemm_panels): no per-call transpose of w, and one
+ *     place (kind GEMM_B_PANELS): no per-call transpose of w, and one
  *     contiguous weight stream per thread.
- *   gemm_bf16p (M > BF16P_SMALL_M): the same driver (ckir_internal_gemm_bf16p).
+ *   gemm_bf16p (M > BF16P_SMALL_M): the same driver (GEMM_B_BF16P / GEMM_B_BF16P_F32).
  *     With CKIR_BF16DOT and M > CKIR_WGEMM_SMALL_M, x rounded to bf16 meets the
  *     pairs in place by vdpbf16ps (as gemm_bf16 does, without packing w); else
  *     each slice of a panel is widened to fp32 into the B pack, for fp32 x.
@@ -171,29 +171,46 @@ void ckir_gemv_bias_f32p(const float *x, const float *w, const float *b, float *
   f32p_rows(x, 1, w, b, y, N, K);
 }
 
-void ckir_gemm_f32p(const float *x, const float *w, float *y, int64_t M, int64_t N, int64_t K) {
-  if (M <= F32P_SMALL_M)
-    f32p_rows(x, M, w, NULL, y, N, K);
+ckir_wread ckir_internal_wread_f32p(int64_t M, int64_t K) {
+  (void)K;
+  return (ckir_wread){M <= F32P_SMALL_M ? GEMM_B_NONE : GEMM_B_PANELS, NULL};
+}
+
+/* gemm_bf16p: small M streams the panels; with CKIR_BF16DOT, M > CKIR_WGEMM_SMALL_M
+ * multiplies bf16-rounded x by vdpbf16ps (the rule of gemm_bf16), else fp32 x
+ * meets each kc-slice of the panels converted to fp32 */
+ckir_wread ckir_internal_wread_bf16p(int64_t M, int64_t K) {
+  (void)K;
+  if (M <= BF16P_SMALL_M) return (ckir_wread){GEMM_B_NONE, NULL};
+  const int dot = ckir_runtime_bf16_dot() && M > CKIR_WGEMM_SMALL_M;
+  return (ckir_wread){dot ? GEMM_B_BF16P : GEMM_B_BF16P_F32, NULL};
+}
+
+static void gemm_f32p_impl(const float *x, const float *w, const float *b, float *y, int64_t M,
+                           int64_t N, int64_t K) {
+  const ckir_wread r = ckir_internal_wread_f32p(M, K);
+  if (r.kind == GEMM_B_NONE)
+    f32p_rows(x, M, w, b, y, N, K);
   else
-    ckir_internal_gemm_panels(x, w, NULL, y, M, N, K);
+    ckir_internal_gemm_outs(x, r, &(ckir_gemm_out){w, b, y, N}, 1, 0, M, K);
+}
+
+void ckir_gemm_f32p(const float *x, const float *w, float *y, int64_t M, int64_t N, int64_t K) {
+  gemm_f32p_impl(x, w, NULL, y, M, N, K);
 }
 
 void ckir_gemm_bias_f32p(const float *x, const float *w, const float *b, float *y, int64_t M,
                          int64_t N, int64_t K) {
-  if (M <= F32P_SMALL_M)
-    f32p_rows(x, M, w, b, y, N, K);
-  else
-    ckir_internal_gemm_panels(x, w, b, y, M, N, K);
+  gemm_f32p_impl(x, w, b, y, M, N, K);
 }
 
-/* gemm_bf16p: small M streams the panels; with CKIR_BF16DOT, M > CKIR_WGEMM_SMALL_M
- * multiplies bf16-rounded x by vdpbf16ps (the rule of gemm_bf16) */
 static void gemm_bf16p_impl(const float *x, const uint16_t *w, const float *b, float *y,
                             int64_t M, int64_t N, int64_t K) {
-  if (M <= BF16P_SMALL_M)
+  const ckir_wread r = ckir_internal_wread_bf16p(M, K);
+  if (r.kind == GEMM_B_NONE)
     bf16p_rows(x, M, w, b, y, N, K);
   else
-    ckir_internal_gemm_bf16p(x, w, b, y, M, N, K, ckir_runtime_bf16_dot() && M > CKIR_WGEMM_SMALL_M);
+    ckir_internal_gemm_outs(x, r, &(ckir_gemm_out){w, b, y, N}, 1, 0, M, K);
 }
 
 void ckir_gemv_bf16p(const float *x, const uint16_t *w, float *y, int64_t N, int64_t K) {

@@ -6,7 +6,7 @@
  *    (gemm_bf16, gemm_<q>).
  *
  * wgemm with M > CKIR_WGEMM_SMALL_M runs on gemm.c's blocked driver
- * (ckir_internal_gemm_rows: 32-row panels converted, packed, and gemm's 12x32 /
+ * (kind GEMM_B_ROWS: 32-row panels converted, packed, and gemm's 12x32 /
  * 6x16 micro-kernel).  For small M, the dot-product form: threads take panels of WG_NP rows of w, two at a time (dynamic: a
  * thread slowed by the host takes fewer).  For each panel and
  * each slice of WG_KC columns, the rows are converted to fp32 into a stack
@@ -210,10 +210,15 @@ static void wgemm_dot(const float *x, const void *w, ckir_wrow_fn row, const flo
   }
 }
 
+ckir_wread ckir_internal_wread_rows(int64_t M, ckir_wrow_fn row) {
+  return (ckir_wread){M <= CKIR_WGEMM_SMALL_M ? GEMM_B_NONE : GEMM_B_ROWS, row};
+}
+
 void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const float *b,
                          float *y, int64_t M, int64_t N, int64_t K) {
-  if (M <= CKIR_WGEMM_SMALL_M)
+  const ckir_wread r = ckir_internal_wread_rows(M, row);
+  if (r.kind == GEMM_B_NONE)
     wgemm_dot(x, w, row, b, y, M, N, K);
   else
-    ckir_internal_gemm_rows(x, w, row, b, y, M, N, K);
+    ckir_internal_gemm_outs(x, r, &(ckir_gemm_out){w, b, y, N}, 1, 0, M, K);
 }

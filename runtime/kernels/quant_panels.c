@@ -738,13 +738,24 @@ static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, co
 #define QP_SMALL_M 8
 #endif
 
+ckir_wread ckir_internal_wread_q8_0p(int64_t M, int64_t K) {
+  (void)K;
+  return (ckir_wread){M <= QP_SMALL_M ? GEMM_B_NONE : GEMM_B_Q8_0P, NULL};
+}
+
+ckir_wread ckir_internal_wread_q4_1p(int64_t M, int64_t K) {
+  (void)K;
+  return (ckir_wread){M <= QP_SMALL_M ? GEMM_B_NONE : GEMM_B_Q4_1P, NULL};
+}
+
 void ckir_internal_gemm_qp_f32x(const float *x, const uint8_t *w, const float *b, float *y,
                                 int64_t M, int64_t N, int64_t K, int has_m) {
-  if (M <= QP_SMALL_M)
+  const ckir_wread r = has_m ? ckir_internal_wread_q4_1p(M, K) : ckir_internal_wread_q8_0p(M, K);
+  if (r.kind == GEMM_B_NONE)
     qp_rows(x, M, w, has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK,
             has_m ? ckir_internal_q41p_deq : ckir_internal_q8p_deq, b, y, N, K);
   else
-    ckir_internal_gemm_qp(x, w, b, y, M, N, K, has_m);
+    ckir_internal_gemm_outs(x, r, &(ckir_gemm_out){w, b, y, N}, 1, 0, M, K);
 }
 
 /* ---- reference rows: the row-major block of row n, block bk ------------------- */

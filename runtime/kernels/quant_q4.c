@@ -122,6 +122,16 @@ static void q4_1_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t k
   q4_1_deq(row + k0 / CKIR_QK * B41, kc / CKIR_QK, dst);
 }
 
+ckir_wread ckir_internal_wread_q4_0(int64_t M, int64_t K) {
+  (void)K;
+  return ckir_internal_wread_rows(M, q4_0_wrow);
+}
+
+ckir_wread ckir_internal_wread_q4_1(int64_t M, int64_t K) {
+  (void)K;
+  return ckir_internal_wread_rows(M, q4_1_wrow);
+}
+
 /* ---- activations ------------------------------------------------------------- */
 
 /* Quantized x in the layout the rows kernels read. */

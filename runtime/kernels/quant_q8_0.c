@@ -60,6 +60,11 @@ static void q8_0_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t k
   q8_0_deq(row + k0 / CKIR_QK * BLK, kc / CKIR_QK, dst);
 }
 
+ckir_wread ckir_internal_wread_q8_0(int64_t M, int64_t K) {
+  (void)K;
+  return ckir_internal_wread_rows(M, q8_0_wrow);
+}
+
 /* ---- gemv ---------------------------------------------------------------- */
 
 /* sum over blocks of (int dot of block b) * d_w * d_x, one row, scalar */
