@@ -123,7 +123,7 @@ def main() -> int:
             f"# {args.model} {args.dtype or 'as stored'}, {args.isa} runtime: {args.rev} (old)"
             f" against the working tree (new), {args.rounds} rounds"
         )
-        for mode in ("prefill", "decode"):
+        for mode in ("prefill", "decode") if args.steps > 0 else ("prefill",):
             old = [x[mode] for x in runs["old"]]
             new = [x[mode] for x in runs["new"]]
             ratios = sorted(n / o for n, o in zip(new, old, strict=True))
