@@ -5,7 +5,7 @@
  * contiguous range of rows, one row at a time, with software prefetch (decode
  * is bound by the bytes read, so x is not rounded).  gemm: with CKIR_BF16DOT
  * (AVX512-BF16) and M > CKIR_WGEMM_SMALL_M, x rounded to bf16 times the weights
- * by vdpbf16ps on gemm.c's blocked driver (ckir_internal_gemm_bf16: twice the
+ * by vdpbf16ps on gemm.c's blocked driver (read kind GEMM_B_BF16: twice the
  * fp32 FMA rate on Zen 4, measured); otherwise panels converted to fp32 and
  * the fp32 micro-kernels of ckir_internal_wgemm (quant_common.c). */
 #define CKIR_QUANT_INTERNAL 1

@@ -27,7 +27,7 @@
 
 /* CKIR_BF16DOT: an AVX-512 build for a CPU with AVX512-BF16.  The bf16-weight
  * GEMMs with M > CKIR_WGEMM_SMALL_M rows and an even K then multiply x rounded
- * to bf16 by the bf16 weights with vdpbf16ps (gemm.c, ckir_internal_gemm_bf16),
+ * to bf16 by the bf16 weights with vdpbf16ps (gemm.c, read kind GEMM_B_BF16),
  * at twice the fp32 FMA rate on Zen 4, instead of converting the weights to
  * fp32.  ckir_runtime_bf16_dot() reports it. */
 #if defined(CKIR_AVX512) && defined(__AVX512BF16__)

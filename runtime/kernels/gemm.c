@@ -30,9 +30,12 @@
  * one vCPU is often slower for a while, and a static half-and-half split then
  * waits for it (measured: 2 threads ran at ~1.5x one thread; with 4 chunks per
  * thread and no A packing, 1.05-1.5x faster on the prefill shapes).  Each
- * thread packs into its own stack buffers (GEMM_STACK_BYTES, below; the AVX2
- * build's transposed-A path adds its A pack, GEMM_MC * GEMM_KC floats).  Partial
- * edges are zero-padded in the packs and written with masks.
+ * thread packs B into its own stack buffer (GEMM_STACK_BYTES, below), and A,
+ * with an N split, once per call for all its columns into a buffer of its own
+ * (gemm_run; with an M split block by block on the stack).  One call can
+ * compute up to three outputs of the same A, or the swiglu of two
+ * (ckir_internal_gemm_outs: the fused qkv and gate_up).  Partial edges are
+ * zero-padded in the packs and written with masks.
  *
  * B may also come pre-packed (b_nk == GEMM_B_PANELS: weights stored as f32p,
  * [K][CKIR_PANEL] panels, see ckir_internal.h): then nothing is packed, the
@@ -44,7 +47,7 @@
  *
  * With AVX512-BF16 (CKIR_BF16DOT) B may be bf16 w[N, K] times bf16-rounded x
  * (GEMM_B_BF16, below): the same loops over pairs of k, vdpbf16ps in the
- * micro-kernel (ckir_internal_gemm_bf16, behind gemm_bf16 with M > 32).  bf16p
+ * micro-kernel (kind GEMM_B_BF16, behind gemm_bf16 with M > 32).  bf16p
  * weights (bf16 pairs in f32p's panel order) are read in place the same way
  * (GEMM_B_BF16P: no packing of w; measured 1.05-1.16x over gemm_bf16 on the
  * prefill shapes, Zen 4), or, for fp32 x, widened slice by slice into the B
