@@ -159,7 +159,6 @@ void ckir_internal_gemm(const float *a, int a_t, const float *b, int b_nk, float
 #define CKIR_PANEL_AT(w, n, k, K) \
   ((w)[(((n) / CKIR_PANEL) * (K) + (k)) * CKIR_PANEL + (n) % CKIR_PANEL])
 
-
 /* bf16 weights in GEMM panels (weight dtype bf16p, K even): the panels of
  * f32p with each float replaced by a 32-bit pair of bf16, k = 2j in the low and
  * k = 2j + 1 in the high half: element (n, k) is the uint16_t at
@@ -169,7 +168,6 @@ void ckir_internal_gemm(const float *a, int a_t, const float *b, int b_nk, float
 #define CKIR_PANEL_BF16_AT(w, n, k, K)                                                 \
   ((w)[((((n) / CKIR_PANEL) * ((K) / 2) + (k) / 2) * CKIR_PANEL + (n) % CKIR_PANEL) * 2 + \
        (k) % 2])
-
 
 /* x[K] . row n of an f32p / bf16p matrix in double, k order (panels.c): the
  * reference twins' rows, also those of the fused kernels */

@@ -13,8 +13,12 @@
  *   gemv_gate_up_<d>      one parallel region over the N rows; each thread runs
  *                         gemv_<d> on chunks of GUW_CH rows of wg and of wu
  *                         into stack buffers and writes silu(gate) * up
- *   gemm_qkv_<d>(+bias)   the three gemm_<d> calls back to back
- *   gemm_gate_up_<d>      tiles of 144 x 256 (ckir_internal_gate_up_tiles)
+ *   gemm_qkv_<d>(+bias)   one call of gemm.c's driver for the three outputs
+ *                         (ckir_internal_gemm_outs) where gemm_<d> at M rows
+ *                         runs on it (ckir_internal_wread_<d>); else the three
+ *                         gemm_<d> calls back to back
+ *   gemm_gate_up_<d>      the same driver call in gate_up tiles; else tiles of
+ *                         144 x 256 over gemm_<d> (ckir_internal_gate_up_tiles)
  *   (q8_0p / q4_1p on int8 x: one call that quantizes x once for the three
  *   matrices / the gate and up pair, each row as gemm_<p> computes it;
  *   quant_panels.c, QP below: 0 q8_0p, 1 q4_1p, -1 the others)

@@ -676,9 +676,9 @@ static void pack_a_any(const float *A, int64_t lda, int a_t, int bf, int64_t mc,
 #endif
 }
 
-/* A packed once for a call's rows (the shared pack, see gemm_run): slice pc (k
- * from pc, kc deep) of row r (a multiple of GEMM_MR) at p + pc * rows + r * kc,
- * rows = the packed rows rounded up to GEMM_MR. */
+/* A thread's pack of A, once per call for all its columns (see gemm_run):
+ * slice pc (k from pc, kc deep) of row r (a multiple of GEMM_MR) at
+ * p + pc * rows + r * kc, rows = the packed rows rounded up to GEMM_MR. */
 typedef struct {
   const float *p;
   int64_t rows;
@@ -689,8 +689,8 @@ typedef struct {
  * (gemm); 0: B is b[K, N] (matmul); GEMM_B_PANELS: B is the whole f32p matrix
  * (ldb = K) and C's column 0 is its column bcol (a multiple of GEMM_NR);
  * GEMM_B_ROWS: B is the whole weight matrix, its rows read through `row`, and
- * C's column 0 its row bcol.  A is read from the shared pack apk (from its row
- * arow) when apk.p is set, else packed block by block into Ap when the
+ * C's column 0 its row bcol.  A is read from the thread's pack apk (from its
+ * row arow) when apk.p is set, else packed block by block into Ap when the
  * micro-kernel reads packed panels; Bp is the caller's B pack.  a_t is a
  * constant in each caller (gemm_blocked, gemm_blocked_t). */
 CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const float *B,
@@ -810,7 +810,7 @@ typedef struct {
 
 /* A's rows [m0, m1) (M rows in all) times the columns [n0, n1) of output o,
  * written to C (element (m0, n0) of the product; row stride ldc).  apk: the
- * shared pack, holding row m0 at its row arow (or none). */
+ * thread's pack of A, holding row m0 at its row arow (or none). */
 static void gemm_part(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const gemm_out *o,
                       float *C, int64_t ldc, int64_t M, int64_t K, int relu, int64_t m0,
                       int64_t m1, int64_t n0, int64_t n1, gemm_apk apk, int64_t arow) {
@@ -830,9 +830,11 @@ static void gemm_part(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const
                  apk, arow);
 }
 
-/* ---- the shared A pack ------------------------------------------------------
- * The calling thread's buffer (grown when a call needs more, freed at thread
- * exit); NULL when it cannot be had (the threads then pack A block by block). */
+/* ---- the per-thread pack of A ----------------------------------------------
+ * Each thread's buffer (grown when a call needs more, freed at thread exit;
+ * the key is deleted when the library is unloaded, so a thread that outlives
+ * it does not call into unmapped code, and its buffer is then leaked); NULL
+ * when it cannot be had (the thread then packs A block by block). */
 typedef struct {
   float *p;
   size_t n;
@@ -848,6 +850,10 @@ static void apk_free(void *v) {
 }
 
 static void apk_init(void) { apk_key_ok = pthread_key_create(&apk_key, apk_free) == 0; }
+
+__attribute__((destructor)) static void apk_fini(void) {
+  if (apk_key_ok) pthread_key_delete(apk_key);
+}
 
 static float *apk_get(size_t floats) {
   pthread_once(&apk_once, apk_init);
@@ -868,10 +874,10 @@ static float *apk_get(size_t floats) {
   return b->p;
 }
 
-/* Rows of A packed at once (a multiple of GEMM_MC, at least one block): the
- * pack of a row block is GEMM_APK_BYTES at most, so it stays in L2 / L3 while
- * every thread reads it for its columns; longer inputs run in row blocks, each
- * streaming the weights again (>= GEMM_MC rows reuse each weight). */
+/* Rows of A packed at once (a multiple of GEMM_MC, at least one block): a
+ * thread's pack of a row block is GEMM_APK_BYTES at most, so it stays in L2 /
+ * L3 while the thread runs its columns over it; longer inputs run in row
+ * blocks, each streaming the weights again (>= GEMM_MC rows reuse each weight). */
 #ifndef GEMM_APK_BYTES
 #define GEMM_APK_BYTES (2 << 20)
 #endif
@@ -887,11 +893,10 @@ _Static_assert(GEMM_GU_NT % GEMM_NR == 0, "gate_up tiles are whole panels");
  *
  * Threads split N (in whole panels, of all outputs in sequence) when there
  * are enough columns, else M (one output).  With an N split and a micro-kernel
- * that reads packed A, A is packed ONCE for all threads (the shared pack: each
- * thread packs its share of the slices and row blocks, then every thread reads
- * all of it), so the columns can go out in GEMM_CHUNKS chunks per thread
- * handed out dynamically at no cost in packing: on a shared host one vCPU is
- * often slower for a while, and a static split then waits for it. */
+ * that reads packed A, each thread packs A once per call (per row block) into
+ * its own buffer, whatever number of outputs, column blocks and chunks it then
+ * runs over it.  One pack shared by the threads was measured slower: its lines
+ * move between the cores' caches at every call (docs/performance.md). */
 static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const gemm_out *o,
                      int n, int gate_up, int64_t M, int64_t K, int relu) {
   int64_t ntot = 0, npanels = 0;
@@ -901,17 +906,16 @@ static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const 
   }
   int nt = 1;
 #ifdef _OPENMP
-  /* inside a parallel region (gate_up tiles) the call runs on its thread */
+  /* inside a caller's parallel region the call runs on its thread */
   if ((double)M * ntot * K * (gate_up ? 2 : 1) >= 64.0 * CKIR_PAR_MIN_WORK && !omp_in_parallel())
     nt = omp_get_max_threads();
 #endif
   const int64_t mpanels = (M + GEMM_MR - 1) / GEMM_MR;
   int split_n = n > 1 || gate_up || npanels >= 2 * nt || npanels >= mpanels;
-  /* a transposed A is always packed, by every chunk of an M split: when it is
-   * the larger operand (the weight gradient of a wide layer, dy^T[N, tokens]),
-   * split its rows, so each chunk packs only its own rows of A (and the small
-   * B again); on AVX2, with 4 chunks per thread, that is 4x less packing of dy
-   * for lm_head's dw[49152, 576] */
+  /* a transposed A is always packed, all of it by every thread of an N split:
+   * when it is the larger operand (the weight gradient of a wide layer,
+   * dy^T[N, tokens]), split its rows instead, so each chunk packs only its own
+   * rows of A (and the small B again) */
   if (a_t && n == 1 && !gate_up && M > ntot && mpanels >= 2 * nt) split_n = 0;
   if (!split_n) {
     if (nt > mpanels) nt = (int)mpanels;
@@ -929,7 +933,7 @@ static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const 
   const int bf = gemm_bf16_pairs(b_nk);
   const int64_t lda = a_t ? M : bf ? 2 * K : K;
   const int64_t kstep = gemm_kstep(K, b_nk);
-  /* row blocks of the shared pack */
+  /* row blocks of the threads' packs */
   const int64_t rb = CKIR_MAX(GEMM_MC, GEMM_APK_BYTES / (K * (int64_t)sizeof(float)) / GEMM_MC *
                                            GEMM_MC);
   const int64_t rblock = CKIR_MIN(rb, M);
@@ -942,56 +946,56 @@ static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const 
   {
     float *pk = packs ? apk_get(pk_rows * (size_t)K) : NULL;
     for (int64_t r0 = 0; r0 < M; r0 += rblock) {
-    const int64_t mb = CKIR_MIN(rblock, M - r0);
-    const gemm_apk apk = {pk, (mb + GEMM_MR - 1) / GEMM_MR * GEMM_MR};
-    if (pk)
-      for (int64_t pc = 0; pc < K; pc += kstep)
-        for (int64_t ic = 0; ic < mb; ic += GEMM_MC) {
-          const int64_t kc = CKIR_MIN(kstep, K - pc), mc = CKIR_MIN(GEMM_MC, mb - ic);
-          const int64_t i = r0 + ic; /* A's row */
-          pack_a_any(a_t ? A + i : A + i * lda, lda, a_t, bf, mc, pc, kc,
-                     pk + pc * apk.rows + ic * kc);
-        }
-    if (gate_up) {
-      /* row tiles of about equal height (whole GEMM_MR panels, <= GEMM_MC) */
-      const int64_t mtiles = (mb + GEMM_MC - 1) / GEMM_MC;
-#pragma omp for schedule(dynamic, 1) nowait
-      for (int64_t t = 0; t < mtiles * gu_cols; t++) {
-        const int64_t i = t % mtiles, n0 = t / mtiles * GEMM_GU_NT;
-        const int64_t pb = (mb + GEMM_MR - 1) / GEMM_MR; /* row panels of the block */
-        const int64_t m0 = pb * i / mtiles * GEMM_MR;
-        const int64_t m1 = i + 1 == mtiles ? mb : pb * (i + 1) / mtiles * GEMM_MR;
-        const int64_t nc = CKIR_MIN(GEMM_GU_NT, o[0].N - n0);
-        float g[GEMM_MC * GEMM_GU_NT] __attribute__((aligned(64)));
-        float u[GEMM_MC * GEMM_GU_NT] __attribute__((aligned(64)));
-        gemm_part(A, a_t, b_nk, row, &o[0], g, nc, M, K, 0, r0 + m0, r0 + m1, n0, n0 + nc, apk,
-                  m0);
-        gemm_part(A, a_t, b_nk, row, &o[1], u, nc, M, K, 0, r0 + m0, r0 + m1, n0, n0 + nc, apk,
-                  m0);
-        for (int64_t r = 0; r < m1 - m0; r++)
-          ckir_internal_silu_mul(g + r * nc, u + r * nc, o[0].C + (r0 + m0 + r) * o[0].N + n0,
-                                 nc);
-      }
-    } else {
-      const int64_t chunks = CKIR_MIN(npanels, (int64_t)nt * GEMM_CHUNKS);
-#pragma omp for schedule(dynamic, 1) nowait
-      for (int64_t c = 0; c < chunks; c++) {
-        /* panels [p0, p1) of the outputs in sequence */
-        const int64_t p0 = npanels * c / chunks, p1 = npanels * (c + 1) / chunks;
-        int64_t base = 0;
-        for (int j = 0; j < n; j++) {
-          const int64_t np = (o[j].N + GEMM_NR - 1) / GEMM_NR;
-          const int64_t q0 = CKIR_MAX(p0, base) - base, q1 = CKIR_MIN(p1, base + np) - base;
-          if (q1 > q0) {
-            const int64_t n0 = q0 * GEMM_NR, n1 = CKIR_MIN(o[j].N, q1 * GEMM_NR);
-            gemm_part(A, a_t, b_nk, row, &o[j], o[j].C + r0 * o[j].N + n0, o[j].N, M, K, relu,
-                      r0, r0 + mb, n0, n1, apk, 0);
+      const int64_t mb = CKIR_MIN(rblock, M - r0);
+      const gemm_apk apk = {pk, (mb + GEMM_MR - 1) / GEMM_MR * GEMM_MR};
+      if (pk)
+        for (int64_t pc = 0; pc < K; pc += kstep)
+          for (int64_t ic = 0; ic < mb; ic += GEMM_MC) {
+            const int64_t kc = CKIR_MIN(kstep, K - pc), mc = CKIR_MIN(GEMM_MC, mb - ic);
+            const int64_t i = r0 + ic; /* A's row */
+            pack_a_any(a_t ? A + i : A + i * lda, lda, a_t, bf, mc, pc, kc,
+                       pk + pc * apk.rows + ic * kc);
           }
-          base += np;
+      if (gate_up) {
+        /* row tiles of about equal height (whole GEMM_MR panels, <= GEMM_MC) */
+        const int64_t mtiles = (mb + GEMM_MC - 1) / GEMM_MC;
+#pragma omp for schedule(dynamic, 1) nowait
+        for (int64_t t = 0; t < mtiles * gu_cols; t++) {
+          const int64_t i = t % mtiles, n0 = t / mtiles * GEMM_GU_NT;
+          const int64_t pb = apk.rows / GEMM_MR; /* row panels of the block */
+          const int64_t m0 = pb * i / mtiles * GEMM_MR;
+          const int64_t m1 = i + 1 == mtiles ? mb : pb * (i + 1) / mtiles * GEMM_MR;
+          const int64_t nc = CKIR_MIN(GEMM_GU_NT, o[0].N - n0);
+          float g[GEMM_MC * GEMM_GU_NT] __attribute__((aligned(64)));
+          float u[GEMM_MC * GEMM_GU_NT] __attribute__((aligned(64)));
+          gemm_part(A, a_t, b_nk, row, &o[0], g, nc, M, K, 0, r0 + m0, r0 + m1, n0, n0 + nc, apk,
+                    m0);
+          gemm_part(A, a_t, b_nk, row, &o[1], u, nc, M, K, 0, r0 + m0, r0 + m1, n0, n0 + nc, apk,
+                    m0);
+          for (int64_t r = 0; r < m1 - m0; r++)
+            ckir_internal_silu_mul(g + r * nc, u + r * nc, o[0].C + (r0 + m0 + r) * o[0].N + n0,
+                                   nc);
+        }
+      } else {
+        const int64_t chunks = CKIR_MIN(npanels, (int64_t)nt * GEMM_CHUNKS);
+#pragma omp for schedule(dynamic, 1) nowait
+        for (int64_t c = 0; c < chunks; c++) {
+          /* panels [p0, p1) of the outputs in sequence */
+          const int64_t p0 = npanels * c / chunks, p1 = npanels * (c + 1) / chunks;
+          int64_t base = 0;
+          for (int j = 0; j < n; j++) {
+            const int64_t np = (o[j].N + GEMM_NR - 1) / GEMM_NR;
+            const int64_t q0 = CKIR_MAX(p0, base) - base, q1 = CKIR_MIN(p1, base + np) - base;
+            if (q1 > q0) {
+              const int64_t n0 = q0 * GEMM_NR, n1 = CKIR_MIN(o[j].N, q1 * GEMM_NR);
+              gemm_part(A, a_t, b_nk, row, &o[j], o[j].C + r0 * o[j].N + n0, o[j].N, M, K, relu,
+                        r0, r0 + mb, n0, n1, apk, 0);
+            }
+            base += np;
+          }
         }
       }
     }
-  }
   }
 }
 
