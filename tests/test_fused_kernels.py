@@ -46,6 +46,7 @@ QKV_SHAPES = [  # (M, Nq, Nk, Nv, K)
     (9, 64, 32, 32, 100),
     (33, 50, 17, 17, 17),
     (128, 576, 192, 192, 576),
+    (300, 40, 8, 8, 4096),  # K * GEMM_MC floats > the driver's 2 MiB pack: row blocks
 ]
 
 
@@ -130,6 +131,7 @@ GATE_UP_SHAPES = [  # (M, N, K)
     (97, 257, 100),
     (128, 1536, 576),
     (200, 300, 1),
+    (300, 40, 4096),  # row blocks of the driver's pack
 ]
 
 
@@ -297,6 +299,7 @@ W_QKV_SHAPES = [  # (M, Nq, Nk, Nv, K); K % 32 == 0 for the block formats
     (3, 40, 8, 8, 96),
     (12, 64, 32, 32, 64),
     (40, 96, 40, 24, 128),
+    (300, 40, 8, 8, 4096),  # row blocks of the driver's pack
 ]
 W_GATE_UP_SHAPES = [
     (1, 1, 32),
@@ -306,6 +309,7 @@ W_GATE_UP_SHAPES = [
     (4, 70, 96),
     (30, 257, 64),
     (150, 300, 128),
+    (300, 40, 4096),  # row blocks of the driver's pack
 ]
 
 
