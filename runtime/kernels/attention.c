@@ -389,6 +389,33 @@ static void attn_decode(const float *q, const float *kc, const float *vc, float 
   }
 }
 
+/* a thread's rows of a prefill, and the next of their units to run (taken by
+ * any thread) */
+typedef struct {
+  int64_t r0, r1;
+  int64_t next;
+  char pad[64 - 3 * sizeof(int64_t)];
+} attn_queue;
+
+/* the units of rows [r0, r1), longest rows first: all of them, or those a
+ * shared counter hands out one at a time */
+static void attn_prefill_rows(const float *q, const float *kcache, const float *vcache,
+                              float *out, int64_t r0, int64_t r1, int64_t P, int64_t H,
+                              int64_t group, int64_t stride, int64_t D, int64_t *next) {
+  const int64_t nblk = (r1 - r0 + CKV_W - 1) / CKV_W, units = nblk * H;
+  for (int64_t i = 0;; i++) {
+    int64_t u = i;
+    if (next) {
+#pragma omp atomic capture
+      u = (*next)++;
+    }
+    if (u >= units) return;
+    const int64_t b = nblk - 1 - u / H, h = u % H, g = h / group, t0 = r0 + b * CKV_W;
+    attn_prefill_block(q + (t0 * H + h) * D, H * D, CKIR_MIN(CKV_W, r1 - t0), kcache + g * D,
+                       vcache + g * D, stride, P + t0, D, out + (t0 * H + h) * D, H * D);
+  }
+}
+
 void ckir_attention_f32(const float *q, const float *kcache, const float *vcache, float *out,
                         int64_t T, int64_t P, int64_t H, int64_t KV, int64_t D) {
   CKIR_REQUIRE(T >= 1 && P >= 0 && KV >= 1 && H % KV == 0 && D >= 1 && D <= ATTN_MAX_D,
@@ -411,13 +438,33 @@ void ckir_attention_f32(const float *q, const float *kcache, const float *vcache
     }
     return;
   }
-  /* prefill: blocks of CKV_W rows of one head, the longest (last) rows first,
-   * handed out one at a time */
-  const int64_t nblk = (T + CKV_W - 1) / CKV_W, units = nblk * H;
-#pragma omp parallel for schedule(dynamic, 1) if (par)
-  for (int64_t u = 0; u < units; u++) {
-    const int64_t b = nblk - 1 - u / H, h = u % H, g = h / group, t0 = b * CKV_W;
-    attn_prefill_block(q + (t0 * H + h) * D, H * D, CKIR_MIN(CKV_W, T - t0), kcache + g * D,
-                       vcache + g * D, stride, P + t0, D, out + (t0 * H + h) * D, H * D);
+  /* prefill: units of CKV_W rows of one head, the longest (last) rows first.
+   * Each thread runs the units of its own rows (ckir_own_rows), then helps
+   * with what is left of the others' (the causal mask gives later rows more
+   * keys, so the owner of the first rows is done first). */
+  if (!par) {
+    attn_prefill_rows(q, kcache, vcache, out, 0, T, P, H, group, stride, D, NULL);
+    return;
+  }
+  int nt = 1;
+#ifdef _OPENMP
+  nt = omp_get_max_threads();
+#endif
+  attn_queue qs[nt];
+#pragma omp parallel num_threads(nt)
+  {
+#ifdef _OPENMP
+    const int t = omp_get_thread_num(), n = omp_get_num_threads();
+#else
+    const int t = 0, n = 1;
+#endif
+    ckir_own_rows(T, &qs[t].r0, &qs[t].r1);
+    qs[t].next = 0;
+#pragma omp barrier
+    for (int k = 0; k < n; k++) {
+      const attn_queue *qq = &qs[(t + k) % n];
+      attn_prefill_rows(q, kcache, vcache, out, qq->r0, qq->r1, P, H, group, stride, D,
+                        &qs[(t + k) % n].next);
+    }
   }
 }

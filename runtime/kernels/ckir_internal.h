@@ -62,6 +62,40 @@
  * an OpenMP fork/join costs a few microseconds. */
 #define CKIR_PAR_MIN_WORK 32768
 
+/* Row ownership.  The row kernels (norms, rope, swiglu, residual adds, ...)
+ * split their T rows with `omp parallel for schedule(static)`, so in a prefill
+ * each thread writes, and reads back, the same rows of every activation.  A
+ * kernel that splits rows by ckir_own_rows keeps to that split: [*r0, *r1) are
+ * the rows of T the same static schedule gives the calling thread (empty when
+ * none); every thread of the team must call it.  Activations then stay in
+ * the cache of the core that owns their rows: lines that both cores hold make
+ * every later write to them an invalidation across cores (docs/runtime.md,
+ * "Row ownership"). */
+static inline void ckir_own_rows(int64_t T, int64_t *r0, int64_t *r1) {
+  int64_t lo = T, hi = 0;
+#ifdef _OPENMP
+#pragma omp for schedule(static) nowait
+#endif
+  for (int64_t t = 0; t < T; t++) {
+    lo = CKIR_MIN(lo, t);
+    hi = t + 1;
+  }
+  *r0 = lo;
+  *r1 = CKIR_MAX(lo, hi);
+}
+
+/* Whether a GEMM of M rows over wbytes of weights, on nt threads, splits its
+ * rows by ownership (each thread all columns of its own rows): when every
+ * thread gets at least min_rows rows and the weights, which every thread then
+ * reads, fit the L3 (CKIR_OWN_B_BYTES).  Larger weights (an LM head) split
+ * their columns: each core streams half of them from DRAM. */
+#ifndef CKIR_OWN_B_BYTES
+#define CKIR_OWN_B_BYTES (32 << 20)
+#endif
+static inline int ckir_own_split(int64_t M, int nt, int64_t min_rows, double wbytes) {
+  return nt > 1 && M >= nt * min_rows && wbytes <= CKIR_OWN_B_BYTES;
+}
+
 /* Constants of the exp approximation: e^x = 2^n * e^r, n = round(x*log2(e)),
  * r = x - n*ln2 (Cody-Waite two-constant split), e^r by a degree-7 Taylor
  * polynomial on |r| <= ln2/2 (truncation error < 5e-9 relative). */

@@ -882,6 +882,24 @@ static float *apk_get(size_t floats) {
 #define GEMM_APK_BYTES (2 << 20)
 #endif
 
+/* Row ownership (ckir_own_rows): a call with at least GEMM_OWN_ROWS rows a
+ * thread splits M as the row kernels do (ckir_own_split), each thread running
+ * every column over its own rows, so only the weights (read-only) are shared
+ * between the cores.  An N split reads all of x on every core and writes half
+ * of each output row on each. */
+#ifndef GEMM_OWN_ROWS
+#define GEMM_OWN_ROWS (4 * GEMM_MR)
+#endif
+
+/* bytes of the weights a call reads, for K of the driver (pairs for bf16 pairs) */
+static double gemm_b_bytes(int b_nk, int64_t N, int64_t K) {
+  const double blk = (double)CKIR_PANEL * CKIR_QK; /* weights of a panel block */
+  const double per = b_nk == GEMM_B_Q8_0P   ? CKIR_Q8P_BLOCK / blk
+                     : b_nk == GEMM_B_Q4_1P ? CKIR_Q41P_BLOCK / blk
+                                            : 4.0; /* f32, or a pair of bf16 */
+  return per * (double)N * (double)K;
+}
+
 /* gate_up tiles: at most GEMM_MC rows by GEMM_GU_NT columns, gate and up into
  * stack buffers, then silu(gate) * up into the output */
 #define GEMM_GU_NT 256
@@ -911,6 +929,22 @@ static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const 
     nt = omp_get_max_threads();
 #endif
   const int64_t mpanels = (M + GEMM_MR - 1) / GEMM_MR;
+  if (!a_t && ckir_own_split(M, nt, GEMM_OWN_ROWS, gemm_b_bytes(b_nk, ntot * (gate_up ? 2 : 1), K))) {
+    const int64_t lda = gemm_bf16_pairs(b_nk) ? 2 * K : K;
+#pragma omp parallel num_threads(nt)
+    {
+      int64_t r0, r1;
+      ckir_own_rows(M, &r0, &r1);
+      gemm_out own[3];
+      for (int i = 0; i < n; i++) {
+        own[i] = o[i];
+        if (own[i].C) own[i].C += r0 * o[i].N;
+      }
+      /* inside the region, the call on rows [r0, r1) runs on this thread */
+      if (r1 > r0) gemm_run(A + r0 * lda, 0, b_nk, row, own, n, gate_up, r1 - r0, K, relu);
+    }
+    return;
+  }
   int split_n = n > 1 || gate_up || npanels >= 2 * nt || npanels >= mpanels;
   /* a transposed A is always packed, all of it by every thread of an N split:
    * when it is the larger operand (the weight gradient of a wide layer,

@@ -692,17 +692,28 @@ static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, co
   }
   const int mr = has_m ? QP_I8_R41 : QP_I8_R8; /* rows of x per micro-tile */
   const int64_t mt = CKIR_MIN(M, CKIR_MAX(mr, QP_I8_XB / K / mr * mr));
-#pragma omp parallel if (M * Nall * K * (gate_up ? 2 : 1) >= CKIR_GEMV_PAR_MIN && P > 1)
+  const int par = M * Nall * K * (gate_up ? 2 : 1) >= CKIR_GEMV_PAR_MIN && P > 1;
+  int nt = 1;
+#ifdef _OPENMP
+  if (par) nt = omp_get_max_threads();
+#endif
+  /* each thread its own rows (every panel), or a contiguous range of panels
+   * (every row) */
+  const int own = ckir_own_split(M, nt, 4 * mr, (double)P * pbytes * (gate_up ? 2 : 1));
+#pragma omp parallel if (par)
   {
-    int64_t p0, p1;
-    ckir_q_thread_range(P, &p0, &p1);
+    int64_t p0 = 0, p1 = P, r0 = 0, r1 = M;
+    if (own)
+      ckir_own_rows(M, &r0, &r1);
+    else
+      ckir_q_thread_range(P, &p0, &p1);
     int8_t a[mt * K];
     int32_t cb[mt * nb];
     float dx[mt * nb], sx[mt * nb];
     float g[QP_I8_MR * CKIR_PANEL], u[QP_I8_MR * CKIR_PANEL];
     const qp_xq xq = {a, dx, cb, sx, K, nb};
-    for (int64_t m0 = 0; m0 < M && p1 > p0; m0 += mt) {
-      const int64_t rows = CKIR_MIN(mt, M - m0);
+    for (int64_t m0 = r0; m0 < r1 && p1 > p0; m0 += mt) {
+      const int64_t rows = CKIR_MIN(mt, r1 - m0);
       for (int64_t r = 0; r < rows; r++)
         qp_quantize_x(x + (m0 + r) * K, K, a + r * K, dx + r * nb, cb + r * nb, sx + r * nb);
       int seg = 0;
