@@ -25,7 +25,10 @@
  * kc <= KC and block width nc share the B pack's KC x NC floats (see
  * gemm_blocked_: a shallow K takes wider blocks).
  *
- * Threads split N (in whole NR panels) when there are enough columns, else M,
+ * A call with enough rows for every thread (a prefill's layers) splits M by
+ * row ownership (ckir_own_rows): each thread runs every column over the rows
+ * the row kernels give it, so activations stay on their core.  Otherwise
+ * threads split N (in whole NR panels) when there are enough columns, else M,
  * into GEMM_CHUNKS chunks per thread handed out dynamically: on a shared host
  * one vCPU is often slower for a while, and a static half-and-half split then
  * waits for it (measured: 2 threads ran at ~1.5x one thread; with 4 chunks per
@@ -909,8 +912,11 @@ _Static_assert(GEMM_GU_NT % GEMM_NR == 0, "gate_up tiles are whole panels");
  * the swiglu of A's products with o[0].B (gate) and o[1].B (up) into o[0].C,
  * on one parallel region.  K is the driver's (pairs for bf16 pairs).
  *
- * Threads split N (in whole panels, of all outputs in sequence) when there
- * are enough columns, else M (one output).  With an N split and a micro-kernel
+ * Threads split M by row ownership when each gets GEMM_OWN_ROWS rows and the
+ * weights fit the L3 (each thread then runs this function on its rows: inside
+ * a parallel region it runs on the calling thread), else N (in whole panels,
+ * of all outputs in sequence) when there are enough columns, else M (one
+ * output).  With an N split and a micro-kernel
  * that reads packed A, each thread packs A once per call (per row block) into
  * its own buffer, whatever number of outputs, column blocks and chunks it then
  * runs over it.  One pack shared by the threads was measured slower: its lines
@@ -929,7 +935,8 @@ static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const 
     nt = omp_get_max_threads();
 #endif
   const int64_t mpanels = (M + GEMM_MR - 1) / GEMM_MR;
-  if (!a_t && ckir_own_split(M, nt, GEMM_OWN_ROWS, gemm_b_bytes(b_nk, ntot * (gate_up ? 2 : 1), K))) {
+  const double wbytes = gemm_b_bytes(b_nk, ntot * (gate_up ? 2 : 1), K);
+  if (!a_t && ckir_own_split(M, nt, GEMM_OWN_ROWS, wbytes)) {
     const int64_t lda = gemm_bf16_pairs(b_nk) ? 2 * K : K;
 #pragma omp parallel num_threads(nt)
     {
