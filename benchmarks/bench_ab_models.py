@@ -7,7 +7,9 @@ starts one worker process per tree.  Each worker compiles the model
 (``build/cache/bench-models/<name>``, made by ``ckir bench``) with its own
 compiler and runtime into its own build folder, opens it, and then times
 rounds on request: a prefill of ``--prompt`` random tokens from an empty
-cache, then ``--steps`` greedy decode steps.  The two workers alternate,
+cache, then ``--steps`` greedy decode steps (``--reps N``: N of those back to
+back, the round taking their medians: less noise from the host, which flips
+between fast and slow states within seconds).  The two workers alternate,
 the order flipped every round, and never run at the same time, so both see
 the same state of this shared machine.  Printed: the median tok/s of each
 side and the median of the per-round new/old ratios with its quartiles.
@@ -34,7 +36,14 @@ from bench_at_commit import export  # noqa: E402
 
 
 def worker(
-    name: str, dtype: str | None, out: str, prompt: int, steps: int, logits: str, isa: str
+    name: str,
+    dtype: str | None,
+    out: str,
+    prompt: int,
+    steps: int,
+    logits: str,
+    isa: str,
+    reps: int,
 ) -> None:
     """Serve rounds on stdin/stdout (runs inside the tree under test)."""
     import numpy as np
@@ -52,14 +61,18 @@ def worker(
     tokens = np.random.default_rng(0).integers(0, model.vocab_size, prompt)
     print("ready", flush=True)
     for _ in sys.stdin:
-        model.reset()
-        t0 = time.perf_counter()
-        tok = int(np.argmax(model.prefill(tokens)[-1]))
-        t1 = time.perf_counter()
-        for _ in range(steps):
-            tok = int(np.argmax(model.decode(tok)[-1]))
-        t2 = time.perf_counter()
-        print(json.dumps({"prefill": prompt / (t1 - t0), "decode": steps / (t2 - t1)}), flush=True)
+        rates: dict[str, list[float]] = {"prefill": [], "decode": []}
+        for _ in range(reps):
+            model.reset()
+            t0 = time.perf_counter()
+            tok = int(np.argmax(model.prefill(tokens)[-1]))
+            t1 = time.perf_counter()
+            for _ in range(steps):
+                tok = int(np.argmax(model.decode(tok)[-1]))
+            t2 = time.perf_counter()
+            rates["prefill"].append(prompt / (t1 - t0))
+            rates["decode"].append(steps / (t2 - t1) if steps else 0.0)
+        print(json.dumps({k: statistics.median(v) for k, v in rates.items()}), flush=True)
 
 
 def start(tree: Path, args: argparse.Namespace, out: Path) -> subprocess.Popen[str]:
@@ -67,7 +80,7 @@ def start(tree: Path, args: argparse.Namespace, out: Path) -> subprocess.Popen[s
     env.setdefault("CKIR_CACHE_DIR", str(ROOT / "build" / "cache"))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", args.model]
     cmd += ["--out", str(out), "--prompt", str(args.prompt), "--steps", str(args.steps)]
-    cmd += ["--logits", args.logits, "--isa", args.isa]
+    cmd += ["--logits", args.logits, "--isa", args.isa, "--reps", str(args.reps)]
     if args.dtype:
         cmd += ["--dtype", args.dtype]
     proc = subprocess.Popen(
@@ -103,11 +116,26 @@ def main() -> int:
     ap.add_argument(
         "--isa", default="native", help="the runtime build of both sides: native, avx2, scalar"
     )
+    ap.add_argument(
+        "--reps",
+        type=int,
+        default=1,
+        help="runs per side and round, back to back; the round takes their median",
+    )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.model, args.dtype, args.out, args.prompt, args.steps, args.logits, args.isa)
+        worker(
+            args.model,
+            args.dtype,
+            args.out,
+            args.prompt,
+            args.steps,
+            args.logits,
+            args.isa,
+            args.reps,
+        )
         return 0
     old_tree = export(args.rev, "ckir-ab-")
     builds = Path(tempfile.mkdtemp(prefix="ckir-ab-builds-"))
