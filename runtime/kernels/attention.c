@@ -464,10 +464,9 @@ void ckir_attention_f32(const float *q, const float *kcache, const float *vcache
     ckir_own_rows(T, &qs[t].r0, &qs[t].r1);
     qs[t].next = 0;
 #pragma omp barrier
-    for (int k = 0; k < n; k++) {
-      const attn_queue *qq = &qs[(t + k) % n];
-      attn_prefill_rows(q, kcache, vcache, out, qq->r0, qq->r1, P, H, group, stride, D,
-                        &qs[(t + k) % n].next);
+    for (int k = 0; k < n; k++) { /* its own rows, then the others' */
+      attn_queue *qq = &qs[(t + k) % n];
+      attn_prefill_rows(q, kcache, vcache, out, qq->r0, qq->r1, P, H, group, stride, D, &qq->next);
     }
   }
 }

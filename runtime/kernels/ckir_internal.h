@@ -62,9 +62,10 @@
  * an OpenMP fork/join costs a few microseconds. */
 #define CKIR_PAR_MIN_WORK 32768
 
-/* Row ownership.  The row kernels (norms, rope, swiglu, residual adds, ...)
- * split their T rows with `omp parallel for schedule(static)`, so in a prefill
- * each thread writes, and reads back, the same rows of every activation.  A
+/* Row ownership.  The row kernels (norms, rope, embed) split their T rows
+ * with `omp parallel for schedule(static)` (the element-wise ones static chunks
+ * of the same halves), so in a prefill each thread writes, and reads back, the
+ * same rows of every activation.  A
  * kernel that splits rows by ckir_own_rows keeps to that split: [*r0, *r1) are
  * the rows of T the same static schedule gives the calling thread (empty when
  * none); every thread of the team must call it.  Activations then stay in
