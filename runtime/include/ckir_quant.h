@@ -240,16 +240,6 @@ static inline int64_t ckir_q_pf_distance(int64_t row_bytes) {
   int64_t m = (CKIR_PF_MIN + row_bytes - 1) / row_bytes;
   return (m < 1 ? 1 : m) * row_bytes;
 }
-/* the calling OpenMP thread's share [lo, hi) of n work items (static split) */
-static inline void ckir_q_thread_range(int64_t n, int64_t *lo, int64_t *hi) {
-#ifdef _OPENMP
-  int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-#else
-  int64_t t = 0, nt = 1;
-#endif
-  *lo = n * t / nt;
-  *hi = n * (t + 1) / nt;
-}
 /* prefetch [p, p + bytes) (the start of a thread's stream: nothing is in flight yet) */
 static inline void ckir_q_prefetch(const void *p, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)p + o, 0, 3);

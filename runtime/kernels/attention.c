@@ -383,11 +383,8 @@ static void attn_decode(const float *q, const float *kc, const float *vc, float 
   }
 #pragma omp parallel num_threads(n)
   {
-#ifdef _OPENMP
-    const int s = omp_get_thread_num(), nt = omp_get_num_threads();
-#else
-    const int s = 0, nt = 1;
-#endif
+    int s, nt;
+    ckir_team(&s, &nt);
     attn_decode_part(q, kc, vc, out, L, H, KV, D, s, nt, &parts);
   }
 }
@@ -456,11 +453,8 @@ void ckir_attention_f32(const float *q, const float *kcache, const float *vcache
   attn_queue qs[nt];
 #pragma omp parallel num_threads(nt)
   {
-#ifdef _OPENMP
-    const int t = omp_get_thread_num(), n = omp_get_num_threads();
-#else
-    const int t = 0, n = 1;
-#endif
+    int t, n;
+    ckir_team(&t, &n);
     ckir_own_rows(T, &qs[t].r0, &qs[t].r1);
     qs[t].next = 0;
 #pragma omp barrier

@@ -64,7 +64,7 @@ static void gemv_bf16_impl(const float *x, const uint16_t *w, const float *b, fl
 #pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && N > 1)
   {
     int64_t lo, hi; /* each thread streams one contiguous range of rows */
-    ckir_q_thread_range(N, &lo, &hi);
+    ckir_thread_share(N, &lo, &hi);
     ckir_q_prefetch((const char *)w + lo * rb, CKIR_MIN(pfd, (hi - lo) * rb));
     for (int64_t n = lo; n < hi; n++) {
       float out;

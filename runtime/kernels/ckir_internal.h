@@ -62,6 +62,27 @@
  * an OpenMP fork/join costs a few microseconds. */
 #define CKIR_PAR_MIN_WORK 32768
 
+/* The calling thread's number and its team's size (0 and 1 outside a
+ * parallel region, or without OpenMP). */
+static inline void ckir_team(int *t, int *n) {
+#ifdef _OPENMP
+  *t = omp_get_thread_num();
+  *n = omp_get_num_threads();
+#else
+  *t = 0;
+  *n = 1;
+#endif
+}
+
+/* The calling thread's contiguous share [lo, hi) of n work items (a static
+ * split by thread number). */
+static inline void ckir_thread_share(int64_t n, int64_t *lo, int64_t *hi) {
+  int t, nt;
+  ckir_team(&t, &nt);
+  *lo = n * t / nt;
+  *hi = n * (t + 1) / nt;
+}
+
 /* Row ownership.  The row kernels (norms, rope, embed) split their T rows
  * with `omp parallel for schedule(static)` (the element-wise ones static chunks
  * of the same halves), so in a prefill each thread writes, and reads back, the

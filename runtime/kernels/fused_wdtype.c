@@ -39,17 +39,6 @@
 typedef void (*gemv_fn)(const float *x, const void *w, const float *b, float *y, int64_t N,
                         int64_t K);
 
-/* The calling thread's contiguous share [lo, hi) of n units. */
-static void thread_share(int64_t n, int64_t *lo, int64_t *hi) {
-#ifdef _OPENMP
-  const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-#else
-  const int64_t t = 0, nt = 1;
-#endif
-  *lo = n * t / nt;
-  *hi = n * (t + 1) / nt;
-}
-
 /* Rows are split in units of g (1, or CKIR_PANEL for f32p and bf16p, whose slices must be
  * whole panels): unit u of a matrix is its rows [u * g, min((u + 1) * g, N)). */
 CKIR_INLINE int64_t units_of(int64_t n, int64_t g) { return (n + g - 1) / g; }
@@ -60,7 +49,7 @@ static void qkv_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, const 
 #pragma omp parallel if ((N[0] + N[1] + N[2]) * K >= FUSED_GEMV_PAR_MIN && total > 1)
   {
     int64_t lo, hi, base = 0;
-    thread_share(total, &lo, &hi);
+    ckir_thread_share(total, &lo, &hi);
     for (int i = 0; i < 3; i++) {
       const int64_t u = units_of(N[i], g);
       const int64_t s0 = (CKIR_MAX(lo, base) - base) * g;
@@ -79,7 +68,7 @@ static void gate_up_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, co
 #pragma omp parallel if (2 * N * K >= FUSED_GEMV_PAR_MIN && N > 1)
   {
     int64_t lo, hi;
-    thread_share(units_of(N, g), &lo, &hi);
+    ckir_thread_share(units_of(N, g), &lo, &hi);
     lo *= g;
     hi = CKIR_MIN(hi * g, N);
     for (int64_t c = lo; c < hi; c += GUW_CH) {

@@ -380,7 +380,7 @@ static void gemv_qp_impl(const float *x, const uint8_t *w, const float *b, float
 #pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && P > 1)
   {
     int64_t p0, p1; /* each thread streams one contiguous range of panels */
-    ckir_q_thread_range(P, &p0, &p1);
+    ckir_thread_share(P, &p0, &p1);
     ckir_q_prefetch(w + p0 * pbytes, CKIR_MIN(QP_PFD, (p1 - p0) * pbytes));
     if (has_m)
       q41p_gemv_panels(a, dx, sx, w, b, y, N, nb, p0, p1);
@@ -404,7 +404,7 @@ static void qp_rows(const float *x, int64_t M, const uint8_t *w, int64_t bb, qp_
 #pragma omp parallel if (M * N * K >= CKIR_GEMV_PAR_MIN && P > 1)
   {
     int64_t p0, p1;
-    ckir_q_thread_range(P, &p0, &p1);
+    ckir_thread_share(P, &p0, &p1);
     float buf[CKIR_QK * CKIR_PANEL] __attribute__((aligned(64)));
     for (int64_t p = p0; p < p1; p++) {
       const int64_t n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, N - n0);
@@ -706,7 +706,7 @@ static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, co
     if (own)
       ckir_own_rows(M, &r0, &r1);
     else
-      ckir_q_thread_range(P, &p0, &p1);
+      ckir_thread_share(P, &p0, &p1);
     int8_t a[mt * K];
     int32_t cb[mt * nb];
     float dx[mt * nb], sx[mt * nb];

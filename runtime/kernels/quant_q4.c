@@ -388,7 +388,7 @@ static void gemv_q4_impl(const float *x, const uint8_t *w, const float *bias, fl
 #pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && N > 1)
   {
     int64_t lo, hi; /* each thread streams one contiguous range of rows */
-    ckir_q_thread_range(N, &lo, &hi);
+    ckir_thread_share(N, &lo, &hi);
     ckir_q_prefetch(w + lo * rb, CKIR_MIN(pfd, (hi - lo) * rb));
 #if defined(CKIR_Q256)
     for (int64_t n = lo; n < hi; n += 2) {
