@@ -820,7 +820,7 @@ static void gemm_part(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const
   const float *B = o->B;
   const int64_t ldb = b_nk ? K : o->N;
   /* bf16 pairs: K counts pairs */
-  const int64_t lda = b_nk == GEMM_B_BF16 || b_nk == GEMM_B_BF16P ? 2 * K : K;
+  const int64_t lda = gemm_bf16_pairs(b_nk) ? 2 * K : K;
   /* panels, rows: the whole matrix, addressed from column n0 by gemm_blocked_ */
   const int whole = b_nk == GEMM_B_PANELS || b_nk == GEMM_B_ROWS || b_nk == GEMM_B_BF16P ||
                     b_nk == GEMM_B_BF16P_F32 || b_nk == GEMM_B_Q8_0P || b_nk == GEMM_B_Q4_1P;
@@ -894,7 +894,9 @@ static float *apk_get(size_t floats) {
 #define GEMM_OWN_ROWS (4 * GEMM_MR)
 #endif
 
-/* bytes of the weights a call reads, for K of the driver (pairs for bf16 pairs) */
+/* bytes of the weights a call reads, for K of the driver (pairs for bf16 pairs):
+ * exact for f32, bf16 pairs, q8_0p and q4_1p; 4 bytes a k overcount bf16p on
+ * fp32 x (2) and the row formats (bf16, q8_0, q4_0, q4_1 read through `row`) */
 static double gemm_b_bytes(int b_nk, int64_t N, int64_t K) {
   const double blk = (double)CKIR_PANEL * CKIR_QK; /* weights of a panel block */
   const double per = b_nk == GEMM_B_Q8_0P   ? CKIR_Q8P_BLOCK / blk
@@ -935,9 +937,10 @@ static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const 
     nt = omp_get_max_threads();
 #endif
   const int64_t mpanels = (M + GEMM_MR - 1) / GEMM_MR;
+  const int bf = gemm_bf16_pairs(b_nk);
+  const int64_t lda = a_t ? M : bf ? 2 * K : K;
   const double wbytes = gemm_b_bytes(b_nk, ntot * (gate_up ? 2 : 1), K);
   if (!a_t && ckir_own_split(M, nt, GEMM_OWN_ROWS, wbytes)) {
-    const int64_t lda = gemm_bf16_pairs(b_nk) ? 2 * K : K;
 #pragma omp parallel num_threads(nt)
     {
       int64_t r0, r1;
@@ -971,8 +974,6 @@ static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const 
     }
     return;
   }
-  const int bf = gemm_bf16_pairs(b_nk);
-  const int64_t lda = a_t ? M : bf ? 2 * K : K;
   const int64_t kstep = gemm_kstep(K, b_nk);
   /* row blocks of the threads' packs */
   const int64_t rb = CKIR_MAX(GEMM_MC, GEMM_APK_BYTES / (K * (int64_t)sizeof(float)) / GEMM_MC *

@@ -140,7 +140,7 @@ CKIR_INLINE void bf16p_rows_(const float *x, const int R, const uint16_t *wp, co
     const int64_t P = (N + CKIR_PANEL - 1) / CKIR_PANEL;                                          \
     _Pragma("omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && P > 1)") {                            \
       int64_t p0, p1;                                                                             \
-      ckir_thread_share(P, &p0, &p1);                                                           \
+      ckir_thread_share(P, &p0, &p1);                                                             \
       for (int64_t m = 0; m < M; m += PR_MAX) {                                                   \
         const float *xm = x + m * K;                                                              \
         float *ym = y + m * N;                                                                    \
