@@ -86,13 +86,12 @@ static inline void ckir_thread_share(int64_t n, int64_t *lo, int64_t *hi) {
 /* Row ownership.  The row kernels (norms, rope, embed) split their T rows
  * with `omp parallel for schedule(static)` (the element-wise ones static chunks
  * of the same halves), so in a prefill each thread writes, and reads back, the
- * same rows of every activation.  A
- * kernel that splits rows by ckir_own_rows keeps to that split: [*r0, *r1) are
- * the rows of T the same static schedule gives the calling thread (empty when
- * none); every thread of the team must call it.  Activations then stay in
- * the cache of the core that owns their rows: lines that both cores hold make
- * every later write to them an invalidation across cores (docs/runtime.md,
- * "Row ownership"). */
+ * same rows of every activation.  A kernel that splits rows by ckir_own_rows
+ * keeps to that split: [*r0, *r1) are the rows of T the same static schedule
+ * gives the calling thread (empty when none); every thread of the team must
+ * call it.  Activations then stay in the cache of the core that owns their
+ * rows: lines that both cores hold make every later write to them an
+ * invalidation across cores (docs/runtime.md, "Row ownership"). */
 static inline void ckir_own_rows(int64_t T, int64_t *r0, int64_t *r1) {
   int64_t lo = T, hi = 0;
 #ifdef _OPENMP
@@ -246,8 +245,10 @@ float ckir_internal_ref_row_bf16p(const float *x, const uint16_t *w, int64_t n, 
  * Rows >= N are zero; panels start at byte p * CKIR_PANEL * (K / 32) * 20. */
 #define CKIR_Q41P_BLOCK (CKIR_PANEL * 20)
 
-/* the same, M <= QP_SMALL_M by streaming the panels (quant_panels.c); the fp32-x
- * path of gemm_<p> whatever ckir_runtime_qp_fp32_x says */
+/* y[M, N] = x[M, K] . W^T (+ b) with W in q8_0p (has_m == 0) or q4_1p panels
+ * on fp32 x, whatever ckir_runtime_qp_fp32_x says (quant_panels.c): M <=
+ * QP_SMALL_M streams the panels, larger M runs gemm.c's driver, each kc-slice
+ * of a panel dequantized into the B pack */
 void ckir_internal_gemm_qp_f32x(const float *x, const uint8_t *w, const float *b, float *y,
                                 int64_t M, int64_t N, int64_t K, int has_m);
 /* dst[k * ld + n] = the value of row r0 + n (n < nr, a multiple of the vector width
