@@ -34,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from kernel_lib import RuntimeLib, build_runtime  # noqa: E402
+from test_panel_kernels import pack_bf16p, pack_f32p  # noqa: E402
 
 from ckir.runtime_build import BASE_CFLAGS, LINK_LIBS, isa_flags  # noqa: E402
 
@@ -220,6 +221,8 @@ def ab_cases(rng) -> list[tuple[str, str, list]]:
         cases.append((f"gemm_bf16 M={M} {N}x{K}", "gemm_bf16", [x, bf16(w), y, M, N, K]))
         wq = q8_0_blocks(rng, N, K)
         cases.append((f"gemm_q8_0 M={M} {N}x{K}", "gemm_q8_0", [x, wq, y, M, N, K]))
+        cases.append((f"gemm_f32p M={M} {N}x{K}", "gemm_f32p", [x, pack_f32p(w), y, M, N, K]))
+        cases.append((f"gemm_bf16p M={M} {N}x{K}", "gemm_bf16p", [x, pack_bf16p(w), y, M, N, K]))
     for T, E in ((1, 576), (128, 576)):
         tok = rng.integers(0, 4096, T).astype(np.int32)
         cases.append(

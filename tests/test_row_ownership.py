@@ -2,9 +2,11 @@
 (ckir_own_rows in runtime/kernels/ckir_internal.h) compute every element as
 one thread does.
 
-For each ISA build: the GEMMs that split M by ownership (f32, f32p, bf16p,
-q8_0p / q4_1p on int8 and on fp32 x, the fused qkv and gate_up) and prefill
-attention (each thread its own rows first, then the others' leftovers) give
+For each ISA build: the GEMMs that split M by ownership (f32p, bf16p, q8_0p /
+q4_1p on int8 x, the fused qkv and gate_up of those), the ones next to them
+that pack their weights at every call and so split N (f32, q8_0p / q4_1p on
+fp32 x, bf16p widened on AVX2) and prefill attention (each thread its own
+rows first, then the others' leftovers) give
 the same bits at 1, 2 and 3 threads, on row counts that split unevenly
 (M = 97 at 2 threads, 150 at 3: rows 50 each, not whole register tiles) and on
 one below the split (M = 40).  Outputs start as NaN, so a row no thread

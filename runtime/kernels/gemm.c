@@ -25,9 +25,12 @@
  * kc <= KC and block width nc share the B pack's KC x NC floats (see
  * gemm_blocked_: a shallow K takes wider blocks).
  *
- * A call with enough rows for every thread (a prefill's layers) splits M by
- * row ownership (ckir_own_rows): each thread runs every column over the rows
- * the row kernels give it, so activations stay on their core.  Otherwise
+ * A call on weights in panels with enough rows for every thread (a prefill's
+ * layers) splits M by row ownership (ckir_own_rows): each thread runs every
+ * column over the rows the row kernels give it, so activations stay on their
+ * core.  A B packed per call (w[N, K], b[K, N], bf16 rows, blocks dequantized)
+ * does not: each thread would pack all of it for half the rows (measured
+ * 1.05-1.3x slower than the N split at M = 128, 2 threads).  Otherwise
  * threads split N (in whole NR panels) when there are enough columns, else M,
  * into GEMM_CHUNKS chunks per thread handed out dynamically: on a shared host
  * one vCPU is often slower for a while, and a static half-and-half split then
@@ -659,6 +662,10 @@ static int gemm_bf16_pairs(int b_nk) {
 #endif
 }
 
+/* whether B is read in place (f32p floats or bf16p pairs in panels): nothing
+ * of B is packed per call */
+static int gemm_b_in_place(int b_nk) { return b_nk == GEMM_B_PANELS || b_nk == GEMM_B_BF16P; }
+
 /* whether the micro-kernel reads A from packed panels */
 static int gemm_packs_a(int a_t, int b_nk) { return GEMM_PACK_A || a_t || gemm_bf16_pairs(b_nk); }
 
@@ -702,7 +709,7 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
                                int64_t K, int relu, gemm_apk apk, int64_t arow,
                                float *restrict Ap, float *restrict Bp) {
   /* panels: B is read in place (f32p floats, or bf16p pairs) */
-  const int panels = b_nk == GEMM_B_PANELS || b_nk == GEMM_B_BF16P, rows = b_nk == GEMM_B_ROWS;
+  const int panels = gemm_b_in_place(b_nk), rows = b_nk == GEMM_B_ROWS;
   const int packed_a = gemm_packs_a(a_t, b_nk);
   const int bf = gemm_bf16_pairs(b_nk);
   const int qp = b_nk == GEMM_B_Q8_0P || b_nk == GEMM_B_Q4_1P; /* block panels */
@@ -885,25 +892,14 @@ static float *apk_get(size_t floats) {
 #define GEMM_APK_BYTES (2 << 20)
 #endif
 
-/* Row ownership (ckir_own_rows): a call with at least GEMM_OWN_ROWS rows a
- * thread splits M as the row kernels do (ckir_own_split), each thread running
+/* Row ownership (ckir_own_rows): a call on panels with at least GEMM_OWN_ROWS
+ * rows a thread splits M as the row kernels do (ckir_own_split), each running
  * every column over its own rows, so only the weights (read-only) are shared
  * between the cores.  An N split reads all of x on every core and writes half
  * of each output row on each. */
 #ifndef GEMM_OWN_ROWS
 #define GEMM_OWN_ROWS (4 * GEMM_MR)
 #endif
-
-/* bytes of the weights a call reads, for K of the driver (pairs for bf16 pairs):
- * exact for f32, bf16 pairs, q8_0p and q4_1p; 4 bytes a k overcount bf16p on
- * fp32 x (2) and the row formats (bf16, q8_0, q4_0, q4_1 read through `row`) */
-static double gemm_b_bytes(int b_nk, int64_t N, int64_t K) {
-  const double blk = (double)CKIR_PANEL * CKIR_QK; /* weights of a panel block */
-  const double per = b_nk == GEMM_B_Q8_0P   ? CKIR_Q8P_BLOCK / blk
-                     : b_nk == GEMM_B_Q4_1P ? CKIR_Q41P_BLOCK / blk
-                                            : 4.0; /* f32, or a pair of bf16 */
-  return per * (double)N * (double)K;
-}
 
 /* gate_up tiles: at most GEMM_MC rows by GEMM_GU_NT columns, gate and up into
  * stack buffers, then silu(gate) * up into the output */
@@ -914,9 +910,10 @@ _Static_assert(GEMM_GU_NT % GEMM_NR == 0, "gate_up tiles are whole panels");
  * the swiglu of A's products with o[0].B (gate) and o[1].B (up) into o[0].C,
  * on one parallel region.  K is the driver's (pairs for bf16 pairs).
  *
- * Threads split M by row ownership when each gets GEMM_OWN_ROWS rows and the
- * weights fit the L3 (each thread then runs this function on its rows: inside
- * a parallel region it runs on the calling thread), else N (in whole panels,
+ * Threads split M by row ownership when B is read in place (panels), each
+ * thread gets GEMM_OWN_ROWS rows and the weights fit the L3 (each thread then
+ * runs this function on its rows: inside a parallel region it runs on the
+ * calling thread), else N (in whole panels,
  * of all outputs in sequence) when there are enough columns, else M (one
  * output).  With an N split and a micro-kernel
  * that reads packed A, each thread packs A once per call (per row block) into
@@ -939,8 +936,9 @@ static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const 
   const int64_t mpanels = (M + GEMM_MR - 1) / GEMM_MR;
   const int bf = gemm_bf16_pairs(b_nk);
   const int64_t lda = a_t ? M : bf ? 2 * K : K;
-  const double wbytes = gemm_b_bytes(b_nk, ntot * (gate_up ? 2 : 1), K);
-  if (!a_t && ckir_own_split(M, nt, GEMM_OWN_ROWS, wbytes)) {
+  /* bytes of the weights: 4 a k (an f32, or a pair of bf16) */
+  const double wbytes = 4.0 * (double)(ntot * (gate_up ? 2 : 1)) * (double)K;
+  if (!a_t && gemm_b_in_place(b_nk) && ckir_own_split(M, nt, GEMM_OWN_ROWS, wbytes)) {
 #pragma omp parallel num_threads(nt)
     {
       int64_t r0, r1;
