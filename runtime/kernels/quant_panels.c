@@ -681,7 +681,9 @@ typedef struct {
  * of the gate; each with its up panel) are numbered in one sequence, and each
  * thread takes one contiguous range of it; for every tile of rows of x, which
  * the thread quantizes once for all its panels, it runs the micro-tiles of
- * QP_I8_R8 / QP_I8_R41 rows over its panels. */
+ * QP_I8_R8 / QP_I8_R41 rows over its panels, each tile prefetching its slice
+ * of the next panel into L2 (measured on whole prefills, SmolLM-135M, paired:
+ * q8_0 1.03x, q4_1 1.03x, q4_1 on the AVX2 build 1.06x). */
 static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, const qp_seg *segs,
                        int nseg, int gate_up) {
   const int64_t nb = K / CKIR_QK, pbytes = nb * (has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK);
@@ -723,8 +725,23 @@ static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, co
           base += (segs[seg++].N + CKIR_PANEL - 1) / CKIR_PANEL;
         const qp_seg *sg = &segs[seg];
         const int64_t p = q - base, n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, sg->N - n0);
+        /* the next panel this thread runs (gate_up: with its up panel), its
+         * lines prefetched a slice per micro-tile */
+        const uint8_t *nx = NULL, *nu = NULL;
+        if (q + 1 < p1) {
+          const int last = n0 + CKIR_PANEL >= sg->N;
+          nx = last ? segs[seg + 1].w : sg->w + (p + 1) * pbytes;
+          if (gate_up) nu = segs[1].w + (p + 1) * pbytes;
+        }
+        const int64_t lines = (pbytes + 63) / 64, tiles = (rows + mr - 1) / mr;
+        const int64_t per = (lines + tiles - 1) / tiles;
         for (int64_t r = 0; r < rows; r += mr) {
           const int R = (int)CKIR_MIN(mr, rows - r);
+          const int64_t l0 = r / mr * per, l1 = CKIR_MIN(lines, l0 + per);
+          for (int64_t l = l0; nx && l < l1; l++) {
+            _mm_prefetch((const char *)nx + 64 * l, _MM_HINT_T1);
+            if (nu) _mm_prefetch((const char *)nu + 64 * l, _MM_HINT_T1);
+          }
           if (gate_up) {
             qp_i8_rows(&xq, r, R, sg->w + p * pbytes, has_m, NULL, g, CKIR_PANEL, 0, nn);
             qp_i8_rows(&xq, r, R, segs[1].w + p * pbytes, has_m, NULL, u, CKIR_PANEL, 0, nn);
