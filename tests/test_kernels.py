@@ -239,6 +239,37 @@ def test_rope(lib, T, H, KV, D, P, theta):
         close(k, ek, rtol=1e-5, atol=atol)
 
 
+def test_rope_reuses_tables_by_their_key(lib):
+    """rope_f32 keeps each thread's cos/sin tables of its recent positions (ckir_rope.h):
+    calls sharing a position, or its cache slot (256 positions apart), but not D or theta
+    each get their own angles, and a repeated call, which reuses the tables, gives the
+    same bits as the first.  T = 1 runs on the calling thread, T = 40 on every thread."""
+    H, KV = 3, 1
+    for P, D, theta in [
+        (5, 64, 1e4),
+        (261, 64, 1e4),
+        (5, 64, 1e6),
+        (5, 32, 1e4),
+        (5, 128, 1e4),
+        (5, 64, 1e4),
+    ]:
+        for T in (1, 40):
+            rng = np.random.default_rng(P + D + T)
+            q0, k0 = rand(rng, T, H * D), rand(rng, T, KV * D)
+            pos = [P + t for t in range(T)]
+            eq, ek = rope_oracle(q0, H, D, pos, theta), rope_oracle(k0, KV, D, pos, theta)
+            atol = 2e-6 + 16 * float(np.spacing(F32(P + T)))
+            runs = []
+            for _ in range(2):
+                q, k = q0.copy(), k0.copy()
+                lib.call("rope_f32", q, k, T, H, KV, D, P, theta)
+                close(q, eq, rtol=1e-5, atol=atol)
+                close(k, ek, rtol=1e-5, atol=atol)
+                runs.append((q, k))
+            for a, b in zip(runs[0], runs[1], strict=True):
+                np.testing.assert_array_equal(b, a, err_msg=f"P={P} D={D} theta={theta} T={T}")
+
+
 def test_rope_matches_hf(lib):
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
