@@ -266,6 +266,13 @@ float ckir_internal_ref_gemm_row_q4_1p(const float *x, const uint8_t *w, int64_t
 /* out[i] = g[i] / (1 + e^-g[i]) * u[i] over one span, on the calling thread (the
  * body of swiglu_f32; elementwise.c).  Used by the fused gate_up kernels. */
 void ckir_internal_silu_mul(const float *g, const float *u, float *out, int64_t n);
+/* The decode GEMVs of qkv and gate_up on q8_0p / q4_1p (has_m) panels: x
+ * quantized once for the three matrices (the two), each panel computed as
+ * gemv_<p> computes it (quant_panels.c) */
+void ckir_internal_gemv_qkv_qp(const float *x, const uint8_t *const w[3], const float *const b[3],
+                               float *const y[3], const int64_t N[3], int64_t K, int has_m);
+void ckir_internal_gemv_gate_up_qp(const float *x, const uint8_t *wg, const uint8_t *wu,
+                                   float *out, int64_t N, int64_t K, int has_m);
 /* The q8_0p / q4_1p fused GEMMs on int8 x (quant_panels.c): x quantized once for
  * the three matrices / the gate and up pair, each row as gemm_<p> computes it;
  * return 0 where the runtime has no int8 GEMM (the caller takes the generic path). */

@@ -122,6 +122,12 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
     const float *b[3] = {bq, bk, bv};                                                            \
     float *y[3] = {q, k, v};                                                                     \
     const int64_t N[3] = {Nq, Nk, Nv};                                                           \
+    if (QP >= 0) { /* x quantized once for the three */                                         \
+      const uint8_t *const wp[3] = {(const uint8_t *)wq, (const uint8_t *)wk,                    \
+                                    (const uint8_t *)wv};                                        \
+      ckir_internal_gemv_qkv_qp(x, wp, b, y, N, K, QP);                                          \
+      return;                                                                                    \
+    }                                                                                            \
     qkv_gemv(gemv_w_##D, RB(K), G, x, w, b, y, N, K);                                               \
   }                                                                                              \
   void ckir_gemv_qkv_##D(const float *x, const WT *wq, const WT *wk, const WT *wv, float *q,    \
@@ -164,7 +170,10 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
   void ckir_gemv_gate_up_##D(const float *x, const WT *wg, const WT *wu, float *out, int64_t N, \
                              int64_t K) {                                                        \
     CKIR_REQUIRE(N >= 1 && K >= 1, "gemv_gate_up_" #D);                                          \
-    gate_up_gemv(gemv_w_##D, RB(K), G, x, wg, wu, out, N, K);                                       \
+    if (QP >= 0) /* x quantized once for the two */                                              \
+      ckir_internal_gemv_gate_up_qp(x, (const uint8_t *)wg, (const uint8_t *)wu, out, N, K, QP); \
+    else                                                                                         \
+      gate_up_gemv(gemv_w_##D, RB(K), G, x, wg, wu, out, N, K);                                     \
   }                                                                                              \
   void ckir_gemm_gate_up_##D(const float *x, const WT *wg, const WT *wu, float *out, int64_t M, \
                              int64_t N, int64_t K) {                                             \

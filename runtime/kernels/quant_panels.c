@@ -367,26 +367,94 @@ static void qp_quantize_x(const float *x, int64_t K, int8_t *a, float *dx, int32
   }
 }
 
-/* y = W x (+ b) for a block panel dtype (has_m: q4_1p, else q8_0p) */
-static void gemv_qp_impl(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
-                         int64_t K, const int has_m) {
-  const int64_t nb = K / CKIR_QK, P = (N + CKIR_PANEL - 1) / CKIR_PANEL;
+/* One weight matrix of a call on block panels: y[M, N] = x . w^T (+ b) */
+typedef struct {
+  const uint8_t *w;
+  const float *b;
+  float *y;
+  int64_t N;
+} qp_seg;
+
+/* rows [0, N) of the panels from w, x quantized (a, dx, cb, sx), into y */
+static void qp_gemv_run(const int8_t *a, const float *dx, const int32_t *cb, const float *sx,
+                        const uint8_t *w, const float *b, float *y, int64_t N, int64_t nb,
+                        int64_t p0, int64_t p1, const int has_m) {
+  if (has_m)
+    q41p_gemv_panels(a, dx, sx, w, b, y, N, nb, p0, p1);
+  else
+    q8p_gemv_panels(a, dx, cb, w, b, y, N, nb, p0, p1);
+}
+
+/* gate and up panels per step of a gate_up GEMV (its stack buffers) */
+#define QP_GU_PANELS 8
+
+/* y_i = W_i x (+ b_i) for nseg block panel matrices sharing x (gemv: 1,
+ * gemv_qkv: 3), or with gate_up out = silu(Wg x) * (Wu x) (segs[0] the gate,
+ * out its y; segs[1] the up), on one quantization of x (has_m: q4_1p, else
+ * q8_0p).  The panels of the matrices form one sequence (gate_up: the gate's,
+ * each with its up panel), and each thread streams one contiguous range of it. */
+static void gemv_qp(const float *x, const qp_seg *segs, int nseg, int gate_up, int64_t K,
+                    const int has_m) {
+  const int64_t nb = K / CKIR_QK;
   const int64_t pbytes = nb * (has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK); /* bytes of a panel */
+  int64_t P = 0, rows = 0;
+  for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
+    P += (segs[i].N + CKIR_PANEL - 1) / CKIR_PANEL;
+    rows += segs[i].N * (gate_up ? 2 : 1);
+  }
   uint8_t buf[K + nb * (int64_t)(sizeof(int32_t) + 2 * sizeof(float)) + 128];
   int8_t *a = CKIR_ALIGN64(buf);
   int32_t *cb = (int32_t *)(a + K); /* K % 32 == 0: aligned */
   float *dx = (float *)(cb + nb), *sx = dx + nb;
   qp_quantize_x(x, K, a, dx, cb, sx);
-#pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && P > 1)
+#pragma omp parallel if (rows * K >= CKIR_GEMV_PAR_MIN && P > 1)
   {
-    int64_t p0, p1; /* each thread streams one contiguous range of panels */
+    int64_t p0, p1, base = 0; /* base: the first panel of segs[i] in the sequence */
     ckir_thread_share(P, &p0, &p1);
-    ckir_q_prefetch(w + p0 * pbytes, CKIR_MIN(QP_PFD, (p1 - p0) * pbytes));
-    if (has_m)
-      q41p_gemv_panels(a, dx, sx, w, b, y, N, nb, p0, p1);
-    else
-      q8p_gemv_panels(a, dx, cb, w, b, y, N, nb, p0, p1);
+    for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
+      const qp_seg *sg = &segs[i];
+      const int64_t np = (sg->N + CKIR_PANEL - 1) / CKIR_PANEL;
+      const int64_t q0 = CKIR_MAX(p0, base) - base, q1 = CKIR_MIN(p1, base + np) - base;
+      base += np;
+      if (q1 <= q0) continue;
+      const int64_t pf = CKIR_MIN(QP_PFD, (q1 - q0) * pbytes);
+      ckir_q_prefetch(sg->w + q0 * pbytes, pf);
+      if (!gate_up) {
+        qp_gemv_run(a, dx, cb, sx, sg->w, sg->b, sg->y, sg->N, nb, q0, q1, has_m);
+        continue;
+      }
+      ckir_q_prefetch(segs[1].w + q0 * pbytes, pf);
+      for (int64_t c = q0; c < q1; c += QP_GU_PANELS) {
+        /* panels [c, c + n) as a matrix of their own: rows r0 .. r0 + nr */
+        const int64_t n = CKIR_MIN(QP_GU_PANELS, q1 - c), r0 = c * CKIR_PANEL;
+        const int64_t nr = CKIR_MIN(n * CKIR_PANEL, sg->N - r0);
+        float g[QP_GU_PANELS * CKIR_PANEL], u[QP_GU_PANELS * CKIR_PANEL];
+        qp_gemv_run(a, dx, cb, sx, sg->w + c * pbytes, NULL, g, nr, nb, 0, n, has_m);
+        qp_gemv_run(a, dx, cb, sx, segs[1].w + c * pbytes, NULL, u, nr, nb, 0, n, has_m);
+        ckir_internal_silu_mul(g, u, sg->y + r0, nr);
+      }
+    }
   }
+}
+
+/* y = W x (+ b) for a block panel dtype (has_m: q4_1p, else q8_0p) */
+static void gemv_qp_impl(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
+                         int64_t K, const int has_m) {
+  const qp_seg seg = {w, b, y, N};
+  gemv_qp(x, &seg, 1, 0, K, has_m);
+}
+
+void ckir_internal_gemv_qkv_qp(const float *x, const uint8_t *const w[3], const float *const b[3],
+                               float *const y[3], const int64_t N[3], int64_t K, int has_m) {
+  const qp_seg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
+                          {w[2], b[2], y[2], N[2]}};
+  gemv_qp(x, segs, 3, 0, K, has_m);
+}
+
+void ckir_internal_gemv_gate_up_qp(const float *x, const uint8_t *wg, const uint8_t *wu,
+                                   float *out, int64_t N, int64_t K, int has_m) {
+  const qp_seg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
+  gemv_qp(x, segs, 2, 1, K, has_m);
 }
 
 /* ---- gemm for small M --------------------------------------------------------- */
@@ -666,14 +734,6 @@ static void qp_i8_rows(const qp_xq *xq, int64_t r0, int R, const uint8_t *pp, in
   default: qp_i8_tile(xq, r0, 1, pp, has_m, b, y, ldy, n0, nn); break;
   }
 }
-
-/* One weight matrix of an int8 GEMM call: y[M, N] = x . w^T (+ b) */
-typedef struct {
-  const uint8_t *w;
-  const float *b;
-  float *y;
-  int64_t N;
-} qp_seg;
 
 /* The int8 GEMMs: y_i = x . W_i^T (+ b_i) for nseg matrices sharing x (gemm: 1,
  * gemm_qkv: 3), or with `gate_up` out = silu(x . Wg^T) * (x . Wu^T) (segs[0]
