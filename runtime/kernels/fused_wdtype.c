@@ -97,8 +97,9 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
  * reference twin, built on ckir_{gemv,gemm}[_bias]_D.  The twins take the dot
  * product of x with row n of w from ref_gemv_row_D / ref_gemm_row_D. */
 #define CKIR_FUSED_WDTYPE(D, WT, RB, G, QP)                                                       \
-  static void gemv_w_##D(const float *x, const void *w, const float *b, float *y, int64_t N,    \
-                         int64_t K) {                                                            \
+  /* (unused where gemv_here_<d> runs on the calling thread) */                                 \
+  __attribute__((unused)) static void gemv_w_##D(const float *x, const void *w, const float *b, \
+                                                 float *y, int64_t N, int64_t K) {               \
     if (b)                                                                                       \
       ckir_gemv_bias_##D(x, (const WT *)w, b, y, N, K);                                          \
     else                                                                                         \
@@ -128,7 +129,7 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
       ckir_internal_gemv_qkv_qp(x, wp, b, y, N, K, QP);                                          \
       return;                                                                                    \
     }                                                                                            \
-    qkv_gemv(gemv_w_##D, RB(K), G, x, w, b, y, N, K);                                               \
+    qkv_gemv(gemv_here_##D, RB(K), G, x, w, b, y, N, K);                                            \
   }                                                                                              \
   void ckir_gemv_qkv_##D(const float *x, const WT *wq, const WT *wk, const WT *wv, float *q,    \
                          float *k, float *v, int64_t Nq, int64_t Nk, int64_t Nv, int64_t K) {   \
@@ -173,7 +174,7 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
     if (QP >= 0) /* x quantized once for the two */                                              \
       ckir_internal_gemv_gate_up_qp(x, (const uint8_t *)wg, (const uint8_t *)wu, out, N, K, QP); \
     else                                                                                         \
-      gate_up_gemv(gemv_w_##D, RB(K), G, x, wg, wu, out, N, K);                                     \
+      gate_up_gemv(gemv_here_##D, RB(K), G, x, wg, wu, out, N, K);                                  \
   }                                                                                              \
   void ckir_gemm_gate_up_##D(const float *x, const WT *wg, const WT *wu, float *out, int64_t M, \
                              int64_t N, int64_t K) {                                             \
@@ -266,6 +267,17 @@ CKIR_REF_ROWS(bf16, uint16_t, RB_BF16)
 CKIR_REF_ROWS(q8_0, uint8_t, RB_Q8_0)
 CKIR_REF_ROWS(q4_0, uint8_t, RB_Q4_0)
 CKIR_REF_ROWS(q4_1, uint8_t, RB_Q4_1)
+/* gemv_here_<d>: the GEMV a thread of the fused decode kernels runs on its
+ * slice: on the calling thread for the panel dtypes; the public kernel (its
+ * region nested, so on the calling thread too) for the others */
+#define gemv_here_bf16 gemv_w_bf16
+#define gemv_here_q8_0 gemv_w_q8_0
+#define gemv_here_q4_0 gemv_w_q4_0
+#define gemv_here_q4_1 gemv_w_q4_1
+#define gemv_here_f32p ckir_internal_gemv_here_f32p
+#define gemv_here_bf16p ckir_internal_gemv_here_bf16p
+#define gemv_here_q8_0p gemv_w_q8_0p /* (the qp path quantizes x once instead) */
+#define gemv_here_q4_1p gemv_w_q4_1p
 CKIR_FUSED_WDTYPE(bf16, uint16_t, RB_BF16, 1, -1)
 CKIR_FUSED_WDTYPE(q8_0, uint8_t, RB_Q8_0, 1, -1)
 CKIR_FUSED_WDTYPE(q4_0, uint8_t, RB_Q4_0, 1, -1)

@@ -162,6 +162,18 @@ CKIR_INLINE void bf16p_rows_(const float *x, const int R, const uint16_t *wp, co
 CKIR_PANEL_ROWS(f32p_rows, f32p_rows_, float)
 CKIR_PANEL_ROWS(bf16p_rows, bf16p_rows_, uint16_t)
 
+/* the decode GEMVs on the calling thread (no OpenMP region: one inside the fused
+ * decode kernels' region costs ~0.6 us a call, measured) */
+void ckir_internal_gemv_here_f32p(const float *x, const void *w, const float *b, float *y,
+                                  int64_t N, int64_t K) {
+  f32p_rows_(x, 1, (const float *)w, b, y, N, N, K, 0, (N + CKIR_PANEL - 1) / CKIR_PANEL);
+}
+
+void ckir_internal_gemv_here_bf16p(const float *x, const void *w, const float *b, float *y,
+                                   int64_t N, int64_t K) {
+  bf16p_rows_(x, 1, (const uint16_t *)w, b, y, N, N, K, 0, (N + CKIR_PANEL - 1) / CKIR_PANEL);
+}
+
 void ckir_gemv_f32p(const float *x, const float *w, float *y, int64_t N, int64_t K) {
   f32p_rows(x, 1, w, NULL, y, N, K);
 }
