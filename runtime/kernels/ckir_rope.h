@@ -92,28 +92,32 @@ static inline float (*ckir_rope_cached(int64_t pos, int64_t D, float theta,
   return cs;
 }
 
+/* token t of a call: every head of q and k rotated */
+CKIR_INLINE void ckir_rope_token(float *q, float *k, int64_t t, int64_t H, int64_t KV, int64_t D,
+                                 int64_t P, float theta, float sign) {
+  const int64_t half = D / 2;
+  if (half <= CKIR_ROPE_CHUNK) {
+    float(*cs)[CKIR_ROPE_CHUNK] = ckir_rope_cached(P + t, D, theta, sign);
+    for (int64_t h = 0; h < H + KV; h++) {
+      float *x = h < H ? q + (t * H + h) * D : k + (t * KV + h - H) * D;
+      ckir_rope_apply(x, half, 0, half, cs[0], cs[1]);
+    }
+    return;
+  }
+  float c[CKIR_ROPE_CHUNK], s[CKIR_ROPE_CHUNK];
+  for (int64_t i0 = 0; i0 < half; i0 += CKIR_ROPE_CHUNK) {
+    const int64_t n = CKIR_MIN(CKIR_ROPE_CHUNK, half - i0);
+    ckir_rope_table(P + t, i0, n, D, theta, sign, c, s);
+    for (int64_t h = 0; h < H; h++) ckir_rope_apply(q + (t * H + h) * D, half, i0, n, c, s);
+    for (int64_t h = 0; h < KV; h++) ckir_rope_apply(k + (t * KV + h) * D, half, i0, n, c, s);
+  }
+}
+
 /* The fast path: OpenMP over tokens. */
 static inline void ckir_rope_rotate(float *q, float *k, int64_t T, int64_t H, int64_t KV,
                                     int64_t D, int64_t P, float theta, float sign) {
-  const int64_t half = D / 2;
-#pragma omp parallel for schedule(static) if (T * (H + KV) * D >= CKIR_PAR_MIN_WORK && T > 1)
-  for (int64_t t = 0; t < T; t++) {
-    if (half <= CKIR_ROPE_CHUNK) {
-      float(*cs)[CKIR_ROPE_CHUNK] = ckir_rope_cached(P + t, D, theta, sign);
-      for (int64_t h = 0; h < H + KV; h++) {
-        float *x = h < H ? q + (t * H + h) * D : k + (t * KV + h - H) * D;
-        ckir_rope_apply(x, half, 0, half, cs[0], cs[1]);
-      }
-      continue;
-    }
-    float c[CKIR_ROPE_CHUNK], s[CKIR_ROPE_CHUNK];
-    for (int64_t i0 = 0; i0 < half; i0 += CKIR_ROPE_CHUNK) {
-      const int64_t n = CKIR_MIN(CKIR_ROPE_CHUNK, half - i0);
-      ckir_rope_table(P + t, i0, n, D, theta, sign, c, s);
-      for (int64_t h = 0; h < H; h++) ckir_rope_apply(q + (t * H + h) * D, half, i0, n, c, s);
-      for (int64_t h = 0; h < KV; h++) ckir_rope_apply(k + (t * KV + h) * D, half, i0, n, c, s);
-    }
-  }
+  CKIR_FOR_STATIC(T * (H + KV) * D >= CKIR_PAR_MIN_WORK && T > 1, t, T,
+                  ckir_rope_token(q, k, t, H, KV, D, P, theta, sign););
 }
 
 #endif /* CKIR_ROPE_H */

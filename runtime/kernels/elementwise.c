@@ -94,11 +94,10 @@ static void relu_span(const float *x, const float *unused, float *out, int64_t n
 
 static void ew_run(ew_span span, const float *a, const float *b, float *out, int64_t n) {
   const int64_t nc = (n + CKIR_EW_CHUNK - 1) / CKIR_EW_CHUNK;
-#pragma omp parallel for schedule(static) if (n >= 4 * CKIR_EW_CHUNK)
-  for (int64_t c = 0; c < nc; c++) {
+  CKIR_FOR_STATIC(n >= 4 * CKIR_EW_CHUNK, c, nc, {
     const int64_t s = c * CKIR_EW_CHUNK;
     span(a + s, b ? b + s : NULL, out + s, CKIR_MIN(CKIR_EW_CHUNK, n - s));
-  }
+  });
 }
 
 void ckir_swiglu_f32(const float *gate, const float *up, float *out, int64_t n) {

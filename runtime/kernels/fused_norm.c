@@ -14,11 +14,10 @@
 void ckir_add_rmsnorm_f32(const float *a, const float *b, const float *gamma, float *s, float *h,
                           int64_t T, int64_t E, float eps) {
   CKIR_REQUIRE(T >= 1 && E >= 1 && eps >= 0.0f, "add_rmsnorm_f32");
-#pragma omp parallel for schedule(static) if (T * E >= CKIR_PAR_MIN_WORK && T > 1)
-  for (int64_t t = 0; t < T; t++) {
+  CKIR_FOR_STATIC(T * E >= CKIR_PAR_MIN_WORK && T > 1, t, T, {
     const float ms = ckir_row_sumsq(a + t * E, b + t * E, s + t * E, E) / (float)E;
     ckir_row_scale(s + t * E, gamma, NULL, h + t * E, E, 0.0f, 1.0f / sqrtf(ms + eps));
-  }
+  });
 }
 
 void ckir_ref_add_rmsnorm_f32(const float *a, const float *b, const float *gamma, float *s,

@@ -60,20 +60,17 @@ static float sum_centered_squares(const float *x, int64_t E, float mean) {
 
 void ckir_rmsnorm_f32(const float *x, const float *gamma, float *out, int64_t T, int64_t E,
                       float eps) {
-#pragma omp parallel for schedule(static) if (T * E >= CKIR_PAR_MIN_WORK && T > 1)
-  for (int64_t t = 0; t < T; t++) {
-    float ms = ckir_row_sumsq(x + t * E, NULL, NULL, E) / (float)E;
-    float r = 1.0f / sqrtf(ms + eps);
-    ckir_row_scale(x + t * E, gamma, NULL, out + t * E, E, 0.0f, r);
-  }
+  CKIR_FOR_STATIC(T * E >= CKIR_PAR_MIN_WORK && T > 1, t, T, {
+    const float ms = ckir_row_sumsq(x + t * E, NULL, NULL, E) / (float)E;
+    ckir_row_scale(x + t * E, gamma, NULL, out + t * E, E, 0.0f, 1.0f / sqrtf(ms + eps));
+  });
 }
 
 void ckir_layernorm_f32(const float *x, const float *gamma, const float *beta, float *out,
                         int64_t T, int64_t E, float eps) {
-#pragma omp parallel for schedule(static) if (T * E >= CKIR_PAR_MIN_WORK && T > 1)
-  for (int64_t t = 0; t < T; t++) {
-    float mean = sum_all(x + t * E, E) / (float)E;
-    float var = sum_centered_squares(x + t * E, E, mean) / (float)E;
+  CKIR_FOR_STATIC(T * E >= CKIR_PAR_MIN_WORK && T > 1, t, T, {
+    const float mean = sum_all(x + t * E, E) / (float)E;
+    const float var = sum_centered_squares(x + t * E, E, mean) / (float)E;
     ckir_row_scale(x + t * E, gamma, beta, out + t * E, E, mean, 1.0f / sqrtf(var + eps));
-  }
+  });
 }
