@@ -9,10 +9,12 @@
  *
  *   gemv_qkv_<d>(+bias)   one parallel region; the q, k and v rows together are
  *                         split into one contiguous range per thread, and each
- *                         thread runs gemv_<d> on its pieces of wq, wk, wv
+ *                         thread runs gemv_here_<d> on its pieces of wq, wk, wv
  *   gemv_gate_up_<d>      one parallel region over the N rows; each thread runs
- *                         gemv_<d> on chunks of GUW_CH rows of wg and of wu
- *                         into stack buffers and writes silu(gate) * up
+ *                         gemv_here_<d> on chunks of GUW_CH rows of wg and of
+ *                         wu into stack buffers and writes silu(gate) * up
+ *   (q8_0p / q4_1p decode: x quantized once for the matrices, then one region
+ *   over their panels; quant_panels.c)
  *   gemm_qkv_<d>(+bias)   one call of gemm.c's driver for the three outputs
  *                         (ckir_internal_gemm_outs) where gemm_<d> at M rows
  *                         runs on it (ckir_internal_wread_<d>); else the three
@@ -23,7 +25,9 @@
  *   matrices / the gate and up pair, each row as gemm_<p> computes it;
  *   quant_panels.c, QP below: 0 q8_0p, 1 q4_1p, -1 the others)
  *
- * Inside the fused region the called kernel opens a nested parallel region,
+ * gemv_here_<d> runs on the calling thread for f32p and bf16p (a nested region
+ * costs ~0.6 us a call).  For the row dtypes it is the public gemv_<d>:
+ * inside the fused region it opens a nested parallel region,
  * which OpenMP runs on the calling thread alone (nesting is inactive unless
  * OMP_MAX_ACTIVE_LEVELS / a list OMP_NUM_THREADS enables it: then the inner
  * kernels spawn threads of their own, still correct, but oversubscribed).
