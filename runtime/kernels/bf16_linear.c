@@ -61,17 +61,15 @@ CKIR_INLINE void bf16_dot_rows(const float *x, const uint16_t *w, int64_t K, int
 static void gemv_bf16_impl(const float *x, const uint16_t *w, const float *b, float *y,
                            int64_t N, int64_t K) {
   const int64_t rb = K * 2, pfd = ckir_q_pf_distance(rb);
-#pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && N > 1)
-  {
-    int64_t lo, hi; /* each thread streams one contiguous range of rows */
-    ckir_thread_share(N, &lo, &hi);
+  /* each thread streams one contiguous range of rows */
+  CKIR_SHARED_RANGE(N * K >= CKIR_GEMV_PAR_MIN && N > 1, N, lo, hi, {
     ckir_q_prefetch((const char *)w + lo * rb, CKIR_MIN(pfd, (hi - lo) * rb));
     for (int64_t n = lo; n < hi; n++) {
       float out;
       bf16_dot_rows(x, w + n * K, K, pfd, &out, 1);
       y[n] = out + (b ? b[n] : 0.0f);
     }
-  }
+  });
 }
 
 void ckir_gemv_bf16(const float *x, const uint16_t *w, float *y, int64_t N, int64_t K) {

@@ -25,14 +25,10 @@
  *   matrices / the gate and up pair, each row as gemm_<p> computes it;
  *   quant_panels.c, QP below: 0 q8_0p, 1 q4_1p, -1 the others)
  *
- * gemv_here_<d> runs on the calling thread for f32p and bf16p (a nested region
- * costs ~0.6 us a call).  For the row dtypes it is the public gemv_<d>:
- * inside the fused region it opens a nested parallel region,
- * which OpenMP runs on the calling thread alone (nesting is inactive unless
- * OMP_MAX_ACTIVE_LEVELS / a list OMP_NUM_THREADS enables it: then the inner
- * kernels spawn threads of their own, still correct, but oversubscribed).
- * The kernels called split their work with omp_get_num_threads() inside their
- * region, so a nested call computes its whole range. */
+ * gemv_here_<d> runs on the calling thread, no OpenMP region of its own (a
+ * nested one costs ~0.6 us a call): for f32p and bf16p a panel function, for
+ * the row dtypes the public gemv_<d>, which inside a caller's active region
+ * computes its whole range on the calling thread (CKIR_SHARED_RANGE). */
 #include "ckir_internal.h"
 #include "ckir_fused.h"
 #include "ckir_quant.h"
@@ -272,8 +268,8 @@ CKIR_REF_ROWS(q8_0, uint8_t, RB_Q8_0)
 CKIR_REF_ROWS(q4_0, uint8_t, RB_Q4_0)
 CKIR_REF_ROWS(q4_1, uint8_t, RB_Q4_1)
 /* gemv_here_<d>: the GEMV a thread of the fused decode kernels runs on its
- * slice: on the calling thread for the panel dtypes; the public kernel (its
- * region nested, so on the calling thread too) for the others */
+ * slice, on the calling thread: a panel function for f32p / bf16p, the public
+ * kernel for the others (no region inside the caller's: CKIR_SHARED_RANGE) */
 #define gemv_here_bf16 gemv_w_bf16
 #define gemv_here_q8_0 gemv_w_q8_0
 #define gemv_here_q4_0 gemv_w_q4_0

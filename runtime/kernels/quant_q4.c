@@ -379,35 +379,40 @@ CKIR_INLINE void q4_rows2(const uint8_t *row, int64_t rb, int64_t nb, const q4_a
 }
 #endif
 
+/* rows [lo, hi) of the GEMV, on the calling thread */
+CKIR_INLINE void q4_gemv_rows(const uint8_t *w, int64_t rb, int64_t nb, const q4_act *sp,
+                              int64_t pfd, const float *bias, float *y, int64_t lo, int64_t hi,
+                              const int has_m) {
+  const q4_act s = *sp;
+  ckir_q_prefetch(w + lo * rb, CKIR_MIN(pfd, (hi - lo) * rb));
+#if defined(CKIR_Q256)
+  for (int64_t n = lo; n < hi; n += 2) {
+    float o[2];
+    const int64_t step = n + 1 < hi ? rb : 0; /* an odd last row runs alone */
+    if (has_m)
+      q4_rows2(w + n * rb, step, nb, &s, pfd, 1, o);
+    else
+      q4_rows2(w + n * rb, step, nb, &s, pfd, 0, o);
+    y[n] = o[0] + (bias ? bias[n] : 0.0f);
+    if (n + 1 < hi) y[n + 1] = o[1] + (bias ? bias[n + 1] : 0.0f);
+  }
+#else
+  for (int64_t n = lo; n < hi; n++) {
+    float v = has_m ? q4_row(w + n * rb, nb, &s, pfd, 1) : q4_row(w + n * rb, nb, &s, pfd, 0);
+    y[n] = v + (bias ? bias[n] : 0.0f);
+  }
+#endif
+}
+
 static void gemv_q4_impl(const float *x, const uint8_t *w, const float *bias, float *y,
                          int64_t N, int64_t K, const int has_m) {
   const int64_t nb = K / CKIR_QK, rb = nb * (has_m ? B41 : B40);
   uint8_t buf[Q4_ACT_BYTES(K)];
   const q4_act s = q4_prepare(x, K, has_m, buf, 0);
   const int64_t pfd = ckir_q_pf_distance(rb);
-#pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && N > 1)
-  {
-    int64_t lo, hi; /* each thread streams one contiguous range of rows */
-    ckir_thread_share(N, &lo, &hi);
-    ckir_q_prefetch(w + lo * rb, CKIR_MIN(pfd, (hi - lo) * rb));
-#if defined(CKIR_Q256)
-    for (int64_t n = lo; n < hi; n += 2) {
-      float o[2];
-      const int64_t step = n + 1 < hi ? rb : 0; /* an odd last row runs alone */
-      if (has_m)
-        q4_rows2(w + n * rb, step, nb, &s, pfd, 1, o);
-      else
-        q4_rows2(w + n * rb, step, nb, &s, pfd, 0, o);
-      y[n] = o[0] + (bias ? bias[n] : 0.0f);
-      if (n + 1 < hi) y[n + 1] = o[1] + (bias ? bias[n + 1] : 0.0f);
-    }
-#else
-    for (int64_t n = lo; n < hi; n++) {
-      float v = has_m ? q4_row(w + n * rb, nb, &s, pfd, 1) : q4_row(w + n * rb, nb, &s, pfd, 0);
-      y[n] = v + (bias ? bias[n] : 0.0f);
-    }
-#endif
-  }
+  /* each thread streams one contiguous range of rows */
+  CKIR_SHARED_RANGE(N * K >= CKIR_GEMV_PAR_MIN && N > 1, N, lo, hi,
+                    q4_gemv_rows(w, rb, nb, &s, pfd, bias, y, lo, hi, has_m););
 }
 
 static void ref_gemv_q4(const float *x, const uint8_t *w, const float *bias, float *y, int64_t N,

@@ -180,14 +180,12 @@ static void gemv_q8_0_impl(const float *x, const uint8_t *w, const float *bias, 
     c[i] = -128 * ((int32_t)a[4 * i] + a[4 * i + 1] + a[4 * i + 2] + a[4 * i + 3]);
 #endif
   const int64_t pfd = ckir_q_pf_distance(rb);
-#pragma omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && N > 1)
-  {
-    int64_t lo, hi; /* each thread streams one contiguous range of rows */
-    ckir_thread_share(N, &lo, &hi);
+  /* each thread streams one contiguous range of rows */
+  CKIR_SHARED_RANGE(N * K >= CKIR_GEMV_PAR_MIN && N > 1, N, lo, hi, {
     ckir_q_prefetch(w + lo * rb, CKIR_MIN(pfd, (hi - lo) * rb));
     for (int64_t n = lo; n < hi; n++)
       y[n] = q8_0_row(w + n * rb, nb, a, c, dx, pfd) + (bias ? bias[n] : 0.0f);
-  }
+  });
 }
 
 void ckir_gemv_q8_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {
