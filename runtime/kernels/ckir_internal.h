@@ -112,8 +112,8 @@ static inline int ckir_in_parallel(void) {
 /* The body once per thread of a new region with [lo, hi) the thread's share of
  * `total` items when par, else once on the calling thread with all of them,
  * and never a region nested in a caller's active one: the fused decode kernels
- * call the row-format GEMVs from theirs, and a nested region costs ~0.6 us a
- * call (measured).  The body may hold commas, not preprocessor lines. */
+ * call the GEMVs from theirs, and a nested region costs ~0.6 us a call
+ * (measured).  The body may hold commas, not preprocessor lines. */
 #define CKIR_SHARED_RANGE(par, total, lo, hi, ...)                      \
   do {                                                                  \
     if ((par) && !ckir_in_parallel()) {                                 \
@@ -311,12 +311,6 @@ float ckir_internal_ref_gemm_row_q4_1p(const float *x, const uint8_t *w, int64_t
 /* out[i] = g[i] / (1 + e^-g[i]) * u[i] over one span, on the calling thread (the
  * body of swiglu_f32; elementwise.c).  Used by the fused gate_up kernels. */
 void ckir_internal_silu_mul(const float *g, const float *u, float *out, int64_t n);
-/* y = W x (+ b) for f32p / bf16p weights on the calling thread, no OpenMP
- * region (panels.c; the fused decode kernels' slices) */
-void ckir_internal_gemv_here_f32p(const float *x, const void *w, const float *b, float *y,
-                                  int64_t N, int64_t K);
-void ckir_internal_gemv_here_bf16p(const float *x, const void *w, const float *b, float *y,
-                                   int64_t N, int64_t K);
 /* The decode GEMVs of qkv and gate_up on q8_0p / q4_1p (has_m) panels: x
  * quantized once for the three matrices (the two), each panel computed as
  * gemv_<p> computes it (quant_panels.c) */

@@ -5,10 +5,11 @@
  *   gemm_qkv_f32, gemm_qkv_bias_f32      the same for M rows of x (prefill)
  *   gemv_gate_up_f32, gemm_gate_up_f32   out = silu(x . wg^T) * (x . wu^T)
  *
- * Decode (and prefill with M up to gemm_f32's small-M bound) streams the weights in the
- * dot-product form: blocks of FR weight rows, x stays in L1, and the blocks of
- * all matrices are split statically over the threads of ONE parallel region
- * (the unfused code opens one region per matrix, plus one for swiglu).  The
+ * Decode (and prefill with M up to gemm_f32's small-M bound) streams the
+ * weights in the dot-product form: blocks of FR weight rows, x stays in L1, and
+ * the blocks of all matrices are split statically over the threads of ONE
+ * parallel region (the unfused code opens one region per matrix, plus one for
+ * swiglu).  The
  * dot products accumulate exactly as gemv.c does, so a fused gemv gives the
  * same bits as the separate gemv_f32 calls.
  *

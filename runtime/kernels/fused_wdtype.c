@@ -9,10 +9,10 @@
  *
  *   gemv_qkv_<d>(+bias)   one parallel region; the q, k and v rows together are
  *                         split into one contiguous range per thread, and each
- *                         thread runs gemv_here_<d> on its pieces of wq, wk, wv
+ *                         thread runs gemv_<d> on its pieces of wq, wk, wv
  *   gemv_gate_up_<d>      one parallel region over the N rows; each thread runs
- *                         gemv_here_<d> on chunks of GUW_CH rows of wg and of
- *                         wu into stack buffers and writes silu(gate) * up
+ *                         gemv_<d> on chunks of GUW_CH rows of wg and of wu
+ *                         into stack buffers and writes silu(gate) * up
  *   (q8_0p / q4_1p decode: x quantized once for the matrices, then one region
  *   over their panels; quant_panels.c)
  *   gemm_qkv_<d>(+bias)   one call of gemm.c's driver for the three outputs
@@ -25,10 +25,9 @@
  *   matrices / the gate and up pair, each row as gemm_<p> computes it;
  *   quant_panels.c, QP below: 0 q8_0p, 1 q4_1p, -1 the others)
  *
- * gemv_here_<d> runs on the calling thread, no OpenMP region of its own (a
- * nested one costs ~0.6 us a call): for f32p and bf16p a panel function, for
- * the row dtypes the public gemv_<d>, which inside a caller's active region
- * computes its whole range on the calling thread (CKIR_SHARED_RANGE). */
+ * Inside the fused region gemv_<d> computes its whole range on the calling
+ * thread without a region of its own (CKIR_SHARED_RANGE: a nested one costs
+ * ~0.6 us a call). */
 #include "ckir_internal.h"
 #include "ckir_fused.h"
 #include "ckir_quant.h"
@@ -97,9 +96,8 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
  * reference twin, built on ckir_{gemv,gemm}[_bias]_D.  The twins take the dot
  * product of x with row n of w from ref_gemv_row_D / ref_gemm_row_D. */
 #define CKIR_FUSED_WDTYPE(D, WT, RB, G, QP)                                                       \
-  /* (unused where gemv_here_<d> runs on the calling thread) */                                 \
-  __attribute__((unused)) static void gemv_w_##D(const float *x, const void *w, const float *b, \
-                                                 float *y, int64_t N, int64_t K) {               \
+  static void gemv_w_##D(const float *x, const void *w, const float *b, float *y, int64_t N,    \
+                         int64_t K) {                                                            \
     if (b)                                                                                       \
       ckir_gemv_bias_##D(x, (const WT *)w, b, y, N, K);                                          \
     else                                                                                         \
@@ -129,7 +127,7 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
       ckir_internal_gemv_qkv_qp(x, wp, b, y, N, K, QP);                                          \
       return;                                                                                    \
     }                                                                                            \
-    qkv_gemv(gemv_here_##D, RB(K), G, x, w, b, y, N, K);                                            \
+    qkv_gemv(gemv_w_##D, RB(K), G, x, w, b, y, N, K);                                               \
   }                                                                                              \
   void ckir_gemv_qkv_##D(const float *x, const WT *wq, const WT *wk, const WT *wv, float *q,    \
                          float *k, float *v, int64_t Nq, int64_t Nk, int64_t Nv, int64_t K) {   \
@@ -174,7 +172,7 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
     if (QP >= 0) /* x quantized once for the two */                                              \
       ckir_internal_gemv_gate_up_qp(x, (const uint8_t *)wg, (const uint8_t *)wu, out, N, K, QP); \
     else                                                                                         \
-      gate_up_gemv(gemv_here_##D, RB(K), G, x, wg, wu, out, N, K);                                  \
+      gate_up_gemv(gemv_w_##D, RB(K), G, x, wg, wu, out, N, K);                                     \
   }                                                                                              \
   void ckir_gemm_gate_up_##D(const float *x, const WT *wg, const WT *wu, float *out, int64_t M, \
                              int64_t N, int64_t K) {                                             \
@@ -267,17 +265,6 @@ CKIR_REF_ROWS(bf16, uint16_t, RB_BF16)
 CKIR_REF_ROWS(q8_0, uint8_t, RB_Q8_0)
 CKIR_REF_ROWS(q4_0, uint8_t, RB_Q4_0)
 CKIR_REF_ROWS(q4_1, uint8_t, RB_Q4_1)
-/* gemv_here_<d>: the GEMV a thread of the fused decode kernels runs on its
- * slice, on the calling thread: a panel function for f32p / bf16p, the public
- * kernel for the others (no region inside the caller's: CKIR_SHARED_RANGE) */
-#define gemv_here_bf16 gemv_w_bf16
-#define gemv_here_q8_0 gemv_w_q8_0
-#define gemv_here_q4_0 gemv_w_q4_0
-#define gemv_here_q4_1 gemv_w_q4_1
-#define gemv_here_f32p ckir_internal_gemv_here_f32p
-#define gemv_here_bf16p ckir_internal_gemv_here_bf16p
-#define gemv_here_q8_0p gemv_w_q8_0p /* (the qp path quantizes x once instead) */
-#define gemv_here_q4_1p gemv_w_q4_1p
 CKIR_FUSED_WDTYPE(bf16, uint16_t, RB_BF16, 1, -1)
 CKIR_FUSED_WDTYPE(q8_0, uint8_t, RB_Q8_0, 1, -1)
 CKIR_FUSED_WDTYPE(q4_0, uint8_t, RB_Q4_0, 1, -1)

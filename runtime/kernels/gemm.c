@@ -927,12 +927,11 @@ _Static_assert(GEMM_GU_NT % GEMM_NR == 0, "gate_up tiles are whole panels");
  * Threads split M by row ownership when B is read in place (panels), each
  * thread gets GEMM_OWN_ROWS rows and the weights fit the L3 (each thread then
  * runs this function on its rows: inside a parallel region it runs on the
- * calling thread), else N (in whole panels,
- * of all outputs in sequence) when there are enough columns, else M (one
- * output).  With an N split and a micro-kernel
- * that reads packed A, each thread packs A once per call (per row block) into
- * its own buffer, whatever number of outputs, column blocks and chunks it then
- * runs over it.  One pack shared by the threads was measured slower: its lines
+ * calling thread), else N (in whole panels, of all outputs in sequence) when
+ * there are enough columns, else M (one output).  With an N split and a
+ * micro-kernel that reads packed A, each thread packs A once per call (per row
+ * block) into its own buffer, whatever number of outputs, column blocks and
+ * chunks it then runs over it.  One pack shared by the threads was measured slower: its lines
  * move between the cores' caches at every call (docs/performance.md). */
 static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const gemm_out *o,
                      int n, int gate_up, int64_t M, int64_t K, int relu) {
@@ -1058,10 +1057,9 @@ void ckir_internal_gemm_outs(const float *x, ckir_wread r, const ckir_gemm_out *
   CKIR_REQUIRE(n >= 1 && n <= 3 && (!gate_up || n == 2) && r.kind != GEMM_B_NONE,
                "gemm_outs");
   gemm_out g[3];
-  const int m = n < 3 ? n : 3;
   for (int i = 0; i < 3; i++)
-    g[i] = i < m ? (gemm_out){(const float *)o[i].w, o[i].b, o[i].y, o[i].N} : (gemm_out){0};
-  gemm_run(x, 0, r.kind, r.row, g, m, gate_up, M, gemm_bf16_pairs(r.kind) ? K / 2 : K, 0);
+    g[i] = i < n ? (gemm_out){(const float *)o[i].w, o[i].b, o[i].y, o[i].N} : (gemm_out){0};
+  gemm_run(x, 0, r.kind, r.row, g, n, gate_up, M, gemm_bf16_pairs(r.kind) ? K / 2 : K, 0);
 }
 
 ckir_wread ckir_internal_wread_f32(int64_t M, int64_t K) {

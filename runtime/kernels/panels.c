@@ -133,14 +133,14 @@ CKIR_INLINE void bf16p_rows_(const float *x, const int R, const uint16_t *wp, co
 }
 
 /* y[M, N] = x[M, K] . W^T (+ b) for small M: OpenMP over contiguous ranges of
- * panels; ROWS_ is f32p_rows_ or bf16p_rows_, WT their weight type */
+ * panels (inside a caller's active region, all of them on the calling thread:
+ * the fused decode kernels' slices); ROWS_ is f32p_rows_ or bf16p_rows_, WT
+ * their weight type */
 #define CKIR_PANEL_ROWS(NAME, ROWS_, WT)                                                          \
   static void NAME(const float *x, int64_t M, const WT *wp, const float *b, float *y, int64_t N,  \
                    int64_t K) {                                                                   \
     const int64_t P = (N + CKIR_PANEL - 1) / CKIR_PANEL;                                          \
-    _Pragma("omp parallel if (N * K >= CKIR_GEMV_PAR_MIN && P > 1)") {                            \
-      int64_t p0, p1;                                                                             \
-      ckir_thread_share(P, &p0, &p1);                                                             \
+    CKIR_SHARED_RANGE(N * K >= CKIR_GEMV_PAR_MIN && P > 1, P, p0, p1, {                           \
       for (int64_t m = 0; m < M; m += PR_MAX) {                                                   \
         const float *xm = x + m * K;                                                              \
         float *ym = y + m * N;                                                                    \
@@ -150,7 +150,7 @@ CKIR_INLINE void bf16p_rows_(const float *x, const int R, const uint16_t *wp, co
           default: ROWS_(xm, 1, wp, b, ym, N, N, K, p0, p1); break;                               \
         }                                                                                         \
       }                                                                                           \
-    }                                                                                             \
+    });                                                                                           \
   }
 #if PR_MAX >= 4
 #define PR_CASES(ROWS_)                                    \
@@ -161,18 +161,6 @@ CKIR_INLINE void bf16p_rows_(const float *x, const int R, const uint16_t *wp, co
 #endif
 CKIR_PANEL_ROWS(f32p_rows, f32p_rows_, float)
 CKIR_PANEL_ROWS(bf16p_rows, bf16p_rows_, uint16_t)
-
-/* the decode GEMVs on the calling thread (no OpenMP region: one inside the fused
- * decode kernels' region costs ~0.6 us a call, measured) */
-void ckir_internal_gemv_here_f32p(const float *x, const void *w, const float *b, float *y,
-                                  int64_t N, int64_t K) {
-  f32p_rows_(x, 1, (const float *)w, b, y, N, N, K, 0, (N + CKIR_PANEL - 1) / CKIR_PANEL);
-}
-
-void ckir_internal_gemv_here_bf16p(const float *x, const void *w, const float *b, float *y,
-                                   int64_t N, int64_t K) {
-  bf16p_rows_(x, 1, (const uint16_t *)w, b, y, N, N, K, 0, (N + CKIR_PANEL - 1) / CKIR_PANEL);
-}
 
 void ckir_gemv_f32p(const float *x, const float *w, float *y, int64_t N, int64_t K) {
   f32p_rows(x, 1, w, NULL, y, N, K);
