@@ -89,6 +89,10 @@ class RuntimeLib:
         self.dll.ckir_set_num_threads.restype = None
         self.dll.ckir_get_num_threads.restype = ctypes.c_int
         self.dll.ckir_runtime_isa.restype = ctypes.c_char_p
+        self.dll.ckir_set_amx.argtypes = [ctypes.c_int]
+        self.dll.ckir_set_amx.restype = ctypes.c_int
+        self.dll.ckir_runtime_amx.restype = ctypes.c_int
+        self.dll.ckir_runtime_amx_calls.restype = ctypes.c_long
         self._fns: dict[str, ctypes._CFuncPtr] = {}
         self._fp32_x = False
 
@@ -112,6 +116,21 @@ class RuntimeLib:
         """ckir_runtime_qp_fp32_x: this thread's q8_0p / q4_1p GEMMs on fp32 x (on)."""
         self.dll.ckir_runtime_qp_fp32_x(int(on))
         self._fp32_x = on
+
+    def set_amx(self, mode: int) -> int:
+        """ckir_set_amx: the process-wide AMX mode (AMX_OFF / AMX_ON / AMX_EMULATE);
+        returns the mode in effect."""
+        return int(self.dll.ckir_set_amx(mode))
+
+    @property
+    def amx(self) -> int:
+        """ckir_runtime_amx: the AMX mode in effect."""
+        return int(self.dll.ckir_runtime_amx())
+
+    @property
+    def amx_calls(self) -> int:
+        """ckir_runtime_amx_calls: AMX GEMM calls (thread shares) run so far."""
+        return int(self.dll.ckir_runtime_amx_calls())
 
     def set_num_threads(self, n: int) -> None:
         self.dll.ckir_set_num_threads(n)
@@ -220,6 +239,10 @@ def runtime_bf16_dot(dll: ctypes.CDLL) -> bool:
     (benchmarks load old builds)."""
     fn = getattr(dll, "ckir_runtime_bf16_dot", None)
     return fn is not None and bool(fn())
+
+
+#: ckir_set_amx's modes (ckir_runtime.h)
+AMX_OFF, AMX_ON, AMX_EMULATE = 0, 1, 2
 
 
 #: rows above which gemm_bf16 may run on vdpbf16ps (CKIR_WGEMM_SMALL_M in ckir_quant.h)

@@ -53,6 +53,9 @@ NOT_KERNELS = {
     "ckir_runtime_bf16_dot",
     "ckir_runtime_qp_int8_gemm",
     "ckir_runtime_qp_fp32_x",
+    "ckir_set_amx",
+    "ckir_runtime_amx",
+    "ckir_runtime_amx_calls",
 }
 PROTO = re.compile(r"\bvoid\s+(ckir_\w+)\s*\(([^)]*)\)\s*;", re.S)
 

@@ -21,11 +21,15 @@ build; q8_0's / q4_1's tolerances) and the "q8_0" / "q4_1" cases are built with
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
+
+from kernel_lib import cpu_flags  # noqa: E402
 
 import ckir  # noqa: E402
 from ckir import quant  # noqa: E402
@@ -161,7 +165,13 @@ def test_bf16_prefill_on_the_bf16_dot_path(panels: bool, llama_dir, tmp_path) ->
     model = ckir.compile(llama_dir, tmp_path / "bf16", dtype="bf16", max_context=48, panels=panels)
     layout = (tmp_path / "bf16" / "layout.mlir").read_text()
     assert ("lowered.kernel @gemm_bf16p " in layout) is panels
-    dot = bool(model._lib.ckir_runtime_bf16_dot())
+    check_bf16_prefill(model, llama_dir, bool(model._lib.ckir_runtime_bf16_dot()))
+    model.close()
+
+
+def check_bf16_prefill(model, llama_dir, dot: bool) -> None:
+    """A 40-token prefill of ``model`` against the bf16 oracle, its linear layers'
+    inputs rounded to bf16 when ``dot`` (the runtime's bf16 GEMMs round x)."""
     tokens = np.random.default_rng(1).integers(0, model.vocab_size, size=40)
     hf = oracle(llama_dir, "bf16")
     if dot:
@@ -175,4 +185,21 @@ def test_bf16_prefill_on_the_bf16_dot_path(panels: bool, llama_dir, tmp_path) ->
         assert rows.max() <= BF16_DOT_TOL[1], f"relative error {rows.max():.3g}"
     else:
         assert float(rel.max()) <= PREFILL_TOL["bf16"], f"relative error {rel.max():.3g}"
+
+
+def test_bf16p_prefill_on_amx_tiles(llama_dir, tmp_path) -> None:
+    """The same prefill with the bf16p GEMMs on AMX tiles (emulated where the CPU has
+    none: gemm_amx.c): x rounded to bf16 as on the vdpbf16ps path, every GEMM of
+    M = 40 rows on the tiles."""
+    model = ckir.compile(llama_dir, tmp_path / "amx", dtype="bf16", max_context=48, panels=True)
+    lib = model._lib
+    if not lib.ckir_runtime_bf16_dot():
+        model.close()
+        pytest.skip("this runtime build has no AMX path: it needs AVX512-BF16")
+    lib.ckir_runtime_amx_calls.restype = ctypes.c_long
+    hardware = {"amx_tile", "amx_bf16"} <= cpu_flags()
+    assert lib.ckir_set_amx(1 if hardware else 2) == (1 if hardware else 2)
+    calls = lib.ckir_runtime_amx_calls()
+    check_bf16_prefill(model, llama_dir, True)
+    assert lib.ckir_runtime_amx_calls() > calls, "the prefill did not run on the tiles"
     model.close()

@@ -55,6 +55,25 @@ int ckir_runtime_qp_int8_gemm(void);
  * (ckir_set_int8_prefill) for each call. */
 int ckir_runtime_qp_fp32_x(int on);
 
+/* AMX tiles for the bf16p GEMMs of prefill (M > 32 rows):
+ *   CKIR_AMX_OFF      vdpbf16ps (or the build's fp32 path)
+ *   CKIR_AMX_ON       TDPBF16PS, where the CPU has AMX-TILE and AMX-BF16 and
+ *                     Linux grants the tile state (arch_prctl); the default
+ *                     there, unless the environment sets CKIR_AMX=0
+ *   CKIR_AMX_EMULATE  the AMX driver with each tile instruction run in C: slow,
+ *                     for testing the AMX path on machines without AMX
+ * Only AVX-512 builds with AVX512-BF16 (ckir_runtime_bf16_dot) have the path.
+ * ckir_set_amx sets the process-wide mode and returns the one in effect
+ * (CKIR_AMX_OFF when the request cannot be met); ckir_runtime_amx returns it;
+ * ckir_runtime_amx_calls counts the AMX GEMM calls run since the library was
+ * loaded (each thread's share of a GEMM is one call). */
+#define CKIR_AMX_OFF 0
+#define CKIR_AMX_ON 1
+#define CKIR_AMX_EMULATE 2
+int ckir_set_amx(int mode);
+int ckir_runtime_amx(void);
+long ckir_runtime_amx_calls(void);
+
 /* ---- what each kernel computes (prototypes: ckir_kernels.def) ---------- */
 
 /* embed_f32: out[t, :] = table[tokens[t], :] for t < T; table is [V, E], out is [T, E].

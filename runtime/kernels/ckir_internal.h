@@ -34,6 +34,13 @@
 #define CKIR_BF16DOT 1
 #endif
 
+/* CKIR_AMX_BUILD: a CKIR_BF16DOT build for x86-64, which has gemm_amx.c's bf16
+ * GEMMs on AMX tiles (run where the CPU and the OS have them, or emulated;
+ * ckir_set_amx). */
+#if defined(CKIR_BF16DOT) && defined(__x86_64__)
+#define CKIR_AMX_BUILD 1
+#endif
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -326,5 +333,21 @@ int ckir_internal_gemm_qkv_qp(const float *x, const uint8_t *const w[3], const f
                               int has_m);
 int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
                                   int64_t M, int64_t N, int64_t K, int has_m);
+
+#if defined(CKIR_AMX_BUILD)
+/* gemm_amx.c: the AMX mode in effect (CKIR_AMX_*, decided on first use); x's
+ * rows [0, M) as bf16 rows for the tiles (K2 pairs of k a row of a, lda floats
+ * apart; ld = ckir_internal_amx_ld(K2) elements between rows, padded with zeros
+ * to whole tiles and 16 rows more: ckir_internal_amx_pack_bytes); and the
+ * product of M rows of such a pack with the columns [col, col + N) of the whole
+ * bf16p matrix B (K2 pairs a row), plus bias[0, N), into C (ldc floats between
+ * rows), with the tiles of mode (CKIR_AMX_ON or CKIR_AMX_EMULATE) */
+int ckir_internal_amx(void);
+int64_t ckir_internal_amx_ld(int64_t K2);
+size_t ckir_internal_amx_pack_bytes(int64_t M, int64_t K2);
+void ckir_internal_amx_pack(const float *a, int64_t lda, int64_t M, int64_t K2, uint16_t *p);
+void ckir_internal_amx_gemm(int mode, const uint16_t *p, int64_t M, const float *B, int64_t K2,
+                            int64_t col, int64_t N, const float *bias, float *C, int64_t ldc);
+#endif
 
 #endif /* CKIR_INTERNAL_H */

@@ -695,6 +695,7 @@ static void pack_a_any(const float *A, int64_t lda, int a_t, int bf, int64_t mc,
 typedef struct {
   const float *p;
   int64_t rows;
+  int amx; /* CKIR_AMX_ON / _EMULATE: p holds gemm_amx.c's bf16 rows instead */
 } gemm_apk;
 
 /* One thread's share: C[0:M, 0:N] of the product.  A(i, k) is A[i * lda + k],
@@ -847,6 +848,13 @@ static void gemm_part(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const
                     b_nk == GEMM_B_BF16P_F32 || b_nk == GEMM_B_Q8_0P || b_nk == GEMM_B_Q4_1P;
   const float *Bt = whole ? B : b_nk ? B + n0 * K : B + n0;
   const float *bt = o->bias ? o->bias + n0 : NULL;
+#if defined(CKIR_AMX_BUILD)
+  if (apk.amx) {
+    const uint16_t *p = (const uint16_t *)apk.p + arow * ckir_internal_amx_ld(K);
+    ckir_internal_amx_gemm(apk.amx, p, m1 - m0, B, K, n0, n1 - n0, bt, C, ldc);
+    return;
+  }
+#endif
   if (a_t)
     gemm_blocked_t(A + m0, M, Bt, ldb, b_nk, C, ldc, m1 - m0, n1 - n0, K, apk, arow);
   else
@@ -896,6 +904,24 @@ static float *apk_get(size_t floats) {
     b->n = b->p ? floats : 0;
   }
   return b->p;
+}
+
+/* The calling thread's pack of rows [0, M) of A (lda floats apart, K pairs) as
+ * bf16 rows for the AMX tiles of mode amx (gemm_amx.c), into apk (its p and
+ * amx); apk is left as it is when amx is off or the buffer cannot be had (the
+ * driver then runs its own kernels). */
+static void gemm_amx_pack(int amx, const float *A, int64_t lda, int64_t M, int64_t K,
+                          gemm_apk *apk) {
+#if defined(CKIR_AMX_BUILD)
+  float *pk = amx ? apk_get((ckir_internal_amx_pack_bytes(M, K) + 3) / 4) : NULL;
+  if (pk) {
+    ckir_internal_amx_pack(A, lda, M, K, (uint16_t *)pk);
+    apk->p = pk;
+    apk->amx = amx;
+  }
+#else
+  (void)amx, (void)A, (void)lda, (void)M, (void)K, (void)apk;
+#endif
 }
 
 /* Rows of A packed at once (a multiple of GEMM_MC, at least one block): a
@@ -966,6 +992,11 @@ static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const 
     }
     return;
   }
+  /* bf16p on AMX tiles: each thread packs its rows of A as bf16 rows (gemm_amx.c) */
+  int amx = 0;
+#if defined(CKIR_AMX_BUILD)
+  if (b_nk == GEMM_B_BF16P && !a_t) amx = ckir_internal_amx();
+#endif
   int split_n = n > 1 || gate_up || npanels >= 2 * nt || npanels >= mpanels;
   /* a transposed A is always packed, all of it by every thread of an N split:
    * when it is the larger operand (the weight gradient of a wide layer,
@@ -979,9 +1010,12 @@ static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const 
     for (int64_t c = 0; c < chunks; c++) {
       const int64_t m0 = mpanels * c / chunks * GEMM_MR;
       const int64_t m1 = CKIR_MIN(M, mpanels * (c + 1) / chunks * GEMM_MR);
-      if (m1 > m0)
-        gemm_part(A, a_t, b_nk, row, o, o->C + m0 * o->N, o->N, M, K, relu, m0, m1, 0, o->N,
-                  (gemm_apk){NULL, 0}, 0);
+      if (m1 > m0) {
+        gemm_apk apk = {NULL, 0, 0};
+        gemm_amx_pack(amx, A + m0 * lda, lda, m1 - m0, K, &apk);
+        gemm_part(A, a_t, b_nk, row, o, o->C + m0 * o->N, o->N, M, K, relu, m0, m1, 0, o->N, apk,
+                  0);
+      }
     }
     return;
   }
@@ -997,11 +1031,13 @@ static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const 
   if (nt > 1 && !gate_up && nt > npanels) nt = (int)npanels;
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
-    float *pk = packs ? apk_get(pk_rows * (size_t)K) : NULL;
+    float *pk = amx ? NULL : packs ? apk_get(pk_rows * (size_t)K) : NULL;
     for (int64_t r0 = 0; r0 < M; r0 += rblock) {
       const int64_t mb = CKIR_MIN(rblock, M - r0);
-      const gemm_apk apk = {pk, (mb + GEMM_MR - 1) / GEMM_MR * GEMM_MR};
-      if (pk)
+      gemm_apk apk = {pk, (mb + GEMM_MR - 1) / GEMM_MR * GEMM_MR, 0};
+      if (amx)
+        gemm_amx_pack(amx, A + r0 * lda, lda, mb, K, &apk);
+      else if (pk)
         for (int64_t pc = 0; pc < K; pc += kstep)
           for (int64_t ic = 0; ic < mb; ic += GEMM_MC) {
             const int64_t kc = CKIR_MIN(kstep, K - pc), mc = CKIR_MIN(GEMM_MC, mb - ic);

@@ -1,0 +1,377 @@
+/* ckir runtime: bf16 GEMMs on AMX tiles (prefill of bf16p weights).
+ *
+ * Where the CPU has AMX-TILE and AMX-BF16 (Intel Sapphire Rapids and later)
+ * and Linux grants the process the tile state (arch_prctl
+ * ARCH_REQ_XCOMP_PERM), gemm.c's driver runs the products of bf16p weights
+ * (GEMM_B_BF16P) on the tiles instead of vdpbf16ps: each thread rounds its
+ * rows of x to bf16 once per call (ckir_internal_amx_pack, RNE as
+ * vcvtne2ps2bf16, as the vdpbf16ps path rounds them), then every 32 x 32
+ * block of the output accumulates over all of K in four tiles:
+ *
+ *   tmm0..3  C: rows [0, 16) / [16, 32) x columns [0, 16) / [16, 32), fp32
+ *   tmm4, 5  A: 16 rows x 16 pairs of k of the bf16 rows (64-byte rows)
+ *   tmm6, 7  B: 16 pairs of k x 16 columns, read in place from the bf16p
+ *            panel (its rows are 32 pairs = 128 bytes: a tile is half a row)
+ *
+ * bf16p already is the layout TDPBF16PS wants for B (a dword holds the pair
+ * (k, k + 1) of one column), so weights are read where they lie.  A K whose
+ * pairs are not a multiple of 16 ends on a copy of the panel's last rows padded
+ * with zeros (the panel itself ends there); the bf16 rows of x are padded with
+ * zeros to whole tiles (16 more rows, k to a multiple of 32).
+ *
+ * Modes (ckir_set_amx): CKIR_AMX_OFF, CKIR_AMX_ON (the hardware, when CPUID,
+ * the OS and the permission request allow it) and CKIR_AMX_EMULATE: the same
+ * driver with each tile instruction executed in C as the Intel SDM defines it
+ * (tile configuration checked, input denormals as zero, fp32 accumulation
+ * rounded to nearest even after each product), so machines without AMX test
+ * everything but the instructions themselves.  The default is ON where it
+ * works, unless the environment sets CKIR_AMX=0.  Only builds with
+ * CKIR_BF16DOT have the path (SPR has AVX512-BF16, which converts x). */
+#define _GNU_SOURCE /* syscall */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ckir_internal.h"
+
+#if defined(CKIR_AMX_BUILD)
+#include <cpuid.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* ---- tile configuration (LDTILECFG's 64-byte operand, palette 1) ------------ */
+typedef struct {
+  uint8_t palette, start_row, reserved0[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} __attribute__((aligned(64))) amx_cfg;
+_Static_assert(sizeof(amx_cfg) == 64, "LDTILECFG reads 64 bytes");
+
+/* every tile used here: 16 rows of 64 bytes (C: 16 fp32, A and B: 16 bf16 pairs) */
+static amx_cfg amx_cfg_all(void) {
+  amx_cfg c;
+  memset(&c, 0, sizeof c);
+  c.palette = 1;
+  for (int t = 0; t < 8; t++) {
+    c.colsb[t] = 64;
+    c.rows[t] = 16;
+  }
+  return c;
+}
+
+/* ---- the emulated tiles (CKIR_AMX_EMULATE), one set per thread ------------- */
+typedef struct {
+  int configured;
+  amx_cfg cfg;
+  uint8_t t[8][16][64];
+} amx_emu_state;
+static _Thread_local amx_emu_state emu;
+
+static void emu_fault(const char *what) {
+  fprintf(stderr, "ckir: AMX emulation: %s\n", what);
+  abort();
+}
+
+static void emu_config(const amx_cfg *c) {
+  if (c->palette != 1 || c->start_row != 0) emu_fault("LDTILECFG: palette 1, start_row 0 expected");
+  for (int i = 0; i < 14; i++)
+    if (c->reserved0[i]) emu_fault("LDTILECFG: reserved bytes must be zero");
+  for (int t = 0; t < 16; t++)
+    if ((t >= 8 && (c->colsb[t] || c->rows[t])) || c->colsb[t] > 64 || c->rows[t] > 16 ||
+        (c->colsb[t] % 4) != 0)
+      emu_fault("LDTILECFG: a tile beyond palette 1's limits");
+  emu.cfg = *c;
+  emu.configured = 1;
+  memset(emu.t, 0, sizeof emu.t);
+}
+
+static void emu_check(int t) {
+  if (!emu.configured) emu_fault("a tile instruction before LDTILECFG");
+  if (!emu.cfg.rows[t] || !emu.cfg.colsb[t]) emu_fault("a tile the configuration leaves empty");
+}
+
+/* TILELOADD: rows and bytes past the configuration are zero */
+static void emu_load(int t, const void *p, int64_t stride) {
+  emu_check(t);
+  memset(emu.t[t], 0, sizeof emu.t[t]);
+  for (int r = 0; r < emu.cfg.rows[t]; r++)
+    memcpy(emu.t[t][r], (const uint8_t *)p + r * stride, emu.cfg.colsb[t]);
+}
+
+static void emu_store(int t, void *p, int64_t stride) {
+  emu_check(t);
+  for (int r = 0; r < emu.cfg.rows[t]; r++)
+    memcpy((uint8_t *)p + r * stride, emu.t[t][r], emu.cfg.colsb[t]);
+}
+
+static void emu_zero(int t) {
+  emu_check(t);
+  memset(emu.t[t], 0, sizeof emu.t[t]);
+}
+
+/* a bf16 as fp32, denormals as zero */
+static float emu_bf16(uint16_t h) {
+  const uint32_t u = (uint32_t)((h & 0x7F80) ? h : (h & 0x8000)) << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* TDPBF16PS c, a, b: c[m][n] += sum over pairs k of a[m].pair[k] . b[k].pair[n],
+ * each product added in fp32 (RNE), denormal results flushed */
+static void emu_dpbf16ps(int c, int a, int b) {
+  emu_check(c), emu_check(a), emu_check(b);
+  const amx_cfg *g = &emu.cfg;
+  if (g->colsb[a] / 4 != g->rows[b] || g->rows[c] != g->rows[a] || g->colsb[c] != g->colsb[b])
+    emu_fault("TDPBF16PS: tile shapes do not match");
+  for (int m = 0; m < g->rows[c]; m++)
+    for (int n = 0; n < g->colsb[c] / 4; n++) {
+      float acc;
+      memcpy(&acc, emu.t[c][m] + 4 * n, 4);
+      for (int k = 0; k < g->colsb[a] / 4; k++) {
+        uint16_t av[2], bv[2];
+        memcpy(av, emu.t[a][m] + 4 * k, 4);
+        memcpy(bv, emu.t[b][k] + 4 * n, 4);
+        for (int i = 0; i < 2; i++) {
+          acc += emu_bf16(av[i]) * emu_bf16(bv[i]);
+          if (fabsf(acc) < 1.17549435e-38f) acc = copysignf(0.0f, acc);
+        }
+      }
+      memcpy(emu.t[c][m] + 4 * n, &acc, 4);
+    }
+}
+
+/* ---- the tile operations of both modes (emu: a constant of each caller) ----
+ * The hardware forms are inline asm: a compiler barrier first, so the stores
+ * that wrote a buffer are done before a tile reads it. */
+#define AMX_BARRIER() __asm__ volatile("" ::: "memory")
+#define AMX_LOAD(emu_, t, p, s)       \
+  do {                                \
+    if (emu_) {                       \
+      emu_load(t, p, s);              \
+    } else {                          \
+      AMX_BARRIER();                  \
+      _tile_loadd(t, p, s);           \
+    }                                 \
+  } while (0)
+#define AMX_STORE(emu_, t, p, s) \
+  do {                           \
+    if (emu_)                    \
+      emu_store(t, p, s);        \
+    else                         \
+      _tile_stored(t, p, s);     \
+  } while (0)
+#define AMX_ZERO(emu_, t) \
+  do {                    \
+    if (emu_)             \
+      emu_zero(t);        \
+    else                  \
+      _tile_zero(t);      \
+  } while (0)
+#define AMX_DP(emu_, c, a, b)   \
+  do {                          \
+    if (emu_)                   \
+      emu_dpbf16ps(c, a, b);    \
+    else                        \
+      _tile_dpbf16ps(c, a, b);  \
+  } while (0)
+
+static void amx_config(int emu_mode, const amx_cfg *c) {
+  if (emu_mode) {
+    emu_config(c);
+  } else {
+    AMX_BARRIER();
+    __asm__ volatile("ldtilecfg %0" ::"m"(*c));
+  }
+}
+
+static void amx_release(int emu_mode) {
+  if (emu_mode)
+    emu.configured = 0;
+  else
+    __asm__ volatile("tilerelease" ::: "memory");
+}
+
+/* ---- detection and the mode ---------------------------------------------- */
+
+/* CPUID: AMX-TILE and AMX-BF16, palette 1 with 8 tiles of 16 rows x 64 bytes,
+ * the OS saving the tile state (XCR0 bits 17 and 18), and Linux granting it */
+static int amx_hw_usable(void) {
+  unsigned a, b, c, d;
+  if (__get_cpuid_max(0, NULL) < 0x1D) return 0;
+  __cpuid_count(7, 0, a, b, c, d);
+  if (!(d & (1u << 24)) || !(d & (1u << 22))) return 0; /* AMX-TILE, AMX-BF16 */
+  __cpuid_count(0x1D, 1, a, b, c, d);                     /* palette 1 */
+  if ((b & 0xFFFF) != 64 || (b >> 16) < 8 || (c & 0xFFFF) < 16) return 0;
+  __cpuid(1, a, b, c, d);
+  if (!(c & (1u << 27))) return 0; /* OSXSAVE */
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & (3u << 17)) != (3u << 17)) return 0;
+  /* ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA (Linux 5.16 and later) */
+  return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+}
+
+static int amx_hw;
+static _Atomic int amx_mode = -1; /* -1: not decided yet */
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+
+static void amx_detect(void) {
+  amx_hw = amx_hw_usable();
+  const char *env = getenv("CKIR_AMX");
+  const int off = env && env[0] == '0' && env[1] == '\0';
+  int expected = -1;
+  atomic_compare_exchange_strong(&amx_mode, &expected, amx_hw && !off ? CKIR_AMX_ON : CKIR_AMX_OFF);
+}
+
+int ckir_internal_amx(void) {
+  int m = atomic_load_explicit(&amx_mode, memory_order_relaxed);
+  if (m < 0) {
+    pthread_once(&amx_once, amx_detect);
+    m = atomic_load(&amx_mode);
+  }
+  return m;
+}
+
+int ckir_set_amx(int mode) {
+  pthread_once(&amx_once, amx_detect);
+  const int m = mode == CKIR_AMX_EMULATE ? CKIR_AMX_EMULATE
+                : mode == CKIR_AMX_ON && amx_hw ? CKIR_AMX_ON
+                                                : CKIR_AMX_OFF;
+  atomic_store(&amx_mode, m);
+  return m;
+}
+
+static atomic_long amx_calls;
+
+long ckir_runtime_amx_calls(void) { return atomic_load(&amx_calls); }
+
+/* ---- x as bf16 rows ------------------------------------------------------ */
+
+int64_t ckir_internal_amx_ld(int64_t K2) { return (K2 + 15) / 16 * 32; }
+
+size_t ckir_internal_amx_pack_bytes(int64_t M, int64_t K2) {
+  return (size_t)((M + 15) / 16 * 16 + 16) * (size_t)ckir_internal_amx_ld(K2) * 2;
+}
+
+void ckir_internal_amx_pack(const float *a, int64_t lda, int64_t M, int64_t K2, uint16_t *p) {
+  const int64_t ld = ckir_internal_amx_ld(K2), rows = (M + 15) / 16 * 16 + 16;
+  for (int64_t r = 0; r < rows; r++) {
+    uint16_t *dst = p + r * ld;
+    if (r >= M) {
+      memset(dst, 0, (size_t)ld * 2);
+      continue;
+    }
+    const float *src = a + r * lda;
+    for (int64_t k = 0; k < ld; k += 32) {
+      const int64_t n = CKIR_MAX(0, CKIR_MIN(32, 2 * K2 - k));
+      const __m512 lo = _mm512_maskz_loadu_ps(ckir_mask16(CKIR_MIN(16, n)), src + k);
+      const __m512 hi = _mm512_maskz_loadu_ps(ckir_mask16(CKIR_MAX(0, n - 16)), src + k + 16);
+      _mm512_storeu_si512((void *)(dst + k), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+  }
+}
+
+/* ---- the product ---------------------------------------------------------- */
+
+/* One block: rows [0, 16) (two: [0, 32)) of a (bf16 rows, ld elements apart)
+ * times the 32 columns of the panel at b over nfull steps of 16 pairs, then
+ * the padded tail at bt when tail; C tiles stored to ct[32][32]. */
+CKIR_INLINE void amx_block(const uint16_t *a, int64_t ld, const uint32_t *b, int64_t nfull,
+                           const uint32_t *bt, int tail, int two, float *ct, const int emu_) {
+  const int64_t bs = CKIR_PANEL * 4, as = ld * 2; /* row strides, bytes */
+  AMX_ZERO(emu_, 0);
+  AMX_ZERO(emu_, 1);
+  if (two) {
+    AMX_ZERO(emu_, 2);
+    AMX_ZERO(emu_, 3);
+  }
+  for (int64_t s = 0; s < nfull + (tail ? 1 : 0); s++) {
+    const uint32_t *bp = s < nfull ? b + s * 16 * CKIR_PANEL : bt;
+    AMX_LOAD(emu_, 6, bp, bs);
+    AMX_LOAD(emu_, 7, bp + 16, bs);
+    AMX_LOAD(emu_, 4, a + s * 32, as);
+    AMX_DP(emu_, 0, 4, 6);
+    AMX_DP(emu_, 1, 4, 7);
+    if (two) {
+      AMX_LOAD(emu_, 5, a + 16 * ld + s * 32, as);
+      AMX_DP(emu_, 2, 5, 6);
+      AMX_DP(emu_, 3, 5, 7);
+    }
+  }
+  AMX_STORE(emu_, 0, ct, 128);
+  AMX_STORE(emu_, 1, ct + 16, 128);
+  if (two) {
+    AMX_STORE(emu_, 2, ct + 16 * 32, 128);
+    AMX_STORE(emu_, 3, ct + 16 * 32 + 16, 128);
+  }
+}
+
+CKIR_INLINE void amx_gemm_(const uint16_t *p, int64_t M, const float *B, int64_t K2, int64_t col,
+                           int64_t N, const float *bias, float *C, int64_t ldc, const int emu_) {
+  const int64_t ld = ckir_internal_amx_ld(K2), nfull = K2 / 16, rest = K2 % 16;
+  const amx_cfg cfg = amx_cfg_all();
+  uint32_t bt[16 * CKIR_PANEL] __attribute__((aligned(64)));
+  float ct[32 * 32] __attribute__((aligned(64)));
+  amx_config(emu_, &cfg);
+  for (int64_t j = 0; j < N; j += CKIR_PANEL) {
+    const int64_t c = col + j, nr = CKIR_MIN(CKIR_PANEL, N - j);
+    const uint32_t *panel = (const uint32_t *)B + c / CKIR_PANEL * K2 * CKIR_PANEL;
+    if (rest) {
+      memcpy(bt, panel + nfull * 16 * CKIR_PANEL, (size_t)rest * CKIR_PANEL * 4);
+      memset(bt + rest * CKIR_PANEL, 0, (size_t)(16 - rest) * CKIR_PANEL * 4);
+    }
+    const __mmask16 m0 = ckir_mask16(nr), m1 = ckir_mask16(CKIR_MAX(0, nr - 16));
+    const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias + j) : _mm512_setzero_ps();
+    const __m512 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + j + 16) : _mm512_setzero_ps();
+    for (int64_t i = 0; i < M; i += 32) {
+      const int64_t mr = CKIR_MIN(32, M - i);
+      amx_block(p + i * ld, ld, panel, nfull, bt, rest != 0, mr > 16, ct, emu_);
+      for (int64_t r = 0; r < mr; r++) {
+        float *cr = C + (i + r) * ldc + j;
+        _mm512_mask_storeu_ps(cr, m0, _mm512_add_ps(_mm512_load_ps(ct + r * 32), b0));
+        _mm512_mask_storeu_ps(cr + 16, m1, _mm512_add_ps(_mm512_load_ps(ct + r * 32 + 16), b1));
+      }
+    }
+  }
+  amx_release(emu_);
+}
+
+static void amx_gemm_hw(const uint16_t *p, int64_t M, const float *B, int64_t K2, int64_t col,
+                        int64_t N, const float *bias, float *C, int64_t ldc) {
+  amx_gemm_(p, M, B, K2, col, N, bias, C, ldc, 0);
+}
+
+static void amx_gemm_emu(const uint16_t *p, int64_t M, const float *B, int64_t K2, int64_t col,
+                         int64_t N, const float *bias, float *C, int64_t ldc) {
+  amx_gemm_(p, M, B, K2, col, N, bias, C, ldc, 1);
+}
+
+void ckir_internal_amx_gemm(int mode, const uint16_t *p, int64_t M, const float *B, int64_t K2,
+                            int64_t col, int64_t N, const float *bias, float *C, int64_t ldc) {
+  atomic_fetch_add_explicit(&amx_calls, 1, memory_order_relaxed);
+  if (mode == CKIR_AMX_EMULATE)
+    amx_gemm_emu(p, M, B, K2, col, N, bias, C, ldc);
+  else
+    amx_gemm_hw(p, M, B, K2, col, N, bias, C, ldc);
+}
+
+#else /* no AMX path in this build */
+
+int ckir_set_amx(int mode) {
+  (void)mode;
+  return CKIR_AMX_OFF;
+}
+
+long ckir_runtime_amx_calls(void) { return 0; }
+
+#endif
+
+int ckir_runtime_amx(void) {
+#if defined(CKIR_AMX_BUILD)
+  return ckir_internal_amx();
+#else
+  return CKIR_AMX_OFF;
+#endif
+}
