@@ -495,7 +495,11 @@ class CkirRunner(Runner):
         lib.ckir_set_num_threads(threads)
         lib.ckir_runtime_isa.restype = ctypes.c_char_p
         isa = f"runtime {lib.ckir_runtime_isa().decode()}"
-        if lib.ckir_runtime_bf16_dot():
+        # a build older than the AMX path has no ckir_runtime_amx
+        amx = getattr(lib, "ckir_runtime_amx", None)
+        if amx is not None and amx() == 1:
+            isa += ", bf16p GEMMs (M > 32) on AMX tiles (tdpbf16ps), other bf16 by vdpbf16ps"
+        elif lib.ckir_runtime_bf16_dot():
             isa += ", bf16 GEMMs (M > 32) by vdpbf16ps"
         if self.m.int8_prefill_dot:
             isa += f", q8_0p/q4_1p GEMMs on int8 x by {self.m.int8_prefill_dot}"
