@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kernel_lib import AMX_EMULATE, AMX_OFF, AMX_ON, cpu_flags, rand
+from kernel_lib import AMX_EMULATE, AMX_OFF, AMX_ON, QBLOCK, cpu_flags, pack_block_panels, rand
 from test_panel_kernels import nan, pack_bf16p
 
 from ckir import quant
 
-HW = {"amx_tile", "amx_bf16"} <= cpu_flags()
+HW = {"amx_tile", "amx_bf16", "amx_int8"} <= cpu_flags()
 MODES = [
     pytest.param(AMX_EMULATE, id="emulated"),
     pytest.param(
@@ -29,7 +29,7 @@ MODES = [
         id="hardware",
         marks=pytest.mark.skipif(
             not HW,
-            reason="this CPU has no AMX-TILE / AMX-BF16 (/proc/cpuinfo): the tile "
+            reason="this CPU has no AMX-TILE / AMX-BF16 / AMX-INT8 (/proc/cpuinfo): the tile "
             "instructions run in emulation only here",
         ),
     ),
@@ -181,3 +181,80 @@ def test_off_runs_vdpbf16ps(lib):
         close(y, bf16(x) @ bf16(w).T)
     finally:
         lib.set_amx(before_mode)
+
+
+# ---------------------------------------------------------------- q8_0p and q4_1p
+# int8 x (quantized per block of 32 as gemv_<p> quantizes it) times Q8_0 / Q4_1
+# blocks in panels: on the tiles, every row is still gemv_<p>'s bit for bit, so
+# the oracle is the vpdpbusd path (AMX off) and gemv_<p> itself.
+
+QP_SHAPES = [  # (M, N, K): 16-row tiles, 32-row groups, the 128-row calls
+    (9, 33, 64),
+    (16, 32, 32),
+    (17, 65, 96),
+    (33, 70, 96),
+    (130, 100, 320),
+    (300, 40, 64),
+]
+
+
+def run_both(amx, call) -> tuple:
+    """``call()`` on the tiles (checking that it reached them), then with AMX off."""
+    mode = amx.amx
+    on = None
+    try:
+        before = amx.amx_calls
+        on = call()
+        assert amx.amx_calls > before, "the GEMM did not run on the AMX path"
+        amx.set_amx(AMX_OFF)
+        off = call()
+    finally:
+        amx.set_amx(mode)
+    return on, off
+
+
+@pytest.mark.parametrize("qpanels", list(QBLOCK))
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("M,N,K", QP_SHAPES)
+def test_gemm_block_panels(amx, threads, qpanels, M, N, K, bias):
+    rng = np.random.default_rng(M * 1000 + N + K)
+    x, w = rand(rng, M, K), rand(rng, N, K, scale=K**-0.5)
+    b = rand(rng, N, scale=0.5)
+    wp = pack_block_panels(w, qpanels)
+    name = f"gemm{'_bias' if bias else ''}_{qpanels}"
+
+    def call():
+        y = nan(M, N)
+        amx.call(name, x, wp, *([b] if bias else []), y, M, N, K)
+        return y
+
+    on, off = run_both(amx, call)
+    assert not np.isnan(on).any(), "unwritten (NaN) output elements"
+    np.testing.assert_array_equal(on, off)
+    for m in (0, M // 2, M - 1):  # rows of the first, a middle and the last tile
+        one = nan(N)
+        amx.call(
+            f"gemv{'_bias' if bias else ''}_{qpanels}", x[m], wp, *([b] if bias else []), one, N, K
+        )
+        np.testing.assert_array_equal(on[m], one)
+
+
+@pytest.mark.parametrize("qpanels", list(QBLOCK))
+@pytest.mark.parametrize("M", [40, 300])
+def test_fused_block_panels(amx, threads, qpanels, M):
+    rng = np.random.default_rng(M)
+    ns, K = (96, 33, 65), 64
+    x = rand(rng, M, K)
+    wps = [pack_block_panels(rand(rng, n, K, scale=K**-0.5), qpanels) for n in ns]
+
+    def call():
+        outs = [nan(M, n) for n in ns]
+        amx.call(f"gemm_qkv_{qpanels}", x, *wps, *outs, M, *ns, K)
+        gate_up = nan(M, ns[0])
+        amx.call(f"gemm_gate_up_{qpanels}", x, wps[0], wps[0], gate_up, M, ns[0], K)
+        return [*outs, gate_up]
+
+    on, off = run_both(amx, call)
+    for a, b in zip(on, off, strict=True):
+        assert not np.isnan(a).any(), "unwritten (NaN) output elements"
+        np.testing.assert_array_equal(a, b)

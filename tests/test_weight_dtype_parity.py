@@ -197,9 +197,38 @@ def test_bf16p_prefill_on_amx_tiles(llama_dir, tmp_path) -> None:
         model.close()
         pytest.skip("this runtime build has no AMX path: it needs AVX512-BF16")
     lib.ckir_runtime_amx_calls.restype = ctypes.c_long
-    hardware = {"amx_tile", "amx_bf16"} <= cpu_flags()
+    hardware = {"amx_tile", "amx_bf16", "amx_int8"} <= cpu_flags()
     assert lib.ckir_set_amx(1 if hardware else 2) == (1 if hardware else 2)
     calls = lib.ckir_runtime_amx_calls()
     check_bf16_prefill(model, llama_dir, True)
     assert lib.ckir_runtime_amx_calls() > calls, "the prefill did not run on the tiles"
+    model.close()
+
+
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_1"])
+def test_int8_prefill_on_amx_tiles_is_bit_exact(dtype: str, llama_dir, tmp_path) -> None:
+    """A q8_0p / q4_1p prefill on int8 x with its GEMMs on AMX tiles (emulated where
+    the CPU has none): each row of every product is gemv_<p>'s on the tiles too, so
+    the logits equal those of the vpdpbusd path bit for bit."""
+    model = ckir.compile(llama_dir, tmp_path / dtype, dtype=dtype, max_context=48)
+    lib = model._lib
+    if not lib.ckir_runtime_bf16_dot() or not model.int8_prefill:
+        model.close()
+        pytest.skip("this runtime build has no AMX path: it needs AVX512-BF16")
+    lib.ckir_runtime_amx_calls.restype = ctypes.c_long
+    tokens = np.random.default_rng(2).integers(0, model.vocab_size, size=40)
+    before = lib.ckir_runtime_amx()
+    try:
+        lib.ckir_set_amx(0)
+        off = model.prefill(tokens)
+        hardware = {"amx_tile", "amx_bf16", "amx_int8"} <= cpu_flags()
+        assert lib.ckir_set_amx(1 if hardware else 2) == (1 if hardware else 2)
+        calls = lib.ckir_runtime_amx_calls()
+        model.reset()
+        on = model.prefill(tokens)
+        assert lib.ckir_runtime_amx_calls() > calls, "the prefill did not run on the tiles"
+    finally:
+        lib.ckir_set_amx(before)
+    assert np.isfinite(on).all()
+    np.testing.assert_array_equal(on, off)
     model.close()

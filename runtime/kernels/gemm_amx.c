@@ -33,6 +33,7 @@
 #include <stdlib.h>
 
 #include "ckir_internal.h"
+#include "ckir_quant.h"
 
 #if defined(CKIR_AMX_BUILD)
 #include <cpuid.h>
@@ -48,14 +49,16 @@ typedef struct {
 } __attribute__((aligned(64))) amx_cfg;
 _Static_assert(sizeof(amx_cfg) == 64, "LDTILECFG reads 64 bytes");
 
-/* every tile used here: 16 rows of 64 bytes (C: 16 fp32, A and B: 16 bf16 pairs) */
-static amx_cfg amx_cfg_all(void) {
+/* Tiles 0-3 hold C (16 rows of 16 int32 / fp32), 4-5 A (16 rows of acolsb
+ * bytes), 6-7 B (brows rows of 64 bytes).  bf16: A and B 16 pairs of k
+ * (acolsb 64, brows 16); int8: one block of 32 k (acolsb 32, brows 8). */
+static amx_cfg amx_cfg_make(int acolsb, int brows) {
   amx_cfg c;
   memset(&c, 0, sizeof c);
   c.palette = 1;
   for (int t = 0; t < 8; t++) {
-    c.colsb[t] = 64;
-    c.rows[t] = 16;
+    c.colsb[t] = (uint16_t)(t == 4 || t == 5 ? acolsb : 64);
+    c.rows[t] = (uint8_t)(t >= 6 ? brows : 16);
   }
   return c;
 }
@@ -142,6 +145,27 @@ static void emu_dpbf16ps(int c, int a, int b) {
     }
 }
 
+/* TDPBSSD / TDPBSUD c, a, b: c[m][n] += sum over k of a[m].byte[k] .
+ * b[k / 4].byte[4 n + k % 4] in int32 (wrapping), a signed, b signed (bs) or
+ * unsigned */
+static void emu_dpb(int c, int a, int b, int bs) {
+  emu_check(c), emu_check(a), emu_check(b);
+  const amx_cfg *g = &emu.cfg;
+  if (g->colsb[a] / 4 != g->rows[b] || g->rows[c] != g->rows[a] || g->colsb[c] != g->colsb[b])
+    emu_fault("TDPB*D: tile shapes do not match");
+  for (int m = 0; m < g->rows[c]; m++)
+    for (int n = 0; n < g->colsb[c] / 4; n++) {
+      uint32_t acc;
+      memcpy(&acc, emu.t[c][m] + 4 * n, 4);
+      for (int k = 0; k < g->colsb[a]; k++) {
+        const int32_t x = (int8_t)emu.t[a][m][k];
+        const uint8_t wb = emu.t[b][k / 4][4 * n + k % 4];
+        acc += (uint32_t)(x * (bs ? (int32_t)(int8_t)wb : (int32_t)wb));
+      }
+      memcpy(emu.t[c][m] + 4 * n, &acc, 4);
+    }
+}
+
 /* ---- the tile operations of both modes (emu: a constant of each caller) ----
  * The hardware forms are inline asm: a compiler barrier first, so the stores
  * that wrote a buffer are done before a tile reads it. */
@@ -177,6 +201,17 @@ static void emu_dpbf16ps(int c, int a, int b) {
       _tile_dpbf16ps(c, a, b);  \
   } while (0)
 
+/* c += a . b on int8: a signed; b signed (bs, TDPBSSD) or unsigned (TDPBSUD) */
+#define AMX_DPB(emu_, c, a, b, bs)   \
+  do {                               \
+    if (emu_)                        \
+      emu_dpb(c, a, b, bs);          \
+    else if (bs)                     \
+      _tile_dpbssd(c, a, b);         \
+    else                             \
+      _tile_dpbsud(c, a, b);         \
+  } while (0)
+
 static void amx_config(int emu_mode, const amx_cfg *c) {
   if (emu_mode) {
     emu_config(c);
@@ -195,13 +230,14 @@ static void amx_release(int emu_mode) {
 
 /* ---- detection and the mode ---------------------------------------------- */
 
-/* CPUID: AMX-TILE and AMX-BF16, palette 1 with 8 tiles of 16 rows x 64 bytes,
+/* CPUID: AMX-TILE, AMX-BF16 and AMX-INT8, palette 1 with 8 tiles of 16 rows x 64 bytes,
  * the OS saving the tile state (XCR0 bits 17 and 18), and Linux granting it */
 static int amx_hw_usable(void) {
   unsigned a, b, c, d;
   if (__get_cpuid_max(0, NULL) < 0x1D) return 0;
   __cpuid_count(7, 0, a, b, c, d);
-  if (!(d & (1u << 24)) || !(d & (1u << 22))) return 0; /* AMX-TILE, AMX-BF16 */
+  const unsigned amx = (1u << 22) | (1u << 24) | (1u << 25); /* AMX-BF16, -TILE, -INT8 */
+  if ((d & amx) != amx) return 0;
   __cpuid_count(0x1D, 1, a, b, c, d);                     /* palette 1 */
   if ((b & 0xFFFF) != 64 || (b >> 16) < 8 || (c & 0xFFFF) < 16) return 0;
   __cpuid(1, a, b, c, d);
@@ -311,7 +347,7 @@ CKIR_INLINE void amx_block(const uint16_t *a, int64_t ld, const uint32_t *b, int
 CKIR_INLINE void amx_gemm_(const uint16_t *p, int64_t M, const float *B, int64_t K2, int64_t col,
                            int64_t N, const float *bias, float *C, int64_t ldc, const int emu_) {
   const int64_t ld = ckir_internal_amx_ld(K2), nfull = K2 / 16, rest = K2 % 16;
-  const amx_cfg cfg = amx_cfg_all();
+  const amx_cfg cfg = amx_cfg_make(64, 16);
   uint32_t bt[16 * CKIR_PANEL] __attribute__((aligned(64)));
   float ct[32 * 32] __attribute__((aligned(64)));
   amx_config(emu_, &cfg);
@@ -355,6 +391,118 @@ void ckir_internal_amx_gemm(int mode, const uint16_t *p, int64_t M, const float 
     amx_gemm_emu(p, M, B, K2, col, N, bias, C, ldc);
   else
     amx_gemm_hw(p, M, B, K2, col, N, bias, C, ldc);
+}
+
+/* ---- int8 x times q8_0p / q4_1p panels ------------------------------------ */
+
+/* One panel block's 32 x 32 int32 dot products come out of the tiles per 32
+ * rows of x (TDPBSSD on q8_0p's int8, TDPBSUD on q4_1p's nibbles unpacked to
+ * bytes), and each row's fp32 sum takes them exactly as gemv_<p> and the
+ * vpdpbusd GEMM do (quant_panels.c qp_i8_tile: the same int32, the same fmas in
+ * the same block order), so every row is bit for bit gemv_<p>'s.  The B tiles
+ * of a block stay loaded while every 32 rows pass. */
+CKIR_INLINE void amx_qp_panel_(const int8_t *a, int64_t K, const float *dx, const float *sx,
+                               int64_t R, const uint8_t *pp, const int has_m, const float *b,
+                               float *y, int64_t ldy, int64_t nn, const int emu_) {
+  const int64_t nb = K / CKIR_QK, bb = has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK;
+  const amx_cfg cfg = amx_cfg_make(32, 8);
+  float f[CKIR_AMX_QP_ROWS * CKIR_PANEL] __attribute__((aligned(64)));
+  int32_t st[32 * 32] __attribute__((aligned(64)));
+  uint8_t bq[8 * 4 * CKIR_PANEL] __attribute__((aligned(64))); /* q4_1p's quads as bytes */
+  for (int64_t i = 0; i < R * CKIR_PANEL; i += 16) _mm512_store_ps(f + i, _mm512_setzero_ps());
+  amx_config(emu_, &cfg);
+  for (int64_t bk = 0; bk < nb; bk++) {
+    const uint8_t *pb = pp + bk * bb;
+    const uint8_t *q = pb + 2 * CKIR_PANEL; /* q8_0p: 8 quad rows after the scales */
+    if (has_m) {
+      /* group g's low nibbles are quad row g (k = 4 g + j), its high ones 4 + g */
+      const __m512i low = _mm512_set1_epi8(0x0F);
+      for (int g = 0; g < 4; g++)
+        for (int h = 0; h < 4 * CKIR_PANEL; h += 64) {
+          const __m512i v = _mm512_loadu_si512(pb + 4 * CKIR_PANEL + g * 4 * CKIR_PANEL + h);
+          _mm512_store_si512(bq + g * 4 * CKIR_PANEL + h, _mm512_and_si512(v, low));
+          _mm512_store_si512(bq + (g + 4) * 4 * CKIR_PANEL + h,
+                             _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+        }
+      q = bq;
+    }
+    AMX_LOAD(emu_, 6, q, 4 * CKIR_PANEL);
+    AMX_LOAD(emu_, 7, q + 64, 4 * CKIR_PANEL);
+    const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));
+    const __m512 d1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + 32)));
+    __m512 m0 = _mm512_setzero_ps(), m1 = m0;
+    if (has_m) {
+      m0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + 2 * CKIR_PANEL)));
+      m1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + 2 * CKIR_PANEL + 32)));
+    }
+    for (int64_t i = 0; i < R; i += 32) {
+      const int two = R - i > 16;
+      AMX_ZERO(emu_, 0);
+      AMX_ZERO(emu_, 1);
+      AMX_LOAD(emu_, 4, a + i * K + bk * CKIR_QK, K);
+      AMX_DPB(emu_, 0, 4, 6, !has_m);
+      AMX_DPB(emu_, 1, 4, 7, !has_m);
+      AMX_STORE(emu_, 0, st, 128);
+      AMX_STORE(emu_, 1, st + 16, 128);
+      if (two) {
+        AMX_ZERO(emu_, 2);
+        AMX_ZERO(emu_, 3);
+        AMX_LOAD(emu_, 5, a + (i + 16) * K + bk * CKIR_QK, K);
+        AMX_DPB(emu_, 2, 5, 6, !has_m);
+        AMX_DPB(emu_, 3, 5, 7, !has_m);
+        AMX_STORE(emu_, 2, st + 16 * 32, 128);
+        AMX_STORE(emu_, 3, st + 16 * 32 + 16, 128);
+      }
+      for (int64_t r = 0; r < CKIR_MIN(32, R - i); r++) {
+        const int64_t row = i + r;
+        float *fr = f + row * CKIR_PANEL;
+        const __m512 vx = _mm512_set1_ps(dx[row * nb + bk]);
+        const __m512 s0 = _mm512_cvtepi32_ps(_mm512_load_si512(st + r * 32));
+        const __m512 s1 = _mm512_cvtepi32_ps(_mm512_load_si512(st + r * 32 + 16));
+        __m512 f0 = _mm512_load_ps(fr), f1 = _mm512_load_ps(fr + 16);
+        if (has_m) {
+          const __m512 vs = _mm512_set1_ps(sx[row * nb + bk]);
+          f0 = _mm512_fmadd_ps(s0, _mm512_mul_ps(d0, vx), _mm512_fmadd_ps(m0, vs, f0));
+          f1 = _mm512_fmadd_ps(s1, _mm512_mul_ps(d1, vx), _mm512_fmadd_ps(m1, vs, f1));
+        } else {
+          f0 = _mm512_fmadd_ps(s0, _mm512_mul_ps(d0, vx), f0);
+          f1 = _mm512_fmadd_ps(s1, _mm512_mul_ps(d1, vx), f1);
+        }
+        _mm512_store_ps(fr, f0);
+        _mm512_store_ps(fr + 16, f1);
+      }
+    }
+  }
+  amx_release(emu_);
+  const __mmask16 k0 = ckir_mask16(nn), k1 = ckir_mask16(CKIR_MAX(0, nn - 16));
+  const __m512 b0 = b ? _mm512_maskz_loadu_ps(k0, b) : _mm512_setzero_ps();
+  const __m512 b1 = b ? _mm512_maskz_loadu_ps(k1, b + 16) : _mm512_setzero_ps();
+  for (int64_t r = 0; r < R; r++) {
+    _mm512_mask_storeu_ps(y + r * ldy, k0, _mm512_add_ps(_mm512_load_ps(f + r * 32), b0));
+    _mm512_mask_storeu_ps(y + r * ldy + 16, k1, _mm512_add_ps(_mm512_load_ps(f + r * 32 + 16), b1));
+  }
+}
+
+static void amx_qp_panel_hw(const int8_t *a, int64_t K, const float *dx, const float *sx,
+                            int64_t R, const uint8_t *pp, int has_m, const float *b, float *y,
+                            int64_t ldy, int64_t nn) {
+  amx_qp_panel_(a, K, dx, sx, R, pp, has_m, b, y, ldy, nn, 0);
+}
+
+static void amx_qp_panel_emu(const int8_t *a, int64_t K, const float *dx, const float *sx,
+                             int64_t R, const uint8_t *pp, int has_m, const float *b, float *y,
+                             int64_t ldy, int64_t nn) {
+  amx_qp_panel_(a, K, dx, sx, R, pp, has_m, b, y, ldy, nn, 1);
+}
+
+void ckir_internal_amx_qp_panel(int mode, const int8_t *a, int64_t K, const float *dx,
+                                const float *sx, int64_t R, const uint8_t *pp, int has_m,
+                                const float *b, float *y, int64_t ldy, int64_t nn) {
+  atomic_fetch_add_explicit(&amx_calls, 1, memory_order_relaxed);
+  if (mode == CKIR_AMX_EMULATE)
+    amx_qp_panel_emu(a, K, dx, sx, R, pp, has_m, b, y, ldy, nn);
+  else
+    amx_qp_panel_hw(a, K, dx, sx, R, pp, has_m, b, y, ldy, nn);
 }
 
 #else /* no AMX path in this build */

@@ -529,6 +529,12 @@ static void qp_rows(const float *x, int64_t M, const uint8_t *w, int64_t bb, qp_
 /* the most rows of a micro-tile (its arrays' size) */
 #define QP_I8_MR (QP_I8_R8 > QP_I8_R41 ? QP_I8_R8 : QP_I8_R41)
 #define QP_I8_XB 196608 /* bytes of quantized x a thread holds (a tile of rows) */
+/* rows of gate_up's gate and up buffers: a micro-tile, or an AMX call's rows */
+#if defined(CKIR_AMX_BUILD)
+#define QP_I8_GU CKIR_MAX(QP_I8_MR, CKIR_AMX_QP_ROWS)
+#else
+#define QP_I8_GU QP_I8_MR
+#endif
 
 typedef struct {
   const int8_t *a;   /* [rows][K] quantized x */
@@ -762,6 +768,11 @@ static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, co
   /* each thread its own rows (every panel), or a contiguous range of panels
    * (every row) */
   const int own = ckir_own_split(M, nt, 4 * mr, (double)P * pbytes * (gate_up ? 2 : 1));
+  /* on AMX tiles (gemm_amx.c): each panel over up to CKIR_AMX_QP_ROWS rows a call */
+  int amx = 0;
+#if defined(CKIR_AMX_BUILD)
+  amx = ckir_internal_amx();
+#endif
 #pragma omp parallel if (par)
   {
     int64_t p0 = 0, p1 = P, r0 = 0, r1 = M;
@@ -769,15 +780,16 @@ static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, co
       ckir_own_rows(M, &r0, &r1);
     else
       ckir_thread_share(P, &p0, &p1);
-    int8_t a[mt * K];
+    int8_t a[(mt + 15) * K]; /* the tiles read whole 16-row tiles */
     int32_t cb[mt * nb];
     float dx[mt * nb], sx[mt * nb];
-    float g[QP_I8_MR * CKIR_PANEL], u[QP_I8_MR * CKIR_PANEL];
+    float g[QP_I8_GU * CKIR_PANEL], u[QP_I8_GU * CKIR_PANEL];
     const qp_xq xq = {a, dx, cb, sx, K, nb};
     for (int64_t m0 = r0; m0 < r1 && p1 > p0; m0 += mt) {
       const int64_t rows = CKIR_MIN(mt, r1 - m0);
       for (int64_t r = 0; r < rows; r++)
         qp_quantize_x(x + (m0 + r) * K, K, a + r * K, dx + r * nb, cb + r * nb, sx + r * nb);
+      if (amx) memset(a + rows * K, 0, (size_t)((rows + 15) / 16 * 16 - rows) * (size_t)K);
       int seg = 0;
       int64_t base = 0; /* the first panel of segs[seg] in the sequence */
       for (int64_t q = p0; q < p1; q++) {
@@ -793,6 +805,29 @@ static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, co
           nx = last ? segs[seg + 1].w : sg->w + (p + 1) * pbytes;
           if (gate_up) nu = segs[1].w + (p + 1) * pbytes;
         }
+#if defined(CKIR_AMX_BUILD)
+        if (amx) {
+          for (int64_t r = 0; r < rows; r += CKIR_AMX_QP_ROWS) {
+            const int64_t R = CKIR_MIN(CKIR_AMX_QP_ROWS, rows - r);
+            const int8_t *ar = a + r * K;
+            const float *dr = dx + r * nb, *sr = sx + r * nb;
+            if (gate_up) {
+              ckir_internal_amx_qp_panel(amx, ar, K, dr, sr, R, sg->w + p * pbytes, has_m, NULL,
+                                         g, CKIR_PANEL, nn);
+              ckir_internal_amx_qp_panel(amx, ar, K, dr, sr, R, segs[1].w + p * pbytes, has_m,
+                                         NULL, u, CKIR_PANEL, nn);
+              for (int64_t i = 0; i < R; i++)
+                ckir_internal_silu_mul(g + i * CKIR_PANEL, u + i * CKIR_PANEL,
+                                       sg->y + (m0 + r + i) * sg->N + n0, nn);
+            } else {
+              ckir_internal_amx_qp_panel(amx, ar, K, dr, sr, R, sg->w + p * pbytes, has_m,
+                                         sg->b ? sg->b + n0 : NULL,
+                                         sg->y + (m0 + r) * sg->N + n0, sg->N, nn);
+            }
+          }
+          continue;
+        }
+#endif
         const int64_t lines = (pbytes + 63) / 64, tiles = (rows + mr - 1) / mr;
         const int64_t per = (lines + tiles - 1) / tiles;
         for (int64_t r = 0; r < rows; r += mr) {
