@@ -499,9 +499,11 @@ class CkirRunner(Runner):
         amx = getattr(lib, "ckir_runtime_amx", None)
         if amx is not None and amx() == 1:
             isa += ", bf16p GEMMs (M > 32) on AMX tiles (tdpbf16ps), other bf16 by vdpbf16ps"
+            if self.m.int8_prefill_dot:
+                isa += ", q8_0p/q4_1p GEMMs on int8 x on AMX tiles (tdpbssd/tdpbsud)"
         elif lib.ckir_runtime_bf16_dot():
             isa += ", bf16 GEMMs (M > 32) by vdpbf16ps"
-        if self.m.int8_prefill_dot:
+        if self.m.int8_prefill_dot and not (amx is not None and amx() == 1):
             isa += f", q8_0p/q4_1p GEMMs on int8 x by {self.m.int8_prefill_dot}"
         self.info = {"threads": threads, "isa": isa}
         self._prof = hasattr(lib, "ckir_profile_n")

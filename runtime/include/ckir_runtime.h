@@ -55,11 +55,14 @@ int ckir_runtime_qp_int8_gemm(void);
  * (ckir_set_int8_prefill) for each call. */
 int ckir_runtime_qp_fp32_x(int on);
 
-/* AMX tiles for the bf16p GEMMs of prefill (M > 32 rows):
- *   CKIR_AMX_OFF      vdpbf16ps (or the build's fp32 path)
- *   CKIR_AMX_ON       TDPBF16PS, where the CPU has AMX-TILE and AMX-BF16 and
- *                     Linux grants the tile state (arch_prctl); the default
- *                     there, unless the environment sets CKIR_AMX=0
+/* AMX tiles for the GEMMs of prefill: bf16p (M > 32 rows; bf16-rounded x) and
+ * q8_0p / q4_1p on int8 x (M > 8; ckir_runtime_qp_int8_gemm, results bit for
+ * bit those of the vpdpbusd path):
+ *   CKIR_AMX_OFF      vdpbf16ps / vpdpbusd
+ *   CKIR_AMX_ON       TDPBF16PS / TDPBSSD / TDPBSUD, where the CPU has
+ *                     AMX-TILE, AMX-BF16 and AMX-INT8 and Linux grants the tile
+ *                     state (arch_prctl); the default there, unless the
+ *                     environment sets CKIR_AMX=0
  *   CKIR_AMX_EMULATE  the AMX driver with each tile instruction run in C: slow,
  *                     for testing the AMX path on machines without AMX
  * Only AVX-512 builds with AVX512-BF16 (ckir_runtime_bf16_dot) have the path.

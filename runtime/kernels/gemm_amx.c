@@ -1,12 +1,13 @@
-/* ckir runtime: bf16 GEMMs on AMX tiles (prefill of bf16p weights).
+/* ckir runtime: prefill GEMMs on AMX tiles (bf16p; q8_0p / q4_1p on int8 x).
  *
- * Where the CPU has AMX-TILE and AMX-BF16 (Intel Sapphire Rapids and later)
- * and Linux grants the process the tile state (arch_prctl
- * ARCH_REQ_XCOMP_PERM), gemm.c's driver runs the products of bf16p weights
- * (GEMM_B_BF16P) on the tiles instead of vdpbf16ps: each thread rounds its
- * rows of x to bf16 once per call (ckir_internal_amx_pack, RNE as
- * vcvtne2ps2bf16, as the vdpbf16ps path rounds them), then every 32 x 32
- * block of the output accumulates over all of K in four tiles:
+ * Where the CPU has AMX-TILE, AMX-BF16 and AMX-INT8 (Intel Sapphire Rapids and
+ * later) and Linux grants the process the tile state (arch_prctl
+ * ARCH_REQ_XCOMP_PERM), two drivers hand their products to the tiles:
+ *
+ * bf16p (gemm.c, GEMM_B_BF16P): each thread rounds its rows of x to bf16 once
+ * per call (ckir_internal_amx_pack, RNE as vcvtne2ps2bf16, as the vdpbf16ps
+ * path rounds them), then every 32 x 32 block of the output accumulates over
+ * all of K in four tiles:
  *
  *   tmm0..3  C: rows [0, 16) / [16, 32) x columns [0, 16) / [16, 32), fp32
  *   tmm4, 5  A: 16 rows x 16 pairs of k of the bf16 rows (64-byte rows)
@@ -19,12 +20,18 @@
  * with zeros (the panel itself ends there); the bf16 rows of x are padded with
  * zeros to whole tiles (16 more rows, k to a multiple of 32).
  *
+ * q8_0p / q4_1p on int8 x (quant_panels.c qp_gemm_i8): per panel block (32 k),
+ * TDPBSSD (q8_0p's int8 quad rows, in place) or TDPBSUD (q4_1p's nibbles
+ * unpacked to bytes) give the block's exact int32 dot products, which each
+ * row's fp32 sum takes as gemv_<p> does (ckir_internal_amx_qp_panel, below).
+ *
  * Modes (ckir_set_amx): CKIR_AMX_OFF, CKIR_AMX_ON (the hardware, when CPUID,
  * the OS and the permission request allow it) and CKIR_AMX_EMULATE: the same
- * driver with each tile instruction executed in C as the Intel SDM defines it
- * (tile configuration checked, input denormals as zero, fp32 accumulation
- * rounded to nearest even after each product), so machines without AMX test
- * everything but the instructions themselves.  The default is ON where it
+ * drivers with each tile instruction executed in C as the Intel SDM defines it
+ * (tile configuration checked, loads zero-filled past the configured shape,
+ * bf16 input denormals as zero and fp32 accumulation rounded to nearest even
+ * after each product, int8 sums wrapping in int32), so machines without AMX
+ * test everything but the instructions themselves.  The default is ON where it
  * works, unless the environment sets CKIR_AMX=0.  Only builds with
  * CKIR_BF16DOT have the path (SPR has AVX512-BF16, which converts x). */
 #define _GNU_SOURCE /* syscall */

@@ -20,7 +20,8 @@
  *   gemm_<p> (prefill, any M): in every SIMD build, every row of x quantized
  *     and computed exactly as gemv_<p> computes it (qp_gemm_i8: 4-6 rows of x
  *     share each load of a panel block; vpdpbusd with VNNI, else vpmaddubsw +
- *     vpmaddwd).  In a scalar build fp32 x against the weights dequantized, as
+ *     vpmaddwd; on AMX tiles where the runtime has them: gemm_amx.c, the same
+ *     results).  In a scalar build fp32 x against the weights dequantized, as
  *     gemm_q8_0 / gemm_q4_1: gemm.c's blocked driver, each
  *     kc-slice of a panel dequantized straight into the B pack, or for M <=
  *     QP_SMALL_M the panels streamed, each block dequantized once into 4 KiB.
