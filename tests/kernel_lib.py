@@ -89,10 +89,11 @@ class RuntimeLib:
         self.dll.ckir_set_num_threads.restype = None
         self.dll.ckir_get_num_threads.restype = ctypes.c_int
         self.dll.ckir_runtime_isa.restype = ctypes.c_char_p
-        self.dll.ckir_set_amx.argtypes = [ctypes.c_int]
-        self.dll.ckir_set_amx.restype = ctypes.c_int
-        self.dll.ckir_runtime_amx.restype = ctypes.c_int
-        self.dll.ckir_runtime_amx_calls.restype = ctypes.c_long
+        if hasattr(self.dll, "ckir_set_amx"):  # benchmarks load builds older than AMX
+            self.dll.ckir_set_amx.argtypes = [ctypes.c_int]
+            self.dll.ckir_set_amx.restype = ctypes.c_int
+            self.dll.ckir_runtime_amx.restype = ctypes.c_int
+            self.dll.ckir_runtime_amx_calls.restype = ctypes.c_long
         self._fns: dict[str, ctypes._CFuncPtr] = {}
         self._fp32_x = False
 
