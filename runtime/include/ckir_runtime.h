@@ -64,7 +64,8 @@ int ckir_runtime_qp_fp32_x(int on);
  *                     state (arch_prctl); the default there, unless the
  *                     environment sets CKIR_AMX=0
  *   CKIR_AMX_EMULATE  the AMX driver with each tile instruction run in C: slow,
- *                     for testing the AMX path on machines without AMX
+ *                     for testing the AMX path on machines without AMX (the
+ *                     default when the environment sets CKIR_AMX=emulate)
  * Only AVX-512 builds with AVX512-BF16 (ckir_runtime_bf16_dot) have the path.
  * ckir_set_amx sets the process-wide mode and returns the one in effect
  * (CKIR_AMX_OFF when the request cannot be met); ckir_runtime_amx returns it;

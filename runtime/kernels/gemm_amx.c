@@ -260,12 +260,16 @@ static int amx_hw;
 static _Atomic int amx_mode = -1; /* -1: not decided yet */
 static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
 
+/* the default mode: ON where the hardware works; CKIR_AMX=0 turns it off,
+ * CKIR_AMX=emulate emulates the tiles (a whole test suite on the AMX path) */
 static void amx_detect(void) {
   amx_hw = amx_hw_usable();
   const char *env = getenv("CKIR_AMX");
-  const int off = env && env[0] == '0' && env[1] == '\0';
+  int mode = amx_hw ? CKIR_AMX_ON : CKIR_AMX_OFF;
+  if (env && strcmp(env, "0") == 0) mode = CKIR_AMX_OFF;
+  if (env && strcmp(env, "emulate") == 0) mode = CKIR_AMX_EMULATE;
   int expected = -1;
-  atomic_compare_exchange_strong(&amx_mode, &expected, amx_hw && !off ? CKIR_AMX_ON : CKIR_AMX_OFF);
+  atomic_compare_exchange_strong(&amx_mode, &expected, mode);
 }
 
 int ckir_internal_amx(void) {
