@@ -469,3 +469,20 @@ def test_bench_train_rejects_bad_arguments(capsys: pytest.CaptureFixture) -> Non
     assert "--modes train runs alone" in capsys.readouterr().err
     assert bench.main(["smollm-135m", "--modes", "train", "--dtype", "q8_0"]) == 1
     assert "f32 only" in capsys.readouterr().err
+
+
+def test_report_names_the_amx_path(
+    llama_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the prefill GEMMs on AMX tiles (emulated here: CKIR_AMX=emulate reaches the
+    ckir worker), the ckir ISA line says so and the prefill roofline warns that its
+    bf16 fraction is against the vector instructions' peak."""
+    monkeypatch.setenv("CKIR_AMX", "emulate")
+    argv = [str(llama_dir), "--dtype", "bf16", "--modes", "prefill", "--repeat", "1"]
+    argv += ["--prompt-tokens", "40", "--context", "48", "--probe-mib", "16", "--against", ""]
+    assert bench.main([*argv, "--build-dir", str(tmp_path / "builds")]) == 0
+    out = capsys.readouterr().out
+    if "bf16 GEMMs (M > 32) by vdpbf16ps" not in out and "AMX" not in out:
+        pytest.skip("this CPU has no AVX512-BF16: the runtime has no AMX path")
+    assert "bf16p GEMMs (M > 32) on emulated AMX tiles (CKIR_AMX=emulate: no speed)" in out
+    assert "ran on AMX tiles here" in out

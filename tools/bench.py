@@ -495,16 +495,19 @@ class CkirRunner(Runner):
         lib.ckir_set_num_threads(threads)
         lib.ckir_runtime_isa.restype = ctypes.c_char_p
         isa = f"runtime {lib.ckir_runtime_isa().decode()}"
-        # a build older than the AMX path has no ckir_runtime_amx
-        amx = getattr(lib, "ckir_runtime_amx", None)
-        if amx is not None and amx() == 1:
-            isa += ", bf16p GEMMs (M > 32) on AMX tiles (tdpbf16ps), other bf16 by vdpbf16ps"
+        # the AMX mode (ckir_set_amx; a build older than the AMX path has none)
+        amx_fn = getattr(lib, "ckir_runtime_amx", None)
+        amx = int(amx_fn()) if amx_fn is not None else 0
+        if amx:
+            tiles = "AMX tiles" if amx == 1 else "emulated AMX tiles (CKIR_AMX=emulate: no speed)"
+            isa += f", bf16p GEMMs (M > 32) on {tiles} (tdpbf16ps), other bf16 by vdpbf16ps"
             if self.m.int8_prefill_dot:
-                isa += ", q8_0p/q4_1p GEMMs on int8 x on AMX tiles (tdpbssd/tdpbsud)"
-        elif lib.ckir_runtime_bf16_dot():
-            isa += ", bf16 GEMMs (M > 32) by vdpbf16ps"
-        if self.m.int8_prefill_dot and not (amx is not None and amx() == 1):
-            isa += f", q8_0p/q4_1p GEMMs on int8 x by {self.m.int8_prefill_dot}"
+                isa += f", q8_0p/q4_1p GEMMs on int8 x on {tiles} (tdpbssd/tdpbsud)"
+        else:
+            if lib.ckir_runtime_bf16_dot():
+                isa += ", bf16 GEMMs (M > 32) by vdpbf16ps"
+            if self.m.int8_prefill_dot:
+                isa += f", q8_0p/q4_1p GEMMs on int8 x by {self.m.int8_prefill_dot}"
         self.info = {"threads": threads, "isa": isa}
         self._prof = hasattr(lib, "ckir_profile_n")
         if self._prof:
@@ -1938,6 +1941,12 @@ def _render_rooflines(report: Report) -> list[str]:
                 "as 2 ops): a C probe right before and after every q8_0 / q4_1 run, median "
                 f"{fmt_num(statistics.median(i8))} G ops/s over {len(i8)} probes "
                 f"({fmt_range(i8)})."
+            )
+        if any("AMX tiles" in v for k, v in report.env.items() if k.startswith("ckir")):
+            out[-1] += (
+                " ckir's prefill GEMMs ran on AMX tiles here (its ISA line): their bound is the "
+                "tiles' peak, which no probe measures yet, so its bf16 / q8_0 / q4_1 fractions "
+                "below are against the vector instructions' peaks and may exceed 1."
             )
         out.append("")
         rows = []
