@@ -486,3 +486,19 @@ def test_report_names_the_amx_path(
         pytest.skip("this CPU has no AVX512-BF16: the runtime has no AMX path")
     assert "bf16p GEMMs (M > 32) on emulated AMX tiles (CKIR_AMX=emulate: no speed)" in out
     assert "ran on AMX tiles here" in out
+
+
+def test_amx_probe_runs_where_the_cpu_has_amx() -> None:
+    """The tile peaks (tdpbf16ps, tdpbssd) the AMX GEMMs are bounded by: empty where the
+    CPU lacks AMX (this probe must then never execute a tile instruction), else above
+    the vector instructions' peaks of the same kind."""
+    flags = Path("/proc/cpuinfo").read_text()
+    has = all(f" {f}" in flags for f in ("amx_tile", "amx_bf16", "amx_int8"))
+    bf16 = bandwidth.amx_peak(1, 2, iters=2_000)
+    int8 = bandwidth.amx_peak(1, 2, iters=2_000, int8=True)
+    if not has:
+        assert bf16 == [] and int8 == []
+        return
+    assert len(bf16) == len(int8) == 2 and min(bf16) > 0 and min(int8) > 0
+    assert max(bf16) > max(bandwidth.bf16_dot_peak(1, 2, iters=20_000))
+    assert max(int8) > max(bf16)  # twice the products per tile instruction

@@ -113,6 +113,10 @@ def probe_library() -> ctypes.CDLL:
     lib.ckb_int8dot_ops.restype = ctypes.c_double
     lib.ckb_int8dot_ops.argtypes = [ctypes.c_int, ctypes.c_int64]
     lib.ckb_int8dot_insn.restype = ctypes.c_char_p
+    lib.ckb_amx.restype = ctypes.c_double
+    lib.ckb_amx.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int]
+    lib.ckb_amx_ops.restype = ctypes.c_double
+    lib.ckb_amx_ops.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int]
     return lib
 
 
@@ -191,6 +195,21 @@ def int8_dot_peak(threads: int, reps: int = 3, iters: int = 1_000_000) -> list[f
     return _dot_peak("ckb_int8dot", "ckb_int8dot_ops", threads, reps, iters)
 
 
+def amx_peak(threads: int, reps: int = 3, iters: int = 100_000, int8: bool = False) -> list[float]:
+    """G ops/s (a product and its sum: 2 ops) of ``reps`` runs of 4 independent
+    tdpbf16ps (``int8``: tdpbssd) chains on AMX tiles per thread: the tile peak the
+    runtime's AMX GEMMs run against.  Empty where the CPU or the OS lacks AMX."""
+    lib = probe_library()
+    ops = lib.ckb_amx_ops(threads, iters, int(int8))
+    out = []
+    for _ in range(reps):
+        seconds = lib.ckb_amx(threads, iters, int(int8))
+        if seconds < 0:
+            return []
+        out.append(ops / seconds / 1e9)
+    return out
+
+
 def int8_dot_insn() -> str:
     """The instruction :func:`int8_dot_peak` times: "vpdpbusd", "vpmaddubsw" or ""."""
     return str(probe_library().ckb_int8dot_insn().decode())
@@ -227,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
         i8 = int8_dot_peak(t, args.reps)
         if i8:
             print(f"int8 {int8_dot_insn()} peak, {t} thread(s): {_fmt(i8)} G ops/s")
+        for insn, int8 in (("tdpbf16ps", False), ("tdpbssd", True)):
+            amx = amx_peak(t, args.reps, int8=int8)
+            if amx:
+                print(f"AMX {insn} peak, {t} thread(s): {_fmt(amx)} G ops/s")
     return 0
 
 

@@ -1110,11 +1110,13 @@ class Report:
     profiles: dict[str, dict[str, Any]]
     env: dict[str, str]
     builds: dict[str, Path] = field(default_factory=dict)
-    #: the vdpbf16ps probes bracketing bf16 prefill runs (AVX512-BF16 CPUs only)
+    #: the bf16 dot probes bracketing bf16 prefill runs (AVX512-BF16 CPUs only)
     bf16_dot: list[float] = field(default_factory=list)
+    #: the instruction those probes time: vdpbf16ps, or tdpbf16ps on AMX tiles
+    bf16_insn: str = ""
     #: the int8 dot probes bracketing q8_0 / q4_1 prefill runs (CPUs with AVX2 or VNNI)
     int8_dot: list[float] = field(default_factory=list)
-    #: the instruction those probes time (bandwidth.int8_dot_insn)
+    #: the instruction those probes time (bandwidth.int8_dot_insn, or tdpbssd on AMX)
     int8_insn: str = ""
     #: what a bench variant adds (--modes train: losses, layout totals, worker RSS)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -1399,19 +1401,26 @@ def collect(
             bandwidth.ReadProbe(args.probe_mib, huge=True) as probe,
             bandwidth.ReadProbe(args.probe_mib, huge=False) as probe_4k,
         ):
-            bf16_dot = bool(bandwidth.bf16_dot_peak(args.threads, 1, iters=1000))
-            int8_dot = bool(bandwidth.int8_dot_peak(args.threads, 1, iters=1000))
-            report.int8_insn = bandwidth.int8_dot_insn() if int8_dot else ""
+            # the fastest instruction of each kind on this CPU bounds its dtypes: AMX
+            # tiles where the CPU has them (ckir's and oneDNN's GEMMs use them there)
+            amx_bf16 = bool(bandwidth.amx_peak(args.threads, 1, iters=1000))
+            amx_int8 = bool(bandwidth.amx_peak(args.threads, 1, iters=1000, int8=True))
+            bf16_dot = amx_bf16 or bool(bandwidth.bf16_dot_peak(args.threads, 1, iters=1000))
+            int8_dot = amx_int8 or bool(bandwidth.int8_dot_peak(args.threads, 1, iters=1000))
+            report.bf16_insn = "tdpbf16ps" if amx_bf16 else "vdpbf16ps" if bf16_dot else ""
+            report.int8_insn = (
+                "tdpbssd" if amx_int8 else bandwidth.int8_dot_insn() if int8_dot else ""
+            )
 
             def machine(mode: str, dtype: str) -> float:
                 if mode == "decode":
                     value = statistics.median(probe.measure(args.threads, 3))
                     report.bandwidth.append(value)
                 elif baseline_dtype(dtype) == "bf16" and bf16_dot:
-                    value = fma_probe(args.threads, kind="bf16")
+                    value = fma_probe(args.threads, kind="amx_bf16" if amx_bf16 else "bf16")
                     report.bf16_dot.append(value)
                 elif baseline_dtype(dtype) in INT8_DOT_DTYPES and int8_dot:
-                    value = fma_probe(args.threads, kind="int8")
+                    value = fma_probe(args.threads, kind="amx_int8" if amx_int8 else "int8")
                     report.int8_dot.append(value)
                 else:
                     value = fma_probe(args.threads)
@@ -1585,9 +1594,13 @@ INT8_DOT_DTYPES = frozenset({"q8_0", "q4_1"})
 def fma_probe(threads: int, kind: str = "fp32") -> float:
     """The fp32 FMA peak (GFLOP/s) right now, or with ``kind`` "bf16" the vdpbf16ps peak
     (AVX512-BF16 CPUs), "int8" the int8 dot peak (vpdpbusd, or vpmaddubsw without VNNI;
-    G ops/s): median of three probes."""
+    G ops/s), "amx_bf16" / "amx_int8" the AMX tiles' tdpbf16ps / tdpbssd peak: median of
+    three probes."""
     from ckir.tools import bandwidth
 
+    if kind in ("amx_bf16", "amx_int8"):
+        peaks = bandwidth.amx_peak(threads, 3, iters=100_000, int8=kind == "amx_int8")
+        return statistics.median(peaks)
     peak = {
         "fp32": bandwidth.fma_peak,
         "bf16": bandwidth.bf16_dot_peak,
@@ -1924,10 +1937,17 @@ def _render_rooflines(report: Report) -> list[str]:
         )
         if report.bf16_dot:
             dot = report.bf16_dot
+            how = (
+                "AMX, and ckir's bf16p GEMMs (M > 32) multiply bf16-rounded x on its tiles "
+                "with tdpbf16ps"
+                if report.bf16_insn == "tdpbf16ps"
+                else "AVX512-BF16, and ckir's bf16 GEMMs (M > 32) multiply bf16-rounded x "
+                "with vdpbf16ps"
+            )
+            insn = report.bf16_insn or "vdpbf16ps"
             out[-1] += (
-                " bf16: this CPU has AVX512-BF16, and ckir's bf16 GEMMs (M > 32) multiply "
-                "bf16-rounded x with vdpbf16ps, as PyTorch's oneDNN does, so the bf16 bound is the "
-                "vdpbf16ps peak: a C probe right before and after every bf16 run, median "
+                f" bf16: this CPU has {how}, as PyTorch's oneDNN does, so the bf16 bound is the "
+                f"{insn} peak: a C probe right before and after every bf16 run, median "
                 f"{fmt_num(statistics.median(dot))} GFLOP/s over {len(dot)} probes "
                 f"({fmt_range(dot)})."
             )
@@ -1942,7 +1962,8 @@ def _render_rooflines(report: Report) -> list[str]:
                 f"{fmt_num(statistics.median(i8))} G ops/s over {len(i8)} probes "
                 f"({fmt_range(i8)})."
             )
-        if any("AMX tiles" in v for k, v in report.env.items() if k.startswith("ckir")):
+        ckir_isa = [v for k, v in report.env.items() if k.startswith("ckir")]
+        if report.bf16_insn != "tdpbf16ps" and any("AMX tiles" in v for v in ckir_isa):
             out[-1] += (
                 " ckir's prefill GEMMs ran on AMX tiles here (its ISA line): their bound is the "
                 "tiles' peak, which no probe measures yet, so its bf16 / q8_0 / q4_1 fractions "
@@ -2184,6 +2205,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "bf16_dot_gflops": report.bf16_dot,
         "int8_dot_gops": report.int8_dot,
         "int8_dot_insn": report.int8_insn,
+        "bf16_dot_insn": report.bf16_insn,
         "rss": report.rss,
         "profiles": report.profiles,
         "notes": report.notes,

@@ -19,6 +19,8 @@
  *                                    and 16 sums each, AVX2); see
  *                                    ckb_int8dot_ops and ckb_int8dot_insn;
  *                                    -1 without either
+ *   ckb_amx(threads, iters, int8)    the same with tdpbf16ps / tdpbssd on AMX
+ *                                    tiles (ckb_amx_ops); -1 without AMX
  */
 #define _DEFAULT_SOURCE
 #include <omp.h>
@@ -321,3 +323,101 @@ double ckb_int8dot(int threads, int64_t iters) {
   return -1.0;
 #endif
 }
+
+/* ---- AMX tiles (Intel Sapphire Rapids and later) -------------------------------
+ * ckb_amx(threads, iters, int8): seconds for threads x iters x 4 independent
+ * tdpbf16ps (int8: tdpbssd) on full tiles (16 x 16 fp32 / int32 outputs, 32 bf16
+ * or 64 int8 products each; see ckb_amx_ops), the tile peak the runtime's AMX
+ * GEMMs (gemm_amx.c) run against; -1 where the CPU (AMX-TILE, -BF16, -INT8,
+ * palette 1 at 16 x 64 bytes) or the OS (XCR0, arch_prctl) lacks it.  The
+ * tile instructions are inline assembly, as in the runtime: any x86-64 build
+ * has them, only a CPU with AMX runs them. */
+#if defined(__x86_64__) && defined(__AVX512F__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static int ckb_amx_ok(void) {
+  unsigned a, b, c, d;
+  if (__get_cpuid_max(0, NULL) < 0x1D) return 0;
+  __cpuid_count(7, 0, a, b, c, d);
+  const unsigned amx = (1u << 22) | (1u << 24) | (1u << 25);
+  if ((d & amx) != amx) return 0;
+  __cpuid_count(0x1D, 1, a, b, c, d);
+  if ((b & 0xFFFF) != 64 || (b >> 16) < 8 || (c & 0xFFFF) < 16) return 0;
+  __cpuid(1, a, b, c, d);
+  if (!(c & (1u << 27))) return 0;
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & (3u << 17)) != (3u << 17)) return 0;
+  return syscall(SYS_arch_prctl, 0x1023, 18) == 0; /* ARCH_REQ_XCOMP_PERM, XTILEDATA */
+}
+
+typedef struct {
+  uint8_t palette, start_row, reserved0[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} __attribute__((aligned(64))) ckb_tilecfg;
+
+double ckb_amx_ops(int threads, int64_t iters, int int8) {
+  return (int8 ? 32768.0 : 16384.0) * 4.0 * (double)iters * threads;
+}
+
+double ckb_amx(int threads, int64_t iters, int int8) {
+  if (!ckb_amx_ok()) return -1.0;
+  float total = 0.0f;
+  double t0 = now();
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+  {
+    static const uint8_t zero[16 * 64] __attribute__((aligned(64)));
+    int32_t out[16 * 16] __attribute__((aligned(64)));
+    ckb_tilecfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {
+      cfg.colsb[t] = 64;
+      cfg.rows[t] = 16;
+    }
+    __asm__ volatile("ldtilecfg %0" ::"m"(cfg) : "memory");
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, zero, 64);
+    _tile_loadd(5, zero, 64);
+    _tile_loadd(6, zero, 64);
+    _tile_loadd(7, zero, 64);
+    if (int8) {
+      for (int64_t i = 0; i < iters; i++) {
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+      }
+    } else {
+      for (int64_t i = 0; i < iters; i++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+    }
+    _tile_stored(0, out, 64);
+    __asm__ volatile("tilerelease" ::: "memory");
+    total += (float)out[0];
+  }
+  double dt = now() - t0;
+  ckb_sink = total;
+  return dt;
+}
+#else
+double ckb_amx_ops(int threads, int64_t iters, int int8) {
+  (void)threads, (void)iters, (void)int8;
+  return 0.0;
+}
+
+double ckb_amx(int threads, int64_t iters, int int8) {
+  (void)threads, (void)iters, (void)int8;
+  return -1.0;
+}
+#endif
