@@ -333,45 +333,21 @@ double ckb_int8dot(int threads, int64_t iters) {
  * tile instructions are inline assembly, as in the runtime: any x86-64 build
  * has them, only a CPU with AMX runs them. */
 #if defined(__x86_64__) && defined(__AVX512F__)
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-static int ckb_amx_ok(void) {
-  unsigned a, b, c, d;
-  if (__get_cpuid_max(0, NULL) < 0x1D) return 0;
-  __cpuid_count(7, 0, a, b, c, d);
-  const unsigned amx = (1u << 22) | (1u << 24) | (1u << 25);
-  if ((d & amx) != amx) return 0;
-  __cpuid_count(0x1D, 1, a, b, c, d);
-  if ((b & 0xFFFF) != 64 || (b >> 16) < 8 || (c & 0xFFFF) < 16) return 0;
-  __cpuid(1, a, b, c, d);
-  if (!(c & (1u << 27))) return 0;
-  unsigned lo, hi;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  if ((lo & (3u << 17)) != (3u << 17)) return 0;
-  return syscall(SYS_arch_prctl, 0x1023, 18) == 0; /* ARCH_REQ_XCOMP_PERM, XTILEDATA */
-}
-
-typedef struct {
-  uint8_t palette, start_row, reserved0[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-} __attribute__((aligned(64))) ckb_tilecfg;
+#include "../kernels/ckir_amx_cpu.h"
 
 double ckb_amx_ops(int threads, int64_t iters, int int8) {
   return (int8 ? 32768.0 : 16384.0) * 4.0 * (double)iters * threads;
 }
 
 double ckb_amx(int threads, int64_t iters, int int8) {
-  if (!ckb_amx_ok()) return -1.0;
+  if (!ckir_amx_cpu_usable()) return -1.0;
   float total = 0.0f;
   double t0 = now();
 #pragma omp parallel num_threads(threads) reduction(+ : total)
   {
     static const uint8_t zero[16 * 64] __attribute__((aligned(64)));
     int32_t out[16 * 16] __attribute__((aligned(64)));
-    ckb_tilecfg cfg;
+    ckir_amx_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
     for (int t = 0; t < 8; t++) {

@@ -43,24 +43,16 @@
 #include "ckir_quant.h"
 
 #if defined(CKIR_AMX_BUILD)
-#include <cpuid.h>
 #include <pthread.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
-/* ---- tile configuration (LDTILECFG's 64-byte operand, palette 1) ------------ */
-typedef struct {
-  uint8_t palette, start_row, reserved0[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-} __attribute__((aligned(64))) amx_cfg;
-_Static_assert(sizeof(amx_cfg) == 64, "LDTILECFG reads 64 bytes");
+#include "ckir_amx_cpu.h"
+
 
 /* Tiles 0-3 hold C (16 rows of 16 int32 / fp32), 4-5 A (16 rows of acolsb
  * bytes), 6-7 B (brows rows of 64 bytes).  bf16: A and B 16 pairs of k
  * (acolsb 64, brows 16); int8: one block of 32 k (acolsb 32, brows 8). */
-static amx_cfg amx_cfg_make(int acolsb, int brows) {
-  amx_cfg c;
+static ckir_amx_cfg amx_cfg_make(int acolsb, int brows) {
+  ckir_amx_cfg c;
   memset(&c, 0, sizeof c);
   c.palette = 1;
   for (int t = 0; t < 8; t++) {
@@ -73,7 +65,7 @@ static amx_cfg amx_cfg_make(int acolsb, int brows) {
 /* ---- the emulated tiles (CKIR_AMX_EMULATE), one set per thread ------------- */
 typedef struct {
   int configured;
-  amx_cfg cfg;
+  ckir_amx_cfg cfg;
   uint8_t t[8][16][64];
 } amx_emu_state;
 static _Thread_local amx_emu_state emu;
@@ -83,7 +75,7 @@ static void emu_fault(const char *what) {
   abort();
 }
 
-static void emu_config(const amx_cfg *c) {
+static void emu_config(const ckir_amx_cfg *c) {
   if (c->palette != 1 || c->start_row != 0) emu_fault("LDTILECFG: palette 1, start_row 0 expected");
   for (int i = 0; i < 14; i++)
     if (c->reserved0[i]) emu_fault("LDTILECFG: reserved bytes must be zero");
@@ -132,7 +124,7 @@ static float emu_bf16(uint16_t h) {
  * each product added in fp32 (RNE), denormal results flushed */
 static void emu_dpbf16ps(int c, int a, int b) {
   emu_check(c), emu_check(a), emu_check(b);
-  const amx_cfg *g = &emu.cfg;
+  const ckir_amx_cfg *g = &emu.cfg;
   if (g->colsb[a] / 4 != g->rows[b] || g->rows[c] != g->rows[a] || g->colsb[c] != g->colsb[b])
     emu_fault("TDPBF16PS: tile shapes do not match");
   for (int m = 0; m < g->rows[c]; m++)
@@ -157,7 +149,7 @@ static void emu_dpbf16ps(int c, int a, int b) {
  * unsigned */
 static void emu_dpb(int c, int a, int b, int bs) {
   emu_check(c), emu_check(a), emu_check(b);
-  const amx_cfg *g = &emu.cfg;
+  const ckir_amx_cfg *g = &emu.cfg;
   if (g->colsb[a] / 4 != g->rows[b] || g->rows[c] != g->rows[a] || g->colsb[c] != g->colsb[b])
     emu_fault("TDPB*D: tile shapes do not match");
   for (int m = 0; m < g->rows[c]; m++)
@@ -219,7 +211,7 @@ static void emu_dpb(int c, int a, int b, int bs) {
       _tile_dpbsud(c, a, b);         \
   } while (0)
 
-static void amx_config(int emu_mode, const amx_cfg *c) {
+static void amx_config(int emu_mode, const ckir_amx_cfg *c) {
   if (emu_mode) {
     emu_config(c);
   } else {
@@ -237,25 +229,6 @@ static void amx_release(int emu_mode) {
 
 /* ---- detection and the mode ---------------------------------------------- */
 
-/* CPUID: AMX-TILE, AMX-BF16 and AMX-INT8, palette 1 with 8 tiles of 16 rows x 64 bytes,
- * the OS saving the tile state (XCR0 bits 17 and 18), and Linux granting it */
-static int amx_hw_usable(void) {
-  unsigned a, b, c, d;
-  if (__get_cpuid_max(0, NULL) < 0x1D) return 0;
-  __cpuid_count(7, 0, a, b, c, d);
-  const unsigned amx = (1u << 22) | (1u << 24) | (1u << 25); /* AMX-BF16, -TILE, -INT8 */
-  if ((d & amx) != amx) return 0;
-  __cpuid_count(0x1D, 1, a, b, c, d);                     /* palette 1 */
-  if ((b & 0xFFFF) != 64 || (b >> 16) < 8 || (c & 0xFFFF) < 16) return 0;
-  __cpuid(1, a, b, c, d);
-  if (!(c & (1u << 27))) return 0; /* OSXSAVE */
-  unsigned lo, hi;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  if ((lo & (3u << 17)) != (3u << 17)) return 0;
-  /* ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA (Linux 5.16 and later) */
-  return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
-}
-
 static int amx_hw;
 static _Atomic int amx_mode = -1; /* -1: not decided yet */
 static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
@@ -263,7 +236,7 @@ static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
 /* the default mode: ON where the hardware works; CKIR_AMX=0 turns it off,
  * CKIR_AMX=emulate emulates the tiles (a whole test suite on the AMX path) */
 static void amx_detect(void) {
-  amx_hw = amx_hw_usable();
+  amx_hw = ckir_amx_cpu_usable();
   const char *env = getenv("CKIR_AMX");
   int mode = amx_hw ? CKIR_AMX_ON : CKIR_AMX_OFF;
   if (env && strcmp(env, "0") == 0) mode = CKIR_AMX_OFF;
@@ -358,7 +331,7 @@ CKIR_INLINE void amx_block(const uint16_t *a, int64_t ld, const uint32_t *b, int
 CKIR_INLINE void amx_gemm_(const uint16_t *p, int64_t M, const float *B, int64_t K2, int64_t col,
                            int64_t N, const float *bias, float *C, int64_t ldc, const int emu_) {
   const int64_t ld = ckir_internal_amx_ld(K2), nfull = K2 / 16, rest = K2 % 16;
-  const amx_cfg cfg = amx_cfg_make(64, 16);
+  const ckir_amx_cfg cfg = amx_cfg_make(64, 16);
   uint32_t bt[16 * CKIR_PANEL] __attribute__((aligned(64)));
   float ct[32 * 32] __attribute__((aligned(64)));
   amx_config(emu_, &cfg);
@@ -416,7 +389,7 @@ CKIR_INLINE void amx_qp_panel_(const int8_t *a, int64_t K, const float *dx, cons
                                int64_t R, const uint8_t *pp, const int has_m, const float *b,
                                float *y, int64_t ldy, int64_t nn, const int emu_) {
   const int64_t nb = K / CKIR_QK, bb = has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK;
-  const amx_cfg cfg = amx_cfg_make(32, 8);
+  const ckir_amx_cfg cfg = amx_cfg_make(32, 8);
   float f[CKIR_AMX_QP_ROWS * CKIR_PANEL] __attribute__((aligned(64)));
   int32_t st[32 * 32] __attribute__((aligned(64)));
   uint8_t bq[8 * 4 * CKIR_PANEL] __attribute__((aligned(64))); /* q4_1p's quads as bytes */
