@@ -12,6 +12,12 @@ libraries are built with the same compiler and flags, loaded into this process,
 and every case alternates old and new for ``--rounds`` rounds; it prints the
 median time of each and the ratio new/old (below 1: the new code is faster).
 
+``--amx`` is the same paired comparison inside one library: the prefill GEMMs
+that AMX takes (bf16p; q8_0p / q4_1p on int8 x) with the tiles on against off
+(``ckir_set_amx``), alternating in rounds, with each side's GFLOP/s; on a
+CPU without AMX it says so and stops (``--amx emulate`` runs the
+emulated tiles instead: a check that the comparison runs, no speed).
+
 ``--cold`` measures the prefill GEMM shapes with the weights cold, as in a
 model's prefill (no model here fits in cache): each call takes the next of
 several weight copies (>= 96 MB in all).  It also runs two independent
@@ -33,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from kernel_lib import RuntimeLib, build_runtime  # noqa: E402
+from kernel_lib import RuntimeLib, build_runtime, pack_block_panels  # noqa: E402
 from test_panel_kernels import pack_bf16p, pack_f32p  # noqa: E402
 
 from ckir.runtime_build import BASE_CFLAGS, LINK_LIBS, isa_flags  # noqa: E402
@@ -278,6 +284,48 @@ def ab(tree: Path, isa: str, threads: int, rounds: int, only: str) -> None:
             print(f"{label:32s} {mo * 1e6:10.2f} {mn * 1e6:10.2f}  {mn / mo:5.2f}")
 
 
+def amx_cases(rng) -> list[tuple[str, str, list]]:
+    """The GEMMs AMX takes, at prefill shapes of SmolLM2 and Qwen2 (M = 128)."""
+    cases = []
+    for N, K in ((1536, 576), (576, 1536), (4864, 896), (896, 4864)):
+        M = 128
+        x = rng.standard_normal((M, K), dtype=np.float32)
+        w = (rng.standard_normal((N, K)) * K**-0.5).astype(np.float32)
+        y = np.empty((M, N), np.float32)
+        for dt in ("bf16p", "q8_0p", "q4_1p"):
+            wp = pack_bf16p(w) if dt == "bf16p" else pack_block_panels(w, dt)
+            cases.append((f"gemm_{dt} M={M} {N}x{K}", f"gemm_{dt}", [x, wp, y, M, N, K]))
+    return cases
+
+
+def amx_ab(isa: str, threads: int, rounds: int, emulate: bool) -> None:
+    from kernel_lib import AMX_EMULATE, AMX_OFF, AMX_ON
+
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as d:
+        lib = build_runtime(isa, Path(d))
+        on = lib.set_amx(AMX_EMULATE if emulate else AMX_ON)
+        if on == AMX_OFF:
+            print(f"no AMX here: the {lib.isa} runtime on this CPU keeps its tiles off")
+            return
+        lib.set_num_threads(threads)
+        print(f"AMX {'emulated' if emulate else 'tiles'} against off, {threads} thread(s)")
+        print(f"{'case':32s} {'off us':>10s} {'AMX us':>10s}  AMX/off  off, AMX GFLOP/s")
+        for label, name, args in amx_cases(rng):
+            call = bound_call(lib, name, args)
+            M = int(args[-3])
+            flops = 2.0 * M * int(args[-2]) * int(args[-1])
+            times: dict[int, list[float]] = {AMX_OFF: [], on: []}
+            for r in range(rounds):
+                for mode in (AMX_OFF, on) if r % 2 == 0 else (on, AMX_OFF):
+                    lib.set_amx(mode)
+                    times[mode].append(one_time(call, 3 if emulate else 20))
+            lib.set_amx(on)
+            off_t, on_t = statistics.median(times[AMX_OFF]), statistics.median(times[on])
+            us = f"{off_t * 1e6:10.1f} {on_t * 1e6:10.1f}  {on_t / off_t:6.2f}"
+            print(f"{label:32s} {us}  {flops / off_t / 1e9:7.1f} {flops / on_t / 1e9:7.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--isa", default="native")
@@ -287,7 +335,18 @@ def main() -> None:
     ap.add_argument("--ab", type=Path, metavar="DIR", help="paired A/B against the runtime in DIR")
     ap.add_argument("--rounds", type=int, default=15, help="rounds of the --ab comparison")
     ap.add_argument("--only", default="", help="--ab: only the cases whose label contains this")
+    ap.add_argument(
+        "--amx",
+        nargs="?",
+        const="tiles",
+        choices=["tiles", "emulate"],
+        help="the prefill GEMMs with AMX on against off (emulate: the emulated tiles)",
+    )
     args = ap.parse_args()
+    if args.amx:
+        for nt in args.threads:
+            amx_ab(args.isa, nt, args.rounds, args.amx == "emulate")
+        return
     if args.ab:
         for nt in args.threads:
             ab(args.ab, args.isa, nt, args.rounds, args.only)
