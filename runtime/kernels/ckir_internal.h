@@ -34,9 +34,9 @@
 #define CKIR_BF16DOT 1
 #endif
 
-/* CKIR_AMX_BUILD: a CKIR_BF16DOT build for x86-64, which has gemm_amx.c's bf16
- * GEMMs on AMX tiles (run where the CPU and the OS have them, or emulated;
- * ckir_set_amx). */
+/* CKIR_AMX_BUILD: a CKIR_BF16DOT build for x86-64, which has gemm_amx.c's
+ * prefill GEMMs on AMX tiles, bf16p and q8_0p / q4_1p on int8 x (run where the
+ * CPU and the OS have them, or emulated; ckir_set_amx). */
 #if defined(CKIR_BF16DOT) && defined(__x86_64__)
 #define CKIR_AMX_BUILD 1
 #endif
