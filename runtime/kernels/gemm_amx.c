@@ -166,8 +166,10 @@ static void emu_dpb(int c, int a, int b, int bs) {
 }
 
 /* ---- the tile operations of both modes (emu: a constant of each caller) ----
- * The hardware forms are inline asm: a compiler barrier first, so the stores
- * that wrote a buffer are done before a tile reads it. */
+ * The hardware forms are inline asm whose memory operands the compiler does not
+ * see: a load sits between compiler barriers, so the stores that wrote its
+ * buffer are done before it and the stores that rewrite the buffer (the next
+ * panel's tail copy, the next block's unpacked nibbles) come after it. */
 #define AMX_BARRIER() __asm__ volatile("" ::: "memory")
 #define AMX_LOAD(emu_, t, p, s)       \
   do {                                \
@@ -176,6 +178,7 @@ static void emu_dpb(int c, int a, int b, int bs) {
     } else {                          \
       AMX_BARRIER();                  \
       _tile_loadd(t, p, s);           \
+      AMX_BARRIER();                  \
     }                                 \
   } while (0)
 #define AMX_STORE(emu_, t, p, s) \
