@@ -70,27 +70,29 @@ typedef struct {
 } amx_emu_state;
 static _Thread_local amx_emu_state emu;
 
-static void emu_fault(const char *what) {
-  fprintf(stderr, "ckir: AMX emulation: %s\n", what);
+static void emu_fault(const char *insn, const char *what) {
+  fprintf(stderr, "ckir: AMX emulation: %s: %s\n", insn, what);
   abort();
 }
 
 static void emu_config(const ckir_amx_cfg *c) {
-  if (c->palette != 1 || c->start_row != 0) emu_fault("LDTILECFG: palette 1, start_row 0 expected");
+  if (c->palette != 1 || c->start_row != 0)
+    emu_fault("LDTILECFG", "palette 1, start_row 0 expected");
   for (int i = 0; i < 14; i++)
-    if (c->reserved0[i]) emu_fault("LDTILECFG: reserved bytes must be zero");
+    if (c->reserved0[i]) emu_fault("LDTILECFG", "reserved bytes must be zero");
   for (int t = 0; t < 16; t++)
     if ((t >= 8 && (c->colsb[t] || c->rows[t])) || c->colsb[t] > 64 || c->rows[t] > 16 ||
         (c->colsb[t] % 4) != 0)
-      emu_fault("LDTILECFG: a tile beyond palette 1's limits");
+      emu_fault("LDTILECFG", "a tile beyond palette 1's limits");
   emu.cfg = *c;
   emu.configured = 1;
   memset(emu.t, 0, sizeof emu.t);
 }
 
 static void emu_check(int t) {
-  if (!emu.configured) emu_fault("a tile instruction before LDTILECFG");
-  if (!emu.cfg.rows[t] || !emu.cfg.colsb[t]) emu_fault("a tile the configuration leaves empty");
+  if (!emu.configured) emu_fault("a tile instruction", "before LDTILECFG");
+  if (!emu.cfg.rows[t] || !emu.cfg.colsb[t])
+    emu_fault("a tile instruction", "a tile the configuration leaves empty");
 }
 
 /* TILELOADD: rows and bytes past the configuration are zero */
@@ -120,13 +122,20 @@ static float emu_bf16(uint16_t h) {
   return f;
 }
 
-/* TDPBF16PS c, a, b: c[m][n] += sum over pairs k of a[m].pair[k] . b[k].pair[n],
- * each product added in fp32 (RNE), denormal results flushed */
-static void emu_dpbf16ps(int c, int a, int b) {
+/* the configuration, after the checks of a dot product c += a . b (insn): three
+ * configured tiles whose shapes match (b's rows are a's dwords) */
+static const ckir_amx_cfg *emu_dp_check(int c, int a, int b, const char *insn) {
   emu_check(c), emu_check(a), emu_check(b);
   const ckir_amx_cfg *g = &emu.cfg;
   if (g->colsb[a] / 4 != g->rows[b] || g->rows[c] != g->rows[a] || g->colsb[c] != g->colsb[b])
-    emu_fault("TDPBF16PS: tile shapes do not match");
+    emu_fault(insn, "tile shapes do not match");
+  return g;
+}
+
+/* TDPBF16PS c, a, b: c[m][n] += sum over pairs k of a[m].pair[k] . b[k].pair[n],
+ * each product added in fp32 (RNE), denormal results flushed */
+static void emu_dpbf16ps(int c, int a, int b) {
+  const ckir_amx_cfg *g = emu_dp_check(c, a, b, "TDPBF16PS");
   for (int m = 0; m < g->rows[c]; m++)
     for (int n = 0; n < g->colsb[c] / 4; n++) {
       float acc;
@@ -148,10 +157,7 @@ static void emu_dpbf16ps(int c, int a, int b) {
  * b[k / 4].byte[4 n + k % 4] in int32 (wrapping), a signed, b signed (bs) or
  * unsigned */
 static void emu_dpb(int c, int a, int b, int bs) {
-  emu_check(c), emu_check(a), emu_check(b);
-  const ckir_amx_cfg *g = &emu.cfg;
-  if (g->colsb[a] / 4 != g->rows[b] || g->rows[c] != g->rows[a] || g->colsb[c] != g->colsb[b])
-    emu_fault("TDPB*D: tile shapes do not match");
+  const ckir_amx_cfg *g = emu_dp_check(c, a, b, bs ? "TDPBSSD" : "TDPBSUD");
   for (int m = 0; m < g->rows[c]; m++)
     for (int n = 0; n < g->colsb[c] / 4; n++) {
       uint32_t acc;
@@ -331,6 +337,20 @@ CKIR_INLINE void amx_block(const uint16_t *a, int64_t ld, const uint32_t *b, int
   }
 }
 
+/* y[r][0, nn) = src[r][0, nn) (+ bias[0, nn)) for r < rows; src rows are 32
+ * floats, 64-byte aligned (a block of the tiles' results) */
+static void amx_store_rows(const float *src, int64_t rows, const float *bias, int64_t nn, float *y,
+                           int64_t ldy) {
+  const __mmask16 m0 = ckir_mask16(nn), m1 = ckir_mask16(CKIR_MAX(0, nn - 16));
+  const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+  const __m512 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+  for (int64_t r = 0; r < rows; r++) {
+    const float *sr = src + r * 32;
+    _mm512_mask_storeu_ps(y + r * ldy, m0, _mm512_add_ps(_mm512_load_ps(sr), b0));
+    _mm512_mask_storeu_ps(y + r * ldy + 16, m1, _mm512_add_ps(_mm512_load_ps(sr + 16), b1));
+  }
+}
+
 CKIR_INLINE void amx_gemm_(const uint16_t *p, int64_t M, const float *B, int64_t K2, int64_t col,
                            int64_t N, const float *bias, float *C, int64_t ldc, const int emu_) {
   const int64_t ld = ckir_internal_amx_ld(K2), nfull = K2 / 16, rest = K2 % 16;
@@ -345,17 +365,10 @@ CKIR_INLINE void amx_gemm_(const uint16_t *p, int64_t M, const float *B, int64_t
       memcpy(bt, panel + nfull * 16 * CKIR_PANEL, (size_t)rest * CKIR_PANEL * 4);
       memset(bt + rest * CKIR_PANEL, 0, (size_t)(16 - rest) * CKIR_PANEL * 4);
     }
-    const __mmask16 m0 = ckir_mask16(nr), m1 = ckir_mask16(CKIR_MAX(0, nr - 16));
-    const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias + j) : _mm512_setzero_ps();
-    const __m512 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + j + 16) : _mm512_setzero_ps();
     for (int64_t i = 0; i < M; i += 32) {
       const int64_t mr = CKIR_MIN(32, M - i);
       amx_block(p + i * ld, ld, panel, nfull, bt, rest != 0, mr > 16, ct, emu_);
-      for (int64_t r = 0; r < mr; r++) {
-        float *cr = C + (i + r) * ldc + j;
-        _mm512_mask_storeu_ps(cr, m0, _mm512_add_ps(_mm512_load_ps(ct + r * 32), b0));
-        _mm512_mask_storeu_ps(cr + 16, m1, _mm512_add_ps(_mm512_load_ps(ct + r * 32 + 16), b1));
-      }
+      amx_store_rows(ct, mr, bias ? bias + j : NULL, nr, C + i * ldc + j, ldc);
     }
   }
   amx_release(emu_);
@@ -461,13 +474,7 @@ CKIR_INLINE void amx_qp_panel_(const int8_t *a, int64_t K, const float *dx, cons
     }
   }
   amx_release(emu_);
-  const __mmask16 k0 = ckir_mask16(nn), k1 = ckir_mask16(CKIR_MAX(0, nn - 16));
-  const __m512 b0 = b ? _mm512_maskz_loadu_ps(k0, b) : _mm512_setzero_ps();
-  const __m512 b1 = b ? _mm512_maskz_loadu_ps(k1, b + 16) : _mm512_setzero_ps();
-  for (int64_t r = 0; r < R; r++) {
-    _mm512_mask_storeu_ps(y + r * ldy, k0, _mm512_add_ps(_mm512_load_ps(f + r * 32), b0));
-    _mm512_mask_storeu_ps(y + r * ldy + 16, k1, _mm512_add_ps(_mm512_load_ps(f + r * 32 + 16), b1));
-  }
+  amx_store_rows(f, R, b, nn, y, ldy);
 }
 
 static void amx_qp_panel_hw(const int8_t *a, int64_t K, const float *dx, const float *sx,
