@@ -530,12 +530,14 @@ static void qp_rows(const float *x, int64_t M, const uint8_t *w, int64_t bb, qp_
 /* the most rows of a micro-tile (its arrays' size) */
 #define QP_I8_MR (QP_I8_R8 > QP_I8_R41 ? QP_I8_R8 : QP_I8_R41)
 #define QP_I8_XB 196608 /* bytes of quantized x a thread holds (a tile of rows) */
-/* rows of gate_up's gate and up buffers: a micro-tile, or an AMX call's rows */
+/* rows of x an AMX call takes (builds without AMX: never used) */
 #if defined(CKIR_AMX_BUILD)
-#define QP_I8_GU CKIR_MAX(QP_I8_MR, CKIR_AMX_QP_ROWS)
+#define QP_AMX_ROWS CKIR_AMX_QP_ROWS
 #else
-#define QP_I8_GU QP_I8_MR
+#define QP_AMX_ROWS QP_I8_MR
 #endif
+/* rows of gate_up's gate and up buffers: a micro-tile's, or an AMX call's */
+#define QP_I8_GU CKIR_MAX(QP_I8_MR, QP_AMX_ROWS)
 
 typedef struct {
   const int8_t *a;   /* [rows][K] quantized x */
@@ -742,6 +744,25 @@ static void qp_i8_rows(const qp_xq *xq, int64_t r0, int R, const uint8_t *pp, in
   }
 }
 
+/* rows [r0, r0 + R) of xq times panel pp, into y (its row 0 is row r0; columns
+ * [n0, n0 + nn) of the panel's, + b[n0 ..] when b): on the AMX tiles of mode amx
+ * (R <= QP_AMX_ROWS) or the micro-tiles (R <= the dtype's micro-tile rows),
+ * the same results either way */
+static void qp_i8_step(int amx, const qp_xq *xq, int64_t r0, int64_t R, const uint8_t *pp,
+                       int has_m, const float *b, float *y, int64_t ldy, int64_t n0, int64_t nn) {
+#if defined(CKIR_AMX_BUILD)
+  if (amx) {
+    ckir_internal_amx_qp_panel(amx, xq->a + r0 * xq->K, xq->K, xq->dx + r0 * xq->nb,
+                               xq->sx + r0 * xq->nb, R, pp, has_m, b ? b + n0 : NULL, y + n0, ldy,
+                               nn);
+    return;
+  }
+#else
+  (void)amx;
+#endif
+  qp_i8_rows(xq, r0, (int)R, pp, has_m, b, y, ldy, n0, nn);
+}
+
 /* The int8 GEMMs: y_i = x . W_i^T (+ b_i) for nseg matrices sharing x (gemm: 1,
  * gemm_qkv: 3), or with `gate_up` out = silu(x . Wg^T) * (x . Wu^T) (segs[0]
  * gate, segs[1] up, out in segs[0].y).  The panels of all matrices (gate_up:
@@ -769,7 +790,7 @@ static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, co
   /* each thread its own rows (every panel), or a contiguous range of panels
    * (every row) */
   const int own = ckir_own_split(M, nt, 4 * mr, (double)P * pbytes * (gate_up ? 2 : 1));
-  /* on AMX tiles (gemm_amx.c): each panel over up to CKIR_AMX_QP_ROWS rows a call */
+  /* on AMX tiles (gemm_amx.c): each panel over up to QP_AMX_ROWS rows a call */
   int amx = 0;
 #if defined(CKIR_AMX_BUILD)
   amx = ckir_internal_amx();
@@ -799,54 +820,33 @@ static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, co
         const qp_seg *sg = &segs[seg];
         const int64_t p = q - base, n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, sg->N - n0);
         /* the next panel this thread runs (gate_up: with its up panel), its
-         * lines prefetched a slice per micro-tile */
+         * lines prefetched a slice per step of rows */
         const uint8_t *nx = NULL, *nu = NULL;
         if (q + 1 < p1) {
           const int last = n0 + CKIR_PANEL >= sg->N;
           nx = last ? segs[seg + 1].w : sg->w + (p + 1) * pbytes;
           if (gate_up) nu = segs[1].w + (p + 1) * pbytes;
         }
-#if defined(CKIR_AMX_BUILD)
-        if (amx) {
-          for (int64_t r = 0; r < rows; r += CKIR_AMX_QP_ROWS) {
-            const int64_t R = CKIR_MIN(CKIR_AMX_QP_ROWS, rows - r);
-            const int8_t *ar = a + r * K;
-            const float *dr = dx + r * nb, *sr = sx + r * nb;
-            if (gate_up) {
-              ckir_internal_amx_qp_panel(amx, ar, K, dr, sr, R, sg->w + p * pbytes, has_m, NULL,
-                                         g, CKIR_PANEL, nn);
-              ckir_internal_amx_qp_panel(amx, ar, K, dr, sr, R, segs[1].w + p * pbytes, has_m,
-                                         NULL, u, CKIR_PANEL, nn);
-              for (int64_t i = 0; i < R; i++)
-                ckir_internal_silu_mul(g + i * CKIR_PANEL, u + i * CKIR_PANEL,
-                                       sg->y + (m0 + r + i) * sg->N + n0, nn);
-            } else {
-              ckir_internal_amx_qp_panel(amx, ar, K, dr, sr, R, sg->w + p * pbytes, has_m,
-                                         sg->b ? sg->b + n0 : NULL,
-                                         sg->y + (m0 + r) * sg->N + n0, sg->N, nn);
-            }
-          }
-          continue;
-        }
-#endif
-        const int64_t lines = (pbytes + 63) / 64, tiles = (rows + mr - 1) / mr;
+        /* rows a step: a micro-tile, or an AMX call's */
+        const int64_t step = amx ? QP_AMX_ROWS : mr;
+        const int64_t lines = (pbytes + 63) / 64, tiles = (rows + step - 1) / step;
         const int64_t per = (lines + tiles - 1) / tiles;
-        for (int64_t r = 0; r < rows; r += mr) {
-          const int R = (int)CKIR_MIN(mr, rows - r);
-          const int64_t l0 = r / mr * per, l1 = CKIR_MIN(lines, l0 + per);
+        for (int64_t r = 0; r < rows; r += step) {
+          const int64_t R = CKIR_MIN(step, rows - r);
+          const int64_t l0 = r / step * per, l1 = CKIR_MIN(lines, l0 + per);
           for (int64_t l = l0; nx && l < l1; l++) {
             _mm_prefetch((const char *)nx + 64 * l, _MM_HINT_T1);
             if (nu) _mm_prefetch((const char *)nu + 64 * l, _MM_HINT_T1);
           }
           if (gate_up) {
-            qp_i8_rows(&xq, r, R, sg->w + p * pbytes, has_m, NULL, g, CKIR_PANEL, 0, nn);
-            qp_i8_rows(&xq, r, R, segs[1].w + p * pbytes, has_m, NULL, u, CKIR_PANEL, 0, nn);
-            for (int i = 0; i < R; i++)
+            qp_i8_step(amx, &xq, r, R, sg->w + p * pbytes, has_m, NULL, g, CKIR_PANEL, 0, nn);
+            qp_i8_step(amx, &xq, r, R, segs[1].w + p * pbytes, has_m, NULL, u, CKIR_PANEL, 0, nn);
+            for (int64_t i = 0; i < R; i++)
               ckir_internal_silu_mul(g + i * CKIR_PANEL, u + i * CKIR_PANEL,
                                      sg->y + (m0 + r + i) * sg->N + n0, nn);
           } else {
-            qp_i8_rows(&xq, r, R, sg->w + p * pbytes, has_m, sg->b, sg->y + (m0 + r) * sg->N,
-                       sg->N, n0, nn);
+            qp_i8_step(amx, &xq, r, R, sg->w + p * pbytes, has_m, sg->b,
+                       sg->y + (m0 + r) * sg->N, sg->N, n0, nn);
           }
         }
       }
