@@ -408,10 +408,8 @@ static void gemv_qp(const float *x, const qp_seg *segs, int nseg, int gate_up, i
   int32_t *cb = (int32_t *)(a + K); /* K % 32 == 0: aligned */
   float *dx = (float *)(cb + nb), *sx = dx + nb;
   qp_quantize_x(x, K, a, dx, cb, sx);
-#pragma omp parallel if (rows * K >= CKIR_GEMV_PAR_MIN && P > 1)
-  {
-    int64_t p0, p1, base = 0; /* base: the first panel of segs[i] in the sequence */
-    ckir_thread_share(P, &p0, &p1);
+  CKIR_SHARED_RANGE(rows * K >= CKIR_GEMV_PAR_MIN && P > 1, P, p0, p1, {
+    int64_t base = 0; /* the first panel of segs[i] in the sequence */
     for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
       const qp_seg *sg = &segs[i];
       const int64_t np = (sg->N + CKIR_PANEL - 1) / CKIR_PANEL;
@@ -435,7 +433,7 @@ static void gemv_qp(const float *x, const qp_seg *segs, int nseg, int gate_up, i
         ckir_internal_silu_mul(g, u, sg->y + r0, nr);
       }
     }
-  }
+  });
 }
 
 /* y = W x (+ b) for a block panel dtype (has_m: q4_1p, else q8_0p) */
@@ -462,7 +460,8 @@ void ckir_internal_gemv_gate_up_qp(const float *x, const uint8_t *wg, const uint
 
 typedef void (*qp_deq_fn)(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld);
 
-/* y[M, N] = x . W^T (+ b) for small M: OpenMP over contiguous ranges of panels;
+/* y[M, N] = x . W^T (+ b) for small M: contiguous ranges of panels a thread
+ * (CKIR_SHARED_RANGE: all of them on a caller's thread inside its region);
  * each panel block (bb bytes) is dequantized once into a 4 KiB buffer (k-major,
  * 32 rows a k), then every row of x accumulates its 32 k into y's 32 columns
  * (fp32 x, the numerics of gemm_q8_0 / gemm_q4_1) */
@@ -470,10 +469,7 @@ typedef void (*qp_deq_fn)(const uint8_t *pb, int64_t r0, int64_t nr, float *dst,
 static void qp_rows(const float *x, int64_t M, const uint8_t *w, int64_t bb, qp_deq_fn deq,
                     const float *b, float *y, int64_t N, int64_t K) {
   const int64_t nb = K / CKIR_QK, P = (N + CKIR_PANEL - 1) / CKIR_PANEL;
-#pragma omp parallel if (M * N * K >= CKIR_GEMV_PAR_MIN && P > 1)
-  {
-    int64_t p0, p1;
-    ckir_thread_share(P, &p0, &p1);
+  CKIR_SHARED_RANGE(M * N * K >= CKIR_GEMV_PAR_MIN && P > 1, P, p0, p1, {
     float buf[CKIR_QK * CKIR_PANEL] __attribute__((aligned(64)));
     for (int64_t p = p0; p < p1; p++) {
       const int64_t n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, N - n0);
@@ -502,7 +498,7 @@ static void qp_rows(const float *x, int64_t M, const uint8_t *w, int64_t bb, qp_
         }
       }
     }
-  }
+  });
 }
 
 /* ---- gemm with quantized x ---------------------------------------------------- */
