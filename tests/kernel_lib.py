@@ -8,12 +8,13 @@ buffer operands (dtype and contiguity are checked), Python numbers for params.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import os
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -244,6 +245,29 @@ def runtime_bf16_dot(dll: ctypes.CDLL) -> bool:
 
 #: ckir_set_amx's modes (ckir_runtime.h)
 AMX_OFF, AMX_ON, AMX_EMULATE = 0, 1, 2
+
+
+def amx_cpu() -> bool:
+    """Whether /proc/cpuinfo shows the AMX the runtime's tiles need (tile, bf16, int8)."""
+    return {"amx_tile", "amx_bf16", "amx_int8"} <= cpu_flags()
+
+
+@contextlib.contextmanager
+def amx_tiles(dll: ctypes.CDLL) -> Iterator[None]:
+    """A runtime library's GEMMs on AMX tiles inside the block: the hardware where
+    the CPU has AMX, else emulated (the library must have the path:
+    ckir_runtime_bf16_dot).  Asserts the block reached the tiles; the library's
+    mode is set back afterwards."""
+    dll.ckir_runtime_amx_calls.restype = ctypes.c_long
+    before = dll.ckir_runtime_amx()
+    mode = AMX_ON if amx_cpu() else AMX_EMULATE
+    try:
+        assert dll.ckir_set_amx(mode) == mode, "ckir_set_amx refused the tiles"
+        calls = dll.ckir_runtime_amx_calls()
+        yield
+        assert dll.ckir_runtime_amx_calls() > calls, "the block did not run on the AMX tiles"
+    finally:
+        dll.ckir_set_amx(before)
 
 
 #: rows above which gemm_bf16 may run on vdpbf16ps (CKIR_WGEMM_SMALL_M in ckir_quant.h)

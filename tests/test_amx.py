@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kernel_lib import AMX_EMULATE, AMX_OFF, AMX_ON, QBLOCK, cpu_flags, pack_block_panels, rand
+from kernel_lib import AMX_EMULATE, AMX_OFF, AMX_ON, QBLOCK, amx_cpu, pack_block_panels, rand
 from test_panel_kernels import nan, pack_bf16p
 
 from ckir import quant
 
-HW = {"amx_tile", "amx_bf16", "amx_int8"} <= cpu_flags()
+HW = amx_cpu()
 MODES = [
     pytest.param(AMX_EMULATE, id="emulated"),
     pytest.param(
