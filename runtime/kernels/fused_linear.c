@@ -9,9 +9,8 @@
  * weights in the dot-product form: blocks of FR weight rows, x stays in L1, and
  * the blocks of all matrices are split statically over the threads of ONE
  * parallel region (the unfused code opens one region per matrix, plus one for
- * swiglu).  The
- * dot products accumulate exactly as gemv.c does, so a fused gemv gives the
- * same bits as the separate gemv_f32 calls.
+ * swiglu).  The dot products accumulate exactly as gemv.c does, so a fused
+ * gemv gives the same bits as the separate gemv_f32 calls.
  *
  * Prefill with larger M runs gemm.c's blocked driver once for the fused call
  * (ckir_internal_gemm_outs): qkv's three matrices are one sequence of column
