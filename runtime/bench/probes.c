@@ -347,14 +347,8 @@ double ckb_amx(int threads, int64_t iters, int int8) {
   {
     static const uint8_t zero[16 * 64] __attribute__((aligned(64)));
     int32_t out[16 * 16] __attribute__((aligned(64)));
-    ckir_amx_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 8; t++) {
-      cfg.colsb[t] = 64;
-      cfg.rows[t] = 16;
-    }
-    __asm__ volatile("ldtilecfg %0" ::"m"(cfg) : "memory");
+    const ckir_amx_cfg cfg = ckir_amx_cfg_make(64, 16); /* every tile 16 x 64 bytes */
+    ckir_amx_load_config(&cfg);
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
@@ -379,7 +373,7 @@ double ckb_amx(int threads, int64_t iters, int int8) {
       }
     }
     _tile_stored(0, out, 64);
-    __asm__ volatile("tilerelease" ::: "memory");
+    ckir_amx_release();
     total += (float)out[0];
   }
   double dt = now() - t0;

@@ -48,20 +48,6 @@
 #include "ckir_amx_cpu.h"
 
 
-/* Tiles 0-3 hold C (16 rows of 16 int32 / fp32), 4-5 A (16 rows of acolsb
- * bytes), 6-7 B (brows rows of 64 bytes).  bf16: A and B 16 pairs of k
- * (acolsb 64, brows 16); int8: one block of 32 k (acolsb 32, brows 8). */
-static ckir_amx_cfg amx_cfg_make(int acolsb, int brows) {
-  ckir_amx_cfg c;
-  memset(&c, 0, sizeof c);
-  c.palette = 1;
-  for (int t = 0; t < 8; t++) {
-    c.colsb[t] = (uint16_t)(t == 4 || t == 5 ? acolsb : 64);
-    c.rows[t] = (uint8_t)(t >= 6 ? brows : 16);
-  }
-  return c;
-}
-
 /* ---- the emulated tiles (CKIR_AMX_EMULATE), one set per thread ------------- */
 typedef struct {
   int configured;
@@ -224,8 +210,7 @@ static void amx_config(int emu_mode, const ckir_amx_cfg *c) {
   if (emu_mode) {
     emu_config(c);
   } else {
-    AMX_BARRIER();
-    __asm__ volatile("ldtilecfg %0" ::"m"(*c));
+    ckir_amx_load_config(c);
   }
 }
 
@@ -233,7 +218,7 @@ static void amx_release(int emu_mode) {
   if (emu_mode)
     emu.configured = 0;
   else
-    __asm__ volatile("tilerelease" ::: "memory");
+    ckir_amx_release();
 }
 
 /* ---- detection and the mode ---------------------------------------------- */
@@ -354,7 +339,7 @@ static void amx_store_rows(const float *src, int64_t rows, const float *bias, in
 CKIR_INLINE void amx_gemm_(const uint16_t *p, int64_t M, const float *B, int64_t K2, int64_t col,
                            int64_t N, const float *bias, float *C, int64_t ldc, const int emu_) {
   const int64_t ld = ckir_internal_amx_ld(K2), nfull = K2 / 16, rest = K2 % 16;
-  const ckir_amx_cfg cfg = amx_cfg_make(64, 16);
+  const ckir_amx_cfg cfg = ckir_amx_cfg_make(64, 16);
   uint32_t bt[16 * CKIR_PANEL] __attribute__((aligned(64)));
   float ct[32 * 32] __attribute__((aligned(64)));
   amx_config(emu_, &cfg);
@@ -405,7 +390,7 @@ CKIR_INLINE void amx_qp_panel_(const int8_t *a, int64_t K, const float *dx, cons
                                int64_t R, const uint8_t *pp, const int has_m, const float *b,
                                float *y, int64_t ldy, int64_t nn, const int emu_) {
   const int64_t nb = K / CKIR_QK, bb = has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK;
-  const ckir_amx_cfg cfg = amx_cfg_make(32, 8);
+  const ckir_amx_cfg cfg = ckir_amx_cfg_make(32, 8);
   float f[CKIR_AMX_QP_ROWS * CKIR_PANEL] __attribute__((aligned(64)));
   int32_t st[32 * 32] __attribute__((aligned(64)));
   uint8_t bq[8 * 4 * CKIR_PANEL] __attribute__((aligned(64))); /* q4_1p's quads as bytes */
