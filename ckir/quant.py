@@ -37,6 +37,8 @@ padding rows have d = 0 and q = 0.  ``q4_1p`` is the same for Q4_1 blocks: panel
 blocks of 640 bytes, the 32 f16 ``d[32p + r, b]`` (bytes 0..63), the 32 f16 ``m``
 (bytes 64..127), then 4 groups g of 128 bytes, byte ``128 + 128 g + 4 r + j`` being
 the nibble byte ``qs[32p + r, b, 4g + j]`` (q[4g + j] low, q[16 + 4g + j] high).
+``q4_0p`` is q4_1p without the m: panel blocks of 576 bytes, the 32 f16 ``d``
+(bytes 0..63), then the 4 nibble groups from byte 64 (a value is d (q - 8)).
 :func:`pack_panels` / :func:`unpack_panels` convert (floats); unpacking needs the
 logical shape (``dequantize(arr, "bf16p", shape=(N, K))``); :func:`pack_block_panels`
 / :func:`unpack_block_panels` (:func:`pack_q8_0p`, :func:`pack_q4_1p`, ...) permute
@@ -125,26 +127,28 @@ def _panel_shape(d: DType, shape: tuple[int, ...]) -> tuple[int, int, int]:
 
 
 #: block panel dtypes: the f16 fields that open each block of their block format (q8_0
-#: d; q4_1 d, m), each stored as 32 f16 (one per row) at the start of a panel block
-_PANEL_BLOCK_FIELDS = {"q8_0p": 1, "q4_1p": 2}
+#: d; q4_1 d, m; q4_0 d), each stored as 32 f16 (one per row) at the start of a panel block
+_PANEL_BLOCK_FIELDS = {"q8_0p": 1, "q4_1p": 2, "q4_0p": 1}
 assert set(_PANEL_BLOCK_FIELDS) == {d for d in PANEL_DTYPES if d in BLOCK_DTYPES}
 #: rows per panel, bytes of one f16 field, quant bytes of one row per group (k quads of
-#: q8_0p; for q4_1p the 4 bytes hold k = 4g + j in their low nibbles, 16 + 4g + j high)
+#: q8_0p; for q4_1p and q4_0p the 4 bytes hold k = 4g + j in their low nibbles, 16 + 4g
+#: + j high)
 _PB_ROWS, _PB_F16, _PB_QUAD = 32, 2, 4
 assert all(PANEL_DTYPES[d] == _PB_ROWS for d in _PANEL_BLOCK_FIELDS)
 
 
 def panel_block_bytes(dtype: str) -> int:
     """Bytes of one panel block of block panel dtype ``dtype`` (32 rows x one block of its
-    block format: q8_0p 32 x 34 = 1088, q4_1p 32 x 20 = 640)."""
+    block format: q8_0p 32 x 34 = 1088, q4_1p 32 x 20 = 640, q4_0p 32 x 18 = 576)."""
     if dtype not in _PANEL_BLOCK_FIELDS:
         raise ValueError(f"{dtype!r} is not a block panel dtype ({', '.join(_PANEL_BLOCK_FIELDS)})")
     return _PB_ROWS * BLOCK_DTYPES[dtype][0]
 
 
-#: bytes of one panel block of q8_0p (1088) and q4_1p (640)
+#: bytes of one panel block of q8_0p (1088), q4_1p (640) and q4_0p (576)
 Q8_0P_PANEL_BLOCK = panel_block_bytes("q8_0p")
 Q4_1P_PANEL_BLOCK = panel_block_bytes("q4_1p")
+Q4_0P_PANEL_BLOCK = panel_block_bytes("q4_0p")
 
 
 def pack_block_panels(blocks: np.ndarray, dtype: str) -> np.ndarray:
@@ -234,6 +238,18 @@ def unpack_q4_1p(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """q4_1p panels -> the Q4_1 block bytes, uint8 ``[N, K/32 * 20]``
     (:func:`unpack_block_panels`)."""
     return unpack_block_panels(arr, shape, "q4_1p")
+
+
+def pack_q4_0p(blocks: np.ndarray) -> np.ndarray:
+    """Q4_0 block bytes of a ``[N, K]`` matrix (uint8 ``[N, K/32 * 18]``) -> its q4_0p
+    panels, uint8 ``[P, K/32, 576]`` (exact; see :func:`pack_block_panels`)."""
+    return pack_block_panels(blocks, "q4_0p")
+
+
+def unpack_q4_0p(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """q4_0p panels -> the Q4_0 block bytes, uint8 ``[N, K/32 * 18]``
+    (:func:`unpack_block_panels`)."""
+    return unpack_block_panels(arr, shape, "q4_0p")
 
 
 def pack_panels(arr: np.ndarray, dtype: str = "f32p") -> np.ndarray:

@@ -168,6 +168,8 @@ DTYPE_TABLE: tuple[DType, ...] = (
     # Q8_0 blocks pre-packed in 32-row GEMM panels (docs/quantization.md)
     DType("q8_0p", "uint8_t", None, block=(34, 32), weight=True, panel=32),
     DType("q4_0", "uint8_t", None, block=(18, 32), weight=True),
+    # Q4_0 blocks pre-packed in 32-row GEMM panels (docs/quantization.md)
+    DType("q4_0p", "uint8_t", None, block=(18, 32), weight=True, panel=32),
     DType("q4_1", "uint8_t", None, block=(20, 32), weight=True),
     # Q4_1 blocks pre-packed in 32-row GEMM panels (docs/quantization.md)
     DType("q4_1p", "uint8_t", None, block=(20, 32), weight=True, panel=32),

@@ -229,7 +229,7 @@ class TensorType(Shaped, ParametrizedAttribute, TypeAttribute):
     Each dim is a dim expression over the model's symbols (``E``, ``H*D``, ``3*E``,
     ``E/H``) or an integer; ``T`` is the runtime token count and is always allowed.
     The dtype is one of ``ckir.vocab.DTYPES`` (``f32, f32p, bf16, bf16p, ..., q8_0, q8_0p,
-    q4_0, q4_1, q4_1p, q4_k``; the panel and block ones are weight storage only).
+    q4_0, q4_0p, q4_1, q4_1p, q4_k``; the panel and block ones are weight storage only).
 
     Example: ``!graph.tensor<[T, 3*E], f32>``, ``!graph.tensor<[T], i32>``.
     """

@@ -335,21 +335,22 @@ def emulate_gemv(x, wq, dtype):
 #: rows per panel of the runtime's panel layouts (CKIR_PANEL)
 PANEL = 32
 #: block panel dtype -> (its plain block format, bytes per block)
-QBLOCK = {"q8_0p": ("q8_0", 34), "q4_1p": ("q4_1", 20)}
+QBLOCK = {"q8_0p": ("q8_0", 34), "q4_1p": ("q4_1", 20), "q4_0p": ("q4_0", 18)}
 
 
 def pack_block_panels(w: np.ndarray, dtype: str) -> np.ndarray:
-    """w[N, K] (K % 32 == 0) as q8_0p or q4_1p bytes.  Per panel p and block b:
+    """w[N, K] (K % 32 == 0) as q8_0p, q4_1p or q4_0p bytes.  Per panel p and block b:
     q8_0p: the 32 rows' f16 d (64 bytes), then 8 quad rows of 128 bytes, byte 4 r + j
     of quad row i = q[32 p + r, 32 b + 4 i + j]; q4_1p: the 32 d (64 bytes), the 32 m
     (64 bytes), then 4 groups of 128 bytes, byte 4 r + j of group g = qs[4 g + j] of
-    row 32 p + r's block.  Rows >= N zero."""
+    row 32 p + r's block; q4_0p: q4_1p without the m.  Rows >= N zero."""
     n, k = w.shape
     return pack_blocks_in_panels(quant.quantize(w, QBLOCK[dtype][0]), n, k, dtype)
 
 
 def pack_blocks_in_panels(blocks: np.ndarray, n: int, k: int, dtype: str) -> np.ndarray:
-    """The Q8_0 / Q4_1 bytes of an [n, k] matrix as q8_0p / q4_1p (pack_block_panels)."""
+    """The Q8_0 / Q4_1 / Q4_0 bytes of an [n, k] matrix as q8_0p / q4_1p / q4_0p
+    (pack_block_panels)."""
     _, nbytes = QBLOCK[dtype]
     nb, p = k // 32, -(-n // PANEL)
     blk = np.zeros((p * PANEL, nb, nbytes), np.uint8)

@@ -183,9 +183,9 @@ def test_off_runs_vdpbf16ps(lib):
         lib.set_amx(before_mode)
 
 
-# ---------------------------------------------------------------- q8_0p and q4_1p
-# int8 x (quantized per block of 32 as gemv_<p> quantizes it) times Q8_0 / Q4_1
-# blocks in panels: on the tiles, every row is still gemv_<p>'s bit for bit, so
+# ---------------------------------------------------------------- q8_0p, q4_1p, q4_0p
+# int8 x (quantized per block of 32 as gemv_<p> quantizes it) times Q8_0 / Q4_1 /
+# Q4_0 blocks in panels: on the tiles, every row is still gemv_<p>'s bit for bit, so
 # the oracle is the vpdpbusd path (AMX off) and gemv_<p> itself.
 
 QP_SHAPES = [  # (M, N, K): 16-row tiles, 32-row groups, the 128-row calls

@@ -335,13 +335,15 @@ def test_quantized_dequantized_when_declared_f32(hf_llama: Path, gguf_dir: Path)
     assert np.array_equal(f32, quant.dequantize(raw.reshape(32, -1), "q8_0").ravel())
 
 
-@pytest.mark.parametrize(("qtype", "dtype"), [("Q8_0", "q8_0p"), ("Q4_1", "q4_1p")])
+@pytest.mark.parametrize(
+    ("qtype", "dtype"), [("Q8_0", "q8_0p"), ("Q4_1", "q4_1p"), ("Q4_0", "q4_0p")]
+)
 def test_quantized_repacked_when_declared_in_panels(
     qtype: str, dtype: str, hf_llama: Path, gguf_dir: Path
 ) -> None:
-    """Q8_0 / Q4_1 rows declared q8_0p / q4_1p (panels on) are the same blocks (q/k rows
-    restored to HF order) permuted into panels, never requantized; a float tensor is
-    quantized first."""
+    """Q8_0 / Q4_1 / Q4_0 rows declared q8_0p / q4_1p / q4_0p (panels on) are the same
+    blocks (q/k rows restored to HF order) permuted into panels, never requantized; a
+    float tensor is quantized first."""
     from ckir.dialects.dims import evaluate_dim
 
     values = qtype.lower()

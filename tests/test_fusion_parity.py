@@ -179,10 +179,12 @@ def test_decode(key, checkpoints, builds):
             assert_close(ours, hf_logits, VS_HF, f"{key} decode {i} vs HF")
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "bf16p", "q8_0", "q8_0p", "q4_1", "q4_1p"])
+@pytest.mark.parametrize(
+    "dtype", ["bf16", "bf16p", "q8_0", "q8_0p", "q4_1", "q4_1p", "q4_0", "q4_0p"]
+)
 def test_weight_dtypes_fused_equals_unfused(dtype, checkpoints, tmp_path):
-    """bf16 / bf16p / Q8_0 / q8_0p / Q4_1 / q4_1p weights: the fused kernels compose the
-    unfused ones (same numerics)."""
+    """bf16 / bf16p / Q8_0 / q8_0p / Q4_1 / q4_1p / Q4_0 / q4_0p weights: the fused
+    kernels compose the unfused ones (same numerics)."""
     path = checkpoints["qwen2"]  # q/k/v biases
     models = []
     for fused in (True, False):

@@ -144,7 +144,8 @@ def test_f32_gguf_matches_hf(hf_llama: Path, tmp_path: Path, dtype: str | None) 
     [
         ("q8_0", False, "q8_0"),
         ("q8_0", None, "q8_0p"),  # the default: Q8_0 blocks repacked into panels
-        ("q4_0", None, "q4_0"),
+        ("q4_0", False, "q4_0"),
+        ("q4_0", None, "q4_0p"),  # the default: Q4_0 blocks repacked into panels
         ("q4_1", False, "q4_1"),
         ("q4_1", None, "q4_1p"),  # the default: Q4_1 blocks repacked into panels
     ],
@@ -159,7 +160,7 @@ def test_quantized_gguf_keeps_blocks(
     tokens = np.random.default_rng(2).integers(0, model.vocab_size, size=8)
     ref = hf_logits(hf_llama, tokens, dequantize=qtype)
     ours = model.prefill(tokens)
-    if stored in ("q8_0p", "q4_1p") and model.int8_prefill:
+    if stored in ("q8_0p", "q4_1p", "q4_0p") and model.int8_prefill:
         # prefill on quantized x, as decode computes it: against the row-major build's
         # decode steps (its prefill is checked against ref below, in its own case)
         plain = ckir.compile(path, tmp_path / "plain", max_context=32, panels=False)

@@ -171,6 +171,7 @@ def test_quantized_gguf_saves_after_dtype_f32(tmp_path: Path) -> None:
         ("q8_0", None, "q8_0p"),
         ("q4_1", False, "q4_1"),
         ("q4_1", None, "q4_1p"),
+        ("q4_0", None, "q4_0p"),
     ],
 )
 def test_quantized_build_is_refused(

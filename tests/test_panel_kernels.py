@@ -282,10 +282,10 @@ def test_gate_up(lib, threads, panels, M, N, K):
             close(out, want)
 
 
-# ---------------------------------------------------------------- q8_0p and q4_1p
-# Q8_0 / Q4_1 blocks in panels: gemv multiplies quantized x (the integer scheme of
-# gemv_q8_0 / gemv_q4_1, emulated by kernel_lib.emulate_gemv), gemm fp32 x
-# against the dequantized weights (gemm_q8_0's / gemm_q4_1's numerics), except
+# ---------------------------------------------------------------- q8_0p, q4_1p, q4_0p
+# Q8_0 / Q4_1 / Q4_0 blocks in panels: gemv multiplies quantized x (the integer
+# scheme of gemv_q8_0 / gemv_q4_1 / gemv_q4_0, emulated by kernel_lib.emulate_gemv),
+# gemm fp32 x against the dequantized weights (gemm_q8_0's / ...'s numerics), except
 # the public gemm of a build with lib.qp_int8 (every SIMD build, unless switched to
 # fp32 x by ckir_runtime_qp_fp32_x: fixture qp_x): every row as gemv_<p> computes
 # it, bit for bit.
@@ -317,7 +317,7 @@ def test_pack_block_panels_layout(qpanels):
     w = rand(rng, 33, 64)
     p, blocks = pack_block_panels(w, qpanels), quant.quantize(w, plain).reshape(33, 2, nbytes)
     assert p.size == 2 * PANEL * 2 * nbytes
-    head = nbytes - 32 if qpanels == "q8_0p" else 4
+    head = 4 if qpanels == "q4_1p" else 2  # d (and m)
     for n in range(2 * PANEL):
         r = n % PANEL
         for b in range(2):

@@ -320,10 +320,10 @@ def test_gemv_quant(qlib, threads, dtype, N, K, bias):
     np.testing.assert_allclose(outs[0], outs[1], rtol=0, atol=float((2e-5 * mag).max()) + 1e-30)
 
 
-@pytest.mark.parametrize("dtype", ["q8_0", "q4_1"])
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_1", "q4_0"])
 @pytest.mark.parametrize("N,K", [(1, 32), (33, 96), (65, 4128), (576, 576)])
 def test_gemv_block_panels_on_every_variant(qlib, threads, dtype, N, K):
-    """gemv_q8_0p / gemv_q4_1p (the blocks in panels) against the integer scheme on
+    """gemv_q8_0p / gemv_q4_1p / gemv_q4_0p (the blocks in panels) against the integer scheme on
     every build variant (the AVX-512 path without VNNI, AVX-VNNI, ...); the layouts and
     the other kernels: tests/test_panel_kernels.py."""
     rng = np.random.default_rng(N + K)
@@ -335,7 +335,7 @@ def test_gemv_block_panels_on_every_variant(qlib, threads, dtype, N, K):
         assert np.all(np.abs(y - y_emu) <= 1e-5 * mag + 1e-30), np.abs(y - y_emu).max()
 
 
-@pytest.mark.parametrize("dtype", ["q8_0", "q4_1"])
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_1", "q4_0"])
 @pytest.mark.parametrize("M,N,K", [(1, 33, 96), (5, 16, 64), (7, 65, 320), (45, 100, 576)])
 def test_gemm_block_panels_rows_are_gemv_on_every_variant(qlib, threads, dtype, M, N, K):
     """With int8 x (every SIMD build: vpdpbusd, or vpmaddubsw + vpmaddwd on AVX2 and

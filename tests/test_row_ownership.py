@@ -54,10 +54,11 @@ WEIGHTS = {
     "bf16p": pack_bf16p,
     "q8_0p": lambda w: pack_block_panels(w, "q8_0p"),
     "q4_1p": lambda w: pack_block_panels(w, "q4_1p"),
+    "q4_0p": lambda w: pack_block_panels(w, "q4_0p"),
 }
 
 
-GEMMS = [(d, "fp32") for d in WEIGHTS] + [("q8_0p", "int8"), ("q4_1p", "int8")]
+GEMMS = [(d, "fp32") for d in WEIGHTS] + [(d, "int8") for d in ("q8_0p", "q4_1p", "q4_0p")]
 
 
 @pytest.mark.parametrize("M", ROWS)

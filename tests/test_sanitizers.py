@@ -1,7 +1,8 @@
 """The runtime and a generated model under AddressSanitizer + UndefinedBehaviorSanitizer.
 
 A tiny Llama is compiled once per weight dtype (f32, f32p, bf16, bf16p, q8_0, q8_0p,
-q4_0, q4_1, q4_1p; ``panels=False``, so each build stores its matrices in the dtype it is named by);
+q4_0, q4_0p, q4_1, q4_1p; ``panels=False``, so each build stores its matrices in the
+dtype it is named by);
 its ``model.c`` and the runtime's kernel and support sources are rebuilt with
 ``-fsanitize=address,undefined`` into a small C program (``DRIVER`` below) that
 runs prefill, then decode one token at a time to the full context, checks that
@@ -23,7 +24,7 @@ from ckir.runtime_build import kernel_sources, runtime_dir, support_sources
 
 pytestmark = pytest.mark.slow
 
-DTYPES = ("f32", "f32p", "bf16", "bf16p", "q8_0", "q8_0p", "q4_0", "q4_1", "q4_1p")
+DTYPES = ("f32", "f32p", "bf16", "bf16p", "q8_0", "q8_0p", "q4_0", "q4_0p", "q4_1", "q4_1p")
 MAX_CONTEXT = 16
 SANITIZE = [
     "-fsanitize=address,undefined",

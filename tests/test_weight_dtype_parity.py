@@ -1,4 +1,4 @@
-"""Generated C with bf16 / bf16p / f32p / Q8_0 / q8_0p / Q4_0 / Q4_1 / q4_1p weights vs HF,
+"""Generated C with bf16 / bf16p / f32p / Q8_0 / q8_0p / Q4_0 / q4_0p / Q4_1 / q4_1p weights vs HF,
 rounded.
 
 Oracle: the HF model with each converted matrix replaced by its stored value
@@ -7,16 +7,16 @@ checked byte-for-byte against the gguf package).  What remains is the
 kernels' own arithmetic: prefill GEMMs compute in fp32 on the dequantized
 weights (tight), decode GEMVs of block formats quantize the activation row
 to Q8 per 32-element block (looser; docs/quantization.md derives the bound),
-and so do the q8_0p / q4_1p prefill GEMMs of a runtime with
+and so do the q8_0p / q4_1p / q4_0p prefill GEMMs of a runtime with
 ckir_runtime_qp_int8_gemm (every SIMD runtime): decode's bound, and prefill rows close
 to the decode steps.
 f32p stores the fp32 values exactly (in GEMM panels): its oracle is the HF model
 itself, at the fp32 tolerance of tests/test_parity.py.  bf16p stores the bf16 values
 in GEMM panels (the default of a bf16 build): the bf16 oracle; the "bf16" case here
 is built with ``panels=False`` to keep the row-major bf16 kernels covered.  Likewise
-q8_0p / q4_1p hold the Q8_0 / Q4_1 blocks in panels (the default of a q8_0 / q4_1
-build; q8_0's / q4_1's tolerances) and the "q8_0" / "q4_1" cases are built with
-``panels=False``.
+q8_0p / q4_1p / q4_0p hold the Q8_0 / Q4_1 / Q4_0 blocks in panels (the default of
+a q8_0 / q4_1 / q4_0 build; the plain format's tolerances) and the "q8_0" / "q4_1" /
+"q4_0" cases are built with ``panels=False``.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ PREFILL_TOL = {
     "q8_0": 1e-4,
     "q8_0p": 1e-4,
     "q4_0": 1e-4,
+    "q4_0p": 1e-4,
     "q4_1": 1e-4,
     "q4_1p": 1e-4,
 }
@@ -57,6 +58,7 @@ DECODE_TOL = {
     "q8_0": 5e-2,
     "q8_0p": 5e-2,
     "q4_0": 5e-2,
+    "q4_0p": 5e-2,
     "q4_1": 1.1e-1,
     "q4_1p": 1.1e-1,
 }
@@ -64,7 +66,7 @@ DECODE_TOL = {
 #: Then prefill and decode logits differ only through attention's summation order:
 #: measured 1.6e-7 (q8_0p) and 3.4e-7 (q4_1p); one activation rounded to the other
 #: int8 would show as ~1e-3; fp32 x against the oracle differs by 2.7e-2 here.
-QP_INT8_DTYPES = frozenset({"q8_0p", "q4_1p"})
+QP_INT8_DTYPES = frozenset({"q8_0p", "q4_1p", "q4_0p"})
 INT8_PREFILL_DECODE_TOL = 5e-3
 #: dtypes whose every matrix is converted (no K constraint: K is even here)
 ANY_K = frozenset({"bf16", "bf16p", "f32p"})
@@ -105,8 +107,8 @@ def oracle(model_dir, dtype: str):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_weight_dtype_matches_rounded_oracle(dtype: str, llama_dir, tmp_path) -> None:
-    # bf16 / q8_0 / q4_1: row-major (panels off); bf16p / q8_0p / q4_1p: what a bf16 /
-    # q8_0 / q4_1 build stores by default
+    # bf16 / q8_0 / q4_1 / q4_0: row-major (panels off); bf16p / q8_0p / q4_1p / q4_0p:
+    # what a bf16 / q8_0 / q4_1 / q4_0 build stores by default
     build = {
         "bf16": ("bf16", False),
         "bf16p": ("bf16", None),
@@ -114,6 +116,8 @@ def test_weight_dtype_matches_rounded_oracle(dtype: str, llama_dir, tmp_path) ->
         "q8_0p": ("q8_0", None),
         "q4_1": ("q4_1", False),
         "q4_1p": ("q4_1", None),
+        "q4_0": ("q4_0", False),
+        "q4_0p": ("q4_0", None),
     }.get(dtype, (dtype, None))
     model = ckir.compile(
         llama_dir, tmp_path / dtype, dtype=build[0], max_context=32, panels=build[1]
@@ -125,7 +129,7 @@ def test_weight_dtype_matches_rounded_oracle(dtype: str, llama_dir, tmp_path) ->
         ref = oracle(llama_dir, dtype)(torch.tensor(tokens[None, :])).logits[0].numpy()
     scale = float(np.abs(ref).max())
     ours = model.prefill(tokens)
-    # q8_0p / q4_1p GEMMs on int8 x (ckir_runtime_qp_int8_gemm): decode's numerics
+    # block panel GEMMs on int8 x (ckir_runtime_qp_int8_gemm): decode's numerics
     int8 = dtype in QP_INT8_DTYPES and model.int8_prefill
     err = float(np.abs(ours - ref).max()) / scale
     tol = DECODE_TOL[dtype] if int8 else PREFILL_TOL[dtype]
@@ -199,9 +203,9 @@ def test_bf16p_prefill_on_amx_tiles(llama_dir, tmp_path) -> None:
     model.close()
 
 
-@pytest.mark.parametrize("dtype", ["q8_0", "q4_1"])
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_1", "q4_0"])
 def test_int8_prefill_on_amx_tiles_is_bit_exact(dtype: str, llama_dir, tmp_path) -> None:
-    """A q8_0p / q4_1p prefill on int8 x with its GEMMs on AMX tiles (emulated where
+    """A q8_0p / q4_1p / q4_0p prefill on int8 x with its GEMMs on AMX tiles (emulated where
     the CPU has none): each row of every product is gemv_<p>'s on the tiles too, so
     the logits equal those of the vpdpbusd path bit for bit."""
     model = ckir.compile(llama_dir, tmp_path / dtype, dtype=dtype, max_context=48)

@@ -1588,7 +1588,7 @@ def system_notes(systems: Sequence[System]) -> list[str]:
 #: weight dtypes whose prefill runs int8 dot products (ckir's q8_0p / q4_1p GEMMs on any
 #: AVX2 or AVX-512 CPU; llama.cpp's quantized matmuls): their prefill bound is the peak
 #: of the int8 product instruction (vpdpbusd with VNNI, else vpmaddubsw)
-INT8_DOT_DTYPES = frozenset({"q8_0", "q4_1"})
+INT8_DOT_DTYPES = frozenset({"q8_0", "q4_0", "q4_1"})
 
 
 def fma_probe(threads: int, kind: str = "fp32") -> float:

@@ -110,10 +110,12 @@ void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const 
  * each kc-slice of a panel to fp32 into the B pack (pack_b_bf16p) for fp32 x. */
 #define GEMM_B_BF16P 5
 #define GEMM_B_BF16P_F32 6
-/* b_nk values for B in q8_0p / q4_1p panels (ckir_internal.h): each kc-slice
- * (whole blocks of 32) of a panel is dequantized into the B pack (pack_b_qp) */
+/* b_nk values for B in q8_0p / q4_1p / q4_0p panels (ckir_internal.h): each
+ * kc-slice (whole blocks of 32) of a panel is dequantized into the B pack
+ * (pack_b_qp) */
 #define GEMM_B_Q8_0P 7
 #define GEMM_B_Q4_1P 8
+#define GEMM_B_Q4_0P 9
 /* How a weight dtype's GEMM reads W on gemm.c's driver: kind (GEMM_B_*), and
  * for GEMM_B_ROWS the row converter */
 typedef struct {
@@ -132,6 +134,7 @@ ckir_wread ckir_internal_wread_f32p(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_bf16p(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q8_0p(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q4_1p(int64_t M, int64_t K);
+ckir_wread ckir_internal_wread_q4_0p(int64_t M, int64_t K);
 /* the GEMM_B_ROWS reading of row converter `row` at M rows (GEMM_B_NONE up to
  * CKIR_WGEMM_SMALL_M) */
 ckir_wread ckir_internal_wread_rows(int64_t M, ckir_wrow_fn row);

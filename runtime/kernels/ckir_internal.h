@@ -297,42 +297,61 @@ float ckir_internal_ref_row_bf16p(const float *x, const uint16_t *w, int64_t n, 
  * Rows >= N are zero; panels start at byte p * CKIR_PANEL * (K / 32) * 20. */
 #define CKIR_Q41P_BLOCK (CKIR_PANEL * 20)
 
-/* y[M, N] = x[M, K] . W^T (+ b) with W in q8_0p (has_m == 0) or q4_1p panels
+/* Q4_0 blocks in GEMM panels (weight dtype q4_0p, K % 32 == 0): q4_1p's panel
+ * blocks without the m: CKIR_PANEL * 18 bytes, the CKIR_PANEL f16 d, then the 4
+ * nibble groups as in q4_1p (a value is d * (nib - 8)).  Panels start at byte
+ * p * CKIR_PANEL * (K / 32) * 18. */
+#define CKIR_Q40P_BLOCK (CKIR_PANEL * 18)
+
+/* The block panel formats: the `fmt` argument of the internal functions below
+ * (quant_panels.c, gemm.c, gemm_amx.c), and the bytes of one panel block */
+#define CKIR_QP_Q8_0 0
+#define CKIR_QP_Q4_1 1
+#define CKIR_QP_Q4_0 2
+#define CKIR_QP_BLOCK(fmt)                                                                 \
+  ((fmt) == CKIR_QP_Q4_1 ? CKIR_Q41P_BLOCK : (fmt) == CKIR_QP_Q4_0 ? CKIR_Q40P_BLOCK : CKIR_Q8P_BLOCK)
+/* the offset of a panel block's quant bytes (after its 32 d, and q4_1p's 32 m) */
+#define CKIR_QP_QS(fmt) ((fmt) == CKIR_QP_Q4_1 ? 4 * CKIR_PANEL : 2 * CKIR_PANEL)
+
+/* y[M, N] = x[M, K] . W^T (+ b) with W in block panels of format fmt
  * on fp32 x, whatever ckir_runtime_qp_fp32_x says (quant_panels.c): M <=
  * QP_SMALL_M streams the panels, larger M runs gemm.c's driver, each kc-slice
  * of a panel dequantized into the B pack */
 void ckir_internal_gemm_qp_f32x(const float *x, const uint8_t *w, const float *b, float *y,
-                                int64_t M, int64_t N, int64_t K, int has_m);
+                                int64_t M, int64_t N, int64_t K, int fmt);
 /* dst[k * ld + n] = the value of row r0 + n (n < nr, a multiple of the vector width
- * that stays inside the panel) at k < 32 of a q8_0p / q4_1p panel block pb
+ * that stays inside the panel) at k < 32 of the panel block pb of format fmt
  * (quant_panels.c) */
-void ckir_internal_q8p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld);
-void ckir_internal_q41p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld);
-/* x[K] . row n of a q8_0p / q4_1p matrix as gemv_<p> computes it (x quantized,
- * scalar) and as gemm_<p> does (fp32 x, double sum): the fused kernels' reference rows */
+void ckir_internal_qp_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld,
+                          int fmt);
+/* x[K] . row n of a q8_0p / q4_1p / q4_0p matrix as gemv_<p> computes it (x
+ * quantized, scalar) and as gemm_<p> does (fp32 x, double sum): the fused kernels'
+ * reference rows */
 float ckir_internal_ref_gemv_row_q8_0p(const float *x, const uint8_t *w, int64_t n, int64_t K);
 float ckir_internal_ref_gemm_row_q8_0p(const float *x, const uint8_t *w, int64_t n, int64_t K);
 float ckir_internal_ref_gemv_row_q4_1p(const float *x, const uint8_t *w, int64_t n, int64_t K);
 float ckir_internal_ref_gemm_row_q4_1p(const float *x, const uint8_t *w, int64_t n, int64_t K);
+float ckir_internal_ref_gemv_row_q4_0p(const float *x, const uint8_t *w, int64_t n, int64_t K);
+float ckir_internal_ref_gemm_row_q4_0p(const float *x, const uint8_t *w, int64_t n, int64_t K);
 
 /* out[i] = g[i] / (1 + e^-g[i]) * u[i] over one span, on the calling thread (the
  * body of swiglu_f32; elementwise.c).  Used by the fused gate_up kernels. */
 void ckir_internal_silu_mul(const float *g, const float *u, float *out, int64_t n);
-/* The decode GEMVs of qkv and gate_up on q8_0p / q4_1p (has_m) panels: x
+/* The decode GEMVs of qkv and gate_up on block panels of format fmt: x
  * quantized once for the three matrices (the two), each panel computed as
  * gemv_<p> computes it (quant_panels.c) */
 void ckir_internal_gemv_qkv_qp(const float *x, const uint8_t *const w[3], const float *const b[3],
-                               float *const y[3], const int64_t N[3], int64_t K, int has_m);
+                               float *const y[3], const int64_t N[3], int64_t K, int fmt);
 void ckir_internal_gemv_gate_up_qp(const float *x, const uint8_t *wg, const uint8_t *wu,
-                                   float *out, int64_t N, int64_t K, int has_m);
-/* The q8_0p / q4_1p fused GEMMs on int8 x (quant_panels.c): x quantized once for
+                                   float *out, int64_t N, int64_t K, int fmt);
+/* The block panel fused GEMMs on int8 x (quant_panels.c): x quantized once for
  * the three matrices / the gate and up pair, each row as gemm_<p> computes it;
  * return 0 where the runtime has no int8 GEMM (the caller takes the generic path). */
 int ckir_internal_gemm_qkv_qp(const float *x, const uint8_t *const w[3], const float *const b[3],
                               float *const y[3], const int64_t N[3], int64_t M, int64_t K,
-                              int has_m);
+                              int fmt);
 int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
-                                  int64_t M, int64_t N, int64_t K, int has_m);
+                                  int64_t M, int64_t N, int64_t K, int fmt);
 
 #if defined(CKIR_AMX_BUILD)
 /* gemm_amx.c: the AMX mode in effect (CKIR_AMX_*, decided on first use); x's
@@ -350,13 +369,15 @@ void ckir_internal_amx_gemm(int mode, const uint16_t *p, int64_t M, const float 
                             int64_t col, int64_t N, const float *bias, float *C, int64_t ldc);
 /* rows [0, R) (R <= CKIR_AMX_QP_ROWS) of x quantized per block of 32 (a: int8
  * rows K apart, readable up to R rounded up to 16 rows; dx, sx: [R][K / 32]
- * block scales and dx * sums, quant_panels.c qp_quantize_x) times the panel
- * pp of a q8_0p (has_m 0) or q4_1p matrix, plus b[0, nn) when b, into columns
+ * block scales and dx * sums, cb: [R][K / 32] -128 * sums, quant_panels.c
+ * qp_quantize_x) times the panel pp of a matrix in block panels of format fmt,
+ * plus b[0, nn) when b, into columns
  * [0, nn) of y (ldy floats between rows): each row bit for bit as gemv_<p>
  * computes it, on the tiles of mode */
 #define CKIR_AMX_QP_ROWS 128
 void ckir_internal_amx_qp_panel(int mode, const int8_t *a, int64_t K, const float *dx,
-                                const float *sx, int64_t R, const uint8_t *pp, int has_m,
+                                const float *sx, const int32_t *cb, int64_t R, const uint8_t *pp,
+                                int fmt,
                                 const float *b, float *y, int64_t ldy, int64_t nn);
 #endif
 

@@ -1,4 +1,4 @@
-/* ckir runtime: fused linear layers with bf16 / Q8_0 / Q4_0 / Q4_1 / f32p / bf16p / q8_0p / q4_1p weights
+/* ckir runtime: fused linear layers with bf16 / Q8_0 / Q4_0 / Q4_1 / f32p / bf16p / q8_0p / q4_1p / q4_0p weights
  * (targets of --fuse-qkv and --fuse-gate-up when the weights are stored in
  * one of those dtypes).
  *
@@ -13,7 +13,7 @@
  *   gemv_gate_up_<d>      one parallel region over the N rows; each thread runs
  *                         gemv_<d> on chunks of GUW_CH rows of wg and of wu
  *                         into stack buffers and writes silu(gate) * up
- *   (q8_0p / q4_1p decode: x quantized once for the matrices, then one region
+ *   (q8_0p / q4_1p / q4_0p decode: x quantized once for the matrices, then one region
  *   over their panels; quant_panels.c)
  *   gemm_qkv_<d>(+bias)   one call of gemm.c's driver for the three outputs
  *                         (ckir_internal_gemm_outs) where gemm_<d> at M rows
@@ -21,9 +21,9 @@
  *                         gemm_<d> calls back to back
  *   gemm_gate_up_<d>      the same driver call in gate_up tiles; else tiles of
  *                         144 x 256 over gemm_<d> (ckir_internal_gate_up_tiles)
- *   (q8_0p / q4_1p on int8 x: one call that quantizes x once for the three
- *   matrices / the gate and up pair, each row as gemm_<p> computes it;
- *   quant_panels.c, QP below: 0 q8_0p, 1 q4_1p, -1 the others)
+ *   (the block panel dtypes on int8 x: one call that quantizes x once for the
+ *   three matrices / the gate and up pair, each row as gemm_<p> computes it;
+ *   quant_panels.c, QP below: their format CKIR_QP_*, -1 the others)
  *
  * Inside the fused region gemv_<d> computes its whole range on the calling
  * thread without a region of its own (CKIR_SHARED_RANGE: a nested one costs
@@ -273,7 +273,10 @@ CKIR_FUSED_WDTYPE(f32p, float, RB_F32P, CKIR_PANEL, -1)
 CKIR_FUSED_WDTYPE(bf16p, uint16_t, RB_BF16, CKIR_PANEL, -1)
 #define ref_gemv_row_q8_0p ckir_internal_ref_gemv_row_q8_0p
 #define ref_gemm_row_q8_0p ckir_internal_ref_gemm_row_q8_0p
-CKIR_FUSED_WDTYPE(q8_0p, uint8_t, RB_Q8_0, CKIR_PANEL, 0)
+CKIR_FUSED_WDTYPE(q8_0p, uint8_t, RB_Q8_0, CKIR_PANEL, CKIR_QP_Q8_0)
 #define ref_gemv_row_q4_1p ckir_internal_ref_gemv_row_q4_1p
 #define ref_gemm_row_q4_1p ckir_internal_ref_gemm_row_q4_1p
-CKIR_FUSED_WDTYPE(q4_1p, uint8_t, RB_Q4_1, CKIR_PANEL, 1)
+CKIR_FUSED_WDTYPE(q4_1p, uint8_t, RB_Q4_1, CKIR_PANEL, CKIR_QP_Q4_1)
+#define ref_gemv_row_q4_0p ckir_internal_ref_gemv_row_q4_0p
+#define ref_gemm_row_q4_0p ckir_internal_ref_gemm_row_q4_0p
+CKIR_FUSED_WDTYPE(q4_0p, uint8_t, RB_Q4_0, CKIR_PANEL, CKIR_QP_Q4_0)

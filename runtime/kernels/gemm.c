@@ -60,9 +60,9 @@
  * weights (bf16 pairs in f32p's panel order) are read in place the same way
  * (GEMM_B_BF16P: no packing of w; measured 1.05-1.16x over gemm_bf16 on the
  * prefill shapes, Zen 4), or, for fp32 x, widened slice by slice into the B
- * pack (GEMM_B_BF16P_F32).  q8_0p / q4_1p weights (Q8_0 / Q4_1 blocks in
- * panels) are dequantized block by block straight into the B pack
- * (GEMM_B_Q8_0P / GEMM_B_Q4_1P). */
+ * pack (GEMM_B_BF16P_F32).  q8_0p / q4_1p / q4_0p weights (Q8_0 / Q4_1 /
+ * Q4_0 blocks in panels) are dequantized block by block straight into the B
+ * pack (GEMM_B_Q8_0P / GEMM_B_Q4_1P / GEMM_B_Q4_0P). */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -345,23 +345,20 @@ static void pack_b_bf16p(const float *B, int64_t K, int64_t col, int64_t nc, int
   }
 }
 
-/* B panels from q8_0p (q41 == 0) or q4_1p panels (the whole matrix, K elements a
+/* B panels from block panels of format fmt (the whole matrix, K elements a
  * row): Bp[p][k][n] = the value of element (col + p*NR + n, pc + k); pc and kc
  * are multiples of 32.  A micro-panel is a column slice of one panel (rows past
  * N are zero in the panel). */
 static void pack_b_qp(const float *B, int64_t K, int64_t col, int64_t nc, int64_t pc, int64_t kc,
-                      int q41, float *Bp) {
-  const int64_t nb = K / CKIR_QK, bb = q41 ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK;
+                      int fmt, float *Bp) {
+  const int64_t nb = K / CKIR_QK, bb = CKIR_QP_BLOCK(fmt);
   for (int64_t j0 = 0; j0 < nc; j0 += GEMM_NR) {
     const int64_t c = col + j0;
     const uint8_t *pp = (const uint8_t *)B + (c / CKIR_PANEL) * nb * bb;
     for (int64_t k0 = 0; k0 < kc; k0 += CKIR_QK) {
       const uint8_t *pb = pp + (pc + k0) / CKIR_QK * bb;
       float *dst = Bp + j0 * kc + k0 * GEMM_NR;
-      if (q41)
-        ckir_internal_q41p_deq(pb, c % CKIR_PANEL, GEMM_NR, dst, GEMM_NR);
-      else
-        ckir_internal_q8p_deq(pb, c % CKIR_PANEL, GEMM_NR, dst, GEMM_NR);
+      ckir_internal_qp_deq(pb, c % CKIR_PANEL, GEMM_NR, dst, GEMM_NR, fmt);
     }
   }
 }
@@ -648,9 +645,17 @@ static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const flo
  * costs as much as a full one.  The depth depends on K and the B kind alone, so
  * each C element sums its terms in the same order whatever share of N or M a
  * thread gets: results do not depend on the thread count. */
+/* the block panel format (CKIR_QP_*) of B kind b_nk, or -1 */
+static int gemm_qp_fmt(int b_nk) {
+  return b_nk == GEMM_B_Q8_0P   ? CKIR_QP_Q8_0
+         : b_nk == GEMM_B_Q4_1P ? CKIR_QP_Q4_1
+         : b_nk == GEMM_B_Q4_0P ? CKIR_QP_Q4_0
+                                : -1;
+}
+
 static int64_t gemm_kstep(int64_t K, int b_nk) {
   const int64_t nslices = (K + GEMM_KC - 1) / GEMM_KC;
-  const int64_t kq = b_nk == GEMM_B_ROWS || b_nk == GEMM_B_Q8_0P || b_nk == GEMM_B_Q4_1P ? 32 : 8;
+  const int64_t kq = b_nk == GEMM_B_ROWS || gemm_qp_fmt(b_nk) >= 0 ? 32 : 8;
   return CKIR_MIN(GEMM_KC, ((K + nslices - 1) / nslices + kq - 1) / kq * kq);
 }
 
@@ -716,7 +721,7 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
   const int panels = gemm_b_in_place(b_nk), rows = b_nk == GEMM_B_ROWS;
   const int packed_a = gemm_packs_a(a_t, b_nk);
   const int bf = gemm_bf16_pairs(b_nk);
-  const int qp = b_nk == GEMM_B_Q8_0P || b_nk == GEMM_B_Q4_1P; /* block panels */
+  const int qp = gemm_qp_fmt(b_nk); /* block panels: their format, else -1 */
   const int64_t kstep = gemm_kstep(K, b_nk);
   /* Column blocks of equal width (whole panels), as wide as the B pack's
    * GEMM_KC * GEMM_NC floats allow at this depth: a shallow K (the weight
@@ -742,8 +747,8 @@ CKIR_INLINE void gemm_blocked_(const float *A, int64_t lda, const int a_t, const
         }
       else if (b_nk == GEMM_B_BF16P_F32)
         pack_b_bf16p(B, ldb, bcol + jc, nc, pc, kc, Bp);
-      else if (qp)
-        pack_b_qp(B, ldb, bcol + jc, nc, pc, kc, b_nk == GEMM_B_Q4_1P, Bp);
+      else if (qp >= 0)
+        pack_b_qp(B, ldb, bcol + jc, nc, pc, kc, qp, Bp);
       else if (b_nk)
         pack_b_nk(B + jc * ldb + pc, ldb, nc, kc, Bp);
       else
@@ -845,7 +850,7 @@ static void gemm_part(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const
   const int64_t lda = gemm_bf16_pairs(b_nk) ? 2 * K : K;
   /* panels, rows: the whole matrix, addressed from column n0 by gemm_blocked_ */
   const int whole = b_nk == GEMM_B_PANELS || b_nk == GEMM_B_ROWS || b_nk == GEMM_B_BF16P ||
-                    b_nk == GEMM_B_BF16P_F32 || b_nk == GEMM_B_Q8_0P || b_nk == GEMM_B_Q4_1P;
+                    b_nk == GEMM_B_BF16P_F32 || gemm_qp_fmt(b_nk) >= 0;
   const float *Bt = whole ? B : b_nk ? B + n0 * K : B + n0;
   const float *bt = o->bias ? o->bias + n0 : NULL;
 #if defined(CKIR_AMX_BUILD)

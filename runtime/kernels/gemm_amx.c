@@ -1,4 +1,4 @@
-/* ckir runtime: prefill GEMMs on AMX tiles (bf16p; q8_0p / q4_1p on int8 x).
+/* ckir runtime: prefill GEMMs on AMX tiles (bf16p; q8_0p / q4_1p / q4_0p on int8 x).
  *
  * Where the CPU has AMX-TILE, AMX-BF16 and AMX-INT8 (Intel Sapphire Rapids and
  * later) and Linux grants the process the tile state (arch_prctl
@@ -20,9 +20,9 @@
  * with zeros (the panel itself ends there); the bf16 rows of x are padded with
  * zeros to whole tiles (16 more rows, k to a multiple of 32).
  *
- * q8_0p / q4_1p on int8 x (quant_panels.c qp_gemm_i8): per panel block (32 k),
- * TDPBSSD (q8_0p's int8 quad rows, in place) or TDPBSUD (q4_1p's nibbles
- * unpacked to bytes) give the block's exact int32 dot products, which each
+ * q8_0p / q4_1p / q4_0p on int8 x (quant_panels.c qp_gemm_i8): per panel block
+ * (32 k), TDPBSSD (q8_0p's int8 quad rows, in place) or TDPBSUD (q4_1p's and
+ * q4_0p's nibbles unpacked to bytes) give the block's exact int32 dot products, which each
  * row's fp32 sum takes as gemv_<p> does (ckir_internal_amx_qp_panel, below).
  *
  * Modes (ckir_set_amx): CKIR_AMX_OFF, CKIR_AMX_ON (the hardware, when CPUID,
@@ -378,33 +378,35 @@ void ckir_internal_amx_gemm(int mode, const uint16_t *p, int64_t M, const float 
     amx_gemm_hw(p, M, B, K2, col, N, bias, C, ldc);
 }
 
-/* ---- int8 x times q8_0p / q4_1p panels ------------------------------------ */
+/* ---- int8 x times q8_0p / q4_1p / q4_0p panels ---------------------------- */
 
 /* One panel block's 32 x 32 int32 dot products come out of the tiles per 32
- * rows of x (TDPBSSD on q8_0p's int8, TDPBSUD on q4_1p's nibbles unpacked to
- * bytes), and each row's fp32 sum takes them exactly as gemv_<p> and the
+ * rows of x (TDPBSSD on q8_0p's int8, TDPBSUD on q4_1p's / q4_0p's nibbles
+ * unpacked to bytes; q4_0p's then minus 8 sum(a) of the block, as its vpdpbusd
+ * start value), and each row's fp32 sum takes them exactly as gemv_<p> and the
  * vpdpbusd GEMM do (quant_panels.c qp_i8_tile: the same int32, the same fmas in
  * the same block order), so every row is bit for bit gemv_<p>'s.  The B tiles
  * of a block stay loaded while every 32 rows pass. */
 CKIR_INLINE void amx_qp_panel_(const int8_t *a, int64_t K, const float *dx, const float *sx,
-                               int64_t R, const uint8_t *pp, const int has_m, const float *b,
-                               float *y, int64_t ldy, int64_t nn, const int emu_) {
-  const int64_t nb = K / CKIR_QK, bb = has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK;
+                               const int32_t *cb, int64_t R, const uint8_t *pp, const int fmt,
+                               const float *b, float *y, int64_t ldy, int64_t nn, const int emu_) {
+  const int64_t nb = K / CKIR_QK, bb = CKIR_QP_BLOCK(fmt);
+  const int nib = fmt != CKIR_QP_Q8_0, has_m = fmt == CKIR_QP_Q4_1;
   const ckir_amx_cfg cfg = ckir_amx_cfg_make(32, 8);
   float f[CKIR_AMX_QP_ROWS * CKIR_PANEL] __attribute__((aligned(64)));
   int32_t st[32 * 32] __attribute__((aligned(64)));
-  uint8_t bq[8 * 4 * CKIR_PANEL] __attribute__((aligned(64))); /* q4_1p's quads as bytes */
+  uint8_t bq[8 * 4 * CKIR_PANEL] __attribute__((aligned(64))); /* nibble quads as bytes */
   for (int64_t i = 0; i < R * CKIR_PANEL; i += 16) _mm512_store_ps(f + i, _mm512_setzero_ps());
   amx_config(emu_, &cfg);
   for (int64_t bk = 0; bk < nb; bk++) {
     const uint8_t *pb = pp + bk * bb;
-    const uint8_t *q = pb + 2 * CKIR_PANEL; /* q8_0p: 8 quad rows after the scales */
-    if (has_m) {
+    const uint8_t *q = pb + CKIR_QP_QS(fmt); /* q8_0p: 8 quad rows after the scales */
+    if (nib) {
       /* group g's low nibbles are quad row g (k = 4 g + j), its high ones 4 + g */
       const __m512i low = _mm512_set1_epi8(0x0F);
       for (int g = 0; g < 4; g++)
         for (int h = 0; h < 4 * CKIR_PANEL; h += 64) {
-          const __m512i v = _mm512_loadu_si512(pb + 4 * CKIR_PANEL + g * 4 * CKIR_PANEL + h);
+          const __m512i v = _mm512_loadu_si512(q + g * 4 * CKIR_PANEL + h);
           _mm512_store_si512(bq + g * 4 * CKIR_PANEL + h, _mm512_and_si512(v, low));
           _mm512_store_si512(bq + (g + 4) * 4 * CKIR_PANEL + h,
                              _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
@@ -425,16 +427,16 @@ CKIR_INLINE void amx_qp_panel_(const int8_t *a, int64_t K, const float *dx, cons
       AMX_ZERO(emu_, 0);
       AMX_ZERO(emu_, 1);
       AMX_LOAD(emu_, 4, a + i * K + bk * CKIR_QK, K);
-      AMX_DPB(emu_, 0, 4, 6, !has_m);
-      AMX_DPB(emu_, 1, 4, 7, !has_m);
+      AMX_DPB(emu_, 0, 4, 6, !nib);
+      AMX_DPB(emu_, 1, 4, 7, !nib);
       AMX_STORE(emu_, 0, st, 128);
       AMX_STORE(emu_, 1, st + 16, 128);
       if (two) {
         AMX_ZERO(emu_, 2);
         AMX_ZERO(emu_, 3);
         AMX_LOAD(emu_, 5, a + (i + 16) * K + bk * CKIR_QK, K);
-        AMX_DPB(emu_, 2, 5, 6, !has_m);
-        AMX_DPB(emu_, 3, 5, 7, !has_m);
+        AMX_DPB(emu_, 2, 5, 6, !nib);
+        AMX_DPB(emu_, 3, 5, 7, !nib);
         AMX_STORE(emu_, 2, st + 16 * 32, 128);
         AMX_STORE(emu_, 3, st + 16 * 32 + 16, 128);
       }
@@ -442,8 +444,11 @@ CKIR_INLINE void amx_qp_panel_(const int8_t *a, int64_t K, const float *dx, cons
         const int64_t row = i + r;
         float *fr = f + row * CKIR_PANEL;
         const __m512 vx = _mm512_set1_ps(dx[row * nb + bk]);
-        const __m512 s0 = _mm512_cvtepi32_ps(_mm512_load_si512(st + r * 32));
-        const __m512 s1 = _mm512_cvtepi32_ps(_mm512_load_si512(st + r * 32 + 16));
+        /* q4_0p: d (nib - 8) summed as the vpdpbusd path does, from -8 sum(a) */
+        const __m512i c = _mm512_set1_epi32(fmt == CKIR_QP_Q4_0 ? cb[row * nb + bk] / 16 : 0);
+        const __m512 s0 = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_load_si512(st + r * 32), c));
+        const __m512 s1 =
+            _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_load_si512(st + r * 32 + 16), c));
         __m512 f0 = _mm512_load_ps(fr), f1 = _mm512_load_ps(fr + 16);
         if (has_m) {
           const __m512 vs = _mm512_set1_ps(sx[row * nb + bk]);
@@ -463,25 +468,25 @@ CKIR_INLINE void amx_qp_panel_(const int8_t *a, int64_t K, const float *dx, cons
 }
 
 static void amx_qp_panel_hw(const int8_t *a, int64_t K, const float *dx, const float *sx,
-                            int64_t R, const uint8_t *pp, int has_m, const float *b, float *y,
-                            int64_t ldy, int64_t nn) {
-  amx_qp_panel_(a, K, dx, sx, R, pp, has_m, b, y, ldy, nn, 0);
+                            const int32_t *cb, int64_t R, const uint8_t *pp, int fmt,
+                            const float *b, float *y, int64_t ldy, int64_t nn) {
+  amx_qp_panel_(a, K, dx, sx, cb, R, pp, fmt, b, y, ldy, nn, 0);
 }
 
 static void amx_qp_panel_emu(const int8_t *a, int64_t K, const float *dx, const float *sx,
-                             int64_t R, const uint8_t *pp, int has_m, const float *b, float *y,
-                             int64_t ldy, int64_t nn) {
-  amx_qp_panel_(a, K, dx, sx, R, pp, has_m, b, y, ldy, nn, 1);
+                             const int32_t *cb, int64_t R, const uint8_t *pp, int fmt,
+                             const float *b, float *y, int64_t ldy, int64_t nn) {
+  amx_qp_panel_(a, K, dx, sx, cb, R, pp, fmt, b, y, ldy, nn, 1);
 }
 
 void ckir_internal_amx_qp_panel(int mode, const int8_t *a, int64_t K, const float *dx,
-                                const float *sx, int64_t R, const uint8_t *pp, int has_m,
-                                const float *b, float *y, int64_t ldy, int64_t nn) {
+                                const float *sx, const int32_t *cb, int64_t R, const uint8_t *pp,
+                                int fmt, const float *b, float *y, int64_t ldy, int64_t nn) {
   atomic_fetch_add_explicit(&amx_calls, 1, memory_order_relaxed);
   if (mode == CKIR_AMX_EMULATE)
-    amx_qp_panel_emu(a, K, dx, sx, R, pp, has_m, b, y, ldy, nn);
+    amx_qp_panel_emu(a, K, dx, sx, cb, R, pp, fmt, b, y, ldy, nn);
   else
-    amx_qp_panel_hw(a, K, dx, sx, R, pp, has_m, b, y, ldy, nn);
+    amx_qp_panel_hw(a, K, dx, sx, cb, R, pp, fmt, b, y, ldy, nn);
 }
 
 #else /* no AMX path in this build */

@@ -1,6 +1,10 @@
 /* ckir runtime: linear layers and embeddings with block-quantized weights
  * pre-packed in panels of CKIR_PANEL rows (layouts in ckir_internal.h):
- * q8_0p (Q8_0 blocks) and q4_1p (Q4_1 blocks).
+ * q8_0p (Q8_0 blocks), q4_1p (Q4_1 blocks) and q4_0p (Q4_0 blocks: q4_1p's
+ * nibble groups, no m).  The internal functions take the format as `fmt`
+ * (CKIR_QP_*); q4_0p computes as q4_1p does, its block's int32 dot products
+ * starting at -8 sum(a) (d (nib - 8) . a = d (nib . a - 8 sum(a))), so it has
+ * no min term.
  *
  *   gemv_<p> (decode): x quantized per block of 32 exactly as gemv_q8_0 /
  *     gemv_q4_1 do (ckir_internal_quantize_x).  Each thread streams one
@@ -34,6 +38,7 @@
 #define QP_SCALES (2 * CKIR_PANEL)                        /* bytes of a panel block's scales */
 #define QP_QUAD (4 * CKIR_PANEL)                          /* bytes of one quad row */
 #define Q41_QS (2 * QP_SCALES)                            /* q4_1p: the nibble groups' offset */
+#define Q40_QS QP_SCALES                                  /* q4_0p: the same */
 /* q8_0p: software prefetch 4 panel blocks ahead, into L2 only (prefetcht2):
  * measured over Qwen2's decode matrices from DRAM (2 threads, paired, 14
  * rounds) 1.13x gemv_q8_0's rate; with prefetcht0 0.97x, with none 1.09x, 8
@@ -46,6 +51,11 @@ _Static_assert(QP_SCALES + 8 * QP_QUAD == CKIR_Q8P_BLOCK, "q8_0p panel block siz
 _Static_assert(CKIR_Q8P_BLOCK == CKIR_PANEL * CKIR_Q8_0_BYTES, "q8_0p: 32 Q8_0 blocks");
 _Static_assert(CKIR_Q41P_BLOCK == CKIR_PANEL * CKIR_Q4_1_BYTES, "q4_1p: 32 Q4_1 blocks");
 _Static_assert(Q41_QS + 4 * QP_QUAD == CKIR_Q41P_BLOCK, "q4_1p panel block size");
+_Static_assert(Q40_QS + 4 * QP_QUAD == CKIR_Q40P_BLOCK, "q4_0p panel block size");
+_Static_assert(CKIR_Q40P_BLOCK == CKIR_PANEL * CKIR_Q4_0_BYTES, "q4_0p: 32 Q4_0 blocks");
+_Static_assert(Q41_QS == CKIR_QP_QS(CKIR_QP_Q4_1) && Q40_QS == CKIR_QP_QS(CKIR_QP_Q4_0) &&
+                   QP_SCALES == CKIR_QP_QS(CKIR_QP_Q8_0),
+               "the quant bytes' offsets");
 
 #if defined(CKIR_Q512) && defined(__AVX512VNNI__)
 #define QP_XOR 1 /* w ^ 0x80 = w + 128 unsigned; the block starts at -128 sum(a) */
@@ -68,7 +78,7 @@ _Static_assert(Q41_QS + 4 * QP_QUAD == CKIR_Q41P_BLOCK, "q4_1p panel block size"
 
 /* ---- dequantization of a panel block ---------------------------------------- */
 
-void ckir_internal_q8p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld) {
+static void q8p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld) {
   const uint8_t *q0 = pb + QP_SCALES + 4 * r0;
 #if defined(CKIR_Q512)
   for (int64_t h = 0; h < nr; h += 16) {
@@ -105,15 +115,18 @@ void ckir_internal_q8p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst
 #endif
 }
 
-/* the same for a q4_1p panel block: d * nib + m */
-void ckir_internal_q41p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld) {
-  const uint8_t *q0 = pb + Q41_QS + 4 * r0;
+/* the same for a q4_1p panel block (has_m: d * nib + m) or a q4_0p one (d * nib
+ * - 8 d: exact, d * (nib - 8)) */
+CKIR_INLINE void q4p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld,
+                         const int has_m) {
+  const uint8_t *q0 = pb + (has_m ? Q41_QS : Q40_QS) + 4 * r0;
 #if defined(CKIR_Q512)
   const __m512i low = _mm512_set1_epi32(0x0F);
   for (int64_t h = 0; h < nr; h += 16) {
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + 2 * (r0 + h))));
     const __m512 m =
-        _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + QP_SCALES + 2 * (r0 + h))));
+        has_m ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + QP_SCALES + 2 * (r0 + h))))
+              : _mm512_mul_ps(d, _mm512_set1_ps(-8.0f));
     for (int g = 0; g < 4; g++) {
       const __m512i v = _mm512_loadu_si512(q0 + g * QP_QUAD + 4 * h);
       for (int j = 0; j < 4; j++) { /* byte j of each lane: k = 4g + j (low), 16 + 4g + j (high) */
@@ -130,7 +143,8 @@ void ckir_internal_q41p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *ds
   for (int64_t h = 0; h < nr; h += 8) {
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 2 * (r0 + h))));
     const __m256 m =
-        _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + QP_SCALES + 2 * (r0 + h))));
+        has_m ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + QP_SCALES + 2 * (r0 + h))))
+              : _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));
     for (int g = 0; g < 4; g++) {
       const __m256i v = _mm256_loadu_si256((const __m256i *)(q0 + g * QP_QUAD + 4 * h));
       for (int j = 0; j < 4; j++) {
@@ -144,7 +158,8 @@ void ckir_internal_q41p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *ds
   }
 #else
   for (int64_t n = 0; n < nr; n++) {
-    const float d = ckir_q_f16(pb + 2 * (r0 + n)), m = ckir_q_f16(pb + QP_SCALES + 2 * (r0 + n));
+    const float d = ckir_q_f16(pb + 2 * (r0 + n));
+    const float m = has_m ? ckir_q_f16(pb + QP_SCALES + 2 * (r0 + n)) : -8.0f * d;
     for (int g = 0; g < 4; g++)
       for (int j = 0; j < 4; j++) {
         const uint8_t v = q0[g * QP_QUAD + 4 * n + j];
@@ -153,6 +168,25 @@ void ckir_internal_q41p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *ds
       }
   }
 #endif
+}
+
+static void q41p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld) {
+  q4p_deq(pb, r0, nr, dst, ld, 1);
+}
+
+static void q40p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld) {
+  q4p_deq(pb, r0, nr, dst, ld, 0);
+}
+
+typedef void (*qp_deq_fn)(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld);
+
+static qp_deq_fn qp_deq_of(int fmt) {
+  return fmt == CKIR_QP_Q4_1 ? q41p_deq : fmt == CKIR_QP_Q4_0 ? q40p_deq : q8p_deq;
+}
+
+void ckir_internal_qp_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld,
+                          int fmt) {
+  qp_deq_of(fmt)(pb, r0, nr, dst, ld);
 }
 
 /* ---- gemv ------------------------------------------------------------------ */
@@ -262,22 +296,26 @@ static void q8p_gemv_panels(const int8_t *a, const float *dx, const int32_t *cb,
   }
 }
 
-/* the same for q4_1p (sx[bk] = d_x * sum of block bk of a: the min term's factor) */
-static void q41p_gemv_panels(const int8_t *a, const float *dx, const float *sx,
-                             const uint8_t *w, const float *b, float *y, int64_t N, int64_t nb,
-                             int64_t p0, int64_t p1) {
+/* the same for q4_1p (has_m; sx[bk] = d_x * sum of block bk of a: the min
+ * term's factor) or q4_0p (each block's int32 sums start at cb[bk] / 16 = -8
+ * sum(a)) */
+CKIR_INLINE void q4p_gemv_panels(const int8_t *a, const float *dx, const int32_t *cb,
+                                 const float *sx, const uint8_t *w, const float *b, float *y,
+                                 int64_t N, int64_t nb, int64_t p0, int64_t p1, const int has_m) {
+  const int64_t bb = has_m ? CKIR_Q41P_BLOCK : CKIR_Q40P_BLOCK, qs = has_m ? Q41_QS : Q40_QS;
   for (int64_t p = p0; p < p1; p++) {
-    const uint8_t *pp = w + p * nb * CKIR_Q41P_BLOCK;
+    const uint8_t *pp = w + p * nb * bb;
     const int64_t n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, N - n0);
 #if defined(CKIR_Q512)
     const __m512i low = _mm512_set1_epi8(0x0F);
     __m512 f0 = _mm512_setzero_ps(), f1 = _mm512_setzero_ps();
     for (int64_t bk = 0; bk < nb; bk++) {
-      const uint8_t *pb = pp + bk * CKIR_Q41P_BLOCK;
+      const uint8_t *pb = pp + bk * bb;
       const uint8_t *ab = (const uint8_t *)(a + bk * CKIR_QK);
-      __m512i s0 = _mm512_setzero_si512(), s1 = s0, t0 = s0, t1 = s0;
+      __m512i t0 = _mm512_setzero_si512(), t1 = t0;
+      __m512i s0 = has_m ? t0 : _mm512_set1_epi32(cb[bk] / 16), s1 = s0;
       for (int g = 0; g < 4; g++) {
-        const uint8_t *q = pb + Q41_QS + g * QP_QUAD;
+        const uint8_t *q = pb + qs + g * QP_QUAD;
         const __m512i xl = _mm512_set1_epi32(ckir_q_ld32(ab + 4 * g));
         const __m512i xh = _mm512_set1_epi32(ckir_q_ld32(ab + 16 + 4 * g));
         const __m512i v0 = _mm512_loadu_si512(q), v1 = _mm512_loadu_si512(q + 64);
@@ -288,13 +326,18 @@ static void q41p_gemv_panels(const int8_t *a, const float *dx, const float *sx,
       }
       s0 = _mm512_add_epi32(s0, t0);
       s1 = _mm512_add_epi32(s1, t1);
-      const __m512 vx = _mm512_set1_ps(dx[bk]), vs = _mm512_set1_ps(sx[bk]);
+      const __m512 vx = _mm512_set1_ps(dx[bk]);
       const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));
       const __m512 d1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + 32)));
-      const __m512 m0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + QP_SCALES)));
-      const __m512 m1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + QP_SCALES + 32)));
-      f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_mul_ps(d0, vx), _mm512_fmadd_ps(m0, vs, f0));
-      f1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_mul_ps(d1, vx), _mm512_fmadd_ps(m1, vs, f1));
+      if (has_m) {
+        const __m512 vs = _mm512_set1_ps(sx[bk]);
+        const __m512 m0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + QP_SCALES)));
+        const __m512 m1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + QP_SCALES + 32)));
+        f0 = _mm512_fmadd_ps(m0, vs, f0);
+        f1 = _mm512_fmadd_ps(m1, vs, f1);
+      }
+      f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_mul_ps(d0, vx), f0);
+      f1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_mul_ps(d1, vx), f1);
     }
     const __mmask16 k0 = ckir_mask16(nn), k1 = ckir_mask16(CKIR_MAX(0, nn - 16));
     if (b) {
@@ -308,12 +351,12 @@ static void q41p_gemv_panels(const int8_t *a, const float *dx, const float *sx,
     __m256 f[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                    _mm256_setzero_ps()};
     for (int64_t bk = 0; bk < nb; bk++) {
-      const uint8_t *pb = pp + bk * CKIR_Q41P_BLOCK;
+      const uint8_t *pb = pp + bk * bb;
       const uint8_t *ab = (const uint8_t *)(a + bk * CKIR_QK);
       __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
                       _mm256_setzero_si256()};
       for (int g = 0; g < 4; g++) {
-        const uint8_t *q = pb + Q41_QS + g * QP_QUAD;
+        const uint8_t *q = pb + qs + g * QP_QUAD;
         const __m256i xl = _mm256_set1_epi32(ckir_q_ld32(ab + 4 * g));
         const __m256i xh = _mm256_set1_epi32(ckir_q_ld32(ab + 16 + 4 * g));
         for (int h = 0; h < 4; h++) {
@@ -322,12 +365,16 @@ static void q41p_gemv_panels(const int8_t *a, const float *dx, const float *sx,
                          _mm256_and_si256(_mm256_srli_epi16(v, 4), low), xh);
         }
       }
-      for (int h = 0; h < 4; h++) s[h] = Q41_WIDEN(s[h]);
-      const __m256 vx = _mm256_set1_ps(dx[bk]), vs = _mm256_set1_ps(sx[bk]);
+      const __m256i c = _mm256_set1_epi32(has_m ? 0 : cb[bk] / 16);
+      for (int h = 0; h < 4; h++) s[h] = _mm256_add_epi32(Q41_WIDEN(s[h]), c);
+      const __m256 vx = _mm256_set1_ps(dx[bk]);
       for (int h = 0; h < 4; h++) {
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16 * h)));
-        const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + QP_SCALES + 16 * h)));
-        f[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[h]), _mm256_mul_ps(d, vx), _mm256_fmadd_ps(m, vs, f[h]));
+        if (has_m) {
+          const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + QP_SCALES + 16 * h)));
+          f[h] = _mm256_fmadd_ps(m, _mm256_set1_ps(sx[bk]), f[h]);
+        }
+        f[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[h]), _mm256_mul_ps(d, vx), f[h]);
       }
     }
     float out[CKIR_PANEL];
@@ -336,17 +383,20 @@ static void q41p_gemv_panels(const int8_t *a, const float *dx, const float *sx,
 #else
     float f[CKIR_PANEL] = {0};
     for (int64_t bk = 0; bk < nb; bk++) {
-      const uint8_t *pb = pp + bk * CKIR_Q41P_BLOCK;
+      const uint8_t *pb = pp + bk * bb;
       const int8_t *ab = a + bk * CKIR_QK;
       for (int r = 0; r < CKIR_PANEL; r++) {
-        int32_t is = 0;
+        int32_t is = has_m ? 0 : cb[bk] / 16;
         for (int g = 0; g < 4; g++)
           for (int j = 0; j < 4; j++) {
-            const uint8_t v = pb[Q41_QS + g * QP_QUAD + 4 * r + j];
+            const uint8_t v = pb[qs + g * QP_QUAD + 4 * r + j];
             is += (v & 0x0F) * ab[4 * g + j] + (v >> 4) * ab[16 + 4 * g + j];
           }
-        f[r] += (float)is * (ckir_q_f16(pb + 2 * r) * dx[bk]) +
-                ckir_q_f16(pb + QP_SCALES + 2 * r) * sx[bk];
+        if (has_m)
+          f[r] += (float)is * (ckir_q_f16(pb + 2 * r) * dx[bk]) +
+                  ckir_q_f16(pb + QP_SCALES + 2 * r) * sx[bk];
+        else
+          f[r] += (float)is * (ckir_q_f16(pb + 2 * r) * dx[bk]);
       }
     }
     for (int64_t r = 0; r < nn; r++) y[n0 + r] = f[r] + (b ? b[n0 + r] : 0.0f);
@@ -355,8 +405,8 @@ static void q41p_gemv_panels(const int8_t *a, const float *dx, const float *sx,
 }
 
 /* x[K] quantized per block of 32 as gemv_q8_0 quantizes it (a, dx), and per
- * block: cb = -128 * sum(a) (the q8_0p start value with QP_XOR) and sx = dx *
- * sum(a) (q4_1p's min factor) */
+ * block: cb = -128 * sum(a) (the q8_0p start value with QP_XOR; q4_0p's is cb /
+ * 16) and sx = dx * sum(a) (q4_1p's min factor) */
 static void qp_quantize_x(const float *x, int64_t K, int8_t *a, float *dx, int32_t *cb,
                           float *sx) {
   ckir_internal_quantize_x(x, K, a, dx);
@@ -379,9 +429,11 @@ typedef struct {
 /* rows [0, N) of the panels from w, x quantized (a, dx, cb, sx), into y */
 static void qp_gemv_run(const int8_t *a, const float *dx, const int32_t *cb, const float *sx,
                         const uint8_t *w, const float *b, float *y, int64_t N, int64_t nb,
-                        int64_t p0, int64_t p1, const int has_m) {
-  if (has_m)
-    q41p_gemv_panels(a, dx, sx, w, b, y, N, nb, p0, p1);
+                        int64_t p0, int64_t p1, const int fmt) {
+  if (fmt == CKIR_QP_Q4_1)
+    q4p_gemv_panels(a, dx, cb, sx, w, b, y, N, nb, p0, p1, 1);
+  else if (fmt == CKIR_QP_Q4_0)
+    q4p_gemv_panels(a, dx, cb, sx, w, b, y, N, nb, p0, p1, 0);
   else
     q8p_gemv_panels(a, dx, cb, w, b, y, N, nb, p0, p1);
 }
@@ -391,13 +443,13 @@ static void qp_gemv_run(const int8_t *a, const float *dx, const int32_t *cb, con
 
 /* y_i = W_i x (+ b_i) for nseg block panel matrices sharing x (gemv: 1,
  * gemv_qkv: 3), or with gate_up out = silu(Wg x) * (Wu x) (segs[0] the gate,
- * out its y; segs[1] the up), on one quantization of x (has_m: q4_1p, else
- * q8_0p).  The panels of the matrices form one sequence (gate_up: the gate's,
+ * out its y; segs[1] the up), on one quantization of x, the panels of format
+ * fmt.  The panels of the matrices form one sequence (gate_up: the gate's,
  * each with its up panel), and each thread streams one contiguous range of it. */
 static void gemv_qp(const float *x, const qp_seg *segs, int nseg, int gate_up, int64_t K,
-                    const int has_m) {
+                    const int fmt) {
   const int64_t nb = K / CKIR_QK;
-  const int64_t pbytes = nb * (has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK); /* bytes of a panel */
+  const int64_t pbytes = nb * CKIR_QP_BLOCK(fmt); /* bytes of a panel */
   int64_t P = 0, rows = 0;
   for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
     P += (segs[i].N + CKIR_PANEL - 1) / CKIR_PANEL;
@@ -419,7 +471,7 @@ static void gemv_qp(const float *x, const qp_seg *segs, int nseg, int gate_up, i
       const int64_t pf = CKIR_MIN(QP_PFD, (q1 - q0) * pbytes);
       ckir_q_prefetch(sg->w + q0 * pbytes, pf);
       if (!gate_up) {
-        qp_gemv_run(a, dx, cb, sx, sg->w, sg->b, sg->y, sg->N, nb, q0, q1, has_m);
+        qp_gemv_run(a, dx, cb, sx, sg->w, sg->b, sg->y, sg->N, nb, q0, q1, fmt);
         continue;
       }
       ckir_q_prefetch(segs[1].w + q0 * pbytes, pf);
@@ -428,37 +480,35 @@ static void gemv_qp(const float *x, const qp_seg *segs, int nseg, int gate_up, i
         const int64_t n = CKIR_MIN(QP_GU_PANELS, q1 - c), r0 = c * CKIR_PANEL;
         const int64_t nr = CKIR_MIN(n * CKIR_PANEL, sg->N - r0);
         float g[QP_GU_PANELS * CKIR_PANEL], u[QP_GU_PANELS * CKIR_PANEL];
-        qp_gemv_run(a, dx, cb, sx, sg->w + c * pbytes, NULL, g, nr, nb, 0, n, has_m);
-        qp_gemv_run(a, dx, cb, sx, segs[1].w + c * pbytes, NULL, u, nr, nb, 0, n, has_m);
+        qp_gemv_run(a, dx, cb, sx, sg->w + c * pbytes, NULL, g, nr, nb, 0, n, fmt);
+        qp_gemv_run(a, dx, cb, sx, segs[1].w + c * pbytes, NULL, u, nr, nb, 0, n, fmt);
         ckir_internal_silu_mul(g, u, sg->y + r0, nr);
       }
     }
   });
 }
 
-/* y = W x (+ b) for a block panel dtype (has_m: q4_1p, else q8_0p) */
+/* y = W x (+ b) for the block panels of format fmt */
 static void gemv_qp_impl(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
-                         int64_t K, const int has_m) {
+                         int64_t K, const int fmt) {
   const qp_seg seg = {w, b, y, N};
-  gemv_qp(x, &seg, 1, 0, K, has_m);
+  gemv_qp(x, &seg, 1, 0, K, fmt);
 }
 
 void ckir_internal_gemv_qkv_qp(const float *x, const uint8_t *const w[3], const float *const b[3],
-                               float *const y[3], const int64_t N[3], int64_t K, int has_m) {
+                               float *const y[3], const int64_t N[3], int64_t K, int fmt) {
   const qp_seg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
                           {w[2], b[2], y[2], N[2]}};
-  gemv_qp(x, segs, 3, 0, K, has_m);
+  gemv_qp(x, segs, 3, 0, K, fmt);
 }
 
 void ckir_internal_gemv_gate_up_qp(const float *x, const uint8_t *wg, const uint8_t *wu,
-                                   float *out, int64_t N, int64_t K, int has_m) {
+                                   float *out, int64_t N, int64_t K, int fmt) {
   const qp_seg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
-  gemv_qp(x, segs, 2, 1, K, has_m);
+  gemv_qp(x, segs, 2, 1, K, fmt);
 }
 
 /* ---- gemm for small M --------------------------------------------------------- */
-
-typedef void (*qp_deq_fn)(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld);
 
 /* y[M, N] = x . W^T (+ b) for small M: contiguous ranges of panels a thread
  * (CKIR_SHARED_RANGE: all of them on a caller's thread inside its region);
@@ -509,9 +559,9 @@ static void qp_rows(const float *x, int64_t M, const uint8_t *w, int64_t bb, qp_
  * row's outputs computed exactly as gemv_<p> computes them (the same int32
  * block dot products, scaled and summed over the blocks in the same order):
  * gemm_<p> row m == gemv_<p> of row m, bit for bit.  QP_I8_R8 (q8_0p) or
- * QP_I8_R41 (q4_1p) rows of x share each load of the weights.  With AVX-512 VNNI one vpdpbusd multiplies 64 int8
+ * QP_I8_R41 (q4_1p, q4_0p) rows of x share each load of the weights.  With AVX-512 VNNI one vpdpbusd multiplies 64 int8
  * pairs; without VNNI (AVX2, AVX-512 without it) vpmaddubsw + vpmaddwd do the
- * same exactly (the sign trick for q8_0p; q4_1p's unsigned nibbles sum a
+ * same exactly (the sign trick for q8_0p; the unsigned nibbles sum a
  * block's four quad groups in int16 first, at most 8 x 2 x 15 x 127 < 2^15). */
 #if defined(CKIR_Q512)
 /* rows of x per micro-tile (q8_0p: 4 rows took 1.1-1.3x the time, 8 1.06-1.24x) */
@@ -538,7 +588,7 @@ static void qp_rows(const float *x, int64_t M, const uint8_t *w, int64_t bb, qp_
 typedef struct {
   const int8_t *a;   /* [rows][K] quantized x */
   const float *dx;   /* [rows][nb] block scales */
-  const int32_t *cb; /* [rows][nb] -128 sum(a) (q8_0p) */
+  const int32_t *cb; /* [rows][nb] -128 sum(a) (q8_0p; q4_0p: / 16) */
   const float *sx;   /* [rows][nb] dx * sum(a) (q4_1p) */
   int64_t K, nb;
 } qp_xq;
@@ -546,27 +596,28 @@ typedef struct {
 #if defined(CKIR_Q512)
 /* y[r][n0 .. n0 + nn) for the R rows of xq from row r0, panel pp (nb blocks) */
 CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint8_t *pp,
-                            const int has_m, const float *b, float *y, int64_t ldy, int64_t n0,
+                            const int fmt, const float *b, float *y, int64_t ldy, int64_t n0,
                             int64_t nn) {
+  const int nib = fmt != CKIR_QP_Q8_0, has_m = fmt == CKIR_QP_Q4_1;
   __m512 f[QP_I8_MR][2];
   for (int r = 0; r < R; r++) f[r][0] = f[r][1] = _mm512_setzero_ps();
   for (int64_t bk = 0; bk < xq->nb; bk++) {
-    const uint8_t *pb = pp + bk * (has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK);
+    const uint8_t *pb = pp + bk * CKIR_QP_BLOCK(fmt);
     __m512i s[QP_I8_MR][2];
     const uint8_t *ab[QP_I8_MR];
     for (int r = 0; r < R; r++) {
       ab[r] = (const uint8_t *)(xq->a + (r0 + r) * xq->K + bk * CKIR_QK);
+      const int32_t c = xq->cb[(r0 + r) * xq->nb + bk];
 #if defined(QP_XOR)
-      s[r][0] = s[r][1] =
-          has_m ? _mm512_setzero_si512() : _mm512_set1_epi32(xq->cb[(r0 + r) * xq->nb + bk]);
+      s[r][0] = s[r][1] = _mm512_set1_epi32(has_m ? 0 : nib ? c / 16 : c);
 #else
-      s[r][0] = s[r][1] = _mm512_setzero_si512();
+      s[r][0] = s[r][1] = _mm512_set1_epi32(fmt == CKIR_QP_Q4_0 ? c / 16 : 0);
 #endif
     }
-    if (has_m) {
+    if (nib) {
       const __m512i low = _mm512_set1_epi8(0x0F);
       for (int g = 0; g < 4; g++) {
-        const uint8_t *q = pb + Q41_QS + g * QP_QUAD;
+        const uint8_t *q = pb + CKIR_QP_QS(fmt) + g * QP_QUAD;
         const __m512i v0 = _mm512_loadu_si512(q), v1 = _mm512_loadu_si512(q + 64);
         const __m512i l0 = _mm512_and_si512(v0, low), l1 = _mm512_and_si512(v1, low);
         const __m512i h0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), low);
@@ -638,23 +689,24 @@ CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint
 #else
 /* the same with AVX2: the panel as two halves of 16 rows, 2 ymm of a quad row each */
 CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint8_t *pp,
-                            const int has_m, const float *b, float *y, int64_t ldy, int64_t n0,
+                            const int fmt, const float *b, float *y, int64_t ldy, int64_t n0,
                             int64_t nn) {
+  const int nib = fmt != CKIR_QP_Q8_0, has_m = fmt == CKIR_QP_Q4_1;
   for (int o = 0; o < CKIR_PANEL && o < nn; o += 16) { /* o: the half's first row */
     __m256 f[QP_I8_MR][2];
     for (int r = 0; r < R; r++) f[r][0] = f[r][1] = _mm256_setzero_ps();
     for (int64_t bk = 0; bk < xq->nb; bk++) {
-      const uint8_t *pb = pp + bk * (has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK);
+      const uint8_t *pb = pp + bk * CKIR_QP_BLOCK(fmt);
       __m256i s[QP_I8_MR][2];
       const uint8_t *ab[QP_I8_MR];
       for (int r = 0; r < R; r++) {
         ab[r] = (const uint8_t *)(xq->a + (r0 + r) * xq->K + bk * CKIR_QK);
         s[r][0] = s[r][1] = _mm256_setzero_si256();
       }
-      if (has_m) {
+      if (nib) {
         const __m256i low = _mm256_set1_epi8(0x0F);
         for (int g = 0; g < 4; g++) {
-          const uint8_t *q = pb + Q41_QS + g * QP_QUAD + 4 * o;
+          const uint8_t *q = pb + CKIR_QP_QS(fmt) + g * QP_QUAD + 4 * o;
           const __m256i v0 = _mm256_loadu_si256((const __m256i *)q);
           const __m256i v1 = _mm256_loadu_si256((const __m256i *)(q + 32));
           const __m256i l0 = _mm256_and_si256(v0, low), l1 = _mm256_and_si256(v1, low);
@@ -667,9 +719,11 @@ CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint
             s[r][1] = Q41_ACC(s[r][1], l1, xl, h1, xh);
           }
         }
-        for (int r = 0; r < R; r++) {
-          s[r][0] = Q41_WIDEN(s[r][0]);
-          s[r][1] = Q41_WIDEN(s[r][1]);
+        for (int r = 0; r < R; r++) { /* q4_0p: from -8 sum(a) */
+          const __m256i c =
+              _mm256_set1_epi32(has_m ? 0 : xq->cb[(r0 + r) * xq->nb + bk] / 16);
+          s[r][0] = _mm256_add_epi32(Q41_WIDEN(s[r][0]), c);
+          s[r][1] = _mm256_add_epi32(Q41_WIDEN(s[r][1]), c);
         }
       } else {
         for (int i = 0; i < 8; i++) {
@@ -727,16 +781,16 @@ CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint
 #endif
 
 /* qp_i8_tile with R as a compile-time constant */
-static void qp_i8_rows(const qp_xq *xq, int64_t r0, int R, const uint8_t *pp, int has_m,
+static void qp_i8_rows(const qp_xq *xq, int64_t r0, int R, const uint8_t *pp, int fmt,
                        const float *b, float *y, int64_t ldy, int64_t n0, int64_t nn) {
   _Static_assert(QP_I8_MR <= 6, "qp_i8_rows: a case per row count up to QP_I8_MR");
   switch (R) {
-  case 6: qp_i8_tile(xq, r0, 6, pp, has_m, b, y, ldy, n0, nn); break;
-  case 5: qp_i8_tile(xq, r0, 5, pp, has_m, b, y, ldy, n0, nn); break;
-  case 4: qp_i8_tile(xq, r0, 4, pp, has_m, b, y, ldy, n0, nn); break;
-  case 3: qp_i8_tile(xq, r0, 3, pp, has_m, b, y, ldy, n0, nn); break;
-  case 2: qp_i8_tile(xq, r0, 2, pp, has_m, b, y, ldy, n0, nn); break;
-  default: qp_i8_tile(xq, r0, 1, pp, has_m, b, y, ldy, n0, nn); break;
+  case 6: qp_i8_tile(xq, r0, 6, pp, fmt, b, y, ldy, n0, nn); break;
+  case 5: qp_i8_tile(xq, r0, 5, pp, fmt, b, y, ldy, n0, nn); break;
+  case 4: qp_i8_tile(xq, r0, 4, pp, fmt, b, y, ldy, n0, nn); break;
+  case 3: qp_i8_tile(xq, r0, 3, pp, fmt, b, y, ldy, n0, nn); break;
+  case 2: qp_i8_tile(xq, r0, 2, pp, fmt, b, y, ldy, n0, nn); break;
+  default: qp_i8_tile(xq, r0, 1, pp, fmt, b, y, ldy, n0, nn); break;
   }
 }
 
@@ -745,18 +799,18 @@ static void qp_i8_rows(const qp_xq *xq, int64_t r0, int R, const uint8_t *pp, in
  * (R <= QP_AMX_ROWS) or the micro-tiles (R <= the dtype's micro-tile rows),
  * the same results either way */
 static void qp_i8_step(int amx, const qp_xq *xq, int64_t r0, int64_t R, const uint8_t *pp,
-                       int has_m, const float *b, float *y, int64_t ldy, int64_t n0, int64_t nn) {
+                       int fmt, const float *b, float *y, int64_t ldy, int64_t n0, int64_t nn) {
 #if defined(CKIR_AMX_BUILD)
   if (amx) {
     ckir_internal_amx_qp_panel(amx, xq->a + r0 * xq->K, xq->K, xq->dx + r0 * xq->nb,
-                               xq->sx + r0 * xq->nb, R, pp, has_m, b ? b + n0 : NULL, y + n0, ldy,
-                               nn);
+                               xq->sx + r0 * xq->nb, xq->cb + r0 * xq->nb, R, pp, fmt,
+                               b ? b + n0 : NULL, y + n0, ldy, nn);
     return;
   }
 #else
   (void)amx;
 #endif
-  qp_i8_rows(xq, r0, (int)R, pp, has_m, b, y, ldy, n0, nn);
+  qp_i8_rows(xq, r0, (int)R, pp, fmt, b, y, ldy, n0, nn);
 }
 
 /* The int8 GEMMs: y_i = x . W_i^T (+ b_i) for nseg matrices sharing x (gemm: 1,
@@ -768,15 +822,15 @@ static void qp_i8_step(int amx, const qp_xq *xq, int64_t r0, int64_t R, const ui
  * QP_I8_R8 / QP_I8_R41 rows over its panels, each tile prefetching its slice
  * of the next panel into L2 (measured on whole prefills, SmolLM-135M, paired:
  * q8_0 1.03x, q4_1 1.03x, q4_1 on the AVX2 build 1.06x). */
-static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, const qp_seg *segs,
+static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int fmt, const qp_seg *segs,
                        int nseg, int gate_up) {
-  const int64_t nb = K / CKIR_QK, pbytes = nb * (has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK);
+  const int64_t nb = K / CKIR_QK, pbytes = nb * CKIR_QP_BLOCK(fmt);
   int64_t P = 0, Nall = 0;
   for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
     P += (segs[i].N + CKIR_PANEL - 1) / CKIR_PANEL;
     Nall += segs[i].N;
   }
-  const int mr = has_m ? QP_I8_R41 : QP_I8_R8; /* rows of x per micro-tile */
+  const int mr = fmt != CKIR_QP_Q8_0 ? QP_I8_R41 : QP_I8_R8; /* rows of x per micro-tile */
   const int64_t mt = CKIR_MIN(M, CKIR_MAX(mr, QP_I8_XB / K / mr * mr));
   const int par = M * Nall * K * (gate_up ? 2 : 1) >= CKIR_GEMV_PAR_MIN && P > 1;
   int nt = 1;
@@ -835,13 +889,13 @@ static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int has_m, co
             if (nu) _mm_prefetch((const char *)nu + 64 * l, _MM_HINT_T1);
           }
           if (gate_up) {
-            qp_i8_step(amx, &xq, r, R, sg->w + p * pbytes, has_m, NULL, g, CKIR_PANEL, 0, nn);
-            qp_i8_step(amx, &xq, r, R, segs[1].w + p * pbytes, has_m, NULL, u, CKIR_PANEL, 0, nn);
+            qp_i8_step(amx, &xq, r, R, sg->w + p * pbytes, fmt, NULL, g, CKIR_PANEL, 0, nn);
+            qp_i8_step(amx, &xq, r, R, segs[1].w + p * pbytes, fmt, NULL, u, CKIR_PANEL, 0, nn);
             for (int64_t i = 0; i < R; i++)
               ckir_internal_silu_mul(g + i * CKIR_PANEL, u + i * CKIR_PANEL,
                                      sg->y + (m0 + r + i) * sg->N + n0, nn);
           } else {
-            qp_i8_step(amx, &xq, r, R, sg->w + p * pbytes, has_m, sg->b,
+            qp_i8_step(amx, &xq, r, R, sg->w + p * pbytes, fmt, sg->b,
                        sg->y + (m0 + r) * sg->N, sg->N, n0, nn);
           }
         }
@@ -868,12 +922,18 @@ ckir_wread ckir_internal_wread_q4_1p(int64_t M, int64_t K) {
   return (ckir_wread){M <= QP_SMALL_M ? GEMM_B_NONE : GEMM_B_Q4_1P, NULL};
 }
 
+ckir_wread ckir_internal_wread_q4_0p(int64_t M, int64_t K) {
+  (void)K;
+  return (ckir_wread){M <= QP_SMALL_M ? GEMM_B_NONE : GEMM_B_Q4_0P, NULL};
+}
+
 void ckir_internal_gemm_qp_f32x(const float *x, const uint8_t *w, const float *b, float *y,
-                                int64_t M, int64_t N, int64_t K, int has_m) {
-  const ckir_wread r = has_m ? ckir_internal_wread_q4_1p(M, K) : ckir_internal_wread_q8_0p(M, K);
+                                int64_t M, int64_t N, int64_t K, int fmt) {
+  const ckir_wread r = fmt == CKIR_QP_Q4_1   ? ckir_internal_wread_q4_1p(M, K)
+                       : fmt == CKIR_QP_Q4_0 ? ckir_internal_wread_q4_0p(M, K)
+                                             : ckir_internal_wread_q8_0p(M, K);
   if (r.kind == GEMM_B_NONE)
-    qp_rows(x, M, w, has_m ? CKIR_Q41P_BLOCK : CKIR_Q8P_BLOCK,
-            has_m ? ckir_internal_q41p_deq : ckir_internal_q8p_deq, b, y, N, K);
+    qp_rows(x, M, w, CKIR_QP_BLOCK(fmt), qp_deq_of(fmt), b, y, N, K);
   else
     ckir_internal_gemm_outs(x, r, &(ckir_gemm_out){w, b, y, N}, 1, 0, M, K);
 }
@@ -888,26 +948,31 @@ static void q8p_block(const uint8_t *w, int64_t n, int64_t bk, int64_t K, uint8_
   for (int i = 0; i < 8; i++) memcpy(blk + 2 + 4 * i, pb + QP_SCALES + i * QP_QUAD + 4 * r, 4);
 }
 
-/* the q4_1 block (d, m, qs[16]) of row n, block bk of a q4_1p matrix */
-static void q41p_block(const uint8_t *w, int64_t n, int64_t bk, int64_t K, uint8_t blk[20]) {
-  const uint8_t *pb = w + ((n / CKIR_PANEL) * (K / CKIR_QK) + bk) * CKIR_Q41P_BLOCK;
-  const int64_t r = n % CKIR_PANEL;
+/* the q4_1 block (d, m, qs[16]) of row n, block bk of a q4_1p matrix (has_m),
+ * or the q4_0 one (d, qs[16]) of a q4_0p matrix */
+static void q4p_block(const uint8_t *w, int64_t n, int64_t bk, int64_t K, int has_m,
+                      uint8_t blk[20]) {
+  const int64_t bb = has_m ? CKIR_Q41P_BLOCK : CKIR_Q40P_BLOCK;
+  const uint8_t *pb = w + ((n / CKIR_PANEL) * (K / CKIR_QK) + bk) * bb;
+  const int64_t r = n % CKIR_PANEL, qs = has_m ? 4 : 2;
   memcpy(blk, pb + 2 * r, 2);
-  memcpy(blk + 2, pb + QP_SCALES + 2 * r, 2);
-  for (int g = 0; g < 4; g++) memcpy(blk + 4 + 4 * g, pb + Q41_QS + g * QP_QUAD + 4 * r, 4);
+  if (has_m) memcpy(blk + 2, pb + QP_SCALES + 2 * r, 2);
+  for (int g = 0; g < 4; g++)
+    memcpy(blk + qs + 4 * g, pb + (has_m ? Q41_QS : Q40_QS) + g * QP_QUAD + 4 * r, 4);
 }
 
-/* the 32 values of row n, block bk (exactly d * q, or d * nib + m) */
-static void qp_values(const uint8_t *w, int64_t n, int64_t bk, int64_t K, int has_m,
+/* the 32 values of row n, block bk (exactly d * q, d * nib + m, or d * (nib - 8)) */
+static void qp_values(const uint8_t *w, int64_t n, int64_t bk, int64_t K, int fmt,
                       float v[CKIR_QK]) {
   uint8_t blk[34];
-  if (has_m) {
-    q41p_block(w, n, bk, K, blk);
+  if (fmt != CKIR_QP_Q8_0) {
+    const int has_m = fmt == CKIR_QP_Q4_1, qs = has_m ? 4 : 2;
+    q4p_block(w, n, bk, K, has_m, blk);
     const float d = ckir_internal_f16_to_f32(ckir_q_ld16(blk));
-    const float m = ckir_internal_f16_to_f32(ckir_q_ld16(blk + 2));
+    const float m = has_m ? ckir_internal_f16_to_f32(ckir_q_ld16(blk + 2)) : -8.0f * d;
     for (int j = 0; j < 16; j++) {
-      v[j] = (float)(blk[4 + j] & 0x0F) * d + m;
-      v[j + 16] = (float)(blk[4 + j] >> 4) * d + m;
+      v[j] = (float)(blk[qs + j] & 0x0F) * d + m;
+      v[j + 16] = (float)(blk[qs + j] >> 4) * d + m;
     }
   } else {
     q8p_block(w, n, bk, K, blk);
@@ -919,18 +984,24 @@ static void qp_values(const uint8_t *w, int64_t n, int64_t bk, int64_t K, int ha
 
 /* x . row n the way gemv_<p> computes it (x quantized: a, dx), scalar */
 static float qp_gemv_row_ref(const int8_t *a, const float *dx, const uint8_t *w, int64_t n,
-                             int64_t K, int has_m) {
+                             int64_t K, int fmt) {
   float s = 0.0f;
   for (int64_t bk = 0; bk < K / CKIR_QK; bk++) {
     uint8_t blk[34];
     const int8_t *ab = a + bk * CKIR_QK;
     int32_t is = 0, t = 0;
-    if (has_m) {
-      q41p_block(w, n, bk, K, blk);
-      for (int j = 0; j < 16; j++) is += (blk[4 + j] & 0x0F) * ab[j] + (blk[4 + j] >> 4) * ab[j + 16];
+    if (fmt != CKIR_QP_Q8_0) {
+      const int has_m = fmt == CKIR_QP_Q4_1, qs = has_m ? 4 : 2;
+      q4p_block(w, n, bk, K, has_m, blk);
+      for (int j = 0; j < 16; j++)
+        is += (blk[qs + j] & 0x0F) * ab[j] + (blk[qs + j] >> 4) * ab[j + 16];
       for (int j = 0; j < CKIR_QK; j++) t += ab[j];
-      s += (float)is * (ckir_internal_f16_to_f32(ckir_q_ld16(blk)) * dx[bk]) +
-           ckir_internal_f16_to_f32(ckir_q_ld16(blk + 2)) * (dx[bk] * (float)t);
+      const float d = ckir_internal_f16_to_f32(ckir_q_ld16(blk));
+      if (has_m)
+        s += (float)is * (d * dx[bk]) +
+             ckir_internal_f16_to_f32(ckir_q_ld16(blk + 2)) * (dx[bk] * (float)t);
+      else /* d (nib - 8) . a */
+        s += (float)(is - 8 * t) * (d * dx[bk]);
     } else {
       q8p_block(w, n, bk, K, blk);
       const int8_t *q = (const int8_t *)(blk + 2);
@@ -942,11 +1013,11 @@ static float qp_gemv_row_ref(const int8_t *a, const float *dx, const uint8_t *w,
 }
 
 /* x . row n in double against the dequantized weights (gemm's numerics) */
-static double qp_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int64_t K, int has_m) {
+static double qp_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int64_t K, int fmt) {
   double s = 0.0;
   float v[CKIR_QK];
   for (int64_t bk = 0; bk < K / CKIR_QK; bk++) {
-    qp_values(w, n, bk, K, has_m, v);
+    qp_values(w, n, bk, K, fmt, v);
     for (int j = 0; j < CKIR_QK; j++) s += (double)x[bk * CKIR_QK + j] * v[j];
   }
   return s;
@@ -961,9 +1032,9 @@ static double qp_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int64
 #define QP_GEMM_I8 2 /* int8 x, dot products by vpmaddubsw + vpmaddwd */
 #endif
 static void qp_gemm_i8_one(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
-                           int64_t N, int64_t K, int has_m) {
+                           int64_t N, int64_t K, int fmt) {
   const qp_seg seg = {w, b, y, N};
-  qp_gemm_i8(x, M, K, has_m, &seg, 1, 0);
+  qp_gemm_i8(x, M, K, fmt, &seg, 1, 0);
 }
 #else
 #define QP_GEMM_I8 0
@@ -986,48 +1057,48 @@ int ckir_runtime_qp_fp32_x(int on) {
 
 int ckir_internal_gemm_qkv_qp(const float *x, const uint8_t *const w[3], const float *const b[3],
                               float *const y[3], const int64_t N[3], int64_t M, int64_t K,
-                              int has_m) {
+                              int fmt) {
 #if defined(QP_I8)
   if (qp_fp32_x) return 0;
   const qp_seg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
                           {w[2], b[2], y[2], N[2]}};
-  qp_gemm_i8(x, M, K, has_m, segs, 3, 0);
+  qp_gemm_i8(x, M, K, fmt, segs, 3, 0);
   return 1;
 #else
-  (void)x, (void)w, (void)b, (void)y, (void)N, (void)M, (void)K, (void)has_m;
+  (void)x, (void)w, (void)b, (void)y, (void)N, (void)M, (void)K, (void)fmt;
   return 0;
 #endif
 }
 
 int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
-                                  int64_t M, int64_t N, int64_t K, int has_m) {
+                                  int64_t M, int64_t N, int64_t K, int fmt) {
 #if defined(QP_I8)
   if (qp_fp32_x) return 0;
   const qp_seg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
-  qp_gemm_i8(x, M, K, has_m, segs, 2, 1);
+  qp_gemm_i8(x, M, K, fmt, segs, 2, 1);
   return 1;
 #else
-  (void)x, (void)wg, (void)wu, (void)out, (void)M, (void)N, (void)K, (void)has_m;
+  (void)x, (void)wg, (void)wu, (void)out, (void)M, (void)N, (void)K, (void)fmt;
   return 0;
 #endif
 }
 
-/* Every kernel of block panel dtype D (has_m: q4_1p's min term) and its reference
+/* Every kernel of block panel dtype D (format FMT, CKIR_QP_*) and its reference
  * twin */
-#define CKIR_QP_KERNELS(D, HAS_M)                                                                 \
+#define CKIR_QP_KERNELS(D, FMT)                                                                 \
   void ckir_gemv_##D(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {        \
-    gemv_qp_impl(x, w, NULL, y, N, K, HAS_M);                                                    \
+    gemv_qp_impl(x, w, NULL, y, N, K, FMT);                                                    \
   }                                                                                              \
   void ckir_gemv_bias_##D(const float *x, const uint8_t *w, const float *b, float *y, int64_t N, \
                           int64_t K) {                                                           \
-    gemv_qp_impl(x, w, b, y, N, K, HAS_M);                                                       \
+    gemv_qp_impl(x, w, b, y, N, K, FMT);                                                       \
   }                                                                                              \
   void ckir_gemm_bias_##D(const float *x, const uint8_t *w, const float *b, float *y, int64_t M, \
                           int64_t N, int64_t K) {                                                \
     if (QP_I8_NOW)                                                                               \
-      qp_gemm_i8_one(x, w, b, y, M, N, K, HAS_M);                                                \
+      qp_gemm_i8_one(x, w, b, y, M, N, K, FMT);                                                \
     else                                                                                         \
-      ckir_internal_gemm_qp_f32x(x, w, b, y, M, N, K, HAS_M);                                    \
+      ckir_internal_gemm_qp_f32x(x, w, b, y, M, N, K, FMT);                                    \
   }                                                                                              \
   void ckir_gemm_##D(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,          \
                      int64_t K) {                                                                \
@@ -1038,16 +1109,16 @@ int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8
     _Pragma("omp parallel for schedule(static) if (T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)")   \
     for (int64_t t = 0; t < T; t++)                                                              \
       for (int64_t bk = 0; bk < E / CKIR_QK; bk++)                                               \
-        qp_values(table, tokens[t], bk, E, HAS_M, out + t * E + bk * CKIR_QK);                   \
+        qp_values(table, tokens[t], bk, E, FMT, out + t * E + bk * CKIR_QK);                   \
   }                                                                                              \
   float ckir_internal_ref_gemv_row_##D(const float *x, const uint8_t *w, int64_t n, int64_t K) { \
     int8_t a[K];                                                                                 \
     float dx[K / CKIR_QK];                                                                       \
     ckir_internal_quantize_x_ref(x, K, a, dx);                                                   \
-    return qp_gemv_row_ref(a, dx, w, n, K, HAS_M);                                               \
+    return qp_gemv_row_ref(a, dx, w, n, K, FMT);                                               \
   }                                                                                              \
   float ckir_internal_ref_gemm_row_##D(const float *x, const uint8_t *w, int64_t n, int64_t K) { \
-    return (float)qp_gemm_row_ref(x, w, n, K, HAS_M);                                            \
+    return (float)qp_gemm_row_ref(x, w, n, K, FMT);                                            \
   }                                                                                              \
   void ckir_ref_gemv_bias_##D(const float *x, const uint8_t *w, const float *b, float *y,       \
                               int64_t N, int64_t K) {                                            \
@@ -1055,7 +1126,7 @@ int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8
     float dx[K / CKIR_QK];                                                                       \
     ckir_internal_quantize_x_ref(x, K, a, dx);                                                   \
     for (int64_t n = 0; n < N; n++)                                                              \
-      y[n] = qp_gemv_row_ref(a, dx, w, n, K, HAS_M) + (b ? b[n] : 0.0f);                         \
+      y[n] = qp_gemv_row_ref(a, dx, w, n, K, FMT) + (b ? b[n] : 0.0f);                         \
   }                                                                                              \
   void ckir_ref_gemv_##D(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {    \
     ckir_ref_gemv_bias_##D(x, w, NULL, y, N, K);                                                 \
@@ -1064,7 +1135,7 @@ int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8
                               int64_t M, int64_t N, int64_t K) {                                 \
     for (int64_t m = 0; m < M; m++)                                                              \
       for (int64_t n = 0; n < N; n++)                                                            \
-        y[m * N + n] = (float)qp_gemm_row_ref(x + m * K, w, n, K, HAS_M) + (b ? b[n] : 0.0f);    \
+        y[m * N + n] = (float)qp_gemm_row_ref(x + m * K, w, n, K, FMT) + (b ? b[n] : 0.0f);    \
   }                                                                                              \
   void ckir_ref_gemm_##D(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,      \
                          int64_t K) {                                                            \
@@ -1074,8 +1145,9 @@ int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8
                           int64_t E) {                                                           \
     for (int64_t t = 0; t < T; t++)                                                              \
       for (int64_t bk = 0; bk < E / CKIR_QK; bk++)                                               \
-        qp_values(table, tokens[t], bk, E, HAS_M, out + t * E + bk * CKIR_QK);                   \
+        qp_values(table, tokens[t], bk, E, FMT, out + t * E + bk * CKIR_QK);                   \
   }
 
-CKIR_QP_KERNELS(q8_0p, 0)
-CKIR_QP_KERNELS(q4_1p, 1)
+CKIR_QP_KERNELS(q8_0p, CKIR_QP_Q8_0)
+CKIR_QP_KERNELS(q4_1p, CKIR_QP_Q4_1)
+CKIR_QP_KERNELS(q4_0p, CKIR_QP_Q4_0)
