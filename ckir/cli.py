@@ -389,15 +389,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--dtype",
         choices=WEIGHT_DTYPES,
         help="store linear-layer weights in this dtype (default: as in the checkpoint; "
-        "f32p / bf16p / q8_0p / q4_1p: the fp32 / bf16 values or Q8_0 / Q4_1 blocks "
-        "pre-packed in the GEMM kernels' 32-row panels)",
+        "f32p / bf16p / q8_0p / q4_1p / q4_0p: the fp32 / bf16 values or Q8_0 / Q4_1 / "
+        "Q4_0 blocks pre-packed in the GEMM kernels' 32-row panels)",
     )
     s.add_argument(
         "--no-panels",
         action="store_true",
-        help="keep f32, bf16, q8_0 and q4_1 weight matrices row-major (default for "
+        help="keep f32, bf16, q8_0, q4_1 and q4_0 weight matrices row-major (default for "
         "inference builds: f32 ones in f32p panels, bf16 ones in bf16p panels, q8_0 ones "
-        "in q8_0p panels, q4_1 ones in q4_1p panels)",
+        "in q8_0p panels, q4_1 ones in q4_1p panels, q4_0 ones in q4_0p panels)",
     )
     s.add_argument("--template")
     s.add_argument("-q", "--quiet", action="store_true")
