@@ -502,12 +502,12 @@ class CkirRunner(Runner):
             tiles = "AMX tiles" if amx == 1 else "emulated AMX tiles (CKIR_AMX=emulate: no speed)"
             isa += f", bf16p GEMMs (M > 32) on {tiles} (tdpbf16ps), other bf16 by vdpbf16ps"
             if self.m.int8_prefill_dot:
-                isa += f", q8_0p/q4_1p GEMMs on int8 x on {tiles} (tdpbssd/tdpbsud)"
+                isa += f", q8_0p/q4_0p/q4_1p GEMMs on int8 x on {tiles} (tdpbssd/tdpbsud)"
         else:
             if lib.ckir_runtime_bf16_dot():
                 isa += ", bf16 GEMMs (M > 32) by vdpbf16ps"
             if self.m.int8_prefill_dot:
-                isa += f", q8_0p/q4_1p GEMMs on int8 x by {self.m.int8_prefill_dot}"
+                isa += f", q8_0p/q4_0p/q4_1p GEMMs on int8 x by {self.m.int8_prefill_dot}"
         self.info = {"threads": threads, "isa": isa}
         self._prof = hasattr(lib, "ckir_profile_n")
         if self._prof:
@@ -1114,7 +1114,7 @@ class Report:
     bf16_dot: list[float] = field(default_factory=list)
     #: the instruction those probes time: vdpbf16ps, or tdpbf16ps on AMX tiles
     bf16_insn: str = ""
-    #: the int8 dot probes bracketing q8_0 / q4_1 prefill runs (CPUs with AVX2 or VNNI)
+    #: the int8 dot probes bracketing q8_0 / q4_0 / q4_1 prefill runs (CPUs with AVX2 or VNNI)
     int8_dot: list[float] = field(default_factory=list)
     #: the instruction those probes time (bandwidth.int8_dot_insn, or tdpbssd on AMX)
     int8_insn: str = ""
@@ -1585,7 +1585,7 @@ def system_notes(systems: Sequence[System]) -> list[str]:
     return out
 
 
-#: weight dtypes whose prefill runs int8 dot products (ckir's q8_0p / q4_1p GEMMs on any
+#: weight dtypes whose prefill runs int8 dot products (ckir's block panel GEMMs on any
 #: AVX2 or AVX-512 CPU; llama.cpp's quantized matmuls): their prefill bound is the peak
 #: of the int8 product instruction (vpdpbusd with VNNI, else vpmaddubsw)
 INT8_DOT_DTYPES = frozenset({"q8_0", "q4_0", "q4_1"})
@@ -1955,10 +1955,10 @@ def _render_rooflines(report: Report) -> list[str]:
             i8 = report.int8_dot
             insn = report.int8_insn or "vpdpbusd"
             out[-1] += (
-                " q8_0 / q4_1: ckir's q8_0p / q4_1p GEMMs multiply x quantized to int8 per "
-                f"block of 32 ({insn} on this CPU; as decode does, and as llama.cpp's quantized "
-                f"matmuls do), so their bound is the {insn} peak (a product and its sum counted "
-                "as 2 ops): a C probe right before and after every q8_0 / q4_1 run, median "
+                " q8_0 / q4_0 / q4_1: ckir's q8_0p / q4_0p / q4_1p GEMMs multiply x quantized "
+                f"to int8 per block of 32 ({insn} on this CPU; as decode does, and as llama.cpp's "
+                f"quantized matmuls do), so their bound is the {insn} peak (a product and its sum "
+                "counted as 2 ops): a C probe right before and after every such run, median "
                 f"{fmt_num(statistics.median(i8))} G ops/s over {len(i8)} probes "
                 f"({fmt_range(i8)})."
             )
