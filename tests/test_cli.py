@@ -116,16 +116,17 @@ def test_inspect_reports_totals_and_kernels(build: Path) -> None:
 
 
 def test_compile_help_names_the_panel_dtypes() -> None:
-    """--dtype offers bf16p, q8_0p and q4_1p; --no-panels says it keeps f32, bf16, q8_0
-    and q4_1 matrices row-major."""
+    """--dtype offers bf16p, q8_0p, q4_1p and q4_0p; --no-panels says it keeps f32, bf16,
+    q8_0, q4_1 and q4_0 matrices row-major."""
     proc = run("ckir", "compile", "--help")
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split()).replace("row- major", "row-major")  # argparse wraps
     choices = text.split("--no-panels")[0]
-    assert "bf16p" in choices and "q8_0p" in choices and "q4_1p" in choices  # --dtype
-    assert "keep f32, bf16, q8_0 and q4_1 weight matrices row-major" in text
+    for dtype in ("bf16p", "q8_0p", "q4_1p", "q4_0p"):  # --dtype
+        assert dtype in choices, dtype
+    assert "keep f32, bf16, q8_0, q4_1 and q4_0 weight matrices row-major" in text
     assert "bf16 ones in bf16p panels" in text and "q8_0 ones in q8_0p panels" in text
-    assert "q4_1 ones in q4_1p panels" in text
+    assert "q4_1 ones in q4_1p panels" in text and "q4_0 ones in q4_0p panels" in text
 
 
 def test_import_to_file(llama_dir: Path, tmp_path: Path) -> None:
