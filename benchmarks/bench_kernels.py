@@ -229,6 +229,12 @@ def ab_cases(rng) -> list[tuple[str, str, list]]:
         cases.append((f"gemm_q8_0 M={M} {N}x{K}", "gemm_q8_0", [x, wq, y, M, N, K]))
         cases.append((f"gemm_f32p M={M} {N}x{K}", "gemm_f32p", [x, pack_f32p(w), y, M, N, K]))
         cases.append((f"gemm_bf16p M={M} {N}x{K}", "gemm_bf16p", [x, pack_bf16p(w), y, M, N, K]))
+    for dt in ("q8_0p", "q4_1p"):  # block panels: prefill on int8 x, decode GEMV
+        for N, K in ((1536, 576), (576, 1536)):
+            w = pack_block_panels(f(N, K) * np.float32(K**-0.5), dt)
+            xm, y = f(128, K), np.empty((128, N), np.float32)
+            cases.append((f"gemm_{dt} M=128 {N}x{K}", f"gemm_{dt}", [xm, w, y, 128, N, K]))
+            cases.append((f"gemv_{dt} {N}x{K}", f"gemv_{dt}", [f(K), w, y[0], N, K]))
     for T, E in ((1, 576), (128, 576)):
         tok = rng.integers(0, 4096, T).astype(np.int32)
         cases.append(

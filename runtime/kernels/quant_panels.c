@@ -780,18 +780,33 @@ CKIR_INLINE void qp_i8_tile(const qp_xq *xq, int64_t r0, const int R, const uint
 }
 #endif
 
-/* qp_i8_tile with R as a compile-time constant */
+/* qp_i8_tile with R and the format as compile-time constants */
+#define QP_I8_ROWS(FMT)                                                                  \
+  static void qp_i8_rows_##FMT(const qp_xq *xq, int64_t r0, int R, const uint8_t *pp,  \
+                               const float *b, float *y, int64_t ldy, int64_t n0,        \
+                               int64_t nn) {                                              \
+    switch (R) {                                                                          \
+    case 6: qp_i8_tile(xq, r0, 6, pp, FMT, b, y, ldy, n0, nn); break;                     \
+    case 5: qp_i8_tile(xq, r0, 5, pp, FMT, b, y, ldy, n0, nn); break;                     \
+    case 4: qp_i8_tile(xq, r0, 4, pp, FMT, b, y, ldy, n0, nn); break;                     \
+    case 3: qp_i8_tile(xq, r0, 3, pp, FMT, b, y, ldy, n0, nn); break;                     \
+    case 2: qp_i8_tile(xq, r0, 2, pp, FMT, b, y, ldy, n0, nn); break;                     \
+    default: qp_i8_tile(xq, r0, 1, pp, FMT, b, y, ldy, n0, nn); break;                    \
+    }                                                                                     \
+  }
+_Static_assert(QP_I8_MR <= 6, "qp_i8_rows: a case per row count up to QP_I8_MR");
+QP_I8_ROWS(CKIR_QP_Q8_0)
+QP_I8_ROWS(CKIR_QP_Q4_1)
+QP_I8_ROWS(CKIR_QP_Q4_0)
+
 static void qp_i8_rows(const qp_xq *xq, int64_t r0, int R, const uint8_t *pp, int fmt,
                        const float *b, float *y, int64_t ldy, int64_t n0, int64_t nn) {
-  _Static_assert(QP_I8_MR <= 6, "qp_i8_rows: a case per row count up to QP_I8_MR");
-  switch (R) {
-  case 6: qp_i8_tile(xq, r0, 6, pp, fmt, b, y, ldy, n0, nn); break;
-  case 5: qp_i8_tile(xq, r0, 5, pp, fmt, b, y, ldy, n0, nn); break;
-  case 4: qp_i8_tile(xq, r0, 4, pp, fmt, b, y, ldy, n0, nn); break;
-  case 3: qp_i8_tile(xq, r0, 3, pp, fmt, b, y, ldy, n0, nn); break;
-  case 2: qp_i8_tile(xq, r0, 2, pp, fmt, b, y, ldy, n0, nn); break;
-  default: qp_i8_tile(xq, r0, 1, pp, fmt, b, y, ldy, n0, nn); break;
-  }
+  if (fmt == CKIR_QP_Q4_1)
+    qp_i8_rows_CKIR_QP_Q4_1(xq, r0, R, pp, b, y, ldy, n0, nn);
+  else if (fmt == CKIR_QP_Q4_0)
+    qp_i8_rows_CKIR_QP_Q4_0(xq, r0, R, pp, b, y, ldy, n0, nn);
+  else
+    qp_i8_rows_CKIR_QP_Q8_0(xq, r0, R, pp, b, y, ldy, n0, nn);
 }
 
 /* rows [r0, r0 + R) of xq times panel pp, into y (its row 0 is row r0; columns
