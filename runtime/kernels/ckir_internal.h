@@ -368,17 +368,15 @@ void ckir_internal_amx_pack(const float *a, int64_t lda, int64_t M, int64_t K2, 
 void ckir_internal_amx_gemm(int mode, const uint16_t *p, int64_t M, const float *B, int64_t K2,
                             int64_t col, int64_t N, const float *bias, float *C, int64_t ldc);
 /* rows [0, R) (R <= CKIR_AMX_QP_ROWS) of x quantized per block of 32 (a: int8
- * rows K apart, readable up to R rounded up to 16 rows; dx, sx: [R][K / 32]
- * block scales and dx * sums, cb: [R][K / 32] -128 * sums, quant_panels.c
- * qp_quantize_x) times the panel pp of a matrix in block panels of format fmt,
- * plus b[0, nn) when b, into columns
- * [0, nn) of y (ldy floats between rows): each row bit for bit as gemv_<p>
- * computes it, on the tiles of mode */
+ * rows K apart, readable up to R rounded up to 16 rows; dx, sx, cb: [R][K / 32]
+ * block scales, dx * sums and -128 * sums, quant_panels.c qp_quantize_x) times
+ * the panel pp of a matrix in block panels of format fmt, plus b[0, nn) when b,
+ * into columns [0, nn) of y (ldy floats between rows): each row bit for bit as
+ * gemv_<p> computes it, on the tiles of mode */
 #define CKIR_AMX_QP_ROWS 128
 void ckir_internal_amx_qp_panel(int mode, const int8_t *a, int64_t K, const float *dx,
                                 const float *sx, const int32_t *cb, int64_t R, const uint8_t *pp,
-                                int fmt,
-                                const float *b, float *y, int64_t ldy, int64_t nn);
+                                int fmt, const float *b, float *y, int64_t ldy, int64_t nn);
 #endif
 
 #endif /* CKIR_INTERNAL_H */

@@ -640,11 +640,6 @@ static void ukernel(int64_t kc, const float *restrict Ap, int64_t lda, const flo
 
 /* ---- driver -------------------------------------------------------------- */
 
-/* K in slices of equal depth (<= GEMM_KC, a multiple of 8; of 32 for the block
- * formats, which convert whole blocks): no short last slice whose C round trip
- * costs as much as a full one.  The depth depends on K and the B kind alone, so
- * each C element sums its terms in the same order whatever share of N or M a
- * thread gets: results do not depend on the thread count. */
 /* the block panel format (CKIR_QP_*) of B kind b_nk, or -1 */
 static int gemm_qp_fmt(int b_nk) {
   return b_nk == GEMM_B_Q8_0P   ? CKIR_QP_Q8_0
@@ -653,6 +648,11 @@ static int gemm_qp_fmt(int b_nk) {
                                 : -1;
 }
 
+/* K in slices of equal depth (<= GEMM_KC, a multiple of 8; of 32 for the block
+ * formats, which convert whole blocks): no short last slice whose C round trip
+ * costs as much as a full one.  The depth depends on K and the B kind alone, so
+ * each C element sums its terms in the same order whatever share of N or M a
+ * thread gets: results do not depend on the thread count. */
 static int64_t gemm_kstep(int64_t K, int b_nk) {
   const int64_t nslices = (K + GEMM_KC - 1) / GEMM_KC;
   const int64_t kq = b_nk == GEMM_B_ROWS || gemm_qp_fmt(b_nk) >= 0 ? 32 : 8;
