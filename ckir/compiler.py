@@ -115,7 +115,7 @@ class CompileOptions:
     #: pre-packed in GEMM panels (``f32p`` / ``bf16p`` / ``q8_0p`` / ``q4_1p``: the same
     #: values, in the order the kernels read them, so the prefill GEMMs skip packing the
     #: weight at every call and the decode GEMVs run 32 rows at a time; bf16p needs an
-    #: even K, q8_0p and q4_1p K % 32 == 0).  Applies to the matrices that end up f32,
+    #: even K, q8_0p, q4_1p and q4_0p K % 32 == 0).  Applies to the matrices that end up f32,
     #: bf16, q8_0 or q4_1 (``dtype`` None, "f32", "bf16", "q8_0" or "q4_1": a GGUF
     #: file's Q8_0 and Q4_1 blocks are repacked exactly; not to the other block formats
     #: or an explicit panel dtype); None: :data:`PANELS_DEFAULT`

@@ -81,7 +81,7 @@ class CallCost:
     #: the origin's label, or the kernel name when the call has no origin
     label: str
     #: weight bytes read per call of one token (gathers: one row; others: whole buffers,
-    #: a panel dtype (f32p, bf16p, q8_0p, q4_1p) with the zero rows that pad its last
+    #: a panel dtype (f32p, bf16p, q8_0p, q4_1p, q4_0p) with the zero rows that pad its last
     #: panel: the kernels stream them too)
     weight_bytes: int
     #: parameters of the 2-D weight matrices multiplied (0 unless a matrix kind)
@@ -154,7 +154,7 @@ def _buffers(model: lw.LoweredModelOp) -> dict[str, lw.BufferOp]:
 def _row_bytes(btype: lw.BufferType) -> int:
     """Bytes of one row of a weight table (what a gather reads per token).
 
-    A panel table (f32p, bf16p, q8_0p, q4_1p) counts the bytes of one row of the dtype
+    A panel table (f32p, bf16p, q8_0p, q4_1p, q4_0p) counts the bytes of one row of the dtype
     whose values it stores: 4 / 2 bytes per element, 34 / 20 per block of 32.  (A row's values
     are spread over its panel, so the cache lines touched are more.)"""
     if btype.dtype_name in PANEL_DTYPES:

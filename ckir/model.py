@@ -250,7 +250,7 @@ class CompiledModel:
 
     @property
     def int8_prefill(self) -> bool:
-        """Whether this model's q8_0p / q4_1p prefill GEMMs quantize x per block of 32
+        """Whether this model's q8_0p / q4_1p / q4_0p prefill GEMMs quantize x per block of 32
         and compute every row exactly as the decode GEMVs do: the default where the
         runtime has that GEMM (every AVX2 or AVX-512 runtime: ``int8_prefill_dot``),
         about twice the speed of fp32 x.  Otherwise (a scalar runtime, or set to False)
@@ -481,7 +481,7 @@ class CompiledModel:
     # -- saving -----------------------------------------------------------------------
     def panel_weights(self) -> dict[str, str]:
         """graph.weight name (``layers.{i}.mlp.down``) -> the panel dtype it is stored in
-        (f32p, bf16p, q8_0p, q4_1p), from ``build.json`` (a build made before bf16p lists
+        (f32p, bf16p, q8_0p, q4_1p, q4_0p), from ``build.json`` (a build made before bf16p lists
         its f32p weights under ``f32p_weights``).  CkirError if the entry is malformed."""
         packed = self.info.get(PANEL_WEIGHTS_KEY)
         if packed is None:
@@ -680,9 +680,9 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it.
 
     ``logits="last"`` builds a prefill that returns the last prompt row only ([1, V]).
-    ``panels`` stores the f32 / bf16 / q8_0 / q4_1 matrices of an inference build as f32p
-    / bf16p / q8_0p / q4_1p (GEMM panels; :attr:`ckir.compiler.CompileOptions.panels`, None: the
-    default, on).
+    ``panels`` stores the f32 / bf16 / q8_0 / q4_1 / q4_0 matrices of an inference build
+    as f32p / bf16p / q8_0p / q4_1p / q4_0p (GEMM panels;
+    :attr:`ckir.compiler.CompileOptions.panels`, None: the default, on).
     """
     model_dir, out_dir = as_path(model_dir, "model_dir"), as_path(out_dir, "out_dir")
     if isinstance(modes, (str, bytes)):

@@ -1,5 +1,5 @@
-"""Weight dtypes of the runtime: bf16, f32p / bf16p / q8_0p / q4_1p panels, GGUF blocks Q8_0, Q4_0,
-Q4_1.
+"""Weight dtypes of the runtime: bf16, f32p / bf16p / q8_0p / q4_1p / q4_0p panels, GGUF
+blocks Q8_0, Q4_0, Q4_1.
 
 NumPy quantizers and dequantizers written for ckir (see docs/quantization.md).
 A quantized tensor of logical shape ``[..., K]`` is stored as a ``uint8`` array
@@ -80,7 +80,7 @@ _SCALE_BYTES = {
 def block_bytes(dtype: str) -> tuple[int, int]:
     """(elements per block, bytes per block) of ``dtype``; scalars are one-element blocks.
 
-    Panel dtypes (f32p, bf16p, q8_0p, q4_1p) are not stored by rows: ValueError (see
+    Panel dtypes (f32p, bf16p, q8_0p, q4_1p, q4_0p) are not stored by rows: ValueError (see
     :func:`panel_bytes`).
     """
     if dtype not in WEIGHT_DTYPES:
@@ -282,7 +282,7 @@ def unpack_panels(arr: np.ndarray, shape: tuple[int, ...], dtype: str = "f32p") 
     of :func:`pack_panels`).
 
     ``arr``: any shape holding ``ceil(N/32)*32*K`` stored values (f32p floats, bf16p
-    uint16 bits), or their bytes as uint8 (weights.bin); q8_0p / q4_1p: their bytes
+    uint16 bits), or their bytes as uint8 (weights.bin); q8_0p / q4_1p / q4_0p: their bytes
     (the values of their Q8_0 / Q4_1 blocks, :func:`unpack_block_panels` for the
     blocks themselves)."""
     d = _panel_dtype(dtype)
@@ -396,7 +396,7 @@ def dequantize(arr: np.ndarray, dtype: str, shape: tuple[int, ...] | None = None
     """float32 values of ``arr`` stored as ``dtype`` (the inverse of the quantizers' layout).
 
     ``shape`` is the logical ``[N, K]`` of a panel matrix (required for f32p, bf16p
-    q8_0p and q4_1p: their storage does not tell N); other dtypes ignore it.
+    q8_0p, q4_1p and q4_0p: their storage does not tell N); other dtypes ignore it.
     """
     if dtype == "f32":
         return np.asarray(arr, dtype=np.float32)

@@ -107,7 +107,7 @@ class DType:
     32-bit slots, slot ``n % panel`` holding the g = :attr:`k_group` values of row
     n at k = g*j .. g*j + g - 1 (f32p: g = 1, one float; bf16p: g = 2, the pair k =
     2j, 2j + 1): element (n, k) is at value index ``((n // panel) * (K // g) + k //
-    g) * panel * g + (n % panel) * g + k % g``.  A block panel dtype (q8_0p, q4_1p)
+    g) * panel * g + (n % panel) * g + k % g``.  A block panel dtype (q8_0p, q4_1p, q4_0p)
     holds the blocks of its block format, the ``panel`` rows' blocks b of each panel
     together ("panel blocks", g = the block's elements; docs/quantization.md for the
     byte order inside one).  K must be a multiple of g.  The rows of the last
@@ -138,7 +138,7 @@ class DType:
     def k_group(self) -> int:
         """Values of one row along k that a panel keeps together: those sharing a
         32-bit slot of a panel row (:data:`PANEL_SLOT_BYTES` / ``elem_bytes``: f32p 1,
-        bf16p 2), or one block of a block panel dtype (q8_0p, q4_1p: 32); 1 for other
+        bf16p 2), or one block of a block panel dtype (q8_0p, q4_1p, q4_0p: 32); 1 for other
         dtypes.  A panel matrix's K is a multiple of it."""
         if self.panel is None:
             return 1
@@ -210,7 +210,7 @@ PANEL_VALUES: Mapping[str, str] = MappingProxyType(
 #: q4_1 -> q4_1p)
 PANEL_OF: Mapping[str, str] = MappingProxyType({v: p for p, v in PANEL_VALUES.items()})
 assert len(PANEL_OF) == len(PANEL_VALUES), "two panel dtypes store the same values"
-#: block-quantized dtypes: (bytes per block, elements per block); q8_0p and q4_1p included
+#: block-quantized dtypes: (bytes per block, elements per block); q8_0p, q4_1p and q4_0p included
 #: (their rows are whole blocks too, laid out in panels: ``PANEL_DTYPES`` tells them apart)
 BLOCK_DTYPES: Mapping[str, tuple[int, int]] = MappingProxyType(
     {d.name: d.block for d in DTYPE_TABLE if d.block is not None}

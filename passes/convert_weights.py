@@ -1,4 +1,4 @@
-"""``--convert-weights``: store linear-layer matrices in another dtype (bf16, q8_0p, q4_1p, ...)."""
+"""``--convert-weights``: store linear-layer matrices in another dtype (bf16, q8_0p, ...)."""
 
 from __future__ import annotations
 
@@ -21,14 +21,15 @@ from ckir.vocab import BLOCK_DTYPES, PANEL_VALUES, WEIGHT_DTYPES, dtype_info
 
 #: graph ops whose first weight is a [N, K] matrix (or an embedding table)
 MATRIX_OPS = ("linear", "lm_head", "embed")
-#: block length along K of the block-quantized formats, q8_0p and q4_1p included (f32p panels take
-#: any K, bf16p panels an even K: ``DType.k_group``)
+#: block length along K of the block-quantized formats, their panel dtypes included (f32p
+#: panels take any K, bf16p panels an even K: ``DType.k_group``)
 BLOCK = {name: elems for name, (_nbytes, elems) in BLOCK_DTYPES.items()}
 
 
 def k_multiple(dtype: str) -> int:
     """What K (dim 1) of a matrix stored as ``dtype`` must be a multiple of: the block of
-    a block format (q8_0p, q4_1p too: 32), the k group of a panel dtype (bf16p: 2), else 1."""
+    a block format (its panel dtype too: 32), the k group of a panel dtype (bf16p: 2), else
+    1."""
     return BLOCK.get(dtype) or dtype_info(dtype).k_group
 
 

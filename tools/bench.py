@@ -12,8 +12,8 @@ Nothing is downloaded.
 
 Method.  ckir is compiled (timed step by step) for every requested dtype.
 Every system (ckir per dtype, each baseline per dtype it supports; for f32p /
-bf16p / q8_0p / q4_1p, fp32 / bf16 values or Q8_0 / Q4_1 blocks pre-packed in
-ckir's GEMM panels, the baselines run f32 / bf16 / q8_0 / q4_1, once when that
+bf16p / q8_0p / q4_1p / q4_0p, fp32 / bf16 values or Q8_0 / Q4_1 / Q4_0 blocks pre-packed
+in ckir's GEMM panels, the baselines run f32 / bf16 / q8_0 / q4_1 / q4_0, once when that
 dtype is benched too) runs in a
 worker process of its own, loaded once and warmed up; the parent sends one
 run at a time, so only one system computes at any moment.  A round runs every
@@ -1326,7 +1326,7 @@ def collect(
                 "panels, the default of inference builds"
                 + (f"; those whose K is no multiple of {group} stay {dt})" if stays else ")")
             )
-        # f32p / bf16p / q8_0p / q4_1p hold the f32 / bf16 / q8_0 / q4_1 values: the
+        # the panel dtypes hold the values of f32 / bf16 / q8_0 / q4_1 / q4_0: the
         # baselines run those (once, when that dtype is benched too)
         bdt = baseline_dtype(dt)
         if bdt != dt and bdt in dtypes:

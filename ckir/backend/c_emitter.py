@@ -31,7 +31,7 @@ from ckir.errors import CkirError
 from ckir.registry import load_registry
 from ckir.vocab import DTYPE_TABLE, INFERENCE_MODES
 
-#: C element type of each buffer dtype (block formats, q8_0p and q4_1p: bytes; f32p: float;
+#: C element type of each buffer dtype (block formats, q8_0p, q4_1p and q4_0p: bytes; f32p: float;
 #: bf16p: uint16_t)
 C_TYPES = {d.name: d.c_type for d in DTYPE_TABLE}
 RUNTIME_SCALARS = {"T": "T", "P": "P", "PT": "(P + T)", "step": "m->step", "lr": "m->lr"}

@@ -90,9 +90,9 @@ def check_finite(arr: np.ndarray, dtype: str, what: str) -> None:
 
 def encode(arr: np.ndarray, dtype: str, what: str) -> np.ndarray:
     """float32 array -> the bytes of ``dtype`` (f32, or a format of :mod:`ckir.quant`:
-    bf16, f32p / bf16p / q8_0p / q4_1p panels, GGUF blocks); a CkirError naming
+    bf16, f32p / bf16p / q8_0p / q4_1p / q4_0p panels, GGUF blocks); a CkirError naming
     ``what`` if ``arr`` holds NaN or Inf, or does not fit the format (a panel matrix
-    that is not 2-D, an odd K for bf16p, K % 32 != 0 for q8_0p and q4_1p)."""
+    that is not 2-D, an odd K for bf16p, K % 32 != 0 for q8_0p, q4_1p and q4_0p)."""
     check_finite(arr, "f32", what)
     if dtype == "f32":
         return np.ascontiguousarray(arr, dtype="<f4").view(np.uint8).reshape(-1)
