@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from kernel_lib import RuntimeLib, build_runtime, pack_block_panels  # noqa: E402
 from test_panel_kernels import pack_bf16p, pack_f32p  # noqa: E402
 
+from ckir import quant  # noqa: E402
 from ckir.runtime_build import BASE_CFLAGS, LINK_LIBS, isa_flags  # noqa: E402
 
 
@@ -229,6 +230,24 @@ def ab_cases(rng) -> list[tuple[str, str, list]]:
         cases.append((f"gemm_q8_0 M={M} {N}x{K}", "gemm_q8_0", [x, wq, y, M, N, K]))
         cases.append((f"gemm_f32p M={M} {N}x{K}", "gemm_f32p", [x, pack_f32p(w), y, M, N, K]))
         cases.append((f"gemm_bf16p M={M} {N}x{K}", "gemm_bf16p", [x, pack_bf16p(w), y, M, N, K]))
+    for dt in ("q8_0", "q4_0", "q4_1"):  # row-major blocks (--no-panels): fused decode GEMVs
+        wg, wu = (quant.quantize(f(1536, 576) * np.float32(576**-0.5), dt) for _ in range(2))
+        wq, wk = (quant.quantize(f(n, 576) * np.float32(576**-0.5), dt) for n in (576, 192))
+        o1536, o576, o192 = (np.empty(n, np.float32) for n in (1536, 576, 192))
+        cases.append(
+            (
+                f"gemv_gate_up_{dt} 1536x576",
+                f"gemv_gate_up_{dt}",
+                [f(576), wg, wu, o1536, 1536, 576],
+            )
+        )
+        cases.append(
+            (
+                f"gemv_qkv_{dt} 576+192+192 x576",
+                f"gemv_qkv_{dt}",
+                [f(576), wq, wk, wk, o576, o192, o192.copy(), 576, 192, 192, 576],
+            )
+        )
     for dt in ("q8_0p", "q4_1p"):  # block panels: prefill on int8 x, decode GEMV
         for N, K in ((1536, 576), (576, 1536)):
             w = pack_block_panels(f(N, K) * np.float32(K**-0.5), dt)

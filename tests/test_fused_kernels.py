@@ -355,6 +355,8 @@ def test_qkv_wdtype(lib, threads, dtype, shape, bias):
                 single = f"{kind}{'_bias' if bias else ''}_{dtype}"
                 sdims = ([M] if kind == "gemm" else []) + [n, K]
                 fn(single, x, ws[i], *([bs[i]] if bias else []), alone, *sdims)
+                if kind == "gemv":  # each row as the unfused GEMV computes it (x quantized once)
+                    np.testing.assert_array_equal(o, alone)
                 np.testing.assert_allclose(o, alone, rtol=1e-6, atol=1e-7)
                 ob = o - bs[i] if bias else o
                 dot = lib.bf16_dot and fn == lib.call
@@ -378,6 +380,8 @@ def test_gate_up_wdtype(lib, threads, dtype, shape):
             fn(f"{kind}_{dtype}", x, wg, g, *dims)
             fn(f"{kind}_{dtype}", x, wu, u, *dims)
             fn("swiglu_f32", g, u, ref, M * N)
+            if kind == "gemv":  # gate and up as the unfused GEMVs (x quantized once), swiglu's body
+                np.testing.assert_array_equal(out, ref)
             np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
             if dtype == "bf16" or kind == "gemm":
                 dot = lib.bf16_dot and fn == lib.call and dtype == "bf16" and kind == "gemm"
