@@ -37,8 +37,6 @@
 
 #define QP_SCALES (2 * CKIR_PANEL)                        /* bytes of a panel block's scales */
 #define QP_QUAD (4 * CKIR_PANEL)                          /* bytes of one quad row */
-#define Q41_QS (2 * QP_SCALES)                            /* q4_1p: the nibble groups' offset */
-#define Q40_QS QP_SCALES                                  /* q4_0p: the same */
 /* q8_0p: software prefetch 4 panel blocks ahead, into L2 only (prefetcht2):
  * measured over Qwen2's decode matrices from DRAM (2 threads, paired, 14
  * rounds) 1.13x gemv_q8_0's rate; with prefetcht0 0.97x, with none 1.09x, 8
@@ -50,12 +48,12 @@
 _Static_assert(QP_SCALES + 8 * QP_QUAD == CKIR_Q8P_BLOCK, "q8_0p panel block size");
 _Static_assert(CKIR_Q8P_BLOCK == CKIR_PANEL * CKIR_Q8_0_BYTES, "q8_0p: 32 Q8_0 blocks");
 _Static_assert(CKIR_Q41P_BLOCK == CKIR_PANEL * CKIR_Q4_1_BYTES, "q4_1p: 32 Q4_1 blocks");
-_Static_assert(Q41_QS + 4 * QP_QUAD == CKIR_Q41P_BLOCK, "q4_1p panel block size");
-_Static_assert(Q40_QS + 4 * QP_QUAD == CKIR_Q40P_BLOCK, "q4_0p panel block size");
+_Static_assert(CKIR_QP_QS(CKIR_QP_Q4_1) + 4 * QP_QUAD == CKIR_Q41P_BLOCK,
+               "q4_1p panel block size");
+_Static_assert(CKIR_QP_QS(CKIR_QP_Q4_0) + 4 * QP_QUAD == CKIR_Q40P_BLOCK,
+               "q4_0p panel block size");
 _Static_assert(CKIR_Q40P_BLOCK == CKIR_PANEL * CKIR_Q4_0_BYTES, "q4_0p: 32 Q4_0 blocks");
-_Static_assert(Q41_QS == CKIR_QP_QS(CKIR_QP_Q4_1) && Q40_QS == CKIR_QP_QS(CKIR_QP_Q4_0) &&
-                   QP_SCALES == CKIR_QP_QS(CKIR_QP_Q8_0),
-               "the quant bytes' offsets");
+_Static_assert(CKIR_QP_QS(CKIR_QP_Q8_0) == QP_SCALES, "q8_0p's quad rows follow its scales");
 
 #if defined(CKIR_Q512) && defined(__AVX512VNNI__)
 #define QP_XOR 1 /* w ^ 0x80 = w + 128 unsigned; the block starts at -128 sum(a) */
@@ -115,11 +113,12 @@ static void q8p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64
 #endif
 }
 
-/* the same for a q4_1p panel block (has_m: d * nib + m) or a q4_0p one (d * nib
- * - 8 d: exact, d * (nib - 8)) */
+/* the same for a q4_1p panel block (d * nib + m) or a q4_0p one (d * nib - 8 d:
+ * exact, d * (nib - 8)) */
 CKIR_INLINE void q4p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld,
-                         const int has_m) {
-  const uint8_t *q0 = pb + (has_m ? Q41_QS : Q40_QS) + 4 * r0;
+                         const int fmt) {
+  const int has_m = fmt == CKIR_QP_Q4_1;
+  const uint8_t *q0 = pb + CKIR_QP_QS(fmt) + 4 * r0;
 #if defined(CKIR_Q512)
   const __m512i low = _mm512_set1_epi32(0x0F);
   for (int64_t h = 0; h < nr; h += 16) {
@@ -171,11 +170,11 @@ CKIR_INLINE void q4p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, 
 }
 
 static void q41p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld) {
-  q4p_deq(pb, r0, nr, dst, ld, 1);
+  q4p_deq(pb, r0, nr, dst, ld, CKIR_QP_Q4_1);
 }
 
 static void q40p_deq(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld) {
-  q4p_deq(pb, r0, nr, dst, ld, 0);
+  q4p_deq(pb, r0, nr, dst, ld, CKIR_QP_Q4_0);
 }
 
 typedef void (*qp_deq_fn)(const uint8_t *pb, int64_t r0, int64_t nr, float *dst, int64_t ld);
@@ -296,13 +295,13 @@ static void q8p_gemv_panels(const int8_t *a, const float *dx, const int32_t *cb,
   }
 }
 
-/* the same for q4_1p (has_m; sx[bk] = d_x * sum of block bk of a: the min
- * term's factor) or q4_0p (each block's int32 sums start at cb[bk] / 16 = -8
- * sum(a)) */
+/* the same for q4_1p (sx[bk] = d_x * sum of block bk of a: the min term's
+ * factor) or q4_0p (each block's int32 sums start at cb[bk] / 16 = -8 sum(a)) */
 CKIR_INLINE void q4p_gemv_panels(const int8_t *a, const float *dx, const int32_t *cb,
                                  const float *sx, const uint8_t *w, const float *b, float *y,
-                                 int64_t N, int64_t nb, int64_t p0, int64_t p1, const int has_m) {
-  const int64_t bb = has_m ? CKIR_Q41P_BLOCK : CKIR_Q40P_BLOCK, qs = has_m ? Q41_QS : Q40_QS;
+                                 int64_t N, int64_t nb, int64_t p0, int64_t p1, const int fmt) {
+  const int has_m = fmt == CKIR_QP_Q4_1;
+  const int64_t bb = CKIR_QP_BLOCK(fmt), qs = CKIR_QP_QS(fmt);
   for (int64_t p = p0; p < p1; p++) {
     const uint8_t *pp = w + p * nb * bb;
     const int64_t n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, N - n0);
@@ -431,9 +430,9 @@ static void qp_gemv_run(const int8_t *a, const float *dx, const int32_t *cb, con
                         const uint8_t *w, const float *b, float *y, int64_t N, int64_t nb,
                         int64_t p0, int64_t p1, const int fmt) {
   if (fmt == CKIR_QP_Q4_1)
-    q4p_gemv_panels(a, dx, cb, sx, w, b, y, N, nb, p0, p1, 1);
+    q4p_gemv_panels(a, dx, cb, sx, w, b, y, N, nb, p0, p1, CKIR_QP_Q4_1);
   else if (fmt == CKIR_QP_Q4_0)
-    q4p_gemv_panels(a, dx, cb, sx, w, b, y, N, nb, p0, p1, 0);
+    q4p_gemv_panels(a, dx, cb, sx, w, b, y, N, nb, p0, p1, CKIR_QP_Q4_0);
   else
     q8p_gemv_panels(a, dx, cb, w, b, y, N, nb, p0, p1);
 }
@@ -963,17 +962,17 @@ static void q8p_block(const uint8_t *w, int64_t n, int64_t bk, int64_t K, uint8_
   for (int i = 0; i < 8; i++) memcpy(blk + 2 + 4 * i, pb + QP_SCALES + i * QP_QUAD + 4 * r, 4);
 }
 
-/* the q4_1 block (d, m, qs[16]) of row n, block bk of a q4_1p matrix (has_m),
- * or the q4_0 one (d, qs[16]) of a q4_0p matrix */
-static void q4p_block(const uint8_t *w, int64_t n, int64_t bk, int64_t K, int has_m,
+/* the q4_1 block (d, m, qs[16]) of row n, block bk of a q4_1p matrix, or the
+ * q4_0 one (d, qs[16]) of a q4_0p matrix */
+static void q4p_block(const uint8_t *w, int64_t n, int64_t bk, int64_t K, int fmt,
                       uint8_t blk[20]) {
-  const int64_t bb = has_m ? CKIR_Q41P_BLOCK : CKIR_Q40P_BLOCK;
-  const uint8_t *pb = w + ((n / CKIR_PANEL) * (K / CKIR_QK) + bk) * bb;
+  const int has_m = fmt == CKIR_QP_Q4_1;
+  const uint8_t *pb = w + ((n / CKIR_PANEL) * (K / CKIR_QK) + bk) * CKIR_QP_BLOCK(fmt);
   const int64_t r = n % CKIR_PANEL, qs = has_m ? 4 : 2;
   memcpy(blk, pb + 2 * r, 2);
   if (has_m) memcpy(blk + 2, pb + QP_SCALES + 2 * r, 2);
   for (int g = 0; g < 4; g++)
-    memcpy(blk + qs + 4 * g, pb + (has_m ? Q41_QS : Q40_QS) + g * QP_QUAD + 4 * r, 4);
+    memcpy(blk + qs + 4 * g, pb + CKIR_QP_QS(fmt) + g * QP_QUAD + 4 * r, 4);
 }
 
 /* the 32 values of row n, block bk (exactly d * q, d * nib + m, or d * (nib - 8)) */
@@ -982,7 +981,7 @@ static void qp_values(const uint8_t *w, int64_t n, int64_t bk, int64_t K, int fm
   uint8_t blk[34];
   if (fmt != CKIR_QP_Q8_0) {
     const int has_m = fmt == CKIR_QP_Q4_1, qs = has_m ? 4 : 2;
-    q4p_block(w, n, bk, K, has_m, blk);
+    q4p_block(w, n, bk, K, fmt, blk);
     const float d = ckir_internal_f16_to_f32(ckir_q_ld16(blk));
     const float m = has_m ? ckir_internal_f16_to_f32(ckir_q_ld16(blk + 2)) : -8.0f * d;
     for (int j = 0; j < 16; j++) {
@@ -1007,7 +1006,7 @@ static float qp_gemv_row_ref(const int8_t *a, const float *dx, const uint8_t *w,
     int32_t is = 0, t = 0;
     if (fmt != CKIR_QP_Q8_0) {
       const int has_m = fmt == CKIR_QP_Q4_1, qs = has_m ? 4 : 2;
-      q4p_block(w, n, bk, K, has_m, blk);
+      q4p_block(w, n, bk, K, fmt, blk);
       for (int j = 0; j < 16; j++)
         is += (blk[qs + j] & 0x0F) * ab[j] + (blk[qs + j] >> 4) * ab[j + 16];
       for (int j = 0; j < CKIR_QK; j++) t += ab[j];
