@@ -102,7 +102,14 @@ from ckir.cost import ModelCost
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.resources import import_root, source_root
-from ckir.vocab import INFERENCE_MODES, PANEL_OF, PANEL_VALUES, WEIGHT_DTYPES, dtype_info
+from ckir.vocab import (
+    BLOCK_DTYPES,
+    INFERENCE_MODES,
+    PANEL_OF,
+    PANEL_VALUES,
+    WEIGHT_DTYPES,
+    dtype_info,
+)
 
 BASELINES = ("torch", "onnxruntime", "llama.cpp")
 #: what ``--modes`` takes: the inference modes, or ``train`` (alone: tools/bench_train.py)
@@ -269,8 +276,8 @@ class CompileTimes:
 
 def baseline_dtype(dtype: str) -> str:
     """The weights a baseline runs for ckir's ``dtype``: f32 for f32p, bf16 for bf16p,
-    q8_0 for q8_0p, q4_1 for q4_1p (the same values, only stored in ckir's GEMM panels),
-    else ``dtype`` itself."""
+    q8_0 for q8_0p, q4_1 for q4_1p, q4_0 for q4_0p (the same values, only stored in
+    ckir's GEMM panels), else ``dtype`` itself."""
     return PANEL_VALUES.get(dtype, dtype)
 
 
@@ -1587,8 +1594,9 @@ def system_notes(systems: Sequence[System]) -> list[str]:
 
 #: weight dtypes whose prefill runs int8 dot products (ckir's block panel GEMMs on any
 #: AVX2 or AVX-512 CPU; llama.cpp's quantized matmuls): their prefill bound is the peak
-#: of the int8 product instruction (vpdpbusd with VNNI, else vpmaddubsw)
-INT8_DOT_DTYPES = frozenset({"q8_0", "q4_0", "q4_1"})
+#: of the int8 product instruction (vpdpbusd with VNNI, else vpmaddubsw).  The block
+#: formats with a panel dtype: q8_0, q4_0, q4_1
+INT8_DOT_DTYPES = frozenset(PANEL_VALUES[p] for p in PANEL_VALUES if p in BLOCK_DTYPES)
 
 
 def fma_probe(threads: int, kind: str = "fp32") -> float:
