@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ckir.errors import CkirError, one_line
 from ckir.fileio import write_text_atomically
-from ckir.runtime_build import RuntimeBuildError
+from ckir.runtime_build import ISAS, RuntimeBuildError
 from ckir.vocab import INFERENCE_MODES, LOWERED_MODES, WEIGHT_DTYPES
 
 
@@ -66,6 +66,7 @@ def _options(args: argparse.Namespace):  # -> CompileOptions
         fuse=not args.no_fuse,
         logits=args.logits,
         panels=False if args.no_panels else None,
+        isa=args.isa,
     )
 
 
@@ -398,6 +399,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep f32, bf16, q8_0, q4_1 and q4_0 weight matrices row-major (default for "
         "inference builds: f32 ones in f32p panels, bf16 ones in bf16p panels, q8_0 ones "
         "in q8_0p panels, q4_1 ones in q4_1p panels, q4_0 ones in q4_0p panels)",
+    )
+    s.add_argument(
+        "--isa",
+        default="native",
+        choices=ISAS,
+        help="the kernels' instruction set: native (this CPU's, the default; the build "
+        "refuses to open on a CPU that lacks any of its extensions), avx2 (Haswell's: AVX2, "
+        "FMA, F16C, BMI2; Intel since Haswell, AMD since Zen) or scalar (any x86-64 CPU)",
     )
     s.add_argument("--template")
     s.add_argument("-q", "--quiet", action="store_true")

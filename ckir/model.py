@@ -51,7 +51,23 @@ ERRORS = {
     8: "mode not compiled",
     9: "non-finite loss or gradient",
     10: "bad argument",
+    11: "compiled for instructions this CPU lacks",
 }
+
+
+def isa_missing(lib: ctypes.CDLL) -> list[str]:
+    """The instruction-set extensions ``lib`` was compiled for that this CPU lacks
+    (/proc/cpuinfo names; ``ckir_isa_missing``, which runs on any CPU of the
+    architecture).  Builds from before the check have none to report."""
+    fn = getattr(lib, "ckir_isa_missing", None)
+    if fn is None:
+        return []
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    buf = ctypes.create_string_buffer(1024)
+    if fn(buf, len(buf)) == 0:
+        return []
+    return buf.value.decode().split()
 
 
 class NonFiniteError(CkirError):
@@ -178,6 +194,13 @@ class CompiledModel:
             raise CkirError(
                 f"{self.build_dir / LIBRARY_NAME}: cannot load: {one_line(err)}"
             ) from None
+        missing = isa_missing(lib)
+        if missing:
+            raise CkirError(
+                f"{self.build_dir / LIBRARY_NAME}: compiled (isa {self.info.get('isa', '?')}) "
+                f"for instructions this CPU lacks: {', '.join(missing)}; recompile it on this "
+                "machine, or compile it with --isa avx2 (or scalar) to run it on other CPUs"
+            )
         self._lib = lib
         lib.ckir_open.restype = ctypes.c_void_p
         lib.ckir_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]

@@ -84,6 +84,35 @@ def test_compile_logits_last_runs_the_same_tokens(
     np.testing.assert_allclose(last_rows, all_rows[4:], rtol=1e-4, atol=1e-4)
 
 
+def test_compile_isa_avx2_opens_here_and_agrees(
+    build: Path, llama_dir: Path, tmp_path: Path
+) -> None:
+    """``--isa avx2``: the AVX2 kernels (a build for other x86-64 CPUs; both machine kinds
+    run it), recorded in build.json; its prefill logits are the native build's."""
+    avx2 = tmp_path / "avx2"
+    proc = run(
+        "ckir", "compile", str(llama_dir), "-o", str(avx2), "--max-context", "32", "-q",
+        "--isa", "avx2",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((avx2 / "build.json").read_text())["isa"] == "avx2"
+    rows = []
+    for b in (build, avx2):
+        npy = tmp_path / f"{b.name}.npy"
+        proc = run("ckir", "run", str(b), "--tokens", "3,1,4,1,5", "--steps", "0",
+                   "--logits-out", str(npy))  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        rows.append(np.load(npy))
+    assert rows[0].shape == rows[1].shape == (5, rows[0].shape[1])
+    np.testing.assert_allclose(rows[1], rows[0], rtol=1e-4, atol=1e-5)
+
+
+def test_compile_refuses_an_unknown_isa(llama_dir: Path, tmp_path: Path) -> None:
+    proc = run("ckir", "compile", str(llama_dir), "-o", str(tmp_path / "o"), "--isa", "avx9")
+    assert proc.returncode == 2 and "invalid choice: 'avx9'" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()
+
+
 def test_every_stage_reprints_identically(build: Path) -> None:
     for name in ("graph.mlir", "layout.mlir"):
         proc = run("ckir-opt", str(build / name))

@@ -490,7 +490,13 @@ def _buffers(program: lw.ProgramOp) -> list[lw.BufferOp]:
 ENTRY_POINTS = """\
 const ckir_model_desc *ckir_describe(void) { return &ckir_desc; }
 
-ckir_model *ckir_open(const char *weights_path, int *err) {
+/* compiled for the architecture's baseline: the CPU is checked before any
+ * instruction of this library's -march runs */
+CKIR_BASELINE ckir_model *ckir_open(const char *weights_path, int *err) {
+  if (ckir_isa_missing(NULL, 0) != 0) {
+    if (err) *err = CKIR_ERR_ISA;
+    return NULL;
+  }
   return ckir_model_open_desc(&ckir_desc, weights_path, err);
 }
 

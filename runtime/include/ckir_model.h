@@ -26,8 +26,25 @@ enum {
   CKIR_ERR_NOMEM = 7,     /* the state arena cannot be allocated */
   CKIR_ERR_MODE = 8,      /* this mode was not compiled into the model */
   CKIR_ERR_NONFINITE = 9, /* training: the loss or the gradient norm is NaN or infinite */
-  CKIR_ERR_ARG = 10       /* a bad argument (learning rate <= 0 or NaN, ...) */
+  CKIR_ERR_ARG = 10,      /* a bad argument (learning rate <= 0 or NaN, ...) */
+  CKIR_ERR_ISA = 11       /* compiled for instructions this CPU lacks (ckir_isa_missing) */
 };
+
+/* Functions that must run on any CPU of the architecture, whatever -march
+ * the library was built with: ckir_open and the instruction check it calls
+ * first (GCC; elsewhere the attribute is left out). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define CKIR_BASELINE __attribute__((target("arch=x86-64")))
+#else
+#define CKIR_BASELINE
+#endif
+
+/* The instruction-set extensions this library was compiled for (the
+ * compiler's -march) that the CPU running it lacks: their count, and their
+ * /proc/cpuinfo names, space separated, in buf (truncated to size; buf may be
+ * NULL).  ckir_open refuses with CKIR_ERR_ISA when the count is not 0, before
+ * any instruction of the library's -march runs.  0 on other architectures. */
+int ckir_isa_missing(char *buf, size_t size);
 
 #define CKIR_WEIGHTS_MAGIC "CKIRWTS1"
 #define CKIR_WEIGHTS_VERSION 1u
@@ -131,7 +148,8 @@ int ckir_model_optimize(ckir_model *m, float lr);
 int ckir_model_set_int8_prefill(ckir_model *m, int on);
 
 /* Exported by every generated model.c. */
-ckir_model *ckir_open(const char *weights_path, int *err);
+/* checks the CPU first (ckir_isa_missing): CKIR_ERR_ISA */
+CKIR_BASELINE ckir_model *ckir_open(const char *weights_path, int *err);
 void ckir_close(ckir_model *m);
 int ckir_prefill(ckir_model *m, const int32_t *tokens, int64_t n);
 int ckir_decode(ckir_model *m, int32_t token);
