@@ -13,7 +13,7 @@
 
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 
 /* name appended to buf (space separated, truncated to size); the new length */
 CKIR_BASELINE __attribute__((unused)) static size_t put_name(char *buf, size_t size, size_t used, const char *name) {
@@ -145,7 +145,8 @@ CKIR_BASELINE int ckir_isa_missing(char *buf, size_t size) {
   return n;
 }
 
-#else /* another architecture or compiler: nothing is checked */
+#else /* another architecture, or a compiler other than GCC (whose
+       * __builtin_cpu_supports may lack some of the names): nothing is checked */
 
 int ckir_isa_missing(char *buf, size_t size) {
   if (buf && size) buf[0] = '\0';
