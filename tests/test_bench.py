@@ -321,6 +321,31 @@ def test_prefill_roofline_without_an_f32_row(
     assert re.search(r"^\| q8_0 \| \d", out, re.M)
 
 
+def test_isa_avx2_benches_the_avx2_kernels(
+    llama_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``--isa avx2``: ckir's builds (and its profiling copy) run the AVX2 kernels, in
+    folders of their own; the report says so."""
+    if " avx2 " not in Path("/proc/cpuinfo").read_text():
+        pytest.skip("CPU lacks avx2")
+    argv = [str(llama_dir), "--dtype", "f32", "--modes", "decode", "--repeat", "1", "--isa"]
+    argv += ["avx2", "--decode-tokens", "2", "--context", "4", "--probe-mib", "16"]
+    argv += ["--profile", "--build-dir", str(tmp_path / "builds")]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "ckir ISA: runtime avx2" in out and "compiled with --isa avx2" in out
+    built = sorted(p.name for p in (tmp_path / "builds").iterdir())
+    assert built == [
+        f"{llama_dir.name}-f32-ctx128-avx2",
+        f"{llama_dir.name}-f32-ctx128-avx2-profile",
+    ]
+    for b in built:
+        assert json.loads((tmp_path / "builds" / b / "build.json").read_text())["isa"] == "avx2"
+        lib = ctypes.CDLL(str(tmp_path / "builds" / b / "libmodel.so"))
+        lib.ckir_runtime_isa.restype = ctypes.c_char_p
+        assert lib.ckir_runtime_isa() == b"avx2", b
+
+
 def test_int8_dot_probe_runs_where_the_cpu_has_avx2() -> None:
     peak = bandwidth.int8_dot_peak(1, 2, iters=20_000)
     if not peak:  # the probe library is built -march=native: neither AVX2 nor VNNI here

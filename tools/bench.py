@@ -3,7 +3,7 @@
     ckir bench MODEL [--modes prefill,decode | --modes train] [--dtype f32,bf16,q8_0,...]
                      [--against torch,onnxruntime,llama.cpp] [--prompt-tokens 128]
                      [--decode-tokens 64] [--context 128] [--repeat 5] [--threads 2]
-                     [--profile] [--cold-build] [--json FILE]
+                     [--isa native|avx2|scalar] [--profile] [--cold-build] [--json FILE]
 
 MODEL is a HF checkpoint folder or a built-in shape (``smollm-135m``,
 ``qwen2-0.5b``, ``gpt2-small``): random weights, made once with
@@ -102,6 +102,7 @@ from ckir.cost import ModelCost
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.resources import import_root, source_root
+from ckir.runtime_build import ISAS
 from ckir.vocab import (
     BLOCK_DTYPES,
     INFERENCE_MODES,
@@ -289,10 +290,11 @@ def compile_build(
     cold: bool,
     modes: tuple[str, ...] = INFERENCE_MODES,
     panels: bool | None = None,
+    isa: str = "native",
 ) -> CompileTimes:
     """Compile ``model_dir`` into ``out`` (fresh) for ``modes``, timing every step
     (``panels``: as CompileOptions.panels; None: f32, bf16, q8_0 and q4_1 inference builds
-    pack, the default)."""
+    pack, the default; ``isa``: the kernels' build, CompileOptions.isa)."""
     from ckir.compiler import CompileOptions, Progress, build, prepare
 
     progress = Progress(quiet=True)
@@ -301,17 +303,24 @@ def compile_build(
         max_context=max_context,
         dtype=None if dtype == "f32" else dtype,
         panels=panels,
+        isa=isa,
     )
     prepared = prepare(model_dir, options, progress)
     build(prepared, out, progress)
     times = CompileTimes(dict(progress.steps))
     if cold:
-        times.cold_cc = cold_c_build(out)
+        times.cold_cc = cold_c_build(out, isa)
     return times
 
 
-def cold_c_build(build_dir: Path) -> float:
-    """Seconds to build ``build_dir``'s library with an empty runtime object cache."""
+def isa_suffix(isa: str) -> str:
+    """What a bench build folder's name adds for ``isa`` (nothing for native)."""
+    return "" if isa == "native" else f"-{isa}"
+
+
+def cold_c_build(build_dir: Path, isa: str = "native") -> float:
+    """Seconds to build ``build_dir``'s library (kernels for ``isa``) with an empty
+    runtime object cache."""
     from ckir.runtime_build import build_library, support_sources
 
     old = os.environ.get("CKIR_CACHE_DIR")
@@ -321,6 +330,7 @@ def cold_c_build(build_dir: Path) -> float:
             t0 = time.perf_counter()
             build_library(
                 Path(tmp) / "libmodel.so",
+                isa=isa,
                 extra_sources=[build_dir / "model.c", *support_sources()],
                 include_dirs=[build_dir],
             )
@@ -355,13 +365,14 @@ def build_profile_copy(build: Path, out: Path) -> list[ProfiledCall]:
         if name not in rebuilt:
             (out / name).symlink_to((build / name).resolve())
     (out / "model.c").write_text(sources.source)
+    # the copy's own record: the loader verifies the library against it
+    record = json.loads((build / BUILD_INFO).read_text())
     build_library(
         out / LIBRARY_NAME,
+        isa=str(record.get("isa", "native")),
         extra_sources=[out / "model.c", *support_sources()],
         include_dirs=[out],
     )
-    # the copy's own record: the loader verifies the library against it
-    record = json.loads((build / BUILD_INFO).read_text())
     record["files"] = {**record.get("files", {}), **file_digests(out, rebuilt[:2])}
     (out / BUILD_INFO).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return list(sources.profile)
@@ -1150,6 +1161,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context", type=int, default=128, help="tokens cached before decoding")
     p.add_argument("--repeat", type=int, default=5, help="rounds (every system once per round)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument(
+        "--isa",
+        default="native",
+        choices=ISAS,
+        help="ckir's kernels: native (default), or avx2 / scalar as built for other CPUs",
+    )
     p.add_argument("--profile", action="store_true", help="per-kernel time shares of ckir")
     p.add_argument(
         "--cold-build", action="store_true", help="also time the C build with no cached objects"
@@ -1296,15 +1313,22 @@ def collect(
         raise CkirError(f"{name}: {max_ctx} tokens needed but the model has {positions} positions")
     build_root = Path(args.build_dir) if args.build_dir else cache_root() / "bench-builds"
     notes: list[str] = []
+    if args.isa != "native":
+        notes.append(
+            f"ckir: compiled with --isa {args.isa} (the kernels other CPUs run); every bound "
+            "is still this CPU's fastest instruction of its kind"
+        )
 
     # -- compile ckir, one build per dtype --------------------------------------------
     builds: dict[str, Path] = {}
     compile_times: dict[str, CompileTimes] = {}
     costs: dict[str, ModelCost] = {}
     for dt in dtypes:
-        out = build_root / f"{name}-{dt}-ctx{max_ctx}"
+        out = build_root / f"{name}-{dt}-ctx{max_ctx}{isa_suffix(args.isa)}"
         _log(f"compiling {name} ({dt}) -> {out}")
-        compile_times[dt] = compile_build(model_dir, out, dt, max_ctx, args.cold_build)
+        compile_times[dt] = compile_build(
+            model_dir, out, dt, max_ctx, args.cold_build, isa=args.isa
+        )
         builds[dt] = out
         costs[dt] = model_cost(out)
 

@@ -200,10 +200,10 @@ def collect(args: argparse.Namespace, dtypes: list[str], against: list[str]) -> 
     if positions and positions < T:
         raise CkirError(f"{name}: T = {T} but the model has {positions} positions")
     build_root = Path(args.build_dir) if args.build_dir else bench.cache_root() / "bench-builds"
-    out = build_root / f"{name}-f32-train-T{T}"
+    out = build_root / f"{name}-f32-train-T{T}{bench.isa_suffix(args.isa)}"
     bench._log(f"compiling {name} (f32, training) -> {out}")
     compile_times = bench.compile_build(
-        model_dir, out, "f32", T, args.cold_build, modes=TRAIN_BUILD_MODES
+        model_dir, out, "f32", T, args.cold_build, modes=TRAIN_BUILD_MODES, isa=args.isa
     )
     report = Report(
         model=name,
