@@ -553,28 +553,40 @@ CKIR_INLINE void ukernel_avx2_(int64_t kc, const float *restrict A, int64_t lda,
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nr), lane);
   const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nr - 8), lane);
+  /* a whole tile (nr == 16, all but a matrix's last panel) loads and stores C
+   * plainly: vmaskmovps is microcoded on AMD (a store of it costs many cycles;
+   * masked C loads and stores took 6-8 % of the time of SmolLM2's prefill GEMMs) */
+  const int full = nr == GEMM_NR;
   __m256 bias0 = _mm256_setzero_ps(), bias1 = _mm256_setzero_ps();
   if (first && bias) {
-    bias0 = _mm256_maskload_ps(bias, m0);
-    bias1 = _mm256_maskload_ps(bias + 8, m1);
+    bias0 = full ? _mm256_loadu_ps(bias) : _mm256_maskload_ps(bias, m0);
+    bias1 = full ? _mm256_loadu_ps(bias + 8) : _mm256_maskload_ps(bias + 8, m1);
   }
   const __m256 zero = _mm256_setzero_ps();
-#define CKIR_STORE_ROW(r, x0, x1)                                              \
-  if (r < rows && r < mr) {                                                    \
-    float *cr = C + (r) * ldc;                                                 \
-    if (first) {                                                               \
-      x0 = _mm256_add_ps(x0, bias0);                                           \
-      x1 = _mm256_add_ps(x1, bias1);                                           \
-    } else {                                                                   \
-      x0 = _mm256_add_ps(x0, _mm256_maskload_ps(cr, m0));                      \
-      x1 = _mm256_add_ps(x1, _mm256_maskload_ps(cr + 8, m1));                  \
-    }                                                                          \
-    if (last && relu) {                                                        \
-      x0 = _mm256_max_ps(x0, zero);                                            \
-      x1 = _mm256_max_ps(x1, zero);                                            \
-    }                                                                          \
-    _mm256_maskstore_ps(cr, m0, x0);                                           \
-    _mm256_maskstore_ps(cr + 8, m1, x1);                                       \
+#define CKIR_STORE_ROW(r, x0, x1)                                                \
+  if (r < rows && r < mr) {                                                      \
+    float *cr = C + (r) * ldc;                                                   \
+    if (first) {                                                                 \
+      x0 = _mm256_add_ps(x0, bias0);                                             \
+      x1 = _mm256_add_ps(x1, bias1);                                             \
+    } else if (full) {                                                           \
+      x0 = _mm256_add_ps(x0, _mm256_loadu_ps(cr));                               \
+      x1 = _mm256_add_ps(x1, _mm256_loadu_ps(cr + 8));                           \
+    } else {                                                                     \
+      x0 = _mm256_add_ps(x0, _mm256_maskload_ps(cr, m0));                        \
+      x1 = _mm256_add_ps(x1, _mm256_maskload_ps(cr + 8, m1));                    \
+    }                                                                            \
+    if (last && relu) {                                                          \
+      x0 = _mm256_max_ps(x0, zero);                                              \
+      x1 = _mm256_max_ps(x1, zero);                                              \
+    }                                                                            \
+    if (full) {                                                                  \
+      _mm256_storeu_ps(cr, x0);                                                  \
+      _mm256_storeu_ps(cr + 8, x1);                                              \
+    } else {                                                                     \
+      _mm256_maskstore_ps(cr, m0, x0);                                           \
+      _mm256_maskstore_ps(cr + 8, m1, x1);                                       \
+    }                                                                            \
   }
   CKIR_STORE_ROW(0, c00, c01)
   CKIR_STORE_ROW(1, c10, c11)
