@@ -124,6 +124,7 @@ GEMM_SHAPES = [  # (M, N, K)
     (37, 100, 520),
     (128, 576, 576),
     (150, 70, 96),
+    (40, 70, 1300),  # k-slices of weights read in place (GEMM_KC_IN_PLACE 1024 on AVX2)
 ]
 
 

@@ -81,6 +81,7 @@
 #define GEMM_MR 6
 #define GEMM_NR 16
 #define GEMM_KC 256
+#define GEMM_KC_IN_PLACE 1024
 #define GEMM_MC 96
 #define GEMM_NC 256
 #define GEMM_PACK_A 0
@@ -94,6 +95,14 @@
 #define GEMM_NC 256
 #define GEMM_PACK_A 1
 #define GEMM_CHUNKS 1
+#endif
+/* The k-slice depth of weights read in place (f32p, bf16p): no B pack to size,
+ * so it may be deeper than GEMM_KC.  On AVX2 (A read in place, 6 x 16 tiles)
+ * slices of up to 1024 instead of 256 took the f32p prefill GEMMs of SmolLM2's
+ * and Qwen2's shapes to 0.94-0.97 of the time (fewer round trips of the C
+ * tiles); on AVX-512 a deeper slice measured no gain (docs/performance.md). */
+#ifndef GEMM_KC_IN_PLACE
+#define GEMM_KC_IN_PLACE GEMM_KC
 #endif
 /* the packs hold whole panels: MC rows and NC columns must be whole panels */
 _Static_assert(GEMM_MC % GEMM_MR == 0, "GEMM_MC must be a multiple of GEMM_MR");
@@ -660,15 +669,21 @@ static int gemm_qp_fmt(int b_nk) {
                                 : -1;
 }
 
-/* K in slices of equal depth (<= GEMM_KC, a multiple of 8; of 32 for the block
+/* whether B is read in place (f32p floats or bf16p pairs in panels): nothing
+ * of B is packed per call */
+static int gemm_b_in_place(int b_nk) { return b_nk == GEMM_B_PANELS || b_nk == GEMM_B_BF16P; }
+
+/* K in slices of equal depth (<= GEMM_KC, or GEMM_KC_IN_PLACE for weights read
+ * in place; a multiple of 8, of 32 for the block
  * formats, which convert whole blocks): no short last slice whose C round trip
  * costs as much as a full one.  The depth depends on K and the B kind alone, so
  * each C element sums its terms in the same order whatever share of N or M a
  * thread gets: results do not depend on the thread count. */
 static int64_t gemm_kstep(int64_t K, int b_nk) {
-  const int64_t nslices = (K + GEMM_KC - 1) / GEMM_KC;
+  const int64_t kmax = gemm_b_in_place(b_nk) ? GEMM_KC_IN_PLACE : GEMM_KC;
+  const int64_t nslices = (K + kmax - 1) / kmax;
   const int64_t kq = b_nk == GEMM_B_ROWS || gemm_qp_fmt(b_nk) >= 0 ? 32 : 8;
-  return CKIR_MIN(GEMM_KC, ((K + nslices - 1) / nslices + kq - 1) / kq * kq);
+  return CKIR_MIN(kmax, ((K + nslices - 1) / nslices + kq - 1) / kq * kq);
 }
 
 /* whether B kind b_nk multiplies bf16 pairs (the driver's K counts pairs; A is
@@ -682,9 +697,6 @@ static int gemm_bf16_pairs(int b_nk) {
 #endif
 }
 
-/* whether B is read in place (f32p floats or bf16p pairs in panels): nothing
- * of B is packed per call */
-static int gemm_b_in_place(int b_nk) { return b_nk == GEMM_B_PANELS || b_nk == GEMM_B_BF16P; }
 
 /* whether the micro-kernel reads A from packed panels */
 static int gemm_packs_a(int a_t, int b_nk) { return GEMM_PACK_A || a_t || gemm_bf16_pairs(b_nk); }
