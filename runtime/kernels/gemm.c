@@ -697,7 +697,6 @@ static int gemm_bf16_pairs(int b_nk) {
 #endif
 }
 
-
 /* whether the micro-kernel reads A from packed panels */
 static int gemm_packs_a(int a_t, int b_nk) { return GEMM_PACK_A || a_t || gemm_bf16_pairs(b_nk); }
 

@@ -16,7 +16,8 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 
 /* name appended to buf (space separated, truncated to size); the new length */
-CKIR_BASELINE __attribute__((unused)) static size_t put_name(char *buf, size_t size, size_t used, const char *name) {
+CKIR_BASELINE __attribute__((unused)) static size_t put_name(char *buf, size_t size,
+                                                             size_t used, const char *name) {
   if (!buf || size == 0) return used;
   for (const char *s = used ? " " : ""; *s && used + 1 < size; s++) buf[used++] = *s;
   for (const char *s = name; *s && used + 1 < size; s++) buf[used++] = *s;
@@ -25,10 +26,10 @@ CKIR_BASELINE __attribute__((unused)) static size_t put_name(char *buf, size_t s
 }
 
 /* feature: __builtin_cpu_supports's name; name: /proc/cpuinfo's */
-#define CKIR_NEED(feature, name)                  \
-  if (!__builtin_cpu_supports(feature)) {         \
-    n++;                                          \
-    used = put_name(buf, size, used, name);       \
+#define CKIR_NEED(feature, name)            \
+  if (!__builtin_cpu_supports(feature)) {   \
+    n++;                                    \
+    used = put_name(buf, size, used, name); \
   }
 
 CKIR_BASELINE int ckir_isa_missing(char *buf, size_t size) {
