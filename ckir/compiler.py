@@ -111,14 +111,14 @@ class CompileOptions:
     #: storage dtype of weight matrices (--convert-weights); None keeps the source's.
     #: Training builds (modes with "backward") need f32 weights: None or "f32"
     dtype: str | None = None
-    #: store the f32, bf16, q8_0 and q4_1 weight matrices of an inference build
-    #: pre-packed in GEMM panels (``f32p`` / ``bf16p`` / ``q8_0p`` / ``q4_1p``: the same
-    #: values, in the order the kernels read them, so the prefill GEMMs skip packing the
-    #: weight at every call and the decode GEMVs run 32 rows at a time; bf16p needs an
-    #: even K, q8_0p, q4_1p and q4_0p K % 32 == 0).  Applies to the matrices that end up f32,
-    #: bf16, q8_0 or q4_1 (``dtype`` None, "f32", "bf16", "q8_0" or "q4_1": a GGUF
-    #: file's Q8_0 and Q4_1 blocks are repacked exactly; not to the other block formats
-    #: or an explicit panel dtype); None: :data:`PANELS_DEFAULT`
+    #: store the f32, bf16, q8_0, q4_1 and q4_0 weight matrices of an inference build
+    #: pre-packed in GEMM panels (``f32p`` / ``bf16p`` / ``q8_0p`` / ``q4_1p`` / ``q4_0p``:
+    #: the same values, in the order the kernels read them, so the prefill GEMMs skip
+    #: packing the weight at every call and the decode GEMVs run 32 rows at a time; bf16p
+    #: needs an even K, q8_0p, q4_1p and q4_0p K % 32 == 0).  Applies to the matrices that
+    #: end up in a dtype with a panel twin (:data:`ckir.vocab.PANEL_OF`; ``dtype`` None or
+    #: one of those: a GGUF file's Q8_0 / Q4_1 / Q4_0 blocks are repacked exactly; not to
+    #: an explicit panel dtype); None: :data:`PANELS_DEFAULT`
     #: for inference builds, off for training builds; True with modes containing
     #: "backward" is an error (training updates plain f32 weights).
     panels: bool | None = None
@@ -204,10 +204,10 @@ class CompileOptions:
 
     @property
     def uses_panels(self) -> bool:
-        """f32 / bf16 / q8_0 / q4_1 weight matrices are stored as f32p / bf16p / q8_0p /
-        q4_1p (``panels``, resolved): for ``dtype`` None (the checkpoint's f32, bf16 or a
-        GGUF file's Q8_0 / Q4_1) or a dtype with a panel twin
-        (:data:`ckir.vocab.PANEL_OF`: f32, bf16, q8_0, q4_1), never for training builds."""
+        """f32 / bf16 / q8_0 / q4_1 / q4_0 weight matrices are stored as f32p / bf16p /
+        q8_0p / q4_1p / q4_0p (``panels``, resolved): for ``dtype`` None (the checkpoint's
+        f32, bf16 or a GGUF file's Q8_0 / Q4_1 / Q4_0) or a dtype with a panel twin
+        (:data:`ckir.vocab.PANEL_OF`), never for training builds."""
         if self.training or (self.dtype is not None and self.dtype not in PANEL_OF):
             return False
         return PANELS_DEFAULT if self.panels is None else self.panels

@@ -83,22 +83,23 @@ def test_cost_model_counts_bf16p_panels(tiny_build: Path, llama_dir: Path, tmp_p
     assert bench.baseline_dtype("bf16p") == "bf16" and bench.baseline_dtype("bf16") == "bf16"
 
 
-@pytest.mark.parametrize(("values", "block"), [("q8_0", 34), ("q4_1", 20)])
+@pytest.mark.parametrize(("values", "block"), [("q8_0", 34), ("q4_1", 20), ("q4_0", 18)])
 def test_cost_model_counts_block_panels(
     values: str, block: int, tiny_build: Path, llama_dir: Path, tmp_path: Path
 ) -> None:
-    """A q8_0 / q4_1 build stores its matrices as q8_0p / q4_1p (the default): 34 / 20
-    bytes per block of 32 of every stored row, the padded panels included (I = 172 rows
-    -> 192 for gate and up); down [E, I] (K = 172, no whole blocks) stays f32, stored as
-    f32p (E = 64 rows: whole panels); a gathered embedding row is one q8_0 / q4_1 row
-    (E/32 blocks); the FLOPs are those of the logical matrices."""
+    """A q8_0 / q4_1 / q4_0 build stores its matrices as q8_0p / q4_1p / q4_0p (the
+    default): 34 / 20 / 18 bytes per block of 32 of every stored row, the padded panels
+    included (I = 172 rows -> 192 for gate and up); down [E, I] (K = 172, no whole
+    blocks) stays f32, stored as f32p (E = 64 rows: whole panels); a gathered embedding
+    row is one row of the block format (E/32 blocks); the FLOPs are those of the logical
+    matrices."""
     dtype = f"{values}p"
     out = tmp_path / f"tiny-{values}"
     bench.compile_build(llama_dir, out, values, max_context=32, cold=False)
     layout = (out / "layout.mlir").read_text()
     assert f"] {dtype} hf" in layout and f"] {values} hf" not in layout
     packed, plain = bench.model_cost(out), bench.model_cost(tiny_build)
-    row = E // 32 * block  # one q8_0 / q4_1 row of K = E
+    row = E // 32 * block  # one row of K = E in the block format
     layer_q8_rows = E + 2 * (KV * D) + E + 2 * 192
     layer_bytes = layer_q8_rows * row + E * I * 4 + 2 * E * 4
     expected = row + L * layer_bytes + E * 4 + V * row

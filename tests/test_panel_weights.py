@@ -581,7 +581,7 @@ WO_Q8 = {'@"layers.{i}.attn.wo" : [E, H*D] f32': '@"layers.{i}.attn.wo" : [E, H*
 
 
 def _wo_as(values: str) -> dict[str, str]:
-    """The edit declaring attn.wo in block format ``values`` (q8_0, q4_1)."""
+    """The edit declaring attn.wo in block format ``values`` (q8_0, q4_1, q4_0)."""
     return {'@"layers.{i}.attn.wo" : [E, H*D] f32': f'@"layers.{{i}}.attn.wo" : [E, H*D] {values}'}
 
 
@@ -729,7 +729,7 @@ def test_panel_build_matches_hf_and_saves_exactly(
 
 
 def _block_oracle_logits(src: Path, tokens: np.ndarray, values: str = "q8_0") -> np.ndarray:
-    """transformers' fp32 logits with every matrix a ``values`` (q8_0, q4_1) build stores
+    """transformers' fp32 logits with every matrix a ``values`` (q8_0, q4_1, q4_0) build stores
     quantized (2-D, not GPT-2's positions, K a multiple of 32 along ckir's [N, K])
     replaced by its quantized values (GPT-2's Conv1D weights are [K, N]: quantized along
     their rows' K)."""
@@ -766,9 +766,9 @@ BLOCK_TOL = {"q8_0p": (1e-4, 5e-2), "q4_1p": (1e-4, 1.1e-1), "q4_0p": (1e-4, 1.1
 def test_block_panel_build_matches_hf(
     dtype: str, arch: str, tied: bool | None, tmp_path: Path
 ) -> None:
-    """A q8_0 / q4_1 build stores its matrices as q8_0p / q4_1p by default (ragged V =
-    250: a padded panel; tied head; biases; fused qkv / gate_up) and gives HF's logits
-    on the block values at the q8_0 / q4_1 tolerances; save_pretrained refuses it,
+    """A q8_0 / q4_1 / q4_0 build stores its matrices as q8_0p / q4_1p / q4_0p by default
+    (ragged V = 250: a padded panel; tied head; biases; fused qkv / gate_up) and gives
+    HF's logits on the block values at the dtype's tolerances; save_pretrained refuses it,
     naming the panel dtype."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
@@ -863,8 +863,8 @@ def _slot_bytes(model: Any, weight: str) -> np.ndarray:
 def _same_blocks_as_row_major(
     plain: Any, packed: Any, shapes: dict[str, tuple[int, int]], dtype: str = "q8_0p"
 ) -> None:
-    """Every ``dtype`` (q8_0p, q4_1p) weight of ``packed`` holds exactly the blocks of
-    ``plain``'s row-major q8_0 / q4_1 copy, permuted (unpacked bit for bit)."""
+    """Every ``dtype`` (q8_0p, q4_1p, q4_0p) weight of ``packed`` holds exactly the blocks
+    of ``plain``'s row-major copy in the block format, permuted (unpacked bit for bit)."""
     for name, shape in shapes.items():
         rows = _slot_bytes(plain, name)
         panels = _slot_bytes(packed, name)
@@ -913,7 +913,8 @@ def _same_logits_as_row_major(a, b, tokens: np.ndarray) -> None:
 
 @pytest.mark.parametrize("dtype", list(BLOCK_PANELS))
 def test_panels_switch_packs_a_block_build(dtype: str, tmp_path: Path) -> None:
-    """A q8_0 / q4_1 inference build stores its matrices as q8_0p / q4_1p (the default);
+    """A q8_0 / q4_1 / q4_0 inference build stores its matrices as q8_0p / q4_1p / q4_0p
+    (the default);
     down_proj (K = I = 172, no whole blocks) stays f32, hence f32p.  ``panels=False``
     keeps them row-major.  The panel bytes are the row-major build's blocks permuted,
     and the logits agree to fp32 summation order (same values, same integer scheme)."""

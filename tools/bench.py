@@ -35,9 +35,9 @@ per-round ratios of adjacent runs), and the fraction of the roofline.
   read (layer weights, LM head) + one row of each gathered table (token /
   position embedding) + the K and V cache rows read by attention at that
   position (mean over the steps), in the stored dtype (f32p / bf16p / q8_0p /
-  q4_1p: 4 / 2 bytes per value, 34 / 20 per block of 32, the zero rows padding a
-  matrix's last 32-row panel included, as the kernels stream them; a gathered
-  panel row: the bytes of one f32 / bf16 / q8_0 / q4_1 row); bound = read
+  q4_1p / q4_0p: 4 / 2 bytes per value, 34 / 20 / 18 per block of 32, the zero rows
+  padding a matrix's last 32-row panel included, as the kernels stream them; a
+  gathered panel row: the bytes of one row of the values' dtype); bound = read
   bandwidth / bytes.  Counted from the build's lowered IR and layout.
 * prefill bound: 2 x (parameters of the matrices multiplied) x T + causal
   attention 4 x H x D x T(T+1)/2 per layer, against the FMA peak.
@@ -293,8 +293,8 @@ def compile_build(
     isa: str = "native",
 ) -> CompileTimes:
     """Compile ``model_dir`` into ``out`` (fresh) for ``modes``, timing every step
-    (``panels``: as CompileOptions.panels; None: f32, bf16, q8_0 and q4_1 inference builds
-    pack, the default; ``isa``: the kernels' build, CompileOptions.isa)."""
+    (``panels``: as CompileOptions.panels; None: the default, inference builds of a dtype
+    with a panel twin pack; ``isa``: the kernels' build, CompileOptions.isa)."""
     from ckir.compiler import CompileOptions, Progress, build, prepare
 
     progress = Progress(quiet=True)
@@ -1998,7 +1998,7 @@ def _render_rooflines(report: Report) -> list[str]:
         if any("emulated AMX tiles" in v for v in ckir_isa):
             out[-1] += (
                 " ckir's prefill GEMMs ran on emulated AMX tiles (CKIR_AMX=emulate; its ISA "
-                "line): its bf16 / q8_0 / q4_1 rows are no speed of this machine."
+                "line): its bf16 / q8_0 / q4_0 / q4_1 rows are no speed of this machine."
             )
         out.append("")
         rows = []
