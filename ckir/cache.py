@@ -54,7 +54,7 @@ from ckir.compiler import (
 )
 from ckir.errors import CkirError
 from ckir.fileio import write_text_atomically
-from ckir.integrity import clean_leftovers, sha256_file, verify_digests
+from ckir.integrity import clean_leftovers, restore_interrupted, sha256_file, verify_digests
 from ckir.runtime_build import runtime_fingerprint
 from ckir.tokenizer import Tokenizer
 
@@ -181,6 +181,7 @@ def cached_build(
     """The build folder for ``source`` compiled with ``options``; ``(path, was_cached)``."""
     options = options or CompileOptions()
     source = Path(source)
+    restore_interrupted(source)
     if not source.exists():
         raise CkirError(f"{source}: no such file or folder")
     root = root or cache_root()

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ckir.errors import CkirError, one_line
 from ckir.fileio import write_text_atomically
+from ckir.integrity import restore_interrupted
 from ckir.runtime_build import ISAS, RuntimeBuildError
 from ckir.vocab import INFERENCE_MODES, LOWERED_MODES, WEIGHT_DTYPES
 
@@ -242,10 +243,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     from ckir.cache import cached_build, cached_tokenizer
     from ckir.compiler import CompileOptions, compile_model
     from ckir.generate import default_model
+    from ckir.integrity import check_not_nested
     from ckir.model import load
     from ckir.passes.lowering.optimizer import AdamWOptions
     from ckir.resources import corpus_path
-    from ckir.train import StepPrinter, check_numbers, model_limits, read_text, run_steps, windows
+    from ckir.train import (
+        StepPrinter,
+        check_numbers,
+        model_limits,
+        read_text,
+        run_steps,
+        unsaveable,
+        windows,
+    )
     from ckir.vocab import INFERENCE_MODES
 
     check_numbers(args.steps, args.seq_len, args.lr)
@@ -259,7 +269,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     build_dir = Path(args.build_dir) if args.build_dir else None
     check_pretrained_dir(out, source, "--out")
     if build_dir is not None:
-        check_pretrained_dir(out, build_dir, "--out")  # the build it saves from
+        # the build replaces --build-dir whole: a saved folder inside it would go with it
+        check_not_nested(out, "--out", build_dir, "--build-dir")
     data_path = Path(args.data) if args.data else corpus_path()
     text = read_text(data_path)
 
@@ -305,12 +316,19 @@ def cmd_train(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         result = run_steps(model, data, args.steps, args.lr, StepPrinter(args.steps))
-        check_pretrained_dir(out, build_dir, "--out")
+        stopped = (
+            f"step {result.steps_done + 1}/{args.steps}: {result.failure}; stopped. "
+            if result.failure is not None
+            else ""
+        )
+        why_not = unsaveable(model, data, result)
+        if why_not is not None:
+            raise CkirError(f"{stopped}Nothing was saved to {out}: {why_not}")
         saved = model.save_pretrained(out, tokenizer=tokenizer)
     if result.failure is not None:
         raise CkirError(
-            f"step {result.steps_done + 1}/{args.steps}: {result.failure}; stopped. The "
-            f"weights after step {result.steps_done} (the last good one) were saved to {saved}"
+            f"{stopped}The weights after step {result.steps_done} (the last good one: finite, "
+            f"with a finite loss on its batch) were saved to {saved}"
         )
     rate = result.tokens / result.seconds if result.seconds > 0 else 0.0
     first, last = result.losses[0], result.losses[-1]
@@ -481,6 +499,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        for name in ("model", "build"):  # the folder a command reads (docs/reliability.md)
+            if getattr(args, name, None):
+                restore_interrupted(Path(getattr(args, name)))
         return int(args.func(args))
     except CkirError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -38,10 +38,12 @@ from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError, is_int
 from ckir.integrity import (
+    BUILD_INFO,
     BUILD_MARKER,
     MARKER_TEXT,
     check_output_dir,
     file_digests,
+    replace_dir,
     staging_dir,
 )
 from ckir.passes.convert_weights import ConvertWeightsPass, convert_weights
@@ -65,7 +67,6 @@ from ckir.vocab import (
 )
 
 LIBRARY_NAME = "libmodel.so"
-BUILD_INFO = "build.json"
 #: the HF config the build was made from (a GGUF file's: synthesized from its metadata)
 HF_CONFIG = "config.json"
 #: files of a HF source folder copied into the build as they are (those that exist), so a
@@ -459,7 +460,7 @@ def build(
             "files": file_digests(work, [p.name for p in work.iterdir()]),
         }
         (work / BUILD_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
-        _replace_dir(work, out_dir)
+        replace_dir(work, out_dir)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
@@ -486,18 +487,6 @@ def _support_sources() -> list[Path]:
     from ckir.runtime_build import support_sources
 
     return support_sources()
-
-
-def _replace_dir(src: Path, dst: Path) -> None:
-    """Move the finished build into place (replacing an older build of the same name)."""
-    if dst.exists():
-        old = dst.with_name(f".{dst.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        dst.rename(old)
-        src.rename(dst)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        src.rename(dst)
 
 
 def required_files() -> tuple[str, ...]:

@@ -32,7 +32,7 @@ from ckir.compiler import (
     required_files,
 )
 from ckir.errors import CkirError, as_path, is_int, one_line
-from ckir.integrity import verify_digests
+from ckir.integrity import restore_interrupted, verify_digests
 from ckir.vocab import INFERENCE_MODES, PANEL_DTYPES, PANEL_VALUES, storage_bytes
 
 #: the dtypes whose values weight_arrays / save_pretrained give back exactly (as fp32);
@@ -173,6 +173,7 @@ class CompiledModel:
 
     def __init__(self, build_dir: str | Path) -> None:
         self.build_dir = as_path(build_dir, "build_dir")
+        restore_interrupted(self.build_dir)  # a build whose replacement was killed
         missing = [f for f in required_files() if not (self.build_dir / f).exists()]
         if missing:
             raise CkirError(f"{self.build_dir}: not a complete ckir build (missing {missing[0]})")
@@ -490,6 +491,18 @@ class CompiledModel:
                 1, p.grad_offset, p.numel, shape
             ).copy()
         return out
+
+    def largest_weight(self) -> tuple[str, float]:
+        """``(name, max |w|)`` of the trained weight with the largest magnitude, or of the
+        first one holding a NaN or an infinity (read in place: no copy of the weights)."""
+        best = ("", 0.0)
+        for p in self._params():
+            amax = float(np.abs(self._f32(0, p.weight_offset, p.numel, (p.numel,))).max())
+            name = p.name.decode().removeprefix("w.")
+            if not np.isfinite(amax):
+                return name, amax
+            best = max(best, (name, amax), key=lambda t: t[1])
+        return best
 
     def weights(self) -> dict[str, np.ndarray]:
         """Weight name -> a copy of its current (trained) values, for every trained weight."""

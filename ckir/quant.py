@@ -326,8 +326,10 @@ def _round_half_away(v: np.ndarray) -> np.ndarray:
 
 
 def _f16_bytes(v: np.ndarray) -> np.ndarray:
-    """float32 [n, 1] -> its IEEE half (round to nearest even) as uint8 [n, 2]."""
-    return v.astype(np.float16).view(np.uint8).reshape(-1, 2)
+    """float32 [n, 1] -> its IEEE half (round to nearest even) as uint8 [n, 2]; a value
+    beyond float16's range becomes an infinity (``count_non_finite`` finds it)."""
+    with np.errstate(over="ignore"):
+        return v.astype(np.float16).view(np.uint8).reshape(-1, 2)
 
 
 def _pack_nibbles(q: np.ndarray) -> np.ndarray:

@@ -116,7 +116,9 @@ def _first_error(stderr: str) -> str:
 
 
 def _run_cc(cmd: list[str], what: Path | str) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    # a fixed working directory: debug info records it (DW_AT_comp_dir), and a build
+    # must not depend on where the command was started
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=runtime_dir())
     if proc.returncode != 0:
         raise RuntimeBuildError(f"cc failed on {what}: {_first_error(proc.stderr + proc.stdout)}")
 
@@ -209,9 +211,11 @@ def build_library(
     """Build a shared library with every runtime kernel plus ``extra_sources``.
 
     Runtime objects come from the cache; extra sources (e.g. a generated
-    ``model.c``) are compiled with the same flags plus ``include_dirs``.  Raises RuntimeBuildError
-    when the compiler fails; ``out_path`` is only ever replaced by a complete
-    library.  Returns the resolved output path.
+    ``model.c``) are compiled with the same flags plus ``include_dirs``.  The folder of
+    ``out_path`` (a build's random staging folder) is mapped to ``.`` in the debug info
+    and ``__FILE__`` (``-ffile-prefix-map``), so debug builds are byte-identical.
+    Raises RuntimeBuildError when the compiler fails; ``out_path`` is only ever
+    replaced by a complete library.  Returns the resolved output path.
     """
     out_path = Path(out_path).resolve()
     extras = [Path(s).resolve() for s in extra_sources]
@@ -220,7 +224,7 @@ def build_library(
             raise RuntimeBuildError(f"extra source not found: {src}")
     objects = compile_runtime_objects(isa=isa, debug=debug)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    flags = _cflags(isa, debug, include_dirs)
+    flags = [*_cflags(isa, debug, include_dirs), f"-ffile-prefix-map={out_path.parent}=."]
     fd, tmp = tempfile.mkstemp(prefix=out_path.name + ".", suffix=".tmp", dir=out_path.parent)
     os.close(fd)
     clean_leftovers(Path(tempfile.gettempdir()), ["ckir-build-*"])

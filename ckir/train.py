@@ -59,8 +59,11 @@ def check_numbers(steps: int, seq_len: int, lr: float) -> None:
 
 
 def read_text(path: Path) -> str:
-    """The data file as text: CkirError when it is empty (or only whitespace) or not UTF-8."""
-    raw = path.read_bytes()  # OSError: the CLI prints it as one line naming the file
+    """The data file as text: CkirError when it is not a regular file (a FIFO would block
+    the read for ever), is empty (or only whitespace) or is not UTF-8."""
+    from ckir.fileio import regular_file
+
+    raw = regular_file(path, "--data").read_bytes()  # OSError: the CLI prints one line
     if not raw.strip():
         raise CkirError(f"--data {path}: the file is empty (no text to train on)")
     try:
@@ -138,6 +141,62 @@ class TrainResult:
     failure: str | None = None
 
 
+#: the largest weight magnitude a saved model may hold (float16's largest finite value)
+F16_MAX = float(np.finfo(np.float16).max)
+
+
+def _reason(err: CkirError) -> str:
+    """A runtime error without the build folder's name and the runtime's step count (the
+    run's own step is shown instead)."""
+    return re.sub(r" at step \d+", "", str(err).split(": ", 1)[-1])
+
+
+def unsaveable(model: object, data: np.ndarray, result: TrainResult) -> str | None:
+    """Why the weights now in ``model`` must not be saved as the result of ``result``'s
+    run, or None when they are good:
+
+    * every weight finite and within float16's range (|w| <= 65504): the block
+      formats a saved folder is built in store float16 scales and minimums, and a HF
+      folder is often loaded in half precision;
+    * a finite loss on the batch that was trained last (one more forward + backward,
+      which changes no weight), and finite logits from the inference forward
+      (prefill) of that batch.
+
+    A step whose loss and gradient were finite can still move the weights somewhere
+    they overflow (``--lr 1e30``): "the last good weights" are checked, not assumed.
+    The range is checked, not only the loss: weights of 1e30 overflow RMSNorm's sum of
+    squares to a zero scale, so an f32 forward gives all-zero logits and the finite
+    loss ln(V), while a Q8_0 build of the same folder gives NaN."""
+    from ckir.model import CompiledModel
+
+    assert isinstance(model, CompiledModel)
+    done = result.steps_done
+    if done == 0:
+        return "no step completed, so no trained weights exist"
+    name, amax = model.largest_weight()
+    if not math.isfinite(amax):
+        return f"the weights after step {done} are not finite ({name} holds NaN or Inf)"
+    if amax > F16_MAX:
+        return (
+            f"the weights after step {done} are out of range ({name} reaches {amax:.3g}; "
+            f"float16, the type of the block formats' scales, holds up to {F16_MAX:g})"
+        )
+    w = data[(done - 1) % len(data)]
+    try:
+        loss = model.backward(w[:-1], w[1:])
+    except CkirError as err:
+        return f"the weights after step {done} give no finite loss on its batch ({_reason(err)})"
+    if not math.isfinite(loss):
+        return f"the weights after step {done} give a loss of {loss} on its batch"
+    try:
+        model.prefill(w[:-1])
+    except CkirError as err:
+        return f"the weights after step {done} give no finite logits on its batch ({_reason(err)})"
+    finally:
+        model.reset()
+    return None
+
+
 def run_steps(
     model: object, data: np.ndarray, steps: int, lr: float, printer: StepPrinter
 ) -> TrainResult:
@@ -156,8 +215,7 @@ def run_steps(
             try:
                 loss = model.train_step(w[:-1], w[1:], lr=lr)
             except NonFiniteError as err:
-                # without the build folder's name and the runtime's step count (ours is shown)
-                failure = re.sub(r" at step \d+", "", str(err).split(": ", 1)[-1])
+                failure = _reason(err)
                 break
             dt = time.perf_counter() - t0
             losses.append(loss)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -230,3 +232,14 @@ def snapshot(root: Path) -> dict[str, tuple[str, int, int]]:
             size = 0 if kind == "dir" else st.st_size
             out[str(p.relative_to(root))] = (kind, size, st.st_mtime_ns)
     return out
+
+
+def clean_error(proc: subprocess.CompletedProcess[str], pattern: str) -> str:
+    """Assert exit code 1 (not a signal), no traceback and one ``error:`` line matching
+    ``pattern`` on stderr; returns that line."""
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, proc.stderr
+    assert re.search(pattern, lines[0]), lines[0]
+    return lines[0]

@@ -208,10 +208,12 @@ def test_output_folder_policy(builds, tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     model.save_pretrained(empty)
-    stale = empty / "stale.bin"
-    stale.write_text("old")
     model.save_pretrained(empty)  # an earlier saved folder: replaced whole
-    assert not stale.exists() and (empty / "model.safetensors").is_file()
+    stale = empty / "stale.bin"
+    stale.write_text("mine")  # not ckir's: the folder is no longer replaced
+    with pytest.raises(CkirError, match=r"saved model folder holds 'stale.bin', which ckir did"):
+        model.save_pretrained(empty)
+    assert stale.read_text() == "mine" and (empty / "model.safetensors").is_file()
     with pytest.raises(TypeError, match="out_dir"):
         model.save_pretrained(3)  # type: ignore[arg-type]
 

@@ -35,6 +35,7 @@ from ckir.backend.weights import weight_instances
 from ckir.dialects import graph as g
 from ckir.dialects.dims import evaluate_dim
 from ckir.errors import CkirError, one_line
+from ckir.integrity import PRETRAINED_MARKER
 
 
 def load_graph_model(path: Path) -> g.ModelOp:
@@ -173,23 +174,30 @@ def to_hf_state_dict(
 # a saved folder
 # ---------------------------------------------------------------------------
 
-#: the marker file of a folder written by ``save_pretrained`` (such a folder may be replaced)
-PRETRAINED_MARKER = ".ckir-pretrained"
 PRETRAINED_MARKER_TEXT = "a folder written by ckir's save_pretrained: a later save may replace it\n"
 #: the weights file of a saved folder
 SAFETENSORS_NAME = "model.safetensors"
 
 
+def saved_files() -> tuple[str, ...]:
+    """Every name ``save_pretrained`` may write into a saved folder (besides its marker)."""
+    from ckir.compiler import HF_CONFIG, HF_EXTRA_FILES
+
+    return (SAFETENSORS_NAME, HF_CONFIG, *HF_EXTRA_FILES)
+
+
 def check_pretrained_dir(out_dir: str | Path, source: Path | None, flag: str) -> Path:
     """The resolved ``out_dir`` if a saved model may be written there (new, empty, or an
-    earlier saved folder: the marker), else a one-line CkirError naming ``flag``.  It may
-    not be or hold ``source`` (the build the weights come from)."""
+    earlier saved folder holding only what ckir wrote: the marker and
+    :func:`saved_files`), else a one-line CkirError naming ``flag``.  It may not be or
+    hold ``source`` (the build the weights come from), nor lie inside a build or
+    another saved folder (docs/reliability.md, "The folder rule")."""
     from ckir.integrity import check_output_dir
 
     return check_output_dir(
         Path(out_dir),
         source,
-        (),
+        saved_files(),
         marker=PRETRAINED_MARKER,
         flag=flag,
         what="saved model folder",
@@ -240,8 +248,7 @@ def write_hf_folder(
 
     from safetensors.numpy import save_file
 
-    from ckir.compiler import _replace_dir
-    from ckir.integrity import staging_dir
+    from ckir.integrity import pause_point, replace_dir, staging_dir
 
     target = check_pretrained_dir(out_dir, source, flag)
     work = staging_dir(target, f"{flag} {out_dir}: cannot write the folder")
@@ -251,11 +258,12 @@ def write_hf_folder(
         tensors = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in state.items()}
         save_file(tensors, str(work / SAFETENSORS_NAME), metadata={"format": "pt"})
         (work / SAFETENSORS_NAME).chmod(0o666 & ~umask)
+        pause_point("staging")
         for fname, data in sorted(files.items()):
             (work / fname).write_bytes(data)
         (work / PRETRAINED_MARKER).write_text(PRETRAINED_MARKER_TEXT)
         check_pretrained_dir(target, source, flag)  # again: it may have changed meanwhile
-        _replace_dir(work, target)
+        replace_dir(work, target)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

@@ -92,8 +92,23 @@ def encode(arr: np.ndarray, dtype: str, what: str) -> np.ndarray:
     """float32 array -> the bytes of ``dtype`` (f32, or a format of :mod:`ckir.quant`:
     bf16, f32p / bf16p / q8_0p / q4_1p / q4_0p panels, GGUF blocks); a CkirError naming
     ``what`` if ``arr`` holds NaN or Inf, or does not fit the format (a panel matrix
-    that is not 2-D, an odd K for bf16p, K % 32 != 0 for q8_0p, q4_1p and q4_0p)."""
+    that is not 2-D, an odd K for bf16p, K % 32 != 0 for q8_0p, q4_1p and q4_0p, a
+    block scale beyond float16's range)."""
     check_finite(arr, "f32", what)
+    out = _encode(arr, dtype, what)
+    if dtype in BLOCK_DTYPES:
+        from ckir import quant
+
+        if quant.count_non_finite(out, dtype):
+            raise CkirError(
+                f"weights: tensor '{what}' does not fit {dtype}: its values (up to "
+                f"{float(np.abs(arr).max()):.3g} in magnitude) overflow the float16 block "
+                "scales; build it in f32 or bf16"
+            )
+    return out
+
+
+def _encode(arr: np.ndarray, dtype: str, what: str) -> np.ndarray:
     if dtype == "f32":
         return np.ascontiguousarray(arr, dtype="<f4").view(np.uint8).reshape(-1)
     from ckir import quant

@@ -39,8 +39,10 @@ def import_model(
     (``import_gguf``'s module + ``GGUFSource``).
     """
     from ckir.errors import CkirError
+    from ckir.integrity import restore_interrupted
 
     path = Path(path)
+    restore_interrupted(path)  # a saved folder whose replacement was killed
     if path.is_dir():
         from ckir.backend.weights import SafetensorsSource
         from ckir.frontend.hf import import_hf
