@@ -341,16 +341,28 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Make a tiny random model (NumPy + safetensors: no torch), compile it, run it."""
-    from ckir.compiler import CompileOptions, compile_model
+    """Make a tiny random model (NumPy + safetensors: no torch), compile it, run it.
+
+    The checkpoint is written like a saved model (whole, with its marker) and the
+    build like any build: an earlier demo's folders are replaced, anything else is
+    refused (docs/reliability.md, "The folder rule")."""
+    import json
+
+    from ckir.backend.hf_export import check_pretrained_dir, write_hf_folder
+    from ckir.compiler import HF_CONFIG, CompileOptions, compile_model, required_files
+    from ckir.integrity import check_output_dir
     from ckir.model import load
-    from ckir.tools.zoo import make_numpy_model
+    from ckir.tools.zoo import numpy_model
 
     out = Path(args.out)
     model_dir = out / f"tiny-{args.arch}"
-    print(f"[1/3] making a random-weight tiny {args.arch} checkpoint in {model_dir}")
-    make_numpy_model(args.arch, model_dir)
     build = out / f"build-{args.arch}"
+    check_pretrained_dir(model_dir, None, "--out")  # both before anything is written
+    check_output_dir(build, model_dir, required_files(), flag="--out")
+    print(f"[1/3] making a random-weight tiny {args.arch} checkpoint in {model_dir}")
+    config, tensors = numpy_model(args.arch)
+    config_bytes = (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
+    write_hf_folder(model_dir, tensors, {HF_CONFIG: config_bytes}, None, "--out")
     print(f"[2/3] compiling to {build}")
     compile_model(model_dir, build, CompileOptions(max_context=64), quiet=False, on_warning=_warn)
     for f in sorted(build.iterdir()):

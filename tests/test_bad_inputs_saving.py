@@ -366,3 +366,18 @@ def test_debug_builds_are_byte_identical(llama: Path, tmp_path: Path) -> None:
     first = digests(compile_model(llama, tmp_path / "one", options))
     second = digests(compile_model(llama, tmp_path / "two", options))
     assert first == second
+
+
+def test_demo_replaces_only_its_own_folders(tmp_path: Path) -> None:
+    """``ckir demo`` writes its checkpoint as a saved model: an earlier demo is replaced,
+    a folder of the user's at the same name is refused before anything is written."""
+    for _ in range(2):
+        proc = run_ckir("demo", "--out", str(tmp_path / "d"))
+        assert proc.returncode == 0, proc.stderr
+    mine = tmp_path / "e" / "tiny-llama"
+    mine.mkdir(parents=True)
+    (mine / "config.json").write_text("{}\n")
+    before = bad.snapshot(tmp_path / "e")
+    proc = run_ckir("demo", "--out", str(tmp_path / "e"))
+    clean_error(proc, r"--out .*tiny-llama: the folder is not empty and is not an earlier ckir")
+    assert bad.snapshot(tmp_path / "e") == before

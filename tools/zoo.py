@@ -226,25 +226,19 @@ def _llama_shapes(arch: str, cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def make_numpy_model(
+def numpy_model(
     arch: str,
-    out_dir: Path,
     *,
     seed: int = 0,
     tied: bool | None = None,
     std: float = 0.08,
     **overrides: Any,
-) -> Path:
-    """``make_tiny_model`` without torch: NumPy weights saved with safetensors.
-
-    Writes ``config.json`` and ``model.safetensors`` (f32) in ``out_dir`` with
-    the tensor names and shapes transformers would save for ``arch``, each
-    drawn with ``np.random.default_rng(seed)`` by ``make_tiny_model``'s law
-    (different numbers: another generator).  ``overrides`` are config keys.
-    Returns ``out_dir``.
-    """
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(config, tensors)`` of a tiny random ``arch`` checkpoint made with NumPy: the
+    tensor names and shapes transformers would save, each drawn with
+    ``np.random.default_rng(seed)`` by ``make_tiny_model``'s law (different numbers:
+    another generator).  ``overrides`` are config keys."""
     import numpy as np
-    from safetensors.numpy import save_file
 
     cfg = tiny_config(arch, tied=tied, **overrides)
     rng = np.random.default_rng(seed)
@@ -254,6 +248,23 @@ def make_numpy_model(
         tensors[name] = (offset + scale * rng.standard_normal(shape)).astype(np.float32)
     config = {"architectures": [_HF_CLASSES[arch]], "model_type": arch, **cfg}
     config["torch_dtype"] = "float32"
+    return config, tensors
+
+
+def make_numpy_model(
+    arch: str,
+    out_dir: Path,
+    *,
+    seed: int = 0,
+    tied: bool | None = None,
+    std: float = 0.08,
+    **overrides: Any,
+) -> Path:
+    """``make_tiny_model`` without torch: :func:`numpy_model`'s ``config.json`` and
+    ``model.safetensors`` (f32) written in ``out_dir``.  Returns ``out_dir``."""
+    from safetensors.numpy import save_file
+
+    config, tensors = numpy_model(arch, seed=seed, tied=tied, std=std, **overrides)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
