@@ -87,7 +87,7 @@ HF_EXTRA_FILES = (
 #: measured 1.15x faster in prefill GEMMs (2 threads, AVX-512, weights streamed) and level
 #: in decode (benchmarks/bench_panels.py), and against row-major whole models (Zen 4)
 #: bf16p 1.12-1.25x in prefill and 1.06-1.39x in decode, q8_0p 1.01-1.05x / 1.00-1.02x,
-#: q4_1p 1.05-1.06x / 1.19-1.23x (docs/performance.md)
+#: q4_1p 1.05-1.06x / 1.19-1.23x (docs/performance-log.md)
 PANELS_DEFAULT = True
 #: build.json: graph.weight name -> the panel dtype it is stored in
 PANEL_WEIGHTS_KEY = "panel_weights"

@@ -100,7 +100,7 @@
  * so it may be deeper than GEMM_KC.  On AVX2 (A read in place, 6 x 16 tiles)
  * slices of up to 1024 instead of 256 took the f32p prefill GEMMs of SmolLM2's
  * and Qwen2's shapes to 0.94-0.97 of the time (fewer round trips of the C
- * tiles); on AVX-512 a deeper slice measured no gain (docs/performance.md). */
+ * tiles); on AVX-512 a deeper slice measured no gain (docs/performance-log.md). */
 #ifndef GEMM_KC_IN_PLACE
 #define GEMM_KC_IN_PLACE GEMM_KC
 #endif
@@ -618,7 +618,8 @@ CKIR_INLINE void ukernel_avx2(int64_t kc, const float *restrict A, int64_t lda,
 static void ukernel(int64_t kc, const float *restrict A, int64_t lda, const float *restrict Bp,
                     int64_t bs, float *restrict C, int64_t ldc, int64_t mr, int64_t nr, int first,
                     int last, const float *bias, int relu, const float *pf, int64_t npf) {
-  (void)pf, (void)npf; /* no software prefetch: measured no gain on AVX2 (docs/performance.md) */
+  /* no software prefetch: measured no gain on AVX2 (docs/performance-log.md) */
+  (void)pf, (void)npf;
   ukernel_avx2(kc, A, lda, Bp, bs, C, ldc, mr, nr, first, last, bias, relu, 0);
 }
 
@@ -986,7 +987,7 @@ _Static_assert(GEMM_GU_NT % GEMM_NR == 0, "gate_up tiles are whole panels");
  * micro-kernel that reads packed A, each thread packs A once per call (per row
  * block) into its own buffer, whatever number of outputs, column blocks and
  * chunks it then runs over it.  One pack shared by the threads was measured slower: its lines
- * move between the cores' caches at every call (docs/performance.md). */
+ * move between the cores' caches at every call (docs/performance-log.md). */
 static void gemm_run(const float *A, int a_t, int b_nk, ckir_wrow_fn row, const gemm_out *o,
                      int n, int gate_up, int64_t M, int64_t K, int relu) {
   int64_t ntot = 0, npanels = 0;

@@ -34,7 +34,7 @@ static int canary_ok(const uint8_t *p) {
  * (decision 22 in docs/architecture.md): a decode step streams every weight
  * once, and with 4 KiB pages that stream crosses a page, and often a TLB
  * miss, every 4 KiB (SmolLM-135M decode 1.09x the file mapping's rate, 1.2x
- * anonymous 4 KiB pages'; Zen 4, docs/performance.md). The kernel
+ * anonymous 4 KiB pages'; Zen 4, docs/performance-log.md). The kernel
  * falls back to small pages where it has no huge page to give; arenas below
  * CKIR_HUGE_MIN keep small pages (the TLB covers them, and a huge page would
  * round a tiny arena up to 2 MiB of memory). */
