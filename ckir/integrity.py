@@ -115,7 +115,8 @@ def foreign_entries(folder: Path, build_files: Iterable[str], marker: str) -> li
 
     Owned are ``build_files`` (the names ckir writes into such a folder), the marker,
     a build's ``build.json`` and every file it lists under ``files``, and ckir's
-    temporary ``*.tmp`` files.  A folder is never owned: ckir writes none inside these."""
+    temporary ``*.tmp`` files, as files or symlinks (a profiling copy links to its
+    build's files).  A folder is never owned: ckir writes none inside these."""
     owned = set(build_files) | {marker}
     info = _read_build_info(folder)
     if info is not None:
@@ -125,8 +126,8 @@ def foreign_entries(folder: Path, build_files: Iterable[str], marker: str) -> li
             owned.update(str(name) for name in files)
     out: list[str] = []
     for entry in os.scandir(folder):
-        is_file = entry.is_file(follow_symlinks=False)
-        if not (is_file and (entry.name in owned or entry.name.endswith(".tmp"))):
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if is_dir or not (entry.name in owned or entry.name.endswith(".tmp")):
             out.append(entry.name)
     return sorted(out)
 

@@ -381,3 +381,23 @@ def test_demo_replaces_only_its_own_folders(tmp_path: Path) -> None:
     proc = run_ckir("demo", "--out", str(tmp_path / "e"))
     clean_error(proc, r"--out .*tiny-llama: the folder is not empty and is not an earlier ckir")
     assert bad.snapshot(tmp_path / "e") == before
+
+
+def test_bench_profile_copy_replaces_only_its_own(
+    builds: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """``ckir bench --profile`` writes a profiling copy beside each build: an earlier copy
+    is replaced, a folder of the user's at its name is refused, not deleted."""
+    from ckir.tools.bench_build import build_profile_copy
+
+    build = tmp_path / "b"
+    shutil.copytree(builds[0], build)
+    copy = tmp_path / "b-profile"
+    for _ in range(2):
+        assert build_profile_copy(build, copy)
+    shutil.rmtree(copy)
+    copy.mkdir()
+    (copy / "results.csv").write_text("mine\n")
+    with pytest.raises(CkirError, match=r"--profile .*b-profile: the folder is not empty"):
+        build_profile_copy(build, copy)
+    assert (copy / "results.csv").read_text() == "mine\n"

@@ -207,11 +207,14 @@ def build_profile_copy(build: Path, out: Path) -> list[ProfiledCall]:
     kernel call timed and labelled with its origin (``emit-c{profile=true}``).
     """
     from ckir.compiler import BUILD_INFO, LIBRARY_NAME, required_files
-    from ckir.integrity import file_digests
+    from ckir.integrity import BUILD_MARKER, MARKER_TEXT, check_output_dir, file_digests
     from ckir.runtime_build import build_library, support_sources
 
+    # an earlier profiling copy is replaced; anything else at its name is refused
+    check_output_dir(out, build, required_files(), flag="--profile")
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
+    (out / BUILD_MARKER).write_text(MARKER_TEXT)
     sources = emit_c(build_module(build), profile=True)
     rebuilt = ("model.c", LIBRARY_NAME, BUILD_INFO)
     for name in required_files():
