@@ -306,9 +306,8 @@ def _expand_row(name: str, row: Any, source: str) -> dict[str, dict[str, Any]]:
     if extra:
         raise _fail(where, f"unknown field(s) {', '.join(extra)}")
     if "dtypes" not in row:
-        for key in ("where",):
-            if key in row:
-                raise _fail(where, f"'{key}' needs a family row (a 'dtypes' list)")
+        if "where" in row:
+            raise _fail(where, "'where' needs a family row (a 'dtypes' list)")
         if _mentions_placeholder(dict(row)) or DTYPE_PLACEHOLDER in name:
             raise _fail(where, f"{DTYPE_PLACEHOLDER} needs a family row (a 'dtypes' list)")
         return {name: dict(row)}
@@ -350,15 +349,8 @@ def _expand_row(name: str, row: Any, source: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _parse_kernel(name: str, entry: Any, source: str, row: str | None = None) -> KernelSpec:
-    where = f"{source}: kernel '{name}'"
-    if row is not None and row != name:
-        where = f"{source}: kernel '{row}' ({name})"
-    if not isinstance(entry, Mapping):
-        raise _fail(where, "entry must be a mapping")
-    extra = sorted(map(str, set(entry) - _ROW_FIELDS))
-    if extra:
-        raise _fail(where, f"unknown field(s) {', '.join(extra)}")
+def _parse_kernel(name: str, entry: Mapping[str, Any], where: str) -> KernelSpec:
+    """The spec of one expanded entry (its fields already checked by :func:`_expand_row`)."""
     if not _IDENT.match(str(name)):
         raise _fail(where, "kernel name must be a C identifier")
     c_name = f"ckir_{name}"
@@ -482,7 +474,10 @@ def parse_registry(data: Any, source: str = "registry.yaml") -> Mapping[str, Ker
                     f"{source}: kernel '{row_name}' gives '{name}', "
                     f"which kernel '{row_of[name]}' gives too"
                 )
-            specs[name] = _parse_kernel(name, entry, source, str(row_name))
+            where = f"{source}: kernel '{row_name}'"
+            if name != row_name:
+                where += f" ({name})"
+            specs[name] = _parse_kernel(name, entry, where)
             row_of[name] = str(row_name)
     return MappingProxyType(specs)
 
