@@ -314,6 +314,8 @@ def _expand_row(name: str, row: Any, source: str) -> dict[str, dict[str, Any]]:
     if DTYPE_PLACEHOLDER not in name:
         raise _fail(where, f"a family row's name must contain {DTYPE_PLACEHOLDER}")
     dtypes = _row_dtypes(row, where)
+    if not isinstance(row.get("constraints", []), list):
+        raise _fail(where, "constraints must be a list of strings")
     clauses = row.get("where", {})
     if not isinstance(clauses, Mapping):
         raise _fail(where, f"where must map dtypes or sets to fields, got {clauses!r}")

@@ -317,6 +317,7 @@ def test_family_dtype_sets_follow_the_vocabulary():
         ({"where": {"bf16": {"constraints": "K > 1"}}}, "constraints must be a list"),
         ({"where": {"bf16": {}}}, "where bf16: must map some of"),
         ({"where": ["bf16"]}, "where must map dtypes or sets"),
+        ({"constraints": "N >= 1"}, "constraints must be a list of strings"),
     ],
 )
 def test_malformed_family_rows_name_the_row(fields, needle):
