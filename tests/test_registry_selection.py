@@ -28,9 +28,9 @@ from registry_selection import (
     select,
 )
 
-#: sources whose builds are re-lowered in the quick runs (one per template, one GGUF
+#: sources whose builds are re-lowered in the quick runs (a llama checkpoint and a GGUF
 #: file); the others are marked slow.  The query replay covers every build quickly.
-QUICK_SOURCES = ("llama_i128", "gpt2", "llama_i128.q4_0.gguf")
+QUICK_SOURCES = ("llama_i128", "llama_i128.q4_0.gguf")
 
 
 @pytest.fixture(scope="module")
