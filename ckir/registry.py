@@ -1,9 +1,16 @@
-"""The kernel registry: ``runtime/registry.yaml`` loaded into typed, validated specs.
+"""The kernel registry: ``runtime/registry*.yaml`` loaded into typed, validated specs.
 
 Lowering picks kernels from it and copies each choice into the IR as a
 ``lowered.kernel`` declaration (which the ``lowered.call`` verifier and the C
 emitter read); the C emitter checks the declarations against it once (the
-runtime ABI check).  See docs/runtime.md for the file format.
+runtime ABI check).
+
+A row of the files is one kernel, or a *family*: a row with ``dtypes`` (dtype
+names and the sets of :func:`dtype_sets`) is expanded into one kernel per dtype,
+``{dtype}`` in its name, operand dtypes and doc standing for the dtype, and its
+``where`` clauses adding constraints (or setting modes or the doc) for some of
+them.  Every expanded kernel is then validated like a plain row; an error names
+the file, the row and the expansion.  See docs/runtime.md for the file format.
 """
 
 from __future__ import annotations
@@ -25,8 +32,17 @@ from ckir.dialects.dims import (
     parse_constraint,
     product_factors,
 )
+from ckir.errors import CkirError, one_line
 from ckir.resources import runtime_dir
-from ckir.vocab import DTYPES, KERNEL_OPS, MODES, PANEL_DTYPES, dtype_info
+from ckir.vocab import (
+    BLOCK_DTYPES,
+    DTYPES,
+    KERNEL_OPS,
+    MODES,
+    PANEL_DTYPES,
+    WEIGHT_DTYPES,
+    dtype_info,
+)
 
 __all__ = [
     "ACCESSES",
@@ -36,6 +52,7 @@ __all__ = [
     "ParamSpec",
     "RegistryError",
     "constraint_problem",
+    "dtype_sets",
     "extent_values",
     "load_registry",
     "panel_extent_problem",
@@ -48,8 +65,9 @@ PARAM_TYPES = {"i64": "int64_t", "f32": "float"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class RegistryError(ValueError):
-    """A malformed registry entry; the message names the file and the kernel."""
+class RegistryError(CkirError, ValueError):
+    """A malformed registry entry: one line naming the file and the kernel row (the CLIs
+    print it as they print any :class:`~ckir.errors.CkirError`)."""
 
 
 # ---------------------------------------------------------------------- specs
@@ -206,19 +224,138 @@ def _get(entry: Mapping[str, Any], key: str, where: str, kind: type | tuple[type
     return value
 
 
-def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
+#: the version of the format this loader reads (docs/runtime.md)
+VERSION = 2
+#: placeholder of a family row: the dtype of one expansion
+DTYPE_PLACEHOLDER = "{dtype}"
+#: fields of a kernel row, and those a ``where`` clause may set
+_ROW_FIELDS = frozenset(
+    {"op", "modes", "dtypes", "operands", "params", "constraints", "doc", "where"}
+)
+_WHERE_FIELDS = frozenset({"modes", "constraints", "doc"})
+
+
+def dtype_sets() -> Mapping[str, tuple[str, ...]]:
+    """The named dtype sets a family row's ``dtypes`` and ``where`` may use, from
+    :mod:`ckir.vocab`: ``weights`` (every ``--dtype``), ``blocks`` (weight dtypes
+    stored in quantized blocks, panel forms included), ``panels`` (the panel dtypes)."""
+    return MappingProxyType(
+        {
+            "weights": WEIGHT_DTYPES,
+            "blocks": tuple(d for d in WEIGHT_DTYPES if d in BLOCK_DTYPES),
+            "panels": tuple(PANEL_DTYPES),
+        }
+    )
+
+
+def _dtype_names(item: Any, where: str, what: str) -> tuple[str, ...]:
+    """The dtypes a set name or dtype name stands for."""
+    sets = dtype_sets()
+    if isinstance(item, str) and item in sets:
+        return sets[item]
+    if isinstance(item, str) and item in DTYPES:
+        return (item,)
+    known = ", ".join([*sets, *DTYPES])
+    raise _fail(where, f"{what}: {item!r} is no dtype or dtype set (known: {known})")
+
+
+def _row_dtypes(row: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    """The dtypes a family row expands over, in the order written (``-name`` removes)."""
+    items = row["dtypes"]
+    if not isinstance(items, list) or not items:
+        raise _fail(where, f"dtypes must be a non-empty list of dtypes or sets, got {items!r}")
+    out: list[str] = []
+    for item in items:
+        if isinstance(item, str) and item.startswith("-"):
+            drop = _dtype_names(item[1:], where, "dtypes")
+            out = [d for d in out if d not in drop]
+        else:
+            out += [d for d in _dtype_names(item, where, "dtypes") if d not in out]
+    if not out:
+        raise _fail(where, f"dtypes {items} leave no dtype")
+    return tuple(out)
+
+
+def _substitute(value: Any, dtype: str) -> Any:
+    """``value`` with every ``{dtype}`` in its strings replaced by ``dtype``."""
+    if isinstance(value, str):
+        return value.replace(DTYPE_PLACEHOLDER, dtype)
+    if isinstance(value, list):
+        return [_substitute(v, dtype) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _substitute(v, dtype) for k, v in value.items()}
+    return value
+
+
+def _mentions_placeholder(value: Any) -> bool:
+    if isinstance(value, str):
+        return DTYPE_PLACEHOLDER in value
+    if isinstance(value, list):
+        return any(_mentions_placeholder(v) for v in value)
+    if isinstance(value, Mapping):
+        return any(_mentions_placeholder(v) for v in value.values())
+    return False
+
+
+def _expand_row(name: str, row: Any, source: str) -> dict[str, dict[str, Any]]:
+    """The kernel entries of one row: itself, or one per dtype of a family row."""
     where = f"{source}: kernel '{name}'"
-    if not isinstance(entry, Mapping):
+    if not isinstance(row, Mapping):
         raise _fail(where, "entry must be a mapping")
-    allowed = {"c_name", "op", "modes", "operands", "params", "constraints", "doc"}
-    extra = sorted(set(entry) - allowed)
+    extra = sorted(map(str, set(row) - _ROW_FIELDS))
     if extra:
-        raise _fail(where, f"unknown field(s) {', '.join(map(str, extra))}")
+        raise _fail(where, f"unknown field(s) {', '.join(extra)}")
+    if "dtypes" not in row:
+        if "where" in row:
+            raise _fail(where, "'where' needs a family row (a 'dtypes' list)")
+        if _mentions_placeholder(dict(row)) or DTYPE_PLACEHOLDER in name:
+            raise _fail(where, f"{DTYPE_PLACEHOLDER} needs a family row (a 'dtypes' list)")
+        return {name: dict(row)}
+    if DTYPE_PLACEHOLDER not in name:
+        raise _fail(where, f"a family row's name must contain {DTYPE_PLACEHOLDER}")
+    dtypes = _row_dtypes(row, where)
+    if not isinstance(row.get("constraints", []), list):
+        raise _fail(where, "constraints must be a list of strings")
+    clauses = row.get("where", {})
+    if not isinstance(clauses, Mapping):
+        raise _fail(where, f"where must map dtypes or sets to fields, got {clauses!r}")
+    resolved: list[tuple[tuple[str, ...], Mapping[str, Any]]] = []
+    for key, fields in clauses.items():
+        w = f"{where} where {key}"
+        covered = _dtype_names(key, where, "where")
+        if not set(covered) & set(dtypes):
+            raise _fail(w, f"names none of the row's dtypes ({', '.join(dtypes)})")
+        if not isinstance(fields, Mapping) or not fields:
+            raise _fail(w, f"must map some of {sorted(_WHERE_FIELDS)} to values, got {fields!r}")
+        bad = sorted(map(str, set(fields) - _WHERE_FIELDS))
+        if bad:
+            raise _fail(
+                w, f"unknown field(s) {', '.join(bad)} (a where sets {sorted(_WHERE_FIELDS)})"
+            )
+        if "constraints" in fields and not isinstance(fields["constraints"], list):
+            raise _fail(w, "constraints must be a list of strings (added to the row's)")
+        resolved.append((covered, fields))
+    out: dict[str, dict[str, Any]] = {}
+    for dtype in dtypes:
+        entry = {k: v for k, v in row.items() if k not in ("dtypes", "where")}
+        entry["constraints"] = list(entry.get("constraints", []))
+        for covered, fields in resolved:
+            if dtype not in covered:
+                continue
+            for key, value in fields.items():
+                if key == "constraints":
+                    entry["constraints"] = entry["constraints"] + list(value)
+                else:
+                    entry[key] = value
+        out[name.replace(DTYPE_PLACEHOLDER, dtype)] = _substitute(entry, dtype)
+    return out
+
+
+def _parse_kernel(name: str, entry: Mapping[str, Any], where: str) -> KernelSpec:
+    """The spec of one expanded entry (its fields already checked by :func:`_expand_row`)."""
     if not _IDENT.match(str(name)):
         raise _fail(where, "kernel name must be a C identifier")
-    c_name = _get(entry, "c_name", where, str)
-    if not _IDENT.match(c_name):
-        raise _fail(where, f"c_name {c_name!r} is not a C identifier")
+    c_name = f"ckir_{name}"
     op = _get(entry, "op", where, str)
     if op not in KERNEL_OPS:
         raise _fail(where, f"unknown op {op!r} (known: {', '.join(sorted(KERNEL_OPS))})")
@@ -257,16 +394,17 @@ def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
             "operands first (a call binds its inputs, then its outputs, in operand order)",
         )
 
+    raw_params = entry.get("params", {})
+    if not isinstance(raw_params, Mapping):
+        raise _fail(where, f"params must map each name to a type ({{n: i64}}), got {raw_params!r}")
     params = []
-    for i, p in enumerate(_get(entry, "params", where, list)):
-        w = f"{where} param {i}"
-        if not isinstance(p, Mapping) or set(p) != {"name", "type"}:
-            raise _fail(w, f"must be {{name, type}}, got {p!r}")
-        if not _IDENT.match(str(p["name"])):
-            raise _fail(w, f"name {p['name']!r} is not an identifier")
-        if p["type"] not in PARAM_TYPES:
-            raise _fail(w, f"type must be one of {list(PARAM_TYPES)}, got {p['type']!r}")
-        params.append(ParamSpec(str(p["name"]), str(p["type"])))
+    for pname, ptype in raw_params.items():
+        w = f"{where} param {pname!r}"
+        if not isinstance(pname, str) or not _IDENT.match(pname):
+            raise _fail(w, "name is not an identifier (quote names YAML reads as booleans)")
+        if ptype not in PARAM_TYPES:
+            raise _fail(w, f"type must be one of {list(PARAM_TYPES)}, got {ptype!r}")
+        params.append(ParamSpec(pname, str(ptype)))
 
     pnames = frozenset(p.name for p in params)
     for o in operands:
@@ -311,19 +449,38 @@ def _parse_kernel(name: str, entry: Any, source: str) -> KernelSpec:
 
 
 def parse_registry(data: Any, source: str = "registry.yaml") -> Mapping[str, KernelSpec]:
-    """Validate already-loaded YAML data; raises RegistryError naming the bad kernel."""
+    """Validate already-loaded YAML data and expand its family rows.
+
+    Raises RegistryError naming the file and the row (and, for a family row, the
+    dtype of the expansion) on any malformed entry.
+    """
     if not isinstance(data, Mapping):
         raise RegistryError(f"{source}: top level must be a mapping")
-    if data.get("version") != 1:
-        raise RegistryError(f"{source}: unsupported version {data.get('version')!r} (expected 1)")
+    if data.get("version") != VERSION:
+        raise RegistryError(
+            f"{source}: unsupported version {data.get('version')!r} (expected {VERSION}; "
+            "the format is in docs/runtime.md)"
+        )
+    extra = sorted(map(str, set(data) - {"version", "kernels"}))
+    if extra:
+        raise RegistryError(f"{source}: unknown top-level field(s) {', '.join(extra)}")
     kernels = data.get("kernels")
     if not isinstance(kernels, Mapping) or not kernels:
         raise RegistryError(f"{source}: 'kernels' must be a non-empty mapping")
-    specs = {str(name): _parse_kernel(str(name), entry, source) for name, entry in kernels.items()}
-    c_names = [s.c_name for s in specs.values()]
-    dupes = sorted({c for c in c_names if c_names.count(c) > 1})
-    if dupes:
-        raise RegistryError(f"{source}: c_name used by several kernels: {', '.join(dupes)}")
+    specs: dict[str, KernelSpec] = {}
+    row_of: dict[str, str] = {}
+    for row_name, row in kernels.items():
+        for name, entry in _expand_row(str(row_name), row, source).items():
+            if name in specs:
+                raise RegistryError(
+                    f"{source}: kernel '{row_name}' gives '{name}', "
+                    f"which kernel '{row_of[name]}' gives too"
+                )
+            where = f"{source}: kernel '{row_name}'"
+            if name != row_name:
+                where += f" ({name})"
+            specs[name] = _parse_kernel(name, entry, where)
+            row_of[name] = str(row_name)
     return MappingProxyType(specs)
 
 
@@ -335,7 +492,7 @@ def _load(path: str) -> Mapping[str, KernelSpec]:
     except OSError as exc:
         raise RegistryError(f"cannot read kernel registry {p}: {exc}") from None
     except yaml.YAMLError as exc:
-        raise RegistryError(f"{p.name}: invalid YAML: {exc}") from None
+        raise RegistryError(f"{p.name}: invalid YAML: {one_line(exc)}") from None
     return parse_registry(data, p.name)
 
 

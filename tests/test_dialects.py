@@ -889,17 +889,16 @@ def test_extents_come_from_the_registry_and_bound_every_buffer() -> None:
 
 def test_registry_extents_are_validated() -> None:
     entry = {
-        "c_name": "ckir_x",
         "op": "relu",
         "modes": ["decode"],
         "operands": [{"name": "x", "dtype": "f32", "access": "read", "extent": "n*m"}],
-        "params": [{"name": "n", "type": "i64"}],
+        "params": {"n": "i64"},
     }
     with pytest.raises(RegistryError, match="operand x: extent 'n\\*m' names no param m"):
-        parse_registry({"version": 1, "kernels": {"x": entry}})
+        parse_registry({"version": 2, "kernels": {"x": entry}})
     entry["operands"][0]["extent"] = "n*"
     with pytest.raises(RegistryError, match="operand x: bad extent 'n\\*'"):
-        parse_registry({"version": 1, "kernels": {"x": entry}})
+        parse_registry({"version": 2, "kernels": {"x": entry}})
     entry["operands"][0]["extent"] = "2 * n"
-    spec = parse_registry({"version": 1, "kernels": {"x": entry}})["x"]
+    spec = parse_registry({"version": 2, "kernels": {"x": entry}})["x"]
     assert spec.operands[0].extent == "2*n"

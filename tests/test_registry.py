@@ -175,16 +175,15 @@ def test_check_constraints():
 
 def _registry_with(entry: dict) -> dict:
     base = {
-        "c_name": "ckir_foo",
         "op": "add",
         "modes": ["prefill"],
         "operands": [{"name": "x", "dtype": "f32", "access": "read"}],
-        "params": [{"name": "n", "type": "i64"}],
+        "params": {"n": "i64"},
         "constraints": ["n >= 1"],
         "doc": "foo",
     }
     base.update(entry)
-    return {"version": 1, "kernels": {"foo": base}}
+    return {"version": 2, "kernels": {"foo": base}}
 
 
 @pytest.mark.parametrize(
@@ -203,19 +202,25 @@ def _registry_with(entry: dict) -> dict:
             "read operand 'x' follows a written one",
         ),
         ({"operands": [{"name": "x", "dtype": "f99", "access": "read"}]}, "dtype"),
-        ({"params": [{"name": "n", "type": "int"}]}, "type"),
+        ({"params": {"n": "int"}}, "type"),
+        ({"params": [{"name": "n", "type": "i64"}]}, "params must map each name"),
+        ({"params": {True: "i64"}}, "not an identifier"),
         ({"constraints": ["__import__('os').system('true')"]}, "bad constraint"),
         ({"constraints": ["n.real > 0"]}, "bad constraint"),
         ({"constraints": ["m >= 1"]}, "unknown name"),
         ({"constraints": ["n >="]}, "bad constraint"),
-        ({"params": [{"name": "x", "type": "i64"}], "constraints": []}, "duplicate"),
+        ({"params": {"x": "i64"}, "constraints": []}, "duplicate"),
         ({"extra": 1}, "unknown field"),
+        ({"c_name": "ckir_foo"}, "unknown field"),  # version 1's field: the name gives it
+        ({"doc": "{dtype} kernel"}, "needs a family row"),
+        ({"where": {"f32": {"doc": "x"}}}, "needs a family row"),
     ],
 )
 def test_malformed_entries_name_the_kernel(entry, needle):
     with pytest.raises(RegistryError, match="kernel 'foo'") as info:
         parse_registry(_registry_with(entry))
     assert needle in str(info.value)
+    assert "\n" not in str(info.value)
 
 
 def test_missing_field_and_bad_file(tmp_path):
@@ -224,15 +229,147 @@ def test_missing_field_and_bad_file(tmp_path):
     with pytest.raises(RegistryError, match="kernel 'foo': missing field 'op'"):
         parse_registry(data)
     bad = tmp_path / "reg.yaml"
-    bad.write_text(yaml.safe_dump({"version": 2, "kernels": {}}))
-    with pytest.raises(RegistryError, match="version"):
+    bad.write_text(yaml.safe_dump({"version": 1, "kernels": {}}))
+    with pytest.raises(RegistryError, match="reg.yaml: unsupported version 1 .expected 2"):
         load_registry(bad)
+    bad.write_text("version: 2\nkernels: {foo: [\n")
+    with pytest.raises(RegistryError, match="reg.yaml: invalid YAML") as info:
+        load_registry(bad)
+    assert "\n" not in str(info.value)
+    bad.write_text(yaml.safe_dump({"version": 2, "kernels": {"a": {}}, "sets": {}}))
+    with pytest.raises(RegistryError, match="unknown top-level field.s. sets"):
+        load_registry(bad)
+
+
+# ------------------------------------------------------------------- family rows
+
+
+def _family(**fields) -> dict:
+    row = {
+        "op": "linear",
+        "modes": ["decode"],
+        "dtypes": ["bf16", "q8_0", "q4_1p"],
+        "operands": [
+            {"name": "x", "dtype": "f32", "access": "read", "extent": "K"},
+            {"name": "w", "dtype": "{dtype}", "access": "read", "extent": "N*K"},
+            {"name": "y", "dtype": "f32", "access": "write", "extent": "N"},
+        ],
+        "params": {"N": "i64", "K": "i64"},
+        "constraints": ["N >= 1"],
+        "doc": "y = w·x, w in {dtype}",
+    }
+    row.update(fields)
+    return {"version": 2, "kernels": {"mv_{dtype}": row}}
+
+
+def test_family_row_expands_per_dtype():
+    data = _family(
+        where={
+            "blocks": {"constraints": ["K % 32 == 0"]},
+            "q4_1p": {"constraints": ["K <= 4096"], "modes": ["prefill"], "doc": "panels"},
+        }
+    )
+    reg = parse_registry(data)
+    assert list(reg) == ["mv_bf16", "mv_q8_0", "mv_q4_1p"]
+    bf16, q8, q41p = reg["mv_bf16"], reg["mv_q8_0"], reg["mv_q4_1p"]
+    assert bf16.c_name == "ckir_mv_bf16"
+    assert [o.dtype for o in q8.operands] == ["f32", "q8_0", "f32"]
+    assert bf16.constraints == ("N >= 1",) and bf16.doc == "y = w·x, w in bf16"
+    assert q8.constraints == ("N >= 1", "K % 32 == 0") and q8.modes == ("decode",)
+    # where clauses apply in the order written: constraints add up, modes and doc replace
+    assert q41p.constraints == ("N >= 1", "K % 32 == 0", "K <= 4096")
+    assert q41p.modes == ("prefill",) and q41p.doc == "panels"
+
+
+def test_family_dtype_sets_follow_the_vocabulary():
+    from ckir.registry import dtype_sets
+    from ckir.vocab import BLOCK_DTYPES, PANEL_DTYPES, WEIGHT_DTYPES
+
+    sets = dtype_sets()
+    assert sets["weights"] == WEIGHT_DTYPES
+    assert set(sets["blocks"]) == set(WEIGHT_DTYPES) & set(BLOCK_DTYPES)
+    assert set(sets["panels"]) == set(PANEL_DTYPES)
+    reg = parse_registry(_family(dtypes=["weights", "-f32", "-panels"]))
+    want = {f"mv_{d}" for d in WEIGHT_DTYPES if d != "f32" and d not in PANEL_DTYPES}
+    assert set(reg) == want
+    # every weight dtype has its linear, embedding and fused kernels in the runtime's
+    # registry: a weight dtype added to ckir.vocab joins every family row
+    full = load_registry()
+    for d in WEIGHT_DTYPES:
+        for k in ("gemv", "gemv_bias", "gemm", "gemm_bias", "embed"):
+            assert f"{k}_{d}" in full, f"{k}_{d}"
+        for k in ("gemv_qkv", "gemv_qkv_bias", "gemm_qkv", "gemm_qkv_bias"):
+            assert f"{k}_{d}" in full, f"{k}_{d}"
+        for k in ("gemv_gate_up", "gemm_gate_up"):
+            assert f"{k}_{d}" in full, f"{k}_{d}"
+
+
+@pytest.mark.parametrize(
+    "fields,needle",
+    [
+        ({"dtypes": "weights"}, "dtypes must be a non-empty list"),
+        ({"dtypes": []}, "dtypes must be a non-empty list"),
+        ({"dtypes": ["q5_0"]}, "'q5_0' is no dtype or dtype set"),
+        ({"dtypes": ["bf16", "-bf16"]}, "leave no dtype"),
+        ({"where": {"blokcs": {"doc": "x"}}}, "where: 'blokcs' is no dtype or dtype set"),
+        ({"where": {"f32": {"doc": "x"}}}, "where f32: names none of the row's dtypes"),
+        ({"where": {"bf16": {"op": "embed"}}}, "where bf16: unknown field(s) op"),
+        ({"where": {"bf16": {"constraints": "K > 1"}}}, "constraints must be a list"),
+        ({"where": {"bf16": {}}}, "where bf16: must map some of"),
+        ({"where": ["bf16"]}, "where must map dtypes or sets"),
+        ({"constraints": "N >= 1"}, "constraints must be a list of strings"),
+    ],
+)
+def test_malformed_family_rows_name_the_row(fields, needle):
+    with pytest.raises(RegistryError) as info:
+        parse_registry(_family(**fields), "reg.yaml")
+    msg = str(info.value)
+    assert msg.startswith("reg.yaml: kernel 'mv_{dtype}'"), msg
+    assert needle in msg, msg
+    assert "\n" not in msg
+
+
+def test_family_expansion_errors_name_the_dtype():
+    data = _family(where={"q8_0": {"constraints": ["Z > 1"]}})
+    with pytest.raises(RegistryError, match=r"reg.yaml: kernel 'mv_\{dtype\}' \(mv_q8_0\): bad"):
+        parse_registry(data, "reg.yaml")
+    row = _family()["kernels"]["mv_{dtype}"]
+    with pytest.raises(RegistryError, match="name must contain"):
+        parse_registry({"version": 2, "kernels": {"mv": row}}, "reg.yaml")
+    twice = {
+        "version": 2,
+        "kernels": {"mv_{dtype}": row, "mv_bf16": _registry_with({})["kernels"]["foo"]},
+    }
+    with pytest.raises(RegistryError, match="kernel 'mv_bf16' gives 'mv_bf16', which kernel"):
+        parse_registry(twice, "reg.yaml")
+
+
+def test_cli_reports_a_broken_registry_in_one_line(tmp_path, monkeypatch, capsys):
+    """A malformed registry file is a user's mistake: one line, no traceback."""
+    import ckir.registry as registry
+    from ckir.cli import main
+
+    bad = tmp_path / "registry.yaml"
+    bad.write_text(yaml.safe_dump(_family(dtypes=["q5_0"])))
+    monkeypatch.setattr(registry, "registry_paths", lambda: [bad])
+    registry._load_all.cache_clear()
+    try:
+        from ckir.tools.zoo import make_numpy_model
+
+        src = make_numpy_model("llama", tmp_path / "m")
+        code = main(["compile", str(src), "--out", str(tmp_path / "out")])
+    finally:
+        registry._load_all.cache_clear()
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "error: registry.yaml: kernel 'mv_{dtype}': dtypes: 'q5_0' is no dtype" in err
+    assert "Traceback" not in err
 
 
 def test_constraint_arithmetic():
     data = _registry_with(
         {
-            "params": [{"name": "a", "type": "i64"}, {"name": "b", "type": "f32"}],
+            "params": {"a": "i64", "b": "f32"},
             # the dim language of ckir.dialects.dims: exact / and %, "and" of comparisons
             "constraints": ["a / 2 * 2 == a and a % 4 == 0", "b * 2 > 1", "1 < a and a <= 8"],
         }
