@@ -53,7 +53,13 @@ from ckir.passes.lower_decode import LowerDecodePass
 from ckir.passes.lower_prefill import LowerPrefillPass
 from ckir.passes.lowering.context import LOGITS_CHOICES
 from ckir.passes.lowering.optimizer import AdamWOptions
-from ckir.passes.plan_layout import PlanLayoutPass
+from ckir.passes.plan_layout import (
+    DEBUG_STRATEGY,
+    DEFAULT_ALIGN,
+    DEFAULT_CANARIES,
+    DEFAULT_STRATEGY,
+    PlanLayoutPass,
+)
 from ckir.runtime_build import ISAS
 from ckir.vocab import (
     INFERENCE_MODES,
@@ -102,10 +108,11 @@ class CompileOptions:
     #: None: the model's maximum positions (symbol C), capped at 256 (the passes' default)
     max_context: int | None = None
     debug: bool = False
-    #: None: "bump" for debug builds (every canary private), else "liveness"
+    #: None: DEBUG_STRATEGY ("bump": every canary private) for debug builds, else
+    #: DEFAULT_STRATEGY ("liveness", what ``ckir-opt --plan-layout`` uses)
     strategy: str | None = None
-    align: int = 64
-    canaries: bool = True
+    align: int = DEFAULT_ALIGN
+    canaries: bool = DEFAULT_CANARIES
     template: str | None = None
     isa: str = "native"
     #: storage dtype of weight matrices (--convert-weights); None keeps the source's.
@@ -142,10 +149,10 @@ class CompileOptions:
             raise CkirError(
                 f"--modes: unknown mode(s) {bad}; choose from {', '.join(LOWERED_MODES)}"
             )
-        if self.debug and self.strategy == "liveness":
+        if self.debug and self.strategy not in (None, DEBUG_STRATEGY):
             raise CkirError(
-                "--debug needs the bump layout: under liveness, buffers legitimately "
-                "reuse each other's canary bytes"
+                f"--debug needs the {DEBUG_STRATEGY} layout: under {self.strategy}, buffers "
+                "legitimately reuse each other's canary bytes"
             )
         if self.max_context is not None and self.max_context < 1:
             raise CkirError(f"--max-context must be >= 1, got {self.max_context}")
@@ -177,8 +184,9 @@ class CompileOptions:
 
     def _check_values(self) -> None:
         """CkirError naming the option when a value is not one of its choices."""
-        if self.strategy not in (None, "bump", "liveness"):
-            raise CkirError(f"--strategy: unknown strategy {self.strategy!r}; use bump or liveness")
+        if self.strategy is not None and self.strategy not in ly.STRATEGIES:
+            known = " or ".join(ly.STRATEGIES)
+            raise CkirError(f"--strategy: unknown strategy {self.strategy!r}; use {known}")
         if self.dtype is not None and self.dtype not in WEIGHT_DTYPES:
             known = ", ".join(WEIGHT_DTYPES)
             raise CkirError(f"--dtype: unknown dtype {self.dtype!r}; use {known}")
@@ -214,9 +222,11 @@ class CompileOptions:
 
     @property
     def layout_strategy(self) -> str:
+        """``strategy``, resolved: the given one, else DEBUG_STRATEGY for debug builds,
+        else DEFAULT_STRATEGY (the default of ``--plan-layout``)."""
         if self.strategy is not None:
             return self.strategy
-        return "bump" if self.debug else "liveness"
+        return DEBUG_STRATEGY if self.debug else DEFAULT_STRATEGY
 
 
 @dataclass

@@ -3,12 +3,14 @@
 Usage::
 
     ckir-opt model.mlir --lower-decode --plan-layout
-    ckir-opt model.mlir -p 'lower-prefill{max-context=256},plan-layout{strategy=liveness}'
+    ckir-opt model.mlir -p 'lower-prefill{max-context=256},plan-layout{strategy=bump}'
     ckir-opt model.mlir --lower-decode --plan-layout --emit-c      # same as -t c
 
 Passes given as flags (``--lower-decode``, ``--plan-layout{align=128}``,
 ``--plan-layout=align=128``) are folded, in the order they appear, into the
 ``-p`` pipeline before argparse sees them; ``-p`` lists and flags may be mixed.
+Pass options default to what ``ckir compile`` uses (``--plan-layout`` plans with
+liveness, as a non-debug build does).
 Errors in the input (parse errors, verifier failures) print one located line
 and exit 1; ``-o FILE`` is written only when the whole run succeeded.
 """
