@@ -16,7 +16,6 @@ iteration order).
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import shutil
 import sys
@@ -28,7 +27,6 @@ from pathlib import Path
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.targets.mlir import MLIRTarget
 
 import ckir
 from ckir.backend.c_emitter import emit_c
@@ -44,6 +42,7 @@ from ckir.integrity import (
     file_digests,
     staging_dir,
 )
+from ckir.ir_io import print_module
 from ckir.passes.convert_weights import ConvertWeightsPass, convert_weights
 from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass
 from ckir.passes.fuse_gate_up import FuseGateUpPass
@@ -252,13 +251,6 @@ class Progress:
         self.steps.append((what, dt))
         if not self.quiet:
             print(f" {dt:.2f}s", file=sys.stderr, flush=True)
-
-
-def print_module(module: ModuleOp) -> str:
-    """The module's text exactly as ``ckir-opt`` prints it (so files re-print identically)."""
-    out = io.StringIO()
-    MLIRTarget().emit(Context(), module, out)
-    return out.getvalue()
 
 
 def graph_only(module: ModuleOp) -> str:
