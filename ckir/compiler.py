@@ -59,6 +59,7 @@ from ckir.passes.plan_layout import (
     DEFAULT_STRATEGY,
     PlanLayoutPass,
 )
+from ckir.passes.widen_weights import WidenWeightsPass
 from ckir.runtime_build import ISAS
 from ckir.vocab import (
     INFERENCE_MODES,
@@ -272,22 +273,6 @@ def import_source(
     return import_model(Path(path), template)
 
 
-def widen_weights_to_f32(module: ModuleOp) -> list[str]:
-    """Declare every weight f32 (``dtype="f32"``): quantized or bf16 weights are then
-    dequantized when weights.bin is written.  Returns the names it changed.
-
-    ``--convert-weights{dtype=f32}`` leaves non-f32 weights alone (it only narrows
-    f32 matrices); training needs every weight in f32."""
-    from xdsl.dialects.builtin import StringAttr
-
-    changed: list[str] = []
-    for op in module.walk():
-        if isinstance(op, g.WeightOp) and op.dtype_name != "f32":
-            op.properties["dtype"] = StringAttr("f32")
-            changed.append(op.weight_name)
-    return changed
-
-
 def pack_panels(module: ModuleOp) -> None:
     """Store every matrix in the panel dtype of its values (``CompileOptions.panels``):
     f32 ones as f32p, bf16 ones as bf16p where K is even (the others stay bf16), q8_0
@@ -299,8 +284,8 @@ def pack_panels(module: ModuleOp) -> None:
 def lower(module: ModuleOp, options: CompileOptions) -> None:
     """Convert weights, lower every mode and plan the layout, in place (one process)."""
     ctx = Context()
-    if options.dtype == "f32":
-        widen_weights_to_f32(module)
+    if options.dtype == "f32":  # --convert-weights{dtype=f32} would keep bf16 / q8_0 / ...
+        WidenWeightsPass().apply(ctx, module)
     elif options.dtype is not None:
         ConvertWeightsPass(dtype=options.dtype).apply(ctx, module)
     if options.uses_panels:
