@@ -30,6 +30,7 @@ from xdsl.passes import ModulePass
 
 import ckir
 from ckir.backend.c_emitter import emit_c
+from ckir.backend.layout_writers import plan_to_json, plan_to_map
 from ckir.backend.weights import WeightSource, write_weights_bin
 from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
@@ -393,8 +394,8 @@ def build(
         (work / "graph.mlir").write_text(prepared.graph_text)
         (work / "layout.mlir").write_text(prepared.layout_text)
         plan = next(op for op in module.ops if isinstance(op, ly.PlanOp))
-        (work / "layout.json").write_text(ly.plan_to_json(plan))
-        (work / "layout.map").write_text(ly.plan_to_map(plan))
+        (work / "layout.json").write_text(plan_to_json(plan))
+        (work / "layout.map").write_text(plan_to_map(plan))
         hf_files = prepared.hf_files
         if hf_files is None:
             hf_files = source_hf_files(prepared.source, prepared.weights)
