@@ -101,7 +101,6 @@ from ckir.backend.c_emitter import ProfiledCall, emit_c
 from ckir.cost import ModelCost
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-from ckir.ir_io import load_module
 from ckir.resources import import_root, source_root
 from ckir.runtime_build import ISAS
 from ckir.vocab import (
@@ -218,7 +217,7 @@ def build_module(build: Path) -> ModuleOp:
 
 @functools.lru_cache(maxsize=4)
 def _parsed(path: Path, mtime_ns: int) -> ModuleOp:
-    return load_module(path)
+    return cost.load_module(path)
 
 
 def model_cost(build: Path) -> ModelCost:
