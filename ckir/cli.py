@@ -34,8 +34,8 @@ def _warn(message: str) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from ckir.compiler import print_module
     from ckir.frontend.hf import import_hf
+    from ckir.ir_io import print_module
 
     module, warnings = import_hf(Path(args.model), args.template)
     for w in warnings:
@@ -157,8 +157,8 @@ def _kernel_counts(path: Path) -> tuple[dict[str, dict[str, int]], dict[str, str
     read from the build's parsed IR."""
     from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr
 
-    from ckir.cost import load_module
     from ckir.dialects import lowered as lw
+    from ckir.ir_io import load_module
     from ckir.passes.fusion import FUSED_ATTR
 
     if not path.exists():

@@ -16,7 +16,6 @@ iteration order).
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import shutil
 import sys
@@ -28,10 +27,10 @@ from pathlib import Path
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.targets.mlir import MLIRTarget
 
 import ckir
 from ckir.backend.c_emitter import emit_c
+from ckir.backend.layout_writers import plan_to_json, plan_to_map
 from ckir.backend.weights import WeightSource, write_weights_bin
 from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
@@ -46,6 +45,7 @@ from ckir.integrity import (
     replace_dir,
     staging_dir,
 )
+from ckir.ir_io import print_module
 from ckir.passes.convert_weights import ConvertWeightsPass, convert_weights
 from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass
 from ckir.passes.fuse_gate_up import FuseGateUpPass
@@ -55,7 +55,14 @@ from ckir.passes.lower_decode import LowerDecodePass
 from ckir.passes.lower_prefill import LowerPrefillPass
 from ckir.passes.lowering.context import LOGITS_CHOICES
 from ckir.passes.lowering.optimizer import AdamWOptions
-from ckir.passes.plan_layout import PlanLayoutPass
+from ckir.passes.plan_layout import (
+    DEBUG_STRATEGY,
+    DEFAULT_ALIGN,
+    DEFAULT_CANARIES,
+    DEFAULT_STRATEGY,
+    PlanLayoutPass,
+)
+from ckir.passes.widen_weights import WidenWeightsPass
 from ckir.runtime_build import ISAS
 from ckir.vocab import (
     INFERENCE_MODES,
@@ -103,10 +110,11 @@ class CompileOptions:
     #: None: the model's maximum positions (symbol C), capped at 256 (the passes' default)
     max_context: int | None = None
     debug: bool = False
-    #: None: "bump" for debug builds (every canary private), else "liveness"
+    #: None: DEBUG_STRATEGY ("bump": every canary private) for debug builds, else
+    #: DEFAULT_STRATEGY ("liveness", what ``ckir-opt --plan-layout`` uses)
     strategy: str | None = None
-    align: int = 64
-    canaries: bool = True
+    align: int = DEFAULT_ALIGN
+    canaries: bool = DEFAULT_CANARIES
     template: str | None = None
     isa: str = "native"
     #: storage dtype of weight matrices (--convert-weights); None keeps the source's.
@@ -143,10 +151,10 @@ class CompileOptions:
             raise CkirError(
                 f"--modes: unknown mode(s) {bad}; choose from {', '.join(LOWERED_MODES)}"
             )
-        if self.debug and self.strategy == "liveness":
+        if self.debug and self.strategy not in (None, DEBUG_STRATEGY):
             raise CkirError(
-                "--debug needs the bump layout: under liveness, buffers legitimately "
-                "reuse each other's canary bytes"
+                f"--debug needs the {DEBUG_STRATEGY} layout: under {self.strategy}, buffers "
+                "legitimately reuse each other's canary bytes"
             )
         if self.max_context is not None and self.max_context < 1:
             raise CkirError(f"--max-context must be >= 1, got {self.max_context}")
@@ -178,8 +186,9 @@ class CompileOptions:
 
     def _check_values(self) -> None:
         """CkirError naming the option when a value is not one of its choices."""
-        if self.strategy not in (None, "bump", "liveness"):
-            raise CkirError(f"--strategy: unknown strategy {self.strategy!r}; use bump or liveness")
+        if self.strategy is not None and self.strategy not in ly.STRATEGIES:
+            known = " or ".join(ly.STRATEGIES)
+            raise CkirError(f"--strategy: unknown strategy {self.strategy!r}; use {known}")
         if self.dtype is not None and self.dtype not in WEIGHT_DTYPES:
             known = ", ".join(WEIGHT_DTYPES)
             raise CkirError(f"--dtype: unknown dtype {self.dtype!r}; use {known}")
@@ -215,9 +224,11 @@ class CompileOptions:
 
     @property
     def layout_strategy(self) -> str:
+        """``strategy``, resolved: the given one, else DEBUG_STRATEGY for debug builds,
+        else DEFAULT_STRATEGY (the default of ``--plan-layout``)."""
         if self.strategy is not None:
             return self.strategy
-        return "bump" if self.debug else "liveness"
+        return DEBUG_STRATEGY if self.debug else DEFAULT_STRATEGY
 
 
 @dataclass
@@ -245,13 +256,6 @@ class Progress:
             print(f" {dt:.2f}s", file=sys.stderr, flush=True)
 
 
-def print_module(module: ModuleOp) -> str:
-    """The module's text exactly as ``ckir-opt`` prints it (so files re-print identically)."""
-    out = io.StringIO()
-    MLIRTarget().emit(Context(), module, out)
-    return out.getvalue()
-
-
 def graph_only(module: ModuleOp) -> str:
     """The graph model alone, as a module."""
     clone = module.clone()
@@ -271,22 +275,6 @@ def import_source(
     return import_model(Path(path), template)
 
 
-def widen_weights_to_f32(module: ModuleOp) -> list[str]:
-    """Declare every weight f32 (``dtype="f32"``): quantized or bf16 weights are then
-    dequantized when weights.bin is written.  Returns the names it changed.
-
-    ``--convert-weights{dtype=f32}`` leaves non-f32 weights alone (it only narrows
-    f32 matrices); training needs every weight in f32."""
-    from xdsl.dialects.builtin import StringAttr
-
-    changed: list[str] = []
-    for op in module.walk():
-        if isinstance(op, g.WeightOp) and op.dtype_name != "f32":
-            op.properties["dtype"] = StringAttr("f32")
-            changed.append(op.weight_name)
-    return changed
-
-
 def pack_panels(module: ModuleOp) -> None:
     """Store every matrix in the panel dtype of its values (``CompileOptions.panels``):
     f32 ones as f32p, bf16 ones as bf16p where K is even (the others stay bf16), q8_0
@@ -298,8 +286,8 @@ def pack_panels(module: ModuleOp) -> None:
 def lower(module: ModuleOp, options: CompileOptions) -> None:
     """Convert weights, lower every mode and plan the layout, in place (one process)."""
     ctx = Context()
-    if options.dtype == "f32":
-        widen_weights_to_f32(module)
+    if options.dtype == "f32":  # --convert-weights{dtype=f32} would keep bf16 / q8_0 / ...
+        WidenWeightsPass().apply(ctx, module)
     elif options.dtype is not None:
         ConvertWeightsPass(dtype=options.dtype).apply(ctx, module)
     if options.uses_panels:
@@ -407,8 +395,8 @@ def build(
         (work / "graph.mlir").write_text(prepared.graph_text)
         (work / "layout.mlir").write_text(prepared.layout_text)
         plan = next(op for op in module.ops if isinstance(op, ly.PlanOp))
-        (work / "layout.json").write_text(ly.plan_to_json(plan))
-        (work / "layout.map").write_text(ly.plan_to_map(plan))
+        (work / "layout.json").write_text(plan_to_json(plan))
+        (work / "layout.map").write_text(plan_to_map(plan))
         hf_files = prepared.hf_files
         if hf_files is None:
             hf_files = source_hf_files(prepared.source, prepared.weights)

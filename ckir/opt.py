@@ -3,12 +3,14 @@
 Usage::
 
     ckir-opt model.mlir --lower-decode --plan-layout
-    ckir-opt model.mlir -p 'lower-prefill{max-context=256},plan-layout{strategy=liveness}'
+    ckir-opt model.mlir -p 'lower-prefill{max-context=256},plan-layout{strategy=bump}'
     ckir-opt model.mlir --lower-decode --plan-layout --emit-c      # same as -t c
 
 Passes given as flags (``--lower-decode``, ``--plan-layout{align=128}``,
 ``--plan-layout=align=128``) are folded, in the order they appear, into the
 ``-p`` pipeline before argparse sees them; ``-p`` lists and flags may be mixed.
+Pass options default to what ``ckir compile`` uses (``--plan-layout`` plans with
+liveness, as a non-debug build does).
 Errors in the input (parse errors, verifier failures) print one located line
 and exit 1; ``-o FILE`` is written only when the whole run succeeded.
 """
@@ -22,13 +24,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from xdsl.dialects.builtin import Builtin
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from ckir.errors import CkirError
 from ckir.fileio import write_text_atomically
-from ckir.universe import PASSES, dialect_factories, pass_factories, target_factories
+from ckir.ir_io import register_dialects
+from ckir.universe import PASSES, pass_factories, target_factories
 
 
 def fold_pass_flags(argv: Sequence[str], pass_names: Sequence[str]) -> list[str]:
@@ -88,9 +90,7 @@ class CkirOptMain(xDSLOptMain):
     version_format = "ckir-opt (xdsl {xdsl_version})"
 
     def register_all_dialects(self) -> None:
-        self.ctx.load_dialect(Builtin)
-        for name, factory in dialect_factories().items():
-            self.ctx.register_dialect(name, factory)
+        register_dialects(self.ctx)
 
     def register_all_passes(self) -> None:
         for name, factory in pass_factories().items():

@@ -24,6 +24,7 @@ DIALECTS: dict[str, str] = {
 #: pass flag -> "module:class"; one file per pass, named after its flag
 PASSES: dict[str, str] = {
     "convert-weights": "ckir.passes.convert_weights:ConvertWeightsPass",
+    "widen-weights": "ckir.passes.widen_weights:WidenWeightsPass",
     "lower-prefill": "ckir.passes.lower_prefill:LowerPrefillPass",
     "lower-backward": "ckir.passes.lower_backward:LowerBackwardPass",
     "lower-decode": "ckir.passes.lower_decode:LowerDecodePass",

@@ -27,7 +27,7 @@ Example::
       layout.totals {activation = 256 : i64, weight = 65536 : i64}
     }
 
-``plan_to_json`` and ``plan_to_map`` render a plan as layout.json / layout.map.
+``ckir.backend.layout_writers`` renders a plan as layout.json / layout.map.
 See docs/dialects/layout.md.
 """
 
@@ -35,11 +35,9 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import json
 import sys
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any
 
 from xdsl.dialects.builtin import (
     I64,
@@ -80,8 +78,6 @@ __all__ = [
     "PlanOp",
     "SlotOp",
     "TotalsOp",
-    "plan_to_json",
-    "plan_to_map",
     "sym",
 ]
 
@@ -874,99 +870,3 @@ class _ModelCheck:
 
 
 Layout = Dialect("layout", [PlanOp, ArenaOp, SlotOp, LayoutViewOp, TotalsOp], [])
-
-
-# --------------------------------------------------------------------------- writers
-
-
-def plan_to_dict(plan: PlanOp) -> dict[str, Any]:
-    """The plan as plain data (what layout.json holds)."""
-    arenas: list[dict[str, Any]] = []
-    for arena in plan.body_block.ops:
-        if not isinstance(arena, ArenaOp):
-            continue
-        slots = []
-        views = []
-        for op in arena.body_block.ops:
-            if isinstance(op, SlotOp):
-                live = op.live_range
-                slots.append(
-                    {
-                        "name": op.buffer_name,
-                        "offset": op.offset_bytes,
-                        "size": op.size_bytes,
-                        "role": op.role,
-                        "canary": op.canary_offset,
-                        "live": None
-                        if live is None
-                        else {"mode": live[0], "first": live[1], "last": live[2]},
-                    }
-                )
-            elif isinstance(op, LayoutViewOp):
-                views.append(
-                    {
-                        "name": op.view_name,
-                        "root": op.root_name,
-                        "offset": op.offset_bytes,
-                        "size": op.size_bytes,
-                    }
-                )
-        arenas.append(
-            {"name": arena.arena_name, "size": arena.size_bytes, "slots": slots, "views": views}
-        )
-    return {
-        "plan": plan.plan_name.data,
-        "strategy": plan.strategy_name,
-        "align": plan.align_bytes,
-        "canaries": plan.has_canaries,
-        "canary_bytes": CANARY_BYTES if plan.has_canaries else 0,
-        "arenas": arenas,
-        "totals": plan.totals(),
-    }
-
-
-def plan_to_json(plan: PlanOp) -> str:
-    """layout.json: the plan with sorted keys, indent 2 and a trailing newline."""
-    return json.dumps(plan_to_dict(plan), sort_keys=True, indent=2) + "\n"
-
-
-def plan_to_map(plan: PlanOp) -> str:
-    """layout.map: a fixed-width table per arena (slots and views), then the totals."""
-    lines = [
-        f"layout plan @{plan.plan_name.data}: strategy {plan.strategy_name}, "
-        f"align {plan.align_bytes}, canaries "
-        + (f"on ({CANARY_BYTES} bytes after each slot)" if plan.has_canaries else "off"),
-    ]
-    header = (
-        f"  {'offset (hex)':>12}  {'offset':>12}  {'size':>12}  {'role':<15}  {'live':<20}  name"
-    )
-    for arena in plan.body_block.ops:
-        if not isinstance(arena, ArenaOp):
-            continue
-        lines.append("")
-        lines.append(
-            f"arena @{arena.arena_name}: {arena.size_bytes} bytes (0x{arena.size_bytes:x})"
-        )
-        lines.append(header)
-        slots = {s.buffer_name: s for s in arena.slots()}
-        for op in arena.body_block.ops:
-            if isinstance(op, SlotOp):
-                live = op.live_range
-                live_text = "*" if live is None else f"{live[0]} {live[1]}..{live[2]}"
-                lines.append(
-                    f"  0x{op.offset_bytes:010x}  {op.offset_bytes:>12}  {op.size_bytes:>12}  "
-                    f"{op.role:<15}  {live_text:<20}  {op.buffer_name}"
-                )
-            elif isinstance(op, LayoutViewOp):
-                root = slots.get(op.root_name)
-                base = root.offset_bytes if root is not None else 0
-                at = base + op.offset_bytes
-                lines.append(
-                    f"  0x{at:010x}  {at:>12}  {op.size_bytes:>12}  {'view':<15}  "
-                    f"{'(root)':<20}  {op.view_name} = {op.root_name} + {op.offset_bytes}"
-                )
-    lines.append("")
-    lines.append("totals")
-    for k, v in sorted(plan.totals().items()):
-        lines.append(f"  {k:<15}  {v:>12}")
-    return "\n".join(lines) + "\n"

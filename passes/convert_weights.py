@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -85,17 +86,21 @@ def convertible(model: g.ModelOp, dtype: str, sources: frozenset[str] | None = N
     return stored | {name for name in weights if root(name) in stored}
 
 
+def set_weight_dtype(model: g.ModelOp, dtype: str, names: Iterable[str]) -> None:
+    """Declare the named ``graph.weight``s of ``model`` as ``dtype`` (through the rewriter;
+    the others are left alone)."""
+    PatternRewriteWalker(
+        GreedyRewritePatternApplier([_SetWeightDtype(dtype, frozenset(names))], dce_enabled=False),
+        apply_recursively=False,
+    ).rewrite_region(model.body)
+
+
 def convert_weights(op: ModuleOp, dtype: str, sources: frozenset[str] | None = None) -> None:
     """Set ``dtype`` on the :func:`convertible` weights of every graph model of ``op``
     (``sources``: the declared dtypes to convert; default :func:`source_dtypes`)."""
     for model in op.ops:
-        if not isinstance(model, g.ModelOp):
-            continue
-        pattern = _SetWeightDtype(dtype, frozenset(convertible(model, dtype, sources)))
-        PatternRewriteWalker(
-            GreedyRewritePatternApplier([pattern], dce_enabled=False),
-            apply_recursively=False,
-        ).rewrite_region(model.body)
+        if isinstance(model, g.ModelOp):
+            set_weight_dtype(model, dtype, convertible(model, dtype, sources))
 
 
 @dataclass(frozen=True)

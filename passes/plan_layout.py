@@ -7,7 +7,9 @@ Arenas:
 * ``state`` — the KV cache and io buffers (live for the whole run), then the
   activation and scratch buffers of every program.
 
-Strategies:
+Strategies (the default, :data:`DEFAULT_STRATEGY`, is ``liveness``: ``ckir-opt
+--plan-layout`` and ``ckir compile`` plan alike; ``ckir compile --debug`` asks
+for :data:`DEBUG_STRATEGY`):
 
 * ``bump`` (the deterministic reference): every buffer gets its own range,
   one after the other, in the order the IR declares them.
@@ -37,6 +39,16 @@ from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.vocab import PERMANENT_ROLES, REPORTED_ROLES
+
+#: the strategy of ``--plan-layout`` and of ``ckir compile`` when none is given
+DEFAULT_STRATEGY = "liveness"
+#: the strategy of debug builds: every slot (and its canary) has its own bytes, so a
+#: canary check after every layer names the buffer that overran
+DEBUG_STRATEGY = "bump"
+#: alignment of every offset unless told otherwise (``ckir-opt`` and ``ckir compile``)
+DEFAULT_ALIGN = 64
+#: canaries after every slot unless told otherwise (``ckir-opt`` and ``ckir compile``)
+DEFAULT_CANARIES = True
 
 
 @dataclass
@@ -172,8 +184,9 @@ def _program_items(program: lw.ProgramOp) -> tuple[list[Item], list[Item], list[
 
 def plan(model: lw.LoweredModelOp, strategy: str, align: int, canaries: bool) -> ly.PlanOp:
     """The ``layout.plan`` for a lowered model."""
-    if strategy not in ("bump", "liveness"):
-        raise CkirError(f"plan-layout: unknown strategy '{strategy}' (bump or liveness)")
+    if strategy not in ly.STRATEGIES:
+        known = " or ".join(ly.STRATEGIES)
+        raise CkirError(f"plan-layout: unknown strategy '{strategy}' ({known})")
     planner = Planner(align, canaries)
     weights, state, views = collect(model)
     if not weights and not state:
@@ -234,21 +247,21 @@ class PlanLayoutPass(ModulePass):
     alignment and that no two slots that can be live together overlap.
 
     Options:
-      strategy (str, default "bump"): "bump" gives every buffer its own bytes,
-        in IR order; "liveness" lets activations whose lifetimes (call index
-        ranges, per mode) do not intersect share bytes, and reports the bytes
-        saved against bump in ``layout.totals``.
+      strategy (str, default "liveness", as ``ckir compile``): "liveness" lets
+        activations whose lifetimes (call index ranges, per mode) do not
+        intersect share bytes, and reports the bytes saved against bump in
+        ``layout.totals``; "bump" gives every buffer its own bytes, in IR order.
       align (int, default 64): alignment of every offset, a power of two >= 8.
       canaries (bool, default true): put a guard after every slot.
 
-    Example: ``ckir-opt m.mlir --lower-decode --plan-layout{strategy=liveness align=128}``
+    Example: ``ckir-opt m.mlir --lower-decode --plan-layout{strategy=bump align=128}``
     """
 
     name = "plan-layout"
 
-    strategy: str = "bump"
-    align: int = 64
-    canaries: bool = True
+    strategy: str = DEFAULT_STRATEGY
+    align: int = DEFAULT_ALIGN
+    canaries: bool = DEFAULT_CANARIES
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         models = [o for o in op.ops if isinstance(o, lw.LoweredModelOp)]

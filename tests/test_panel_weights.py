@@ -512,7 +512,7 @@ def _declared(module) -> dict[str, str]:
 
 def _tiny_llama(tmp_path: Path, edits: dict[str, str]):
     """tests/filecheck/inputs/tiny_llama.mlir with text edits, parsed."""
-    from ckir.cost import load_module
+    from ckir.ir_io import load_module
 
     text = (FILECHECK_INPUTS / "tiny_llama.mlir").read_text()
     for old, new in edits.items():

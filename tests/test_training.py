@@ -26,10 +26,10 @@ transformers = pytest.importorskip("transformers")
 
 import ckir  # noqa: E402
 from ckir.backend.weights import SafetensorsSource, weight_instances  # noqa: E402
-from ckir.cost import load_module  # noqa: E402
 from ckir.dialects import graph as g  # noqa: E402
 from ckir.dialects.dims import evaluate_dim  # noqa: E402
 from ckir.errors import CkirError  # noqa: E402
+from ckir.ir_io import load_module  # noqa: E402
 from ckir.tools.zoo import make_tiny_model  # noqa: E402
 
 #: odd sizes: GQA, MQA, head dims that are not powers of two, vocabularies of primes

@@ -132,7 +132,7 @@ def gguf_config(
 
 def _check_required(tpl: Template, config: Mapping[str, Any], arch: str, source: str) -> None:
     """Name the GGUF key when a symbol or param without default has no value."""
-    from ckir.template import _lookup  # the engine's own key lookup
+    from ckir.template_instantiate import config_lookup  # the engine's own key lookup
 
     assert tpl.gguf is not None
     required = [
@@ -142,7 +142,7 @@ def _check_required(tpl: Template, config: Mapping[str, Any], arch: str, source:
         (f"param {p.name}", p.keys) for p in tpl.params if p.value is None and p.default is None
     ]
     for what, keys in required:
-        if any(_lookup(config, k) is not None for k in keys):
+        if any(config_lookup(config, k) is not None for k in keys):
             continue
         gguf_keys = [
             src.replace("{arch}", arch) for k in keys for src in tpl.gguf.config.get(k, ())

@@ -28,11 +28,15 @@
 // PRE-NOT: lowered.buffer @prefill.layers.0.gate
 // PRE:     lowered.call @gemm_gate_up_f32(@prefill.layers.0.h2, @w.layers.0.mlp.gate, @w.layers.0.mlp.up) -> (@prefill.layers.0.m) {M = #lowered.rt<T>, N = 172 : i64, K = 64 : i64
 // PRE-NEXT: lowered.call @gemm_f32(@prefill.layers.0.m, @w.layers.0.mlp.down)
-// PRE:     layout.plan @llama
-// PRE:     layout.slot @prefill.layers.0.h2
-// PRE-NEXT: layout.slot @prefill.layers.0.m
-// PRE-NOT: layout.slot @prefill.layers.{{[01]}}.gate
-// PRE-NOT: layout.slot @prefill.layers.{{[01]}}.up
+// The default (liveness) plan lists the activations largest first: m (the
+// [16, 172] SwiGLU output) comes before h2.
+// PRE:     layout.plan @llama strategy "liveness"
+// PRE-NOT: layout.slot @prefill.layers.{{[01]}}.{{gate|up}} offset
+// PRE:     layout.slot @prefill.layers.0.m offset
+// PRE-NOT: layout.slot @prefill.layers.{{[01]}}.{{gate|up}} offset
+// PRE:     layout.slot @prefill.layers.0.h2 offset
+// PRE-NOT: layout.slot @prefill.layers.{{[01]}}.{{gate|up}} offset
+// PRE:     layout.totals
 
 // Q4_1 weights: the q4_1 variant; gate and up buffers go as well.
 // Q41:      lowered.program @decode mode "decode" max_context 16 attributes {fused = {gate_up = 2 : i64}} {

@@ -1,5 +1,7 @@
-// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout | filecheck %s
-// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout{canaries=false align=128} | filecheck %s --check-prefix=NOCAN
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout{strategy=bump} | filecheck %s
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout{strategy=bump canaries=false align=128} | filecheck %s --check-prefix=NOCAN
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout | filecheck %s --check-prefix=DEFAULT
+// RUN: not ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout{strategy=first-fit} 2>&1 | filecheck %s --check-prefix=STRATEGY
 // RUN: not ckir-opt %inputs/tiny_llama.mlir --plan-layout 2>&1 | filecheck %s --check-prefix=NOLOW
 // RUN: not ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout{align=48} 2>&1 | filecheck %s --check-prefix=ALIGN
 
@@ -44,8 +46,12 @@
 
 // NOLOW: error: plan-layout: expected one lowered.model (run --lower-prefill or --lower-decode first), found 0
 // ALIGN: error: plan-layout: align must be a power of two >= 8, got 48
+// STRATEGY: error: plan-layout: unknown strategy 'first-fit' (bump or liveness)
 
-// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-prefill{max-context=16} --plan-layout | filecheck %s --check-prefix=PREFILL
+// Without options, the plan is ckir compile's (a non-debug build): liveness, align 64, canaries.
+// DEFAULT: layout.plan @llama strategy "liveness" align 64 canaries true {
+
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-prefill{max-context=16} --plan-layout{strategy=bump} | filecheck %s --check-prefix=PREFILL
 // Prefill, max-context 16, hand-computed: weights as above (494848); kv_cache 4 x [16, 32] f32
 // = 8192; io = 16 tokens x 4 + [16, 256] logits x 4 = 64 + 16384 = 16448; activations,
 // 16 rows each: per layer 8 x [16, 64] (4096) + 2 x [16, 32] (2048: k, v) + 3 x [16, 172]

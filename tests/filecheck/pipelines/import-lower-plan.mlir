@@ -5,11 +5,11 @@
 // RUN: filecheck %s --check-prefix=GRAPH < %t/graph.mlir
 // Every stage prints identically after a re-parse.
 // RUN: ckir-opt %t/graph.mlir > %t/graph2.mlir && diff %t/graph.mlir %t/graph2.mlir
-// RUN: ckir-opt %t/graph.mlir --lower-decode{max-context=32} --plan-layout -o %t/decode.mlir
+// RUN: ckir-opt %t/graph.mlir --lower-decode{max-context=32} --plan-layout{strategy=bump} -o %t/decode.mlir
 // RUN: ckir-opt %t/decode.mlir | diff - %t/decode.mlir
 // RUN: ckir-opt %t/decode.mlir --print-op-generic | ckir-opt | diff - %t/decode.mlir
 // RUN: filecheck %s --check-prefix=DECODE < %t/decode.mlir
-// RUN: ckir-opt %t/graph.mlir --lower-prefill{max-context=32} --plan-layout{strategy=liveness} | filecheck %s --check-prefix=PREFILL
+// RUN: ckir-opt %t/graph.mlir --lower-prefill{max-context=32} --plan-layout | filecheck %s --check-prefix=PREFILL
 
 // Qwen2: q/k/v with bias, tied head (no lm_head tensor), RoPE theta from config.
 // GRAPH:     graph.model @qwen2 arch "qwen2"
@@ -25,5 +25,6 @@
 // DECODE:     layout.totals
 
 // PREFILL:   lowered.call @gemm_bias_f32(@prefill.layers.0.h, @w.layers.0.attn.wq, @w.layers.0.attn.bq) -> (@prefill.layers.0.q) {M = #lowered.rt<T>
-// PREFILL:   layout.plan @qwen2 strategy "liveness"
+// The default strategy, as ckir compile's.
+// PREFILL:   layout.plan @qwen2 strategy "liveness" align 64 canaries true
 // PREFILL:   saved = {{[1-9][0-9]*}} : i64
