@@ -30,10 +30,6 @@ from xdsl.dialects.builtin import ModuleOp
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-
-# the IR loader lives in ckir.ir_io; this name stays importable from here only until
-# ckir/backend/hf_export.py (being edited elsewhere) imports it from ckir.ir_io
-from ckir.ir_io import load_module  # noqa: F401
 from ckir.vocab import LOWERED_MODES, PANEL_DTYPES, PANEL_VALUES, storage_bytes
 
 __all__ = [

@@ -49,7 +49,7 @@ from ckir.passes.lowering.kernels import (
     kernel_params,
     select_kernel,
 )
-from ckir.registry import KernelSpec
+from ckir.registry import KernelSpec, RegistryError
 
 #: program attribute holding {pattern name: number of times it fired}
 FUSED_ATTR = "fused"
@@ -237,6 +237,8 @@ def find_kernel(
             params,
             where=f"{view.mode} fusion",
         )
+    except RegistryError:  # a broken registry file is the user's to hear about
+        raise
     except CkirError:
         return None
     if view.model is not None:

@@ -22,6 +22,7 @@ from ckir import cost
 from ckir.backend.c_emitter import ProfiledCall, emit_c
 from ckir.cost import ModelCost
 from ckir.errors import CkirError
+from ckir.ir_io import load_module
 from ckir.vocab import INFERENCE_MODES, PANEL_VALUES
 
 #: what ``--modes`` takes: the inference modes, or ``train`` (alone: tools/bench_train.py)
@@ -80,7 +81,7 @@ def build_module(build: Path) -> ModuleOp:
 
 @functools.lru_cache(maxsize=4)
 def _parsed(path: Path, mtime_ns: int) -> ModuleOp:
-    return cost.load_module(path)
+    return load_module(path)
 
 
 def model_cost(build: Path) -> ModelCost:

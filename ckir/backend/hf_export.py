@@ -40,7 +40,7 @@ from ckir.integrity import PRETRAINED_MARKER
 
 def load_graph_model(path: Path) -> g.ModelOp:
     """The ``graph.model`` of an IR file (a build's ``graph.mlir``)."""
-    from ckir.cost import load_module
+    from ckir.ir_io import load_module
 
     try:
         module = load_module(path)
