@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from ckir.dialects.dims import Dim, DimError
+from ckir.dialects.dims import TOKENS, Dim, DimError
 from ckir.errors import CkirError
 from ckir.resources import templates_dir
 from ckir.vocab import GRAPH_OPS, MODES, SCHEDULE_KEYS, VALUE_DTYPES, OpSignature
@@ -37,7 +37,7 @@ from ckir.vocab import GRAPH_OPS, MODES, SCHEDULE_KEYS, VALUE_DTYPES, OpSignatur
 TEMPLATES_DIR = templates_dir()
 
 #: dim symbols bound at run time, never by the config (``T`` = tokens of a call)
-RUNTIME_SYMBOLS = ("T",)
+RUNTIME_SYMBOLS = (TOKENS,)
 
 #: the largest value a symbol may have (IR integers are i64)
 MAX_SYMBOL = 2**40

@@ -24,6 +24,11 @@ the graph dialect stores and prints dims in that form, so text round-trips exact
 
 Everything here is cached by expression text: a model with thousands of ops has a
 handful of distinct dims.
+
+The module also owns the **run-time symbols**: the names that no model binds and
+a program learns only when it runs (``T`` tokens of a call, ``P`` tokens already
+in the KV cache, ``PT`` = P + T, and the optimizer's ``step`` and ``lr``).  Every
+other module spells them through the constants below.
 """
 
 from __future__ import annotations
@@ -35,6 +40,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 __all__ = [
+    "CONTEXT",
+    "LR",
+    "POSITION",
+    "ROW_SYMBOLS",
+    "RUNTIME_SYMBOLS",
+    "RUNTIME_SYMBOL_TYPES",
+    "STEP",
+    "TOKENS",
     "Constraint",
     "Dim",
     "DimError",
@@ -45,8 +58,39 @@ __all__ = [
     "parse_constraint",
     "parse_dim",
     "product_factors",
+    "scaled",
     "try_evaluate_dim",
 ]
+
+# --------------------------------------------------------------------------- run-time symbols
+
+#: tokens of this call (rows of an activation); the one run-time symbol of graph IR
+TOKENS = "T"
+#: tokens already in the KV cache before this call
+POSITION = "P"
+#: ``P + T``: the cache length after this call
+CONTEXT = "PT"
+#: the optimizer step number (mode optimize)
+STEP = "step"
+#: the learning rate (mode optimize)
+LR = "lr"
+#: run-time scalars a kernel call parameter may name, and their scalar types
+RUNTIME_SYMBOL_TYPES: dict[str, str] = {
+    TOKENS: "i64",
+    POSITION: "i64",
+    CONTEXT: "i64",
+    STEP: "i64",
+    LR: "f32",
+}
+RUNTIME_SYMBOLS: tuple[str, ...] = tuple(RUNTIME_SYMBOL_TYPES)
+#: the run-time symbols that count tokens: a call parameter may scale them (``T*64``)
+ROW_SYMBOLS: tuple[str, ...] = (TOKENS, POSITION, CONTEXT)
+
+
+def scaled(symbol: str, factor: int) -> str:
+    """A row symbol times a constant as a call parameter: ``T`` for 1, else ``T*64``."""
+    return symbol if factor == 1 else f"{symbol}*{factor}"
+
 
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(==|!=|<=|>=|[-+*/%()<>]))")
 _CMP: dict[str, Callable[[float, float], bool]] = {

@@ -82,6 +82,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from ckir.dialects.common import Shaped, sym
 from ckir.dialects.dims import (
+    TOKENS,
     DimError,
     dim_symbols,
     is_identifier,
@@ -96,7 +97,6 @@ __all__ = [
     "COMPUTE_OP_TYPES",
     "DTYPES",
     "MODES",
-    "RUNTIME_TOKENS",
     "AddOp",
     "AttentionOp",
     "BodyOp",
@@ -132,8 +132,6 @@ __all__ = [
 
 _DTYPE_SET = frozenset(DTYPES)
 _MODE_SET = frozenset(MODES)
-#: the runtime token count, always allowed in tensor dims, never bound on the model
-RUNTIME_TOKENS = "T"
 
 
 # --------------------------------------------------------------------------- dims
@@ -433,7 +431,7 @@ def _check_type_symbols(
         return
     for d in ty.dims:
         for s in sorted(dim_symbols(d)):
-            if s == RUNTIME_TOKENS and allow_t:
+            if s == TOKENS and allow_t:
                 continue
             if s not in info.symbols:
                 raise VerifyException(
@@ -543,9 +541,10 @@ class ModelOp(IRDLOperation):
         for k, v in self.symbols.data.items():
             if not is_identifier(k):
                 raise VerifyException(f"{where}: symbol name '{k}' is not an identifier")
-            if k == RUNTIME_TOKENS:
+            if k == TOKENS:
                 raise VerifyException(
-                    f"{where}: symbol T is reserved for the runtime token count and cannot be bound"
+                    f"{where}: symbol {TOKENS} is reserved for the runtime token count and "
+                    "cannot be bound"
                 )
             if not isinstance(v, IntegerAttr):
                 raise VerifyException(f"{where}: symbol {k} must be bound to an integer")
@@ -1270,7 +1269,7 @@ class ComputeOp(IRDLOperation):
             for m in modes:
                 if m not in _MODE_SET:
                     raise VerifyException(
-                        f"{where}: unknown mode '{m}' in when (expected prefill, decode, backward)"
+                        f"{where}: unknown mode '{m}' in when (expected {', '.join(MODES)})"
                     )
             if len(set(modes)) != len(modes):
                 raise VerifyException(f"{where}: duplicate mode in when")

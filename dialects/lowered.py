@@ -77,7 +77,15 @@ from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
 from ckir.dialects.common import Placed, Shaped, ViewOf, sym
-from ckir.dialects.dims import dim_symbols
+from ckir.dialects.dims import (
+    CONTEXT,
+    POSITION,
+    ROW_SYMBOLS,
+    RUNTIME_SYMBOL_TYPES,
+    RUNTIME_SYMBOLS,
+    TOKENS,
+    dim_symbols,
+)
 from ckir.registry import (
     ACCESSES,
     PARAM_TYPES,
@@ -124,17 +132,17 @@ __all__ = [
 ]
 
 
-#: run-time scalars a call parameter may name, and their types: tokens (T, P, PT) and
-#: the optimizer step's learning rate and step number (mode optimize)
-RUNTIME_SYMBOL_TYPES: dict[str, str] = {
-    "T": "i64",
-    "P": "i64",
-    "PT": "i64",
-    "step": "i64",
-    "lr": "f32",
-}
-RUNTIME_SYMBOLS: tuple[str, ...] = tuple(RUNTIME_SYMBOL_TYPES)
-_RT_RE = re.compile(r"(T|P|PT)(?:\*([1-9][0-9]*))?|step|lr")
+#: a run-time call parameter: a row symbol, optionally times a positive integer, or a
+#: scalar of the optimizer step
+_RT_RE = re.compile(
+    "|".join(
+        [f"(?:{'|'.join(ROW_SYMBOLS)})(?:\\*[1-9][0-9]*)?"]
+        + [s for s in RUNTIME_SYMBOLS if s not in ROW_SYMBOLS]
+    )
+)
+_RT_EXPECTED = f"{', '.join(ROW_SYMBOLS)} (optionally '*<int>'), " + ", ".join(
+    s for s in RUNTIME_SYMBOLS if s not in ROW_SYMBOLS
+)
 
 
 # --------------------------------------------------------------------------- attributes
@@ -295,8 +303,8 @@ class RuntimeSymAttr(ParametrizedAttribute):
     def verify(self) -> None:
         if _RT_RE.fullmatch(self.symbol.data) is None:
             raise VerifyException(
-                f"lowered.rt: unknown run-time symbol '{self.symbol.data}' (expected T, P or "
-                "PT, optionally '*<int>', step or lr)"
+                f"lowered.rt: unknown run-time symbol '{self.symbol.data}' (expected "
+                f"{_RT_EXPECTED})"
             )
 
     @classmethod
@@ -310,7 +318,7 @@ class RuntimeSymAttr(ParametrizedAttribute):
                     start,
                     parser.pos,
                 )
-            if name in ("T", "P", "PT") and parser.parse_optional_punctuation("*") is not None:
+            if name in ROW_SYMBOLS and parser.parse_optional_punctuation("*") is not None:
                 factor = parser.parse_integer(allow_boolean=False, allow_negative=False)
                 if factor <= 0:
                     parser.raise_error("a run-time symbol factor must be positive")
@@ -785,7 +793,7 @@ class ProgramOp(IRDLOperation):
         where = f"lowered.program {sym(self.sym_name.data)}"
         if self.mode.data not in MODES:
             raise VerifyException(
-                f'{where}: unknown mode "{self.mode.data}" (expected prefill, decode, backward)'
+                f'{where}: unknown mode "{self.mode.data}" (expected {", ".join(MODES)})'
             )
         if self.max_ctx <= 0:
             raise VerifyException(f"{where}: max_context {self.max_ctx} must be positive")
@@ -1491,7 +1499,7 @@ class CallOp(IRDLOperation):
         """
         most = program.max_ctx
         tokens = 1 if program.mode_name == "decode" else most
-        runtime = {"T": tokens, "P": most - tokens, "PT": most}
+        runtime = {TOKENS: tokens, POSITION: most - tokens, CONTEXT: most}
         out: dict[str, int] = {}
         for k, v in self.param_values.items():
             if isinstance(v, str):

@@ -678,7 +678,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 // -----
 
 // unknown mode in when
-// CHECK: graph.relu: unknown mode 'training' in when (expected prefill, decode, backward)
+// CHECK: graph.relu: unknown mode 'training' in when (expected prefill, decode, backward, optimize)
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   graph.weight @w : [E, E] f32 hf "w"
   graph.weight @g : [E] f32 hf "g"
