@@ -17,7 +17,7 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from ckir.dialects import graph as g
 from ckir.dialects import lowered as lw
-from ckir.dialects.dims import POSITION, TOKENS, evaluate_dim, scaled
+from ckir.dialects.dims import POSITION, TOKENS, DimAttr, evaluate_dim, scaled
 from ckir.errors import CkirError
 
 #: What a lowering pass needs to know about in-place ops: result index -> operand index
@@ -166,7 +166,6 @@ def float_attr(op: Operation, name: str) -> float:
 def dim_attr(ctx: LoweringContext, op: Operation, name: str, where: str) -> int:
     """The dim-expression attribute ``name`` of a graph op (``heads``), evaluated."""
     attr = op.properties.get(name) or op.attributes.get(name)
-    data = getattr(attr, "data", None)
-    if not isinstance(data, str):
+    if not isinstance(attr, DimAttr):
         raise CkirError(f"{where}: needs a dim expression '{name}'")
-    return ctx.dim(data, where=where)
+    return ctx.dim(attr.text, where=where)

@@ -103,7 +103,7 @@ def _lowered_model(module: ModuleOp, model: g.ModelOp) -> lw.LoweredModelOp:
 def _repeat_count(ctx: LoweringContext) -> int:
     for op in ctx.model.body_block.ops:
         if isinstance(op, g.BodyOp):
-            return ctx.dim(op.repeat.data, where="graph.body")
+            return ctx.dim(op.repeat.text, where="graph.body")
     return 0
 
 
@@ -159,7 +159,7 @@ class _Cloner:
         if header is not None:
             carried = self._section(header.block, [], "header", None)
         if body is not None:
-            for i in range(self.ctx.dim(body.repeat.data, where="graph.body")):
+            for i in range(self.ctx.dim(body.repeat.text, where="graph.body")):
                 carried = self._section(body.block, carried, f"layers.{i}", i)
         if footer is not None:
             if self.ctx.footer_one_row(FOOTER_SCOPE):

@@ -427,10 +427,20 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 
 // -----
 
-// repeat malformed (generic form)
-// CHECK: graph.body: repeat: bad dim expression 'L L': unexpected 'L'
+// repeat malformed (generic form): #graph.dim parses through the one dim grammar
+// CHECK: bad dim expression 'L*': unexpected end of expression
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
-  "graph.body"() <{repeat = "L L"}> ({
+  "graph.body"() <{repeat = #graph.dim<L*>}> ({
+    "graph.yield"() : () -> ()
+  }) : () -> ()
+}
+
+// -----
+
+// repeat given as a string, not a dim (generic form)
+// CHECK: "L" should be of base attribute graph.dim
+graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
+  "graph.body"() <{repeat = "L"}> ({
     "graph.yield"() : () -> ()
   }) : () -> ()
 }
@@ -711,8 +721,8 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 
 // -----
 
-// malformed dim property
-// CHECK: graph.attention: heads: bad dim expression 'H/': unexpected end of expression
+// malformed dim property: a parse error (dims are read by the one dim grammar)
+// CHECK: bad dim expression '(H': expected ')'
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   graph.weight @w : [E, E] f32 hf "w"
   graph.weight @g : [E] f32 hf "g"
@@ -721,7 +731,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   graph.header {
     %t = graph.input "tokens" : !graph.tensor<[T], i32>
     %x = graph.input "x" : !graph.tensor<[T, E], f32>
-    %y = graph.attention %x, %x, %x {heads = "H/", kv_heads = "KV", head_dim = "D"} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
+    %y = graph.attention %x, %x, %x heads (H kv_heads KV head_dim D : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
     graph.yield %x : !graph.tensor<[T, E], f32>
   }
 }
@@ -810,7 +820,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   graph.header {
     %t = graph.input "tokens" : !graph.tensor<[T], i32>
     %x = graph.input "x" : !graph.tensor<[T, E], f32>
-    %y = graph.attention %x, %x, %x {heads = "NH", kv_heads = "KV", head_dim = "D"} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
+    %y = graph.attention %x, %x, %x heads NH kv_heads KV head_dim D : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
     graph.yield %x : !graph.tensor<[T, E], f32>
   }
 }
@@ -1070,7 +1080,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   graph.header {
     %t = graph.input "tokens" : !graph.tensor<[T], i32>
     %x = graph.input "x" : !graph.tensor<[T, E], f32>
-    %q, %k = graph.rope %x, %x {theta = -1.0 : f64, heads = "H", kv_heads = "KV", head_dim = "D"} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>)
+    %q, %k = graph.rope %x, %x heads H kv_heads KV head_dim D {theta = -1.0 : f64} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>)
     graph.yield %x : !graph.tensor<[T, E], f32>
   }
 }
@@ -1087,7 +1097,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   graph.header {
     %t = graph.input "tokens" : !graph.tensor<[T], i32>
     %x = graph.input "x" : !graph.tensor<[T, E], f32>
-    %q, %k = graph.rope %x, %x {theta = 1.0e+04 : f64, heads = "H", kv_heads = "3", head_dim = "D"} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>)
+    %q, %k = graph.rope %x, %x heads H kv_heads 3 head_dim D {theta = 1.0e+04 : f64} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>)
     graph.yield %x : !graph.tensor<[T, E], f32>
   }
 }
@@ -1105,7 +1115,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
     %t = graph.input "tokens" : !graph.tensor<[T], i32>
     %x = graph.input "x" : !graph.tensor<[T, E], f32>
     %z = graph.input "z" : !graph.tensor<[T, V], f32>
-    %y = graph.attention %x, %x, %z {heads = "H", kv_heads = "KV", head_dim = "D", causal} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, V], f32>) -> !graph.tensor<[T, E], f32>
+    %y = graph.attention %x, %x, %z heads H kv_heads KV head_dim D {causal} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, V], f32>) -> !graph.tensor<[T, E], f32>
     graph.yield %x : !graph.tensor<[T, E], f32>
   }
 }
@@ -1208,7 +1218,7 @@ graph.model @m arch "test" symbols {E = 8, H = 4, KV = 2, D = 2, L = 2, V = 8} {
     %t = graph.input "tokens" : !graph.tensor<[T], i32>
     %q = graph.input "q" : !graph.tensor<[T, H*D], f32>
     %k = graph.input "k" : !graph.tensor<[T, KV*D], f32>
-    %o = graph.attention %q, %k, %k {heads = "H", kv_heads = "H", head_dim = "D", causal} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>, !graph.tensor<[T, KV*D], f32>) -> !graph.tensor<[T, H*D], f32>
+    %o = graph.attention %q, %k, %k heads H kv_heads H head_dim D {causal} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>, !graph.tensor<[T, KV*D], f32>) -> !graph.tensor<[T, H*D], f32>
     graph.yield %o : !graph.tensor<[T, H*D], f32>
   }
 }
@@ -1222,7 +1232,7 @@ graph.model @m arch "test" symbols {E = 8, H = 4, KV = 2, D = 4, L = 2, V = 8} {
   graph.header {
     %t = graph.input "tokens" : !graph.tensor<[T], i32>
     %x = graph.input "x" : !graph.tensor<[T, E], f32>
-    %q, %k = graph.rope %x, %x {theta = 1.0e+04 : f64, heads = "H", kv_heads = "KV", head_dim = "D"} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>)
+    %q, %k = graph.rope %x, %x heads H kv_heads KV head_dim D {theta = 1.0e+04 : f64} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>)
     graph.yield %x : !graph.tensor<[T, E], f32>
   }
 }

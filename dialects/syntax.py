@@ -1,0 +1,175 @@
+"""Custom directives of the declarative assembly formats of the three dialects.
+
+An op's ``assembly_format`` names them as ``custom<Name>(...)``; each prints and
+parses one piece of syntax the generic directives cannot express:
+
+- ``custom<Body>($body)``: a single-block region without block arguments,
+  ``{ ... }`` (an empty block prints as ``{}`` and parses back to one empty block);
+- ``custom<Section>($body)``: a section's block arguments, then its region:
+  ``(%x : !graph.tensor<[T, E], f32>) { ... }``;
+- ``custom<Ident>($role)``: a string attribute printed as a bare identifier (``weight``);
+- ``custom<Dim>($heads)``: a ``#graph.dim`` attribute printed as its bare
+  expression (``H*D``), the way it reads inside an op;
+- ``custom<Flag>($canaries)``: an ``i1`` integer attribute as ``true`` / ``false``;
+- ``custom<IntMap>($symbols)``: a dictionary of ``i64`` integers as ``{C = 128, D = 16}``.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, StringAttr, i1, i64
+from xdsl.ir import Block, Region
+from xdsl.irdl import IRDLOperation
+from xdsl.irdl.declarative_assembly_format import (
+    AttributeVariable,
+    CustomDirective,
+    ParsingState,
+    PrintingState,
+    RegionVariable,
+    irdl_custom_directive,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+
+from ckir.dialects.dims import DimAttr, parse_dim_expr
+
+__all__ = ["DIRECTIVES", "Body", "Dim", "Flag", "Ident", "IntMap", "Section"]
+
+
+def _one_block(region: Region) -> Region:
+    if not region.blocks:
+        region.add_block(Block())
+    return region
+
+
+def _print_body(printer: Printer, state: PrintingState, region: Region) -> None:
+    state.print_whitespace(printer)
+    printer.print_region(region, print_entry_block_args=False, print_empty_block=False)
+
+
+@irdl_custom_directive
+class Body(CustomDirective):
+    """A single-block region without block arguments."""
+
+    body: RegionVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        self.body.set(state, _one_block(parser.parse_region([])))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        _print_body(printer, state, self.body.get(op))
+
+
+@irdl_custom_directive
+class Section(CustomDirective):
+    """``(%a : type, ...)`` (omitted when there are none), then the single-block region."""
+
+    body: RegionVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        args: list[Parser.Argument] = []
+        opened = parser.parse_optional_punctuation("(") is not None
+        if opened and parser.parse_optional_punctuation(")") is None:
+            args.append(parser.parse_argument())
+            while parser.parse_optional_punctuation(",") is not None:
+                args.append(parser.parse_argument())
+            parser.parse_punctuation(")")
+        self.body.set(state, _one_block(parser.parse_region(args)))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        region = self.body.get(op)
+        args = region.block.args if region.blocks else ()
+        if args:
+            state.print_whitespace(printer)
+            printer.print_string("(")
+            for i, arg in enumerate(args):
+                if i:
+                    printer.print_string(", ")
+                printer.print_ssa_value(arg)
+                printer.print_string(" : ")
+                printer.print_attribute(arg.type)
+            printer.print_string(")")
+        _print_body(printer, state, region)
+
+
+@irdl_custom_directive
+class Ident(CustomDirective):
+    """A string attribute written as a bare identifier; the op's verifier checks its value."""
+
+    attr: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        self.attr.set(state, StringAttr(parser.parse_identifier()))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        attr = self.attr.get(op)
+        assert isinstance(attr, StringAttr)
+        state.print_whitespace(printer)
+        printer.print_string(attr.data)
+
+
+@irdl_custom_directive
+class Dim(CustomDirective):
+    """A dim attribute written as its bare expression: ``H*D``."""
+
+    attr: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        self.attr.set(state, DimAttr.get(parse_dim_expr(parser)))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        attr = self.attr.get(op)
+        assert isinstance(attr, DimAttr)
+        state.print_whitespace(printer)
+        printer.print_string(attr.text)
+
+
+@irdl_custom_directive
+class Flag(CustomDirective):
+    """An ``i1`` integer attribute written ``true`` or ``false``."""
+
+    attr: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        value = parser.parse_boolean(" (true or false)")
+        self.attr.set(state, IntegerAttr(int(value), i1))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        attr = self.attr.get(op)
+        assert isinstance(attr, IntegerAttr)
+        state.print_whitespace(printer)
+        printer.print_string("true" if attr.value.data else "false")
+
+
+@irdl_custom_directive
+class IntMap(CustomDirective):
+    """A dictionary of ``i64`` integers: ``{C = 128, D = 16}``; a key given twice is an error."""
+
+    attr: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        entries: dict[str, IntegerAttr] = {}
+
+        def entry() -> None:
+            start = parser.pos
+            key = parser.parse_identifier(" (a symbol name)")
+            if key in entries:
+                parser.raise_error(f"symbol {key} is bound twice", start, parser.pos)
+            parser.parse_punctuation("=")
+            entries[key] = IntegerAttr(parser.parse_integer(allow_boolean=False), i64)
+
+        parser.parse_comma_separated_list(parser.Delimiter.BRACES, entry, " (model symbols)")
+        self.attr.set(state, DictionaryAttr(entries))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        attr = self.attr.get(op)
+        assert isinstance(attr, DictionaryAttr)
+        state.print_whitespace(printer)
+        items = []
+        for k, v in attr.data.items():
+            val = v.value.data if isinstance(v, IntegerAttr) else v
+            items.append(f"{k} = {val}")
+        printer.print_string("{" + ", ".join(items) + "}")
+
+
+#: every directive, for an op's ``custom_directives``
+DIRECTIVES = (Body, Section, Ident, Dim, Flag, IntMap)
