@@ -778,6 +778,11 @@ class WeightOp(Shaped, IRDLOperation):
         elif self.transpose is not None and len(self.shape_dims) != 2:
             raise VerifyException(f"{where}: transpose needs a 2-D weight")
 
+    # Hand-written parse/print (one of the three left in the dialects): the checkpoint
+    # mapping is a small language of optional, ordered clauses with their own
+    # arguments (``hf "name" [dims] slice(axis, start, stop) transpose``, ``gguf``,
+    # ``tied_to``), whose dims the declarative format could only spell as nested
+    # attributes: the text would no longer read like the mapping it describes.
     @classmethod
     def parse(cls, parser: Parser) -> WeightOp:
         props: dict[str, Attribute] = {"sym_name": parser.parse_symbol_name()}

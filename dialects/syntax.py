@@ -11,12 +11,17 @@ parses one piece of syntax the generic directives cannot express:
 - ``custom<Dim>($heads)``: a ``#graph.dim`` attribute printed as its bare
   expression (``H*D``), the way it reads inside an op;
 - ``custom<Flag>($canaries)``: an ``i1`` integer attribute as ``true`` / ``false``;
-- ``custom<IntMap>($symbols)``: a dictionary of ``i64`` integers as ``{C = 128, D = 16}``.
+- ``custom<IntMap>($symbols)``: a dictionary of ``i64`` integers as ``{C = 128, D = 16}``;
+- ``custom<BufferRole>($role)`` / ``custom<SlotRole>($role)``: a role of
+  ``ckir.vocab.ROLES`` as a bare identifier, an unknown one being a parse error;
+- ``custom<Live>($live)``: a slot's optional live range, ``live "decode" 0 3``.
 """
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, StringAttr, i1, i64
+from typing import ClassVar
+
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, StringAttr, i1, i64
 from xdsl.ir import Block, Region
 from xdsl.irdl import IRDLOperation
 from xdsl.irdl.declarative_assembly_format import (
@@ -31,8 +36,20 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 
 from ckir.dialects.dims import DimAttr, parse_dim_expr
+from ckir.vocab import ROLES
 
-__all__ = ["DIRECTIVES", "Body", "Dim", "Flag", "Ident", "IntMap", "Section"]
+__all__ = [
+    "DIRECTIVES",
+    "Body",
+    "BufferRole",
+    "Dim",
+    "Flag",
+    "Ident",
+    "IntMap",
+    "Live",
+    "Section",
+    "SlotRole",
+]
 
 
 def _one_block(region: Region) -> Region:
@@ -130,7 +147,7 @@ class Flag(CustomDirective):
     attr: AttributeVariable
 
     def parse(self, parser: Parser, state: ParsingState) -> None:
-        value = parser.parse_boolean(" (true or false)")
+        value = parser.parse_boolean(f" ({self.attr.name} true or false)")
         self.attr.set(state, IntegerAttr(int(value), i1))
 
     def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
@@ -171,5 +188,68 @@ class IntMap(CustomDirective):
         printer.print_string("{" + ", ".join(items) + "}")
 
 
+class _Role(Ident):
+    """A role of ``ckir.vocab.ROLES``; another identifier is a parse error naming ``WHAT``."""
+
+    WHAT: ClassVar[str] = ""
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        start = parser.pos
+        role = parser.parse_identifier(f" (the {self.WHAT} role)")
+        if role not in ROLES:
+            parser.raise_error(
+                f"unknown {self.WHAT} role '{role}' (expected one of {', '.join(ROLES)})",
+                start,
+                parser.pos,
+            )
+        self.attr.set(state, StringAttr(role))
+
+
+@irdl_custom_directive
+class BufferRole(_Role):
+    """The role of a ``lowered.buffer``."""
+
+    WHAT: ClassVar[str] = "buffer"
+    attr: AttributeVariable
+
+
+@irdl_custom_directive
+class SlotRole(_Role):
+    """The role of a ``layout.slot``."""
+
+    WHAT: ClassVar[str] = "slot"
+    attr: AttributeVariable
+
+
+@irdl_custom_directive
+class Live(CustomDirective):
+    """An optional ``live "<mode>" first last`` clause: ``[mode, first, last]``, or absent."""
+
+    attr: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        if parser.parse_optional_keyword("live") is None:
+            return
+        mode = parser.parse_str_literal(" (the live mode)")
+        first = parser.parse_integer(allow_boolean=False)
+        last = parser.parse_integer(allow_boolean=False)
+        self.attr.set(
+            state, ArrayAttr((StringAttr(mode), IntegerAttr(first, i64), IntegerAttr(last, i64)))
+        )
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        attr = self.attr.get(op)
+        if attr is None:
+            return
+        assert isinstance(attr, ArrayAttr)
+        mode, first, last = attr.data
+        assert isinstance(mode, StringAttr)
+        assert isinstance(first, IntegerAttr) and isinstance(last, IntegerAttr)
+        state.print_whitespace(printer)
+        printer.print_string("live ")
+        printer.print_string_literal(mode.data)
+        printer.print_string(f" {first.value.data} {last.value.data}")
+
+
 #: every directive, for an op's ``custom_directives``
-DIRECTIVES = (Body, Section, Ident, Dim, Flag, IntMap)
+DIRECTIVES = (Body, Section, Ident, Dim, Flag, IntMap, BufferRole, SlotRole, Live)
