@@ -153,8 +153,17 @@ def _dims_text(dims: Sequence[str]) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _dims_attr(dims: tuple[str, ...]) -> ArrayAttr[StringAttr]:
-    return ArrayAttr(tuple(StringAttr(d) for d in dims))
+def _dims_attr(dims: tuple[str, ...]) -> ArrayAttr[DimAttr]:
+    return ArrayAttr(tuple(DimAttr.get(d) for d in dims))
+
+
+class _DimShaped(Shaped):
+    """``Shaped`` whose ``shape`` is an array of :class:`DimAttr` (graph types and weights)."""
+
+    @property
+    def shape_values(self) -> tuple[str, ...]:
+        """The dim expressions' canonical texts, e.g. ``("T", "H*D")``."""
+        return tuple(d.text for d in self.shape.data)  # type: ignore[attr-defined]
 
 
 @lru_cache(maxsize=64)
@@ -182,7 +191,7 @@ def _check_dims_text(dims: tuple[str, ...]) -> str | None:
 
 
 @irdl_attr_definition
-class TensorType(Shaped, ParametrizedAttribute, TypeAttribute):
+class TensorType(_DimShaped, ParametrizedAttribute, TypeAttribute):
     """A tensor with a symbolic shape: ``!graph.tensor<[T, E], f32>``.
 
     Each dim is a dim expression over the model's symbols (``E``, ``H*D``, ``3*E``,
@@ -195,7 +204,7 @@ class TensorType(Shaped, ParametrizedAttribute, TypeAttribute):
 
     name = "graph.tensor"
 
-    shape: ArrayAttr[StringAttr]
+    shape: ArrayAttr[DimAttr]
     dtype: StringAttr
 
     @staticmethod
@@ -218,9 +227,6 @@ class TensorType(Shaped, ParametrizedAttribute, TypeAttribute):
                 f"graph.tensor: unknown dtype '{self.dtype.data}' (expected one of "
                 f"{', '.join(DTYPES)})"
             )
-        problem = _check_dims_text(self.dims)
-        if problem is not None:
-            raise VerifyException(f"graph.tensor: {problem}")
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
@@ -231,9 +237,7 @@ class TensorType(Shaped, ParametrizedAttribute, TypeAttribute):
         return (_dims_attr(tuple(dims)), _str_attr(dtype))
 
     def print_parameters(self, printer: Printer) -> None:
-        printer.print_string(
-            "<[" + ", ".join(d.data for d in self.shape.data) + "], " + self.dtype.data + ">"
-        )
+        printer.print_string("<[" + ", ".join(self.shape_values) + "], " + self.dtype.data + ">")
 
 
 def _parse_dtype(parser: AttrParser) -> str:
@@ -556,7 +560,7 @@ class ModelOp(IRDLOperation):
 
 
 @irdl_op_definition
-class WeightOp(Shaped, IRDLOperation):
+class WeightOp(_DimShaped, IRDLOperation):
     """A weight declaration: internal name, shape, dtype and where it comes from.
 
     ``graph.weight @embed : [V, E] f32 hf "model.embed_tokens.weight"``
@@ -578,10 +582,10 @@ class WeightOp(Shaped, IRDLOperation):
     name = "graph.weight"
 
     sym_name = prop_def(SymbolNameConstraint())
-    shape = prop_def(ArrayAttr[StringAttr])
+    shape = prop_def(ArrayAttr[DimAttr])
     dtype = prop_def(StringAttr)
     hf = opt_prop_def(StringAttr)
-    hf_shape = opt_prop_def(ArrayAttr[StringAttr])
+    hf_shape = opt_prop_def(ArrayAttr[DimAttr])
     slice = opt_prop_def(ArrayAttr[StringAttr])
     transpose = opt_prop_def(UnitAttr)
     gguf = opt_prop_def(StringAttr)
@@ -642,7 +646,7 @@ class WeightOp(Shaped, IRDLOperation):
 
     @property
     def hf_dims(self) -> tuple[str, ...] | None:
-        return tuple(d.data for d in self.hf_shape.data) if self.hf_shape is not None else None
+        return tuple(d.text for d in self.hf_shape.data) if self.hf_shape is not None else None
 
     @property
     def slice_spec(self) -> tuple[int, str, str] | None:
@@ -684,10 +688,6 @@ class WeightOp(Shaped, IRDLOperation):
             raise VerifyException(
                 f"{where}: unknown dtype '{self.dtype.data}' (expected one of {', '.join(DTYPES)})"
             )
-        for label, dims in (("shape", self.shape_dims), ("hf shape", self.hf_dims or ())):
-            problem = _check_dims_text(tuple(dims))
-            if problem is not None:
-                raise VerifyException(f"{where}: {label}: {problem}")
         has_src = self.hf is not None or self.gguf is not None
         if self.tied_to is not None and has_src:
             raise VerifyException(f"{where}: tied_to excludes an hf/gguf source")

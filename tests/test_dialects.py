@@ -378,8 +378,14 @@ def test_types_and_attributes_verify() -> None:
     assert str(t) == "!graph.tensor<[T, 3*E], bf16>"
     with pytest.raises(VerifyException, match="graph.tensor: unknown dtype 'f8'"):
         g.TensorType.make(["T"], "f8")
+    with pytest.raises(VerifyException, match="should be of base attribute graph.dim"):
+        g.TensorType(g.ArrayAttr([StringAttr("E")]), StringAttr("f32"))
     with pytest.raises(VerifyException, match="not in canonical form"):
-        g.TensorType(g.ArrayAttr([StringAttr("E + 1")]), StringAttr("f32"))
+        g.DimAttr(StringAttr("E + 1"))
+    with pytest.raises(VerifyException, match="bad dim expression 'E\\*'"):
+        g.DimAttr(StringAttr("E*"))
+    assert g.DimAttr.get(" H * D ").text == "H*D" and g.DimAttr.get(64).text == "64"
+    assert str(g.DimAttr.get("H*D")) == "#graph.dim<H*D>"
     with pytest.raises(VerifyException, match="graph.schedule: vectorize = 3 must be one of"):
         g.ScheduleAttr.make(vectorize=3)
     with pytest.raises(VerifyException, match="graph.schedule: tile_n = 0 must be positive"):

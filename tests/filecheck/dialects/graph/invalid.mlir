@@ -216,23 +216,15 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 // weight dtype (generic form)
 // CHECK: graph.weight @w: unknown dtype 'f99'
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
-  "graph.weight"() <{sym_name = "w", shape = ["E"], dtype = "f99", hf = "w"}> : () -> ()
+  "graph.weight"() <{sym_name = "w", shape = [#graph.dim<E>], dtype = "f99", hf = "w"}> : () -> ()
 }
 
 // -----
 
-// weight dim not canonical (generic form)
-// CHECK: graph.weight @w: shape: dim 'E + 1' is not in canonical form (write 'E+1')
+// weight dim malformed (generic form): a parse error of the one dim grammar
+// CHECK: bad dim expression 'E*': unexpected end of expression
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
-  "graph.weight"() <{sym_name = "w", shape = ["E + 1"], dtype = "f32", hf = "w"}> : () -> ()
-}
-
-// -----
-
-// weight dim malformed (generic form)
-// CHECK: graph.weight @w: shape: bad dim expression 'E*': unexpected end of expression
-graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
-  "graph.weight"() <{sym_name = "w", shape = ["E*"], dtype = "f32", hf = "w"}> : () -> ()
+  "graph.weight"() <{sym_name = "w", shape = [#graph.dim<E*>], dtype = "f32", hf = "w"}> : () -> ()
 }
 
 // -----
@@ -241,7 +233,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 // CHECK: graph.weight @w: tied_to excludes an hf/gguf source
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   graph.weight @emb : [V, E] f32 hf "emb"
-  "graph.weight"() <{sym_name = "w", shape = ["V", "E"], dtype = "f32", hf = "w", tied_to = @emb}> : () -> ()
+  "graph.weight"() <{sym_name = "w", shape = [#graph.dim<V>, #graph.dim<E>], dtype = "f32", hf = "w", tied_to = @emb}> : () -> ()
 }
 
 // -----
@@ -257,7 +249,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 // packing without hf
 // CHECK: graph.weight @w: hf shape, slice and transpose need an hf source
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
-  "graph.weight"() <{sym_name = "w", shape = ["E"], dtype = "f32", gguf = "w", transpose}> : () -> ()
+  "graph.weight"() <{sym_name = "w", shape = [#graph.dim<E>], dtype = "f32", gguf = "w", transpose}> : () -> ()
 }
 
 // -----
@@ -266,7 +258,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 // CHECK: graph.weight @w: tied_to must be a flat symbol reference
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   graph.weight @emb : [V, E] f32 hf "emb"
-  "graph.weight"() <{sym_name = "w", shape = ["V", "E"], dtype = "f32", tied_to = @emb::@x}> : () -> ()
+  "graph.weight"() <{sym_name = "w", shape = [#graph.dim<V>, #graph.dim<E>], dtype = "f32", tied_to = @emb::@x}> : () -> ()
 }
 
 // -----
@@ -287,7 +279,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 // slice with the wrong arity (generic form)
 // CHECK: graph.weight @w: slice must be (axis, start, stop)
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
-  "graph.weight"() <{sym_name = "w", shape = ["E"], dtype = "f32", hf = "w", hf_shape = ["E"], slice = ["0", "E"]}> : () -> ()
+  "graph.weight"() <{sym_name = "w", shape = [#graph.dim<E>], dtype = "f32", hf = "w", hf_shape = [#graph.dim<E>], slice = ["0", "E"]}> : () -> ()
 }
 
 // -----
@@ -295,7 +287,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 // slice bound malformed (generic form)
 // CHECK: graph.weight @w: slice: bad dim expression 'E)': unexpected ')'
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
-  "graph.weight"() <{sym_name = "w", shape = ["E"], dtype = "f32", hf = "w", hf_shape = ["E"], slice = ["0", "0", "E)"]}> : () -> ()
+  "graph.weight"() <{sym_name = "w", shape = [#graph.dim<E>], dtype = "f32", hf = "w", hf_shape = [#graph.dim<E>], slice = ["0", "0", "E)"]}> : () -> ()
 }
 
 // -----
