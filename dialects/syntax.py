@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, StringAttr, i1, i64
-from xdsl.ir import Block, Region
+from xdsl.ir import Attribute, Block, Region
 from xdsl.irdl import IRDLOperation
 from xdsl.irdl.declarative_assembly_format import (
     AttributeVariable,
@@ -108,63 +108,79 @@ class Section(CustomDirective):
         _print_body(printer, state, region)
 
 
+class _Bare(CustomDirective):
+    """An attribute written as bare text: a subclass says how to read and write it."""
+
+    attr: AttributeVariable
+
+    def read(self, parser: Parser) -> Attribute:
+        """The attribute at the parser's position."""
+        raise NotImplementedError
+
+    def text(self, attr: Attribute) -> str:
+        """The attribute's text."""
+        raise NotImplementedError
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        self.attr.set(state, self.read(parser))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        attr = self.attr.get(op)
+        assert attr is not None
+        state.print_whitespace(printer)
+        printer.print_string(self.text(attr))
+
+
 @irdl_custom_directive
-class Ident(CustomDirective):
+class Ident(_Bare):
     """A string attribute written as a bare identifier; the op's verifier checks its value."""
 
     attr: AttributeVariable
 
-    def parse(self, parser: Parser, state: ParsingState) -> None:
-        self.attr.set(state, StringAttr(parser.parse_identifier()))
+    def read(self, parser: Parser) -> Attribute:
+        return StringAttr(parser.parse_identifier())
 
-    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
-        attr = self.attr.get(op)
+    def text(self, attr: Attribute) -> str:
         assert isinstance(attr, StringAttr)
-        state.print_whitespace(printer)
-        printer.print_string(attr.data)
+        return attr.data
 
 
 @irdl_custom_directive
-class Dim(CustomDirective):
+class Dim(_Bare):
     """A dim attribute written as its bare expression: ``H*D``."""
 
     attr: AttributeVariable
 
-    def parse(self, parser: Parser, state: ParsingState) -> None:
-        self.attr.set(state, DimAttr.get(parse_dim_expr(parser)))
+    def read(self, parser: Parser) -> Attribute:
+        return DimAttr.get(parse_dim_expr(parser))
 
-    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
-        attr = self.attr.get(op)
+    def text(self, attr: Attribute) -> str:
         assert isinstance(attr, DimAttr)
-        state.print_whitespace(printer)
-        printer.print_string(attr.text)
+        return attr.text
 
 
 @irdl_custom_directive
-class Flag(CustomDirective):
+class Flag(_Bare):
     """An ``i1`` integer attribute written ``true`` or ``false``."""
 
     attr: AttributeVariable
 
-    def parse(self, parser: Parser, state: ParsingState) -> None:
-        value = parser.parse_boolean(f" ({self.attr.name} true or false)")
-        self.attr.set(state, IntegerAttr(int(value), i1))
+    def read(self, parser: Parser) -> Attribute:
+        return IntegerAttr(int(parser.parse_boolean(f" ({self.attr.name} true or false)")), i1)
 
-    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
-        attr = self.attr.get(op)
+    def text(self, attr: Attribute) -> str:
         assert isinstance(attr, IntegerAttr)
-        state.print_whitespace(printer)
-        printer.print_string("true" if attr.value.data else "false")
+        return "true" if attr.value.data else "false"
 
 
 @irdl_custom_directive
-class IntMap(CustomDirective):
+class IntMap(_Bare):
     """A dictionary of ``i64`` integers: ``{C = 128, D = 16}``; a key given twice is an error."""
 
     attr: AttributeVariable
 
-    def parse(self, parser: Parser, state: ParsingState) -> None:
-        entries: dict[str, IntegerAttr] = {}
+    def read(self, parser: Parser) -> Attribute:
+        entries: dict[str, Attribute] = {}
 
         def entry() -> None:
             start = parser.pos
@@ -175,17 +191,15 @@ class IntMap(CustomDirective):
             entries[key] = IntegerAttr(parser.parse_integer(allow_boolean=False), i64)
 
         parser.parse_comma_separated_list(parser.Delimiter.BRACES, entry, " (model symbols)")
-        self.attr.set(state, DictionaryAttr(entries))
+        return DictionaryAttr(entries)
 
-    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
-        attr = self.attr.get(op)
+    def text(self, attr: Attribute) -> str:
         assert isinstance(attr, DictionaryAttr)
-        state.print_whitespace(printer)
-        items = []
-        for k, v in attr.data.items():
-            val = v.value.data if isinstance(v, IntegerAttr) else v
-            items.append(f"{k} = {val}")
-        printer.print_string("{" + ", ".join(items) + "}")
+        items = (
+            f"{k} = {v.value.data if isinstance(v, IntegerAttr) else v}"
+            for k, v in attr.data.items()
+        )
+        return "{" + ", ".join(items) + "}"
 
 
 class _Role(Ident):
@@ -193,7 +207,7 @@ class _Role(Ident):
 
     WHAT: ClassVar[str] = ""
 
-    def parse(self, parser: Parser, state: ParsingState) -> None:
+    def read(self, parser: Parser) -> Attribute:
         start = parser.pos
         role = parser.parse_identifier(f" (the {self.WHAT} role)")
         if role not in ROLES:
@@ -202,7 +216,7 @@ class _Role(Ident):
                 start,
                 parser.pos,
             )
-        self.attr.set(state, StringAttr(role))
+        return StringAttr(role)
 
 
 @irdl_custom_directive
