@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from ckir.dialects.dims import Dim, DimError
+from ckir.dialects.dims import TOKENS, Dim, DimError
 from ckir.errors import CkirError
 from ckir.template_conditions import Condition, TemplateError, parse_condition, parse_dim
 from ckir.template_schema import (
@@ -43,7 +43,7 @@ from ckir.template_schema import (
 from ckir.vocab import GRAPH_OPS, MODES, SCHEDULE_KEYS, VALUE_DTYPES, OpSignature
 
 #: dim symbols bound at run time, never by the config (``T`` = tokens of a call)
-RUNTIME_SYMBOLS = ("T",)
+RUNTIME_SYMBOLS = (TOKENS,)
 
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"

@@ -22,21 +22,46 @@ integer division: ``evaluate_dim("E/H", {"E": 64, "H": 5})`` is an error.  The
 canonical text of an expression is its tokens without spaces (``H * D`` -> ``H*D``);
 the graph dialect stores and prints dims in that form, so text round-trips exactly.
 
+In IR, a dim is read by :func:`parse_dim_expr` (tensor and weight shapes, op
+attributes) and an op attribute that holds one is a :class:`DimAttr`
+(``#graph.dim<H*D>``, written bare inside an op: ``heads H``).
+
 Everything here is cached by expression text: a model with thousands of ops has a
 handful of distinct dims.
+
+The module also owns the **run-time symbols**: the names that no model binds and
+a program learns only when it runs (``T`` tokens of a call, ``P`` tokens already
+in the KV cache, ``PT`` = P + T, and the optimizer's ``step`` and ``lr``).  Every
+other module spells them through the constants below.
 """
 
 from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Attribute, ParametrizedAttribute
+from xdsl.irdl import irdl_attr_definition
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
 __all__ = [
+    "CONTEXT",
+    "LR",
+    "POSITION",
+    "ROW_SYMBOLS",
+    "RUNTIME_SYMBOLS",
+    "RUNTIME_SYMBOL_TYPES",
+    "STEP",
+    "TOKENS",
     "Constraint",
     "Dim",
+    "DimAttr",
     "DimError",
     "dim_symbols",
     "evaluate_dim",
@@ -44,9 +69,41 @@ __all__ = [
     "normalize_dim",
     "parse_constraint",
     "parse_dim",
+    "parse_dim_expr",
     "product_factors",
+    "scaled",
     "try_evaluate_dim",
 ]
+
+# --------------------------------------------------------------------------- run-time symbols
+
+#: tokens of this call (rows of an activation); the one run-time symbol of graph IR
+TOKENS = "T"
+#: tokens already in the KV cache before this call
+POSITION = "P"
+#: ``P + T``: the cache length after this call
+CONTEXT = "PT"
+#: the optimizer step number (mode optimize)
+STEP = "step"
+#: the learning rate (mode optimize)
+LR = "lr"
+#: run-time scalars a kernel call parameter may name, and their scalar types
+RUNTIME_SYMBOL_TYPES: dict[str, str] = {
+    TOKENS: "i64",
+    POSITION: "i64",
+    CONTEXT: "i64",
+    STEP: "i64",
+    LR: "f32",
+}
+RUNTIME_SYMBOLS: tuple[str, ...] = tuple(RUNTIME_SYMBOL_TYPES)
+#: the run-time symbols that count tokens: a call parameter may scale them (``T*64``)
+ROW_SYMBOLS: tuple[str, ...] = (TOKENS, POSITION, CONTEXT)
+
+
+def scaled(symbol: str, factor: int) -> str:
+    """A row symbol times a constant as a call parameter: ``T`` for 1, else ``T*64``."""
+    return symbol if factor == 1 else f"{symbol}*{factor}"
+
 
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(==|!=|<=|>=|[-+*/%()<>]))")
 _CMP: dict[str, Callable[[float, float], bool]] = {
@@ -359,3 +416,103 @@ def parse_constraint(text: str) -> Constraint:
     if p.i != len(tokens):
         raise p.error(f"unexpected '{tokens[p.i]}'")
     return Constraint(text, tuple(parts))
+
+
+# --------------------------------------------------------------------------- IR
+
+
+def parse_dim_expr(parser: AttrParser) -> str:
+    """Parse one dim expression (``E``, ``3*E``, ``(E+1)/2``, ``64``) from IR text.
+
+    Takes the longest run of atoms (identifiers, integers, parentheses) and
+    operators that can form an expression, then checks it with the grammar above;
+    returns the canonical text.  Stops before a token that cannot continue the
+    expression (``,``, ``]``, ``>``, ``)`` at depth 0, ``(`` after an atom, ...).
+    Every dim in IR text (tensor shapes, weight shapes, ``#graph.dim``) is read here.
+    """
+    start = parser.pos
+    parts: list[str] = []
+    depth = 0
+    expect_atom = True
+    while True:
+        if expect_atom:
+            ident = parser.parse_optional_identifier()
+            value = (
+                None
+                if ident is not None
+                else parser.parse_optional_integer(allow_boolean=False, allow_negative=False)
+            )
+            if ident is not None or value is not None:
+                parts.append(ident if ident is not None else str(value))
+                expect_atom = False
+            elif parser.parse_optional_punctuation("(") is not None:
+                parts.append("(")
+                depth += 1
+            else:
+                break
+        elif depth and parser.parse_optional_punctuation(")") is not None:
+            parts.append(")")
+            depth -= 1
+        else:
+            op = next((o for o in "*+-/" if parser.parse_optional_punctuation(o)), None)
+            if op is None:
+                break
+            parts.append(op)
+            expect_atom = True
+    try:
+        return normalize_dim("".join(parts))  # atoms alternate with operators: never adjacent
+    except DimError as e:
+        parser.raise_error(str(e), start)
+
+
+@irdl_attr_definition
+class DimAttr(ParametrizedAttribute):
+    """A dim expression as an IR attribute: ``#graph.dim<H*D>``.
+
+    Holds the canonical text (``DimAttr.get("H * D").text == "H*D"``); ops print
+    it bare through the ``custom<Dim>`` directive (``heads H``).  Registered by
+    the graph dialect; built through :meth:`get`, which caches one attribute per
+    expression.
+    """
+
+    name = "graph.dim"
+
+    expr: StringAttr
+
+    @staticmethod
+    def get(value: str | int) -> DimAttr:
+        """The attribute of an expression or integer; :class:`DimError` when malformed."""
+        return _dim_attr(normalize_dim(value))
+
+    @property
+    def text(self) -> str:
+        """The canonical expression text, e.g. ``"H*D"``."""
+        return self.expr.data
+
+    @property
+    def dim(self) -> Dim:
+        """The parsed expression."""
+        return _dim(self.expr.data)
+
+    def verify(self) -> None:
+        try:
+            canonical = normalize_dim(self.expr.data)
+        except DimError as err:
+            raise VerifyException(f"graph.dim: {err}") from None
+        if canonical != self.expr.data:
+            raise VerifyException(
+                f"graph.dim: '{self.expr.data}' is not in canonical form (write '{canonical}')"
+            )
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            return (StringAttr(parse_dim_expr(parser)),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string("<" + self.expr.data + ">")
+
+
+@lru_cache(maxsize=4096)
+def _dim_attr(canonical: str) -> DimAttr:
+    return DimAttr(StringAttr(canonical))

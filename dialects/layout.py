@@ -59,13 +59,12 @@ from xdsl.irdl import (
     region_def,
     traits_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
 from ckir.dialects import lowered as lw
 from ckir.dialects.common import Sized, ViewOf, sym
+from ckir.dialects.syntax import DIRECTIVES
 from ckir.vocab import MODES, ROLES
 
 __all__ = [
@@ -102,22 +101,6 @@ def _ref(name: str) -> SymbolRefAttr:
     return SymbolRefAttr(name)
 
 
-def _single_block(region: Region) -> Region:
-    if not region.blocks:
-        region.add_block(Block())
-    return region
-
-
-def _parse_extra(parser: Parser) -> dict[str, Attribute]:
-    attrs = parser.parse_optional_attr_dict_with_keyword()
-    return dict(attrs.data) if attrs is not None else {}
-
-
-def _print_extra(printer: Printer, attrs: Mapping[str, Attribute]) -> None:
-    if attrs:
-        printer.print_op_attributes(attrs, print_keyword=True)
-
-
 # --------------------------------------------------------------------------- plan
 
 
@@ -136,13 +119,19 @@ class PlanOp(IRDLOperation):
 
     name = "layout.plan"
 
-    plan_name = prop_def(StringAttr)
+    plan_name = prop_def(SymbolNameConstraint())
     strategy = prop_def(StringAttr)
-    align = prop_def(IntegerAttr)
+    align = prop_def(IntegerAttr[I64])
     canaries = prop_def(IntegerAttr)
     body = region_def("single_block")
 
     traits = traits_def(SymbolTable(), NoTerminator())
+
+    custom_directives = DIRECTIVES
+    assembly_format = (
+        "$plan_name `strategy` $strategy `align` $align `canaries` custom<Flag>($canaries) "
+        "attr-dict-with-keyword custom<Body>($body)"
+    )
 
     @staticmethod
     def make(name: str, strategy: str, align: int, canaries: bool) -> PlanOp:
@@ -268,39 +257,6 @@ class PlanOp(IRDLOperation):
         if model is not None:
             _ModelCheck(self, model, where).run()
 
-    @classmethod
-    def parse(cls, parser: Parser) -> PlanOp:
-        name = parser.parse_symbol_name()
-        parser.parse_keyword("strategy")
-        strategy = parser.parse_str_literal(" (bump or liveness)")
-        parser.parse_keyword("align")
-        align = parser.parse_integer(allow_boolean=False)
-        parser.parse_keyword("canaries")
-        canaries = parser.parse_boolean(" (canaries true or false)")
-        attrs = _parse_extra(parser)
-        region = _single_block(parser.parse_region([]))
-        return cls.create(
-            properties={
-                "plan_name": name,
-                "strategy": StringAttr(strategy),
-                "align": _int(align),
-                "canaries": IntegerAttr(int(canaries), _I1),
-            },
-            attributes=attrs,
-            regions=[region],
-        )
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_symbol_name(self.plan_name.data)
-        printer.print_string(" strategy ")
-        printer.print_string_literal(self.strategy.data)
-        printer.print_string(f" align {self.align_bytes} canaries ")
-        printer.print_string("true" if self.has_canaries else "false")
-        _print_extra(printer, self.attributes)
-        printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
-
 
 # --------------------------------------------------------------------------- arena
 
@@ -371,8 +327,11 @@ class ArenaOp(IRDLOperation):
     name = "layout.arena"
 
     sym_name = prop_def(SymbolNameConstraint())
-    size = prop_def(IntegerAttr)
+    size = prop_def(IntegerAttr[I64])
     body = region_def("single_block")
+
+    custom_directives = DIRECTIVES
+    assembly_format = "$sym_name `size` $size attr-dict-with-keyword custom<Body>($body)"
 
     traits = traits_def(SymbolOpInterface(), SymbolTable(), HasParent(PlanOp), NoTerminator())
 
@@ -485,25 +444,6 @@ class ArenaOp(IRDLOperation):
                         f"{sym(op.root_name)} of {root.size_bytes} bytes"
                     )
 
-    @classmethod
-    def parse(cls, parser: Parser) -> ArenaOp:
-        name = parser.parse_symbol_name()
-        parser.parse_keyword("size")
-        size = parser.parse_integer(allow_boolean=False)
-        attrs = _parse_extra(parser)
-        region = _single_block(parser.parse_region([]))
-        return cls.create(
-            properties={"sym_name": name, "size": _int(size)}, attributes=attrs, regions=[region]
-        )
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_symbol_name(self.sym_name.data)
-        printer.print_string(f" size {self.size_bytes}")
-        _print_extra(printer, self.attributes)
-        printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
-
 
 # --------------------------------------------------------------------------- slot / view
 
@@ -523,13 +463,19 @@ class SlotOp(Sized, IRDLOperation):
     name = "layout.slot"
 
     sym_name = prop_def(SymbolNameConstraint())
-    offset = prop_def(IntegerAttr)
-    size = prop_def(IntegerAttr)
+    offset = prop_def(IntegerAttr[I64])
+    size = prop_def(IntegerAttr[I64])
     slot_role = prop_def(StringAttr)
-    canary = opt_prop_def(IntegerAttr)
+    canary = opt_prop_def(IntegerAttr[I64])
     live = opt_prop_def(ArrayAttr)
 
     traits = traits_def(SymbolOpInterface(), HasParent(ArenaOp))
+
+    custom_directives = DIRECTIVES
+    assembly_format = (
+        "$sym_name `offset` $offset `size` $size `role` custom<SlotRole>($slot_role) "
+        "(`canary` $canary^)? custom<Live>($live) attr-dict-with-keyword"
+    )
 
     @staticmethod
     def make(
@@ -608,48 +554,6 @@ class SlotOp(Sized, IRDLOperation):
                 )
             if first < 0 or last < first:
                 raise VerifyException(f"{where}: live range {first}..{last} is empty or negative")
-
-    @classmethod
-    def parse(cls, parser: Parser) -> SlotOp:
-        props: dict[str, Attribute] = {"sym_name": parser.parse_symbol_name()}
-        parser.parse_keyword("offset")
-        props["offset"] = _int(parser.parse_integer(allow_boolean=False))
-        parser.parse_keyword("size")
-        props["size"] = _int(parser.parse_integer(allow_boolean=False))
-        parser.parse_keyword("role")
-        start = parser.pos
-        role = parser.parse_identifier(" (the slot role)")
-        if role not in _ROLE_SET:
-            parser.raise_error(
-                f"unknown slot role '{role}' (expected one of {', '.join(ROLES)})",
-                start,
-                parser.pos,
-            )
-        props["slot_role"] = StringAttr(role)
-        if parser.parse_optional_keyword("canary") is not None:
-            props["canary"] = _int(parser.parse_integer(allow_boolean=False))
-        if parser.parse_optional_keyword("live") is not None:
-            mode = parser.parse_str_literal(" (the live mode)")
-            first = parser.parse_integer(allow_boolean=False)
-            last = parser.parse_integer(allow_boolean=False)
-            props["live"] = ArrayAttr((StringAttr(mode), _int(first), _int(last)))
-        attrs = _parse_extra(parser)
-        return cls.create(properties=props, attributes=attrs)
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_symbol_name(self.sym_name.data)
-        printer.print_string(
-            f" offset {self.offset_bytes} size {self.size_bytes} role {self.slot_role.data}"
-        )
-        if self.canary is not None:
-            printer.print_string(f" canary {self.canary_offset}")
-        live = self.live_range
-        if live is not None:
-            printer.print_string(" live ")
-            printer.print_string_literal(live[0])
-            printer.print_string(f" {live[1]} {live[2]}")
-        _print_extra(printer, self.attributes)
 
 
 @irdl_op_definition

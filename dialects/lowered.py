@@ -64,6 +64,7 @@ from xdsl.ir import (
 )
 from xdsl.irdl import (
     IRDLOperation,
+    ParsePropInAttrDict,
     irdl_attr_definition,
     irdl_op_definition,
     opt_prop_def,
@@ -77,7 +78,16 @@ from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
 from ckir.dialects.common import Placed, Shaped, ViewOf, sym
-from ckir.dialects.dims import dim_symbols
+from ckir.dialects.dims import (
+    CONTEXT,
+    POSITION,
+    ROW_SYMBOLS,
+    RUNTIME_SYMBOL_TYPES,
+    RUNTIME_SYMBOLS,
+    TOKENS,
+    dim_symbols,
+)
+from ckir.dialects.syntax import DIRECTIVES
 from ckir.registry import (
     ACCESSES,
     PARAM_TYPES,
@@ -124,17 +134,17 @@ __all__ = [
 ]
 
 
-#: run-time scalars a call parameter may name, and their types: tokens (T, P, PT) and
-#: the optimizer step's learning rate and step number (mode optimize)
-RUNTIME_SYMBOL_TYPES: dict[str, str] = {
-    "T": "i64",
-    "P": "i64",
-    "PT": "i64",
-    "step": "i64",
-    "lr": "f32",
-}
-RUNTIME_SYMBOLS: tuple[str, ...] = tuple(RUNTIME_SYMBOL_TYPES)
-_RT_RE = re.compile(r"(T|P|PT)(?:\*([1-9][0-9]*))?|step|lr")
+#: a run-time call parameter: a row symbol, optionally times a positive integer, or a
+#: scalar of the optimizer step
+_RT_RE = re.compile(
+    "|".join(
+        [f"(?:{'|'.join(ROW_SYMBOLS)})(?:\\*[1-9][0-9]*)?"]
+        + [s for s in RUNTIME_SYMBOLS if s not in ROW_SYMBOLS]
+    )
+)
+_RT_EXPECTED = f"{', '.join(ROW_SYMBOLS)} (optionally '*<int>'), " + ", ".join(
+    s for s in RUNTIME_SYMBOLS if s not in ROW_SYMBOLS
+)
 
 
 # --------------------------------------------------------------------------- attributes
@@ -295,8 +305,8 @@ class RuntimeSymAttr(ParametrizedAttribute):
     def verify(self) -> None:
         if _RT_RE.fullmatch(self.symbol.data) is None:
             raise VerifyException(
-                f"lowered.rt: unknown run-time symbol '{self.symbol.data}' (expected T, P or "
-                "PT, optionally '*<int>', step or lr)"
+                f"lowered.rt: unknown run-time symbol '{self.symbol.data}' (expected "
+                f"{_RT_EXPECTED})"
             )
 
     @classmethod
@@ -310,7 +320,7 @@ class RuntimeSymAttr(ParametrizedAttribute):
                     start,
                     parser.pos,
                 )
-            if name in ("T", "P", "PT") and parser.parse_optional_punctuation("*") is not None:
+            if name in ROW_SYMBOLS and parser.parse_optional_punctuation("*") is not None:
                 factor = parser.parse_integer(allow_boolean=False, allow_negative=False)
                 if factor <= 0:
                     parser.raise_error("a run-time symbol factor must be positive")
@@ -641,16 +651,6 @@ def _print_attr_dict_items(printer: Printer, items: Mapping[str, Attribute]) -> 
         printer.print_attr_dict(items)
 
 
-def _parse_trailing_dict(parser: Parser) -> dict[str, Attribute]:
-    return parser.parse_optional_attr_dict()
-
-
-def _single_block(region: Region) -> Region:
-    if not region.blocks:
-        region.add_block(Block())
-    return region
-
-
 # --------------------------------------------------------------------------- model / program
 
 
@@ -668,10 +668,13 @@ class LoweredModelOp(IRDLOperation):
 
     name = "lowered.model"
 
-    model_name = prop_def(StringAttr)
+    model_name = prop_def(SymbolNameConstraint())
     body = region_def("single_block")
 
     traits = traits_def(SymbolTable(), NoTerminator())
+
+    custom_directives = DIRECTIVES
+    assembly_format = "$model_name attr-dict-with-keyword custom<Body>($body)"
 
     @staticmethod
     def make(name: str) -> LoweredModelOp:
@@ -714,25 +717,6 @@ class LoweredModelOp(IRDLOperation):
                     "lowered.buffer, lowered.view, lowered.program)"
                 )
 
-    @classmethod
-    def parse(cls, parser: Parser) -> LoweredModelOp:
-        name = parser.parse_symbol_name()
-        attrs = parser.parse_optional_attr_dict_with_keyword()
-        region = _single_block(parser.parse_region([]))
-        return cls.create(
-            properties={"model_name": name},
-            attributes=dict(attrs.data) if attrs else {},
-            regions=[region],
-        )
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_symbol_name(self.model_name.data)
-        if self.attributes:
-            printer.print_op_attributes(self.attributes, print_keyword=True)
-        printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
-
 
 @irdl_op_definition
 class ProgramOp(IRDLOperation):
@@ -748,11 +732,17 @@ class ProgramOp(IRDLOperation):
 
     sym_name = prop_def(SymbolNameConstraint())
     mode = prop_def(StringAttr)
-    max_context = prop_def(IntegerAttr)
+    max_context = prop_def(IntegerAttr[I64])
     body = region_def("single_block")
 
     traits = traits_def(
         SymbolOpInterface(), SymbolTable(), HasParent(LoweredModelOp), NoTerminator()
+    )
+
+    custom_directives = DIRECTIVES
+    assembly_format = (
+        "$sym_name `mode` $mode `max_context` $max_context attr-dict-with-keyword "
+        "custom<Body>($body)"
     )
 
     @staticmethod
@@ -785,7 +775,7 @@ class ProgramOp(IRDLOperation):
         where = f"lowered.program {sym(self.sym_name.data)}"
         if self.mode.data not in MODES:
             raise VerifyException(
-                f'{where}: unknown mode "{self.mode.data}" (expected prefill, decode, backward)'
+                f'{where}: unknown mode "{self.mode.data}" (expected {", ".join(MODES)})'
             )
         if self.max_ctx <= 0:
             raise VerifyException(f"{where}: max_context {self.max_ctx} must be positive")
@@ -804,36 +794,6 @@ class ProgramOp(IRDLOperation):
                         f"{where}: local {op.name} {sym(name)} shadows a symbol of "
                         f"{_container_ref(model)}"
                     )
-
-    @classmethod
-    def parse(cls, parser: Parser) -> ProgramOp:
-        name = parser.parse_symbol_name()
-        parser.parse_keyword("mode")
-        mode = parser.parse_str_literal(" (the program mode)")
-        parser.parse_keyword("max_context")
-        max_ctx = parser.parse_integer(allow_boolean=False)
-        attrs = parser.parse_optional_attr_dict_with_keyword()
-        region = _single_block(parser.parse_region([]))
-        return cls.create(
-            properties={
-                "sym_name": name,
-                "mode": StringAttr(mode),
-                "max_context": _i64(max_ctx),
-            },
-            attributes=dict(attrs.data) if attrs else {},
-            regions=[region],
-        )
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_symbol_name(self.sym_name.data)
-        printer.print_string(" mode ")
-        printer.print_string_literal(self.mode.data)
-        printer.print_string(f" max_context {self.max_ctx}")
-        if self.attributes:
-            printer.print_op_attributes(self.attributes, print_keyword=True)
-        printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
 
 
 # --------------------------------------------------------------------------- buffers / views
@@ -861,6 +821,12 @@ class BufferOp(IRDLOperation):
     source = opt_prop_def(StringAttr)
 
     traits = traits_def(SymbolOpInterface(), HasParent(LoweredModelOp, ProgramOp))
+
+    irdl_options = (ParsePropInAttrDict(),)
+    custom_directives = DIRECTIVES
+    assembly_format = (
+        "$sym_name custom<BufferRole>($buffer_role) `:` qualified($buffer_type) attr-dict"
+    )
 
     @staticmethod
     def make(name: str, role: str, type: BufferType, *, source: str | None = None) -> BufferOp:
@@ -903,40 +869,6 @@ class BufferOp(IRDLOperation):
             )
         if role == "weight" and self.source is None:
             raise VerifyException(f"{where}: a weight buffer needs a source")
-
-    @classmethod
-    def parse(cls, parser: Parser) -> BufferOp:
-        name = parser.parse_symbol_name()
-        start = parser.pos
-        role = parser.parse_identifier(" (the buffer role)")
-        if role not in ROLES:
-            parser.raise_error(
-                f"unknown buffer role '{role}' (expected one of {', '.join(ROLES)})",
-                start,
-                parser.pos,
-            )
-        parser.parse_punctuation(":")
-        ty = parser.parse_type()
-        entries = _parse_trailing_dict(parser)
-        props: dict[str, Attribute] = {
-            "sym_name": name,
-            "buffer_role": _str_attr(role),
-            "buffer_type": ty,
-        }
-        if "source" in entries:
-            props["source"] = entries.pop("source")
-        return cls.create(properties=props, attributes=entries)
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_symbol_name(self.sym_name.data)
-        printer.print_string(" " + self.buffer_role.data + " : ")
-        printer.print_attribute(self.buffer_type)
-        items: dict[str, Attribute] = {}
-        if self.source is not None:
-            items["source"] = self.source
-        items.update(self.attributes)
-        _print_attr_dict_items(printer, items)
 
 
 @irdl_op_definition
@@ -1153,6 +1085,10 @@ class KernelOp(IRDLOperation):
             if problem is not None:
                 raise VerifyException(f"{where}: bad constraint: {problem}")
 
+    # Hand-written parse/print (one of the three left in the dialects): the C
+    # signature reads as one, ``(x: read f32 extent "T*E", ...) params (K: i64, ...)``,
+    # a list of #lowered.arg bodies and a name -> scalar type map that a declarative
+    # format would print as nested qualified attributes and type dictionaries.
     @classmethod
     def parse(cls, parser: Parser) -> KernelOp:
         name = parser.parse_symbol_name()
@@ -1491,7 +1427,7 @@ class CallOp(IRDLOperation):
         """
         most = program.max_ctx
         tokens = 1 if program.mode_name == "decode" else most
-        runtime = {"T": tokens, "P": most - tokens, "PT": most}
+        runtime = {TOKENS: tokens, POSITION: most - tokens, CONTEXT: most}
         out: dict[str, int] = {}
         for k, v in self.param_values.items():
             if isinstance(v, str):
@@ -1533,6 +1469,11 @@ class CallOp(IRDLOperation):
                     "run-time values at their largest)"
                 )
 
+    # Hand-written parse/print (one of the three left in the dialects): the most
+    # numerous op (thousands per model, parsed on every build), written as a call,
+    # ``@kernel(@in, ...) -> (@out, ...) {K = 64 : i64, origin = ...}``, whose one
+    # dictionary mixes the call's parameters (properties keyed by name) with its
+    # origin; the C emitter also prints it without the origin (``with_origin``).
     @classmethod
     def parse(cls, parser: Parser) -> CallOp:
         kernel = parser.parse_symbol_name()

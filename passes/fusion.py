@@ -42,6 +42,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from ckir.dialects import lowered as lw
+from ckir.dialects.dims import TOKENS, scaled
 from ckir.errors import CkirError
 from ckir.passes.lowering.kernels import (
     ParamValue,
@@ -211,8 +212,8 @@ def rows_times(rows: ParamValue, cols: int) -> ParamValue | None:
     """The element count ``rows * cols`` as a call parameter (``"T*64"`` for rows ``"T"``)."""
     if isinstance(rows, int):
         return rows * cols
-    if rows == "T":
-        return "T" if cols == 1 else f"T*{cols}"
+    if rows == TOKENS:
+        return scaled(TOKENS, cols)
     return None
 
 

@@ -105,8 +105,8 @@ graph.model @tiny arch "llama" symbols {D = 16, E = 64, H = 4, I = 128, KV = 2, 
     %q = graph.linear %h {weights = [@"layers.{i}.wq"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, H*D], f32>
     %k = graph.linear %h {weights = [@"layers.{i}.wk"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, KV*D], f32>
     %v = graph.linear %h {weights = [@"layers.{i}.wv"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, KV*D], f32>
-    %q2, %k2 = graph.rope %q, %k {theta = 1.000000e+04 : f64, heads = "H", kv_heads = "KV", head_dim = "D"} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>) -> (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>)
-    %o = graph.attention %q2, %k2, %v {heads = "H", kv_heads = "KV", head_dim = "D", causal} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>, !graph.tensor<[T, KV*D], f32>) -> !graph.tensor<[T, H*D], f32>
+    %q2, %k2 = graph.rope %q, %k heads H kv_heads KV head_dim D {theta = 1.000000e+04 : f64} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>) -> (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>)
+    %o = graph.attention %q2, %k2, %v heads H kv_heads KV head_dim D {causal} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>, !graph.tensor<[T, KV*D], f32>) -> !graph.tensor<[T, H*D], f32>
     %a = graph.linear %o {weights = [@"layers.{i}.wo"]} : (!graph.tensor<[T, H*D], f32>) -> !graph.tensor<[T, E], f32>
     %x1 = graph.add %x, %a : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
     %h2 = graph.rmsnorm %x1 {weights = [@"layers.{i}.mlp_norm"], eps = 1.000000e-05 : f64} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
@@ -300,7 +300,7 @@ def test_graph_builders_print_the_documented_syntax() -> None:
         '%q = graph.linear %x {weights = [@"layers.{i}.wq"], when = ["prefill"]} : '
         "(!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>"
     ) in text
-    assert '{heads = "H", kv_heads = "H", head_dim = "D", causal}' in text
+    assert "heads H kv_heads H head_dim D {causal}" in text
     assert show(parse(text)) == text
 
 
@@ -324,7 +324,7 @@ def test_graph_accessors() -> None:
     assert weights["lm_head"].hf_name is None and weights["lm_head"].gguf_name is None
     header, body, footer = model.sections()
     assert header is not None and body is not None and footer is not None
-    assert body.repeat.data == "L"
+    assert body.repeat.text == "L"
     assert [t.dims for t in body.block.arg_types] == [("T", "E")]  # type: ignore[attr-defined]
     ops: dict[str, g.ComputeOp] = {}
     for op in body.block.ops:
@@ -364,7 +364,7 @@ def test_compute_ops_table() -> None:
     assert op.properties["eps"] == FloatAttr(1e-6, f64)
     op = g.compute_op("rope", [], [t, t], attrs={"theta": 10000, "heads": "H", "kv_heads": 2})
     assert op.properties["theta"] == FloatAttr(10000.0, f64)
-    assert op.properties["kv_heads"] == StringAttr("2")
+    assert op.properties["kv_heads"] == g.DimAttr.get(2)
     sched = g.ScheduleAttr.make(tile_m=8, vectorize=4)
     op = g.compute_op("matmul", [], [t], attrs={"schedule": sched})
     assert op.properties["schedule"] == sched
@@ -379,8 +379,14 @@ def test_types_and_attributes_verify() -> None:
     assert str(t) == "!graph.tensor<[T, 3*E], bf16>"
     with pytest.raises(VerifyException, match="graph.tensor: unknown dtype 'f8'"):
         g.TensorType.make(["T"], "f8")
+    with pytest.raises(VerifyException, match="should be of base attribute graph.dim"):
+        g.TensorType(g.ArrayAttr([StringAttr("E")]), StringAttr("f32"))
     with pytest.raises(VerifyException, match="not in canonical form"):
-        g.TensorType(g.ArrayAttr([StringAttr("E + 1")]), StringAttr("f32"))
+        g.DimAttr(StringAttr("E + 1"))
+    with pytest.raises(VerifyException, match="bad dim expression 'E\\*'"):
+        g.DimAttr(StringAttr("E*"))
+    assert g.DimAttr.get(" H * D ").text == "H*D" and g.DimAttr.get(64).text == "64"
+    assert str(g.DimAttr.get("H*D")) == "#graph.dim<H*D>"
     with pytest.raises(VerifyException, match="graph.schedule: vectorize = 3 must be one of"):
         g.ScheduleAttr.make(vectorize=3)
     with pytest.raises(VerifyException, match="graph.schedule: tile_n = 0 must be positive"):

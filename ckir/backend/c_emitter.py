@@ -27,6 +27,7 @@ import ckir
 from ckir.backend.abi import ARENA_INDEX, arenas, layout_hash
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
+from ckir.dialects.dims import CONTEXT, LR, POSITION, STEP, TOKENS
 from ckir.errors import CkirError
 from ckir.registry import load_registry
 from ckir.vocab import DTYPE_TABLE, INFERENCE_MODES
@@ -34,8 +35,9 @@ from ckir.vocab import DTYPE_TABLE, INFERENCE_MODES
 #: C element type of each buffer dtype (block formats, q8_0p, q4_1p and q4_0p: bytes; f32p: float;
 #: bf16p: uint16_t)
 C_TYPES = {d.name: d.c_type for d in DTYPE_TABLE}
-RUNTIME_SCALARS = {"T": "T", "P": "P", "PT": "(P + T)", "step": "m->step", "lr": "m->lr"}
-_RT_PRODUCT = re.compile(r"T\*(\d+)")
+#: the C expression of each run-time symbol (ckir.dialects.dims) in a generated function
+RUNTIME_SCALARS = {TOKENS: "T", POSITION: "P", CONTEXT: "(P + T)", STEP: "m->step", LR: "m->lr"}
+_RT_PRODUCT = re.compile(TOKENS + r"\*(\d+)")
 
 
 @dataclass(frozen=True)

@@ -186,7 +186,7 @@ def weight_instances(model: g.ModelOp) -> dict[str, tuple[g.WeightOp, int | None
     layers = 0
     for op in model.body_block.ops:
         if isinstance(op, g.BodyOp):
-            layers = evaluate_dim(op.repeat.data, model.symbol_values())
+            layers = evaluate_dim(op.repeat.text, model.symbol_values())
     out: dict[str, tuple[g.WeightOp, int | None]] = {}
     for name, decl in model.weights().items():
         if decl.per_layer:

@@ -17,14 +17,13 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from ckir.dialects import graph as g
 from ckir.dialects import lowered as lw
-from ckir.dialects.dims import evaluate_dim
+from ckir.dialects.dims import POSITION, TOKENS, DimAttr, evaluate_dim, scaled
 from ckir.errors import CkirError
 
 #: What a lowering pass needs to know about in-place ops: result index -> operand index
 #: whose buffer the result reuses.  Filled in by the patterns module.
 InplaceTable = Mapping[str, Mapping[int, int]]
 
-RUNTIME_T = "T"
 #: values of the ``logits`` option of ``--lower-prefill``: footer rows computed
 LOGITS_CHOICES = ("all", "last")
 FOOTER_SCOPE = "footer"
@@ -71,7 +70,7 @@ class LoweringContext:
     @property
     def runtime_tokens(self) -> int | str:
         """The ``T`` a kernel sees: an integer in decode, the runtime symbol otherwise."""
-        return 1 if self._rows_fixed else RUNTIME_T
+        return 1 if self._rows_fixed else TOKENS
 
     @property
     def keeps_cache(self) -> bool:
@@ -82,22 +81,22 @@ class LoweringContext:
     @property
     def position(self) -> int | str:
         """The position of the first token (``P``): run time with a KV cache, else 0."""
-        return "P" if self.keeps_cache else 0
+        return POSITION if self.keeps_cache else 0
 
     def dim(self, expr: str, *, where: str) -> int:
         """Evaluate a dim expression with the model's symbols (T = the buffer's max rows)."""
         try:
-            return evaluate_dim(expr, {**self.symbols, "T": self.tokens_max})
+            return evaluate_dim(expr, {**self.symbols, TOKENS: self.tokens_max})
         except (KeyError, ValueError, ZeroDivisionError) as err:
             raise CkirError(f"{where}: cannot evaluate dim '{expr}': {err}") from None
 
     def runtime_count(self, dims: Sequence[str], *, where: str) -> int | str:
         """Elements of a tensor as a kernel sees them: ``T*k`` at run time when ``T`` leads."""
-        if dims and dims[0] == "T" and not self._rows_fixed:
+        if dims and dims[0] == TOKENS and not self._rows_fixed:
             rest = 1
             for d in dims[1:]:
                 rest *= self.dim(d, where=where)
-            return "T" if rest == 1 else f"T*{rest}"
+            return scaled(TOKENS, rest)
         total = 1
         for d in dims:
             total *= self.dim(d, where=where)
@@ -105,7 +104,7 @@ class LoweringContext:
 
     def leading(self, dims: Sequence[str], *, where: str) -> int | str:
         """The row count of a token-indexed tensor as a kernel sees it."""
-        if dims and dims[0] == "T":
+        if dims and dims[0] == TOKENS:
             return self.runtime_tokens
         return self.dim(dims[0], where=where) if dims else 1
 
@@ -167,7 +166,6 @@ def float_attr(op: Operation, name: str) -> float:
 def dim_attr(ctx: LoweringContext, op: Operation, name: str, where: str) -> int:
     """The dim-expression attribute ``name`` of a graph op (``heads``), evaluated."""
     attr = op.properties.get(name) or op.attributes.get(name)
-    data = getattr(attr, "data", None)
-    if not isinstance(data, str):
+    if not isinstance(attr, DimAttr):
         raise CkirError(f"{where}: needs a dim expression '{name}'")
-    return ctx.dim(data, where=where)
+    return ctx.dim(attr.text, where=where)

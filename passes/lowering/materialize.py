@@ -24,11 +24,11 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from ckir.dialects import graph as g
 from ckir.dialects import lowered as lw
+from ckir.dialects.dims import TOKENS
 from ckir.errors import CkirError
 from ckir.passes.lowering.context import (
     FOOTER_SCOPE,
     LOGITS_CHOICES,
-    RUNTIME_T,
     InplaceTable,
     LoweringContext,
     find_graph_model,
@@ -103,7 +103,7 @@ def _lowered_model(module: ModuleOp, model: g.ModelOp) -> lw.LoweredModelOp:
 def _repeat_count(ctx: LoweringContext) -> int:
     for op in ctx.model.body_block.ops:
         if isinstance(op, g.BodyOp):
-            return ctx.dim(op.repeat.data, where="graph.body")
+            return ctx.dim(op.repeat.text, where="graph.body")
     return 0
 
 
@@ -159,7 +159,7 @@ class _Cloner:
         if header is not None:
             carried = self._section(header.block, [], "header", None)
         if body is not None:
-            for i in range(self.ctx.dim(body.repeat.data, where="graph.body")):
+            for i in range(self.ctx.dim(body.repeat.text, where="graph.body")):
                 carried = self._section(body.block, carried, f"layers.{i}", i)
         if footer is not None:
             if self.ctx.footer_one_row(FOOTER_SCOPE):
@@ -216,7 +216,7 @@ class _Cloner:
         vtype = value.type
         assert isinstance(vtype, g.TensorType)
         where = f"{ctx.mode} {FOOTER_SCOPE} (logits=last)"
-        if len(vtype.dims) != 2 or vtype.dims[0] != RUNTIME_T:
+        if len(vtype.dims) != 2 or vtype.dims[0] != TOKENS:
             raise CkirError(
                 f"{where}: the body yields a value of shape {list(vtype.dims)}, not [T, n]"
             )
@@ -228,7 +228,7 @@ class _Cloner:
         ctx.names[stand_in] = out
         src = ctx.names[value]
         shape, dtype, _, _ = self.specs[src]
-        params = {"T": RUNTIME_T, "cols": ctx.dim(vtype.dims[1], where=where)}
+        params = {"T": TOKENS, "cols": ctx.dim(vtype.dims[1], where=where)}
         spec = select_kernel("copy_last_row", ctx.mode, [dtype], [dtype], params, where=where)
         declare_kernel(ctx.lowered_model, spec)
         origin = lw.OriginAttr.make(FOOTER_SCOPE, "graph.footer")

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ckir.dialects import lowered as lw
+from ckir.dialects.dims import LR, STEP
 from ckir.errors import CkirError
 from ckir.passes.lowering.kernels import ParamValue, kernel_call
 
@@ -108,12 +109,12 @@ def build_optimizer(
         call("grad_sumsq", [weight_grads[weight]], [sumsq], {"n": types[weight].num_elements})
     call("clip_coef", [sumsq], [coef], {"max_norm": options.max_grad_norm})
     hyper: dict[str, ParamValue] = {
-        "lr": "lr",
+        "lr": LR,
         "beta1": options.beta1,
         "beta2": options.beta2,
         "eps": options.eps,
         "weight_decay": options.weight_decay,
-        "step": "step",
+        "step": STEP,
     }
     for weight in order:
         m, v = moments[weight]

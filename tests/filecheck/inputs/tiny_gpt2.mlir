@@ -32,7 +32,7 @@ builtin.module {
       %q = graph.linear %h {weights = [@"layers.{i}.attn.wq", @"layers.{i}.attn.bq"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
       %k = graph.linear %h {weights = [@"layers.{i}.attn.wk", @"layers.{i}.attn.bk"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
       %v = graph.linear %h {weights = [@"layers.{i}.attn.wv", @"layers.{i}.attn.bv"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
-      %a = graph.attention %q, %k, %v {heads = "H", kv_heads = "H", head_dim = "D", causal} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
+      %a = graph.attention %q, %k, %v heads H kv_heads H head_dim D {causal} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
       %o = graph.linear %a {weights = [@"layers.{i}.attn.wo", @"layers.{i}.attn.bo"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
       %x1 = graph.add %x, %o : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
       %h2 = graph.layernorm %x1 {weights = [@"layers.{i}.mlp_norm", @"layers.{i}.mlp_norm.bias"], eps = 1.000000e-05 : f64} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>

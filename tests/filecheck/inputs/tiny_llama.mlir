@@ -22,8 +22,8 @@ builtin.module {
       %q = graph.linear %h {weights = [@"layers.{i}.attn.wq"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, H*D], f32>
       %k = graph.linear %h {weights = [@"layers.{i}.attn.wk"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, KV*D], f32>
       %v = graph.linear %h {weights = [@"layers.{i}.attn.wv"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, KV*D], f32>
-      %qr, %kr = graph.rope %q, %k {theta = 1.000000e+04 : f64, heads = "H", kv_heads = "KV", head_dim = "D"} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>) -> (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>)
-      %a = graph.attention %qr, %kr, %v {heads = "H", kv_heads = "KV", head_dim = "D", causal} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>, !graph.tensor<[T, KV*D], f32>) -> !graph.tensor<[T, H*D], f32>
+      %qr, %kr = graph.rope %q, %k heads H kv_heads KV head_dim D {theta = 1.000000e+04 : f64} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>) -> (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>)
+      %a = graph.attention %qr, %kr, %v heads H kv_heads KV head_dim D {causal} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>, !graph.tensor<[T, KV*D], f32>) -> !graph.tensor<[T, H*D], f32>
       %o = graph.linear %a {weights = [@"layers.{i}.attn.wo"]} : (!graph.tensor<[T, H*D], f32>) -> !graph.tensor<[T, E], f32>
       %x1 = graph.add %x, %o : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
       %h2 = graph.rmsnorm %x1 {weights = [@"layers.{i}.mlp_norm"], eps = 1.000000e-05 : f64} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>

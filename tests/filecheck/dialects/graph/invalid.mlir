@@ -216,23 +216,15 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 // weight dtype (generic form)
 // CHECK: graph.weight @w: unknown dtype 'f99'
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
-  "graph.weight"() <{sym_name = "w", shape = ["E"], dtype = "f99", hf = "w"}> : () -> ()
+  "graph.weight"() <{sym_name = "w", shape = [#graph.dim<E>], dtype = "f99", hf = "w"}> : () -> ()
 }
 
 // -----
 
-// weight dim not canonical (generic form)
-// CHECK: graph.weight @w: shape: dim 'E + 1' is not in canonical form (write 'E+1')
+// weight dim malformed (generic form): a parse error of the one dim grammar
+// CHECK: bad dim expression 'E*': unexpected end of expression
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
-  "graph.weight"() <{sym_name = "w", shape = ["E + 1"], dtype = "f32", hf = "w"}> : () -> ()
-}
-
-// -----
-
-// weight dim malformed (generic form)
-// CHECK: graph.weight @w: shape: bad dim expression 'E*': unexpected end of expression
-graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
-  "graph.weight"() <{sym_name = "w", shape = ["E*"], dtype = "f32", hf = "w"}> : () -> ()
+  "graph.weight"() <{sym_name = "w", shape = [#graph.dim<E*>], dtype = "f32", hf = "w"}> : () -> ()
 }
 
 // -----
@@ -241,7 +233,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 // CHECK: graph.weight @w: tied_to excludes an hf/gguf source
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   graph.weight @emb : [V, E] f32 hf "emb"
-  "graph.weight"() <{sym_name = "w", shape = ["V", "E"], dtype = "f32", hf = "w", tied_to = @emb}> : () -> ()
+  "graph.weight"() <{sym_name = "w", shape = [#graph.dim<V>, #graph.dim<E>], dtype = "f32", hf = "w", tied_to = @emb}> : () -> ()
 }
 
 // -----
@@ -257,7 +249,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 // packing without hf
 // CHECK: graph.weight @w: hf shape, slice and transpose need an hf source
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
-  "graph.weight"() <{sym_name = "w", shape = ["E"], dtype = "f32", gguf = "w", transpose}> : () -> ()
+  "graph.weight"() <{sym_name = "w", shape = [#graph.dim<E>], dtype = "f32", gguf = "w", transpose}> : () -> ()
 }
 
 // -----
@@ -266,7 +258,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 // CHECK: graph.weight @w: tied_to must be a flat symbol reference
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   graph.weight @emb : [V, E] f32 hf "emb"
-  "graph.weight"() <{sym_name = "w", shape = ["V", "E"], dtype = "f32", tied_to = @emb::@x}> : () -> ()
+  "graph.weight"() <{sym_name = "w", shape = [#graph.dim<V>, #graph.dim<E>], dtype = "f32", tied_to = @emb::@x}> : () -> ()
 }
 
 // -----
@@ -287,7 +279,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 // slice with the wrong arity (generic form)
 // CHECK: graph.weight @w: slice must be (axis, start, stop)
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
-  "graph.weight"() <{sym_name = "w", shape = ["E"], dtype = "f32", hf = "w", hf_shape = ["E"], slice = ["0", "E"]}> : () -> ()
+  "graph.weight"() <{sym_name = "w", shape = [#graph.dim<E>], dtype = "f32", hf = "w", hf_shape = [#graph.dim<E>], slice = ["0", "E"]}> : () -> ()
 }
 
 // -----
@@ -295,7 +287,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 // slice bound malformed (generic form)
 // CHECK: graph.weight @w: slice: bad dim expression 'E)': unexpected ')'
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
-  "graph.weight"() <{sym_name = "w", shape = ["E"], dtype = "f32", hf = "w", hf_shape = ["E"], slice = ["0", "0", "E)"]}> : () -> ()
+  "graph.weight"() <{sym_name = "w", shape = [#graph.dim<E>], dtype = "f32", hf = "w", hf_shape = [#graph.dim<E>], slice = ["0", "0", "E)"]}> : () -> ()
 }
 
 // -----
@@ -427,10 +419,20 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 
 // -----
 
-// repeat malformed (generic form)
-// CHECK: graph.body: repeat: bad dim expression 'L L': unexpected 'L'
+// repeat malformed (generic form): #graph.dim parses through the one dim grammar
+// CHECK: bad dim expression 'L*': unexpected end of expression
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
-  "graph.body"() <{repeat = "L L"}> ({
+  "graph.body"() <{repeat = #graph.dim<L*>}> ({
+    "graph.yield"() : () -> ()
+  }) : () -> ()
+}
+
+// -----
+
+// repeat given as a string, not a dim (generic form)
+// CHECK: "L" should be of base attribute graph.dim
+graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
+  "graph.body"() <{repeat = "L"}> ({
     "graph.yield"() : () -> ()
   }) : () -> ()
 }
@@ -678,7 +680,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 // -----
 
 // unknown mode in when
-// CHECK: graph.relu: unknown mode 'training' in when (expected prefill, decode, backward)
+// CHECK: graph.relu: unknown mode 'training' in when (expected prefill, decode, backward, optimize)
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   graph.weight @w : [E, E] f32 hf "w"
   graph.weight @g : [E] f32 hf "g"
@@ -711,8 +713,8 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 
 // -----
 
-// malformed dim property
-// CHECK: graph.attention: heads: bad dim expression 'H/': unexpected end of expression
+// malformed dim property: a parse error (dims are read by the one dim grammar)
+// CHECK: bad dim expression '(H': expected ')'
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   graph.weight @w : [E, E] f32 hf "w"
   graph.weight @g : [E] f32 hf "g"
@@ -721,7 +723,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   graph.header {
     %t = graph.input "tokens" : !graph.tensor<[T], i32>
     %x = graph.input "x" : !graph.tensor<[T, E], f32>
-    %y = graph.attention %x, %x, %x {heads = "H/", kv_heads = "KV", head_dim = "D"} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
+    %y = graph.attention %x, %x, %x heads (H kv_heads KV head_dim D : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
     graph.yield %x : !graph.tensor<[T, E], f32>
   }
 }
@@ -810,7 +812,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   graph.header {
     %t = graph.input "tokens" : !graph.tensor<[T], i32>
     %x = graph.input "x" : !graph.tensor<[T, E], f32>
-    %y = graph.attention %x, %x, %x {heads = "NH", kv_heads = "KV", head_dim = "D"} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
+    %y = graph.attention %x, %x, %x heads NH kv_heads KV head_dim D : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
     graph.yield %x : !graph.tensor<[T, E], f32>
   }
 }
@@ -1070,7 +1072,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   graph.header {
     %t = graph.input "tokens" : !graph.tensor<[T], i32>
     %x = graph.input "x" : !graph.tensor<[T, E], f32>
-    %q, %k = graph.rope %x, %x {theta = -1.0 : f64, heads = "H", kv_heads = "KV", head_dim = "D"} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>)
+    %q, %k = graph.rope %x, %x heads H kv_heads KV head_dim D {theta = -1.0 : f64} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>)
     graph.yield %x : !graph.tensor<[T, E], f32>
   }
 }
@@ -1087,7 +1089,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   graph.header {
     %t = graph.input "tokens" : !graph.tensor<[T], i32>
     %x = graph.input "x" : !graph.tensor<[T, E], f32>
-    %q, %k = graph.rope %x, %x {theta = 1.0e+04 : f64, heads = "H", kv_heads = "3", head_dim = "D"} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>)
+    %q, %k = graph.rope %x, %x heads H kv_heads 3 head_dim D {theta = 1.0e+04 : f64} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>)
     graph.yield %x : !graph.tensor<[T, E], f32>
   }
 }
@@ -1105,7 +1107,7 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
     %t = graph.input "tokens" : !graph.tensor<[T], i32>
     %x = graph.input "x" : !graph.tensor<[T, E], f32>
     %z = graph.input "z" : !graph.tensor<[T, V], f32>
-    %y = graph.attention %x, %x, %z {heads = "H", kv_heads = "KV", head_dim = "D", causal} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, V], f32>) -> !graph.tensor<[T, E], f32>
+    %y = graph.attention %x, %x, %z heads H kv_heads KV head_dim D {causal} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, V], f32>) -> !graph.tensor<[T, E], f32>
     graph.yield %x : !graph.tensor<[T, E], f32>
   }
 }
@@ -1208,7 +1210,7 @@ graph.model @m arch "test" symbols {E = 8, H = 4, KV = 2, D = 2, L = 2, V = 8} {
     %t = graph.input "tokens" : !graph.tensor<[T], i32>
     %q = graph.input "q" : !graph.tensor<[T, H*D], f32>
     %k = graph.input "k" : !graph.tensor<[T, KV*D], f32>
-    %o = graph.attention %q, %k, %k {heads = "H", kv_heads = "H", head_dim = "D", causal} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>, !graph.tensor<[T, KV*D], f32>) -> !graph.tensor<[T, H*D], f32>
+    %o = graph.attention %q, %k, %k heads H kv_heads H head_dim D {causal} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>, !graph.tensor<[T, KV*D], f32>) -> !graph.tensor<[T, H*D], f32>
     graph.yield %o : !graph.tensor<[T, H*D], f32>
   }
 }
@@ -1222,7 +1224,7 @@ graph.model @m arch "test" symbols {E = 8, H = 4, KV = 2, D = 4, L = 2, V = 8} {
   graph.header {
     %t = graph.input "tokens" : !graph.tensor<[T], i32>
     %x = graph.input "x" : !graph.tensor<[T, E], f32>
-    %q, %k = graph.rope %x, %x {theta = 1.0e+04 : f64, heads = "H", kv_heads = "KV", head_dim = "D"} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>)
+    %q, %k = graph.rope %x, %x heads H kv_heads KV head_dim D {theta = 1.0e+04 : f64} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>)
     graph.yield %x : !graph.tensor<[T, E], f32>
   }
 }

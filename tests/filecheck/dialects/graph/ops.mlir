@@ -31,8 +31,8 @@ graph.model @tiny arch "llama" symbols {D = 16, E = 64, H = 4, I = 128, K = 32, 
     %q = graph.linear %h {weights = [@"layers.{i}.wq", @"layers.{i}.bq"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
     %k = graph.linear %h {weights = [@"layers.{i}.wk"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, KV*D], f32>
     %v = graph.linear %h {weights = [@"layers.{i}.wv"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, KV*D], f32>
-    %q2, %k2 = graph.rope %q, %k {theta = 1.0e+04 : f64, heads = "H", kv_heads = "KV", head_dim = "D"} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, KV*D], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, KV*D], f32>)
-    %o = graph.attention %q2, %k2, %v {heads = "H", kv_heads = "KV", head_dim = "D", causal} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, KV*D], f32>, !graph.tensor<[T, KV*D], f32>) -> !graph.tensor<[T, E], f32>
+    %q2, %k2 = graph.rope %q, %k heads H kv_heads KV head_dim D {theta = 1.0e+04 : f64} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, KV*D], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, KV*D], f32>)
+    %o = graph.attention %q2, %k2, %v heads H kv_heads KV head_dim D {causal} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, KV*D], f32>, !graph.tensor<[T, KV*D], f32>) -> !graph.tensor<[T, E], f32>
     %a = graph.linear %o {weights = [@"layers.{i}.wo"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
     %x1 = graph.add %x, %a : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
     %h2 = graph.layernorm %x1 {weights = [@"layers.{i}.ln_g", @"layers.{i}.ln_b"], eps = 1.0e-05 : f64} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
@@ -93,8 +93,8 @@ graph.model @empty arch "none" symbols {} {
 // CHECK-NEXT: %q = graph.linear %h {weights = [@"layers.{i}.wq", @"layers.{i}.bq"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
 // CHECK-NEXT: %k = graph.linear %h {weights = [@"layers.{i}.wk"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, KV*D], f32>
 // CHECK-NEXT: %v = graph.linear %h {weights = [@"layers.{i}.wv"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, KV*D], f32>
-// CHECK-NEXT: %q2, %k2 = graph.rope %q, %k {theta = 1.000000e+04 : f64, heads = "H", kv_heads = "KV", head_dim = "D"} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, KV*D], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, KV*D], f32>)
-// CHECK-NEXT: %o = graph.attention %q2, %k2, %v {heads = "H", kv_heads = "KV", head_dim = "D", causal} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, KV*D], f32>, !graph.tensor<[T, KV*D], f32>) -> !graph.tensor<[T, E], f32>
+// CHECK-NEXT: %q2, %k2 = graph.rope %q, %k heads H kv_heads KV head_dim D {theta = 1.000000e+04 : f64} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, KV*D], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, KV*D], f32>)
+// CHECK-NEXT: %o = graph.attention %q2, %k2, %v heads H kv_heads KV head_dim D {causal} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, KV*D], f32>, !graph.tensor<[T, KV*D], f32>) -> !graph.tensor<[T, E], f32>
 // CHECK-NEXT: %a = graph.linear %o {weights = [@"layers.{i}.wo"]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
 // CHECK-NEXT: %x1 = graph.add %x, %a : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
 // CHECK-NEXT: %h2 = graph.layernorm %x1 {weights = [@"layers.{i}.ln_g", @"layers.{i}.ln_b"], eps = 1.000000e-05 : f64} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>

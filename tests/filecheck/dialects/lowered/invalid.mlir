@@ -91,7 +91,7 @@ lowered.model @m {
 // -----
 
 // unknown mode
-// CHECK: lowered.program @train: unknown mode "train" (expected prefill, decode, backward)
+// CHECK: lowered.program @train: unknown mode "train" (expected prefill, decode, backward, optimize)
 lowered.model @m {
   lowered.program @train mode "train" max_context 4 {
   }
