@@ -18,9 +18,11 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from ckir.backend.abi import DESC_STRUCTS
 from ckir.compiler import (
     BUILD_INFO,
     HF_CONFIG,
@@ -75,71 +77,35 @@ class NonFiniteError(CkirError):
     as they were before the failing step."""
 
 
-class _SlotDesc(ctypes.Structure):
-    _fields_ = [
-        ("name", ctypes.c_char_p),
-        ("arena", ctypes.c_int),
-        ("offset", ctypes.c_int64),
-        ("size", ctypes.c_int64),
-        ("canary", ctypes.c_int64),
-    ]
+#: ctypes of the C scalar types of :data:`ckir.backend.abi.DESC_STRUCTS`
+_C_SCALARS: dict[str, type] = {
+    "int": ctypes.c_int,
+    "int64_t": ctypes.c_int64,
+    "uint64_t": ctypes.c_uint64,
+    "const char *": ctypes.c_char_p,
+    "ckir_mode_fn": ctypes.c_void_p,
+}
 
 
-class _ModeDesc(ctypes.Structure):
-    _fields_ = [
-        ("name", ctypes.c_char_p),
-        ("run", ctypes.c_void_p),
-        ("tokens_offset", ctypes.c_int64),
-        ("tokens_rows", ctypes.c_int64),
-        ("logits_offset", ctypes.c_int64),
-        ("logits_rows", ctypes.c_int64),
-        ("token_bound", ctypes.c_int64),
-    ]
+def desc_structures() -> dict[str, type[ctypes.Structure]]:
+    """The ctypes structures of the model description (``ckir_describe()``), one per
+    struct of :data:`ckir.backend.abi.DESC_STRUCTS`, built from that table."""
+    built: dict[str, type[ctypes.Structure]] = {}
+    for struct, fields in DESC_STRUCTS.items():
+        spec: list[tuple[str, type]] = []
+        for f in fields:
+            if f.ctype in _C_SCALARS:
+                ctype = _C_SCALARS[f.ctype]
+            elif f.ctype.startswith("const ") and f.ctype.endswith(" *"):
+                ctype = ctypes.POINTER(built[f.ctype.removeprefix("const ").removesuffix(" *")])
+            else:
+                ctype = built[f.ctype]
+            spec.append((f.name, ctype * f.length if f.length else ctype))
+        built[struct] = type(struct, (ctypes.Structure,), {"_fields_": spec})
+    return built
 
 
-class _ParamDesc(ctypes.Structure):
-    _fields_ = [
-        ("name", ctypes.c_char_p),
-        ("weight_offset", ctypes.c_int64),
-        ("grad_offset", ctypes.c_int64),
-        ("m_offset", ctypes.c_int64),
-        ("v_offset", ctypes.c_int64),
-        ("numel", ctypes.c_int64),
-        ("ndim", ctypes.c_int64),
-        ("shape", ctypes.c_int64 * 4),
-    ]
-
-
-class _TrainDesc(ctypes.Structure):
-    _fields_ = [
-        ("backward", ctypes.c_void_p),
-        ("optimize", ctypes.c_void_p),
-        ("tokens_offset", ctypes.c_int64),
-        ("targets_offset", ctypes.c_int64),
-        ("loss_offset", ctypes.c_int64),
-        ("sumsq_offset", ctypes.c_int64),
-        ("rows", ctypes.c_int64),
-        ("token_bound", ctypes.c_int64),
-        ("params", ctypes.POINTER(_ParamDesc)),
-        ("n_params", ctypes.c_int64),
-    ]
-
-
-class _ModelDesc(ctypes.Structure):
-    _fields_ = [
-        ("name", ctypes.c_char_p),
-        ("layout_hash", ctypes.c_uint64),
-        ("weights_bytes", ctypes.c_int64),
-        ("state_bytes", ctypes.c_int64),
-        ("max_context", ctypes.c_int64),
-        ("vocab", ctypes.c_int64),
-        ("align", ctypes.c_int64),
-        ("slots", ctypes.POINTER(_SlotDesc)),
-        ("n_slots", ctypes.c_int64),
-        # one per lowered mode, in vocabulary order (as the emitter writes them)
-        *[(mode, _ModeDesc) for mode in INFERENCE_MODES],
-        ("train", _TrainDesc),
-    ]
+DESC_TYPES = desc_structures()
 
 
 #: logits arrays of at least this many bytes are reused between calls once their caller
@@ -223,7 +189,7 @@ class CompiledModel:
         lib.ckir_error.restype = ctypes.c_char_p
         lib.ckir_error.argtypes = [ctypes.c_void_p]
         lib.ckir_check_canaries.argtypes = [ctypes.c_void_p]
-        lib.ckir_describe.restype = ctypes.POINTER(_ModelDesc)
+        lib.ckir_describe.restype = ctypes.POINTER(DESC_TYPES["ckir_model_desc"])
         lib.ckir_arena.restype = ctypes.POINTER(ctypes.c_uint8)
         lib.ckir_arena.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.ckir_backward.argtypes = [
@@ -472,7 +438,7 @@ class CompiledModel:
         self.optimizer_step(lr)
         return loss
 
-    def _params(self) -> list[_ParamDesc]:
+    def _params(self) -> list[Any]:  # ckir_param_desc structures
         train = self.desc.train
         return [train.params[i] for i in range(train.n_params)]
 
