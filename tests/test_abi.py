@@ -19,7 +19,7 @@ import pytest
 
 from ckir.backend import abi
 from ckir.backend.abi import DESC_STRUCTS, Field, c_initializer
-from ckir.model import DESC_TYPES
+from ckir.model.bindings import DESC_TYPES
 from ckir.runtime_build import runtime_dir
 
 HEADER = runtime_dir() / "include" / "ckir_model.h"

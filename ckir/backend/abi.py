@@ -7,7 +7,7 @@ constants below, and :data:`DESC_STRUCTS`, the one table of the description stru
 (``ckir_slot_desc`` ... ``ckir_model_desc``) that ``ckir_describe()`` returns.  The
 table was chosen over generating that part of the header so the header stays one
 readable file for C users; the loader's ctypes structures
-(:mod:`ckir.model`) and the emitter's initializers of those structs
+(:mod:`ckir.model.bindings`) and the emitter's initializers of those structs
 (:func:`c_initializer`) are both built from the table, so neither spells a field.
 """
 
