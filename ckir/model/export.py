@@ -7,8 +7,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+from xdsl.dialects.builtin import ModuleOp
 
 from ckir.compiler import BUILD_INFO, HF_CONFIG, HF_EXTRA_FILES, PANEL_WEIGHTS_KEY
+from ckir.dialects import graph as g
+from ckir.dialects import lowered as lw
 from ckir.errors import CkirError, as_path, one_line
 from ckir.model.bindings import LoadedBuild
 from ckir.vocab import PANEL_DTYPES, PANEL_VALUES, storage_bytes
@@ -46,57 +49,84 @@ class Export(LoadedBuild):
         values and are not listed).  f32 weights are copied, bf16 ones widened exactly,
         f32p / bf16p panels unpacked (a bf16p weight gives its bf16 values).  CkirError
         naming the dtype for a weight stored in a block format (q8_0, its panels q8_0p,
-        q4_1p, ...)."""
+        q4_1p, ...).
+
+        Each weight's dtype is its buffer's in the build's ``layout.mlir`` (the
+        lowered.model the weights writer encoded weights.bin from), checked against
+        ``build.json``'s :meth:`panel_weights`; a layout.mlir that does not parse or
+        lacks a weight's buffer is a CkirError asking to recompile."""
         from ckir import quant
-        from ckir.backend.hf_export import load_graph_model
         from ckir.backend.weights import weight_instances
         from ckir.dialects.dims import evaluate_dim
 
-        model = load_graph_model(self.build_dir / "graph.mlir")
+        model, buffers = self._stored_weights()
         symbols = model.symbol_values()
         slots = self.slots()
-        converted = self.info.get("dtype")
         packed = self.panel_weights()
         out: dict[str, np.ndarray] = {}
         for name, (decl, _) in weight_instances(model).items():
             if decl.tied_to_name is not None:
                 continue
-            slot = slots.get(f"w.{name}")
+            buffer = buffers.get(name)
+            if buffer is None:
+                raise CkirError(
+                    f"{self.build_dir / 'layout.mlir'}: no weight buffer for '{name}' (a build "
+                    "of an older ckir?); recompile it"
+                )
+            dtype = buffer.buffer_type.dtype_name
+            listed = packed.get(decl.weight_name)
+            if listed is not None and listed != dtype:
+                raise CkirError(
+                    f"{self.build_dir.name}: build.json stores '{decl.weight_name}' as {listed}, "
+                    f"layout.mlir as {dtype}: the build is damaged; recompile it"
+                )
+            slot = slots.get(buffer.buffer_name)
             if slot is None:
                 raise CkirError(f"{self.build_dir.name}: no weights slot for weight '{name}'")
             arena, offset, size, _canary = slot
             shape = tuple(evaluate_dim(d, symbols) for d in decl.shape_dims)
-            numel = int(np.prod(shape)) if shape else 1
-            # graph.mlir declares the checkpoint's dtypes: --dtype and the panels come after
-            dtype = packed.get(decl.weight_name)
-            if dtype is None:
-                if size == 4 * numel:  # f32, or a matrix --dtype left as it was
-                    dtype = "f32"
-                elif converted not in (None, "f32"):
-                    dtype = converted
-                else:  # the checkpoint's own (a bf16 HF folder, a GGUF block format)
-                    dtype = decl.dtype_name
-            if arena == 0 and PANEL_VALUES.get(dtype) in _SAVED_VALUES and len(shape) == 2:
-                try:
-                    nbytes = storage_bytes(dtype, shape)
-                except ValueError:  # a K the panel dtype cannot hold: build.json is wrong
-                    nbytes = -1
-                if size == nbytes:
-                    raw = self._bytes(0, offset, nbytes)
-                    out[name] = quant.unpack_panels(raw, shape, dtype)
-                    continue
-            elif arena == 0 and dtype == "f32" and size == 4 * numel:
-                out[name] = self._f32(0, offset, numel, shape).copy()
-                continue
-            elif arena == 0 and dtype == "bf16" and size == 2 * numel:
+            panels = PANEL_VALUES.get(dtype) in _SAVED_VALUES and len(shape) == 2
+            if not panels and dtype not in _SAVED_VALUES:
+                raise CkirError(
+                    f"{self.build_dir.name}: weight '{name}' is stored as {dtype}; only f32 "
+                    "and bf16 builds can be saved (compile with dtype='f32')"
+                )
+            try:
+                nbytes = storage_bytes(dtype, shape)
+            except ValueError:  # a shape the dtype cannot hold
+                nbytes = -1
+            if arena != 0 or size != nbytes:
+                raise CkirError(
+                    f"{self.build_dir.name}: weight '{name}' ({dtype}, shape {list(shape)}) "
+                    f"does not match its {size}-byte slot: the build is damaged; recompile it"
+                )
+            if panels:
+                out[name] = quant.unpack_panels(self._bytes(0, offset, size), shape, dtype)
+            elif dtype == "f32":
+                out[name] = self._f32(0, offset, size // 4, shape).copy()
+            else:  # bf16
                 raw = self._bytes(0, offset, size)
                 out[name] = quant.from_bf16(raw.view("<u2")).reshape(shape)
-                continue
-            raise CkirError(
-                f"{self.build_dir.name}: weight '{name}' is stored as {dtype}; only f32 "
-                "and bf16 builds can be saved (compile with dtype='f32')"
-            )
         return out
+
+    def _stored_weights(self) -> tuple[g.ModelOp, dict[str, lw.BufferOp]]:
+        """The graph.model of the build's ``layout.mlir`` (as compiled: ``--dtype`` and
+        the panels applied) and its lowered.model's weight buffers by source weight
+        instance (``layers.0.attn.wq``)."""
+        from ckir.backend.hf_export import load_graph_model
+
+        path = self.build_dir / "layout.mlir"
+        model = load_graph_model(path)  # CkirError: unreadable, does not parse
+        module = model.parent_op()
+        ops = module.ops if isinstance(module, ModuleOp) else ()
+        lowered = [op for op in ops if isinstance(op, lw.LoweredModelOp)]
+        if len(lowered) != 1:
+            raise CkirError(f"{path}: expected one lowered.model, found {len(lowered)}")
+        return model, {
+            op.source_name: op
+            for op in lowered[0].body_block.ops
+            if isinstance(op, lw.BufferOp) and op.role == "weight" and op.source_name
+        }
 
     def save_pretrained(self, out_dir: str | Path, *, tokenizer: object | None = None) -> Path:
         """Write the current weights as a HuggingFace folder: ``config.json``,
