@@ -13,6 +13,12 @@ from ckir.errors import CkirError
 from ckir.model.bindings import LoadedBuild
 
 
+def _check_lr(what: str, lr: float) -> None:
+    """CkirError unless ``lr`` is a finite number > 0 (a bool is not a number here)."""
+    if not isinstance(lr, float | int) or isinstance(lr, bool) or not np.isfinite(lr) or lr <= 0:
+        raise CkirError(f"{what}: lr must be a finite number > 0, got {lr!r}")
+
+
 class Training(LoadedBuild):
     """The training programs of a build compiled with ``modes`` including ``backward``."""
 
@@ -67,13 +73,7 @@ class Training(LoadedBuild):
     def optimizer_step(self, lr: float) -> None:
         """One AdamW step from the gradients of the last :meth:`backward` (global-norm
         clipping as compiled); the KV cache is reset."""
-        if (
-            not isinstance(lr, float | int)
-            or isinstance(lr, bool)
-            or not np.isfinite(lr)
-            or lr <= 0
-        ):
-            raise CkirError(f"optimizer_step: lr must be a finite number > 0, got {lr!r}")
+        _check_lr("optimizer_step", lr)
         self._check(self._lib.ckir_optimizer_step(self._ptr, float(lr)))
 
     def train_step(
@@ -81,13 +81,7 @@ class Training(LoadedBuild):
     ) -> float:
         """:meth:`backward` then :meth:`optimizer_step`; returns the loss of the batch
         (computed before the update).  A non-finite loss raises and leaves the weights."""
-        if (
-            not isinstance(lr, float | int)
-            or isinstance(lr, bool)
-            or not np.isfinite(lr)
-            or lr <= 0
-        ):
-            raise CkirError(f"train_step: lr must be a finite number > 0, got {lr!r}")
+        _check_lr("train_step", lr)
         loss = self.backward(tokens, targets)
         self.optimizer_step(lr)
         return loss
@@ -95,13 +89,7 @@ class Training(LoadedBuild):
     def gradients(self) -> dict[str, np.ndarray]:
         """Weight name (``layers.0.attn.wq``) -> a copy of its gradient from the last
         :meth:`backward` (f32, the weight's shape)."""
-        out: dict[str, np.ndarray] = {}
-        for p in self._params():
-            shape = tuple(p.shape[: p.ndim])
-            out[p.name.decode().removeprefix("w.")] = self._f32(
-                1, p.grad_offset, p.numel, shape
-            ).copy()
-        return out
+        return self._param_copies(1, "grad_offset")
 
     def largest_weight(self) -> tuple[str, float]:
         """``(name, max |w|)`` of the trained weight with the largest magnitude, or of the
@@ -117,10 +105,15 @@ class Training(LoadedBuild):
 
     def weights(self) -> dict[str, np.ndarray]:
         """Weight name -> a copy of its current (trained) values, for every trained weight."""
+        return self._param_copies(0, "weight_offset")
+
+    def _param_copies(self, arena: int, field: str) -> dict[str, np.ndarray]:
+        """Weight name -> a copy of the f32 values at ``field`` of its ckir_param_desc in
+        ``arena``: the weight (0, ``weight_offset``) or its gradient (1,
+        ``grad_offset``), in the weight's shape."""
         out: dict[str, np.ndarray] = {}
         for p in self._params():
             shape = tuple(p.shape[: p.ndim])
-            out[p.name.decode().removeprefix("w.")] = self._f32(
-                0, p.weight_offset, p.numel, shape
-            ).copy()
+            name = p.name.decode().removeprefix("w.")
+            out[name] = self._f32(arena, getattr(p, field), p.numel, shape).copy()
         return out
