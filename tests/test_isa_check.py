@@ -26,6 +26,7 @@ from ckir import model as ckir_model
 from ckir.compiler import LIBRARY_NAME, CompileOptions, compile_model
 from ckir.errors import CkirError
 from ckir.integrity import file_digests
+from ckir.model import bindings
 from ckir.runtime_build import BASE_CFLAGS, LINK_LIBS, runtime_dir, support_sources
 
 CC = "cc"
@@ -175,7 +176,8 @@ def test_the_loader_names_what_is_missing(
 ) -> None:
     out = compile_model(llama_dir, tmp_path / "b", CompileOptions(max_context=16), quiet=True)
     assert ckir_model.load(out).vocab_size > 0  # opens here
-    monkeypatch.setattr(ckir_model, "isa_missing", lambda lib: ["avx512_fp16", "amx_tile"])
+    # the loader (ckir.model.bindings.load_library) looks isa_missing up in its module
+    monkeypatch.setattr(bindings, "isa_missing", lambda lib: ["avx512_fp16", "amx_tile"])
     with pytest.raises(CkirError) as err:
         ckir_model.load(out)
     msg = str(err.value)

@@ -147,7 +147,7 @@ def test_logits_arrays_are_reused_only_when_let_go(builds, monkeypatch) -> None:
     it any more; an array (or a view of it) still held keeps its values."""
     model = builds["llama"]
     # arrays of 4 rows and more are reused; decode's single row is not
-    monkeypatch.setattr(ckir.model, "REUSE_MIN_BYTES", 4 * 4 * model.vocab_size)
+    monkeypatch.setattr(ckir.model.inference, "REUSE_MIN_BYTES", 4 * 4 * model.vocab_size)
     a, b = np.arange(1, 9), np.arange(20, 28)
     model.reset()
     first = model.prefill(a)
@@ -168,7 +168,7 @@ def test_logits_arrays_are_reused_only_when_let_go(builds, monkeypatch) -> None:
     del third, view
     model.reset()
     fourth = model.prefill(b)  # nothing refers to `third`: the model reuses it
-    if ckir.model.REUSE:
+    if ckir.model.inference.REUSE:
         assert fourth is kept()
     np.testing.assert_array_equal(fourth, want_b)
     model.reset()
@@ -181,7 +181,7 @@ def test_logits_arrays_are_reused_only_when_let_go(builds, monkeypatch) -> None:
     del short, step
     model.reset()
     again = model.prefill(a[:5])  # the decode step left the spare in place: reused
-    if ckir.model.REUSE:
+    if ckir.model.inference.REUSE:
         assert again is kept()
     assert_close(again, want[:5], "a shorter prefill")
 

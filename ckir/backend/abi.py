@@ -1,13 +1,24 @@
-"""Constants and hashes shared by the C emitter, the weights writer and the loader.
+"""Constants, hashes and the model description's struct layout, shared by the C
+emitter, the weights writer and the loader.
 
-They mirror ``runtime/include/ckir_model.h``; a test checks that both agree.
+``runtime/include/ckir_model.h`` is written by hand; this module mirrors what Python
+needs of it, and tests/test_abi.py parses the header and checks that both agree: the
+constants below, and :data:`DESC_STRUCTS`, the one table of the description structs
+(``ckir_slot_desc`` ... ``ckir_model_desc``) that ``ckir_describe()`` returns.  The
+table was chosen over generating that part of the header so the header stays one
+readable file for C users; the loader's ctypes structures
+(:mod:`ckir.model.bindings`) and the emitter's initializers of those structs
+(:func:`c_initializer`) are both built from the table, so neither spells a field.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from typing import NamedTuple
 
 from ckir.dialects import layout as ly
+from ckir.vocab import INFERENCE_MODES
 
 WEIGHTS_MAGIC = b"CKIRWTS1"
 WEIGHTS_VERSION = 1
@@ -17,6 +28,93 @@ CANARY_WORD = 0xDEADBEEF
 MODEL_ABI_VERSION = 3
 
 ARENA_INDEX = {"weights": 0, "state": 1}
+
+
+class Field(NamedTuple):
+    """One field of a description struct, as ``ckir_model.h`` declares it."""
+
+    name: str
+    #: the C type as the header spells it: ``int``, ``int64_t``, ``uint64_t``,
+    #: ``const char *``, ``ckir_mode_fn`` (a function pointer), ``const S *`` or ``S``
+    #: (S another struct of the table)
+    ctype: str
+    #: elements of an array field (``int64_t shape[4]``); 0 for a scalar
+    length: int = 0
+
+
+#: The structs of the generated-model description, in dependency order (a struct
+#: refers only to ones above it).  ckir_model_desc has one ckir_mode_desc per
+#: inference mode, in vocabulary order.
+DESC_STRUCTS: dict[str, tuple[Field, ...]] = {
+    "ckir_slot_desc": (
+        Field("name", "const char *"),
+        Field("arena", "int"),
+        Field("offset", "int64_t"),
+        Field("size", "int64_t"),
+        Field("canary", "int64_t"),
+    ),
+    "ckir_mode_desc": (
+        Field("name", "const char *"),
+        Field("run", "ckir_mode_fn"),
+        Field("tokens_offset", "int64_t"),
+        Field("tokens_rows", "int64_t"),
+        Field("logits_offset", "int64_t"),
+        Field("logits_rows", "int64_t"),
+        Field("token_bound", "int64_t"),
+    ),
+    "ckir_param_desc": (
+        Field("name", "const char *"),
+        Field("weight_offset", "int64_t"),
+        Field("grad_offset", "int64_t"),
+        Field("m_offset", "int64_t"),
+        Field("v_offset", "int64_t"),
+        Field("numel", "int64_t"),
+        Field("ndim", "int64_t"),
+        Field("shape", "int64_t", 4),
+    ),
+    "ckir_train_desc": (
+        Field("backward", "ckir_mode_fn"),
+        Field("optimize", "ckir_mode_fn"),
+        Field("tokens_offset", "int64_t"),
+        Field("targets_offset", "int64_t"),
+        Field("loss_offset", "int64_t"),
+        Field("sumsq_offset", "int64_t"),
+        Field("rows", "int64_t"),
+        Field("token_bound", "int64_t"),
+        Field("params", "const ckir_param_desc *"),
+        Field("n_params", "int64_t"),
+    ),
+    "ckir_model_desc": (
+        Field("name", "const char *"),
+        Field("layout_hash", "uint64_t"),
+        Field("weights_bytes", "int64_t"),
+        Field("state_bytes", "int64_t"),
+        Field("max_context", "int64_t"),
+        Field("vocab", "int64_t"),
+        Field("align", "int64_t"),
+        Field("slots", "const ckir_slot_desc *"),
+        Field("n_slots", "int64_t"),
+        *(Field(mode, "ckir_mode_desc") for mode in INFERENCE_MODES),
+        Field("train", "ckir_train_desc"),
+    ),
+}
+
+
+def c_initializer(struct: str, values: Mapping[str, str], *, indent: int | None = None) -> str:
+    """A C initializer of ``struct`` (a key of :data:`DESC_STRUCTS`) from its fields'
+    values (C expressions), which must name every field of the table in its order.
+
+    ``indent`` None: positional, on one line (``{"w.x", 0, 64LL, ...}``); else
+    designated, one field a line, the closing brace ``indent`` spaces in.
+    """
+    names = [f.name for f in DESC_STRUCTS[struct]]
+    if list(values) != names:
+        raise ValueError(f"{struct} initializer: fields {list(values)}, the header's {names}")
+    if indent is None:
+        return "{" + ", ".join(values.values()) + "}"
+    pad = " " * (indent + 2)
+    lines = [f"{pad}.{k} = {v}," for k, v in values.items()]
+    return "{\n" + "\n".join(lines) + "\n" + " " * indent + "}"
 
 
 def arenas(plan: ly.PlanOp) -> dict[str, ly.ArenaOp]:

@@ -24,7 +24,7 @@ from xdsl.ir import Operation
 from xdsl.printer import Printer
 
 import ckir
-from ckir.backend.abi import ARENA_INDEX, arenas, layout_hash
+from ckir.backend.abi import ARENA_INDEX, DESC_STRUCTS, arenas, c_initializer, layout_hash
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.dialects.dims import CONTEXT, LR, POSITION, STEP, TOKENS
@@ -343,8 +343,8 @@ class CEmitter:
                 bound = self.types[op.in_names[1]].shape_ints[0]
         return tokens, logits, bound
 
-    def train_desc(self, progs: dict[str, lw.ProgramOp]) -> tuple[list[str], list[str]]:
-        """The parameter table and the ``.train`` field of ``ckir_model_desc``.
+    def train_desc(self, progs: dict[str, lw.ProgramOp]) -> tuple[list[str], str]:
+        """The parameter table and the initializer of ``ckir_model_desc.train``.
 
         The backward program's io buffers are the tokens (source ``input``), the
         targets (``targets``) and the loss (``output``); the trained weights are
@@ -354,7 +354,7 @@ class CEmitter:
         if backward is None or optimize is None:
             if backward is not None or optimize is not None:
                 raise CkirError("emit-c: a backward program needs an optimize program (and back)")
-            return [], ["  .train = {0},"]
+            return [], "{0}"
         io = {b.source_name: b.buffer_name for b in _buffers(backward) if b.role == "io"}
         missing = [k for k in ("input", "targets", "output") if k not in io]
         if missing:
@@ -379,30 +379,34 @@ class CEmitter:
             if len(shape) > 4:
                 raise CkirError(f"emit-c: weight @{weight} has {len(shape)} dims (at most 4)")
             dims = ", ".join(f"{d}LL" for d in shape) or "0"
-            rows.append(
-                f"  {{{c_string(weight)}, {self.places[weight].macro}, {self.places[grad].macro}, "
-                f"{self.places[m].macro}, {self.places[v].macro}, {wtype.num_elements}LL, "
-                f"{len(shape)}, {{{dims}}}}},"
-            )
+            param = {
+                "name": c_string(weight),
+                "weight_offset": self.places[weight].macro,
+                "grad_offset": self.places[grad].macro,
+                "m_offset": self.places[m].macro,
+                "v_offset": self.places[v].macro,
+                "numel": f"{wtype.num_elements}LL",
+                "ndim": str(len(shape)),
+                "shape": f"{{{dims}}}",
+            }
+            rows.append(f"  {c_initializer('ckir_param_desc', param)},")
             n += 1
         if sumsq is None or n == 0:
             raise CkirError("emit-c: program @optimize has no grad_sumsq or adamw call")
         rows += ["};", ""]
-        train = [
-            "  .train = {",
-            "    .backward = ckir_run_backward,",
-            "    .optimize = ckir_run_optimize,",
-            f"    .tokens_offset = {self.places[io['input']].macro},",
-            f"    .targets_offset = {self.places[io['targets']].macro},",
-            f"    .loss_offset = {self.places[io['output']].macro},",
-            f"    .sumsq_offset = {self.places[sumsq].macro},",
-            f"    .rows = {self.types[io['input']].shape_ints[0]},",
-            f"    .token_bound = {bound},",
-            "    .params = ckir_params,",
-            f"    .n_params = {n},",
-            "  },",
-        ]
-        return rows, train
+        train = {
+            "backward": "ckir_run_backward",
+            "optimize": "ckir_run_optimize",
+            "tokens_offset": self.places[io["input"]].macro,
+            "targets_offset": self.places[io["targets"]].macro,
+            "loss_offset": self.places[io["output"]].macro,
+            "sumsq_offset": self.places[sumsq].macro,
+            "rows": str(self.types[io["input"]].shape_ints[0]),
+            "token_bound": str(bound),
+            "params": "ckir_params",
+            "n_params": str(n),
+        }
+        return rows, c_initializer("ckir_train_desc", train, indent=2)
 
     def source(self) -> str:
         name = self.model.sym_name.data
@@ -430,13 +434,18 @@ class CEmitter:
             for op in arena.body_block.ops:
                 if isinstance(op, ly.SlotOp):
                     canary = -1 if op.canary_offset is None else op.canary_offset
-                    out.append(
-                        f'  {{"{op.buffer_name}", {ARENA_INDEX[arena.arena_name]}, '
-                        f"{op.offset_bytes}LL, {op.size_bytes}LL, {canary}LL}},"
-                    )
+                    slot = {
+                        "name": f'"{op.buffer_name}"',
+                        "arena": str(ARENA_INDEX[arena.arena_name]),
+                        "offset": f"{op.offset_bytes}LL",
+                        "size": f"{op.size_bytes}LL",
+                        "canary": f"{canary}LL",
+                    }
+                    out.append(f"  {c_initializer('ckir_slot_desc', slot)},")
                     n_slots += 1
         if n_slots == 0:
-            out.append('  {"", 0, 0, 0, -1},')
+            empty = {"name": '""', "arena": "0", "offset": "0", "size": "0", "canary": "-1"}
+            out.append(f"  {c_initializer('ckir_slot_desc', empty)},")
         out += ["};", ""]
         functions: list[str] = []
         for program in progs.values():
@@ -447,38 +456,43 @@ class CEmitter:
             out.append("")
         out += functions
         vocab = 0
-        modes: list[str] = []
-        for mode in INFERENCE_MODES:  # the fields of ckir_model_desc, in order
+        modes: dict[str, str] = {}
+        for mode in INFERENCE_MODES:
             program = progs.get(mode)
-            if program is None:
-                modes.append(f'  .{mode} = {{"{mode}", 0, 0, 0, 0, 0, 0}},')
-                continue
-            tokens, logits, bound = self.io_of(program)
-            vocab = self.types[logits].shape_ints[-1]
-            rows = self.types[tokens].shape_ints[0]
-            logits_rows = self.types[logits].shape_ints[0]
-            modes.append(
-                f'  .{mode} = {{"{mode}", ckir_run_{mode}, {self.places[tokens].macro}, '
-                f"{rows}, {self.places[logits].macro}, {logits_rows}, {bound}}},"
-            )
+            # a mode not compiled: its name, the rest 0 (run NULL)
+            desc = {f.name: "0" for f in DESC_STRUCTS["ckir_mode_desc"]} | {"name": f'"{mode}"'}
+            if program is not None:
+                tokens, logits, bound = self.io_of(program)
+                vocab = self.types[logits].shape_ints[-1]
+                desc |= {
+                    "run": f"ckir_run_{mode}",
+                    "tokens_offset": self.places[tokens].macro,
+                    "tokens_rows": str(self.types[tokens].shape_ints[0]),
+                    "logits_offset": self.places[logits].macro,
+                    "logits_rows": str(self.types[logits].shape_ints[0]),
+                    "token_bound": str(bound),
+                }
+            modes[mode] = c_initializer("ckir_mode_desc", desc)
         params, train = self.train_desc(progs)
         out += params
         max_ctx = max((p.max_ctx for p in progs.values()), default=0)
         sizes = {a: op.size_bytes for a, op in arenas(self.plan).items()}
+        desc = {
+            "name": f'"{name}"',
+            "layout_hash": "CKIR_LAYOUT_HASH",
+            "weights_bytes": f"{sizes.get('weights', 0)}LL",
+            "state_bytes": f"{sizes.get('state', 0)}LL",
+            "max_context": str(max_ctx),
+            "vocab": str(vocab),
+            "align": str(self.plan.align_bytes),
+            "slots": "ckir_slots",
+            "n_slots": str(n_slots),
+            **modes,
+            "train": train,
+        }
+        model_desc = c_initializer("ckir_model_desc", desc, indent=0)
         out += [
-            "static const ckir_model_desc ckir_desc = {",
-            f'  .name = "{name}",',
-            "  .layout_hash = CKIR_LAYOUT_HASH,",
-            f"  .weights_bytes = {sizes.get('weights', 0)}LL,",
-            f"  .state_bytes = {sizes.get('state', 0)}LL,",
-            f"  .max_context = {max_ctx},",
-            f"  .vocab = {vocab},",
-            f"  .align = {self.plan.align_bytes},",
-            "  .slots = ckir_slots,",
-            f"  .n_slots = {n_slots},",
-            *modes,
-            *train,
-            "};",
+            f"static const ckir_model_desc ckir_desc = {model_desc};",
             "",
             *ENTRY_POINTS,
         ]

@@ -1,0 +1,181 @@
+"""Inference on a loaded build: ``prefill``, ``decode``, ``reset`` and the logits.
+
+Logits are checked for NaN / Inf before they are handed out, and a dropped [T, V]
+logits array is reused by the next call (:meth:`Inference._logits_array`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ckir.errors import CkirError, is_int
+from ckir.model.bindings import LoadedBuild
+
+#: logits arrays of at least this many bytes are reused between calls once their caller
+#: has dropped them (Inference._logits_array); CPython's reference counts say when
+REUSE_MIN_BYTES = 1 << 20
+PAGE_BYTES = 4096
+
+
+class _Holder:
+    spare: object = None
+
+
+def _alone_refs() -> int:
+    """sys.getrefcount of an object held by one attribute and read into a local, as
+    Inference._logits_array reads its spare: what nothing else holding it looks like
+    on this interpreter (the count of the call's own argument differs between
+    versions)."""
+    holder = _Holder()
+    holder.spare = object()
+    spare = holder.spare
+    return sys.getrefcount(spare)
+
+
+#: reuse only where reference counts are exact (CPython)
+REUSE = sys.implementation.name == "cpython"
+ALONE_REFS = _alone_refs()
+
+
+class Inference(LoadedBuild):
+    """Prefill, decode and reset of a loaded build; logits as NumPy arrays."""
+
+    def __init__(self, build_dir: str | Path) -> None:
+        super().__init__(build_dir)
+        self._copy_logits = getattr(self._lib, "ckir_copy_logits", None)
+        #: the logits array returned last, reused once its caller has let go of it
+        self._spare: np.ndarray | None = None
+        self._set_int8 = getattr(self._lib, "ckir_set_int8_prefill", None)  # builds since 11-26
+        self._int8_chosen = True
+
+    @property
+    def logits_rows(self) -> str:
+        """Which rows ``prefill`` returns: ``"all"`` ([T, V], one per token) or ``"last"``
+        ([1, V], the last token's: a build compiled with ``logits="last"``)."""
+        mode = self.desc.prefill
+        if mode.run and mode.logits_rows < mode.tokens_rows:
+            return "last"
+        return "all"
+
+    @property
+    def int8_prefill(self) -> bool:
+        """Whether this model's q8_0p / q4_1p / q4_0p prefill GEMMs quantize x per block of 32
+        and compute every row exactly as the decode GEMVs do: the default where the
+        runtime has that GEMM (every AVX2 or AVX-512 runtime: ``int8_prefill_dot``),
+        about twice the speed of fp32 x.  Otherwise (a scalar runtime, or set to False)
+        they multiply fp32 x by the dequantized weights: logits within ~1e-5 of the
+        reference instead of a few percent of the largest logit (docs/quantization.md).
+        Settable; True on a runtime without the int8 GEMM stays False.  Builds from
+        before 2026-11-25 lack the query: False; from before 11-26 the switch."""
+        return self._int8_chosen and bool(self.int8_prefill_dot)
+
+    @int8_prefill.setter
+    def int8_prefill(self, on: bool) -> None:
+        if self._set_int8 is None:
+            if not on and self.int8_prefill:
+                raise CkirError(
+                    f"{self.build_dir.name}: this build predates the int8 prefill switch; "
+                    "recompile it to run prefill on fp32 x"
+                )
+            return
+        self._set_int8(self._ptr, int(bool(on)))
+        self._int8_chosen = bool(on)
+
+    @property
+    def int8_prefill_dot(self) -> str:
+        """The instruction of :attr:`int8_prefill`'s dot products: "vpdpbusd" (VNNI),
+        "vpmaddubsw + vpmaddwd" (AVX2, AVX-512 without VNNI), or "" (fp32 x)."""
+        fn = getattr(self._lib, "ckir_runtime_qp_int8_gemm", None)
+        kind = int(fn()) if fn is not None else 0
+        return {0: "", 1: "vpdpbusd"}.get(kind, "vpmaddubsw + vpmaddwd")
+
+    @property
+    def position(self) -> int:
+        """Tokens already in the KV cache."""
+        return int(self._lib.ckir_position(self._ptr))
+
+    def _logits(self, what: str) -> np.ndarray:
+        """The logits of the last call; a CkirError when any is NaN or Inf (corrupt weights
+        or a broken build: never handed out as if it were an answer)."""
+        rows = int(self._lib.ckir_logits_rows(self._ptr))
+        out = self._logits_array(rows)
+        if self._copy_logits is not None:  # one threaded pass: copy + count NaN/Inf
+            bad = int(self._copy_logits(self._ptr, out.ctypes.data))
+        else:  # a build from before ckir_copy_logits
+            ptr = self._lib.ckir_logits(self._ptr)
+            out[...] = np.ctypeslib.as_array(ptr, shape=(rows, self.vocab_size))
+            bad = out.size - int(np.count_nonzero(np.isfinite(out)))
+        if bad:
+            raise CkirError(
+                f"{self.build_dir.name}: {what} produced {bad} non-finite logits (NaN/Inf) at "
+                f"position {self.position}: the weights or the build are corrupt"
+            )
+        return out
+
+    def _logits_array(self, rows: int) -> np.ndarray:
+        """A [rows, V] float32 array for the logits of a call.
+
+        The array returned last time, when nothing outside refers to it any more (no
+        name, no view): its pages are in place.  A fresh [T, V] array's pages fault in
+        during the copy, and two threads faulting in one fresh huge-page mapping took
+        80-95 ms for Qwen2-0.5B's 78 MB of prefill logits (a 340 ms bf16 prefill) in a
+        process that also ran ``ckir bench``'s probes; into reused pages the copy took
+        2.5 ms.  A new array (the caller kept the last one, or the shape changed) has
+        its pages touched here by one thread first (11-17 ms).  Arrays under
+        REUSE_MIN_BYTES (decode's rows) are always new and untouched, and leave the
+        spare alone: a prefill after decode steps reuses it.  So a model may hold one
+        dropped [T, V] array, at most the size of its arena's logits slot."""
+        spare, shape = self._spare, (rows, self.vocab_size)
+        if spare is not None and spare.shape == shape and sys.getrefcount(spare) == ALONE_REFS:
+            return spare
+        del spare
+        out = np.empty(shape, np.float32)
+        if out.nbytes >= REUSE_MIN_BYTES:  # (a small array leaves the spare in place)
+            out.reshape(-1)[:: PAGE_BYTES // 4] = 0.0  # one write per page: one thread
+            if REUSE:
+                self._spare = out
+        return out
+
+    def prefill(self, tokens: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Run ``tokens`` (appended after the cached ones); logits [T, V] for every position,
+        or [1, V] for the last one in a build compiled with ``logits="last"``
+        (:attr:`logits_rows`).  The array is yours for as long as you refer to it (or
+        to a view of it); once you drop it, the model may copy a later call's logits
+        into it instead of faulting in a new one (:meth:`_logits_array`)."""
+        if isinstance(tokens, (str, bytes)):
+            kind = type(tokens).__name__
+            raise TypeError(f"prefill: tokens must be a sequence of ints, got {kind}")
+        arr = np.asarray(tokens)
+        if arr.ndim != 1 or arr.size == 0:
+            raise CkirError("prefill: expects a non-empty 1-D sequence of token ids")
+        if arr.dtype == object and all(is_int(t) for t in arr):
+            self._check_token(max((int(t) for t in arr), key=abs))  # a huge int: out of range
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"prefill: tokens must be ints, got {arr.dtype} values")
+        self._check_token(int(arr.min()))
+        self._check_token(int(arr.max()))
+        arr32 = np.ascontiguousarray(arr, dtype=np.int32)
+        ptr = arr32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+        self._check(self._lib.ckir_prefill(self._ptr, ptr, len(arr32)))
+        return self._logits("prefill")
+
+    def decode(self, token: int) -> np.ndarray:
+        """Run one token at the next position (uses the KV cache); logits [V]."""
+        if not is_int(token):
+            raise TypeError(f"decode: token must be an int, got {type(token).__name__}")
+        self._check_token(int(token))
+        self._check(self._lib.ckir_decode(self._ptr, int(token)))
+        return self._logits("decode")[0]
+
+    def _check_token(self, token: int) -> None:
+        if not 0 <= token < self.vocab_size:
+            raise CkirError(f"token id {token} is outside the vocabulary [0, {self.vocab_size})")
+
+    def reset(self) -> None:
+        """Forget the KV cache: the next call starts at position 0."""
+        self._lib.ckir_reset(self._ptr)
