@@ -103,6 +103,8 @@ class GraphOpLowering(RewritePattern):
 
 
 class LowerPosEmbed(GraphOpLowering):
+    """pos_embed adds the position rows into its input's buffer (in place)."""
+
     kind = "pos_embed"
     inplace = {0: 0}
 
@@ -115,6 +117,8 @@ class LowerLmHead(GraphOpLowering):
 
 
 class LowerRope(GraphOpLowering):
+    """rope rotates q and k in their own buffers (in place)."""
+
     kind = "rope"
     inplace = {0: 0, 1: 1}
 
