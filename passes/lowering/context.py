@@ -4,7 +4,8 @@
 still holds graph compute ops (header, then the body unrolled ``repeat``
 times with ``{i}`` substituted, then the footer), and gives every SSA value a
 buffer.  The rewrite patterns in :mod:`ckir.passes.lowering.patterns` then replace
-each graph op with kernel calls, reading buffer names from this context.
+each graph op with kernel calls, reading buffer names from this context (and
+the op's kernel parameters from :mod:`ckir.passes.lowering.op_params`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from ckir.dialects import graph as g
 from ckir.dialects import lowered as lw
-from ckir.dialects.dims import POSITION, TOKENS, DimAttr, evaluate_dim, scaled
+from ckir.dialects.dims import POSITION, TOKENS, evaluate_dim, scaled
 from ckir.errors import CkirError
 
 #: What a lowering pass needs to know about in-place ops: result index -> operand index
@@ -151,21 +152,3 @@ def block_of(op: Operation | None) -> Block | None:
     if op is None:
         return None
     return op.regions[0].blocks.first if op.regions and op.regions[0].blocks else None
-
-
-def float_attr(op: Operation, name: str) -> float:
-    """The float attribute ``name`` of a graph op (``eps``, ``theta``)."""
-    attr = op.properties.get(name) or op.attributes.get(name)
-    value = getattr(attr, "value", None)
-    data = getattr(value, "data", None) if value is not None else None
-    if not isinstance(data, float | int):
-        raise CkirError(f"{op.name}: needs a float '{name}' attribute")
-    return float(data)
-
-
-def dim_attr(ctx: LoweringContext, op: Operation, name: str, where: str) -> int:
-    """The dim-expression attribute ``name`` of a graph op (``heads``), evaluated."""
-    attr = op.properties.get(name) or op.attributes.get(name)
-    if not isinstance(attr, DimAttr):
-        raise CkirError(f"{where}: needs a dim expression '{name}'")
-    return ctx.dim(attr.text, where=where)

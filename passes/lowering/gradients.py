@@ -8,7 +8,9 @@ given every value a buffer.  :func:`differentiate` then appends, after them:
 2. for every forward op, in reverse program order, the calls of its gradient
    rule (:data:`RULES`, one per graph op kind), which read the forward
    activations (every value keeps its own buffer: nothing is recomputed) and
-   the gradients of the op's results.
+   the gradients of the op's results.  A rule passes its kernels the op's
+   parameters from :func:`ckir.passes.lowering.op_params.op_params`, the same
+   ones the forward pattern passes (a gradient rule reads no attribute itself).
 
 The gradient of a value is one buffer once every consumer of the value has
 been differentiated (the reverse order guarantees that).  Contributions are
@@ -37,13 +39,19 @@ from xdsl.ir import Operation, SSAValue
 from ckir.dialects import graph as g
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-from ckir.passes.lowering.context import LoweringContext, dim_attr, float_attr
+from ckir.passes.lowering.context import LoweringContext
 from ckir.passes.lowering.kernels import (
     ParamValue,
     declare_kernel,
     kernel_call,
     kernel_params,
     select_kernel,
+)
+from ckir.passes.lowering.op_params import (
+    elementwise_dims_params,
+    logits_params,
+    op_params,
+    tensor_dims,
 )
 
 LOSS_SCOPE = "loss"
@@ -219,26 +227,13 @@ class GradientBuilder:
         return grad
 
     # -- parameters ---------------------------------------------------------------
-    def dims(self, value: SSAValue) -> tuple[str, ...]:
-        vtype = value.type
-        assert isinstance(vtype, g.TensorType)
-        return vtype.dims
-
-    def rows(self, value: SSAValue, op: Operation) -> int | str:
-        return self.ctx.leading(self.dims(value), where=self.where(op))
-
-    def cols(self, value: SSAValue, op: Operation) -> int:
-        dims = self.dims(value)
-        return self.ctx.dim(dims[-1], where=self.where(op)) if dims else 1
+    def params(self, op: g.ComputeOp) -> dict[str, ParamValue]:
+        """The op's kernel parameters: the same :func:`op_params` its forward pattern reads."""
+        return op_params(self.ctx, op, self.where(op))
 
     def elementwise(self, value: SSAValue, op: Operation | None) -> dict[str, ParamValue]:
-        dims = self.dims(value)
-        w = self.where(op)
-        return {
-            "n": self.ctx.runtime_count(dims, where=w),
-            "rows": self.ctx.leading(dims, where=w),
-            "cols": self.ctx.dim(dims[-1], where=w) if dims else 1,
-        }
+        """``n``/``rows``/``cols`` of ``value`` (for summing two contributions to its gradient)."""
+        return elementwise_dims_params(self.ctx, tensor_dims(value), self.where(op))
 
 
 # ----------------------------------------------------------------------------- rules
@@ -246,17 +241,11 @@ class GradientBuilder:
 Rule = Callable[[GradientBuilder, g.ComputeOp], None]
 
 
-def _dimattr(b: GradientBuilder, op: Operation, name: str) -> int:
-    return dim_attr(b.ctx, op, name, b.where(op))
-
-
 def _linear(b: GradientBuilder, op: g.ComputeOp) -> None:
     """y = x W^T (+ bias): dW = dy^T x, db = column sums of dy, dx = dy W."""
     (x,), (y,) = op.operands, op.results
     dy = b.grads[y]
-    n, k = b.ctx.weight_type(op, 0).shape_ints
-    m = b.rows(x, op)
-    params: dict[str, ParamValue] = {"M": m, "N": n, "K": k}
+    params = b.params(op)
     b.emit(op, "linear_bwd_weight", [dy, b.ctx.buffer(x)], [WeightGrad(0)], params)
     if len(op.weight_names) > 1:
         b.emit(op, "bias_bwd", [dy], [WeightGrad(1)], params)
@@ -268,17 +257,15 @@ def _linear(b: GradientBuilder, op: g.ComputeOp) -> None:
 def _embed(b: GradientBuilder, op: g.ComputeOp) -> None:
     """y = table[tokens]: the rows of dtable named by the tokens get dy (scatter-add)."""
     (tokens,), (y,) = op.operands, op.results
-    e = b.ctx.weight_type(op, 0).shape_ints[1]
-    params = {"T": b.rows(tokens, op), "E": e}
-    b.emit(op, "embed_bwd", [b.ctx.buffer(tokens), b.grads[y]], [WeightGrad(0)], params)
+    ins = [b.ctx.buffer(tokens), b.grads[y]]
+    b.emit(op, "embed_bwd", ins, [WeightGrad(0)], b.params(op))
 
 
 def _pos_embed(b: GradientBuilder, op: g.ComputeOp) -> None:
     """y = x + wpe[0:T]: dwpe[0:T] += dy, dx = dy."""
     (x,), (y,) = op.operands, op.results
     dy = b.grads[y]
-    params = {"T": b.rows(y, op), "E": b.cols(y, op), "P": 0}
-    b.emit(op, "pos_embed_bwd", [dy], [WeightGrad(0)], params)
+    b.emit(op, "pos_embed_bwd", [dy], [WeightGrad(0)], b.params(op))
     b.contribute(x, dy, op)
 
 
@@ -286,11 +273,10 @@ def _norm(kind: str) -> Rule:
     def rule(b: GradientBuilder, op: g.ComputeOp) -> None:
         """rmsnorm / layernorm: dx from x and gamma; dgamma (and dbeta) added into."""
         (x,), (y,) = op.operands, op.results
-        params = {"T": b.rows(x, op), "E": b.cols(x, op), "eps": float_attr(op, "eps")}
         dx = b.grad_buffer(x, b.scope(op))
         outs: list[Out] = [dx, *(WeightGrad(i) for i in range(len(op.weight_names)))]
         ins = [b.ctx.buffer(x), b.ctx.weight_buffer(op, 0), b.grads[y]]
-        b.emit(op, kind, ins, outs, params)
+        b.emit(op, kind, ins, outs, b.params(op))
         b.contribute(x, dx, op)
 
     return rule
@@ -303,15 +289,7 @@ def _rope(b: GradientBuilder, op: g.ComputeOp) -> None:
     if missing:
         raise CkirError(f"{b.where(op)}: the loss does not depend on %{missing[0]}")
     dq, dk = b.owned_grad(qr, op), b.owned_grad(kr, op)
-    params: dict[str, ParamValue] = {
-        "T": b.rows(q, op),
-        "H": _dimattr(b, op, "heads"),
-        "KV": _dimattr(b, op, "kv_heads"),
-        "D": _dimattr(b, op, "head_dim"),
-        "P": 0,
-        "theta": float_attr(op, "theta"),
-    }
-    b.emit(op, "rope_bwd", [], [dq, dk], params)
+    b.emit(op, "rope_bwd", [], [dq, dk], b.params(op))
     b.contribute(q, dq, op)
     b.contribute(k, dk, op)
 
@@ -321,14 +299,8 @@ def _attention(b: GradientBuilder, op: g.ComputeOp) -> None:
     (q, k, v), (a,) = op.operands, op.results
     scope = b.scope(op)
     dq, dk, dv = (b.grad_buffer(x, scope) for x in (q, k, v))
-    params: dict[str, ParamValue] = {
-        "T": b.rows(q, op),
-        "H": _dimattr(b, op, "heads"),
-        "KV": _dimattr(b, op, "kv_heads"),
-        "D": _dimattr(b, op, "head_dim"),
-    }
     ins = [b.ctx.buffer(x) for x in (q, k, v, a)] + [b.grads[a]]
-    b.emit(op, "attention_bwd", ins, [dq, dk, dv], params)
+    b.emit(op, "attention_bwd", ins, [dq, dk, dv], b.params(op))
     for x, d in ((q, dq), (k, dk), (v, dv)):
         b.contribute(x, d, op)
 
@@ -338,17 +310,10 @@ def _unary(kind: str) -> Rule:
         """y = f(x), elementwise: dx = f'(x) dy."""
         (x,), (y,) = op.operands, op.results
         dx = b.grad_buffer(x, b.scope(op))
-        b.emit(op, kind, [b.ctx.buffer(x), b.grads[y]], [dx], b.elementwise(y, op))
+        b.emit(op, kind, [b.ctx.buffer(x), b.grads[y]], [dx], b.params(op))
         b.contribute(x, dx, op)
 
     return rule
-
-
-def _gelu(b: GradientBuilder, op: g.ComputeOp) -> None:
-    approx = op.properties.get("approximate") or op.attributes.get("approximate")
-    if getattr(approx, "data", "tanh") != "tanh":
-        raise CkirError(f'{b.where(op)}: only approximate = "tanh" has a backward kernel')
-    _unary("gelu_bwd")(b, op)
 
 
 def _swiglu(b: GradientBuilder, op: g.ComputeOp) -> None:
@@ -357,7 +322,7 @@ def _swiglu(b: GradientBuilder, op: g.ComputeOp) -> None:
     scope = b.scope(op)
     dgate, dup = b.grad_buffer(gate, scope), b.grad_buffer(up, scope)
     ins = [b.ctx.buffer(gate), b.ctx.buffer(up), b.grads[y]]
-    b.emit(op, "swiglu_bwd", ins, [dgate, dup], b.elementwise(y, op))
+    b.emit(op, "swiglu_bwd", ins, [dgate, dup], b.params(op))
     b.contribute(gate, dgate, op)
     b.contribute(up, dup, op)
 
@@ -380,7 +345,7 @@ RULES: Mapping[str, Rule] = {
     "rope": _rope,
     "attention": _attention,
     "swiglu": _swiglu,
-    "gelu": _gelu,
+    "gelu": _unary("gelu_bwd"),
     "add": _add,
 }
 
@@ -405,11 +370,7 @@ def differentiate(ctx: LoweringContext) -> Differentiated:
         "backward.targets", [ctx.max_context], "i32", role="io", source="targets"
     )
     loss = b.new_buffer("backward.loss", [1], "f32", role="io", source="output")
-    dims = b.dims(logits_value)
-    params = {
-        "T": ctx.leading(dims, where="backward loss"),
-        "V": ctx.dim(dims[-1], where="backward loss"),
-    }
+    params = logits_params(ctx, tensor_dims(logits_value), "backward loss")
     b.emit(None, "cross_entropy_bwd", [logits_buf, targets], [loss, logits_buf], params)
     b.grads[logits_value] = logits_buf
     b.holders[logits_buf] = 1

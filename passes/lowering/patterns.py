@@ -1,9 +1,14 @@
 """Rewrite patterns: one per graph op kind, each replacing the op with kernel calls.
 
-Each pattern knows the semantics of one abstract op (which buffers are its
-inputs and outputs, which integers describe its shape) and asks
-:func:`ckir.passes.lowering.kernels.select_kernel` for the kernel that fits the
-mode and dtypes.  No pattern knows an architecture: those live in templates.
+Each pattern knows which buffers are an op's inputs and outputs (and which
+results update an operand in place); the integers and floats that describe
+the op come from :func:`ckir.passes.lowering.op_params.op_params`, the one
+place that reads them, shared with the gradient rules.  The pattern asks
+:func:`ckir.passes.lowering.kernels.select_kernel` for the kernel that fits
+the mode and dtypes.  Most kinds need nothing but the default pattern (one
+call); the classes below are the kinds that update in place, call a kernel
+of another kind, or emit more than one call.  No pattern knows an
+architecture: those live in templates.
 
 The walker visits the program in reverse, so when a graph op is replaced its
 results are already unused (their consumers were lowered first), and the
@@ -26,8 +31,9 @@ from xdsl.pattern_rewriter import (
 from ckir.dialects import graph as g
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
-from ckir.passes.lowering.context import LoweringContext, dim_attr, float_attr
+from ckir.passes.lowering.context import LoweringContext
 from ckir.passes.lowering.kernels import ParamValue, kernel_call
+from ckir.passes.lowering.op_params import PARAMS, op_params
 from ckir.vocab import GRAPH_OPS
 
 
@@ -58,10 +64,6 @@ class GraphOpLowering(RewritePattern):
     def where(self, op: Operation) -> str:
         scope, _ = self.ctx.scopes[op]
         return f"{self.ctx.mode} {scope} {op.name}"
-
-    def dims(self, value_type: object) -> tuple[str, ...]:
-        assert isinstance(value_type, g.TensorType)
-        return value_type.dims
 
     def call(
         self,
@@ -95,70 +97,30 @@ class GraphOpLowering(RewritePattern):
         return [self.call(op, self.kernel_op or self.kind, ins, outs, self.params(op))]
 
     def params(self, op: Operation) -> dict[str, ParamValue]:
-        raise NotImplementedError
-
-
-class LowerEmbed(GraphOpLowering):
-    kind = "embed"
-
-    def params(self, op: Operation) -> dict[str, ParamValue]:
-        w = self.ctx.weight_type(op, 0).shape_ints
-        return {"T": self.ctx.runtime_tokens, "V": w[0], "E": w[1]}
+        """The op's kernel parameters, as :mod:`ckir.passes.lowering.op_params` defines them."""
+        assert isinstance(op, g.ComputeOp)
+        return op_params(self.ctx, op, self.where(op))
 
 
 class LowerPosEmbed(GraphOpLowering):
+    """pos_embed adds the position rows into its input's buffer (in place)."""
+
     kind = "pos_embed"
     inplace = {0: 0}
 
-    def params(self, op: Operation) -> dict[str, ParamValue]:
-        w = self.ctx.weight_type(op, 0).shape_ints
-        return {"T": self.ctx.runtime_tokens, "E": w[1], "P": self.ctx.position}
 
+class LowerLmHead(GraphOpLowering):
+    """lm_head is a linear layer (its own kind so the footer can be told apart)."""
 
-class LowerRmsnorm(GraphOpLowering):
-    kind = "rmsnorm"
-
-    def params(self, op: Operation) -> dict[str, ParamValue]:
-        dims = self.dims(op.results[0].type)
-        return {
-            "T": self.ctx.leading(dims, where=self.where(op)),
-            "E": self.ctx.dim(dims[-1], where=self.where(op)),
-            "eps": float_attr(op, "eps"),
-        }
-
-
-class LowerLayernorm(LowerRmsnorm):
-    kind = "layernorm"
-
-
-class LowerLinear(GraphOpLowering):
-    kind = "linear"
-    kernel_op = "linear"
-
-    def params(self, op: Operation) -> dict[str, ParamValue]:
-        n, k = self.ctx.weight_type(op, 0).shape_ints
-        rows = self.ctx.leading(self.dims(op.operands[0].type), where=self.where(op))
-        return {"M": rows, "T": rows, "N": n, "K": k}
-
-
-class LowerLmHead(LowerLinear):
     kind = "lm_head"
+    kernel_op = "linear"
 
 
 class LowerRope(GraphOpLowering):
+    """rope rotates q and k in their own buffers (in place)."""
+
     kind = "rope"
     inplace = {0: 0, 1: 1}
-
-    def params(self, op: Operation) -> dict[str, ParamValue]:
-        w = self.where(op)
-        return {
-            "T": self.ctx.leading(self.dims(op.operands[0].type), where=w),
-            "H": dim_attr(self.ctx, op, "heads", w),
-            "KV": dim_attr(self.ctx, op, "kv_heads", w),
-            "D": dim_attr(self.ctx, op, "head_dim", w),
-            "P": self.ctx.position,
-            "theta": float_attr(op, "theta"),
-        }
 
 
 class LowerAttention(GraphOpLowering):
@@ -174,21 +136,11 @@ class LowerAttention(GraphOpLowering):
         self.created: set[str] = set()
 
     def lower(self, op: Operation) -> list[Operation]:
-        ctx, w = self.ctx, self.where(op)
+        assert isinstance(op, g.ComputeOp)
+        ctx = self.ctx
         q, k, v = (ctx.buffer(x) for x in op.operands)
-        heads = dim_attr(ctx, op, "heads", w)
-        kv_heads = dim_attr(ctx, op, "kv_heads", w)
-        head_dim = dim_attr(ctx, op, "head_dim", w)
         scope, _ = ctx.scopes[op]
-        t = ctx.leading(self.dims(op.operands[0].type), where=w)
-        params: dict[str, ParamValue] = {
-            "T": t,
-            "P": ctx.position,
-            "H": heads,
-            "KV": kv_heads,
-            "D": head_dim,
-            "KVD": kv_heads * head_dim,
-        }
+        params = self.params(op)
         if not ctx.keeps_cache:
             return [self.call(op, "attention", [q, k, v], [ctx.buffer(op.results[0])], params)]
         # v before k: each new cache goes in front of the ones made before it
@@ -235,75 +187,18 @@ class LowerAttention(GraphOpLowering):
         return name
 
 
-class _Elementwise(GraphOpLowering):
-    """Every elementwise kind (``OpSignature.elementwise``): one call over n = rows x cols."""
-
-    def params(self, op: Operation) -> dict[str, ParamValue]:
-        dims = self.dims(op.results[0].type)
-        w = self.where(op)
-        return {
-            "n": self.ctx.runtime_count(dims, where=w),
-            "rows": self.ctx.leading(dims, where=w),
-            "cols": self.ctx.dim(dims[-1], where=w) if dims else 1,
-        }
-
-
-class LowerGelu(_Elementwise):
-    kind = "gelu"
-
-    def lower(self, op: Operation) -> list[Operation]:
-        approx = op.properties.get("approximate") or op.attributes.get("approximate")
-        if getattr(approx, "data", "tanh") != "tanh":
-            raise CkirError(f'{self.where(op)}: only approximate = "tanh" has a kernel')
-        return super().lower(op)
-
-
-class LowerMatmul(GraphOpLowering):
-    kind = "matmul"
-
-    def params(self, op: Operation) -> dict[str, ParamValue]:
-        w = self.where(op)
-        a, b = self.dims(op.operands[0].type), self.dims(op.operands[1].type)
-        return {
-            "M": self.ctx.leading(a, where=w),
-            "K": self.ctx.dim(a[-1], where=w),
-            "N": self.ctx.dim(b[-1], where=w),
-        }
-
-
-class LowerFusedMatmulRelu(LowerMatmul):
-    kind = "fused_matmul_relu"
-
-
-class LowerCrossEntropy(GraphOpLowering):
-    kind = "cross_entropy"
-
-    def params(self, op: Operation) -> dict[str, ParamValue]:
-        dims = self.dims(op.operands[0].type)
-        w = self.where(op)
-        return {"T": self.ctx.leading(dims, where=w), "V": self.ctx.dim(dims[-1], where=w)}
-
-
 _HAND_WRITTEN: tuple[type[GraphOpLowering], ...] = (
-    LowerEmbed,
     LowerPosEmbed,
-    LowerRmsnorm,
-    LowerLayernorm,
-    LowerLinear,
     LowerLmHead,
     LowerRope,
     LowerAttention,
-    LowerGelu,
-    LowerMatmul,
-    LowerFusedMatmulRelu,
-    LowerCrossEntropy,
 )
-#: one pattern per graph op kind: the hand-written ones, and the generic
-#: elementwise pattern for every elementwise kind that has none of its own
+#: one pattern per graph op kind that has kernel parameters (:mod:`op_params`): the
+#: hand-written ones above, and the default one-call pattern for every other kind
 PATTERNS: tuple[type[GraphOpLowering], ...] = _HAND_WRITTEN + tuple(
-    type(f"Lower_{kind}", (_Elementwise,), {"kind": kind})
+    type(f"Lower_{kind}", (GraphOpLowering,), {"kind": kind})
     for kind, sig in GRAPH_OPS.items()
-    if sig.elementwise and kind not in {p.kind for p in _HAND_WRITTEN}
+    if (sig.elementwise or kind in PARAMS) and kind not in {p.kind for p in _HAND_WRITTEN}
 )
 
 INPLACE: dict[str, dict[int, int]] = {p.kind: p.inplace for p in PATTERNS if p.inplace}

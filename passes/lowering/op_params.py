@@ -1,0 +1,195 @@
+"""The kernel parameters of each graph op kind, read from the op in one place.
+
+A graph op carries its shape in its tensor types, its weights' buffer types
+and its attributes (``eps``, ``theta``, ``heads``, ``approximate`` …).  The
+kernels that implement it take integers and floats (``T``, ``E``, ``eps``,
+``n``/``rows``/``cols`` …).  :func:`op_params` turns the one into the other,
+per op kind, and is what both the forward rewrite patterns
+(:mod:`ckir.passes.lowering.patterns`) and the gradient rules
+(:mod:`ckir.passes.lowering.gradients`) pass to kernel selection: a parameter
+is read from the op here and nowhere else.
+
+The dict holds every parameter that any kernel of the kind (forward or
+backward) may take; :func:`ckir.passes.lowering.kernels.select_kernel` keeps
+the ones the chosen kernel declares.  Values depend on the mode through the
+context (``T`` is the run-time symbol in prefill and backward, 1 in decode;
+``P`` is the run-time position with a KV cache, 0 in backward).
+
+Adding an op kind: add a function here and an entry in :data:`PARAMS`
+(an elementwise kind needs none: :func:`elementwise_params` serves it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from xdsl.ir import Attribute, Operation
+
+from ckir.dialects import graph as g
+from ckir.dialects.dims import DimAttr
+from ckir.errors import CkirError
+from ckir.passes.lowering.context import LoweringContext
+from ckir.passes.lowering.kernels import ParamValue
+from ckir.vocab import GRAPH_OPS
+
+#: ``(ctx, op, where) -> params``; ``where`` names the op in error messages
+ParamsFn = Callable[[LoweringContext, g.ComputeOp, str], dict[str, ParamValue]]
+
+
+# ----------------------------------------------------------------------------- readers
+
+
+def _attr(op: Operation, name: str) -> Attribute | None:
+    return op.properties.get(name) or op.attributes.get(name)
+
+
+def float_attr(op: Operation, name: str) -> float:
+    """The float attribute ``name`` of a graph op (``eps``, ``theta``)."""
+    value = getattr(_attr(op, name), "value", None)
+    data = getattr(value, "data", None) if value is not None else None
+    if not isinstance(data, float | int):
+        raise CkirError(f"{op.name}: needs a float '{name}' attribute")
+    return float(data)
+
+
+def dim_attr(ctx: LoweringContext, op: Operation, name: str, where: str) -> int:
+    """The dim-expression attribute ``name`` of a graph op (``heads``), evaluated."""
+    attr = _attr(op, name)
+    if not isinstance(attr, DimAttr):
+        raise CkirError(f"{where}: needs a dim expression '{name}'")
+    return ctx.dim(attr.text, where=where)
+
+
+def tensor_dims(value: object) -> tuple[str, ...]:
+    """The dims of a graph tensor value's type."""
+    vtype = getattr(value, "type", None)
+    assert isinstance(vtype, g.TensorType)
+    return vtype.dims
+
+
+def elementwise_dims_params(
+    ctx: LoweringContext, dims: Sequence[str], where: str
+) -> dict[str, ParamValue]:
+    """``n`` (elements), ``rows`` and ``cols`` of a tensor with ``dims``, as a kernel sees them."""
+    return {
+        "n": ctx.runtime_count(dims, where=where),
+        "rows": ctx.leading(dims, where=where),
+        "cols": ctx.dim(dims[-1], where=where) if dims else 1,
+    }
+
+
+def logits_params(ctx: LoweringContext, dims: Sequence[str], where: str) -> dict[str, ParamValue]:
+    """``T`` and ``V`` of a ``[T, V]`` logits tensor (cross entropy and its gradient)."""
+    return {"T": ctx.leading(dims, where=where), "V": ctx.dim(dims[-1], where=where)}
+
+
+# ----------------------------------------------------------------------------- per kind
+
+
+def elementwise_params(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
+    """Every elementwise kind (``OpSignature.elementwise``): n = rows x cols of the result."""
+    return elementwise_dims_params(ctx, tensor_dims(op.results[0]), where)
+
+
+def _gelu(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
+    """gelu: elementwise; only the tanh approximation has kernels."""
+    if getattr(_attr(op, "approximate"), "data", "tanh") != "tanh":
+        raise CkirError(f'{where}: only approximate = "tanh" has a kernel')
+    return elementwise_params(ctx, op, where)
+
+
+def _embed(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
+    """embed: T tokens, the table is [V, E]."""
+    v, e = ctx.weight_type(op, 0).shape_ints
+    return {"T": ctx.runtime_tokens, "V": v, "E": e}
+
+
+def _pos_embed(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
+    """pos_embed: T rows from position P of the [C, E] table."""
+    e = ctx.weight_type(op, 0).shape_ints[1]
+    return {"T": ctx.runtime_tokens, "E": e, "P": ctx.position}
+
+
+def _norm(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
+    """rmsnorm / layernorm: T rows of E, and eps."""
+    dims = tensor_dims(op.results[0])
+    return {
+        "T": ctx.leading(dims, where=where),
+        "E": ctx.dim(dims[-1], where=where),
+        "eps": float_attr(op, "eps"),
+    }
+
+
+def _linear(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
+    """linear / lm_head: [M, K] x [N, K]^T; ``T`` is M too (for the kernels that name it so)."""
+    n, k = ctx.weight_type(op, 0).shape_ints
+    rows = ctx.leading(tensor_dims(op.operands[0]), where=where)
+    return {"M": rows, "T": rows, "N": n, "K": k}
+
+
+def _heads(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
+    """T rows of q, the heads H and KV of head_dim D, and the first position P."""
+    heads = dim_attr(ctx, op, "heads", where)
+    kv_heads = dim_attr(ctx, op, "kv_heads", where)
+    head_dim = dim_attr(ctx, op, "head_dim", where)
+    return {
+        "T": ctx.leading(tensor_dims(op.operands[0]), where=where),
+        "P": ctx.position,
+        "H": heads,
+        "KV": kv_heads,
+        "D": head_dim,
+    }
+
+
+def _rope(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
+    """rope: the head layout and theta."""
+    return {**_heads(ctx, op, where), "theta": float_attr(op, "theta")}
+
+
+def _attention(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
+    """attention (and its kv_store): the head layout and the KV row width KVD."""
+    params = _heads(ctx, op, where)
+    return {**params, "KVD": int(params["KV"]) * int(params["D"])}
+
+
+def _matmul(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
+    """matmul: [M, K] x [K, N]."""
+    a, b = tensor_dims(op.operands[0]), tensor_dims(op.operands[1])
+    return {
+        "M": ctx.leading(a, where=where),
+        "K": ctx.dim(a[-1], where=where),
+        "N": ctx.dim(b[-1], where=where),
+    }
+
+
+def _cross_entropy(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
+    """cross_entropy: T rows of V logits."""
+    return logits_params(ctx, tensor_dims(op.operands[0]), where)
+
+
+#: graph op kind -> its parameters; elementwise kinds not listed use :func:`elementwise_params`
+PARAMS: Mapping[str, ParamsFn] = {
+    "embed": _embed,
+    "pos_embed": _pos_embed,
+    "rmsnorm": _norm,
+    "layernorm": _norm,
+    "linear": _linear,
+    "lm_head": _linear,
+    "rope": _rope,
+    "attention": _attention,
+    "gelu": _gelu,
+    "matmul": _matmul,
+    "fused_matmul_relu": _matmul,
+    "cross_entropy": _cross_entropy,
+}
+
+
+def op_params(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
+    """The kernel parameters of graph op ``op`` (forward and gradient kernels alike)."""
+    fn = PARAMS.get(op.kind)
+    if fn is None:
+        sig = GRAPH_OPS.get(op.kind)
+        if sig is None or not sig.elementwise:
+            raise CkirError(f"{where}: no kernel parameters are defined for graph.{op.kind}")
+        fn = elementwise_params
+    return fn(ctx, op, where)
