@@ -85,11 +85,14 @@ from ckir.dialects.common import Shaped, sym
 from ckir.dialects.dims import (
     TOKENS,
     DimAttr,
-    DimError,
+    check_dims_text,
     dim_symbols,
+    dims_equal,
+    dims_text,
     is_identifier,
     normalize_dim,
     parse_dim_expr,
+    shapes_equal,
     try_evaluate_dim,
 )
 from ckir.dialects.syntax import DIRECTIVES
@@ -148,10 +151,6 @@ def _parse_dim_list(parser: AttrParser) -> list[str]:
     )
 
 
-def _dims_text(dims: Sequence[str]) -> str:
-    return "[" + ", ".join(dims) + "]"
-
-
 @lru_cache(maxsize=4096)
 def _dims_attr(dims: tuple[str, ...]) -> ArrayAttr[DimAttr]:
     return ArrayAttr(tuple(DimAttr.get(d) for d in dims))
@@ -173,18 +172,6 @@ def _str_attr(text: str) -> StringAttr:
 
 def _normalize_dims(dims: Sequence[str | int]) -> tuple[str, ...]:
     return tuple(normalize_dim(d) for d in dims)
-
-
-@lru_cache(maxsize=8192)
-def _check_dims_text(dims: tuple[str, ...]) -> str | None:
-    """None when every dim is a canonical, well-formed expression, else the problem."""
-    for d in dims:
-        try:
-            if normalize_dim(d) != d:
-                return f"dim '{d}' is not in canonical form (write '{normalize_dim(d)}')"
-        except DimError as err:
-            return str(err)
-    return None
 
 
 # --------------------------------------------------------------------------- types
@@ -404,19 +391,6 @@ def _check_type_symbols(
                     f"{_model_ref(model)}"
                 )
     info.checked.add(ty)
-
-
-def _dims_equal(a: str, b: str, symbols: Mapping[str, int]) -> bool:
-    """Two dims are equal: same text, or same value when both evaluate."""
-    if a == b:
-        return True
-    va = try_evaluate_dim(a, symbols)
-    vb = try_evaluate_dim(b, symbols)
-    return va is not None and va == vb
-
-
-def _shapes_equal(a: Sequence[str], b: Sequence[str], symbols: Mapping[str, int]) -> bool:
-    return len(a) == len(b) and all(_dims_equal(x, y, symbols) for x, y in zip(a, b, strict=True))
 
 
 def _print_extra_attrs(printer: Printer, op: Operation) -> None:
@@ -709,7 +683,7 @@ class WeightOp(_DimShaped, IRDLOperation):
             spec = self.slice.data
             if len(spec) != 3 or not spec[0].data.isdigit():
                 raise VerifyException(f"{where}: slice must be (axis, start, stop)")
-            problem = _check_dims_text((spec[1].data, spec[2].data))
+            problem = check_dims_text((spec[1].data, spec[2].data))
             if problem is not None:
                 raise VerifyException(f"{where}: slice: {problem}")
             if hf_dims is None:
@@ -718,7 +692,7 @@ class WeightOp(_DimShaped, IRDLOperation):
             if axis >= len(hf_dims):
                 raise VerifyException(
                     f"{where}: slice axis {axis} is out of range for hf shape "
-                    f"{_dims_text(hf_dims)} (rank {len(hf_dims)})"
+                    f"{dims_text(hf_dims)} (rank {len(hf_dims)})"
                 )
         model = _enclosing_model(self)
         if model is None:
@@ -729,7 +703,7 @@ class WeightOp(_DimShaped, IRDLOperation):
                 for s in sorted(dim_symbols(d)):
                     if s not in info.symbols:
                         raise VerifyException(
-                            f"{where}: {label} {_dims_text(dims)} uses symbol {s}, which is "
+                            f"{where}: {label} {dims_text(dims)} uses symbol {s}, which is "
                             f"not bound on {_model_ref(model)}"
                         )
         if self.tied_to is not None:
@@ -743,10 +717,10 @@ class WeightOp(_DimShaped, IRDLOperation):
                 raise VerifyException(
                     f"{where}: tied_to {sym(target_name)}, which is itself tied to another weight"
                 )
-            if not _shapes_equal(self.shape_dims, target.shape_dims, info.symbols):
+            if not shapes_equal(self.shape_dims, target.shape_dims, info.symbols):
                 raise VerifyException(
-                    f"{where}: shape {_dims_text(self.shape_dims)} differs from the shape "
-                    f"{_dims_text(target.shape_dims)} of tied_to {sym(target_name)}"
+                    f"{where}: shape {dims_text(self.shape_dims)} differs from the shape "
+                    f"{dims_text(target.shape_dims)} of tied_to {sym(target_name)}"
                 )
         if hf_dims is not None:
             packed = list(hf_dims)
@@ -770,10 +744,10 @@ class WeightOp(_DimShaped, IRDLOperation):
                         f"{where}: transpose needs a 2-D hf tensor, got rank {len(packed)}"
                     )
                 packed.reverse()
-            if not _shapes_equal(self.shape_dims, packed, info.symbols):
+            if not shapes_equal(self.shape_dims, packed, info.symbols):
                 raise VerifyException(
-                    f"{where}: hf shape {_dims_text(hf_dims)} with its slice/transpose does not "
-                    f"give the declared shape {_dims_text(self.shape_dims)}"
+                    f"{where}: hf shape {dims_text(hf_dims)} with its slice/transpose does not "
+                    f"give the declared shape {dims_text(self.shape_dims)}"
                 )
         elif self.transpose is not None and len(self.shape_dims) != 2:
             raise VerifyException(f"{where}: transpose needs a 2-D weight")
@@ -820,12 +794,12 @@ class WeightOp(_DimShaped, IRDLOperation):
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_symbol_name(self.sym_name.data)
-        printer.print_string(" : " + _dims_text(self.shape_dims) + " " + self.dtype.data)
+        printer.print_string(" : " + dims_text(self.shape_dims) + " " + self.dtype.data)
         if self.hf is not None:
             printer.print_string(" hf ")
             printer.print_string_literal(self.hf.data)
             if self.hf_shape is not None:
-                printer.print_string(" " + _dims_text(self.hf_dims or ()))
+                printer.print_string(" " + dims_text(self.hf_dims or ()))
             if self.slice is not None:
                 printer.print_string(" slice(" + ", ".join(d.data for d in self.slice.data) + ")")
             if self.transpose is not None:
@@ -1213,10 +1187,10 @@ class ComputeOp(IRDLOperation):
         if w is None:
             return
         dims = w.shape_dims
-        wref = f"weight {sym(w.weight_name)} {_dims_text(dims)}"
+        wref = f"weight {sym(w.weight_name)} {dims_text(dims)}"
         if axis >= len(dims):
             raise VerifyException(f"{self.name}: {wref} has no dim {axis}")
-        if not _dims_equal(dims[axis], dim, symbols):
+        if not dims_equal(dims[axis], dim, symbols):
             raise VerifyException(
                 f"{self.name}: {what} is {dim} but dim {axis} of {wref} is {dims[axis]}"
             )
@@ -1226,9 +1200,9 @@ class ComputeOp(IRDLOperation):
     ) -> None:
         if w is None:
             return
-        if not _shapes_equal(w.shape_dims, (dim,), symbols):
+        if not shapes_equal(w.shape_dims, (dim,), symbols):
             raise VerifyException(
-                f"{self.name}: {role} {sym(w.weight_name)} has shape {_dims_text(w.shape_dims)}, "
+                f"{self.name}: {role} {sym(w.weight_name)} has shape {dims_text(w.shape_dims)}, "
                 f"expected [{dim}]"
             )
 
@@ -1361,7 +1335,7 @@ class LinearOp(ComputeOp):
         tin, tout = self._in_type(0), self._out_type(0)
         k = self._last(tin, "operand")
         n = self._last(tout, "result")
-        if not _shapes_equal(tin.dims[:-1], tout.dims[:-1], symbols):
+        if not shapes_equal(tin.dims[:-1], tout.dims[:-1], symbols):
             raise VerifyException(
                 f"graph.linear: leading dims of operand {tin} and result {tout} differ"
             )
@@ -1506,14 +1480,14 @@ class _MatmulLike(ComputeOp):
             raise VerifyException(
                 f"{self.name}: expects a [.., K] x b [K, N] -> c [.., N], got {a}, {b} -> {c}"
             )
-        if not _dims_equal(a.dims[-1], b.dims[0], symbols):
+        if not dims_equal(a.dims[-1], b.dims[0], symbols):
             raise VerifyException(
                 f"{self.name}: inner dims differ: {a.dims[-1]} (a) vs {b.dims[0]} (b)"
             )
         expected = (*a.dims[:-1], b.dims[1])
-        if not _shapes_equal(c.dims, expected, symbols):
+        if not shapes_equal(c.dims, expected, symbols):
             raise VerifyException(
-                f"{self.name}: result shape {_dims_text(c.dims)}, expected {_dims_text(expected)}"
+                f"{self.name}: result shape {dims_text(c.dims)}, expected {dims_text(expected)}"
             )
 
 
