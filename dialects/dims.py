@@ -63,7 +63,10 @@ __all__ = [
     "Dim",
     "DimAttr",
     "DimError",
+    "check_dims_text",
     "dim_symbols",
+    "dims_equal",
+    "dims_text",
     "evaluate_dim",
     "is_identifier",
     "normalize_dim",
@@ -72,6 +75,7 @@ __all__ = [
     "parse_dim_expr",
     "product_factors",
     "scaled",
+    "shapes_equal",
     "try_evaluate_dim",
 ]
 
@@ -516,3 +520,37 @@ class DimAttr(ParametrizedAttribute):
 @lru_cache(maxsize=4096)
 def _dim_attr(canonical: str) -> DimAttr:
     return DimAttr(StringAttr(canonical))
+
+
+# --------------------------------------------------------------------------- dim lists
+
+
+def dims_text(dims: Sequence[str]) -> str:
+    """A dim list as IR text: ``[T, H*D]``."""
+    return "[" + ", ".join(dims) + "]"
+
+
+@lru_cache(maxsize=8192)
+def check_dims_text(dims: tuple[str, ...]) -> str | None:
+    """None when every dim is a canonical, well-formed expression, else the problem."""
+    for d in dims:
+        try:
+            if normalize_dim(d) != d:
+                return f"dim '{d}' is not in canonical form (write '{normalize_dim(d)}')"
+        except DimError as err:
+            return str(err)
+    return None
+
+
+def dims_equal(a: str, b: str, symbols: Mapping[str, int]) -> bool:
+    """Two dims are equal: same text, or same value when both evaluate."""
+    if a == b:
+        return True
+    va = try_evaluate_dim(a, symbols)
+    vb = try_evaluate_dim(b, symbols)
+    return va is not None and va == vb
+
+
+def shapes_equal(a: Sequence[str], b: Sequence[str], symbols: Mapping[str, int]) -> bool:
+    """Same rank and every pair of dims equal (:func:`dims_equal`)."""
+    return len(a) == len(b) and all(dims_equal(x, y, symbols) for x, y in zip(a, b, strict=True))

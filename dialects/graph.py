@@ -23,6 +23,19 @@ Example::
     }
 
 See docs/dialects/graph.md for the full reference.
+
+Why one file of ~1.5k lines: it follows xDSL's layout, one module per dialect
+(``xdsl.dialects.arith`` ...), whose ``Dialect`` object registers every op and
+attribute, and the ops share private verifier helpers (the model's symbol-table
+cache ``_info``, the weight lookups, the shape checks) that a split would have to
+make public.  It holds, in order: the tensor type and ``#graph.schedule``
+attribute; ``graph.model`` and ``graph.weight`` with the model's symbol-table
+cache; the section ops (``graph.header``/``body``/``footer``, ``input``,
+``yield``, ``output``); the compute ops (one class per kind of
+``ckir.vocab.GRAPH_OPS``) and the ``compute_op`` builder; the ``Graph``
+dialect.  The checkpoint-mapping language of ``graph.weight`` (``hf``/``gguf``/
+``tied_to`` clauses) lives in ``dialects/weight_map.py``; the dim expressions in
+``dialects/dims.py``.
 """
 
 from __future__ import annotations
@@ -85,15 +98,17 @@ from ckir.dialects.common import Shaped, sym
 from ckir.dialects.dims import (
     TOKENS,
     DimAttr,
-    DimError,
     dim_symbols,
+    dims_equal,
+    dims_text,
     is_identifier,
     normalize_dim,
     parse_dim_expr,
+    shapes_equal,
     try_evaluate_dim,
 )
 from ckir.dialects.syntax import DIRECTIVES
-from ckir.errors import CkirError
+from ckir.dialects.weight_map import WeightMap, parse_weight_map, print_weight_map
 from ckir.vocab import DTYPES, GRAPH_OPS, MODES, SCHEDULE_KEYS
 
 __all__ = [
@@ -148,10 +163,6 @@ def _parse_dim_list(parser: AttrParser) -> list[str]:
     )
 
 
-def _dims_text(dims: Sequence[str]) -> str:
-    return "[" + ", ".join(dims) + "]"
-
-
 @lru_cache(maxsize=4096)
 def _dims_attr(dims: tuple[str, ...]) -> ArrayAttr[DimAttr]:
     return ArrayAttr(tuple(DimAttr.get(d) for d in dims))
@@ -173,18 +184,6 @@ def _str_attr(text: str) -> StringAttr:
 
 def _normalize_dims(dims: Sequence[str | int]) -> tuple[str, ...]:
     return tuple(normalize_dim(d) for d in dims)
-
-
-@lru_cache(maxsize=8192)
-def _check_dims_text(dims: tuple[str, ...]) -> str | None:
-    """None when every dim is a canonical, well-formed expression, else the problem."""
-    for d in dims:
-        try:
-            if normalize_dim(d) != d:
-                return f"dim '{d}' is not in canonical form (write '{normalize_dim(d)}')"
-        except DimError as err:
-            return str(err)
-    return None
 
 
 # --------------------------------------------------------------------------- types
@@ -406,19 +405,6 @@ def _check_type_symbols(
     info.checked.add(ty)
 
 
-def _dims_equal(a: str, b: str, symbols: Mapping[str, int]) -> bool:
-    """Two dims are equal: same text, or same value when both evaluate."""
-    if a == b:
-        return True
-    va = try_evaluate_dim(a, symbols)
-    vb = try_evaluate_dim(b, symbols)
-    return va is not None and va == vb
-
-
-def _shapes_equal(a: Sequence[str], b: Sequence[str], symbols: Mapping[str, int]) -> bool:
-    return len(a) == len(b) and all(_dims_equal(x, y, symbols) for x, y in zip(a, b, strict=True))
-
-
 def _print_extra_attrs(printer: Printer, op: Operation) -> None:
     if op.attributes:
         printer.print_op_attributes(op.attributes, print_keyword=True)
@@ -606,31 +592,32 @@ class WeightOp(_DimShaped, IRDLOperation):
         tied_to: str | None = None,
         gguf: str | None = None,
     ) -> WeightOp:
-        props: dict[str, Attribute] = {
-            "sym_name": StringAttr(name),
-            "shape": _dims_attr(_normalize_dims(shape)),
-            "dtype": StringAttr(dtype),
-        }
-        if hf is not None:
-            props["hf"] = StringAttr(hf)
-        if hf_shape is not None:
-            props["hf_shape"] = _dims_attr(_normalize_dims(hf_shape))
-        if slice is not None:
-            axis, start, stop = slice
-            props["slice"] = ArrayAttr(
-                [
-                    StringAttr(str(int(axis))),
-                    StringAttr(normalize_dim(start)),
-                    StringAttr(normalize_dim(stop)),
-                ]
-            )
-        if transpose:
-            props["transpose"] = UnitAttr()
-        if gguf is not None:
-            props["gguf"] = StringAttr(gguf)
-        if tied_to is not None:
-            props["tied_to"] = SymbolRefAttr(tied_to)
+        mapping = WeightMap(
+            hf=hf,
+            hf_shape=_normalize_dims(hf_shape) if hf_shape is not None else None,
+            slice=(
+                (str(int(slice[0])), normalize_dim(slice[1]), normalize_dim(slice[2]))
+                if slice is not None
+                else None
+            ),
+            transpose=transpose,
+            gguf=gguf,
+            tied_to=tied_to,
+        )
+        props = _weight_props(name, _normalize_dims(shape), dtype, mapping)
         return WeightOp.create(properties=props)
+
+    @property
+    def mapping(self) -> WeightMap:
+        """Its checkpoint clauses (``hf``, ``gguf``, ``tied_to`` ...) as plain values."""
+        return WeightMap(
+            hf=self.hf_name,
+            hf_shape=self.hf_dims,
+            slice=tuple(d.data for d in self.slice.data) if self.slice is not None else None,
+            transpose=self.is_transposed,
+            gguf=self.gguf_name,
+            tied_to=self.tied_to_name,
+        )
 
     @property
     def weight_name(self) -> str:
@@ -651,10 +638,7 @@ class WeightOp(_DimShaped, IRDLOperation):
     @property
     def slice_spec(self) -> tuple[int, str, str] | None:
         """``(axis, start, stop)``; start/stop are dim expressions (stop exclusive)."""
-        if self.slice is None:
-            return None
-        axis, start, stop = (d.data for d in self.slice.data)
-        return int(axis), start, stop
+        return self.mapping.slice_spec
 
     @property
     def is_transposed(self) -> bool:
@@ -671,12 +655,9 @@ class WeightOp(_DimShaped, IRDLOperation):
     def source_tensor(self, source: str, layer: int | None) -> str:
         """Its tensor's name in an ``"hf"`` or ``"gguf"`` file, ``{i}`` replaced by ``layer``.
 
-        ``CkirError`` naming the weight when it has no tensor in that kind of file."""
-        pattern = self.hf_name if source == "hf" else self.gguf_name
-        if pattern is None:
-            kind = "HF" if source == "hf" else "GGUF"
-            raise CkirError(f"graph.weight {sym(self.weight_name)}: has no {kind} source tensor")
-        return pattern if layer is None else pattern.replace("{i}", str(layer))
+        ``CkirError`` naming the weight when it has no tensor in that kind of file
+        (see :meth:`WeightMap.source_tensor`)."""
+        return self.mapping.source_tensor(self.weight_name, source, layer)
 
     @property
     def per_layer(self) -> bool:
@@ -688,52 +669,24 @@ class WeightOp(_DimShaped, IRDLOperation):
             raise VerifyException(
                 f"{where}: unknown dtype '{self.dtype.data}' (expected one of {', '.join(DTYPES)})"
             )
-        has_src = self.hf is not None or self.gguf is not None
-        if self.tied_to is not None and has_src:
-            raise VerifyException(f"{where}: tied_to excludes an hf/gguf source")
-        if self.tied_to is None and not has_src:
-            raise VerifyException(f"{where}: has no source (hf, gguf or tied_to)")
-        if self.hf is None and (
-            self.hf_shape is not None or self.slice is not None or self.transpose is not None
-        ):
-            raise VerifyException(f"{where}: hf shape, slice and transpose need an hf source")
         if self.tied_to is not None and self.tied_to.nested_references.data:
             raise VerifyException(f"{where}: tied_to must be a flat symbol reference")
-        if self.hf is not None and ("{i}" in self.hf.data) != self.per_layer:
-            raise VerifyException(
-                f'{where}: hf name "{self.hf.data}" and the weight name must both contain '
-                "{i} or neither"
-            )
-        hf_dims = self.hf_dims
-        if self.slice is not None:
-            spec = self.slice.data
-            if len(spec) != 3 or not spec[0].data.isdigit():
-                raise VerifyException(f"{where}: slice must be (axis, start, stop)")
-            problem = _check_dims_text((spec[1].data, spec[2].data))
-            if problem is not None:
-                raise VerifyException(f"{where}: slice: {problem}")
-            if hf_dims is None:
-                raise VerifyException(f"{where}: slice needs the hf shape")
-            axis = int(spec[0].data)
-            if axis >= len(hf_dims):
-                raise VerifyException(
-                    f"{where}: slice axis {axis} is out of range for hf shape "
-                    f"{_dims_text(hf_dims)} (rank {len(hf_dims)})"
-                )
+        mapping = self.mapping
+        mapping.verify_clauses(where, self.per_layer)
         model = _enclosing_model(self)
         if model is None:
             return
         info = _info(model)
-        for label, dims in (("shape", self.shape_dims), ("hf shape", hf_dims or ())):
+        for label, dims in (("shape", self.shape_dims), ("hf shape", mapping.hf_shape or ())):
             for d in dims:
                 for s in sorted(dim_symbols(d)):
                     if s not in info.symbols:
                         raise VerifyException(
-                            f"{where}: {label} {_dims_text(dims)} uses symbol {s}, which is "
+                            f"{where}: {label} {dims_text(dims)} uses symbol {s}, which is "
                             f"not bound on {_model_ref(model)}"
                         )
-        if self.tied_to is not None:
-            target_name = self.tied_to.root_reference.data
+        if mapping.tied_to is not None:
+            target_name = mapping.tied_to
             target = _lookup_weight(model, target_name)
             if target is None:
                 raise VerifyException(
@@ -743,100 +696,59 @@ class WeightOp(_DimShaped, IRDLOperation):
                 raise VerifyException(
                     f"{where}: tied_to {sym(target_name)}, which is itself tied to another weight"
                 )
-            if not _shapes_equal(self.shape_dims, target.shape_dims, info.symbols):
+            if not shapes_equal(self.shape_dims, target.shape_dims, info.symbols):
                 raise VerifyException(
-                    f"{where}: shape {_dims_text(self.shape_dims)} differs from the shape "
-                    f"{_dims_text(target.shape_dims)} of tied_to {sym(target_name)}"
+                    f"{where}: shape {dims_text(self.shape_dims)} differs from the shape "
+                    f"{dims_text(target.shape_dims)} of tied_to {sym(target_name)}"
                 )
-        if hf_dims is not None:
-            packed = list(hf_dims)
-            if self.slice is not None:
-                axis, start, stop = self.slice_spec or (0, "0", "0")
-                a = try_evaluate_dim(start, info.symbols)
-                b = try_evaluate_dim(stop, info.symbols)
-                n = try_evaluate_dim(hf_dims[axis], info.symbols)
-                if a is not None and b is not None:
-                    if not (0 <= a < b) or (n is not None and b > n):
-                        raise VerifyException(
-                            f"{where}: slice({axis}, {start}, {stop}) is empty or exceeds hf "
-                            f"dim {hf_dims[axis]}"
-                        )
-                    packed[axis] = str(b - a)
-                else:
-                    packed[axis] = f"({stop})-({start})"
-            if self.transpose is not None:
-                if len(packed) != 2:
-                    raise VerifyException(
-                        f"{where}: transpose needs a 2-D hf tensor, got rank {len(packed)}"
-                    )
-                packed.reverse()
-            if not _shapes_equal(self.shape_dims, packed, info.symbols):
-                raise VerifyException(
-                    f"{where}: hf shape {_dims_text(hf_dims)} with its slice/transpose does not "
-                    f"give the declared shape {_dims_text(self.shape_dims)}"
-                )
-        elif self.transpose is not None and len(self.shape_dims) != 2:
-            raise VerifyException(f"{where}: transpose needs a 2-D weight")
+        mapping.verify_shape(where, self.shape_dims, info.symbols)
 
     # Hand-written parse/print (one of the three left in the dialects): the checkpoint
     # mapping is a small language of optional, ordered clauses with their own
     # arguments (``hf "name" [dims] slice(axis, start, stop) transpose``, ``gguf``,
-    # ``tied_to``), whose dims the declarative format could only spell as nested
-    # attributes: the text would no longer read like the mapping it describes.
+    # ``tied_to``; parsed and printed in dialects/weight_map.py), whose dims the
+    # declarative format could only spell as nested attributes: the text would no
+    # longer read like the mapping it describes.
     @classmethod
     def parse(cls, parser: Parser) -> WeightOp:
-        props: dict[str, Attribute] = {"sym_name": parser.parse_symbol_name()}
+        name = parser.parse_symbol_name().data
         parser.parse_punctuation(":")
-        props["shape"] = _dims_attr(tuple(_parse_dim_list(parser)))
-        props["dtype"] = _str_attr(_parse_dtype(parser))
-        if parser.parse_optional_keyword("hf") is not None:
-            props["hf"] = StringAttr(parser.parse_str_literal(" (the HF tensor name)"))
-            if parser.parse_optional_punctuation("[") is not None:
-                dims = [parse_dim_expr(parser)]
-                while parser.parse_optional_punctuation(",") is not None:
-                    dims.append(parse_dim_expr(parser))
-                parser.parse_punctuation("]")
-                props["hf_shape"] = _dims_attr(tuple(dims))
-            if parser.parse_optional_keyword("slice") is not None:
-                parser.parse_punctuation("(")
-                axis = parser.parse_integer(allow_boolean=False, allow_negative=False)
-                parser.parse_punctuation(",")
-                start = parse_dim_expr(parser)
-                parser.parse_punctuation(",")
-                stop = parse_dim_expr(parser)
-                parser.parse_punctuation(")")
-                props["slice"] = ArrayAttr(
-                    [StringAttr(str(axis)), StringAttr(start), StringAttr(stop)]
-                )
-            if parser.parse_optional_keyword("transpose") is not None:
-                props["transpose"] = UnitAttr()
-        if parser.parse_optional_keyword("gguf") is not None:
-            props["gguf"] = StringAttr(parser.parse_str_literal(" (the GGUF tensor name)"))
-        if parser.parse_optional_keyword("tied_to") is not None:
-            props["tied_to"] = SymbolRefAttr(parser.parse_symbol_name())
+        shape = tuple(_parse_dim_list(parser))
+        dtype = _parse_dtype(parser)
+        props = _weight_props(name, shape, dtype, parse_weight_map(parser))
         attrs = _parse_extra_attrs(parser)
         return cls.create(properties=props, attributes=attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_symbol_name(self.sym_name.data)
-        printer.print_string(" : " + _dims_text(self.shape_dims) + " " + self.dtype.data)
-        if self.hf is not None:
-            printer.print_string(" hf ")
-            printer.print_string_literal(self.hf.data)
-            if self.hf_shape is not None:
-                printer.print_string(" " + _dims_text(self.hf_dims or ()))
-            if self.slice is not None:
-                printer.print_string(" slice(" + ", ".join(d.data for d in self.slice.data) + ")")
-            if self.transpose is not None:
-                printer.print_string(" transpose")
-        if self.gguf is not None:
-            printer.print_string(" gguf ")
-            printer.print_string_literal(self.gguf.data)
-        if self.tied_to is not None:
-            printer.print_string(" tied_to ")
-            printer.print_symbol_name(self.tied_to.root_reference.data)
+        printer.print_string(" : " + dims_text(self.shape_dims) + " " + self.dtype.data)
+        print_weight_map(printer, self.mapping)
         _print_extra_attrs(printer, self)
+
+
+def _weight_props(
+    name: str, shape: tuple[str, ...], dtype: str, mapping: WeightMap
+) -> dict[str, Attribute]:
+    """``graph.weight``'s properties: its name, canonical shape and dtype, and its mapping."""
+    props: dict[str, Attribute] = {
+        "sym_name": StringAttr(name),
+        "shape": _dims_attr(shape),
+        "dtype": _str_attr(dtype),
+    }
+    if mapping.hf is not None:
+        props["hf"] = StringAttr(mapping.hf)
+    if mapping.hf_shape is not None:
+        props["hf_shape"] = _dims_attr(mapping.hf_shape)
+    if mapping.slice is not None:
+        props["slice"] = ArrayAttr([StringAttr(t) for t in mapping.slice])
+    if mapping.transpose:
+        props["transpose"] = UnitAttr()
+    if mapping.gguf is not None:
+        props["gguf"] = StringAttr(mapping.gguf)
+    if mapping.tied_to is not None:
+        props["tied_to"] = SymbolRefAttr(mapping.tied_to)
+    return props
 
 
 # --------------------------------------------------------------------------- sections
@@ -1213,10 +1125,10 @@ class ComputeOp(IRDLOperation):
         if w is None:
             return
         dims = w.shape_dims
-        wref = f"weight {sym(w.weight_name)} {_dims_text(dims)}"
+        wref = f"weight {sym(w.weight_name)} {dims_text(dims)}"
         if axis >= len(dims):
             raise VerifyException(f"{self.name}: {wref} has no dim {axis}")
-        if not _dims_equal(dims[axis], dim, symbols):
+        if not dims_equal(dims[axis], dim, symbols):
             raise VerifyException(
                 f"{self.name}: {what} is {dim} but dim {axis} of {wref} is {dims[axis]}"
             )
@@ -1226,9 +1138,9 @@ class ComputeOp(IRDLOperation):
     ) -> None:
         if w is None:
             return
-        if not _shapes_equal(w.shape_dims, (dim,), symbols):
+        if not shapes_equal(w.shape_dims, (dim,), symbols):
             raise VerifyException(
-                f"{self.name}: {role} {sym(w.weight_name)} has shape {_dims_text(w.shape_dims)}, "
+                f"{self.name}: {role} {sym(w.weight_name)} has shape {dims_text(w.shape_dims)}, "
                 f"expected [{dim}]"
             )
 
@@ -1361,7 +1273,7 @@ class LinearOp(ComputeOp):
         tin, tout = self._in_type(0), self._out_type(0)
         k = self._last(tin, "operand")
         n = self._last(tout, "result")
-        if not _shapes_equal(tin.dims[:-1], tout.dims[:-1], symbols):
+        if not shapes_equal(tin.dims[:-1], tout.dims[:-1], symbols):
             raise VerifyException(
                 f"graph.linear: leading dims of operand {tin} and result {tout} differ"
             )
@@ -1506,14 +1418,14 @@ class _MatmulLike(ComputeOp):
             raise VerifyException(
                 f"{self.name}: expects a [.., K] x b [K, N] -> c [.., N], got {a}, {b} -> {c}"
             )
-        if not _dims_equal(a.dims[-1], b.dims[0], symbols):
+        if not dims_equal(a.dims[-1], b.dims[0], symbols):
             raise VerifyException(
                 f"{self.name}: inner dims differ: {a.dims[-1]} (a) vs {b.dims[0]} (b)"
             )
         expected = (*a.dims[:-1], b.dims[1])
-        if not _shapes_equal(c.dims, expected, symbols):
+        if not shapes_equal(c.dims, expected, symbols):
             raise VerifyException(
-                f"{self.name}: result shape {_dims_text(c.dims)}, expected {_dims_text(expected)}"
+                f"{self.name}: result shape {dims_text(c.dims)}, expected {dims_text(expected)}"
             )
 
 

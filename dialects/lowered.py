@@ -30,6 +30,16 @@ Example::
 Calls are checked against the declaration they name, never against the global
 kernel registry (``ckir.registry`` only provides the spec type and constraint
 language).  See docs/dialects/lowered.md.
+
+Why one file of ~1.5k lines: it follows xDSL's layout, one module per dialect
+(``xdsl.dialects.arith`` ...), whose ``Lowered`` dialect object registers every
+op and attribute, and the ops share the module's private symbol-table cache
+(``_table``: the buffers, views, kernels and programs of a model or program, by
+name) that a split would have to make public.  It holds, in order: the
+attributes (``!lowered.buf``, ``#lowered.rt``, the kernel-operand attribute,
+``#lowered.origin``); the symbol tables; ``lowered.model`` and
+``lowered.program``; ``lowered.buffer`` and ``lowered.view``; ``lowered.kernel``
+declarations; ``lowered.call``; the ``Lowered`` dialect.
 """
 
 from __future__ import annotations
