@@ -440,50 +440,12 @@ static void ref_gemm_q4(const float *x, const uint8_t *w, const float *bias, flo
 
 /* ---- public kernels ------------------------------------------------------------ */
 
-void ckir_gemv_q4_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {
-  gemv_q4_impl(x, w, NULL, y, N, K, 0);
-}
-void ckir_gemv_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
-                         int64_t K) {
-  gemv_q4_impl(x, w, b, y, N, K, 0);
-}
-void ckir_gemv_q4_1(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {
-  gemv_q4_impl(x, w, NULL, y, N, K, 1);
-}
-void ckir_gemv_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
-                         int64_t K) {
-  gemv_q4_impl(x, w, b, y, N, K, 1);
-}
-
-void ckir_gemm_q4_0(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
-                    int64_t K) {
-  ckir_internal_wgemm(x, w, q4_0_wrow, NULL, y, M, N, K);
-}
-void ckir_gemm_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
-                         int64_t N, int64_t K) {
-  ckir_internal_wgemm(x, w, q4_0_wrow, b, y, M, N, K);
-}
-void ckir_gemm_q4_1(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
-                    int64_t K) {
-  ckir_internal_wgemm(x, w, q4_1_wrow, NULL, y, M, N, K);
-}
-void ckir_gemm_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
-                         int64_t N, int64_t K) {
-  ckir_internal_wgemm(x, w, q4_1_wrow, b, y, M, N, K);
-}
-
-void ckir_embed_q4_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
-                     int64_t E) {
-  const int64_t nb = E / CKIR_QK;
-#pragma omp parallel for schedule(static) if (T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)
-  for (int64_t t = 0; t < T; t++) q4_0_deq(table + (int64_t)tokens[t] * nb * B40, nb, out + t * E);
-}
-void ckir_embed_q4_1(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
-                     int64_t E) {
-  const int64_t nb = E / CKIR_QK;
-#pragma omp parallel for schedule(static) if (T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)
-  for (int64_t t = 0; t < T; t++) q4_1_deq(table + (int64_t)tokens[t] * nb * B41, nb, out + t * E);
-}
+CKIR_GEMV_PAIR(q4_0, uint8_t, gemv_q4_impl(x, w, b, y, N, K, 0))
+CKIR_GEMV_PAIR(q4_1, uint8_t, gemv_q4_impl(x, w, b, y, N, K, 1))
+CKIR_GEMM_PAIR(q4_0, uint8_t, ckir_internal_wgemm(x, w, q4_0_wrow, b, y, M, N, K))
+CKIR_GEMM_PAIR(q4_1, uint8_t, ckir_internal_wgemm(x, w, q4_1_wrow, b, y, M, N, K))
+CKIR_EMBED_BLOCKS(q4_0, q4_0_deq, B40)
+CKIR_EMBED_BLOCKS(q4_1, q4_1_deq, B41)
 
 /* ---- reference twins ------------------------------------------------------------ */
 
