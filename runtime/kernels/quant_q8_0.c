@@ -55,15 +55,7 @@ static void q8_0_deq_ref(const uint8_t *blocks, int64_t nb, float *dst) {
   }
 }
 
-static void q8_0_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc, float *dst) {
-  const uint8_t *row = (const uint8_t *)w + n * (K / CKIR_QK * BLK);
-  q8_0_deq(row + k0 / CKIR_QK * BLK, kc / CKIR_QK, dst);
-}
-
-ckir_wread ckir_internal_wread_q8_0(int64_t M, int64_t K) {
-  (void)K;
-  return ckir_internal_wread_rows(M, q8_0_wrow);
-}
+CKIR_BLOCK_ROWS(q8_0, q8_0_deq, BLK)
 
 /* ---- gemv ---------------------------------------------------------------- */
 
