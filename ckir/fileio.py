@@ -1,10 +1,12 @@
-"""Writing files so that a reader never sees a partial one."""
+"""Files: writing them so that a reader never sees a partial one, checking that a path is
+a regular file, reading a JSON object with one-line errors."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def write_text_atomically(path: Path, text: str) -> None:
@@ -43,3 +45,20 @@ def regular_file(path: Path, what: str) -> Path:
             f"{what} {path}: not a regular file (a FIFO, socket or device); refusing to read it"
         )
     return path
+
+
+def read_json_object(path: Path, shown: str | None = None) -> dict[str, Any]:
+    """The JSON object in ``path``, or a one-line CkirError naming it as ``shown`` (the
+    path itself by default) when it cannot be read, is not JSON or is not an object."""
+    import json
+
+    from ckir.errors import CkirError, one_line
+
+    name = str(path) if shown is None else shown
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CkirError(f"{name}: not valid JSON ({one_line(err)})") from None
+    if not isinstance(data, dict):
+        raise CkirError(f"{name}: expected a JSON object")
+    return data

@@ -27,6 +27,7 @@ with one line naming the file, the template, and the key or op.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ckir.errors import CkirError
@@ -124,17 +125,31 @@ def select_template(
         raise CkirError(f"template '{name}' not found in {display_path(d)} (templates: {known})")
     if not model_type:
         raise CkirError(f"{config_name}: no 'model_type'; pass a template explicitly")
-    templates = list_templates(d)
-    matches = [t for t in templates if model_type in t.model_types]
+    return _the_server(
+        list_templates(d), lambda t: t.model_types, "model_type", model_type, config_name, d
+    )
+
+
+def _the_server(
+    templates: list[Template],
+    serves: Callable[[Template], Iterable[str]],
+    kind: str,
+    key: str,
+    source: str,
+    d: Path,
+) -> Template:
+    """The one template of ``templates`` (found in ``d``) whose ``serves(t)`` holds ``key``
+    (a ``kind``: model_type, GGUF architecture), else a CkirError naming ``source``."""
+    what = f"{kind} '{key}'"
+    matches = [t for t in templates if key in serves(t)]
     if not matches:
-        served = ", ".join(sorted({m for t in templates for m in t.model_types})) or "none"
+        served = ", ".join(sorted({k for t in templates for k in serves(t)})) or "none"
         raise CkirError(
-            f"{config_name}: model_type '{model_type}' is not served by any template in "
-            f"{display_path(d)} (served: {served}); pass a template explicitly"
+            f"{source}: {what} is not served by any template in {display_path(d)} "
+            f"(served: {served}); pass a template explicitly"
         )
     if len(matches) > 1:
-        names = ", ".join(t.file for t in matches)
-        raise CkirError(f"{config_name}: model_type '{model_type}' is served by {names}")
+        raise CkirError(f"{source}: {what} is served by {', '.join(t.file for t in matches)}")
     return matches[0]
 
 
@@ -153,21 +168,14 @@ def select_gguf_template(
     else:
         if not architecture:
             raise CkirError(f"{source_name}: no 'general.architecture'; pass a template explicitly")
-        templates = [t for t in list_templates(d) if t.gguf is not None]
-        matches = [t for t in templates if architecture in t.gguf.architectures]  # type: ignore[union-attr]
-        if not matches:
-            served = sorted({a for t in templates for a in t.gguf.architectures})  # type: ignore[union-attr]
-            raise CkirError(
-                f"{source_name}: GGUF architecture '{architecture}' is not served by any template "
-                f"in {display_path(d)} (served: {', '.join(served) or 'none'}); "
-                "pass a template explicitly"
-            )
-        if len(matches) > 1:
-            names = ", ".join(t.file for t in matches)
-            raise CkirError(
-                f"{source_name}: GGUF architecture '{architecture}' is served by {names}"
-            )
-        tpl = matches[0]
+        tpl = _the_server(
+            list_templates(d),
+            lambda t: t.gguf.architectures if t.gguf is not None else (),
+            "GGUF architecture",
+            architecture,
+            source_name,
+            d,
+        )
     if tpl.gguf is None:
         raise CkirError(
             f"{source_name}: template {tpl.name} has no gguf: block ({tpl.file}); "

@@ -14,7 +14,7 @@ loader adds the file and key (docs/templates.md).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,21 +146,20 @@ def parse_condition(value: object, names: Mapping[str, str]) -> Condition:
     def fail(msg: str) -> TemplateError:
         return TemplateError(f"bad condition '{text}': {msg}")
 
-    def or_expr() -> tuple:
+    def chain(kw: str, operand: Callable[[], tuple]) -> tuple:
+        """``operand (kw operand)*``: the lone operand, or ``(kw, operands)``."""
         nonlocal i
-        parts = [and_expr()]
-        while peek() == ("kw", "or"):
+        parts = [operand()]
+        while peek() == ("kw", kw):
             i += 1
-            parts.append(and_expr())
-        return parts[0] if len(parts) == 1 else ("or", tuple(parts))
+            parts.append(operand())
+        return parts[0] if len(parts) == 1 else (kw, tuple(parts))
+
+    def or_expr() -> tuple:
+        return chain("or", and_expr)
 
     def and_expr() -> tuple:
-        nonlocal i
-        parts = [not_expr()]
-        while peek() == ("kw", "and"):
-            i += 1
-            parts.append(not_expr())
-        return parts[0] if len(parts) == 1 else ("and", tuple(parts))
+        return chain("and", not_expr)
 
     def not_expr() -> tuple:
         nonlocal i

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ckir.errors import CkirError, one_line
+from ckir.fileio import read_json_object
 
 # GGUF token types (tokenizer.ggml.token_type)
 TOKEN_NORMAL = 1
@@ -453,15 +454,7 @@ def _set_post_processor(
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CkirError(f"{path}: not valid JSON ({one_line(err)})") from None
-    if not isinstance(data, dict):
-        raise CkirError(f"{path}: expected a JSON object")
-    return data
+    return read_json_object(path) if path.is_file() else None
 
 
 def _token_text(value: Any) -> str | None:

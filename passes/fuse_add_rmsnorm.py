@@ -26,10 +26,9 @@ class FuseAddRmsnorm(FusionPattern):
 
     def fuse(self, call: lw.CallOp, rewriter: PatternRewriter) -> bool:
         view = self.view
-        if view.kind(call) != "rmsnorm" or len(call.in_names) != 2 or len(call.out_names) != 1:
+        if (names := view.operands(call, "rmsnorm", 2, 1)) is None:
             return False
-        s, gamma = call.in_names
-        (h,) = call.out_names
+        (s, gamma), (h,) = names
         add = view.last_writer_before(call, view.root(s))
         if add is None or view.kind(add) != "add" or add.out_names != (s,):
             return False

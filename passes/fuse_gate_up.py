@@ -30,10 +30,9 @@ class FuseGateUp(FusionPattern):
 
     def fuse(self, call: lw.CallOp, rewriter: PatternRewriter) -> bool:
         view = self.view
-        if view.kind(call) != "swiglu" or len(call.in_names) != 2 or len(call.out_names) != 1:
+        if (names := view.operands(call, "swiglu", 2, 1)) is None:
             return False
-        g_name, u_name = call.in_names
-        (out,) = call.out_names
+        (g_name, u_name), (out,) = names
         g_root, u_root = view.root(g_name), view.root(u_name)
         if g_root == u_root or view.root(out) in (g_root, u_root):
             return False

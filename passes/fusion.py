@@ -119,6 +119,15 @@ class ProgramView:
         decl = self.decl(call)
         return decl.kind_name if decl is not None else None
 
+    def operands(
+        self, call: lw.CallOp, kind: str, n_in: int, n_out: int
+    ) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """``(in_names, out_names)`` of a ``kind`` call with ``n_in`` inputs and ``n_out``
+        outputs; None for any other call."""
+        if self.kind(call) != kind or len(call.in_names) != n_in or len(call.out_names) != n_out:
+            return None
+        return call.in_names, call.out_names
+
     def position(self, call: lw.CallOp) -> int:
         return self.index[id(call)]
 

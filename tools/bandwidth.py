@@ -32,6 +32,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ckir.resources import runtime_dir
 
@@ -89,34 +90,34 @@ def _compile(out_name: str, args: list[str]) -> Path:
     return out
 
 
+_I, _I64, _D = ctypes.c_int, ctypes.c_int64, ctypes.c_double
+#: the probes' C functions (probes.c): name -> (return type, argument types)
+_PROBE_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "ckb_buffer_new": (ctypes.c_void_p, [_I64, _I]),
+    "ckb_buffer_free": (None, [ctypes.c_void_p]),
+    "ckb_read": (_D, [ctypes.c_void_p, _I64, _I, _I]),
+    "ckb_fma": (_D, [_I, _I64]),
+    "ckb_fma_flops": (_D, [_I, _I64]),
+    "ckb_bf16dot": (_D, [_I, _I64]),
+    "ckb_bf16dot_flops": (_D, [_I, _I64]),
+    "ckb_int8dot": (_D, [_I, _I64]),
+    "ckb_int8dot_ops": (_D, [_I, _I64]),
+    "ckb_int8dot_insn": (ctypes.c_char_p, []),
+    "ckb_amx": (_D, [_I, _I64, _I]),
+    "ckb_amx_ops": (_D, [_I, _I64, _I]),
+}
+
+
 @functools.cache
 def probe_library() -> ctypes.CDLL:
     """The probes' shared library (built on first use)."""
     src = bench_source_dir() / "probes.c"
     path = _compile("libckir_probes.so", [*CFLAGS, "-shared", "-fPIC", str(src)])
     lib = ctypes.CDLL(str(path))
-    lib.ckb_buffer_new.restype = ctypes.c_void_p
-    lib.ckb_buffer_new.argtypes = [ctypes.c_int64, ctypes.c_int]
-    lib.ckb_buffer_free.argtypes = [ctypes.c_void_p]
-    lib.ckb_read.restype = ctypes.c_double
-    lib.ckb_read.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int]
-    lib.ckb_fma.restype = ctypes.c_double
-    lib.ckb_fma.argtypes = [ctypes.c_int, ctypes.c_int64]
-    lib.ckb_fma_flops.restype = ctypes.c_double
-    lib.ckb_fma_flops.argtypes = [ctypes.c_int, ctypes.c_int64]
-    lib.ckb_bf16dot.restype = ctypes.c_double
-    lib.ckb_bf16dot.argtypes = [ctypes.c_int, ctypes.c_int64]
-    lib.ckb_bf16dot_flops.restype = ctypes.c_double
-    lib.ckb_bf16dot_flops.argtypes = [ctypes.c_int, ctypes.c_int64]
-    lib.ckb_int8dot.restype = ctypes.c_double
-    lib.ckb_int8dot.argtypes = [ctypes.c_int, ctypes.c_int64]
-    lib.ckb_int8dot_ops.restype = ctypes.c_double
-    lib.ckb_int8dot_ops.argtypes = [ctypes.c_int, ctypes.c_int64]
-    lib.ckb_int8dot_insn.restype = ctypes.c_char_p
-    lib.ckb_amx.restype = ctypes.c_double
-    lib.ckb_amx.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int]
-    lib.ckb_amx_ops.restype = ctypes.c_double
-    lib.ckb_amx_ops.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int]
+    for name, (restype, argtypes) in _PROBE_SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
     return lib
 
 

@@ -23,6 +23,7 @@ from ckir.backend.c_emitter import ProfiledCall, emit_c
 from ckir.cost import ModelCost
 from ckir.errors import CkirError
 from ckir.ir_io import load_module
+from ckir.tools.zoo import llama_config
 from ckir.vocab import INFERENCE_MODES, PANEL_VALUES
 
 #: what ``--modes`` takes: the inference modes, or ``train`` (alone: tools/bench_train.py)
@@ -30,36 +31,9 @@ TRAIN_MODE = "train"
 
 #: built-in shapes: (zoo architecture, HF config keys)
 SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
-    "smollm-135m": (
-        "llama",
-        dict(
-            hidden_size=576,
-            num_hidden_layers=30,
-            num_attention_heads=9,
-            num_key_value_heads=3,
-            intermediate_size=1536,
-            vocab_size=49152,
-            max_position_embeddings=2048,
-            rope_theta=10000.0,
-            rms_norm_eps=1e-5,
-            tie_word_embeddings=True,
-        ),
-    ),
-    "qwen2-0.5b": (
-        "qwen2",
-        dict(
-            hidden_size=896,
-            num_hidden_layers=24,
-            num_attention_heads=14,
-            num_key_value_heads=2,
-            intermediate_size=4864,
-            vocab_size=151936,
-            max_position_embeddings=32768,
-            rope_theta=1_000_000.0,
-            rms_norm_eps=1e-6,
-            tie_word_embeddings=True,
-        ),
-    ),
+    # llama-like: the values of zoo.LLAMA_KEYS, in order
+    "smollm-135m": ("llama", llama_config(576, 9, 3, 1536, 30, 49152, 2048, 1e4, 1e-5, True)),
+    "qwen2-0.5b": ("qwen2", llama_config(896, 14, 2, 4864, 24, 151936, 32768, 1e6, 1e-6, True)),
     "gpt2-small": (
         "gpt2",
         dict(n_embd=768, n_layer=12, n_head=12, vocab_size=50257, n_positions=1024),

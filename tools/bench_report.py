@@ -6,7 +6,7 @@ profiles) and the JSON written by ``--json``.  Part of :mod:`ckir.tools.bench`."
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,13 +128,22 @@ def render(report: Report) -> str:
     out += _render_rooflines(report)
     out += _render_compile(report)
     out += _render_rss(report)
+    out += render_tail(report, render_profile)
+    return "\n".join(out)
+
+
+def render_tail(
+    report: Report, profile: Callable[[Report, str, dict[str, Any]], list[str]]
+) -> list[str]:
+    """The end of a report, inference or training alike: each dtype's kernel profile (as
+    ``profile`` renders it), the environment and the notes."""
+    out: list[str] = []
     for dt, prof in report.profiles.items():
-        out += render_profile(report, dt, prof)
+        out += profile(report, dt, prof)
     if report.env:
         out.append("environment: " + "; ".join(f"{k}: {v}" for k, v in report.env.items()))
-    for n in report.notes:
-        out.append(f"note: {n}")
-    return "\n".join(out)
+    out += [f"note: {n}" for n in report.notes]
+    return out
 
 
 def results_table(report: Report, modes: Sequence[str]) -> str:
@@ -168,10 +177,41 @@ def results_table(report: Report, modes: Sequence[str]) -> str:
     )
 
 
+def _roofline_rows(
+    report: Report,
+    phase: str,
+    tokens: int,
+    columns: Callable[[ModelCost, float], list[str]],
+) -> list[list[str]]:
+    """One roofline row per dtype ckir ran ``phase`` in: the dtype, ``columns(cost,
+    per_token)`` (what the phase costs), then the probe, the bound, ckir's rate, its
+    throughput (per-token cost x rate) and its fraction of the bound."""
+    ck = {s.dtype: s for s in report.systems if s.name == "ckir"}
+    rows = []
+    for dt, c in report.costs.items():
+        s = ck.get(dt)
+        per_token = _per_token(report, dt, phase)
+        if s is None or per_token is None or not s.seconds.get(phase):
+            continue
+        fr = _fractions(report, s, phase)
+        r = rates(tokens, s.seconds[phase])
+        rows.append(
+            [
+                dt,
+                *columns(c, per_token),
+                fmt_num(statistics.median(s.probes[phase])),
+                fmt_num(statistics.median(_bounds(report, s, phase))),
+                fmt_num(statistics.median(r)),
+                fmt_num(statistics.median(r) * per_token / 1e9),
+                f"{statistics.median(fr):.2f} ({fmt_range(fr)})",
+            ]
+        )
+    return rows
+
+
 def _render_rooflines(report: Report) -> list[str]:
     a = report.args
     out: list[str] = []
-    ck = {s.dtype: s for s in report.systems if s.name == "ckir"}
     mean_rows = a["context"] + (a["decode_tokens"] + 1) / 2
     if report.bandwidth:
         bw = report.bandwidth
@@ -186,27 +226,16 @@ def _render_rooflines(report: Report) -> list[str]:
             f"per run."
         )
         out.append("")
-        rows = []
-        for dt, cost in report.costs.items():
-            s = ck.get(dt)
-            per_token = _per_token(report, dt, "decode")
-            if s is None or per_token is None or not s.seconds.get("decode"):
-                continue
-            fr = _fractions(report, s, "decode")
-            kv = cost.kv_bytes_per_position * mean_rows
-            r = rates(a["decode_tokens"], s.seconds["decode"])
-            rows.append(
-                [
-                    dt,
-                    f"{per_token / 1e6:.1f}",
-                    f"{cost.decode_weight_bytes / 1e6:.1f} + {kv / 1e6:.2f}",
-                    fmt_num(statistics.median(s.probes["decode"])),
-                    fmt_num(statistics.median(_bounds(report, s, "decode"))),
-                    fmt_num(statistics.median(r)),
-                    fmt_num(statistics.median(r) * per_token / 1e9),
-                    f"{statistics.median(fr):.2f} ({fmt_range(fr)})",
-                ]
-            )
+        rows = _roofline_rows(
+            report,
+            "decode",
+            a["decode_tokens"],
+            lambda c, per_token: [
+                f"{per_token / 1e6:.1f}",
+                f"{c.decode_weight_bytes / 1e6:.1f} + "
+                f"{c.kv_bytes_per_position * mean_rows / 1e6:.2f}",
+            ],
+        )
         head = [
             "dtype",
             "MB/token",
@@ -266,27 +295,16 @@ def _render_rooflines(report: Report) -> list[str]:
                 "line): its bf16 / q8_0 / q4_0 / q4_1 rows are no speed of this machine."
             )
         out.append("")
-        rows = []
         T = a["prompt_tokens"]
-        for dt, cost in report.costs.items():
-            s = ck.get(dt)
-            per_token = _per_token(report, dt, "prefill")
-            if s is None or per_token is None or not s.seconds.get("prefill"):
-                continue
-            fr = _fractions(report, s, "prefill")
-            r = rates(T, s.seconds["prefill"])
-            rows.append(
-                [
-                    dt,
-                    f"{cost.prefill_flops(T) / 1e9:.2f}",
-                    f"{cost.prefill_params / 1e6:.1f}",
-                    fmt_num(statistics.median(s.probes["prefill"])),
-                    fmt_num(statistics.median(_bounds(report, s, "prefill"))),
-                    fmt_num(statistics.median(r)),
-                    fmt_num(statistics.median(r) * per_token / 1e9),
-                    f"{statistics.median(fr):.2f} ({fmt_range(fr)})",
-                ]
-            )
+        rows = _roofline_rows(
+            report,
+            "prefill",
+            T,
+            lambda c, _per_token: [
+                f"{c.prefill_flops(T) / 1e9:.2f}",
+                f"{c.prefill_params / 1e6:.1f}",
+            ],
+        )
         head = [
             "dtype",
             f"GFLOP / {T}-token prefill",

@@ -51,11 +51,37 @@ class Runner:
         raise NotImplementedError
 
 
-class CkirRunner(Runner):
+class StatefulRunner(Runner):
+    """A runner over a model that keeps its own KV state, timed the same way for every
+    such system: ``_reset()`` empties the state, ``_feed(tokens)`` runs a prompt,
+    ``_step(token)`` one decode step (bound in ``__init__``: no extra call per step)."""
+
+    _reset: Callable[[], Any]
+    _feed: Callable[[list[int]], Any]
+    _step: Callable[[int], Any]
+
+    def prefill(self, tokens: list[int]) -> float:
+        self._reset()
+        t0 = time.perf_counter()
+        self._feed(tokens)
+        return time.perf_counter() - t0
+
+    def decode(self, context: list[int], tokens: list[int]) -> float:
+        self._reset()
+        self._feed(context)
+        step = self._step
+        t0 = time.perf_counter()
+        for tok in tokens:
+            step(tok)
+        return time.perf_counter() - t0
+
+
+class CkirRunner(StatefulRunner):
     def __init__(self, build: str, threads: int) -> None:
         from ckir.model import load
 
         self.m = load(build)
+        self._reset, self._feed, self._step = self.m.reset, self.m.prefill, self.m.decode
         lib = self.m._lib
         lib.ckir_set_num_threads.argtypes = [ctypes.c_int]
         lib.ckir_set_num_threads(threads)
@@ -80,20 +106,6 @@ class CkirRunner(Runner):
             lib.ckir_profile_n.restype = ctypes.c_longlong
             lib.ckir_profile_times.restype = ctypes.POINTER(ctypes.c_double)
             lib.ckir_profile_counts.restype = ctypes.POINTER(ctypes.c_longlong)
-
-    def prefill(self, tokens: list[int]) -> float:
-        self.m.reset()
-        t0 = time.perf_counter()
-        self.m.prefill(tokens)
-        return time.perf_counter() - t0
-
-    def decode(self, context: list[int], tokens: list[int]) -> float:
-        self.m.reset()
-        self.m.prefill(context)
-        t0 = time.perf_counter()
-        for tok in tokens:
-            self.m.decode(tok)
-        return time.perf_counter() - t0
 
     def sample(self, tokens: list[int], stride: int) -> list[float]:
         self.m.reset()
@@ -246,7 +258,7 @@ class OrtRunner(Runner):
 NO_REPACK_PARAM = "use_extra_bufts"
 
 
-class LlamaCppRunner(Runner):
+class LlamaCppRunner(StatefulRunner):
     """llama.cpp through llama-cpp-python.  ``no_repack``: load with ``use_extra_bufts=False``
     (the worker spec key ``"no_repack": true``, the fallback of a worker that died with the
     repacked weights)."""
@@ -272,6 +284,8 @@ class LlamaCppRunner(Runner):
             if no_repack:
                 params |= stack.enter_context(_without_repacking(llama_cpp))
             self.llm = llama_cpp.Llama(**params)
+        llm = self.llm
+        self._reset, self._feed, self._step = llm.reset, llm.eval, lambda tok: llm.eval([tok])
         model_params = getattr(self.llm, "model_params", None)
         if no_repack and getattr(model_params, NO_REPACK_PARAM, False):
             raise BaselineUnavailable(
@@ -294,20 +308,6 @@ class LlamaCppRunner(Runner):
             "isa": f"{' '.join(features) or text.strip()}; {repack}",
             "repack": not no_repack,
         }
-
-    def prefill(self, tokens: list[int]) -> float:
-        self.llm.reset()
-        t0 = time.perf_counter()
-        self.llm.eval(tokens)
-        return time.perf_counter() - t0
-
-    def decode(self, context: list[int], tokens: list[int]) -> float:
-        self.llm.reset()
-        self.llm.eval(context)
-        t0 = time.perf_counter()
-        for tok in tokens:
-            self.llm.eval([tok])
-        return time.perf_counter() - t0
 
     def sample(self, tokens: list[int], stride: int) -> list[float]:
         self.llm.reset()

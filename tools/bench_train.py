@@ -61,6 +61,7 @@ from ckir.tools.bench import (
     markdown_table,
     rates,
 )
+from ckir.tools.bench_report import render_tail
 
 #: the training build's modes: the backward program (and with it the optimize program)
 TRAIN_BUILD_MODES = ("backward",)
@@ -412,12 +413,7 @@ def render(report: Report) -> str:
     out += _render_layout(report)
     out += _render_rss(report)
     out += bench._render_compile(report)
-    for dt, prof in report.profiles.items():
-        out += render_profile(report, dt, prof)
-    if report.env:
-        out.append("environment: " + "; ".join(f"{k}: {v}" for k, v in report.env.items()))
-    for n in report.notes:
-        out.append(f"note: {n}")
+    out += render_tail(report, render_profile)
     return "\n".join(out)
 
 

@@ -28,50 +28,36 @@ from typing import Any
 
 ARCHES = ("llama", "mistral", "qwen2", "gpt2")
 
+#: the config keys of the llama-like architectures (llama, mistral, qwen2) in the order
+#: :func:`llama_config` takes their values
+LLAMA_KEYS = (
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "intermediate_size",
+    "num_hidden_layers",
+    "vocab_size",
+    "max_position_embeddings",
+    "rope_theta",
+    "rms_norm_eps",
+    "tie_word_embeddings",
+)
+
+
+def llama_config(*values: Any, **extra: Any) -> dict[str, Any]:
+    """A llama-like HF config from the values of :data:`LLAMA_KEYS` (all of them, in
+    order) and ``extra`` keys."""
+    return {**dict(zip(LLAMA_KEYS, values, strict=True)), **extra}
+
+
+_TOKENS = dict(bos_token_id=1, eos_token_id=2)
+_LLAMA = llama_config(64, 4, 2, 172, 2, 256, 128, 10000.0, 1e-5, False, **_TOKENS)
+
 _DEFAULTS: dict[str, dict[str, Any]] = {
-    "llama": dict(
-        hidden_size=64,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=172,
-        num_hidden_layers=2,
-        vocab_size=256,
-        max_position_embeddings=128,
-        rope_theta=10000.0,
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=False,
-        bos_token_id=1,
-        eos_token_id=2,
-    ),
-    "mistral": dict(
-        hidden_size=64,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=172,
-        num_hidden_layers=2,
-        vocab_size=256,
-        max_position_embeddings=128,
-        rope_theta=10000.0,
-        rms_norm_eps=1e-5,
-        sliding_window=None,
-        tie_word_embeddings=False,
-        bos_token_id=1,
-        eos_token_id=2,
-    ),
-    "qwen2": dict(
-        hidden_size=64,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=172,
-        num_hidden_layers=2,
-        vocab_size=256,
-        max_position_embeddings=128,
-        rope_theta=1_000_000.0,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
-        use_sliding_window=False,
-        bos_token_id=1,
-        eos_token_id=2,
+    "llama": _LLAMA,
+    "mistral": {**_LLAMA, "sliding_window": None},
+    "qwen2": llama_config(
+        64, 4, 2, 172, 2, 256, 128, 1_000_000.0, 1e-6, True, use_sliding_window=False, **_TOKENS
     ),
     "gpt2": dict(
         n_embd=64,

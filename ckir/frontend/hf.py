@@ -10,7 +10,6 @@ supported dtype, reports unmapped tensors, and builds the graph module.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 from xdsl.dialects.builtin import ModuleOp
 
 from ckir.errors import CkirError
+from ckir.fileio import read_json_object
 from ckir.frontend.build_graph import ResolvedWeight, build_graph
 from ckir.frontend.safetensors_header import TensorInfo, read_checkpoint_header
 from ckir.template import ModelSpec, Template, WeightSpec, display_path, select_template
@@ -40,13 +40,7 @@ def read_config(model_dir: Path) -> tuple[dict, Path]:
     path = model_dir / "config.json"
     if not path.is_file():
         raise CkirError(f"{display_path(path)}: not found (is {model_dir} a HF checkpoint folder?)")
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CkirError(f"{display_path(path)}: not valid JSON: {e}") from None
-    if not isinstance(config, dict):
-        raise CkirError(f"{display_path(path)}: expected a JSON object")
-    return config, path
+    return read_json_object(path, display_path(path)), path
 
 
 def _ignore_regex(patterns: tuple[str, ...]) -> re.Pattern[str] | None:

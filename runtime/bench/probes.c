@@ -153,6 +153,16 @@ double ckb_fma_flops(int threads, int64_t iters) {
 #define CKB_CHAINS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 #endif
 
+/* CKB_ACC independent chains: INIT(j) declares chain j, STEP(j) advances it, iters
+ * times; then s, a VEC from ZERO, gathers them with SUM(j) */
+#define CKB_RUN_CHAINS(INIT, STEP, VEC, ZERO, SUM) \
+  CKB_CHAINS(INIT)                                  \
+  for (int64_t i = 0; i < iters; i++) {             \
+    CKB_CHAINS(STEP)                                \
+  }                                                 \
+  VEC s = ZERO;                                     \
+  CKB_CHAINS(SUM)
+
 double ckb_fma(int threads, int64_t iters) {
   float total = 0.0f;
   double t0 = now();
@@ -174,12 +184,7 @@ double ckb_fma(int threads, int64_t iters) {
 #define CKB_INIT(j) CKB_VEC c##j = CKB_SET1(1.0f + (float)(j));
 #define CKB_STEP(j) c##j = CKB_FMA(c##j, a, b);
 #define CKB_SUM(j) s = CKB_ADD(s, c##j);
-    CKB_CHAINS(CKB_INIT)
-    for (int64_t i = 0; i < iters; i++) {
-      CKB_CHAINS(CKB_STEP)
-    }
-    CKB_VEC s = CKB_SET1(0.0f);
-    CKB_CHAINS(CKB_SUM)
+    CKB_RUN_CHAINS(CKB_INIT, CKB_STEP, CKB_VEC, CKB_SET1(0.0f), CKB_SUM)
     float lanes[sizeof(CKB_VEC) / sizeof(float)];
     memcpy(lanes, &s, sizeof lanes);
     for (size_t j = 0; j < sizeof lanes / sizeof(float); j++) total += lanes[j];
@@ -213,12 +218,7 @@ double ckb_bf16dot(int threads, int64_t iters) {
 #define CKB_DINIT(j) __m512 d##j = _mm512_set1_ps((float)(j));
 #define CKB_DSTEP(j) d##j = _mm512_dpbf16_ps(d##j, a, b);
 #define CKB_DSUM(j) s = _mm512_add_ps(s, d##j);
-    CKB_CHAINS(CKB_DINIT)
-    for (int64_t i = 0; i < iters; i++) {
-      CKB_CHAINS(CKB_DSTEP)
-    }
-    __m512 s = _mm512_setzero_ps();
-    CKB_CHAINS(CKB_DSUM)
+    CKB_RUN_CHAINS(CKB_DINIT, CKB_DSTEP, __m512, _mm512_setzero_ps(), CKB_DSUM)
     total += _mm512_reduce_add_ps(s);
   }
   double dt = now() - t0;
@@ -284,12 +284,7 @@ double ckb_int8dot(int threads, int64_t iters) {
 #define CKB_WINIT(j) CKB_MVEC w##j = CKB_MSET1((short)(j + 1));
 #define CKB_WSTEP(j) w##j = CKB_MADDUBS(w##j, b);
 #define CKB_WSUM(j) s = CKB_MADD16(s, w##j);
-    CKB_CHAINS(CKB_WINIT)
-    for (int64_t i = 0; i < iters; i++) {
-      CKB_CHAINS(CKB_WSTEP)
-    }
-    CKB_MVEC s = CKB_MSET1(0);
-    CKB_CHAINS(CKB_WSUM)
+    CKB_RUN_CHAINS(CKB_WINIT, CKB_WSTEP, CKB_MVEC, CKB_MSET1(0), CKB_WSUM)
     int16_t lanes[sizeof(CKB_MVEC) / 2];
     memcpy(lanes, &s, sizeof lanes);
     for (size_t j = 0; j < sizeof lanes / 2; j++) total += lanes[j];
@@ -307,12 +302,7 @@ double ckb_int8dot(int threads, int64_t iters) {
 #define CKB_IINIT(j) __m512i i##j = _mm512_set1_epi32(j);
 #define CKB_ISTEP(j) i##j = _mm512_dpbusd_epi32(i##j, a, b);
 #define CKB_ISUM(j) s = _mm512_add_epi32(s, i##j);
-    CKB_CHAINS(CKB_IINIT)
-    for (int64_t i = 0; i < iters; i++) {
-      CKB_CHAINS(CKB_ISTEP)
-    }
-    __m512i s = _mm512_setzero_si512();
-    CKB_CHAINS(CKB_ISUM)
+    CKB_RUN_CHAINS(CKB_IINIT, CKB_ISTEP, __m512i, _mm512_setzero_si512(), CKB_ISUM)
     total += _mm512_reduce_add_epi32(s);
   }
   double dt = now() - t0;

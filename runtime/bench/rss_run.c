@@ -63,21 +63,27 @@ static void *sym(void *lib, const char *name) {
   return p;
 }
 
-static int train_main(void *lib, const char *weights, int threads, int64_t T, int64_t steps,
-                      int64_t vocab, long rss0) {
+/* ckir_set_num_threads(threads), then ckir_open(weights): the model, or NULL after a
+ * message; *rss_loaded is VmRSS in between (the library loaded, nothing opened) */
+static void *open_model(void *lib, const char *weights, int threads, long *rss_loaded) {
   open_fn op = (open_fn)sym(lib, "ckir_open");
-  train_fn tr = (train_fn)sym(lib, "ckir_train_step");
-  close_fn cl = (close_fn)sym(lib, "ckir_close");
   threads_fn th = (threads_fn)sym(lib, "ckir_set_num_threads");
-  error_fn er = (error_fn)sym(lib, "ckir_error");
   th(threads);
-  long rss1 = status_kb("VmRSS:");
+  *rss_loaded = status_kb("VmRSS:");
   int err = 0;
   void *m = op(weights, &err);
-  if (!m) {
-    fprintf(stderr, "rss_run: ckir_open failed (code %d)\n", err);
-    return 2;
-  }
+  if (!m) fprintf(stderr, "rss_run: ckir_open failed (code %d)\n", err);
+  return m;
+}
+
+static int train_main(void *lib, const char *weights, int threads, int64_t T, int64_t steps,
+                      int64_t vocab, long rss0) {
+  train_fn tr = (train_fn)sym(lib, "ckir_train_step");
+  close_fn cl = (close_fn)sym(lib, "ckir_close");
+  error_fn er = (error_fn)sym(lib, "ckir_error");
+  long rss1;
+  void *m = open_model(lib, weights, threads, &rss1);
+  if (!m) return 2;
   long rss2 = status_kb("VmRSS:");
   int32_t *w = malloc(sizeof(int32_t) * (size_t)(T + 1));
   if (!w) return 2;
@@ -135,20 +141,13 @@ int main(int argc, char **argv) {
     }
     return train_main(lib, argv[2], threads, context, steps, vocab, rss0);
   }
-  open_fn op = (open_fn)sym(lib, "ckir_open");
   prefill_fn pf = (prefill_fn)sym(lib, "ckir_prefill");
   decode_fn dc = (decode_fn)sym(lib, "ckir_decode");
   close_fn cl = (close_fn)sym(lib, "ckir_close");
-  threads_fn th = (threads_fn)sym(lib, "ckir_set_num_threads");
   error_fn er = (error_fn)sym(lib, "ckir_error");
-  th(threads);
-  long rss1 = status_kb("VmRSS:");
-  int err = 0;
-  void *m = op(argv[2], &err);
-  if (!m) {
-    fprintf(stderr, "rss_run: ckir_open failed (code %d)\n", err);
-    return 2;
-  }
+  long rss1;
+  void *m = open_model(lib, argv[2], threads, &rss1);
+  if (!m) return 2;
   int32_t *tokens = malloc(sizeof(int32_t) * (size_t)(context > 0 ? context : 1));
   for (int64_t i = 0; i < context; i++) tokens[i] = (int32_t)((i * 7919 + 13) % vocab);
   double t0 = now();

@@ -72,14 +72,7 @@ static void gemv_bf16_impl(const float *x, const uint16_t *w, const float *b, fl
   });
 }
 
-void ckir_gemv_bf16(const float *x, const uint16_t *w, float *y, int64_t N, int64_t K) {
-  gemv_bf16_impl(x, w, NULL, y, N, K);
-}
-
-void ckir_gemv_bias_bf16(const float *x, const uint16_t *w, const float *b, float *y, int64_t N,
-                         int64_t K) {
-  gemv_bf16_impl(x, w, b, y, N, K);
-}
+CKIR_GEMV_PAIR(bf16, uint16_t, gemv_bf16_impl(x, w, b, y, N, K))
 
 /* ---- gemm ---------------------------------------------------------------- */
 
@@ -102,15 +95,7 @@ static void gemm_bf16_impl(const float *x, const uint16_t *w, const float *b, fl
     ckir_internal_gemm_outs(x, r, &(ckir_gemm_out){w, b, y, N}, 1, 0, M, K);
 }
 
-void ckir_gemm_bf16(const float *x, const uint16_t *w, float *y, int64_t M, int64_t N,
-                    int64_t K) {
-  gemm_bf16_impl(x, w, NULL, y, M, N, K);
-}
-
-void ckir_gemm_bias_bf16(const float *x, const uint16_t *w, const float *b, float *y, int64_t M,
-                         int64_t N, int64_t K) {
-  gemm_bf16_impl(x, w, b, y, M, N, K);
-}
+CKIR_GEMM_PAIR(bf16, uint16_t, gemm_bf16_impl(x, w, b, y, M, N, K))
 
 /* ---- embed --------------------------------------------------------------- */
 

@@ -379,4 +379,55 @@ void ckir_internal_amx_qp_panel(int mode, const int8_t *a, int64_t K, const floa
                                 int fmt, const float *b, float *y, int64_t ldy, int64_t nn);
 #endif
 
+/* ---- the public entry points of a weight dtype ---------------------------------
+ * CKIR_GEMV_PAIR / CKIR_GEMM_PAIR(D, WT, BODY) define ckir_gemv_D and
+ * ckir_gemv_bias_D (ckir_gemm_D and ckir_gemm_bias_D) for weights of type WT:
+ * both run BODY, one statement over the parameters x, w, b, y, N, K (and M),
+ * with b NULL in the plain one; CKIR_REF_GEMV_PAIR / CKIR_REF_GEMM_PAIR the
+ * same for the reference twins ckir_ref_*.  CKIR_EMBED_BLOCKS(D, DEQ, BYTES)
+ * defines ckir_embed_D for a table of CKIR_QK-value blocks of BYTES bytes: row
+ * tokens[t] (E / CKIR_QK blocks) through DEQ(blocks, nb, out) to fp32.
+ * CKIR_BLOCK_ROWS(D, DEQ, BYTES) defines the row reader of such weights for
+ * ckir_internal_wgemm (static D_wrow) and ckir_internal_wread_D. */
+#define CKIR_GEMV_PAIR_(P, D, WT, BODY)                                                    \
+  void P##gemv_##D(const float *x, const WT *w, float *y, int64_t N, int64_t K) {          \
+    const float *const b = NULL;                                                            \
+    BODY;                                                                                   \
+  }                                                                                         \
+  void P##gemv_bias_##D(const float *x, const WT *w, const float *b, float *y, int64_t N,  \
+                        int64_t K) {                                                        \
+    BODY;                                                                                   \
+  }
+#define CKIR_GEMM_PAIR_(P, D, WT, BODY)                                                    \
+  void P##gemm_##D(const float *x, const WT *w, float *y, int64_t M, int64_t N, int64_t K) { \
+    const float *const b = NULL;                                                            \
+    BODY;                                                                                   \
+  }                                                                                         \
+  void P##gemm_bias_##D(const float *x, const WT *w, const float *b, float *y, int64_t M,  \
+                        int64_t N, int64_t K) {                                             \
+    BODY;                                                                                   \
+  }
+#define CKIR_GEMV_PAIR(D, WT, BODY) CKIR_GEMV_PAIR_(ckir_, D, WT, BODY)
+#define CKIR_GEMM_PAIR(D, WT, BODY) CKIR_GEMM_PAIR_(ckir_, D, WT, BODY)
+#define CKIR_REF_GEMV_PAIR(D, WT, BODY) CKIR_GEMV_PAIR_(ckir_ref_, D, WT, BODY)
+#define CKIR_REF_GEMM_PAIR(D, WT, BODY) CKIR_GEMM_PAIR_(ckir_ref_, D, WT, BODY)
+#define CKIR_EMBED_BLOCKS(D, DEQ, BYTES)                                                   \
+  void ckir_embed_##D(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,  \
+                      int64_t E) {                                                          \
+    const int64_t nb = E / CKIR_QK;                                                         \
+    _Pragma("omp parallel for schedule(static) if (T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)") \
+    for (int64_t t = 0; t < T; t++)                                                         \
+      DEQ(table + (int64_t)tokens[t] * nb * (BYTES), nb, out + t * E);                      \
+  }
+#define CKIR_BLOCK_ROWS(D, DEQ, BYTES)                                                     \
+  static void D##_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc,        \
+                       float *dst) {                                                        \
+    const uint8_t *row = (const uint8_t *)w + n * (K / CKIR_QK * (BYTES));                  \
+    DEQ(row + k0 / CKIR_QK * (BYTES), kc / CKIR_QK, dst);                                   \
+  }                                                                                         \
+  ckir_wread ckir_internal_wread_##D(int64_t M, int64_t K) {                                \
+    (void)K;                                                                                \
+    return ckir_internal_wread_rows(M, D##_wrow);                                           \
+  }
+
 #endif /* CKIR_INTERNAL_H */

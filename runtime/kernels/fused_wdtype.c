@@ -156,15 +156,8 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
   void ckir_gemm_qkv_##D(const float *x, const WT *wq, const WT *wk, const WT *wv, float *q,    \
                          float *k, float *v, int64_t M, int64_t Nq, int64_t Nk, int64_t Nv,     \
                          int64_t K) {                                                            \
-    const uint8_t *const w[3] = {(const uint8_t *)wq, (const uint8_t *)wk, (const uint8_t *)wv}; \
-    const float *const b[3] = {NULL, NULL, NULL};                                                \
-    float *const y[3] = {q, k, v};                                                               \
-    const int64_t N[3] = {Nq, Nk, Nv};                                                           \
-    if (QP >= 0 && ckir_internal_gemm_qkv_qp(x, w, b, y, N, M, K, QP)) return;                  \
-    if (gemm3(x, ckir_internal_wread_##D(M, K), w, b, y, N, M, K)) return;                      \
-    ckir_gemm_##D(x, wq, q, M, Nq, K);                                                           \
-    ckir_gemm_##D(x, wk, k, M, Nk, K);                                                           \
-    ckir_gemm_##D(x, wv, v, M, Nv, K);                                                           \
+    /* ckir_gemm_bias_D with b NULL is ckir_gemm_D, for every D */                             \
+    ckir_gemm_qkv_bias_##D(x, wq, wk, wv, NULL, NULL, NULL, q, k, v, M, Nq, Nk, Nv, K);          \
   }                                                                                              \
   void ckir_gemv_gate_up_##D(const float *x, const WT *wg, const WT *wu, float *out, int64_t N, \
                              int64_t K) {                                                        \

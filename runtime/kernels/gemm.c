@@ -1145,20 +1145,15 @@ void ckir_internal_gemm(const float *a, int a_t, const float *b, int b_nk, float
 
 /* ---- public kernels -------------------------------------------------------- */
 
-void ckir_gemm_f32(const float *x, const float *w, float *y, int64_t M, int64_t N, int64_t K) {
-  if (ckir_internal_wread_f32(M, K).kind == GEMM_B_NONE)
-    ckir_internal_dot_rows(x, M, w, NULL, y, N, K);
-  else
-    gemm_driver(x, 0, w, 1, NULL, NULL, y, M, N, K, 0);
-}
-
-void ckir_gemm_bias_f32(const float *x, const float *w, const float *b, float *y, int64_t M,
-                        int64_t N, int64_t K) {
+CKIR_INLINE void gemm_f32_impl(const float *x, const float *w, const float *b, float *y,
+                               int64_t M, int64_t N, int64_t K) {
   if (ckir_internal_wread_f32(M, K).kind == GEMM_B_NONE)
     ckir_internal_dot_rows(x, M, w, b, y, N, K);
   else
     gemm_driver(x, 0, w, 1, NULL, b, y, M, N, K, 0);
 }
+
+CKIR_GEMM_PAIR(f32, float, gemm_f32_impl(x, w, b, y, M, N, K))
 
 void ckir_matmul_f32(const float *a, const float *b, float *c, int64_t M, int64_t N, int64_t K) {
   gemm_driver(a, 0, b, 0, NULL, NULL, c, M, N, K, 0);

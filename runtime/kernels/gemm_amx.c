@@ -163,48 +163,23 @@ static void emu_dpb(int c, int a, int b, int bs) {
  * buffer are done before it and the stores that rewrite the buffer (the next
  * panel's tail copy, the next block's unpacked nibbles) come after it. */
 #define AMX_BARRIER() __asm__ volatile("" ::: "memory")
-#define AMX_LOAD(emu_, t, p, s)       \
-  do {                                \
-    if (emu_) {                       \
-      emu_load(t, p, s);              \
-    } else {                          \
-      AMX_BARRIER();                  \
-      _tile_loadd(t, p, s);           \
-      AMX_BARRIER();                  \
-    }                                 \
+/* EMU where emu_ (the emulated tiles), else HW */
+#define AMX_EMU_OR(emu_, EMU, HW) \
+  do {                            \
+    if (emu_) {                   \
+      EMU;                        \
+    } else {                      \
+      HW;                         \
+    }                             \
   } while (0)
-#define AMX_STORE(emu_, t, p, s) \
-  do {                           \
-    if (emu_)                    \
-      emu_store(t, p, s);        \
-    else                         \
-      _tile_stored(t, p, s);     \
-  } while (0)
-#define AMX_ZERO(emu_, t) \
-  do {                    \
-    if (emu_)             \
-      emu_zero(t);        \
-    else                  \
-      _tile_zero(t);      \
-  } while (0)
-#define AMX_DP(emu_, c, a, b)   \
-  do {                          \
-    if (emu_)                   \
-      emu_dpbf16ps(c, a, b);    \
-    else                        \
-      _tile_dpbf16ps(c, a, b);  \
-  } while (0)
-
+#define AMX_LOAD(emu_, t, p, s) \
+  AMX_EMU_OR(emu_, emu_load(t, p, s), AMX_BARRIER(); _tile_loadd(t, p, s); AMX_BARRIER())
+#define AMX_STORE(emu_, t, p, s) AMX_EMU_OR(emu_, emu_store(t, p, s), _tile_stored(t, p, s))
+#define AMX_ZERO(emu_, t) AMX_EMU_OR(emu_, emu_zero(t), _tile_zero(t))
+#define AMX_DP(emu_, c, a, b) AMX_EMU_OR(emu_, emu_dpbf16ps(c, a, b), _tile_dpbf16ps(c, a, b))
 /* c += a . b on int8: a signed; b signed (bs, TDPBSSD) or unsigned (TDPBSUD) */
-#define AMX_DPB(emu_, c, a, b, bs)   \
-  do {                               \
-    if (emu_)                        \
-      emu_dpb(c, a, b, bs);          \
-    else if (bs)                     \
-      _tile_dpbssd(c, a, b);         \
-    else                             \
-      _tile_dpbsud(c, a, b);         \
-  } while (0)
+#define AMX_DPB(emu_, c, a, b, bs) \
+  AMX_EMU_OR(emu_, emu_dpb(c, a, b, bs), if (bs) _tile_dpbssd(c, a, b); else _tile_dpbsud(c, a, b))
 
 static void amx_config(int emu_mode, const ckir_amx_cfg *c) {
   if (emu_mode) {

@@ -55,11 +55,4 @@ void ckir_ref_gemv_f32(const float *x, const float *w, float *y, int64_t N, int6
   ckir_ref_gemv_bias_f32(x, w, NULL, y, N, K);
 }
 
-void ckir_gemv_f32(const float *x, const float *w, float *y, int64_t N, int64_t K) {
-  ckir_internal_dot_rows(x, 1, w, NULL, y, N, K);
-}
-
-void ckir_gemv_bias_f32(const float *x, const float *w, const float *b, float *y, int64_t N,
-                        int64_t K) {
-  ckir_internal_dot_rows(x, 1, w, b, y, N, K);
-}
+CKIR_GEMV_PAIR(f32, float, ckir_internal_dot_rows(x, 1, w, b, y, N, K))

@@ -162,14 +162,7 @@ CKIR_INLINE void bf16p_rows_(const float *x, const int R, const uint16_t *wp, co
 CKIR_PANEL_ROWS(f32p_rows, f32p_rows_, float)
 CKIR_PANEL_ROWS(bf16p_rows, bf16p_rows_, uint16_t)
 
-void ckir_gemv_f32p(const float *x, const float *w, float *y, int64_t N, int64_t K) {
-  f32p_rows(x, 1, w, NULL, y, N, K);
-}
-
-void ckir_gemv_bias_f32p(const float *x, const float *w, const float *b, float *y, int64_t N,
-                         int64_t K) {
-  f32p_rows(x, 1, w, b, y, N, K);
-}
+CKIR_GEMV_PAIR(f32p, float, f32p_rows(x, 1, w, b, y, N, K))
 
 ckir_wread ckir_internal_wread_f32p(int64_t M, int64_t K) {
   (void)K;
@@ -195,14 +188,7 @@ static void gemm_f32p_impl(const float *x, const float *w, const float *b, float
     ckir_internal_gemm_outs(x, r, &(ckir_gemm_out){w, b, y, N}, 1, 0, M, K);
 }
 
-void ckir_gemm_f32p(const float *x, const float *w, float *y, int64_t M, int64_t N, int64_t K) {
-  gemm_f32p_impl(x, w, NULL, y, M, N, K);
-}
-
-void ckir_gemm_bias_f32p(const float *x, const float *w, const float *b, float *y, int64_t M,
-                         int64_t N, int64_t K) {
-  gemm_f32p_impl(x, w, b, y, M, N, K);
-}
+CKIR_GEMM_PAIR(f32p, float, gemm_f32p_impl(x, w, b, y, M, N, K))
 
 static void gemm_bf16p_impl(const float *x, const uint16_t *w, const float *b, float *y,
                             int64_t M, int64_t N, int64_t K) {
@@ -213,24 +199,9 @@ static void gemm_bf16p_impl(const float *x, const uint16_t *w, const float *b, f
     ckir_internal_gemm_outs(x, r, &(ckir_gemm_out){w, b, y, N}, 1, 0, M, K);
 }
 
-void ckir_gemv_bf16p(const float *x, const uint16_t *w, float *y, int64_t N, int64_t K) {
-  bf16p_rows(x, 1, w, NULL, y, N, K);
-}
+CKIR_GEMV_PAIR(bf16p, uint16_t, bf16p_rows(x, 1, w, b, y, N, K))
 
-void ckir_gemv_bias_bf16p(const float *x, const uint16_t *w, const float *b, float *y, int64_t N,
-                          int64_t K) {
-  bf16p_rows(x, 1, w, b, y, N, K);
-}
-
-void ckir_gemm_bf16p(const float *x, const uint16_t *w, float *y, int64_t M, int64_t N,
-                     int64_t K) {
-  gemm_bf16p_impl(x, w, NULL, y, M, N, K);
-}
-
-void ckir_gemm_bias_bf16p(const float *x, const uint16_t *w, const float *b, float *y, int64_t M,
-                          int64_t N, int64_t K) {
-  gemm_bf16p_impl(x, w, b, y, M, N, K);
-}
+CKIR_GEMM_PAIR(bf16p, uint16_t, gemm_bf16p_impl(x, w, b, y, M, N, K))
 
 void ckir_embed_f32p(const int32_t *tokens, const float *table, float *out, int64_t T,
                      int64_t E) {

@@ -1100,13 +1100,7 @@ int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8
 /* Every kernel of block panel dtype D (format FMT, CKIR_QP_*) and its reference
  * twin */
 #define CKIR_QP_KERNELS(D, FMT)                                                                 \
-  void ckir_gemv_##D(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {        \
-    gemv_qp_impl(x, w, NULL, y, N, K, FMT);                                                    \
-  }                                                                                              \
-  void ckir_gemv_bias_##D(const float *x, const uint8_t *w, const float *b, float *y, int64_t N, \
-                          int64_t K) {                                                           \
-    gemv_qp_impl(x, w, b, y, N, K, FMT);                                                       \
-  }                                                                                              \
+  CKIR_GEMV_PAIR(D, uint8_t, gemv_qp_impl(x, w, b, y, N, K, FMT))                               \
   void ckir_gemm_bias_##D(const float *x, const uint8_t *w, const float *b, float *y, int64_t M, \
                           int64_t N, int64_t K) {                                                \
     if (QP_I8_NOW)                                                                               \

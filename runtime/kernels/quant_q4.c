@@ -112,25 +112,8 @@ static void q4_deq_ref(const uint8_t *blocks, int64_t nb, int has_m, float *dst)
   }
 }
 
-static void q4_0_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc, float *dst) {
-  const uint8_t *row = (const uint8_t *)w + n * (K / CKIR_QK * B40);
-  q4_0_deq(row + k0 / CKIR_QK * B40, kc / CKIR_QK, dst);
-}
-
-static void q4_1_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc, float *dst) {
-  const uint8_t *row = (const uint8_t *)w + n * (K / CKIR_QK * B41);
-  q4_1_deq(row + k0 / CKIR_QK * B41, kc / CKIR_QK, dst);
-}
-
-ckir_wread ckir_internal_wread_q4_0(int64_t M, int64_t K) {
-  (void)K;
-  return ckir_internal_wread_rows(M, q4_0_wrow);
-}
-
-ckir_wread ckir_internal_wread_q4_1(int64_t M, int64_t K) {
-  (void)K;
-  return ckir_internal_wread_rows(M, q4_1_wrow);
-}
+CKIR_BLOCK_ROWS(q4_0, q4_0_deq, B40)
+CKIR_BLOCK_ROWS(q4_1, q4_1_deq, B41)
 
 /* ---- activations ------------------------------------------------------------- */
 
@@ -440,83 +423,19 @@ static void ref_gemm_q4(const float *x, const uint8_t *w, const float *bias, flo
 
 /* ---- public kernels ------------------------------------------------------------ */
 
-void ckir_gemv_q4_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {
-  gemv_q4_impl(x, w, NULL, y, N, K, 0);
-}
-void ckir_gemv_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
-                         int64_t K) {
-  gemv_q4_impl(x, w, b, y, N, K, 0);
-}
-void ckir_gemv_q4_1(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {
-  gemv_q4_impl(x, w, NULL, y, N, K, 1);
-}
-void ckir_gemv_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
-                         int64_t K) {
-  gemv_q4_impl(x, w, b, y, N, K, 1);
-}
-
-void ckir_gemm_q4_0(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
-                    int64_t K) {
-  ckir_internal_wgemm(x, w, q4_0_wrow, NULL, y, M, N, K);
-}
-void ckir_gemm_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
-                         int64_t N, int64_t K) {
-  ckir_internal_wgemm(x, w, q4_0_wrow, b, y, M, N, K);
-}
-void ckir_gemm_q4_1(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
-                    int64_t K) {
-  ckir_internal_wgemm(x, w, q4_1_wrow, NULL, y, M, N, K);
-}
-void ckir_gemm_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
-                         int64_t N, int64_t K) {
-  ckir_internal_wgemm(x, w, q4_1_wrow, b, y, M, N, K);
-}
-
-void ckir_embed_q4_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
-                     int64_t E) {
-  const int64_t nb = E / CKIR_QK;
-#pragma omp parallel for schedule(static) if (T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)
-  for (int64_t t = 0; t < T; t++) q4_0_deq(table + (int64_t)tokens[t] * nb * B40, nb, out + t * E);
-}
-void ckir_embed_q4_1(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
-                     int64_t E) {
-  const int64_t nb = E / CKIR_QK;
-#pragma omp parallel for schedule(static) if (T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)
-  for (int64_t t = 0; t < T; t++) q4_1_deq(table + (int64_t)tokens[t] * nb * B41, nb, out + t * E);
-}
+CKIR_GEMV_PAIR(q4_0, uint8_t, gemv_q4_impl(x, w, b, y, N, K, 0))
+CKIR_GEMV_PAIR(q4_1, uint8_t, gemv_q4_impl(x, w, b, y, N, K, 1))
+CKIR_GEMM_PAIR(q4_0, uint8_t, ckir_internal_wgemm(x, w, q4_0_wrow, b, y, M, N, K))
+CKIR_GEMM_PAIR(q4_1, uint8_t, ckir_internal_wgemm(x, w, q4_1_wrow, b, y, M, N, K))
+CKIR_EMBED_BLOCKS(q4_0, q4_0_deq, B40)
+CKIR_EMBED_BLOCKS(q4_1, q4_1_deq, B41)
 
 /* ---- reference twins ------------------------------------------------------------ */
 
-void ckir_ref_gemv_q4_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {
-  ref_gemv_q4(x, w, NULL, y, N, K, 0);
-}
-void ckir_ref_gemv_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y,
-                             int64_t N, int64_t K) {
-  ref_gemv_q4(x, w, b, y, N, K, 0);
-}
-void ckir_ref_gemv_q4_1(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {
-  ref_gemv_q4(x, w, NULL, y, N, K, 1);
-}
-void ckir_ref_gemv_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y,
-                             int64_t N, int64_t K) {
-  ref_gemv_q4(x, w, b, y, N, K, 1);
-}
-void ckir_ref_gemm_q4_0(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
-                        int64_t K) {
-  ref_gemm_q4(x, w, NULL, y, M, N, K, 0);
-}
-void ckir_ref_gemm_bias_q4_0(const float *x, const uint8_t *w, const float *b, float *y,
-                             int64_t M, int64_t N, int64_t K) {
-  ref_gemm_q4(x, w, b, y, M, N, K, 0);
-}
-void ckir_ref_gemm_q4_1(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
-                        int64_t K) {
-  ref_gemm_q4(x, w, NULL, y, M, N, K, 1);
-}
-void ckir_ref_gemm_bias_q4_1(const float *x, const uint8_t *w, const float *b, float *y,
-                             int64_t M, int64_t N, int64_t K) {
-  ref_gemm_q4(x, w, b, y, M, N, K, 1);
-}
+CKIR_REF_GEMV_PAIR(q4_0, uint8_t, ref_gemv_q4(x, w, b, y, N, K, 0))
+CKIR_REF_GEMV_PAIR(q4_1, uint8_t, ref_gemv_q4(x, w, b, y, N, K, 1))
+CKIR_REF_GEMM_PAIR(q4_0, uint8_t, ref_gemm_q4(x, w, b, y, M, N, K, 0))
+CKIR_REF_GEMM_PAIR(q4_1, uint8_t, ref_gemm_q4(x, w, b, y, M, N, K, 1))
 void ckir_ref_embed_q4_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
                          int64_t E) {
   const int64_t nb = E / CKIR_QK;

@@ -55,15 +55,7 @@ static void q8_0_deq_ref(const uint8_t *blocks, int64_t nb, float *dst) {
   }
 }
 
-static void q8_0_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc, float *dst) {
-  const uint8_t *row = (const uint8_t *)w + n * (K / CKIR_QK * BLK);
-  q8_0_deq(row + k0 / CKIR_QK * BLK, kc / CKIR_QK, dst);
-}
-
-ckir_wread ckir_internal_wread_q8_0(int64_t M, int64_t K) {
-  (void)K;
-  return ckir_internal_wread_rows(M, q8_0_wrow);
-}
+CKIR_BLOCK_ROWS(q8_0, q8_0_deq, BLK)
 
 /* ---- gemv ---------------------------------------------------------------- */
 
@@ -188,33 +180,12 @@ static void gemv_q8_0_impl(const float *x, const uint8_t *w, const float *bias, 
   });
 }
 
-void ckir_gemv_q8_0(const float *x, const uint8_t *w, float *y, int64_t N, int64_t K) {
-  gemv_q8_0_impl(x, w, NULL, y, N, K);
-}
-
-void ckir_gemv_bias_q8_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
-                         int64_t K) {
-  gemv_q8_0_impl(x, w, b, y, N, K);
-}
+CKIR_GEMV_PAIR(q8_0, uint8_t, gemv_q8_0_impl(x, w, b, y, N, K))
 
 /* ---- gemm, embed ------------------------------------------------------------ */
 
-void ckir_gemm_q8_0(const float *x, const uint8_t *w, float *y, int64_t M, int64_t N,
-                    int64_t K) {
-  ckir_internal_wgemm(x, w, q8_0_wrow, NULL, y, M, N, K);
-}
-
-void ckir_gemm_bias_q8_0(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
-                         int64_t N, int64_t K) {
-  ckir_internal_wgemm(x, w, q8_0_wrow, b, y, M, N, K);
-}
-
-void ckir_embed_q8_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
-                     int64_t E) {
-  const int64_t nb = E / CKIR_QK;
-#pragma omp parallel for schedule(static) if (T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)
-  for (int64_t t = 0; t < T; t++) q8_0_deq(table + (int64_t)tokens[t] * nb * BLK, nb, out + t * E);
-}
+CKIR_GEMM_PAIR(q8_0, uint8_t, ckir_internal_wgemm(x, w, q8_0_wrow, b, y, M, N, K))
+CKIR_EMBED_BLOCKS(q8_0, q8_0_deq, BLK)
 
 /* ---- reference twins ------------------------------------------------------ */
 
