@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["Placed", "Shaped", "Sized", "ViewOf", "sym"]
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr
+from xdsl.ir import Block
+
+__all__ = ["Placed", "Shaped", "SingleBody", "Sized", "ViewOf", "int_entries", "sym"]
 
 _BARE_SYM = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 
@@ -15,6 +18,20 @@ def sym(name: str) -> str:
     if _BARE_SYM.fullmatch(name):
         return "@" + name
     return '@"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def int_entries(attr: DictionaryAttr) -> dict[str, int]:
+    """The integer entries of a dictionary attribute by name (symbols, totals)."""
+    return {k: v.value.data for k, v in attr.data.items() if isinstance(v, IntegerAttr)}
+
+
+class SingleBody:
+    """Accessor of the one block of an op's ``body`` region (models, programs, plans,
+    arenas: the classes that mix it in define ``body``)."""
+
+    @property
+    def body_block(self) -> Block:
+        return self.body.block  # type: ignore[attr-defined]
 
 
 class Shaped:

@@ -94,7 +94,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from ckir.dialects.common import Shaped, sym
+from ckir.dialects.common import Shaped, SingleBody, int_entries, sym
 from ckir.dialects.dims import (
     TOKENS,
     DimAttr,
@@ -419,7 +419,7 @@ def _parse_extra_attrs(parser: Parser) -> dict[str, Attribute]:
 
 
 @irdl_op_definition
-class ModelOp(IRDLOperation):
+class ModelOp(SingleBody, IRDLOperation):
     """A transformer model: size symbols, weights, and header/body/footer sections.
 
     ``graph.model @tiny arch "llama" symbols {D = 16, E = 64, H = 4, L = 2, V = 256} { ... }``
@@ -458,17 +458,9 @@ class ModelOp(IRDLOperation):
             regions=[Region(Block())],
         )
 
-    @property
-    def body_block(self) -> Block:
-        return self.body.block
-
     def symbol_values(self) -> dict[str, int]:
         """The bound symbols, e.g. ``{"E": 64, "H": 4}`` (``T`` is never bound)."""
-        out: dict[str, int] = {}
-        for k, v in self.symbols.data.items():
-            if isinstance(v, IntegerAttr):
-                out[k] = v.value.data
-        return out
+        return int_entries(self.symbols)
 
     def weights(self) -> dict[str, WeightOp]:
         """The declared weights by name, in declaration order."""

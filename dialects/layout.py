@@ -63,7 +63,7 @@ from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
 from ckir.dialects import lowered as lw
-from ckir.dialects.common import Sized, ViewOf, sym
+from ckir.dialects.common import SingleBody, Sized, ViewOf, int_entries, sym
 from ckir.dialects.syntax import DIRECTIVES
 from ckir.vocab import MODES, ROLES
 
@@ -105,7 +105,7 @@ def _ref(name: str) -> SymbolRefAttr:
 
 
 @irdl_op_definition
-class PlanOp(IRDLOperation):
+class PlanOp(SingleBody, IRDLOperation):
     """The memory plan of a model: arenas, then ``layout.totals``.
 
     ``layout.plan @tiny strategy "liveness" align 64 canaries true { ... }``
@@ -148,10 +148,6 @@ class PlanOp(IRDLOperation):
     @property
     def sym_name(self) -> StringAttr:
         return self.plan_name
-
-    @property
-    def body_block(self) -> Block:
-        return self.body.block
 
     @property
     def strategy_name(self) -> str:
@@ -315,7 +311,7 @@ def _fmt_live(live: tuple[str, int, int] | None) -> str:
 
 
 @irdl_op_definition
-class ArenaOp(IRDLOperation):
+class ArenaOp(SingleBody, IRDLOperation):
     """One contiguous memory region of ``size`` bytes holding slots and views.
 
     ``layout.arena @state size 9000 { layout.slot ... ; layout.view ... }``
@@ -349,10 +345,6 @@ class ArenaOp(IRDLOperation):
     @property
     def size_bytes(self) -> int:
         return self.size.value.data
-
-    @property
-    def body_block(self) -> Block:
-        return self.body.block
 
     def slots(self) -> list[SlotOp]:
         return [op for op in self.body.block.ops if isinstance(op, SlotOp)]
@@ -620,11 +612,7 @@ class TotalsOp(IRDLOperation):
         )
 
     def values(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for k, v in self.totals.data.items():
-            if isinstance(v, IntegerAttr):
-                out[k] = v.value.data
-        return out
+        return int_entries(self.totals)
 
     def verify_(self) -> None:
         for k, v in self.totals.data.items():

@@ -87,7 +87,7 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
-from ckir.dialects.common import Placed, Shaped, ViewOf, sym
+from ckir.dialects.common import Placed, Shaped, SingleBody, ViewOf, sym
 from ckir.dialects.dims import (
     CONTEXT,
     POSITION,
@@ -665,7 +665,7 @@ def _print_attr_dict_items(printer: Printer, items: Mapping[str, Attribute]) -> 
 
 
 @irdl_op_definition
-class LoweredModelOp(IRDLOperation):
+class LoweredModelOp(SingleBody, IRDLOperation):
     """The lowered model: global buffers and one ``lowered.program`` per mode.
 
     ``lowered.model @tiny { lowered.buffer @"w.embed" weight : ... ; lowered.program ... }``
@@ -697,10 +697,6 @@ class LoweredModelOp(IRDLOperation):
         """The model's name (same as the graph.model it came from)."""
         return self.model_name
 
-    @property
-    def body_block(self) -> Block:
-        return self.body.block
-
     def programs(self) -> dict[str, ProgramOp]:
         """Programs by mode."""
         return {op.mode_name: op for op in self.body.block.ops if isinstance(op, ProgramOp)}
@@ -729,7 +725,7 @@ class LoweredModelOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ProgramOp(IRDLOperation):
+class ProgramOp(SingleBody, IRDLOperation):
     """The kernel calls of one mode, in execution order, with their local buffers.
 
     ``lowered.program @decode mode "decode" max_context 128 { ... }``
@@ -765,10 +761,6 @@ class ProgramOp(IRDLOperation):
             },
             regions=[Region(Block())],
         )
-
-    @property
-    def body_block(self) -> Block:
-        return self.body.block
 
     @property
     def mode_name(self) -> str:
