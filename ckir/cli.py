@@ -328,7 +328,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if result.failure is not None:
         raise CkirError(
             f"{stopped}The weights after step {result.steps_done} (the last good one: finite, "
-            f"with a finite loss on its batch) were saved to {saved}"
+            f"in float16's range, finite loss and logits on its batch) were saved to {saved}"
         )
     rate = result.tokens / result.seconds if result.seconds > 0 else 0.0
     first, last = result.losses[0], result.losses[-1]
