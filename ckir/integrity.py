@@ -243,7 +243,8 @@ def staging_dir(target: Path, where: str) -> Path:
         reason = err.strerror or one_line(err)
         raise CkirError(f"{where}: {reason}") from None
     name = glob.escape(target.name)
-    if not restore_interrupted(target):  # never clean away the only copy of the old folder
+    restore_interrupted(target)
+    if target.is_dir():  # never clean away the only copy of the old folder
         # the name holds a folder: an .old beside it is what a kill after the second
         # rename left (garbage, whatever its age)
         shutil.rmtree(_old_name(target), ignore_errors=True)
