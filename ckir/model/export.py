@@ -55,11 +55,17 @@ class Export(LoadedBuild):
         lowered.model the weights writer encoded weights.bin from), checked against
         ``build.json``'s :meth:`panel_weights`; a layout.mlir that does not parse or
         lacks a weight's buffer is a CkirError asking to recompile."""
+        return self._read_weights(*self._stored_weights())
+
+    def _read_weights(
+        self, model: g.ModelOp, buffers: dict[str, lw.BufferOp]
+    ) -> dict[str, np.ndarray]:
+        """:meth:`weight_arrays` for the build's parsed ``graph.model`` and weight buffers
+        (:meth:`_stored_weights`)."""
         from ckir import quant
         from ckir.backend.weights import weight_instances
         from ckir.dialects.dims import evaluate_dim
 
-        model, buffers = self._stored_weights()
         symbols = model.symbol_values()
         slots = self.slots()
         packed = self.panel_weights()
@@ -157,8 +163,10 @@ class Export(LoadedBuild):
             raise CkirError(f"{config_path}: unreadable: {one_line(err)}") from None
         if not isinstance(config, dict):
             raise CkirError(f"{config_path}: not a JSON object")
-        arrays = self.weight_arrays()
-        model = hf_export.load_graph_model(self.build_dir / "graph.mlir")
+        # layout.mlir's graph.model, parsed once for both: its weights and their
+        # checkpoint mapping are graph.mlir's (only their dtypes are the compiled ones)
+        model, buffers = self._stored_weights()
+        arrays = self._read_weights(model, buffers)
         unnamed = [
             d for d in model.weights().values() if d.hf_name is None and d.tied_to_name is None
         ]
