@@ -93,7 +93,8 @@ class Training(LoadedBuild):
 
     def largest_weight(self) -> tuple[str, float]:
         """``(name, max |w|)`` of the trained weight with the largest magnitude, or of the
-        first one holding a NaN or an infinity (read in place: no copy of the weights)."""
+        first one holding a NaN or an infinity (one tensor at a time: never a copy of
+        every weight at once)."""
         best = ("", 0.0)
         for p in self._params():
             amax = float(np.abs(self._f32(0, p.weight_offset, p.numel, (p.numel,))).max())
