@@ -303,6 +303,11 @@ class OpSignature:
     type; the lowering handles them all with one pattern (params ``n``, ``rows``,
     ``cols``), and the graph dialect makes their op class from ``doc`` unless it
     defines one by hand (for attributes or extra checks).
+
+    ``kernel`` names another kind whose registry kernels serve this one (its
+    :mod:`ckir.passes.lowering.op_params` entry shapes the params for them, e.g.
+    a norm per head is the row norm over ``T*heads`` rows of ``head_dim``);
+    empty: the kind's own kernels.
     """
 
     ins: int
@@ -313,6 +318,7 @@ class OpSignature:
     choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     elementwise: bool = False
     doc: str = ""
+    kernel: str = ""
 
     @property
     def weight_counts(self) -> tuple[int, ...]:
@@ -357,7 +363,7 @@ GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
             2, 1, (0, 0), elementwise=True, doc="Add, used for explicit residuals: ``a + b``."
         ),
         "mul": OpSignature(2, 1, (0, 0), elementwise=True, doc="Product: ``a * b``."),
-        "lm_head": OpSignature(1, 1, (1, 1)),
+        "lm_head": OpSignature(1, 1, (1, 1), kernel="linear"),  # its own kind: the footer's
         "cross_entropy": OpSignature(2, 1, (0, 0)),
         "matmul": OpSignature(2, 1, (0, 0), _SCHEDULE),
         "fused_matmul_relu": OpSignature(2, 1, (0, 0), _SCHEDULE),

@@ -5,9 +5,10 @@ results update an operand in place); the integers and floats that describe
 the op come from :func:`ckir.passes.lowering.op_params.op_params`, the one
 place that reads them, shared with the gradient rules.  The pattern asks
 :func:`ckir.passes.lowering.kernels.select_kernel` for the kernel that fits
-the mode and dtypes.  Most kinds need nothing but the default pattern (one
-call); the classes below are the kinds that update in place, call a kernel
-of another kind, or emit more than one call.  No pattern knows an
+the mode and dtypes: the kind's own, or those of the kind its signature's
+``kernel`` names (``lm_head`` is a ``linear``).  Most kinds need nothing but
+the default pattern (one call); the classes below are the kinds that update
+in place or emit more than one call.  No pattern knows an
 architecture: those live in templates.
 
 The walker visits the program in reverse, so when a graph op is replaced its
@@ -41,7 +42,8 @@ class GraphOpLowering(RewritePattern):
     """Base pattern: operands (minus in-place ones) + weights -> ins, results -> outs."""
 
     kind: ClassVar[str]
-    #: registry ``op`` of the kernels that implement it (defaults to ``kind``)
+    #: registry ``op`` of the kernels that implement it (None: ``kind``); from the
+    #: signature's ``kernel`` for the generated patterns
     kernel_op: ClassVar[str | None] = None
     #: result index -> operand index whose buffer the result updates in place
     inplace: ClassVar[dict[int, int]] = {}
@@ -107,13 +109,6 @@ class LowerPosEmbed(GraphOpLowering):
 
     kind = "pos_embed"
     inplace = {0: 0}
-
-
-class LowerLmHead(GraphOpLowering):
-    """lm_head is a linear layer (its own kind so the footer can be told apart)."""
-
-    kind = "lm_head"
-    kernel_op = "linear"
 
 
 class LowerRope(GraphOpLowering):
@@ -189,14 +184,13 @@ class LowerAttention(GraphOpLowering):
 
 _HAND_WRITTEN: tuple[type[GraphOpLowering], ...] = (
     LowerPosEmbed,
-    LowerLmHead,
     LowerRope,
     LowerAttention,
 )
 #: one pattern per graph op kind that has kernel parameters (:mod:`op_params`): the
 #: hand-written ones above, and the default one-call pattern for every other kind
 PATTERNS: tuple[type[GraphOpLowering], ...] = _HAND_WRITTEN + tuple(
-    type(f"Lower_{kind}", (GraphOpLowering,), {"kind": kind})
+    type(f"Lower_{kind}", (GraphOpLowering,), {"kind": kind, "kernel_op": sig.kernel or None})
     for kind, sig in GRAPH_OPS.items()
     if (sig.elementwise or kind in PARAMS) and kind not in {p.kind for p in _HAND_WRITTEN}
 )
