@@ -17,7 +17,8 @@ it fits the tiny models' vocabulary of 256, so ``ckir train`` and
 
 Architectures: ``llama`` (GQA, I not a multiple of 16), ``mistral`` (served by
 the llama template), ``qwen2`` (q/k/v bias; tied or not), ``gpt2`` (fused
-c_attn, Conv1D, tied lm_head).
+c_attn, Conv1D, tied lm_head).  The name is the transformers ``model_type``:
+a new architecture is one row of defaults.
 """
 
 from __future__ import annotations
@@ -108,21 +109,9 @@ def make_tiny_model(
     import transformers
 
     kwargs = tiny_config(arch, tied=tied, **overrides)
-    if arch == "gpt2":
-        config = transformers.GPT2Config(**kwargs)
-        model_cls = transformers.GPT2LMHeadModel
-    elif arch == "qwen2":
-        config = transformers.Qwen2Config(**kwargs)
-        model_cls = transformers.Qwen2ForCausalLM
-    elif arch == "mistral":
-        config = transformers.MistralConfig(**kwargs)
-        model_cls = transformers.MistralForCausalLM
-    else:
-        config = transformers.LlamaConfig(**kwargs)
-        model_cls = transformers.LlamaForCausalLM
-
+    config = transformers.AutoConfig.for_model(arch, **kwargs)  # arch is the model_type
     torch.manual_seed(seed)
-    model = model_cls(config)
+    model = transformers.AutoModelForCausalLM.from_config(config)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
