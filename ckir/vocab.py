@@ -344,6 +344,9 @@ GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
         "pos_embed": OpSignature(1, 1, (1, 1)),
         "rmsnorm": OpSignature(1, 1, (1, 1), {"eps": ("float", True)}),
         "layernorm": OpSignature(1, 1, (2, 2), {"eps": ("float", True)}),
+        "head_rmsnorm": OpSignature(
+            1, 1, (1, 1), {"head_dim": ("dim", True), "eps": ("float", True)}, kernel="rmsnorm"
+        ),
         "linear": OpSignature(1, 1, (1, 2)),
         "rope": OpSignature(2, 2, (0, 0), {"theta": ("float", True), **_HEADS}),
         "attention": OpSignature(3, 1, (0, 0), {**_HEADS, "causal": ("bool", True)}),

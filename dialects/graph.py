@@ -1252,6 +1252,36 @@ class LayerNormOp(ComputeOp):
 
 
 @irdl_op_definition
+class HeadRMSNormOp(ComputeOp):
+    """RMS normalization of each head: every ``head_dim`` values of a row are normalized
+    on their own and scaled by one shared ``gamma [head_dim]``; ``eps`` (f64).
+
+    ``%qn = graph.head_rmsnorm %q head_dim D {weights = [@"layers.{i}.attn.q_norm"],
+    eps = 1.0e-06 : f64} : (!graph.tensor<[T, H*D], f32>) -> !graph.tensor<[T, H*D], f32>``
+    """
+
+    name = "graph.head_rmsnorm"
+
+    head_dim = prop_def(DimAttr)
+    eps = prop_def(FloatAttr)
+
+    assembly_format = _compute_format(GRAPH_OPS["head_rmsnorm"].dim_attrs)
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        _check_eps(self)
+        self._same_type("operand and result", self._in_type(0), self._out_type(0))
+        last = self._last(self._in_type(0), "operand")
+        d_text = self.head_dim.text
+        width, d = try_evaluate_dim(last, symbols), try_evaluate_dim(d_text, symbols)
+        if d is not None and (d <= 0 or (width is not None and width % d)):
+            raise VerifyException(
+                f"graph.head_rmsnorm: the operand's last dim {last} ({width}) is not a "
+                f"multiple of head_dim = {d_text} ({d})"
+            )
+        self._vector_weight(weights[0], d_text, symbols, "gamma")
+
+
+@irdl_op_definition
 class LinearOp(ComputeOp):
     """``y = x @ W^T (+ b)``; weights ``[w [N, K]]`` or ``[w [N, K], b [N]]``.
 
@@ -1449,6 +1479,7 @@ COMPUTE_OPS: dict[str, type[ComputeOp]] = {
     "pos_embed": PosEmbedOp,
     "rmsnorm": RMSNormOp,
     "layernorm": LayerNormOp,
+    "head_rmsnorm": HeadRMSNormOp,
     "linear": LinearOp,
     "rope": RopeOp,
     "attention": AttentionOp,

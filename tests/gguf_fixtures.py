@@ -32,6 +32,8 @@ HF_TO_GGUF = {
     "model.layers.{i}.self_attn.k_proj.weight": "blk.{i}.attn_k.weight",
     "model.layers.{i}.self_attn.v_proj.weight": "blk.{i}.attn_v.weight",
     "model.layers.{i}.self_attn.o_proj.weight": "blk.{i}.attn_output.weight",
+    "model.layers.{i}.self_attn.q_norm.weight": "blk.{i}.attn_q_norm.weight",
+    "model.layers.{i}.self_attn.k_norm.weight": "blk.{i}.attn_k_norm.weight",
     "model.layers.{i}.self_attn.q_proj.bias": "blk.{i}.attn_q.bias",
     "model.layers.{i}.self_attn.k_proj.bias": "blk.{i}.attn_k.bias",
     "model.layers.{i}.self_attn.v_proj.bias": "blk.{i}.attn_v.bias",
@@ -138,6 +140,12 @@ def gguf_metadata_from_config(config: Mapping[str, Any], arch: str) -> dict[str,
         f"{arch}.attention.layer_norm_rms_epsilon": float(config["rms_norm_eps"]),
         f"{arch}.vocab_size": config["vocab_size"],
         "general.name": "tiny",
+        # the converter writes the key/value widths when the config names head_dim
+        **(
+            {f"{arch}.attention.key_length": head_dim, f"{arch}.attention.value_length": head_dim}
+            if config.get("head_dim")
+            else {}
+        ),
     }
 
 

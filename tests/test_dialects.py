@@ -350,7 +350,7 @@ def test_weight_slice_accessors() -> None:
 
 
 def test_compute_ops_table() -> None:
-    assert set(g.COMPUTE_OPS) == {
+    assert set(g.COMPUTE_OPS) >= {  # none lost; test_vocab checks the rest against the vocab
         "embed", "pos_embed", "rmsnorm", "layernorm", "linear", "rope", "attention", "swiglu",
         "gelu", "relu", "add", "mul", "lm_head", "cross_entropy", "matmul", "fused_matmul_relu",
         "softmax",

@@ -139,6 +139,24 @@ def test_f32_gguf_matches_hf(hf_llama: Path, tmp_path: Path, dtype: str | None) 
     assert np.abs(steps - ref).max() <= 1e-4 * np.abs(ref).max()
 
 
+def test_per_head_norm_gguf_matches_hf(tmp_path: Path) -> None:
+    """A GGUF with per-head q/k norms (attn_q_norm / attn_k_norm) and a head_dim of its
+    own (attention.key_length): the qwen3 template's gguf section, against transformers."""
+    from gguf_fixtures import gguf_from_hf
+
+    from ckir.tools.zoo import make_tiny_model
+
+    hf_dir = make_tiny_model("qwen3", tmp_path / "hf", seed=3, tied=False)
+    path = gguf_from_hf(hf_dir, tmp_path / "tiny.gguf")
+    module, warnings = import_gguf(path)
+    assert warnings == []
+    assert 'gguf "blk.{i}.attn_q_norm.weight"' in str(module)
+    model = ckir.compile(path, tmp_path / "build", max_context=32)
+    tokens = np.random.default_rng(2).integers(0, model.vocab_size, size=9)
+    ref = hf_logits(hf_dir, tokens)
+    assert np.abs(model.prefill(tokens) - ref).max() <= 1e-4 * np.abs(ref).max()
+
+
 @pytest.mark.parametrize(
     ("qtype", "panels", "stored"),
     [

@@ -25,6 +25,8 @@ ARCHS = {
     "qwen2_tied": {"arch": "qwen2", "tied": True},
     "qwen2_untied": {"arch": "qwen2", "tied": False},
     "gpt2": {"arch": "gpt2"},
+    "qwen3_tied": {"arch": "qwen3", "tied": True},
+    "qwen3_bias_untied": {"arch": "qwen3", "tied": False, "attention_bias": True},
 }
 MAX_CONTEXT = 64
 REL_TOL = 1e-4

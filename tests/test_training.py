@@ -69,6 +69,17 @@ ARCHS: dict[str, dict[str, object]] = {
         vocab_size=199,
     ),
     "gpt2": dict(arch="gpt2", n_embd=40, n_head=5, vocab_size=263),
+    # per-head q/k norms; head_dim 14 of its own (hidden / heads is 12)
+    "qwen3_gqa": dict(
+        arch="qwen3",
+        tied=False,
+        hidden_size=36,
+        num_attention_heads=3,
+        num_key_value_heads=1,
+        head_dim=14,
+        intermediate_size=53,
+        vocab_size=181,
+    ),
 }
 MAX_CONTEXT = 32
 GRAD_TOL = 1e-4

@@ -16,8 +16,9 @@ it fits the tiny models' vocabulary of 256, so ``ckir train`` and
 ``ckir generate`` can run on them with real text.
 
 Architectures: ``llama`` (GQA, I not a multiple of 16), ``mistral`` (served by
-the llama template), ``qwen2`` (q/k/v bias; tied or not), ``gpt2`` (fused
-c_attn, Conv1D, tied lm_head).  The name is the transformers ``model_type``:
+the llama template), ``qwen2`` (q/k/v bias; tied or not), ``qwen3`` (per-head
+q/k norms, head_dim 20 of its own), ``gpt2`` (fused c_attn, Conv1D, tied
+lm_head).  The name is the transformers ``model_type``:
 a new architecture is one row of defaults.
 """
 
@@ -27,7 +28,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-ARCHES = ("llama", "mistral", "qwen2", "gpt2")
+ARCHES = ("llama", "mistral", "qwen2", "qwen3", "gpt2")
 
 #: the config keys of the llama-like architectures (llama, mistral, qwen2) in the order
 #: :func:`llama_config` takes their values
@@ -59,6 +60,10 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "mistral": {**_LLAMA, "sliding_window": None},
     "qwen2": llama_config(
         64, 4, 2, 172, 2, 256, 128, 1_000_000.0, 1e-6, True, use_sliding_window=False, **_TOKENS
+    ),
+    # head_dim 20 is not hidden / heads (16), nor a multiple of a vector width
+    "qwen3": llama_config(
+        48, 3, 1, 100, 2, 256, 128, 1_000_000.0, 1e-6, True, head_dim=20, **_TOKENS
     ),
     "gpt2": dict(
         n_embd=64,

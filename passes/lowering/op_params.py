@@ -120,6 +120,18 @@ def _norm(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamV
     }
 
 
+def _head_norm(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
+    """head_rmsnorm, a row norm over heads: T*heads rows of head_dim (heads = width / head_dim)."""
+    dims = tensor_dims(op.results[0])
+    d = dim_attr(ctx, op, "head_dim", where)
+    heads = ctx.dim(dims[-1], where=where) // d
+    return {
+        "T": ctx.runtime_count([*dims[:-1], str(heads)], where=where),
+        "E": d,
+        "eps": float_attr(op, "eps"),
+    }
+
+
 def _linear(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
     """linear / lm_head: [M, K] x [N, K]^T; ``T`` is M too (for the kernels that name it so)."""
     n, k = ctx.weight_type(op, 0).shape_ints
@@ -173,6 +185,7 @@ PARAMS: Mapping[str, ParamsFn] = {
     "pos_embed": _pos_embed,
     "rmsnorm": _norm,
     "layernorm": _norm,
+    "head_rmsnorm": _head_norm,
     "linear": _linear,
     "lm_head": _linear,
     "rope": _rope,
