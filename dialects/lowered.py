@@ -97,7 +97,7 @@ from ckir.dialects.dims import (
     TOKENS,
     dim_symbols,
 )
-from ckir.dialects.syntax import DIRECTIVES
+from ckir.dialects.syntax import DIRECTIVES, parse_keyed_entries
 from ckir.registry import (
     ACCESSES,
     PARAM_TYPES,
@@ -1207,25 +1207,14 @@ def _parse_param_value(parser: Parser) -> Attribute:
 
 def _parse_params(parser: Parser) -> dict[str, Attribute]:
     """The ``{K = 64 : i64, M = #lowered.rt<T>, ...}`` dictionary of a call (optional)."""
-    entries: dict[str, Attribute] = {}
-    if parser.parse_optional_punctuation("{") is None:
-        return entries
-    if parser.parse_optional_punctuation("}") is not None:
-        return entries
-
-    def entry() -> None:
-        start = parser.pos
-        key = parser.parse_identifier_or_str_literal(" (a parameter name)")
-        if key in entries:
-            parser.raise_error(f"duplicate parameter '{key}'", start, parser.pos)
-        parser.parse_punctuation("=")
-        entries[key] = _parse_param_value(parser)
-
-    entry()
-    while parser.parse_optional_punctuation(",") is not None:
-        entry()
-    parser.parse_punctuation("}")
-    return entries
+    entries = parse_keyed_entries(
+        parser,
+        lambda: parser.parse_identifier_or_str_literal(" (a parameter name)"),
+        lambda: _parse_param_value(parser),
+        lambda key: f"duplicate parameter '{key}'",
+        " (call parameters)",
+    )
+    return entries or {}
 
 
 @irdl_op_definition

@@ -19,6 +19,7 @@ parses one piece of syntax the generic directives cannot express:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, StringAttr, i1, i64
@@ -173,6 +174,30 @@ class Flag(_Bare):
         return "true" if attr.value.data else "false"
 
 
+def parse_keyed_entries(
+    parser: Parser,
+    key: Callable[[], str],
+    value: Callable[[], Attribute],
+    twice: Callable[[str], str],
+    context: str,
+) -> dict[str, Attribute] | None:
+    """``{key = value, ...}`` (``{}`` too), or None when no ``{`` opens it; a key given
+    twice is a parse error at that key, saying ``twice(key)``."""
+    entries: dict[str, Attribute] = {}
+
+    def entry() -> None:
+        start = parser.pos
+        k = key()
+        if k in entries:
+            parser.raise_error(twice(k), start, parser.pos)
+        parser.parse_punctuation("=")
+        entries[k] = value()
+
+    if parser.parse_optional_comma_separated_list(parser.Delimiter.BRACES, entry, context) is None:
+        return None
+    return entries
+
+
 @irdl_custom_directive
 class IntMap(_Bare):
     """A dictionary of ``i64`` integers: ``{C = 128, D = 16}``; a key given twice is an error."""
@@ -180,18 +205,16 @@ class IntMap(_Bare):
     attr: AttributeVariable
 
     def read(self, parser: Parser) -> Attribute:
-        entries: dict[str, Attribute] = {}
-
-        def entry() -> None:
-            start = parser.pos
-            key = parser.parse_identifier(" (a symbol name)")
-            if key in entries:
-                parser.raise_error(f"symbol {key} is bound twice", start, parser.pos)
-            parser.parse_punctuation("=")
-            entries[key] = IntegerAttr(parser.parse_integer(allow_boolean=False), i64)
-
-        parser.parse_comma_separated_list(parser.Delimiter.BRACES, entry, " (model symbols)")
-        return DictionaryAttr(entries)
+        entries = parse_keyed_entries(
+            parser,
+            lambda: parser.parse_identifier(" (a symbol name)"),
+            lambda: IntegerAttr(parser.parse_integer(allow_boolean=False), i64),
+            lambda key: f"symbol {key} is bound twice",
+            " (model symbols)",
+        )
+        if entries is None:
+            parser.parse_punctuation("{", " (model symbols)")
+        return DictionaryAttr(entries or {})
 
     def text(self, attr: Attribute) -> str:
         assert isinstance(attr, DictionaryAttr)
