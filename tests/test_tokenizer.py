@@ -218,8 +218,9 @@ def test_no_chat_template(tmp_path: Path) -> None:
     "change,message",
     [
         (
-            {"tokenizer.ggml.model": "llama"},
-            "tokenizer.ggml.model is 'llama'; ckir reads byte-level BPE ('gpt2') tokenizers only",
+            {"tokenizer.ggml.model": "t5"},
+            "tokenizer.ggml.model is 't5', a vocabulary kind ckir cannot read (it reads 'gpt2' "
+            "(byte-level BPE), 'llama' (SentencePiece BPE))",
         ),
         ({"tokenizer.ggml.pre": "mystery"}, "tokenizer.ggml.pre 'mystery' is not supported"),
         ({"tokenizer.ggml.merges": ["Ġt"]}, "tokenizer.ggml.merges[0] = 'Ġt' is not 'left right'"),
