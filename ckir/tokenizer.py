@@ -48,26 +48,40 @@ SERIAL_FORMAT = 1
 class StreamDecoder:
     """Incremental detokenization: ``push(id)`` returns only complete UTF-8 text.
 
-    A byte-level token may end in the middle of a multi-byte character (an
-    emoji spread over several tokens); such bytes are held back until the
-    character is complete.  ``flush()`` returns whatever is still held (an
-    incomplete tail decodes to U+FFFD).  Concatenating every ``push`` and the
-    final ``flush`` gives ``decode(all ids)``.
+    A token may end in the middle of a multi-byte character (an emoji spread
+    over several byte tokens); such bytes are held back until the character is
+    complete.  ``flush()`` returns whatever is still held (an incomplete tail
+    decodes to U+FFFD).  Concatenating every ``push`` and the final ``flush``
+    gives ``decode(all ids)``.
+
+    New ids are decoded together with the ids returned just before them (the
+    context), and only the text past the context's is returned: a decoder's
+    edits that depend on the position (SentencePiece's ``▁`` -> space, with the
+    text's first space dropped) then apply once, as in ``decode(all ids)``.
     """
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = False) -> None:
         self._tok = tokenizer
         self._skip = skip_special_tokens
         self._ids: list[int] = []
+        self._context = 0  # first id of the context decoded with the new ids
         self._start = 0  # first id not yet returned as text
+
+    def _pending(self) -> str:
+        """The text of the ids not yet returned (decoded after their context)."""
+        ids = self._ids[self._context :]
+        before = self._start - self._context
+        full = self._tok.decode(ids, skip_special_tokens=self._skip)
+        known = self._tok.decode(ids[:before], skip_special_tokens=self._skip) if before else ""
+        return full[len(known) :] if full.startswith(known) else full
 
     def push(self, token_id: int) -> str:
         """Add one token id; the text it completes ('' while a character is incomplete)."""
         self._ids.append(int(token_id))
-        text = self._tok.decode(self._ids[self._start :], skip_special_tokens=self._skip)
+        text = self._pending()
         if not text or text.endswith("\ufffd"):
             return ""
-        self._start = len(self._ids)
+        self._context, self._start = self._start, len(self._ids)
         return text
 
     def push_many(self, ids: Iterable[int]) -> str:
@@ -76,8 +90,8 @@ class StreamDecoder:
 
     def flush(self) -> str:
         """The text still held back (incomplete characters decode to U+FFFD)."""
-        text = self._tok.decode(self._ids[self._start :], skip_special_tokens=self._skip)
-        self._start = len(self._ids)
+        text = self._pending()
+        self._context = self._start = len(self._ids)
         return text
 
     @property
