@@ -34,6 +34,9 @@ from ckir.errors import CkirError  # noqa: E402
 from ckir.tokenizer import Tokenizer  # noqa: E402
 from ckir.tokenizer_gguf import merges_from_scores  # noqa: E402
 
+#: the special tokens bos, eos, unk of the fixture vocabularies
+SPECIALS_123 = ("<s>", "</s>", "<unk>")
+
 #: a chat template that writes BOS itself and has a generation prompt
 TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}"
@@ -269,3 +272,19 @@ def test_byte_tokens_are_laid_out_as_sentencepiece(vocab: SpmVocab) -> None:
     assert set(vocab.types[3 : 3 + 256]) == {6}
     ids = vocab.ids
     assert all(left + right in ids for left, right in vocab.merges)
+
+
+def test_gguf_vocabulary_saved_as_hf_files(tmp_path: Path, vocab: SpmVocab) -> None:
+    """save_pretrained of a GGUF build writes tokenizer.json + tokenizer_config.json;
+    transformers reads them back as the same tokenizer."""
+    from ckir.backend.hf_export import tokenizer_files
+
+    ours = Tokenizer.from_gguf(_gguf(tmp_path, vocab))
+    out = tmp_path / "saved"
+    out.mkdir()
+    for name, data in tokenizer_files(ours).items():
+        (out / name).write_bytes(data)
+    config = json.loads((out / "tokenizer_config.json").read_text())
+    assert (config["bos_token"], config["eos_token"], config["unk_token"]) == SPECIALS_123
+    _same_as(ours, transformers.AutoTokenizer.from_pretrained(str(out)))
+    assert Tokenizer.from_hf_dir(out).encode_chat(CHAT) == ours.encode_chat(CHAT)
