@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +71,10 @@ class SpmVocab:
         return {t: i for i, t in enumerate(self.tokens)}
 
 
+@lru_cache(maxsize=4)
 def train_spm_bpe(vocab_size: int = 600) -> SpmVocab:
-    """Train a BPE (spaces as ``▁``, words not crossed) and order it as SentencePiece."""
+    """Train a BPE (spaces as ``▁``, words not crossed) and order it as SentencePiece
+    (trained once per size; callers must not change the lists)."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
