@@ -129,7 +129,9 @@ class Tokenizer:
         from ckir.tokenizer_gguf import vocabulary_from_gguf
 
         path = Path(path)
-        v = vocabulary_from_gguf(_gguf_metadata(path), path.name)
+        meta = _gguf_metadata(path)
+        options = gguf_tokenizer_options(meta.get("general.architecture"))
+        v = vocabulary_from_gguf(meta, path.name, options)
         return cls(
             v.backend,
             bos_id=v.bos_id,
@@ -293,6 +295,24 @@ def _gguf_metadata(path: Path) -> dict[str, Any]:
         for key in reader.fields
         if key.startswith(("tokenizer.", "general.architecture"))
     }
+
+
+def gguf_tokenizer_options(
+    architecture: object, templates_dir: str | Path | None = None
+) -> dict[str, str]:
+    """The ``gguf.tokenizer`` options of the template serving ``architecture``
+    (``general.architecture``); none when no template serves it (the vocabulary
+    is still readable with the defaults: a template error is reported when the
+    model is compiled)."""
+    from ckir.template import select_gguf_template
+
+    if not isinstance(architecture, str) or not architecture:
+        return {}
+    try:
+        tpl = select_gguf_template(architecture, templates_dir=templates_dir)
+    except CkirError:
+        return {}
+    return dict(tpl.gguf.tokenizer) if tpl.gguf is not None else {}
 
 
 # ---------------------------------------------------------------------------

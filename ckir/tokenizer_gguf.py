@@ -17,6 +17,17 @@ Two vocabulary kinds, named by ``tokenizer.ggml.model``:
   decoder turns ``▁`` back into spaces, joins byte tokens into UTF-8 and drops
   the prefix space again.
 
+How a SentencePiece vocabulary is read can differ per architecture; the
+template serving the file's ``general.architecture`` says so in its
+``gguf.tokenizer`` block (:data:`TOKENIZER_OPTIONS`, docs/templates.md):
+``merges: order`` ranks the derived merges by the tokens' order in the file
+instead of their scores (vocabularies whose scores do not follow the merge
+order), ``space_prefix: every_text`` puts ``▁`` before every piece of text
+between special tokens, even one starting with a space (a normalizer, not the
+pre-tokenizer); ``space_tokens: visible`` spells tokens the file writes with
+real spaces (``"  "``) with ``▁`` instead, the only way they can match once
+spaces became ``▁``.
+
 For both kinds: control tokens (``token_type`` 3), the unknown token (2) and
 the tokens named by the BOS / EOS / unknown / padding ids are special tokens
 (matched whole in the text, dropped by ``skip_special_tokens``); user-defined
@@ -85,6 +96,15 @@ VOCABULARY_KINDS: Mapping[str, str] = {
 }
 
 
+#: a template's ``gguf.tokenizer`` options (SentencePiece vocabularies) -> allowed values,
+#: the first the default
+TOKENIZER_OPTIONS: Mapping[str, tuple[str, ...]] = {
+    "merges": ("score", "order"),
+    "space_prefix": ("first", "every_text"),
+    "space_tokens": ("written", "visible"),
+}
+
+
 @dataclass(frozen=True)
 class GGUFVocabulary:
     """What :func:`vocabulary_from_gguf` builds: the ``tokenizers`` backend and the
@@ -98,8 +118,16 @@ class GGUFVocabulary:
     chat_template: str | None
 
 
-def vocabulary_from_gguf(meta: Mapping[str, Any], name: str) -> GGUFVocabulary:
-    """The tokenizer described by ``meta`` (``tokenizer.*`` keys of the GGUF file ``name``)."""
+def vocabulary_from_gguf(
+    meta: Mapping[str, Any], name: str, options: Mapping[str, str] | None = None
+) -> GGUFVocabulary:
+    """The tokenizer described by ``meta`` (``tokenizer.*`` keys of the GGUF file ``name``);
+    ``options``: the template's ``gguf.tokenizer`` block (:data:`TOKENIZER_OPTIONS`)."""
+    opts = {key: values[0] for key, values in TOKENIZER_OPTIONS.items()}
+    for key, value in (options or {}).items():
+        if value not in TOKENIZER_OPTIONS.get(key, ()):
+            raise CkirError(f"{name}: tokenizer option {key}={value!r} is not known")
+        opts[key] = value
     kind = meta.get("tokenizer.ggml.model")
     if kind is None:
         raise CkirError(f"{name}: no tokenizer (metadata 'tokenizer.ggml.model' is missing)")
@@ -122,7 +150,9 @@ def vocabulary_from_gguf(meta: Mapping[str, Any], name: str) -> GGUFVocabulary:
         backend = _byte_level_bpe(meta, tokens, name)
         add_bos_default = False
     else:
-        backend = _sentencepiece_bpe(meta, tokens, name)
+        if opts["space_tokens"] == "visible":
+            tokens = _visible_spaces(tokens)
+        backend = _sentencepiece_bpe(meta, tokens, name, opts)
         add_bos_default = True  # llama.cpp adds BOS to a SentencePiece vocabulary by default
     _add_special_tokens(backend, tokens, types, [i for i in ids.values() if i is not None])
     add_bos = _flag(meta, "tokenizer.ggml.add_bos_token", add_bos_default, name)
@@ -245,13 +275,30 @@ def merges_from_scores(tokens: Sequence[str], scores: Sequence[float]) -> list[t
     return [(left, right) for *_, left, right in ranked]
 
 
-def _sentencepiece_bpe(meta: Mapping[str, Any], tokens: list[str], name: str) -> Any:
+def _visible_spaces(tokens: list[str]) -> list[str]:
+    """Tokens made only of real spaces spelled with ``▁`` (unless that spelling is taken)."""
+    taken = set(tokens)
+    out = list(tokens)
+    for i, t in enumerate(tokens):
+        if t and not t.strip(" "):
+            visible = SPIECE_SPACE * len(t)
+            if visible not in taken:
+                out[i] = visible
+                taken.add(visible)
+    return out
+
+
+def _sentencepiece_bpe(
+    meta: Mapping[str, Any], tokens: list[str], name: str, opts: Mapping[str, str]
+) -> Any:
     from tokenizers import Tokenizer as Backend
-    from tokenizers import decoders, models, pre_tokenizers
+    from tokenizers import decoders, models, normalizers, pre_tokenizers
 
     merges_raw = meta.get("tokenizer.ggml.merges")
     if isinstance(merges_raw, list):  # rare: the converter wrote the merges
         merges = _file_merges(merges_raw, name)
+    elif opts["merges"] == "order":  # the earlier a token, the earlier its merges
+        merges = merges_from_scores(tokens, [-float(i) for i in range(len(tokens))])
     else:
         if "tokenizer.ggml.scores" not in meta:
             raise CkirError(
@@ -269,9 +316,14 @@ def _sentencepiece_bpe(meta: Mapping[str, Any], tokens: list[str], name: str) ->
         raise CkirError(f"{name}: the BPE vocabulary does not load ({one_line(err)})") from None
     backend = Backend(bpe)
     prefix = _flag(meta, "tokenizer.ggml.add_space_prefix", True, name)
-    backend.pre_tokenizer = pre_tokenizers.Metaspace(
-        replacement=SPIECE_SPACE, prepend_scheme="first" if prefix else "never", split=False
-    )
+    if prefix and opts["space_prefix"] == "every_text":
+        backend.normalizer = normalizers.Sequence(
+            [normalizers.Prepend(SPIECE_SPACE), normalizers.Replace(" ", SPIECE_SPACE)]
+        )
+    else:
+        backend.pre_tokenizer = pre_tokenizers.Metaspace(
+            replacement=SPIECE_SPACE, prepend_scheme="first" if prefix else "never", split=False
+        )
     steps = [decoders.Replace(SPIECE_SPACE, " "), decoders.ByteFallback(), decoders.Fuse()]
     if prefix:
         steps.append(decoders.Strip(" ", 1, 0))

@@ -261,3 +261,107 @@ def test_gguf_vocabulary_saved_as_hf_files(tmp_path: Path, vocab: SpmVocab) -> N
     assert (config["bos_token"], config["eos_token"], config["unk_token"]) == SPECIALS_123
     _same_as(ours, transformers.AutoTokenizer.from_pretrained(str(out)))
     assert Tokenizer.from_hf_dir(out).encode_chat(CHAT) == ours.encode_chat(CHAT)
+
+
+# --------------------------------------------------------------------------- per-architecture
+
+
+def _arch_keys(arch: str, count: int) -> dict[str, Any]:
+    return {k.replace("llama.", f"{arch}.", 1): v for k, v in _model_keys(count).items()}
+
+
+def _spaced_vocab_gguf(tmp: Path, vocab: SpmVocab, arch: str, random_scores: bool, **flags: Any):
+    """A GGUF whose vocabulary also has tokens of real spaces ("  ", "   "), with
+    the fixture's scores or scores that do not follow the merge order."""
+    import random
+
+    tokens = [*vocab.tokens, "  ", "   "]
+    rnd = random.Random(0)
+    if random_scores:
+        scores = [rnd.uniform(-1000.0, 0.0) for _ in tokens]
+    else:
+        scores = [*vocab.scores, -5000.0, -5001.0]
+    meta = {**_arch_keys(arch, len(tokens)), **spm_metadata(vocab, **flags)}
+    meta["tokenizer.ggml.tokens"] = tokens
+    meta["tokenizer.ggml.scores"] = scores
+    meta["tokenizer.ggml.token_type"] = [*vocab.types, 1, 1]
+    path = write_gguf(tmp / f"{arch}.gguf", arch, meta, {})
+    return path, meta
+
+
+def _ours(meta: dict, options: dict[str, str]) -> Tokenizer:
+    from ckir.tokenizer_gguf import vocabulary_from_gguf
+
+    v = vocabulary_from_gguf(meta, "x.gguf", options)
+    return Tokenizer(v.backend, bos_id=v.bos_id, eos_id=v.eos_id, unk_id=v.unk_id)
+
+
+SPACED = [*TEXTS, "a  b   c", "<s>  x</s> y"]
+
+
+def _differs(a: Tokenizer, b: Tokenizer) -> bool:
+    return any(a.encode(t) != b.encode(t) for t in SPACED)
+
+
+def test_merges_by_order_and_visible_space_tokens(tmp_path: Path, vocab: SpmVocab) -> None:
+    """``merges: order`` + ``space_tokens: visible`` (a vocabulary whose scores do not
+    follow the merge order, spaces written as spaces: what transformers does for
+    general.architecture = gemma).  transformers cannot load such a file's config,
+    so the oracle is its GGUF tokenizer converter itself."""
+    from transformers import TokenizersBackend
+    from transformers.integrations.gguf import convert_gguf_tokenizer, get_gguf_tokenizer
+
+    path, meta = _spaced_vocab_gguf(tmp_path, vocab, "gemma", True, add_space_prefix=False)
+    arch, tokenizer_dict, config = get_gguf_tokenizer(str(path))
+    backend, _ = convert_gguf_tokenizer(arch, tokenizer_dict)
+    ref = TokenizersBackend(
+        tokenizer_object=backend, **{k: v for k, v in config.items() if v is not None}
+    )
+    ours = _ours(meta, {"merges": "order", "space_tokens": "visible"})
+    _same_as(ours, ref, SPACED)
+    assert ours.encode("a  b", add_special_tokens=False) == ref.encode(
+        "a  b", add_special_tokens=False
+    )
+    assert "\u2581\u2581" in [ours.id_to_token(i) for i in ours.encode("a  b")]
+    assert _differs(ours, _ours(meta, {}))  # the options matter for this vocabulary
+
+
+def test_space_prefix_every_text(tmp_path: Path, vocab: SpmVocab) -> None:
+    """``space_prefix: every_text``: ▁ before every piece of text, as transformers
+    reads general.architecture = phi3 files."""
+    path, meta = _spaced_vocab_gguf(tmp_path, vocab, "phi3", False)
+    ref = _reference_gguf(path)
+    ours = _ours(meta, {"space_prefix": "every_text"})
+    _same_as(ours, ref, SPACED)
+    assert _differs(ours, _ours(meta, {}))
+    # the plain llama reading of the same vocabulary keeps the real-space tokens unused
+    path, meta = _spaced_vocab_gguf(tmp_path, vocab, "llama", False)
+    _same_as(Tokenizer.from_gguf(path), _reference_gguf(path), SPACED)
+
+
+def test_template_tokenizer_options(tmp_path: Path) -> None:
+    """A template's gguf.tokenizer block reaches the GGUF tokenizer; bad ones are
+    one-line template errors."""
+    from ckir.template import TEMPLATES_DIR
+    from ckir.tokenizer import gguf_tokenizer_options
+
+    text = (TEMPLATES_DIR / "llama.yaml").read_text()
+    assert "\ngguf:\n  architectures: [llama]" in text
+    d = tmp_path / "templates"
+    d.mkdir()
+    block = (
+        "\ngguf:\n  tokenizer: {merges: order, space_prefix: every_text}\n  architectures: [spm]"
+    )
+    (d / "spm.yaml").write_text(text.replace("\ngguf:\n  architectures: [llama]", block))
+    assert gguf_tokenizer_options("spm", d) == {"merges": "order", "space_prefix": "every_text"}
+    assert gguf_tokenizer_options("llama") == {}
+    assert gguf_tokenizer_options("unserved", d) == {}
+    (d / "spm.yaml").write_text(
+        text.replace("\ngguf:\n  architectures: [llama]", block.replace("order", "random"))
+    )
+    from ckir.template_loader import load_template
+
+    with pytest.raises(CkirError) as err:
+        load_template(d / "spm.yaml")
+    msg = str(err.value)
+    assert "\n" not in msg and "gguf.tokenizer.merges" in msg and "'random' is not one of" in msg
