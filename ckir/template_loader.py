@@ -91,7 +91,7 @@ _TOP_KEYS = (
     "footer",
     "gguf",
 )
-_GGUF_KEYS = ("architectures", "config", "tensors", "unpermute", "ignore", "reject")
+_GGUF_KEYS = ("architectures", "config", "tensors", "unpermute", "ignore", "reject", "tokenizer")
 _GGUF_TENSOR_SOURCES = ("@tensor_absent:", "@tensor_present:")
 _REQUIRED_TOP = ("name", "model_types", "symbols", "weights", "header", "body", "footer")
 _OP_TEXT = re.compile(
@@ -317,7 +317,25 @@ class _Loader:
         reject: dict[str, str] = {}
         for k, v in self.mapping(d.get("reject", {}), "gguf.reject").items():
             reject[self.string(k, "gguf.reject")] = self.string(v, f"gguf.reject.{k}")
-        return GGUFMap(arches, config, tensors, unpermute, ignore, reject)
+        return GGUFMap(arches, config, tensors, unpermute, ignore, reject, self.gguf_tokenizer(d))
+
+    def gguf_tokenizer(self, d: dict) -> dict[str, str]:
+        """``gguf.tokenizer``: how a SentencePiece vocabulary of these files is read
+        (option -> value, :data:`ckir.tokenizer_gguf.TOKENIZER_OPTIONS`)."""
+        from ckir.tokenizer_gguf import TOKENIZER_OPTIONS
+
+        out: dict[str, str] = {}
+        raw = self.mapping(d.get("tokenizer", {}), "gguf.tokenizer")
+        self.keys(raw, tuple(TOKENIZER_OPTIONS), "gguf.tokenizer")
+        for key, value in raw.items():
+            allowed = TOKENIZER_OPTIONS[key]
+            if value not in allowed:
+                raise self.err(
+                    f"gguf.tokenizer.{key}",
+                    f"'{value}' is not one of {', '.join(allowed)}",
+                )
+            out[key] = value
+        return out
 
     def config_keys(self, d: dict, where: str) -> tuple[str, ...]:
         if "key" not in d:

@@ -278,6 +278,8 @@ class GGUFMap:
     ``ignore``: GGUF tensor name patterns (``{i}``, ``*``) that are not weights.
     ``reject``: GGUF tensor name pattern -> why a file with such a tensor is
     not supported (e.g. ``rope_freqs.weight``: Llama 3 RoPE scaling).
+    ``tokenizer``: how these files' SentencePiece vocabulary is read (option ->
+    value, :data:`ckir.tokenizer_gguf.TOKENIZER_OPTIONS`; empty: the defaults).
     """
 
     architectures: tuple[str, ...]
@@ -286,6 +288,7 @@ class GGUFMap:
     unpermute: Mapping[str, str]
     ignore: tuple[str, ...] = ()
     reject: Mapping[str, str] = field(default_factory=dict)
+    tokenizer: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

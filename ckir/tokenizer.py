@@ -1,24 +1,27 @@
 """Tokenizers for compiled models: text <-> token ids, streaming decode, chat templates.
 
 Built on the ``tokenizers`` library (the tokenization itself runs in its Rust
-core); this module only assembles a tokenizer from what a checkpoint ships:
+core); ckir only assembles a tokenizer from what a checkpoint ships:
 
-* ``Tokenizer.from_gguf(path)``: a GGUF file's ``tokenizer.ggml.*`` metadata.
-  Byte-level BPE (``tokenizer.ggml.model = gpt2``) from ``tokens`` and
-  ``merges``; the pre-tokenizer split named by ``tokenizer.ggml.pre``
-  (:data:`PRE_TOKENIZERS`); control tokens (``token_type`` 3) become special
-  tokens, user-defined ones (4) plain added tokens; BOS/EOS ids and the
-  ``add_bos_token`` / ``add_eos_token`` flags; ``tokenizer.chat_template``.
-* ``Tokenizer.from_hf_dir(path)``: a HF folder's ``tokenizer.json`` with
-  ``tokenizer_config.json`` (special tokens, chat template; or
-  ``chat_template.jinja``) and ``config.json`` / ``generation_config.json``
-  for ids it does not name.
+* ``Tokenizer.from_gguf(path)``: a GGUF file's ``tokenizer.ggml.*`` metadata,
+  byte-level BPE (``tokenizer.ggml.model = gpt2``) or SentencePiece BPE
+  (``llama``): :mod:`ckir.tokenizer_gguf`; ``tokenizer.chat_template``.
+* ``Tokenizer.from_hf_dir(path)``: a HF folder's ``tokenizer.json`` (any model
+  the ``tokenizers`` library reads: byte-level BPE, SentencePiece-style BPE with
+  byte fallback, Unigram, WordPiece), with ``tokenizer_config.json`` (special
+  tokens, chat template; or ``chat_template.jinja``) and ``config.json`` /
+  ``generation_config.json`` for ids it does not name.  A folder with only a
+  ``tokenizer.model`` (SentencePiece protobuf) or ``vocab.json`` + ``merges.txt``
+  is refused, naming the file and the kind.
+
+Chat templates are rendered by :mod:`ckir.chat_template`; ``encode_chat`` gives
+the prompt ids as transformers' ``apply_chat_template(..., tokenize=True)`` does
+(the template writes BOS itself: no special tokens are added).
 
 ::
 
     tok = Tokenizer.from_gguf("SmolLM2-135M-Instruct.Q4_1.gguf")
-    text = tok.apply_chat_template([{"role": "user", "content": "Hi"}])
-    ids = tok.encode(text)
+    ids = tok.encode_chat([{"role": "user", "content": "Hi"}])
     stream = tok.stream_decoder()
     for t in generated:
         print(stream.push(t), end="")
@@ -32,78 +35,53 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ckir.errors import CkirError, one_line
 from ckir.fileio import read_json_object
 
-# GGUF token types (tokenizer.ggml.token_type)
-TOKEN_NORMAL = 1
-TOKEN_UNKNOWN = 2
-TOKEN_CONTROL = 3
-TOKEN_USER_DEFINED = 4
-TOKEN_UNUSED = 5
-TOKEN_BYTE = 6
-
 #: version of the ``Tokenizer.to_json`` text
 SERIAL_FORMAT = 1
-
-#: GPT-2's split: contractions, letter runs, digit runs, other runs, whitespace
-_GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
-#: Llama 3: case-insensitive contractions, digits in groups of up to three
-_LLAMA3_SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
-    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-#: Qwen2: as Llama 3 but every digit on its own
-_QWEN2_SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
-    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-
-#: ``tokenizer.ggml.pre`` -> (regex splits applied in order, BPE ignore_merges).
-#: The last split is followed by byte-level mapping.  A missing key means "default".
-PRE_TOKENIZERS: dict[str, tuple[tuple[str, ...], bool]] = {
-    "default": ((_GPT2_SPLIT,), False),
-    "gpt2": ((_GPT2_SPLIT,), False),
-    "gpt-2": ((_GPT2_SPLIT,), False),
-    # StarCoder-family vocabularies (SmolLM, SmolLM2, Refact): each digit alone first
-    "smollm": ((r"\p{N}", _GPT2_SPLIT), False),
-    "starcoder": ((r"\p{N}", _GPT2_SPLIT), False),
-    "refact": ((r"\p{N}", _GPT2_SPLIT), False),
-    "llama-bpe": ((_LLAMA3_SPLIT,), True),
-    "llama3": ((_LLAMA3_SPLIT,), True),
-    "smaug-bpe": ((_LLAMA3_SPLIT,), True),
-    "qwen2": ((_QWEN2_SPLIT,), False),
-    "deepseek-r1-qwen": ((_QWEN2_SPLIT,), False),
-}
 
 
 class StreamDecoder:
     """Incremental detokenization: ``push(id)`` returns only complete UTF-8 text.
 
-    A byte-level token may end in the middle of a multi-byte character (an
-    emoji spread over several tokens); such bytes are held back until the
-    character is complete.  ``flush()`` returns whatever is still held (an
-    incomplete tail decodes to U+FFFD).  Concatenating every ``push`` and the
-    final ``flush`` gives ``decode(all ids)``.
+    A token may end in the middle of a multi-byte character (an emoji spread
+    over several byte tokens); such bytes are held back until the character is
+    complete.  ``flush()`` returns whatever is still held (an incomplete tail
+    decodes to U+FFFD).  Concatenating every ``push`` and the final ``flush``
+    gives ``decode(all ids)``.
+
+    New ids are decoded together with the ids returned just before them (the
+    context), and only the text past the context's is returned: a decoder's
+    edits that depend on the position (SentencePiece's ``▁`` -> space, with the
+    text's first space dropped) then apply once, as in ``decode(all ids)``.
     """
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = False) -> None:
         self._tok = tokenizer
         self._skip = skip_special_tokens
         self._ids: list[int] = []
+        self._context = 0  # first id of the context decoded with the new ids
         self._start = 0  # first id not yet returned as text
+
+    def _pending(self) -> str:
+        """The text of the ids not yet returned (decoded after their context)."""
+        ids = self._ids[self._context :]
+        before = self._start - self._context
+        full = self._tok.decode(ids, skip_special_tokens=self._skip)
+        known = self._tok.decode(ids[:before], skip_special_tokens=self._skip) if before else ""
+        return full[len(known) :] if full.startswith(known) else full
 
     def push(self, token_id: int) -> str:
         """Add one token id; the text it completes ('' while a character is incomplete)."""
         self._ids.append(int(token_id))
-        text = self._tok.decode(self._ids[self._start :], skip_special_tokens=self._skip)
+        text = self._pending()
         if not text or text.endswith("\ufffd"):
             return ""
-        self._start = len(self._ids)
+        self._context, self._start = self._start, len(self._ids)
         return text
 
     def push_many(self, ids: Iterable[int]) -> str:
@@ -112,8 +90,8 @@ class StreamDecoder:
 
     def flush(self) -> str:
         """The text still held back (incomplete characters decode to U+FFFD)."""
-        text = self._tok.decode(self._ids[self._start :], skip_special_tokens=self._skip)
-        self._start = len(self._ids)
+        text = self._pending()
+        self._context = self._start = len(self._ids)
         return text
 
     @property
@@ -131,12 +109,16 @@ class Tokenizer:
         *,
         bos_id: int | None = None,
         eos_id: int | None = None,
+        unk_id: int | None = None,
+        pad_id: int | None = None,
         chat_template: str | None = None,
         source: str = "tokenizer",
     ) -> None:
         self.backend = backend  # a tokenizers.Tokenizer
         self.bos_id = bos_id
         self.eos_id = eos_id
+        self.unk_id = unk_id
+        self.pad_id = pad_id
         self.chat_template = chat_template
         self.source = source
 
@@ -144,9 +126,21 @@ class Tokenizer:
     @classmethod
     def from_gguf(cls, path: str | Path) -> Tokenizer:
         """The tokenizer stored in a GGUF file's ``tokenizer.ggml.*`` metadata."""
+        from ckir.tokenizer_gguf import vocabulary_from_gguf
+
         path = Path(path)
         meta = _gguf_metadata(path)
-        return _tokenizer_from_gguf_metadata(meta, path.name)
+        options = gguf_tokenizer_options(meta.get("general.architecture"))
+        v = vocabulary_from_gguf(meta, path.name, options)
+        return cls(
+            v.backend,
+            bos_id=v.bos_id,
+            eos_id=v.eos_id,
+            unk_id=v.unk_id,
+            pad_id=v.pad_id,
+            chat_template=v.chat_template,
+            source=path.name,
+        )
 
     @classmethod
     def from_hf_dir(cls, model_dir: str | Path) -> Tokenizer:
@@ -168,6 +162,8 @@ class Tokenizer:
                 "backend": self.backend.to_str(),
                 "bos_id": self.bos_id,
                 "eos_id": self.eos_id,
+                "unk_id": self.unk_id,
+                "pad_id": self.pad_id,
                 "chat_template": self.chat_template,
                 "source": self.source,
             }
@@ -187,6 +183,8 @@ class Tokenizer:
                 backend,
                 bos_id=data["bos_id"],
                 eos_id=data["eos_id"],
+                unk_id=data.get("unk_id"),
+                pad_id=data.get("pad_id"),
                 chat_template=data["chat_template"],
                 source=data["source"],
             )
@@ -241,79 +239,45 @@ class Tokenizer:
         add_generation_prompt: bool = True,
         **kwargs: Any,
     ) -> str:
-        """Render the model's chat template (Jinja2, sandboxed) for ``messages``.
+        """Render the model's chat template for ``messages`` (:mod:`ckir.chat_template`).
 
         ``messages`` is a list of ``{"role": ..., "content": ...}``; extra
         keyword arguments are passed to the template (``tools=...``).  The
-        template also sees ``bos_token`` and ``eos_token``.
+        template also sees ``bos_token``, ``eos_token`` and, when the model
+        names them, ``unk_token`` and ``pad_token``.
         """
+        from ckir.chat_template import render_chat_template
+
         if self.chat_template is None:
             raise CkirError(f"{self.source}: has no chat template")
-        if isinstance(messages, Mapping) or not isinstance(messages, Sequence):
-            raise CkirError(f"{self.source}: messages must be a list of {{role, content}} dicts")
-        for n, m in enumerate(messages):
-            if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
-                raise CkirError(f"{self.source}: message {n} must be a dict with a 'role' string")
-        template = _compile_chat_template(self.chat_template, self.source)
-        context = {
-            "messages": [dict(m) for m in messages],
-            "add_generation_prompt": add_generation_prompt,
-            "bos_token": self.bos_token or "",
-            "eos_token": self.eos_token or "",
-            **kwargs,
-        }
-        try:
-            return template.render(**context)
-        except CkirError:
-            raise
-        except Exception as err:  # jinja2 errors, sandbox violations
-            raise CkirError(
-                f"{self.source}: chat template failed: {type(err).__name__}: {one_line(err)}"
-            ) from None
+        tokens = {"bos_token": self.bos_token or "", "eos_token": self.eos_token or ""}
+        for key, tid in (("unk_token", self.unk_id), ("pad_token", self.pad_id)):
+            if tid is not None:
+                tokens[key] = self.id_to_token(tid)
+        return render_chat_template(
+            self.chat_template,
+            self.source,
+            messages,
+            add_generation_prompt=add_generation_prompt,
+            **{**tokens, **kwargs},
+        )
+
+    def encode_chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        add_generation_prompt: bool = True,
+        **kwargs: Any,
+    ) -> list[int]:
+        """The token ids of the rendered chat template, without added BOS/EOS (the
+        template writes them), as transformers' ``apply_chat_template(tokenize=True)``."""
+        text = self.apply_chat_template(messages, add_generation_prompt, **kwargs)
+        return self.encode(text, add_special_tokens=False)
 
     def __repr__(self) -> str:
         return (
             f"Tokenizer({self.source!r}, vocab={self.vocab_size}, bos={self.bos_id}, "
             f"eos={self.eos_id})"
         )
-
-
-# ---------------------------------------------------------------------------
-# chat templates
-# ---------------------------------------------------------------------------
-
-_TEMPLATES: dict[str, Any] = {}
-
-
-def _compile_chat_template(text: str, source: str) -> Any:
-    cached = _TEMPLATES.get(text)
-    if cached is not None:
-        return cached
-    import jinja2
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    def raise_exception(message: object) -> None:
-        raise CkirError(f"{source}: chat template: {one_line(message)}")
-
-    def strftime_now(fmt: str) -> str:
-        return datetime.now().strftime(fmt)
-
-    def tojson(value: Any, indent: int | None = None, ensure_ascii: bool = False, **kw: Any) -> str:
-        return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, **kw)
-
-    # trim_blocks / lstrip_blocks: the whitespace conventions chat templates are written for
-    env = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
-    )
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = strftime_now
-    try:
-        template = env.from_string(text)
-    except jinja2.TemplateError as err:
-        raise CkirError(f"{source}: chat template does not parse: {one_line(err)}") from None
-    _TEMPLATES[text] = template
-    return template
 
 
 # ---------------------------------------------------------------------------
@@ -333,119 +297,22 @@ def _gguf_metadata(path: Path) -> dict[str, Any]:
     }
 
 
-def _ids_field(meta: Mapping[str, Any], key: str, name: str, count: int) -> int | None:
-    value = meta.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < count:
-        raise CkirError(f"{name}: '{key}' = {value!r} is not a token id (vocabulary {count})")
-    return int(value)
+def gguf_tokenizer_options(
+    architecture: object, templates_dir: str | Path | None = None
+) -> dict[str, str]:
+    """The ``gguf.tokenizer`` options of the template serving ``architecture``
+    (``general.architecture``); none when no template serves it (the vocabulary
+    is still readable with the defaults: a template error is reported when the
+    model is compiled)."""
+    from ckir.template import select_gguf_template
 
-
-def _tokenizer_from_gguf_metadata(meta: Mapping[str, Any], name: str) -> Tokenizer:
-    from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers, processors
-    from tokenizers import Tokenizer as Backend
-
-    model = meta.get("tokenizer.ggml.model")
-    if model is None:
-        raise CkirError(f"{name}: no tokenizer (metadata 'tokenizer.ggml.model' is missing)")
-    if model != "gpt2":
-        raise CkirError(
-            f"{name}: tokenizer.ggml.model is '{model}'; ckir reads byte-level BPE ('gpt2') "
-            "tokenizers only"
-        )
-    tokens = meta.get("tokenizer.ggml.tokens")
-    if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
-        raise CkirError(f"{name}: 'tokenizer.ggml.tokens' is missing or not a list of strings")
-    merges_raw = meta.get("tokenizer.ggml.merges")
-    if not isinstance(merges_raw, list):
-        raise CkirError(f"{name}: 'tokenizer.ggml.merges' is missing (BPE needs merges)")
-    types = meta.get("tokenizer.ggml.token_type")
-    if types is None:
-        types = [TOKEN_NORMAL] * len(tokens)
-    if not isinstance(types, list) or len(types) != len(tokens):
-        got = len(types) if isinstance(types, list) else 0
-        raise CkirError(
-            f"{name}: 'tokenizer.ggml.token_type' has {got} entries for {len(tokens)} tokens"
-        )
-    pre = meta.get("tokenizer.ggml.pre", "default")
-    if pre not in PRE_TOKENIZERS:
-        raise CkirError(
-            f"{name}: tokenizer.ggml.pre '{pre}' is not supported "
-            f"(known: {', '.join(sorted(PRE_TOKENIZERS))})"
-        )
-    splits, ignore_merges = PRE_TOKENIZERS[pre]
-
-    vocab: dict[str, int] = {}
-    for i, t in enumerate(tokens):
-        vocab.setdefault(t, i)  # a duplicated string keeps its first id
-    merges: list[tuple[str, str]] = []
-    for n, m in enumerate(merges_raw):
-        parts = m.split(" ") if isinstance(m, str) else []
-        if len(parts) != 2 or not parts[0] or not parts[1]:
-            raise CkirError(f"{name}: tokenizer.ggml.merges[{n}] = {m!r} is not 'left right'")
-        merges.append((parts[0], parts[1]))
+    if not isinstance(architecture, str) or not architecture:
+        return {}
     try:
-        bpe = models.BPE(vocab, merges, ignore_merges=ignore_merges)
-    except Exception as err:
-        raise CkirError(f"{name}: the BPE vocabulary does not load ({one_line(err)})") from None
-    backend = Backend(bpe)
-    steps = [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in splits]
-    steps.append(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False))
-    backend.pre_tokenizer = pre_tokenizers.Sequence(steps)
-    backend.decoder = decoders.ByteLevel()
-
-    special = [
-        AddedToken(tokens[i], special=True, normalized=False)
-        for i, t in enumerate(types)
-        if t == TOKEN_CONTROL
-    ]
-    user = [
-        AddedToken(tokens[i], special=False, normalized=False)
-        for i, t in enumerate(types)
-        if t == TOKEN_USER_DEFINED
-    ]
-    if special:
-        backend.add_special_tokens(special)
-    if user:
-        backend.add_tokens(user)
-
-    count = len(tokens)
-    bos = _ids_field(meta, "tokenizer.ggml.bos_token_id", name, count)
-    eos = _ids_field(meta, "tokenizer.ggml.eos_token_id", name, count)
-    add_bos = bool(meta.get("tokenizer.ggml.add_bos_token", False))
-    add_eos = bool(meta.get("tokenizer.ggml.add_eos_token", False))
-    _set_post_processor(
-        backend, processors, tokens, bos if add_bos else None, eos if add_eos else None, name
-    )
-    template = meta.get("tokenizer.chat_template")
-    if template is not None and not isinstance(template, str):
-        raise CkirError(f"{name}: 'tokenizer.chat_template' is not a string")
-    return Tokenizer(backend, bos_id=bos, eos_id=eos, chat_template=template, source=name)
-
-
-def _set_post_processor(
-    backend: Any,
-    processors: Any,
-    tokens: Sequence[str],
-    bos: int | None,
-    eos: int | None,
-    name: str,
-) -> None:
-    """BOS / EOS added by ``encode(..., add_special_tokens=True)`` when the file asks."""
-    if bos is None and eos is None:
-        return
-    single = ([f"{tokens[bos]}:0"] if bos is not None else []) + ["$A:0"]
-    single += [f"{tokens[eos]}:0"] if eos is not None else []
-    pair = single + ([f"{tokens[bos]}:1"] if bos is not None else []) + ["$B:1"]
-    pair += [f"{tokens[eos]}:1"] if eos is not None else []
-    specials = [(tokens[i], i) for i in {x for x in (bos, eos) if x is not None}]
-    try:
-        backend.post_processor = processors.TemplateProcessing(
-            single=" ".join(single), pair=" ".join(pair), special_tokens=specials
-        )
-    except Exception as err:
-        raise CkirError(f"{name}: cannot add BOS/EOS tokens ({one_line(err)})") from None
+        tpl = select_gguf_template(architecture, templates_dir=templates_dir)
+    except CkirError:
+        return {}
+    return dict(tpl.gguf.tokenizer) if tpl.gguf is not None else {}
 
 
 # ---------------------------------------------------------------------------
@@ -473,6 +340,25 @@ def _first_id(value: Any) -> int | None:
     return value
 
 
+#: vocabulary files of HF folders without a ``tokenizer.json``, and what they hold
+_OTHER_VOCABULARIES: tuple[tuple[str, str], ...] = (
+    ("tokenizer.model", "a SentencePiece model (protobuf)"),
+    ("merges.txt", "a byte-level BPE vocabulary (vocab.json + merges.txt)"),
+    ("vocab.txt", "a WordPiece vocabulary"),
+)
+
+
+def _refuse_other_vocabulary(model_dir: Path) -> None:
+    """A folder whose vocabulary is in a file ckir cannot read: one line naming it."""
+    for name, kind in _OTHER_VOCABULARIES:
+        if (model_dir / name).is_file():
+            raise CkirError(
+                f"{model_dir / name}: {kind}, a vocabulary kind ckir cannot read; it reads "
+                "tokenizer.json (transformers writes one: "
+                "AutoTokenizer.from_pretrained(folder).save_pretrained(folder))"
+            )
+
+
 def _tokenizer_from_hf_dir(model_dir: Path) -> Tokenizer:
     from tokenizers import Tokenizer as Backend
 
@@ -480,6 +366,7 @@ def _tokenizer_from_hf_dir(model_dir: Path) -> Tokenizer:
         raise CkirError(f"{model_dir}: not a directory")
     tj = model_dir / "tokenizer.json"
     if not tj.is_file():
+        _refuse_other_vocabulary(model_dir)
         raise CkirError(f"{tj}: not found (ckir reads HF fast tokenizers, tokenizer.json)")
     try:
         backend = Backend.from_file(str(tj))
@@ -489,11 +376,11 @@ def _tokenizer_from_hf_dir(model_dir: Path) -> Tokenizer:
     model_cfg = _read_json(model_dir / "config.json") or {}
     gen_cfg = _read_json(model_dir / "generation_config.json") or {}
 
-    def token_id(key: str) -> int | None:
+    def token_id(key: str, required: bool = True) -> int | None:
         text = _token_text(cfg.get(key))
         if text is not None:
             tid = backend.token_to_id(text)
-            if tid is None:
+            if tid is None and required:
                 where = model_dir / "tokenizer_config.json"
                 raise CkirError(f"{where}: {key} '{text}' is not in the vocabulary")
             return tid
@@ -503,10 +390,9 @@ def _tokenizer_from_hf_dir(model_dir: Path) -> Tokenizer:
                 return tid
         return None
 
-    template = cfg.get("chat_template")
+    # chat_template.jinja, when present, wins over tokenizer_config.json (as in transformers)
     jinja = model_dir / "chat_template.jinja"
-    if template is None and jinja.is_file():
-        template = jinja.read_text(encoding="utf-8")
+    template = jinja.read_text(encoding="utf-8") if jinja.is_file() else cfg.get("chat_template")
     if isinstance(template, list):  # [{"name": "default", "template": "..."}, ...]
         named = {t.get("name"): t.get("template") for t in template if isinstance(t, Mapping)}
         template = named.get("default")
@@ -516,6 +402,9 @@ def _tokenizer_from_hf_dir(model_dir: Path) -> Tokenizer:
         backend,
         bos_id=token_id("bos_token"),
         eos_id=token_id("eos_token"),
+        # only offered to chat templates: one the vocabulary lacks is left out
+        unk_id=token_id("unk_token", required=False),
+        pad_id=token_id("pad_token", required=False),
         chat_template=template,
         source=model_dir.name,
     )

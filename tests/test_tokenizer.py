@@ -214,12 +214,23 @@ def test_no_chat_template(tmp_path: Path) -> None:
     assert _one_line(err) == "n.gguf: has no chat template"
 
 
+#: SentencePiece (tokenizer.ggml.model = llama) metadata errors
+SPM_BAD = [
+    ({"tokenizer.ggml.model": "bert"}, "tokenizer.ggml.model is 'bert', a vocabulary kind"),
+    ({"tokenizer.ggml.scores": None}, "'tokenizer.ggml.scores' is missing"),
+    ({"tokenizer.ggml.scores": [0.0]}, "'tokenizer.ggml.scores' has 1 entries for"),
+    ({"tokenizer.ggml.unknown_token_id": 99999}, "unknown_token_id' = 99999 is not a token"),
+    ({"tokenizer.ggml.add_space_prefix": 3}, "'tokenizer.ggml.add_space_prefix' = 3 is not"),
+]
+
+
 @pytest.mark.parametrize(
     "change,message",
     [
         (
-            {"tokenizer.ggml.model": "llama"},
-            "tokenizer.ggml.model is 'llama'; ckir reads byte-level BPE ('gpt2') tokenizers only",
+            {"tokenizer.ggml.model": "t5"},
+            "tokenizer.ggml.model is 't5', a vocabulary kind ckir cannot read (it reads 'gpt2' "
+            "(byte-level BPE), 'llama' (SentencePiece BPE))",
         ),
         ({"tokenizer.ggml.pre": "mystery"}, "tokenizer.ggml.pre 'mystery' is not supported"),
         ({"tokenizer.ggml.merges": ["Ġt"]}, "tokenizer.ggml.merges[0] = 'Ġt' is not 'left right'"),
@@ -238,7 +249,17 @@ def test_no_chat_template(tmp_path: Path) -> None:
     ],
 )
 def test_bad_tokenizer_metadata(tmp_path: Path, change: dict, message: str) -> None:
-    meta = tokenizer_metadata()
+    _bad_metadata(tmp_path, tokenizer_metadata(), change, message)
+
+
+@pytest.mark.parametrize("change,message", SPM_BAD)
+def test_bad_sentencepiece_metadata(tmp_path: Path, change: dict, message: str) -> None:
+    from spm_fixtures import spm_metadata, train_spm_bpe
+
+    _bad_metadata(tmp_path, spm_metadata(train_spm_bpe()), change, message)
+
+
+def _bad_metadata(tmp_path: Path, meta: dict, change: dict, message: str) -> None:
     for k, v in change.items():
         if v is None:
             meta.pop(k)

@@ -218,6 +218,9 @@ def tokenizer_files(tokenizer: object) -> dict[str, bytes]:
         config["bos_token"] = tokenizer.bos_token
     if tokenizer.eos_token is not None:
         config["eos_token"] = tokenizer.eos_token
+    for key, tid in (("unk_token", tokenizer.unk_id), ("pad_token", tokenizer.pad_id)):
+        if tid is not None:
+            config[key] = tokenizer.id_to_token(tid)
     if tokenizer.chat_template is not None:
         config["chat_template"] = tokenizer.chat_template
     return {
