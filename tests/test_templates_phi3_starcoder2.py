@@ -1,0 +1,267 @@
+"""The phi3 and starcoder2 templates against transformers, fp32, tiny random configs.
+
+Each template was added as YAML alone.  Oracles (HF transformers, PyTorch CPU):
+prefill logits, decode logits step by step with HF's KV cache, and the gradient
+of every weight of one backward (mapped into ckir's layout by ckir's own weight
+reader, so the fused ``qkv_proj`` / ``gate_up_proj`` rows of Phi-3 are compared
+slice by slice), all within 1e-4 of the largest reference entry.
+``save_pretrained`` must give back the checkpoint bit for bit (the fused
+tensors put together again) and load in transformers.  Configs the ops cannot
+serve yet (RoPE scaling, partial rotary) are refused with a message.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from test_hf_export import assert_same_tensors  # noqa: E402
+from test_parity import assert_close  # noqa: E402
+from test_training import GRAD_TOL, LOSS_TOL, NOISE_ULPS, hf_loss, to_ckir_layout  # noqa: E402
+
+import ckir  # noqa: E402
+from ckir.errors import CkirError  # noqa: E402
+from ckir.frontend.hf import import_hf  # noqa: E402
+from ckir.tools.zoo import _init_law  # noqa: E402
+
+_TOKENS = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
+#: key -> (transformers config class, model class, config keywords): odd sizes,
+#: GQA / MQA / MHA, tied and untied heads, with and without biases
+CASES: dict[str, tuple[str, str, dict[str, object]]] = {
+    "phi3_gqa": (
+        "Phi3Config",
+        "Phi3ForCausalLM",
+        dict(
+            hidden_size=36,
+            num_attention_heads=6,
+            num_key_value_heads=2,
+            intermediate_size=61,
+            num_hidden_layers=2,
+            vocab_size=151,
+            max_position_embeddings=64,
+            **_TOKENS,
+        ),
+    ),
+    "phi3_mha_tied": (
+        "Phi3Config",
+        "Phi3ForCausalLM",
+        dict(
+            hidden_size=40,
+            num_attention_heads=5,
+            intermediate_size=45,
+            num_hidden_layers=3,
+            vocab_size=131,
+            max_position_embeddings=64,
+            tie_word_embeddings=True,
+            **_TOKENS,
+        ),
+    ),
+    "starcoder2": (
+        "Starcoder2Config",
+        "Starcoder2ForCausalLM",
+        dict(
+            hidden_size=36,
+            num_attention_heads=6,
+            num_key_value_heads=2,
+            intermediate_size=61,
+            num_hidden_layers=2,
+            vocab_size=157,
+            max_position_embeddings=64,
+            tie_word_embeddings=False,
+            **_TOKENS,
+        ),
+    ),
+    "starcoder2_nobias_mqa": (
+        "Starcoder2Config",
+        "Starcoder2ForCausalLM",
+        dict(
+            hidden_size=40,
+            num_attention_heads=5,
+            num_key_value_heads=1,
+            intermediate_size=77,
+            num_hidden_layers=2,
+            vocab_size=139,
+            max_position_embeddings=64,
+            use_bias=False,
+            **_TOKENS,
+        ),
+    ),
+}
+MAX_CONTEXT = 48
+
+
+def make_model(key: str, out: Path, seed: int = 5) -> Path:
+    """A random tiny transformers model of case ``key`` saved in ``out`` (the zoo's
+    initialization law: norm gains around 1, biases and norm biases non-zero)."""
+    config_cls, model_cls, kwargs = CASES[key]
+    config = getattr(transformers, config_cls)(**kwargs)
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_cls)(config)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            offset, scale = _init_law(name, 0.08)
+            p.copy_(offset + scale * torch.randn(p.shape, generator=gen))
+    model.save_pretrained(out)
+    return out
+
+
+def hf_model(path: Path, train: bool = False):
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch.float32, attn_implementation="eager"
+    )
+    model.train() if train else model.eval()
+    return model
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("phi3_sc2_models")
+    return {key: make_model(key, root / key) for key in CASES}
+
+
+@pytest.fixture(scope="module")
+def builds(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("phi3_sc2_builds")
+    models = {
+        key: ckir.compile(path, root / key, max_context=MAX_CONTEXT)
+        for key, path in checkpoints.items()
+    }
+    yield models
+    for m in models.values():
+        m.close()
+
+
+@pytest.mark.parametrize("key", list(CASES))
+def test_template_is_selected_by_model_type(key: str, checkpoints) -> None:
+    module, warnings = import_hf(checkpoints[key])
+    assert warnings == []
+    model = next(op for op in module.ops if op.name == "graph.model")
+    assert model.arch.data == ("phi3" if key.startswith("phi3") else "starcoder2")
+
+
+@pytest.mark.parametrize("key", list(CASES))
+def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
+    model = builds[key]
+    tokens = np.random.default_rng(1).integers(0, model.vocab_size, size=13)
+    model.reset()
+    ours = model.prefill(tokens)
+    with torch.no_grad():
+        ref = hf_model(checkpoints[key])(torch.tensor(tokens[None, :])).logits[0].numpy()
+    assert ours.shape == ref.shape
+    assert_close(ours, ref, f"{key} prefill")
+
+
+@pytest.mark.parametrize("key", list(CASES))
+def test_decode_matches_hf(key: str, checkpoints, builds) -> None:
+    rng = np.random.default_rng(2)
+    model = builds[key]
+    hf = hf_model(checkpoints[key])
+    prompt = rng.integers(0, model.vocab_size, size=5)
+    steps = rng.integers(0, model.vocab_size, size=7)
+    model.reset()
+    model.prefill(prompt)
+    with torch.no_grad():
+        out = hf(torch.tensor(prompt[None, :]), use_cache=True)
+        cache = out.past_key_values
+        for i, tok in enumerate(steps):
+            ours = model.decode(int(tok))
+            out = hf(torch.tensor([[int(tok)]]), past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            assert_close(ours, out.logits[0, -1].numpy(), f"{key} decode step {i}")
+
+
+@pytest.mark.parametrize("key", list(CASES))
+def test_gradients_match_autograd(key: str, checkpoints, tmp_path: Path) -> None:
+    src = checkpoints[key]
+    model = ckir.compile(
+        src, tmp_path / "build", modes=("prefill", "backward"), max_context=MAX_CONTEXT
+    )
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(0, model.vocab_size, size=11)
+    targets = rng.integers(0, model.vocab_size, size=11)
+    loss = model.backward(tokens, targets)
+    ours = model.gradients()
+    ref_model = hf_model(src, train=True)  # no dropout in the configs
+    ref_loss = hf_loss(ref_model, tokens, targets)
+    ref_loss.backward()
+    assert abs(loss - ref_loss.item()) <= LOSS_TOL * abs(ref_loss.item()), (loss, ref_loss.item())
+    hf_grads = {
+        n: p.grad.detach().numpy().copy()
+        for n, p in ref_model.named_parameters()
+        if p.grad is not None
+    }
+    ref = to_ckir_layout(tmp_path / "build", hf_grads, tmp_path / "grads")
+    assert set(ours) == set(ref), sorted(set(ours) ^ set(ref))
+    gmax = max(float(np.abs(r).max()) for r in ref.values())
+    floor = NOISE_ULPS * float(np.finfo(np.float32).eps) * gmax
+    for name, r in ref.items():
+        tol = max(GRAD_TOL * float(np.abs(r).max()), floor)
+        err = float(np.abs(ours[name] - r).max())
+        assert err <= tol, f"{key}: d{name}: max error {err:.3g} > {tol:.3g}"
+    model.close()
+
+
+@pytest.mark.parametrize("key", list(CASES))
+def test_save_pretrained_round_trips(key: str, checkpoints, builds, tmp_path: Path) -> None:
+    """The fused Phi-3 tensors are written back whole; transformers loads the folder."""
+    model = builds[key]
+    out = model.save_pretrained(tmp_path / "saved")
+    assert_same_tensors(out, checkpoints[key])
+    tokens = np.random.default_rng(4).integers(0, model.vocab_size, size=9)
+    model.reset()
+    ours = model.prefill(tokens)
+    with torch.no_grad():
+        ref = hf_model(out)(torch.tensor(tokens[None, :])).logits[0].numpy()
+    assert_close(ours, ref, f"{key} reloaded")
+
+
+def _edited(src: Path, dst: Path, **changes: object) -> Path:
+    shutil.copytree(src, dst)
+    config = json.loads((dst / "config.json").read_text())
+    config.update(changes)
+    (dst / "config.json").write_text(json.dumps(config))
+    return dst
+
+
+@pytest.mark.parametrize(
+    ("key", "changes", "message"),
+    [
+        (
+            "phi3_gqa",
+            {"rope_parameters": {"rope_type": "longrope", "rope_theta": 10000.0}},
+            "RoPE scaling .* is not supported yet",
+        ),
+        (
+            "phi3_gqa",
+            {"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}},
+            "partial_rotary_factor is not 1.0",
+        ),
+        (
+            "starcoder2",
+            {"rope_parameters": {"rope_type": "linear", "factor": 2.0}},
+            "RoPE scaling .* is not supported yet",
+        ),
+        ("starcoder2", {"hidden_act": "gelu"}, "supports only gelu_pytorch_tanh"),
+    ],
+)
+def test_unserved_configs_are_refused(
+    key: str, changes: dict[str, object], message: str, checkpoints, tmp_path: Path
+) -> None:
+    src = _edited(checkpoints[key], tmp_path / "m", **changes)
+    with pytest.raises(CkirError, match=message):
+        import_hf(src)
+
+
+@pytest.mark.parametrize("key", ["phi3_gqa", "starcoder2"])
+def test_short_sliding_window_warns(key: str, checkpoints, tmp_path: Path) -> None:
+    src = _edited(checkpoints[key], tmp_path / "m", sliding_window=16)
+    _, warnings = import_hf(src)
+    assert any("sliding_window is smaller than max_position_embeddings" in w for w in warnings)
