@@ -265,3 +265,125 @@ def test_short_sliding_window_warns(key: str, checkpoints, tmp_path: Path) -> No
     src = _edited(checkpoints[key], tmp_path / "m", sliding_window=16)
     _, warnings = import_hf(src)
     assert any("sliding_window is smaller than max_position_embeddings" in w for w in warnings)
+
+
+# -- no silent wrong model: unmapped checkpoint tensors -----------------------------
+@pytest.fixture(scope="module")
+def qwen3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Qwen3 checkpoint: the llama block plus per-head q/k RMSNorm weights."""
+    out = tmp_path_factory.mktemp("qwen3")
+    config = transformers.Qwen3Config(
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        intermediate_size=45,
+        num_hidden_layers=2,
+        vocab_size=97,
+        max_position_embeddings=64,
+        **_TOKENS,
+    )
+    torch.manual_seed(0)
+    transformers.Qwen3ForCausalLM(config).save_pretrained(out)
+    return out
+
+
+def test_other_architecture_under_a_template_is_refused(qwen3_dir: Path, tmp_path: Path) -> None:
+    """A qwen3 checkpoint compiled with the llama template would lose its q/k norms:
+    an error naming them (with the globs that would allow them), not a wrong model."""
+    with pytest.raises(CkirError) as err:
+        ckir.compile(qwen3_dir, tmp_path / "b", template="llama", max_context=16)
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert msg.startswith("model.safetensors: 4 tensor(s) not used by template llama: ")
+    for name in ("q_norm", "k_norm"):
+        assert f"'model.layers.0.self_attn.{name}.weight'" in msg
+        assert f"--allow-unused 'model.layers.*.self_attn.{name}.weight'" in msg
+    assert not (tmp_path / "b").exists()
+    # allowed explicitly: the build proceeds (the user said the tensors are unused)
+    model = ckir.compile(
+        qwen3_dir,
+        tmp_path / "b",
+        template="llama",
+        max_context=16,
+        allow_unused=["model.layers.*.self_attn.q_norm.weight", "*.k_norm.weight"],
+    )
+    model.close()
+
+
+def test_allow_unused_on_the_command_line(qwen3_dir: Path, tmp_path: Path, capsys) -> None:
+    from ckir.cli import main
+
+    argv = ["compile", str(qwen3_dir), "-o", str(tmp_path / "b"), "--template", "llama", "-q"]
+    assert main([*argv, "--max-context", "16"]) != 0
+    err = capsys.readouterr().err
+    assert "not used by template llama" in err and "Traceback" not in err
+    allow = ["--allow-unused", "*.q_norm.weight", "--allow-unused", "*.k_norm.weight"]
+    assert main([*argv, "--max-context", "16", *allow]) == 0
+    err = capsys.readouterr().err
+    assert "warning: model.safetensors: tensor 'model.layers.1.k_norm.weight'" not in err
+    assert (
+        "warning: model.safetensors: tensor 'model.layers.1.self_attn.q_norm.weight' is not "
+        "used by template llama; left out as --allow-unused '*.q_norm.weight' allows"
+    ) in err
+
+
+# -- no silent no-op dtype: matrices a requested --dtype cannot take -----------------
+def test_dtype_fallback_is_named_recorded_and_strict(tiny_model, tmp_path: Path) -> None:
+    """llama's tiny model: E = 64 fits q8_0's 32-block, mlp.down's K = I = 172 does not.
+    Each matrix left in f32 is a warning naming its tensor, then one summary line;
+    build.json records every weight's dtype; --strict makes it an error."""
+    import json
+
+    from ckir.compiler import CompileOptions, compile_model
+
+    src = tiny_model("llama")
+    warnings: list[str] = []
+    options = CompileOptions(dtype="q8_0", max_context=16)
+    out = compile_model(src, tmp_path / "b", options, on_warning=warnings.append)
+    down = (
+        "--dtype q8_0: weight layers.{i}.mlp.down (tensor 'model.layers.{i}.mlp.down_proj."
+        "weight') stays f32: K = I = 172 is not a multiple of 32 (q8_0's block along K)"
+    )
+    assert warnings[0] == down
+    assert warnings[1].startswith(
+        "--dtype q8_0: 1 of 9 weight matrices (declarations; each covers all layers) stay f32 "
+        "(--strict makes this an error"
+    )
+    assert len(warnings) == 2
+    info = json.loads((out / "build.json").read_text())
+    dtypes = info["weight_dtypes"]
+    assert dtypes["layers.{i}.mlp.up"] == "q8_0p"  # q8_0 values, in panels (the default)
+    assert dtypes["layers.{i}.mlp.down"] == "f32p"  # stayed f32
+    assert dtypes["layers.{i}.attn_norm"] == "f32"  # norms are not matrices: never asked
+    assert info["dtype_fallbacks"] == {
+        "layers.{i}.mlp.down": ["f32", "K = I = 172 is not a multiple of 32 (q8_0's block along K)"]
+    }
+    # no --dtype: nothing requested, nothing reported
+    warnings.clear()
+    out = compile_model(
+        src, tmp_path / "f", CompileOptions(max_context=16), on_warning=warnings.append
+    )
+    assert warnings == []
+    assert json.loads((out / "build.json").read_text())["dtype_fallbacks"] == {}
+    # --strict: an error naming the matrix, no build folder
+    with pytest.raises(CkirError) as err:
+        compile_model(
+            src, tmp_path / "s", CompileOptions(dtype="q8_0", max_context=16, strict=True)
+        )
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("--strict: --dtype q8_0: 1 of 9 weight matrices")
+    assert "weight layers.{i}.mlp.down (tensor 'model.layers.{i}.mlp.down_proj.weight')" in msg
+    assert not (tmp_path / "s").exists()
+    # a dtype every matrix takes passes --strict
+    compile_model(src, tmp_path / "ok", CompileOptions(dtype="bf16", max_context=16, strict=True))
+
+
+def test_strict_on_the_command_line(tiny_model, tmp_path: Path, capsys) -> None:
+    from ckir.cli import main
+
+    argv = ["compile", str(tiny_model("llama")), "-o", str(tmp_path / "b"), "-q"]
+    assert main([*argv, "--dtype", "q4_0", "--max-context", "16", "--strict"]) != 0
+    err = capsys.readouterr().err
+    assert "error: --strict: --dtype q4_0: 1 of 9 weight matrices" in err
+    assert "Traceback" not in err

@@ -32,7 +32,7 @@ the GGUF file and the tensor or metadata key.  See docs/gguf.md.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from ckir.dialects.dims import evaluate_dim
 from ckir.errors import CkirError
 from ckir.frontend.build_graph import ResolvedWeight, build_graph
 from ckir.frontend.gguf_file import metadata, open_gguf
+from ckir.frontend.hf import check_unmapped
 from ckir.template import (
     GGUFMap,
     ModelSpec,
@@ -273,12 +274,14 @@ def _model_name(path: Path) -> str:
 
 
 def import_gguf_model(
-    path: str | Path, template: str | Path | None = None
+    path: str | Path, template: str | Path | None = None, allow_unused: Sequence[str] = ()
 ) -> tuple[ModuleOp, list[str], GGUFSource]:
     """Import a GGUF file: ``(graph module, warnings, weight source)``.
 
     ``template`` overrides selection by ``general.architecture``: a template
     name (``"llama"``) or a YAML path; the template needs a ``gguf:`` block.
+    ``allow_unused``: globs of tensors the model may leave out (any other tensor
+    the template does not use is an error: :func:`ckir.frontend.hf.check_unmapped`).
     """
     path = Path(path)
     reader = open_gguf(path)
@@ -321,10 +324,9 @@ def import_gguf_model(
         if heads is not None:
             unpermute[w.name] = heads
     ignore = _patterns(list(gmap.ignore))
-    for name in sorted(checker.tensors):
-        if name in checker.used or (ignore is not None and ignore.fullmatch(name)):
-            continue
-        warnings.append(f"{source}: unmapped tensor '{name}' (template {tpl.name} does not use it)")
+    warnings.extend(
+        check_unmapped(checker.tensors, checker.used, ignore, allow_unused, source, tpl.name)
+    )
 
     module = build_graph(replace(spec, weights=tuple(weights)), _model_name(path), resolved)
     for op in module.walk():
@@ -333,9 +335,11 @@ def import_gguf_model(
     return module, warnings, GGUFSource(path, reader, config)
 
 
-def import_gguf(path: str | Path, template: str | Path | None = None) -> tuple[ModuleOp, list[str]]:
+def import_gguf(
+    path: str | Path, template: str | Path | None = None, allow_unused: Sequence[str] = ()
+) -> tuple[ModuleOp, list[str]]:
     """Import a GGUF file: ``(graph module, warnings)`` (see :func:`import_gguf_model`)."""
-    module, warnings, _ = import_gguf_model(path, template)
+    module, warnings, _ = import_gguf_model(path, template, allow_unused)
     return module, warnings
 
 
