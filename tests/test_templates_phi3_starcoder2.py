@@ -13,6 +13,7 @@ serve yet (RoPE scaling, partial rotary) are refused with a message.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -27,7 +28,9 @@ from test_parity import assert_close  # noqa: E402
 from test_training import GRAD_TOL, LOSS_TOL, NOISE_ULPS, hf_loss, to_ckir_layout  # noqa: E402
 
 import ckir  # noqa: E402
+from ckir.dialects import graph as g  # noqa: E402
 from ckir.errors import CkirError  # noqa: E402
+from ckir.frontend import import_model  # noqa: E402
 from ckir.frontend.hf import import_hf  # noqa: E402
 from ckir.tools.zoo import _init_law  # noqa: E402
 
@@ -387,3 +390,219 @@ def test_strict_on_the_command_line(tiny_model, tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert "error: --strict: --dtype q4_0: 1 of 9 weight matrices" in err
     assert "Traceback" not in err
+
+
+# -- GGUF files (llama.cpp's phi3 and starcoder2 architectures) ----------------------
+#: HF tensor name -> GGUF name, as llama.cpp's converter names them (gguf-py's
+#: MODEL_TENSORS); phi3's fused tensors keep HF's rows (attn_qkv = q|k|v, ffn_up = gate|up)
+PHI3_GGUF = {
+    "model.embed_tokens.weight": "token_embd.weight",
+    "model.norm.weight": "output_norm.weight",
+    "lm_head.weight": "output.weight",
+    "model.layers.{i}.input_layernorm.weight": "blk.{i}.attn_norm.weight",
+    "model.layers.{i}.self_attn.qkv_proj.weight": "blk.{i}.attn_qkv.weight",
+    "model.layers.{i}.self_attn.o_proj.weight": "blk.{i}.attn_output.weight",
+    "model.layers.{i}.post_attention_layernorm.weight": "blk.{i}.ffn_norm.weight",
+    "model.layers.{i}.mlp.gate_up_proj.weight": "blk.{i}.ffn_up.weight",
+    "model.layers.{i}.mlp.down_proj.weight": "blk.{i}.ffn_down.weight",
+}
+STARCODER2_GGUF = {
+    "model.embed_tokens.weight": "token_embd.weight",
+    "model.norm.weight": "output_norm.weight",
+    "model.norm.bias": "output_norm.bias",
+    "lm_head.weight": "output.weight",
+    **{
+        f"model.layers.{{i}}.{hf}.{part}": f"blk.{{i}}.{gg}.{part}"
+        for hf, gg in (
+            ("input_layernorm", "attn_norm"),
+            ("self_attn.q_proj", "attn_q"),
+            ("self_attn.k_proj", "attn_k"),
+            ("self_attn.v_proj", "attn_v"),
+            ("self_attn.o_proj", "attn_output"),
+            ("post_attention_layernorm", "ffn_norm"),
+            ("mlp.c_fc", "ffn_up"),
+            ("mlp.c_proj", "ffn_down"),
+        )
+        for part in ("weight", "bias")
+    },
+}
+CASES["phi3_gguf"] = (
+    "Phi3Config",
+    "Phi3ForCausalLM",
+    dict(
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        vocab_size=131,
+        max_position_embeddings=64,
+        **_TOKENS,
+    ),
+)
+
+
+def hf_to_gguf(
+    hf_dir: Path, out: Path, names: dict[str, str], kinds: dict[str, str] | None = None
+) -> Path:
+    """A GGUF file of a tiny HF folder: llama.cpp's metadata keys and tensor names,
+    every tensor F32 unless ``kinds`` (a GGUF name suffix -> type) says otherwise."""
+    from gguf_fixtures import write_gguf
+    from safetensors.numpy import load_file
+
+    config = json.loads((hf_dir / "config.json").read_text())
+    arch = config["model_type"]
+    heads = config["num_attention_heads"]
+    eps_key, eps = (
+        ("attention.layer_norm_epsilon", config["norm_epsilon"])
+        if "norm_epsilon" in config
+        else ("attention.layer_norm_rms_epsilon", config["rms_norm_eps"])
+    )
+    metadata = {
+        f"{arch}.context_length": config["max_position_embeddings"],
+        f"{arch}.embedding_length": config["hidden_size"],
+        f"{arch}.block_count": config["num_hidden_layers"],
+        f"{arch}.feed_forward_length": config["intermediate_size"],
+        f"{arch}.attention.head_count": heads,
+        f"{arch}.attention.head_count_kv": config.get("num_key_value_heads") or heads,
+        f"{arch}.rope.freq_base": float(config["rope_parameters"]["rope_theta"]),
+        f"{arch}.rope.dimension_count": config["hidden_size"] // heads,
+        f"{arch}.{eps_key}": float(eps),
+        f"{arch}.vocab_size": config["vocab_size"],
+    }
+    tensors = {}
+    for hf_name, arr in load_file(str(hf_dir / "model.safetensors")).items():
+        pattern = re.sub(r"\.\d+\.", ".{i}.", hf_name, count=1)
+        gname = (
+            names[pattern].replace("{i}", hf_name.split(".")[2])
+            if "{i}" in pattern
+            else names[pattern]
+        )
+        kind = next((k for suffix, k in (kinds or {}).items() if gname.endswith(suffix)), "F32")
+        tensors[gname] = (arr.astype(np.float32), kind)
+    return write_gguf(out, arch, metadata, tensors)
+
+
+@pytest.mark.parametrize(
+    ("key", "names"), [("phi3_gguf", PHI3_GGUF), ("starcoder2", STARCODER2_GGUF)]
+)
+def test_gguf_file_matches_hf(key: str, names, checkpoints, tmp_path: Path) -> None:
+    """An F32 GGUF file of the checkpoint: the same logits as transformers, and
+    save_pretrained writes the HF checkpoint back (phi3: the fused tensors whole)."""
+    path = hf_to_gguf(checkpoints[key], tmp_path / f"{key}.gguf", names)
+    model = ckir.compile(path, tmp_path / "b", max_context=MAX_CONTEXT)
+    tokens = np.random.default_rng(6).integers(0, model.vocab_size, size=10)
+    ours = model.prefill(tokens)
+    with torch.no_grad():
+        ref = hf_model(checkpoints[key])(torch.tensor(tokens[None, :])).logits[0].numpy()
+    assert_close(ours, ref, f"{key} GGUF prefill")
+    out = model.save_pretrained(tmp_path / "saved")
+    model.close()
+    from safetensors.numpy import load_file
+
+    saved = load_file(str(out / "model.safetensors"))
+    original = load_file(str(checkpoints[key] / "model.safetensors"))
+    for name, arr in original.items():
+        if name == "lm_head.weight" and name not in saved:
+            continue  # tied: transformers ties it again
+        np.testing.assert_array_equal(saved[name], arr, err_msg=name)
+
+
+def test_gguf_fused_quantized_rows_stay_blocks(checkpoints, tmp_path: Path) -> None:
+    """Q8_0 attn_qkv / ffn_up: each weight takes its rows of the fused tensor as Q8_0
+    blocks, bit for bit (no requantization); the logits match transformers on the
+    dequantized file's values."""
+    import gguf
+    from safetensors.numpy import load_file, save_file
+
+    src = checkpoints["phi3_gguf"]
+    kinds = {"attn_qkv.weight": "Q8_0", "ffn_up.weight": "Q8_0", "ffn_down.weight": "Q8_0"}
+    path = hf_to_gguf(src, tmp_path / "q8.gguf", PHI3_GGUF, kinds)
+    module, warnings, source = import_model(path)
+    assert warnings == []
+    model_op = next(op for op in module.ops if isinstance(op, g.ModelOp))
+    symbols = model_op.symbol_values()
+    wk = model_op.weights()["layers.{i}.attn.wk"]
+    assert wk.dtype_name == "q8_0" and wk.gguf_name == "blk.{i}.attn_qkv.weight"
+    assert wk.mapping.packs_gguf and wk.hf_dims == ("(H+2*KV)*D", "E")
+    # its bytes: rows [H*D, (H+KV)*D) of layer 1's fused tensor, the file's blocks as they are
+    h, kv, d = symbols["H"], symbols["KV"], symbols["D"]
+    fused = next(t for t in gguf.GGUFReader(path).tensors if t.name == "blk.1.attn_qkv.weight")
+    rows = np.asarray(fused.data).view(np.uint8).reshape((h + 2 * kv) * d, -1)
+    got = source.bytes_for(wk, 1, symbols, "q8_0")
+    np.testing.assert_array_equal(got, rows[h * d : (h + kv) * d].reshape(-1))
+    model = ckir.compile(path, tmp_path / "b", max_context=MAX_CONTEXT, panels=False)
+    # the oracle: transformers on the file's values (Q8_0 dequantized by gguf)
+    reader = gguf.GGUFReader(path)
+    deq = {
+        t.name: gguf.quants.dequantize(t.data, t.tensor_type).reshape(
+            [int(d) for d in reversed(list(t.shape))]
+        )
+        for t in reader.tensors
+    }
+    back = {v: k for k, v in PHI3_GGUF.items()}
+    state = {}
+    for gname, arr in deq.items():
+        pattern = re.sub(r"\.\d+\.", ".{i}.", gname, count=1)
+        hf = back[pattern]
+        state[hf.replace("{i}", gname.split(".")[1])] = np.ascontiguousarray(arr, np.float32)
+    ref_dir = tmp_path / "deq"
+    shutil.copytree(src, ref_dir)
+    save_file(state, str(ref_dir / "model.safetensors"), metadata={"format": "pt"})
+    assert set(state) == set(load_file(str(src / "model.safetensors")))
+    tokens = np.random.default_rng(7).integers(0, model.vocab_size, size=10)
+    ours = model.prefill(tokens)
+    with torch.no_grad():
+        ref = hf_model(ref_dir)(torch.tensor(tokens[None, :])).logits[0].numpy()
+    assert_close(ours, ref, "phi3 Q8_0 GGUF prefill")
+    model.close()
+
+
+def test_gguf_longrope_and_partial_rotary_are_refused(checkpoints, tmp_path: Path) -> None:
+    src = checkpoints["phi3_gguf"]
+    extra = tmp_path / "f.gguf"
+    hf_to_gguf(src, extra, PHI3_GGUF)
+    import gguf
+    from gguf_fixtures import write_gguf
+
+    reader = gguf.GGUFReader(extra)
+    meta = {k: f.contents() for k, f in reader.fields.items() if k.startswith("phi3.")}
+    tensors = {
+        t.name: (
+            np.asarray(t.data, np.float32).reshape([int(d) for d in reversed(list(t.shape))]),
+            "F32",
+        )
+        for t in reader.tensors
+    }
+    long = dict(tensors, **{"rope_factors_long.weight": (np.ones(8, np.float32), "F32")})
+    with pytest.raises(CkirError, match="rope_factors_long.weight': LongRoPE scaling"):
+        import_model(write_gguf(tmp_path / "long.gguf", "phi3", meta, long))
+    partial = dict(meta, **{"phi3.rope.dimension_count": 8})
+    with pytest.raises(CkirError, match="partial rotary embeddings are not supported yet"):
+        import_model(write_gguf(tmp_path / "partial.gguf", "phi3", partial, tensors))
+
+
+def test_docs_list_every_template() -> None:
+    """docs/templates.md, "Supported architectures": one row per template in
+    templates/, with its model types, exactly the ops its wiring uses and the GGUF
+    architectures it reads."""
+    from ckir.template import list_templates
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "templates.md").read_text()
+    section = text.split("## Supported architectures", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, tuple[set[str], set[str], set[str]]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 5 or not cells[0].startswith("`"):
+            continue
+
+        def words(cell: str) -> set[str]:
+            return {w.strip(" `") for w in cell.split(",")} - {"-", ""}
+
+        rows[cells[0].strip("`")] = (words(cells[1]), words(cells[2]), words(cells[3]))
+    templates = {t.name: t for t in list_templates()}
+    assert set(rows) == set(templates), sorted(set(rows) ^ set(templates))
+    for name, tpl in templates.items():
+        ops = {o.kind for sec in (tpl.header, tpl.body, tpl.footer) for o in sec.ops}
+        archs = set(tpl.gguf.architectures) if tpl.gguf else set()
+        assert rows[name] == (set(tpl.model_types), ops, archs), name
