@@ -24,8 +24,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from test_hf_export import assert_same_tensors  # noqa: E402
-from test_parity import assert_close  # noqa: E402
-from test_training import GRAD_TOL, LOSS_TOL, NOISE_ULPS, hf_loss, to_ckir_layout  # noqa: E402
+from test_parity import assert_close, assert_decode_matches  # noqa: E402
+from test_training import assert_gradients_match  # noqa: E402
 
 import ckir  # noqa: E402
 from ckir.dialects import graph as g  # noqa: E402
@@ -166,49 +166,18 @@ def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
 def test_decode_matches_hf(key: str, checkpoints, builds) -> None:
     rng = np.random.default_rng(2)
     model = builds[key]
-    hf = hf_model(checkpoints[key])
     prompt = rng.integers(0, model.vocab_size, size=5)
     steps = rng.integers(0, model.vocab_size, size=7)
-    model.reset()
-    model.prefill(prompt)
-    with torch.no_grad():
-        out = hf(torch.tensor(prompt[None, :]), use_cache=True)
-        cache = out.past_key_values
-        for i, tok in enumerate(steps):
-            ours = model.decode(int(tok))
-            out = hf(torch.tensor([[int(tok)]]), past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
-            assert_close(ours, out.logits[0, -1].numpy(), f"{key} decode step {i}")
+    assert_decode_matches(model, hf_model(checkpoints[key]), prompt, steps, key)
 
 
 @pytest.mark.parametrize("key", list(CASES))
 def test_gradients_match_autograd(key: str, checkpoints, tmp_path: Path) -> None:
-    src = checkpoints[key]
     model = ckir.compile(
-        src, tmp_path / "build", modes=("prefill", "backward"), max_context=MAX_CONTEXT
+        checkpoints[key], tmp_path / "build", modes=("prefill", "backward"), max_context=MAX_CONTEXT
     )
-    rng = np.random.default_rng(3)
-    tokens = rng.integers(0, model.vocab_size, size=11)
-    targets = rng.integers(0, model.vocab_size, size=11)
-    loss = model.backward(tokens, targets)
-    ours = model.gradients()
-    ref_model = hf_model(src, train=True)  # no dropout in the configs
-    ref_loss = hf_loss(ref_model, tokens, targets)
-    ref_loss.backward()
-    assert abs(loss - ref_loss.item()) <= LOSS_TOL * abs(ref_loss.item()), (loss, ref_loss.item())
-    hf_grads = {
-        n: p.grad.detach().numpy().copy()
-        for n, p in ref_model.named_parameters()
-        if p.grad is not None
-    }
-    ref = to_ckir_layout(tmp_path / "build", hf_grads, tmp_path / "grads")
-    assert set(ours) == set(ref), sorted(set(ours) ^ set(ref))
-    gmax = max(float(np.abs(r).max()) for r in ref.values())
-    floor = NOISE_ULPS * float(np.finfo(np.float32).eps) * gmax
-    for name, r in ref.items():
-        tol = max(GRAD_TOL * float(np.abs(r).max()), floor)
-        err = float(np.abs(ours[name] - r).max())
-        assert err <= tol, f"{key}: d{name}: max error {err:.3g} > {tol:.3g}"
+    # no dropout in the configs: train mode changes nothing but autograd's view
+    assert_gradients_match(key, model, hf_model(checkpoints[key], train=True), tmp_path, size=11)
     model.close()
 
 
@@ -447,29 +416,12 @@ def hf_to_gguf(
 ) -> Path:
     """A GGUF file of a tiny HF folder: llama.cpp's metadata keys and tensor names,
     every tensor F32 unless ``kinds`` (a GGUF name suffix -> type) says otherwise."""
-    from gguf_fixtures import write_gguf
+    from gguf_fixtures import gguf_metadata_from_config, write_gguf
     from safetensors.numpy import load_file
 
     config = json.loads((hf_dir / "config.json").read_text())
     arch = config["model_type"]
-    heads = config["num_attention_heads"]
-    eps_key, eps = (
-        ("attention.layer_norm_epsilon", config["norm_epsilon"])
-        if "norm_epsilon" in config
-        else ("attention.layer_norm_rms_epsilon", config["rms_norm_eps"])
-    )
-    metadata = {
-        f"{arch}.context_length": config["max_position_embeddings"],
-        f"{arch}.embedding_length": config["hidden_size"],
-        f"{arch}.block_count": config["num_hidden_layers"],
-        f"{arch}.feed_forward_length": config["intermediate_size"],
-        f"{arch}.attention.head_count": heads,
-        f"{arch}.attention.head_count_kv": config.get("num_key_value_heads") or heads,
-        f"{arch}.rope.freq_base": float(config["rope_parameters"]["rope_theta"]),
-        f"{arch}.rope.dimension_count": config["hidden_size"] // heads,
-        f"{arch}.{eps_key}": float(eps),
-        f"{arch}.vocab_size": config["vocab_size"],
-    }
+    metadata = gguf_metadata_from_config(config, arch)
     tensors = {}
     for hf_name, arr in load_file(str(hf_dir / "model.safetensors")).items():
         pattern = re.sub(r"\.\d+\.", ".{i}.", hf_name, count=1)
