@@ -558,3 +558,26 @@ def test_docs_list_every_template() -> None:
         ops = {o.kind for sec in (tpl.header, tpl.body, tpl.footer) for o in sec.ops}
         archs = set(tpl.gguf.architectures) if tpl.gguf else set()
         assert rows[name] == (set(tpl.model_types), ops, archs), name
+
+
+def test_dtype_fallback_names_a_source_format(tiny_model, tmp_path: Path) -> None:
+    """A GGUF file's Q4_1 matrices under --dtype q8_0 keep their blocks (converting
+    would requantize): each is named with the reason; f32 matrices whose K fits convert."""
+    from gguf_fixtures import gguf_from_hf
+
+    from ckir.compiler import dtype_fallbacks
+
+    path = gguf_from_hf(
+        tiny_model("llama"),
+        tmp_path / "q.gguf",
+        qtypes={"blk.0.attn_q.weight": "Q4_1", "blk.1.attn_q.weight": "Q4_1"},
+    )
+    module, _, _ = import_model(path)
+    got = dtype_fallbacks(module, "q8_0")
+    assert got["layers.{i}.attn.wq"] == (
+        "q4_1",
+        "it is q4_1 in the source and q8_0 converts only f32 matrices",
+    )
+    assert got["layers.{i}.mlp.down"][0] == "f32"  # K = 172
+    assert set(got) == {"layers.{i}.attn.wq", "layers.{i}.mlp.down"}
+    assert dtype_fallbacks(module, None) == {} and dtype_fallbacks(module, "f32") == {}
