@@ -37,7 +37,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from ckir.frontend.hf import import_hf
     from ckir.ir_io import print_module
 
-    module, warnings = import_hf(Path(args.model), args.template)
+    module, warnings = import_hf(Path(args.model), args.template, tuple(args.allow_unused))
     for w in warnings:
         _warn(w)
     text = print_module(module)
@@ -68,6 +68,8 @@ def _options(args: argparse.Namespace):  # -> CompileOptions
         logits=args.logits,
         panels=False if args.no_panels else None,
         isa=args.isa,
+        allow_unused=tuple(args.allow_unused),
+        strict=args.strict,
     )
 
 
@@ -181,6 +183,18 @@ def _kernel_counts(path: Path) -> tuple[dict[str, dict[str, int]], dict[str, str
     return counts, fused
 
 
+def _allow_unused_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-unused",
+        action="append",
+        default=[],
+        metavar="NAME_GLOB",
+        help="checkpoint tensors (a glob on the whole name, e.g. 'model.layers.*.extra.weight'; "
+        "repeatable) the model may leave out; any other tensor the template does not use is "
+        "an error",
+    )
+
+
 def _int8_prefill_option(parser: argparse.ArgumentParser) -> None:
     """``--int8-prefill``: the commands that pick tokens from a prompt's logits run its
     prefill on fp32 x unless asked (a near tie of the reference can flip under int8
@@ -218,7 +232,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     else:
         prompt_ids = tokenizer.encode(args.prompt)
     # generation reads the last row only: the footer (lm_head) runs on that row
-    options = CompileOptions(max_context=args.max_context, dtype=args.dtype, logits="last")
+    options = CompileOptions(
+        max_context=args.max_context,
+        dtype=args.dtype,
+        logits="last",
+        allow_unused=tuple(args.allow_unused),
+    )
     t0 = time.perf_counter()
     build_dir, cached = cached_build(source, options, quiet=args.quiet, on_warning=_warn)
     with load(build_dir) as model:
@@ -281,7 +300,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     data_path = Path(args.data) if args.data else corpus_path()
     text = read_text(data_path)
 
-    context, vocab = model_limits(source)
+    context, vocab = model_limits(source, tuple(args.allow_unused))
     t = args.seq_len
     if context is not None and t > context:
         raise CkirError(f"--seq-len {t}: longer than the model's context ({context} positions)")
@@ -309,6 +328,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         dtype="f32",
         logits="all",
         adamw=AdamWOptions(weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm),
+        allow_unused=tuple(args.allow_unused),
     )
     t0 = time.perf_counter()
     if build_dir is not None:
@@ -392,6 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("model", help="folder with config.json and *.safetensors")
     s.add_argument("-o", "--output", help="write the graph IR here (default: stdout)")
     s.add_argument("--template", help="template name or path (default: by model_type)")
+    _allow_unused_option(s)
     s.set_defaults(func=cmd_import)
 
     s = sub.add_parser("compile", help="HF checkpoint folder -> build folder with C + library")
@@ -446,6 +467,13 @@ def build_parser() -> argparse.ArgumentParser:
         "FMA, F16C, BMI2; Intel since Haswell, AMD since Zen) or scalar (any x86-64 CPU)",
     )
     s.add_argument("--template")
+    _allow_unused_option(s)
+    s.add_argument(
+        "--strict",
+        action="store_true",
+        help="a --dtype that some weight matrix cannot take (e.g. K not a multiple of the "
+        "block) is an error (default: a warning naming each, and a summary line)",
+    )
     s.add_argument("-q", "--quiet", action="store_true")
     s.set_defaults(func=cmd_compile)
 
@@ -474,6 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-context", type=int, default=None)
     s.add_argument("--dtype", choices=WEIGHT_DTYPES)
     _int8_prefill_option(s)
+    _allow_unused_option(s)
     s.add_argument("-q", "--quiet", action="store_true", help="no compile progress")
     s.set_defaults(func=cmd_generate)
 
@@ -497,6 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--build-dir",
         help="compile into this folder (default: the compile cache, $CKIR_CACHE_DIR)",
     )
+    _allow_unused_option(s)
     s.add_argument("-q", "--quiet", action="store_true", help="no compile progress")
     s.set_defaults(func=cmd_train)
 

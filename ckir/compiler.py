@@ -20,7 +20,7 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,7 +46,12 @@ from ckir.integrity import (
     staging_dir,
 )
 from ckir.ir_io import print_module
-from ckir.passes.convert_weights import ConvertWeightsPass, convert_weights
+from ckir.passes.convert_weights import (
+    ConvertWeightsPass,
+    convert_weights,
+    matrix_weights,
+    not_convertible,
+)
 from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass
 from ckir.passes.fuse_gate_up import FuseGateUpPass
 from ckir.passes.fuse_qkv import FuseQkvPass
@@ -98,6 +103,10 @@ HF_EXTRA_FILES = (
 PANELS_DEFAULT = True
 #: build.json: graph.weight name -> the panel dtype it is stored in
 PANEL_WEIGHTS_KEY = "panel_weights"
+#: build.json: every weight declaration's stored dtype
+WEIGHT_DTYPES_KEY = "weight_dtypes"
+#: build.json: the weight matrices that did not take the requested --dtype, and why
+DTYPE_FALLBACKS_KEY = "dtype_fallbacks"
 #: what a training build needs (the gradient pass checks every weight again)
 _TRAINING_DTYPES = (None, "f32")
 
@@ -139,6 +148,12 @@ class CompileOptions:
     #: the optimizer step of a training build (modes with "backward"): AdamW's
     #: hyper-parameters other than the learning rate, and gradient clipping
     adamw: AdamWOptions = AdamWOptions()
+    #: globs (``fnmatch``) of checkpoint tensors the template may leave unused
+    #: (``--allow-unused``); any other tensor no weight uses is an error naming it
+    allow_unused: tuple[str, ...] = ()
+    #: a ``dtype`` that some weight matrix cannot take (``--strict``) is an error, not a
+    #: warning per matrix and a summary line
+    strict: bool = False
 
     def __post_init__(self) -> None:
         self._check_kinds()
@@ -174,7 +189,7 @@ class CompileOptions:
         )
         need(self.max_context is None or is_int(self.max_context), "max_context", "an int or None")
         need(is_int(self.align) and self.align > 0, "align", "a positive int")
-        for name in ("debug", "canaries", "fuse"):
+        for name in ("debug", "canaries", "fuse", "strict"):
             need(isinstance(getattr(self, name), bool), name, "a bool")
         need(self.panels is None or isinstance(self.panels, bool), "panels", "a bool or None")
         need(isinstance(self.logits, str), "logits", "a str")
@@ -183,6 +198,12 @@ class CompileOptions:
         need(self.template is None or isinstance(self.template, (str, Path)), "template", "a path")
         need(isinstance(self.isa, str), "isa", "a str")
         need(isinstance(self.adamw, AdamWOptions), "adamw", "an AdamWOptions")
+        need(
+            isinstance(self.allow_unused, tuple)
+            and all(isinstance(a, str) for a in self.allow_unused),
+            "allow_unused",
+            "a tuple of globs",
+        )
 
     def _check_values(self) -> None:
         """CkirError naming the option when a value is not one of its choices."""
@@ -267,12 +288,12 @@ def graph_only(module: ModuleOp) -> str:
 
 
 def import_source(
-    path: str | Path, template: str | None
+    path: str | Path, template: str | None, allow_unused: Sequence[str] = ()
 ) -> tuple[ModuleOp, list[str], WeightSource]:
     """Graph module, warnings and weight source of a HF folder or a GGUF file."""
     from ckir.frontend import import_model
 
-    return import_model(Path(path), template)
+    return import_model(Path(path), template, allow_unused)
 
 
 def pack_panels(module: ModuleOp) -> None:
@@ -281,6 +302,41 @@ def pack_panels(module: ModuleOp) -> None:
     ones as q8_0p and q4_1 ones as q4_1p (their K is a multiple of 32 already)."""
     for panel, values in PANEL_VALUES.items():
         convert_weights(module, panel, frozenset({values}))
+
+
+def dtype_fallbacks(module: ModuleOp, dtype: str | None) -> dict[str, tuple[str, str]]:
+    """The weight matrices a requested ``dtype`` leaves in another dtype: weight name ->
+    (the dtype it keeps, why) (:func:`passes.convert_weights.not_convertible`); empty
+    for no ``dtype`` and for ``f32`` (every weight widens).  Call before :func:`lower`."""
+    if dtype is None or dtype == "f32":
+        return {}
+    out: dict[str, tuple[str, str]] = {}
+    for model in module.ops:
+        if isinstance(model, g.ModelOp):
+            out.update(not_convertible(model, dtype))
+    return out
+
+
+def fallback_messages(
+    module: ModuleOp, dtype: str, fallbacks: Mapping[str, tuple[str, str]]
+) -> tuple[list[str], str]:
+    """``(one line per weight matrix that keeps another dtype than --dtype, naming its
+    checkpoint tensor; a one-line summary)``."""
+    model = next(op for op in module.ops if isinstance(op, g.ModelOp))
+    weights = model.weights()
+    matrices = len(matrix_weights(model)[0])
+    lines = []
+    for name, (kept, why) in fallbacks.items():
+        decl = weights.get(name)
+        tensor = (decl.hf_name or decl.gguf_name) if decl is not None else None
+        where = f" (tensor '{tensor}')" if tensor else ""
+        lines.append(f"weight {name}{where} stays {kept}: {why}")
+    kinds = "/".join(sorted({kept for kept, _ in fallbacks.values()}))
+    summary = (
+        f"--dtype {dtype}: {len(fallbacks)} of {matrices} weight matrices (declarations; "
+        f"each covers all layers) stay {kinds}"
+    )
+    return lines, summary
 
 
 def lower(module: ModuleOp, options: CompileOptions) -> None:
@@ -336,6 +392,8 @@ class Prepared:
     #: files written into the build as they are (name -> bytes): config.json and, for a
     #: HF folder, its tokenizer files; None: read from ``source`` when the build is written
     hf_files: dict[str, bytes] | None = None
+    #: weight matrices that did not take ``options.dtype``: name -> (dtype kept, why)
+    dtype_fallbacks: dict[str, tuple[str, str]] = field(default_factory=dict[str, tuple[str, str]])
 
 
 def source_hf_files(source: Path, weights: WeightSource) -> dict[str, bytes]:
@@ -364,15 +422,29 @@ def prepare(
     on_warning: Callable[[str], None] | None = None,
 ) -> Prepared:
     with progress.step("import"):
-        module, warnings, weights = import_source(path, options.template)
+        module, warnings, weights = import_source(path, options.template, options.allow_unused)
         for w in warnings:
             (on_warning or (lambda s: None))(w)
         graph_text = graph_only(module)
+    fallbacks = dtype_fallbacks(module, options.dtype)
+    if fallbacks:
+        assert options.dtype is not None
+        lines, summary = fallback_messages(module, options.dtype, fallbacks)
+        if options.strict:
+            raise CkirError(f"--strict: {summary}: {'; '.join(lines)}")
+        for line in lines:
+            (on_warning or (lambda s: None))(f"--dtype {options.dtype}: {line}")
+        (on_warning or (lambda s: None))(
+            f"{summary} (--strict makes this an error; build.json {WEIGHT_DTYPES_KEY} "
+            "records every weight's dtype)"
+        )
     with progress.step("lower + plan"):
         lower(module, options)
         layout_text = print_module(module)
     hf_files = source_hf_files(Path(path), weights)
-    return Prepared(module, weights, graph_text, layout_text, options, Path(path), hf_files)
+    return Prepared(
+        module, weights, graph_text, layout_text, options, Path(path), hf_files, fallbacks
+    )
 
 
 def build(
@@ -436,6 +508,14 @@ def build(
                 name: d.dtype_name
                 for name, d in sorted(graph_model.weights().items())
                 if d.dtype_name in PANEL_DTYPES
+            },
+            # every graph.weight declaration -> the dtype it is stored in, and those
+            # matrices that did not take the requested --dtype: name -> [kept, why]
+            WEIGHT_DTYPES_KEY: {
+                name: d.dtype_name for name, d in sorted(graph_model.weights().items())
+            },
+            DTYPE_FALLBACKS_KEY: {
+                name: list(kept_why) for name, kept_why in sorted(prepared.dtype_fallbacks.items())
             },
             "fuse": options.fuse,
             "logits": options.logits,

@@ -83,13 +83,13 @@ def windows(ids: Sequence[int], seq_len: int) -> np.ndarray:
     return np.stack([arr[s : s + seq_len + 1] for s in starts])
 
 
-def model_limits(source: Path) -> tuple[int | None, int | None]:
+def model_limits(source: Path, allow_unused: tuple[str, ...] = ()) -> tuple[int | None, int | None]:
     """``(context, vocabulary)`` of a model (its symbols ``C`` and ``V``), from an import
-    of its headers only."""
+    of its headers only (``allow_unused``: as ``CompileOptions.allow_unused``)."""
     from ckir.dialects import graph as g
     from ckir.frontend import import_model
 
-    module, _, _ = import_model(source)
+    module, _, _ = import_model(source, allow_unused=allow_unused)
     model = next(op for op in module.ops if isinstance(op, g.ModelOp))
     symbols = model.symbol_values()
     return symbols.get("C"), symbols.get("V")

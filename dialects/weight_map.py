@@ -11,7 +11,11 @@ clauses written after its shape and dtype::
 from the weight's, a ``slice`` of one axis (``[start, stop)``, dim expressions)
 and a 2-D ``transpose``; ``gguf`` names the tensor in a GGUF file; ``tied_to``
 shares another weight's storage (exclusive with ``hf``/``gguf``).  ``{i}`` in a
-tensor name stands for the layer index.
+tensor name stands for the layer index.  A weight with a ``gguf`` source and no
+``hf`` one takes the tensor shape and ``slice`` after its GGUF name (rows of a
+fused GGUF tensor)::
+
+    gguf "<gguf name>" [[tensor dims]] [slice(axis, start, stop)]
 
 This module holds the language: its data model (:class:`WeightMap`), its parser
 and printer (:func:`parse_weight_map`, :func:`print_weight_map`), the checks that
@@ -50,6 +54,8 @@ class WeightMap:
 
     ``slice`` keeps the clause's three texts ``(axis, start, stop)`` as written
     (the verifier checks their form); :attr:`slice_spec` is the typed view.
+    ``hf_shape`` and ``slice`` describe the packed source tensor: the ``hf`` one, or
+    the ``gguf`` one when there is no ``hf`` source (:attr:`packs_gguf`).
     """
 
     hf: str | None = None
@@ -58,6 +64,11 @@ class WeightMap:
     transpose: bool = False
     gguf: str | None = None
     tied_to: str | None = None
+
+    @property
+    def packs_gguf(self) -> bool:
+        """The tensor shape and slice belong to the ``gguf`` source (there is no ``hf``)."""
+        return self.hf is None and self.gguf is not None
 
     @property
     def slice_spec(self) -> tuple[int, str, str] | None:
@@ -87,10 +98,12 @@ class WeightMap:
             raise VerifyException(f"{where}: tied_to excludes an hf/gguf source")
         if self.tied_to is None and not has_src:
             raise VerifyException(f"{where}: has no source (hf, gguf or tied_to)")
-        if self.hf is None and (
-            self.hf_shape is not None or self.slice is not None or self.transpose
+        if self.hf is None and self.transpose:
+            raise VerifyException(f"{where}: transpose needs an hf source")
+        if self.hf is None and self.gguf is None and (
+            self.hf_shape is not None or self.slice is not None
         ):
-            raise VerifyException(f"{where}: hf shape, slice and transpose need an hf source")
+            raise VerifyException(f"{where}: a tensor shape and slice need an hf or gguf source")
         if self.hf is not None and ("{i}" in self.hf) != per_layer:
             raise VerifyException(
                 f'{where}: hf name "{self.hf}" and the weight name must both contain '
@@ -149,6 +162,35 @@ class WeightMap:
             raise VerifyException(f"{where}: transpose needs a 2-D weight")
 
 
+def _parse_packing(parser: Parser) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """The optional ``[dims]`` and ``slice(axis, start, stop)`` after a tensor name."""
+    shape: tuple[str, ...] | None = None
+    slice_: tuple[str, ...] | None = None
+    if parser.parse_optional_punctuation("[") is not None:
+        dims = [parse_dim_expr(parser)]
+        while parser.parse_optional_punctuation(",") is not None:
+            dims.append(parse_dim_expr(parser))
+        parser.parse_punctuation("]")
+        shape = tuple(dims)
+    if parser.parse_optional_keyword("slice") is not None:
+        parser.parse_punctuation("(")
+        axis = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        parser.parse_punctuation(",")
+        start = parse_dim_expr(parser)
+        parser.parse_punctuation(",")
+        stop = parse_dim_expr(parser)
+        parser.parse_punctuation(")")
+        slice_ = (str(axis), start, stop)
+    return shape, slice_
+
+
+def _print_packing(printer: Printer, mapping: WeightMap) -> None:
+    if mapping.hf_shape is not None:
+        printer.print_string(" " + dims_text(mapping.hf_shape))
+    if mapping.slice is not None:
+        printer.print_string(" slice(" + ", ".join(mapping.slice) + ")")
+
+
 def parse_weight_map(parser: Parser) -> WeightMap:
     """Parse the clauses after a weight's dtype (none of them is required here)."""
     hf: str | None = None
@@ -159,25 +201,13 @@ def parse_weight_map(parser: Parser) -> WeightMap:
     tied_to: str | None = None
     if parser.parse_optional_keyword("hf") is not None:
         hf = parser.parse_str_literal(" (the HF tensor name)")
-        if parser.parse_optional_punctuation("[") is not None:
-            dims = [parse_dim_expr(parser)]
-            while parser.parse_optional_punctuation(",") is not None:
-                dims.append(parse_dim_expr(parser))
-            parser.parse_punctuation("]")
-            hf_shape = tuple(dims)
-        if parser.parse_optional_keyword("slice") is not None:
-            parser.parse_punctuation("(")
-            axis = parser.parse_integer(allow_boolean=False, allow_negative=False)
-            parser.parse_punctuation(",")
-            start = parse_dim_expr(parser)
-            parser.parse_punctuation(",")
-            stop = parse_dim_expr(parser)
-            parser.parse_punctuation(")")
-            slice_ = (str(axis), start, stop)
+        hf_shape, slice_ = _parse_packing(parser)
         if parser.parse_optional_keyword("transpose") is not None:
             transpose = True
     if parser.parse_optional_keyword("gguf") is not None:
         gguf = parser.parse_str_literal(" (the GGUF tensor name)")
+        if hf is None:
+            hf_shape, slice_ = _parse_packing(parser)
     if parser.parse_optional_keyword("tied_to") is not None:
         tied_to = parser.parse_symbol_name().data
     return WeightMap(hf, hf_shape, slice_, transpose, gguf, tied_to)
@@ -188,15 +218,14 @@ def print_weight_map(printer: Printer, mapping: WeightMap) -> None:
     if mapping.hf is not None:
         printer.print_string(" hf ")
         printer.print_string_literal(mapping.hf)
-        if mapping.hf_shape is not None:
-            printer.print_string(" " + dims_text(mapping.hf_shape))
-        if mapping.slice is not None:
-            printer.print_string(" slice(" + ", ".join(mapping.slice) + ")")
+        _print_packing(printer, mapping)
         if mapping.transpose:
             printer.print_string(" transpose")
     if mapping.gguf is not None:
         printer.print_string(" gguf ")
         printer.print_string_literal(mapping.gguf)
+        if mapping.packs_gguf:
+            _print_packing(printer, mapping)
     if mapping.tied_to is not None:
         printer.print_string(" tied_to ")
         printer.print_symbol_name(mapping.tied_to)

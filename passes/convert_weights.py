@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -57,33 +57,68 @@ class _SetWeightDtype(RewritePattern):
         rewriter.notify_op_modified(op)
 
 
-def convertible(model: g.ModelOp, dtype: str, sources: frozenset[str] | None = None) -> set[str]:
-    """Weights to convert: the matrices of matrix ops declared in one of ``sources``
-    (default :func:`source_dtypes`) whose K fits ``dtype`` (:func:`k_multiple`), and
-    their ties.
-
-    Also what a build made with ``dtype`` stores in it."""
+def matrix_weights(model: g.ModelOp) -> tuple[list[g.WeightOp], Callable[[str], str]]:
+    """The declarations of the matrices of matrix ops (tied ones resolved to their
+    target; each once, in use order), and the resolver of ties."""
     weights = model.weights()
-    symbols = model.symbol_values()
-    sources = source_dtypes(dtype) if sources is None else sources
-    multiple = k_multiple(dtype)
 
     def root(name: str) -> str:
         while (tied := weights[name].tied_to_name) is not None:
             name = tied
         return name
 
-    stored: set[str] = set()
+    out: dict[str, g.WeightOp] = {}
     for op in model.walk():
         if isinstance(op, g.ComputeOp) and op.kind in MATRIX_OPS and op.weight_names:
             decl = weights[root(op.weight_names[0])]
-            dims = decl.shape_dims
-            if decl.dtype_name not in sources or len(dims) != 2:
-                continue
-            if evaluate_dim(dims[1], symbols) % multiple:
-                continue
-            stored.add(decl.weight_name)
-    return stored | {name for name in weights if root(name) in stored}
+            out.setdefault(decl.weight_name, decl)
+    return list(out.values()), root
+
+
+def _why_not(
+    decl: g.WeightOp, dtype: str, sources: frozenset[str], symbols: Mapping[str, int]
+) -> str | None:
+    """Why matrix ``decl`` cannot be stored as ``dtype`` (None: it can)."""
+    dims = decl.shape_dims
+    if len(dims) != 2:
+        return f"it is not a matrix (rank {len(dims)})"
+    if decl.dtype_name not in sources:
+        return (
+            f"it is {decl.dtype_name} in the source and {dtype} converts only "
+            f"{' and '.join(sorted(sources))} matrices"
+        )
+    k, multiple = evaluate_dim(dims[1], symbols), k_multiple(dtype)
+    if k % multiple:
+        return f"K = {dims[1]} = {k} is not a multiple of {multiple} ({dtype}'s block along K)"
+    return None
+
+
+def convertible(model: g.ModelOp, dtype: str, sources: frozenset[str] | None = None) -> set[str]:
+    """Weights to convert: the matrices of matrix ops declared in one of ``sources``
+    (default :func:`source_dtypes`) whose K fits ``dtype`` (:func:`k_multiple`), and
+    their ties.
+
+    Also what a build made with ``dtype`` stores in it."""
+    symbols = model.symbol_values()
+    sources = source_dtypes(dtype) if sources is None else sources
+    matrices, root = matrix_weights(model)
+    stored = {d.weight_name for d in matrices if _why_not(d, dtype, sources, symbols) is None}
+    return stored | {name for name in model.weights() if root(name) in stored}
+
+
+def not_convertible(model: g.ModelOp, dtype: str) -> dict[str, tuple[str, str]]:
+    """The matrices a requested ``dtype`` (``--dtype``) leaves as they are: weight name
+    -> (the dtype it keeps, why), for the matrices of matrix ops outside
+    :func:`convertible` (a tied weight is reported under its target).  Call before
+    the conversion."""
+    symbols = model.symbol_values()
+    sources = source_dtypes(dtype)
+    out: dict[str, tuple[str, str]] = {}
+    for decl in matrix_weights(model)[0]:
+        why = _why_not(decl, dtype, sources, symbols)
+        if why is not None:
+            out[decl.weight_name] = (decl.dtype_name, why)
+    return out
 
 
 def set_weight_dtype(model: g.ModelOp, dtype: str, names: Iterable[str]) -> None:

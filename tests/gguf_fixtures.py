@@ -122,13 +122,20 @@ def _hf_tensors(hf_dir: Path) -> dict[str, np.ndarray]:
 
 
 def gguf_metadata_from_config(config: Mapping[str, Any], arch: str) -> dict[str, Any]:
-    """The model metadata llama.cpp's converter writes for a Llama/Qwen2 config."""
+    """The model metadata llama.cpp's converter writes for a Llama/Qwen2 config (and
+    the like: a config with ``norm_epsilon`` instead of ``rms_norm_eps`` has LayerNorm,
+    ``attention.layer_norm_epsilon``)."""
     heads = config["num_attention_heads"]
     head_dim = config.get("head_dim") or config["hidden_size"] // heads
     theta = config.get("rope_theta")
     if theta is None:
         theta = (config.get("rope_parameters") or {}).get("rope_theta", 10000.0)
+    if "rms_norm_eps" in config:
+        eps = {f"{arch}.attention.layer_norm_rms_epsilon": float(config["rms_norm_eps"])}
+    else:
+        eps = {f"{arch}.attention.layer_norm_epsilon": float(config["norm_epsilon"])}
     return {
+        **eps,
         f"{arch}.context_length": config["max_position_embeddings"],
         f"{arch}.embedding_length": config["hidden_size"],
         f"{arch}.block_count": config["num_hidden_layers"],
@@ -137,7 +144,6 @@ def gguf_metadata_from_config(config: Mapping[str, Any], arch: str) -> dict[str,
         f"{arch}.attention.head_count_kv": config.get("num_key_value_heads") or heads,
         f"{arch}.rope.freq_base": float(theta),
         f"{arch}.rope.dimension_count": head_dim,
-        f"{arch}.attention.layer_norm_rms_epsilon": float(config["rms_norm_eps"]),
         f"{arch}.vocab_size": config["vocab_size"],
         "general.name": "tiny",
         # the converter writes the key/value widths when the config names head_dim

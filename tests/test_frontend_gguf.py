@@ -466,12 +466,24 @@ def test_template_override(llama_f32: Path, tmp_path: Path) -> None:
     )
 
 
-def test_unmapped_tensor_warning(hf_llama: Path, tmp_path: Path) -> None:
-    extra = {"blk.0.extra.weight": (np.ones((4, 32), np.float32), "F32")}
+def test_unmapped_tensor_is_an_error(hf_llama: Path, tmp_path: Path) -> None:
+    extra = {
+        f"blk.{i}.extra.weight": (np.ones((4, 32), np.float32), "F32") for i in range(2)
+    }
     path = gguf_from_hf(hf_llama, tmp_path / "extra.gguf", extra=extra)
-    _, warnings = import_gguf(path)
+    with pytest.raises(CkirError) as err:
+        import_gguf(path)
+    msg = _one_line(err)
+    assert msg.startswith(
+        "extra.gguf: 2 tensor(s) not used by template llama: 'blk.0.extra.weight', "
+        "'blk.1.extra.weight'."
+    ), msg
+    assert "--allow-unused 'blk.*.extra.weight'" in msg
+    _, warnings = import_gguf(path, allow_unused=["blk.*.extra.weight"])
     assert warnings == [
-        "extra.gguf: unmapped tensor 'blk.0.extra.weight' (template llama does not use it)"
+        f"extra.gguf: tensor 'blk.{i}.extra.weight' is not used by template llama; left out "
+        "as --allow-unused 'blk.*.extra.weight' allows"
+        for i in range(2)
     ]
 
 
@@ -484,7 +496,11 @@ def test_unsupported_architecture(hf_llama: Path, tmp_path: Path) -> None:
         import_gguf(path)
     msg = _one_line(err)
     assert msg.startswith("mamba.gguf: GGUF architecture 'mamba' is not served by any template")
-    assert "served: llama, qwen2" in msg
+    from ckir.template import list_templates
+
+    served = sorted(a for t in list_templates() if t.gguf for a in t.gguf.architectures)
+    assert {"llama", "qwen2"} <= set(served)
+    assert f"(served: {', '.join(served)})" in msg
 
 
 def test_template_without_gguf_block(llama_f32: Path) -> None:

@@ -337,14 +337,28 @@ def test_wrong_dtype(llama_dir: Path, copy_checkpoint) -> None:
     _one_line(err)
 
 
-def test_unmapped_tensor_warning(llama_dir: Path, copy_checkpoint) -> None:
+def test_unmapped_tensor_is_an_error(llama_dir: Path, copy_checkpoint) -> None:
+    """A tensor no weight uses would be silently dropped: an error naming it, unless
+    --allow-unused (a glob) allows it; the template's ignore: patterns stay silent."""
     d = copy_checkpoint(llama_dir)
     tensors = _load(d / "model.safetensors")
     tensors["model.extra.weight"] = torch.zeros(3)
     tensors["model.layers.0.self_attn.rotary_emb.inv_freq"] = torch.zeros(8)  # ignored
     _save(tensors, d / "model.safetensors")
-    module, warnings = import_hf(d)
-    assert warnings == ["unmapped tensor 'model.extra.weight' (template llama does not use it)"]
+    with pytest.raises(CkirError) as err:
+        import_hf(d)
+    assert _one_line(err) == (
+        "model.safetensors: 1 tensor(s) not used by template llama: 'model.extra.weight'. "
+        "A model built without them computes something else than the checkpoint (is it the "
+        "right template?); if they are not needed, allow them with --allow-unused "
+        "'model.extra.weight' (Python: allow_unused=[...])"
+    )
+    module, warnings = import_hf(d, allow_unused=["model.extra.*", "nothing.*"])
+    assert warnings == [
+        "model.safetensors: tensor 'model.extra.weight' is not used by template llama; "
+        "left out as --allow-unused 'model.extra.*' allows",
+        "--allow-unused 'nothing.*' matches no unused tensor",
+    ]
     _roundtrip(module)
 
 

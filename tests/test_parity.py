@@ -80,13 +80,11 @@ def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
     assert_close(ours, ref, f"{key} prefill")
 
 
-@pytest.mark.parametrize("key", list(ARCHS))
-def test_decode_with_kv_cache_matches_hf(key: str, checkpoints, builds) -> None:
-    rng = np.random.default_rng(2)
-    model = builds[key]
-    hf = hf_model(checkpoints[key])
-    prompt = rng.integers(0, model.vocab_size, size=5)
-    steps = rng.integers(0, model.vocab_size, size=8)
+def assert_decode_matches(
+    model: ckir.CompiledModel, hf, prompt: np.ndarray, steps: np.ndarray, what: str
+) -> None:
+    """Prefill ``prompt``, then decode ``steps`` one token at a time, each step's logits
+    against ``hf``'s (a transformers model) with its KV cache."""
     model.reset()
     model.prefill(prompt)
     with torch.no_grad():
@@ -96,8 +94,17 @@ def test_decode_with_kv_cache_matches_hf(key: str, checkpoints, builds) -> None:
             ours = model.decode(int(tok))
             out = hf(torch.tensor([[int(tok)]]), past_key_values=cache, use_cache=True)
             cache = out.past_key_values
-            assert_close(ours, out.logits[0, -1].numpy(), f"{key} decode step {i}")
+            assert_close(ours, out.logits[0, -1].numpy(), f"{what} decode step {i}")
     assert model.position == len(prompt) + len(steps)
+
+
+@pytest.mark.parametrize("key", list(ARCHS))
+def test_decode_with_kv_cache_matches_hf(key: str, checkpoints, builds) -> None:
+    rng = np.random.default_rng(2)
+    model = builds[key]
+    prompt = rng.integers(0, model.vocab_size, size=5)
+    steps = rng.integers(0, model.vocab_size, size=8)
+    assert_decode_matches(model, hf_model(checkpoints[key]), prompt, steps, key)
 
 
 @pytest.mark.parametrize("key", ["llama", "gpt2"])

@@ -147,13 +147,21 @@ def to_ckir_layout(
 def test_gradients_match_autograd(key: str, checkpoints, tmp_path: Path) -> None:
     src = checkpoints[key]
     model = compile_trainable(src, tmp_path / "build")
+    assert_gradients_match(key, model, hf_model(src), tmp_path, size=13)
+    model.close()
+
+
+def assert_gradients_match(
+    key: str, model: ckir.CompiledModel, ref_model, tmp_path: Path, size: int
+) -> None:
+    """One backward of ``model`` (built in ``tmp_path / "build"``) against PyTorch
+    autograd on ``ref_model`` (transformers, train mode): the loss, and the gradient of
+    every weight in ckir's layout (the module docstring's tolerances)."""
     rng = np.random.default_rng(3)
-    tokens = rng.integers(0, model.vocab_size, size=13)
-    targets = rng.integers(0, model.vocab_size, size=13)
+    tokens = rng.integers(0, model.vocab_size, size=size)
+    targets = rng.integers(0, model.vocab_size, size=size)
     loss = model.backward(tokens, targets)
     ours = model.gradients()
-
-    ref_model = hf_model(src)
     ref_loss = hf_loss(ref_model, tokens, targets)
     ref_loss.backward()
     assert abs(loss - ref_loss.item()) <= LOSS_TOL * abs(ref_loss.item()), (loss, ref_loss.item())
@@ -173,7 +181,6 @@ def test_gradients_match_autograd(key: str, checkpoints, tmp_path: Path) -> None
         tol = max(GRAD_TOL * float(np.abs(r).max()), floor)
         err = float(np.abs(ours[name] - r).max())
         assert err <= tol, f"{key}: d{name}: max error {err:.3g} > {tol:.3g}"
-    model.close()
 
 
 @pytest.mark.parametrize("key", ["llama_gqa", "qwen2_tied_mqa", "gpt2"])

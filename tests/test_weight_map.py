@@ -33,6 +33,8 @@ def _print(mapping: WeightMap) -> str:
         ' hf "model.embed_tokens.weight"',
         ' gguf "blk.{i}.attn_q.weight"',
         ' hf "lm_head.weight" gguf "output.weight"',
+        ' gguf "blk.{i}.attn_qkv.weight" [(H+2*KV)*D, E] slice(0, H*D, (H+KV)*D)',
+        ' gguf "blk.{i}.ffn_up.weight" [2*I, E]',
         " tied_to @embed",
         "",
     ],
@@ -50,6 +52,22 @@ def test_parse_gives_the_clauses_as_values() -> None:
     assert _parse(" tied_to @embed").tied_to == "embed"
 
 
+def test_packing_of_a_gguf_source() -> None:
+    """Without an hf source, the tensor shape and slice follow the gguf name; with one,
+    they belong to the hf tensor (a clause after the gguf name is not packing)."""
+    m = _parse(' gguf "blk.{i}.ffn_up.weight" [2 * I, E] slice(0, I, 2 * I)')
+    assert m == WeightMap(
+        gguf="blk.{i}.ffn_up.weight", hf_shape=("2*I", "E"), slice=("0", "I", "2*I")
+    )
+    assert m.packs_gguf and m.slice_spec == (0, "I", "2*I")
+    both = _parse(' hf "a" [2*E] slice(0, 0, E) gguf "b"')
+    assert not both.packs_gguf and both.hf_shape == ("2*E",)
+    m.verify_clauses("w", per_layer=True)
+    m.verify_shape("w", ("I", "E"), {"I": 3, "E": 4})
+    with pytest.raises(VerifyException, match="does not give the declared shape"):
+        m.verify_shape("w", ("E", "E"), {"I": 3, "E": 4})
+
+
 def test_source_tensor_per_layer_and_missing() -> None:
     m = WeightMap(hf="model.layers.{i}.q.weight")
     assert m.source_tensor("wq", "hf", 3) == "model.layers.3.q.weight"
@@ -63,7 +81,12 @@ def test_source_tensor_per_layer_and_missing() -> None:
     [
         (WeightMap(hf="a", tied_to="b"), False, "tied_to excludes an hf/gguf source"),
         (WeightMap(), False, "has no source"),
-        (WeightMap(gguf="a", transpose=True), False, "need an hf source"),
+        (WeightMap(gguf="a", transpose=True), False, "transpose needs an hf source"),
+        (
+            WeightMap(tied_to="b", hf_shape=("E",), slice=("0", "0", "E")),
+            False,
+            "a tensor shape and slice need an hf or gguf source",
+        ),
         (WeightMap(hf="a.{i}"), False, "must both contain {i} or neither"),
         (WeightMap(hf="a", slice=("x", "0", "E")), False, "slice must be"),
         (WeightMap(hf="a", slice=("0", "0", "E")), False, "slice needs the hf shape"),

@@ -17,7 +17,9 @@ on load (``tie_word_embeddings``).
 A graph imported from a GGUF file names GGUF tensors, not HF ones; its HF
 names come from the template instantiated with the build's ``config.json``
 (:func:`template_hf_names`), the names an HF import of the saved folder would
-look for.  GGUF's per-head q/k row interleave needs no undoing here: ckir
+look for.  Rows of a fused GGUF tensor (``gguf "blk.{i}.attn_qkv.weight"
+[(H+2*KV)*D, E] slice(0, 0, H*D)``) are put together into the fused HF tensor
+the same way.  GGUF's per-head q/k row interleave needs no undoing here: ckir
 keeps HF's row order (the weights writer restored it).
 
     model = load_graph_model(build / "graph.mlir")

@@ -12,6 +12,7 @@ header does not load xDSL.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,9 +31,12 @@ __all__ = [
 
 
 def import_model(
-    path: str | Path, template: str | Path | None = None
+    path: str | Path, template: str | Path | None = None, allow_unused: Sequence[str] = ()
 ) -> tuple[ModuleOp, list[str], WeightSource]:
     """``(graph module, warnings, weight source)`` of a HF folder or a GGUF file.
+
+    ``allow_unused``: globs of checkpoint tensors the template may leave unused
+    (any other unused tensor is an error naming it).
 
     A directory is a HF checkpoint folder (``import_hf`` + ``SafetensorsSource``);
     a file ending in ``.gguf`` (or starting with the GGUF magic) is a GGUF file
@@ -47,13 +51,13 @@ def import_model(
         from ckir.backend.weights import SafetensorsSource
         from ckir.frontend.hf import import_hf
 
-        module, warnings = import_hf(path, template)
+        module, warnings = import_hf(path, template, allow_unused)
         return module, warnings, SafetensorsSource(path)
     from ckir.frontend.gguf import import_gguf_model
     from ckir.frontend.gguf_file import is_gguf_file
 
     if path.suffix.lower() == ".gguf" or is_gguf_file(path):
-        return import_gguf_model(path, template)
+        return import_gguf_model(path, template, allow_unused)
     if not path.exists():
         raise CkirError(f"{path}: no such file or folder")
     raise CkirError(f"{path}: not a HF checkpoint folder or a GGUF file")

@@ -32,7 +32,7 @@ the GGUF file and the tensor or metadata key.  See docs/gguf.md.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from ckir.dialects.dims import evaluate_dim
 from ckir.errors import CkirError
 from ckir.frontend.build_graph import ResolvedWeight, build_graph
 from ckir.frontend.gguf_file import metadata, open_gguf
+from ckir.frontend.hf import check_unmapped
 from ckir.template import (
     GGUFMap,
     ModelSpec,
@@ -216,14 +217,21 @@ class _Checker:
     def resolve(self, w: WeightSpec) -> tuple[str, str, str | None]:
         """(GGUF name pattern, graph dtype, unpermute heads expression or None)."""
         pattern, hf = self.gguf_name(w)
-        if w.slice is not None or w.transpose or w.hf_shape is not None:
+        if w.transpose:
             raise CkirError(
-                f"{self.source}: weight {w.name} of template {self.tpl.name} is packed "
-                f"(slice/transpose of an HF tensor); GGUF weights must be whole tensors"
+                f"{self.source}: weight {w.name} of template {self.tpl.name} is a transposed "
+                "HF tensor; GGUF weights are rows of [out, in] tensors (slices only)"
+            )
+        heads = self.gmap.unpermute.get(hf) if hf is not None else None
+        if heads is not None and w.slice is not None:
+            raise CkirError(
+                f"{self.source}: weight {w.name} of template {self.tpl.name} is a slice of "
+                f"'{hf}', whose rows the gguf: block unpermutes; unpermute whole tensors only"
             )
         layers: list[int | None] = list(range(self.spec.layers)) if w.per_layer else [None]
-        expected = w.shape_values
-        dims = ", ".join(str(d) for d in w.shape)
+        # a sliced weight: the GGUF tensor is the packed one (its rows hold several weights)
+        expected = w.hf_shape_values or w.shape_values
+        dims = ", ".join(str(d) for d in (w.hf_shape or w.shape))
         dtype: str | None = None
         first: tuple[str, str] | None = None
         for i in layers:
@@ -248,8 +256,10 @@ class _Checker:
                     f"{self.source}: tensor '{name}' has type {kind}; ckir reads "
                     f"{', '.join(GGUF_WEIGHT_DTYPES)} (weight {w.name})"
                 )
-            if kind in QUANTIZED and len(expected) != 2:
-                got = "f32"  # only matrices have quantized kernels: dequantize the rest
+            if kind in QUANTIZED and (len(w.shape_values) != 2 or (w.slice or (0,))[0] != 0):
+                # only matrices have quantized kernels, and a slice keeps whole blocks only
+                # when it takes rows: dequantize the rest
+                got = "f32"
             if first is None:
                 first = (name, kind)
             elif got != dtype:
@@ -261,7 +271,6 @@ class _Checker:
             dtype = got
             self.used.add(name)
         assert dtype is not None
-        heads = self.gmap.unpermute.get(hf) if hf is not None else None
         return pattern, dtype, heads
 
 
@@ -273,12 +282,14 @@ def _model_name(path: Path) -> str:
 
 
 def import_gguf_model(
-    path: str | Path, template: str | Path | None = None
+    path: str | Path, template: str | Path | None = None, allow_unused: Sequence[str] = ()
 ) -> tuple[ModuleOp, list[str], GGUFSource]:
     """Import a GGUF file: ``(graph module, warnings, weight source)``.
 
     ``template`` overrides selection by ``general.architecture``: a template
     name (``"llama"``) or a YAML path; the template needs a ``gguf:`` block.
+    ``allow_unused``: globs of tensors the model may leave out (any other tensor
+    the template does not use is an error: :func:`ckir.frontend.hf.check_unmapped`).
     """
     path = Path(path)
     reader = open_gguf(path)
@@ -321,10 +332,9 @@ def import_gguf_model(
         if heads is not None:
             unpermute[w.name] = heads
     ignore = _patterns(list(gmap.ignore))
-    for name in sorted(checker.tensors):
-        if name in checker.used or (ignore is not None and ignore.fullmatch(name)):
-            continue
-        warnings.append(f"{source}: unmapped tensor '{name}' (template {tpl.name} does not use it)")
+    warnings.extend(
+        check_unmapped(checker.tensors, checker.used, ignore, allow_unused, source, tpl.name)
+    )
 
     module = build_graph(replace(spec, weights=tuple(weights)), _model_name(path), resolved)
     for op in module.walk():
@@ -333,9 +343,11 @@ def import_gguf_model(
     return module, warnings, GGUFSource(path, reader, config)
 
 
-def import_gguf(path: str | Path, template: str | Path | None = None) -> tuple[ModuleOp, list[str]]:
+def import_gguf(
+    path: str | Path, template: str | Path | None = None, allow_unused: Sequence[str] = ()
+) -> tuple[ModuleOp, list[str]]:
     """Import a GGUF file: ``(graph module, warnings)`` (see :func:`import_gguf_model`)."""
-    module, warnings, _ = import_gguf_model(path, template)
+    module, warnings, _ = import_gguf_model(path, template, allow_unused)
     return module, warnings
 
 
@@ -435,11 +447,19 @@ class GGUFSource:
                 f"{self.path.name}: no tensor '{name}' (graph.weight @{decl.weight_name})"
             )
         shape = numpy_shape(t)
-        want = tuple(evaluate_dim(d, symbols) for d in decl.shape_dims)
+        packed = decl.hf_dims if decl.mapping.packs_gguf else None  # a fused tensor's shape
+        want = tuple(evaluate_dim(d, symbols) for d in (packed or decl.shape_dims))
         if shape != want:
             raise CkirError(
                 f"{what} has shape {_fmt(shape)}, graph.weight @{decl.weight_name} needs "
                 f"{_fmt(want)}"
+            )
+        part = decl.slice_spec if packed else None  # (axis, start, stop) of the tensor
+        index: tuple[slice, ...] = ()
+        if part is not None:
+            axis, start, stop = part
+            index = (slice(None),) * axis + (
+                slice(evaluate_dim(start, symbols), evaluate_dim(stop, symbols)),
             )
         heads_attr = decl.attributes.get(UNPERMUTE_ATTR)
         heads = None
@@ -454,11 +474,17 @@ class GGUFSource:
         own = GGUF_WEIGHT_DTYPES.get(kind)
         if kind in QUANTIZED and own in (dtype, PANEL_VALUES.get(dtype)):
             rows = np.asarray(t.data).view(np.uint8).reshape(shape[0], -1)
+            if index:  # rows of a fused tensor (the import keeps blocks for row slices only)
+                if len(index) != 1:
+                    raise CkirError(f"{what}: a quantized tensor is sliced along rows only")
+                rows = rows[index]
             check_finite(rows, own, name)
             if heads is not None:
                 rows = unpermute_rows(rows, heads, what)
             return encode_blocks(rows, dtype, what)
         arr = tensor_values(t, what)
+        if index:
+            arr = arr[index]
         if heads is not None:
             arr = unpermute_rows(arr, heads, what)
         return encode(np.ascontiguousarray(arr), dtype, name)

@@ -3,15 +3,20 @@
 Reads ``config.json`` and only the safetensors header(s) (never tensor
 data), picks a template by ``model_type`` (or the one given), instantiates
 it, checks that every mapped weight exists with the expected shape and a
-supported dtype, reports unmapped tensors, and builds the graph module.
+supported dtype, refuses unmapped tensors (a checkpoint tensor no weight uses
+and no ``ignore:`` pattern of the template matches: building without it would
+give a wrong model) unless ``allow_unused`` globs name them, and builds the
+graph module.
 
     module, warnings = import_hf(Path("SmolLM-135M"))
+    module, warnings = import_hf(path, allow_unused=("model.extra.*",))
 """
 
 from __future__ import annotations
 
+import fnmatch
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from xdsl.dialects.builtin import ModuleOp
@@ -51,6 +56,68 @@ def _ignore_regex(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
         rx = re.escape(p).replace(r"\{i\}", r"\d+").replace(r"\*", r".*")
         parts.append(f"(?:{rx})")
     return re.compile("|".join(parts))
+
+
+#: the command-line option that allows unused tensors (named in the error message)
+ALLOW_UNUSED_FLAG = "--allow-unused"
+#: at most this many unmapped tensors are named in the error, then "and N more"
+_NAMED_UNMAPPED = 8
+
+
+def _layer_glob(name: str) -> str:
+    """A glob for every layer's copy of tensor ``name`` (``.3.`` -> ``.*.``)."""
+    return re.sub(r"(?<=\.)\d+(?=\.)", "*", name)
+
+
+def check_unmapped(
+    names: Iterable[str],
+    used: set[str],
+    ignore: re.Pattern[str] | None,
+    allow_unused: Sequence[str],
+    where: Mapping[str, str] | str,
+    template: str,
+) -> list[str]:
+    """Refuse the checkpoint tensors no weight of ``template`` uses: a CkirError naming
+    them (and the ``--allow-unused`` globs that would allow them), unless an ``ignore``
+    pattern of the template matches them (not reported) or an ``allow_unused`` glob
+    (``fnmatch``, on the whole name) does (one warning each).  Returns the warnings,
+    with one for every ``allow_unused`` glob that matched no unused tensor.
+    ``where``: the file each tensor is in (tensor name -> file name) or one file name.
+    """
+    warnings: list[str] = []
+    refused: list[str] = []
+    matched: set[str] = set()
+    for name in sorted(names):
+        if name in used or (ignore is not None and ignore.fullmatch(name)):
+            continue
+        file = where if isinstance(where, str) else where.get(name, "checkpoint")
+        globs = [g for g in allow_unused if fnmatch.fnmatchcase(name, g)]
+        if globs:
+            matched.update(globs)
+            warnings.append(
+                f"{file}: tensor '{name}' is not used by template {template}; left out as "
+                f"{ALLOW_UNUSED_FLAG} '{globs[0]}' allows"
+            )
+        else:
+            refused.append(name)
+    for glob in allow_unused:
+        if glob not in matched:
+            warnings.append(f"{ALLOW_UNUSED_FLAG} '{glob}' matches no unused tensor")
+    if refused:
+        first = refused[0]
+        file = where if isinstance(where, str) else where.get(first, "checkpoint")
+        named = ", ".join(f"'{n}'" for n in refused[:_NAMED_UNMAPPED])
+        if len(refused) > _NAMED_UNMAPPED:
+            named += f" and {len(refused) - _NAMED_UNMAPPED} more"
+        globs = sorted({_layer_glob(n) for n in refused})
+        hint = " ".join(f"{ALLOW_UNUSED_FLAG} '{g}'" for g in globs[:_NAMED_UNMAPPED])
+        raise CkirError(
+            f"{file}: {len(refused)} tensor(s) not used by template {template}: {named}. "
+            "A model built without them computes something else than the checkpoint "
+            "(is it the right template?); if they are not needed, allow them with "
+            f"{hint} (Python: allow_unused=[...])"
+        )
+    return warnings
 
 
 def _fmt(shape: tuple[int, ...]) -> str:
@@ -126,12 +193,16 @@ class _Checker:
 
 
 def import_hf(
-    model_dir: str | Path, template: str | Path | None = None
+    model_dir: str | Path,
+    template: str | Path | None = None,
+    allow_unused: Sequence[str] = (),
 ) -> tuple[ModuleOp, list[str]]:
     """Import a HF checkpoint folder: ``(graph module, warnings)``.
 
     ``template`` overrides selection by ``model_type``: a template name
-    (``"llama"``) or a path to a YAML file.
+    (``"llama"``) or a path to a YAML file.  ``allow_unused``: globs of checkpoint
+    tensors the model may leave out (:func:`check_unmapped`; any other tensor the
+    template does not use is an error).
     """
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
@@ -150,7 +221,14 @@ def import_hf(
         )
     tensors, source = read_checkpoint_header(model_dir)
     module = import_tensors(
-        tpl, config, config_name, tensors, source, model_name(model_dir), warnings
+        tpl,
+        config,
+        config_name,
+        tensors,
+        source,
+        model_name(model_dir),
+        warnings,
+        allow_unused=allow_unused,
     )
     return module, warnings
 
@@ -164,6 +242,7 @@ def import_tensors(
     name: str,
     warnings: list[str],
     dtypes: Mapping[str, str] = WEIGHT_DTYPES,
+    allow_unused: Sequence[str] = (),
 ) -> ModuleOp:
     """The graph module of a config + tensor header (HF names); appends to ``warnings``.
 
@@ -174,9 +253,10 @@ def import_tensors(
     warnings.extend(spec.warnings)
     checker = _Checker(tpl, spec, tensors, source, dtypes)
     resolved = {w.name: checker.resolve(w) for w in spec.weights if w.tied_to is None}
-    ignore = _ignore_regex(spec.ignore)
-    for tensor in sorted(tensors):
-        if tensor in checker.used or (ignore is not None and ignore.fullmatch(tensor)):
-            continue
-        warnings.append(f"unmapped tensor '{tensor}' (template {tpl.name} does not use it)")
+    files = {n: info.file.name for n, info in tensors.items()}
+    warnings.extend(
+        check_unmapped(
+            tensors, checker.used, _ignore_regex(spec.ignore), allow_unused, files, tpl.name
+        )
+    )
     return build_graph(spec, name, resolved)

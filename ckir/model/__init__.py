@@ -60,6 +60,8 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     fuse: bool = True,
     logits: str = "all",
     panels: bool | None = None,
+    allow_unused: Sequence[str] = (),
+    strict: bool = False,
     quiet: bool = True,
 ) -> CompiledModel:
     """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it.
@@ -68,6 +70,10 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     ``panels`` stores the f32 / bf16 / q8_0 / q4_1 / q4_0 matrices of an inference build
     as f32p / bf16p / q8_0p / q4_1p / q4_0p (GEMM panels;
     :attr:`ckir.compiler.CompileOptions.panels`, None: the default, on).
+    ``allow_unused``: globs of checkpoint tensors the template may leave unused (any
+    other tensor no weight uses is an error naming it; ``--allow-unused``).
+    ``strict``: a ``dtype`` some weight matrix cannot take is an error (otherwise a
+    warning per matrix; build.json ``weight_dtypes`` records what each weight got).
     """
     model_dir, out_dir = as_path(model_dir, "model_dir"), as_path(out_dir, "out_dir")
     if isinstance(modes, (str, bytes)):
@@ -82,6 +88,8 @@ def compile(  # noqa: A001 - the public name is ckir.compile
         fuse=fuse,
         logits=logits,
         panels=panels,
+        allow_unused=tuple(allow_unused),
+        strict=strict,
     )
     compile_model(model_dir, out_dir, options, quiet=quiet)
     return CompiledModel(out_dir)

@@ -246,8 +246,8 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 
 // -----
 
-// packing without hf
-// CHECK: graph.weight @w: hf shape, slice and transpose need an hf source
+// transpose without hf
+// CHECK: graph.weight @w: transpose needs an hf source
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
   "graph.weight"() <{sym_name = "w", shape = [#graph.dim<E>], dtype = "f32", gguf = "w", transpose}> : () -> ()
 }

@@ -11,6 +11,7 @@ graph.model @tiny arch "llama" symbols {D = 16, E = 64, H = 4, I = 128, K = 32, 
   graph.weight @"layers.{i}.wq" : [E, E] f32 hf "transformer.h.{i}.attn.c_attn.weight" [E, 3 * E] slice(1, 0, E) transpose
   graph.weight @"layers.{i}.bq" : [E] f32 hf "transformer.h.{i}.attn.c_attn.bias" [3*E] slice(0, 0, E)
   graph.weight @"layers.{i}.wk" : [KV*D, E] q8_0 gguf "blk.{i}.attn_k.weight"
+  graph.weight @"layers.{i}.wv_fused" : [KV*D, E] q8_0 gguf "blk.{i}.attn_qkv.weight" [(H + 2*KV)*D, E] slice(0, (H+KV)*D, (H+2*KV)*D)
   graph.weight @"layers.{i}.wv" : [KV*D, E] bf16 hf "model.layers.{i}.self_attn.v_proj.weight"
   graph.weight @"layers.{i}.wo" : [E, H*D] f32 hf "model.layers.{i}.self_attn.o_proj.weight"
   graph.weight @"layers.{i}.ln_g" : [E] f32 hf "h.{i}.ln.weight"
@@ -73,6 +74,7 @@ graph.model @empty arch "none" symbols {} {
 // CHECK-NEXT: graph.weight @"layers.{i}.wq" : [E, E] f32 hf "transformer.h.{i}.attn.c_attn.weight" [E, 3*E] slice(1, 0, E) transpose
 // CHECK-NEXT: graph.weight @"layers.{i}.bq" : [E] f32 hf "transformer.h.{i}.attn.c_attn.bias" [3*E] slice(0, 0, E)
 // CHECK-NEXT: graph.weight @"layers.{i}.wk" : [KV*D, E] q8_0 gguf "blk.{i}.attn_k.weight"
+// CHECK-NEXT: graph.weight @"layers.{i}.wv_fused" : [KV*D, E] q8_0 gguf "blk.{i}.attn_qkv.weight" [(H+2*KV)*D, E] slice(0, (H+KV)*D, (H+2*KV)*D)
 // CHECK-NEXT: graph.weight @"layers.{i}.wv" : [KV*D, E] bf16 hf "model.layers.{i}.self_attn.v_proj.weight"
 // CHECK-NEXT: graph.weight @"layers.{i}.wo" : [E, H*D] f32 hf "model.layers.{i}.self_attn.o_proj.weight"
 // CHECK-NEXT: graph.weight @"layers.{i}.ln_g" : [E] f32 hf "h.{i}.ln.weight"
