@@ -43,14 +43,23 @@
 
 /* ---- scales --------------------------------------------------------------- */
 
-/* the 6-bit scales sc[8] and mins m[8] of a q4_k / q5_k super-block's 12 scale bytes */
+/* the 6-bit scales sc[8] and mins m[8] of a q4_k / q5_k super-block's 12 scale bytes s,
+ * four at a time in 32-bit words: sc[j] = s[j] & 63 and m[j] = s[j + 4] & 63 (j < 4);
+ * sc[j + 4] = (s[j + 8] & 15) | (s[j] >> 6) << 4 and m[j + 4] = (s[j + 8] >> 4) |
+ * (s[j + 4] >> 6) << 4 */
 static inline void kq_scale_min(const uint8_t *s, uint8_t sc[8], uint8_t m[8]) {
-  for (int j = 0; j < 4; j++) {
-    sc[j] = s[j] & 63;
-    m[j] = s[j + 4] & 63;
-    sc[j + 4] = (uint8_t)((s[j + 8] & 15) | ((s[j] >> 6) << 4));
-    m[j + 4] = (uint8_t)((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
-  }
+  uint32_t u0, u1, u2;
+  memcpy(&u0, s, 4);
+  memcpy(&u1, s + 4, 4);
+  memcpy(&u2, s + 8, 4);
+  const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
+  const uint32_t sc0 = u0 & lo6, m0 = u1 & lo6;
+  const uint32_t sc1 = (u2 & lo4) | (((u0 >> 6) & lo2) << 4);
+  const uint32_t m1 = ((u2 >> 4) & lo4) | (((u1 >> 6) & lo2) << 4);
+  memcpy(sc, &sc0, 4);
+  memcpy(sc + 4, &sc1, 4);
+  memcpy(m, &m0, 4);
+  memcpy(m + 4, &m1, 4);
 }
 
 /* ---- dequantization (embed, gemm rows, reference) ------------------------- */
@@ -129,8 +138,10 @@ typedef struct {
 /* bytes of stack kq_prepare needs for K */
 #define KQ_ACT_BYTES(K) ((K) + ((K) / QKK) * 4 + ((K) / 16) * 2 + 192)
 
-/* x quantized per super-block (the same code for every path and the reference) */
-static kq_act kq_prepare(const float *x, int64_t K, uint8_t *buf) {
+/* x quantized per super-block (the same code for every path and the reference); with
+ * perm, each super-block's 8 runs of 32 a are stored in the order 0 2 1 3 4 6 5 7 (the
+ * AVX-512 q4_k / q5_k rows: one zmm of nibbles holds sub-blocks 2c and 2c + 2) */
+static kq_act kq_prepare(const float *x, int64_t K, uint8_t *buf, int perm) {
   kq_act s;
   s.a = CKIR_ALIGN64(buf);
   s.dx = (float *)CKIR_ALIGN64(s.a + K);
@@ -147,6 +158,12 @@ static kq_act kq_prepare(const float *x, int64_t K, uint8_t *buf) {
       int t = 0;
       for (int i = 0; i < 16; i++) t += ab[16 * g + i];
       s.bs[b * 16 + g] = (int16_t)t;
+    }
+    if (perm) {
+      int8_t t[QKK];
+      static const int order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+      for (int j = 0; j < 8; j++) memcpy(t + 32 * j, ab + 32 * order[j], 32);
+      memcpy(ab, t, QKK);
     }
   }
   return s;
@@ -284,6 +301,119 @@ static float q6_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs,
 }
 #endif
 
+/* ---- rows: AVX-512 (BW + VL) --------------------------------------------------
+ * 64 weights per zmm: the unsigned q bytes meet a by vpmaddubsw (int16 pairs) and
+ * the sub-blocks' integer scales by vpmaddwd (a vpdpbusd would need a vpmulld for
+ * the scales: no fewer instructions), the super-block's int32 lanes are converted
+ * and scaled by d * d_x into an fp32 accumulator, the min (q6_k: -32) term is
+ * accumulated apart; one reduction per row.  q4_k / q5_k read a permuted
+ * (kq_prepare). */
+#if defined(CKIR_Q512)
+#define KQ_ROW512 1
+/* the int16 scale vector of two 32-weight runs: lanes 0..15 sc[j0], 16..31 sc[j1] */
+CKIR_INLINE __m512i kq_sc2(__m512i sc16, int j0, int j1) {
+  const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)j0)),
+                                         _mm256_set1_epi16((short)j1), 1);
+  return _mm512_permutexvar_epi16(idx, sc16);
+}
+
+CKIR_INLINE __m512i kq_dot512(__m512i q, const int8_t *a, __m512i scale) {
+  return _mm512_madd_epi16(_mm512_maddubs_epi16(q, _mm512_loadu_si512((const void *)a)), scale);
+}
+
+/* q4_k (q5 = 0) and q5_k (q5 = 1) rows */
+CKIR_INLINE float q45_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, const int q5) {
+  const int64_t bytes = q5 ? CKIR_Q5_K_BYTES : CKIR_Q4_K_BYTES;
+  const __m512i mask = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 accm = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = row + b * bytes;
+    const int8_t *a = s->a + b * QKK;
+    const int16_t *bs = s->bs + b * 16;
+    uint8_t sc[8], m[8];
+    kq_scale_min(p + 4, sc, m);
+    const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+    const uint8_t *qs = p + (q5 ? 48 : 16);
+    __m512i isum = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) { /* chunks 2h, 2h + 1: sub-blocks 4h .. 4h + 3 */
+      const __m512i v = _mm512_loadu_si512((const void *)(qs + 64 * h));
+      __m512i lo = _mm512_and_si512(v, mask);                      /* 4h, 4h + 2 */
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask); /* 4h + 1, 4h + 3 */
+      if (q5) {
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
+        const __m128i c0 = _mm_cvtsi32_si128(4 * h), c1 = _mm_cvtsi32_si128(4 * h + 2);
+        const __m128i c2 = _mm_cvtsi32_si128(4 * h + 1), c3 = _mm_cvtsi32_si128(4 * h + 3);
+        const __m512i hl = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srl_epi16(qh, c0)),
+                                              _mm256_srl_epi16(qh, c1), 1);
+        const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srl_epi16(qh, c2)),
+                                              _mm256_srl_epi16(qh, c3), 1);
+        lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(hl, one), 4));
+        hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(hh, one), 4));
+      }
+      isum = _mm512_add_epi32(isum, kq_dot512(lo, a + 128 * h, kq_sc2(sc16, 4 * h, 4 * h + 2)));
+      isum = _mm512_add_epi32(isum,
+                              kq_dot512(hi, a + 128 * h + 64, kq_sc2(sc16, 4 * h + 1, 4 * h + 3)));
+    }
+    /* m[j] (bs[2j] + bs[2j + 1]) in int32 lane j */
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
+    const __m256i mm = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    const __m256i mt = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), mm);
+    const float dx = s->dx[b];
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ckir_q_f16(p) * dx), acc);
+    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(ckir_q_f16(p + 2) * dx), accm);
+  }
+  return _mm512_reduce_add_ps(acc) - ckir_hsum_ps256(accm);
+}
+
+static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s) {
+  const __m512i mask = _mm512_set1_epi8(15), three = _mm512_set1_epi8(3);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 accm = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = row + b * CKIR_Q6_K_BYTES;
+    const int8_t *a = s->a + b * QKK;
+    const int16_t *bs = s->bs + b * 16;
+    const int8_t *sc = (const int8_t *)(p + 192);
+    const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+    const __m512i sc16 = _mm512_castsi256_si512(sc16y);
+    __m512i isum = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) { /* elements 128h .. 128h + 127: sub-blocks 8h .. 8h + 7 */
+      const __m512i v = _mm512_loadu_si512((const void *)(p + 64 * h));
+      const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+      const __m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+      const __m512i h23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(qh, 4)),
+                                             _mm256_srli_epi16(qh, 6), 1);
+      const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, mask),
+                                         _mm512_slli_epi16(_mm512_and_si512(h01, three), 4));
+      const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), mask),
+                                         _mm512_slli_epi16(_mm512_and_si512(h23, three), 4));
+      /* int16 lane i of 32 covers elements 2i, 2i + 1: sub-block 8h (+ 4) + i / 8 */
+      const __m512i lane = _mm512_srli_epi16(
+          _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14,
+                           13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3);
+      const __m512i s_lo = _mm512_permutexvar_epi16(_mm512_add_epi16(lane, _mm512_set1_epi16((short)(8 * h))), sc16);
+      const __m512i s_hi = _mm512_permutexvar_epi16(_mm512_add_epi16(lane, _mm512_set1_epi16((short)(8 * h + 4))), sc16);
+      isum = _mm512_add_epi32(isum, kq_dot512(lo, a + 128 * h, s_lo));
+      isum = _mm512_add_epi32(isum, kq_dot512(hi, a + 128 * h + 64, s_hi));
+    }
+    /* 32 sc[i] (bs[2i] + ...): the -32 term, pairs of sub-blocks per int32 lane */
+    const __m256i mt = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), sc16y);
+    const float ddx = ckir_q_f16(p + 208) * s->dx[b];
+    const __m512 vd = _mm512_set1_ps(ddx);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), vd, acc);
+    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(32.0f * ddx), accm);
+  }
+  return _mm512_reduce_add_ps(acc) - ckir_hsum_ps256(accm);
+}
+#define KQ_PERM_q4_k 1
+#define KQ_PERM_q5_k 1
+#define KQ_PERM_q6_k 0
+#define KQ_ROW_q4_k(row, nb, s) q45_k_row512(row, nb, s, 0)
+#define KQ_ROW_q5_k(row, nb, s) q45_k_row512(row, nb, s, 1)
+#define KQ_ROW_q6_k(row, nb, s) q6_k_row512(row, nb, s)
+#endif
+
 /* ---- the kernels of one dtype ------------------------------------------------ */
 
 /* Everything of K-quant dtype D (BYTES per super-block): gemv (x as Q8_K, one
@@ -294,8 +424,18 @@ static float q6_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs,
 #else
 #define KQ_DOT(D) D##_dot_scalar
 #endif
+#if defined(KQ_ROW512)
+#define KQ_FAST 1
+#define KQ_FAST_ROW(D, row, nb, s) KQ_ROW_##D(row, nb, s)
+#define KQ_PERM(D) KQ_PERM_##D
+#else
+#define KQ_FAST 0
+#define KQ_FAST_ROW(D, row, nb, s) 0.0f
+#define KQ_PERM(D) 0
+#endif
 #define KQ_KERNELS(D, BYTES)                                                                     \
   static float D##_row(const uint8_t *row, int64_t nb, const kq_act *s, int ref) {               \
+    if (!ref && KQ_FAST) return KQ_FAST_ROW(D, row, nb, s);                                      \
     float acc = 0.0f;                                                                            \
     for (int64_t b = 0; b < nb; b++) {                                                           \
       const uint8_t *p = row + b * (BYTES);                                                      \
@@ -310,7 +450,7 @@ static float q6_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs,
     CKIR_REQUIRE(N >= 1 && K >= 1 && K % QKK == 0 && K <= CKIR_QUANT_MAX_K, "gemv_" #D);         \
     const int64_t nb = K / QKK, rb = nb * (BYTES);                                               \
     uint8_t buf[KQ_ACT_BYTES(K)];                                                                \
-    const kq_act s = kq_prepare(x, K, buf);                                                      \
+    const kq_act s = kq_prepare(x, K, buf, !ref && KQ_FAST && KQ_PERM(D));                       \
     if (ref) {                                                                                   \
       for (int64_t n = 0; n < N; n++)                                                            \
         y[n] = D##_row(w + n * rb, nb, &s, 1) + (bias ? bias[n] : 0.0f);                         \
