@@ -35,6 +35,7 @@ from ckir.passes.lowering.context import (
     find_graph_model,
 )
 from ckir.passes.lowering.kernels import declare_kernel, kernel_params, select_kernel
+from ckir.vocab import BLOCK_DTYPES
 
 #: the KV-cache length when none is asked for, capped by the model's positions C
 DEFAULT_MAX_CONTEXT = 256
@@ -128,6 +129,12 @@ def _declare_weights(ctx: LoweringContext) -> None:
             dtype = decl.layer_dtype(layer)
         except VerifyException as err:
             raise CkirError(str(err)) from None
+        qblock = BLOCK_DTYPES.get(dtype)
+        if qblock is not None and shape and shape[-1] % qblock[1]:
+            raise CkirError(
+                f"{where} ({inst}): {dtype} stores rows of whole {qblock[1]}-element blocks, "
+                f"but its rows have {shape[-1]} elements"
+            )
         btype = lw.BufferType.make(shape, dtype)
         buf = lw.BufferOp.make(f"w.{inst}", "weight", btype, source=inst)
         if first is None:

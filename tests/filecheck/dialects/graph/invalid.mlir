@@ -1228,3 +1228,22 @@ graph.model @m arch "test" symbols {E = 8, H = 4, KV = 2, D = 4, L = 2, V = 8} {
     graph.yield %x : !graph.tensor<[T, E], f32>
   }
 }
+
+// -----
+
+// layer_dtypes on a weight that is not per layer
+// CHECK: graph.weight @w: layer_dtypes must be a string of dtypes, one per layer, on a per-layer weight; got "q4_k,q6_k"
+graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
+  graph.weight @w : [E] f32 hf "w" attributes {layer_dtypes = "q4_k,q6_k"}
+}
+
+// -----
+
+// layer_dtypes naming an unknown dtype
+// CHECK: layer_dtypes must be a string of dtypes, one per layer, on a per-layer weight; got "q4_k,q9"
+graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
+  graph.weight @"l.{i}.w" : [E] f32 hf "h.{i}.w" attributes {layer_dtypes = "q4_k,q9"}
+  "graph.body"() <{repeat = #graph.dim<L>}> ({
+    "graph.yield"() : () -> ()
+  }) : () -> ()
+}
