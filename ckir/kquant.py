@@ -42,14 +42,17 @@ def _super_blocks(arr: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
     return a.reshape(-1, QK_K), a.shape
 
 
-def _byte_blocks(arr: np.ndarray, dtype: str) -> tuple[np.ndarray, tuple[int, ...]]:
+def byte_blocks(
+    arr: np.ndarray, dtype: str, nbytes: int, elems: int
+) -> tuple[np.ndarray, tuple[int, ...]]:
+    """Block bytes ``arr`` of ``dtype`` (uint8, rows of whole ``nbytes``-byte blocks of
+    ``elems`` values) -> (uint8 [blocks, nbytes], the logical shape of the values)."""
     a = np.ascontiguousarray(arr)
     if a.dtype != np.uint8:
         raise TypeError(f"{dtype} data must be uint8 bytes, got {a.dtype}")
-    nbytes = KQUANT_BYTES[dtype]
     if a.ndim == 0 or a.shape[-1] % nbytes:
         raise ValueError(f"{dtype} rows must be whole {nbytes}-byte blocks, got shape {a.shape}")
-    return a.reshape(-1, nbytes), (*a.shape[:-1], a.shape[-1] // nbytes * QK_K)
+    return a.reshape(-1, nbytes), (*a.shape[:-1], a.shape[-1] // nbytes * elems)
 
 
 def _f16(b: np.ndarray) -> np.ndarray:
@@ -116,7 +119,7 @@ def dequantize_kquant(arr: np.ndarray, dtype: str) -> np.ndarray:
     bit-equal to ``gguf.quants.dequantize``."""
     if dtype not in KQUANT_BYTES:
         raise ValueError(f"{dtype!r} is not a K-quant ({', '.join(KQUANT_BYTES)})")
-    blk, shape = _byte_blocks(arr, dtype)
+    blk, shape = byte_blocks(arr, dtype, KQUANT_BYTES[dtype], QK_K)
     n = blk.shape[0]
     if dtype == "q6_k":
         d = _f16(blk[:, 208:210]) * blk[:, 192:208].view(np.int8).astype(np.float32)

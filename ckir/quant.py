@@ -52,6 +52,7 @@ import numpy as np
 from ckir.kquant import (
     KQUANT_BYTES,
     QK_K,
+    byte_blocks,
     count_non_finite_kquant,
     dequantize_kquant,
     quantize_q4_k,
@@ -392,14 +393,7 @@ def quantize_q4_1(arr: np.ndarray) -> np.ndarray:
 
 
 def _qblocks(arr: np.ndarray, dtype: str) -> tuple[np.ndarray, tuple[int, ...]]:
-    a = np.ascontiguousarray(arr)
-    if a.dtype != np.uint8:
-        raise TypeError(f"{dtype} data must be uint8 bytes, got {a.dtype}")
-    nbytes = _BLOCK_BYTES[dtype]
-    if a.ndim == 0 or a.shape[-1] % nbytes:
-        raise ValueError(f"{dtype} rows must be whole {nbytes}-byte blocks, got shape {a.shape}")
-    shape = (*a.shape[:-1], a.shape[-1] // nbytes * QK)
-    return a.reshape(-1, nbytes), shape
+    return byte_blocks(arr, dtype, _BLOCK_BYTES[dtype], QK)
 
 
 def _f16(b: np.ndarray) -> np.ndarray:

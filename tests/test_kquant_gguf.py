@@ -40,24 +40,20 @@ QTYPES = {
 }
 
 
-@pytest.fixture(scope="module")
-def q4_k_m(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny_llama(out: Path, seed: int, layers: int, **overrides: int) -> Path:
+    """A random tiny Llama whose matrices have K = 256 or 512 (whole super-blocks)."""
     from ckir.tools.zoo import make_tiny_model
 
+    kwargs = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4}
+    kwargs.update(num_key_value_heads=2, num_hidden_layers=layers, **overrides)
+    return make_tiny_model("llama", out, seed=seed, tied=False, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def q4_k_m(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("kq_gguf")
     tok = tokenizer_metadata()
-    hf = make_tiny_model(
-        "llama",
-        root / "hf",
-        seed=11,
-        tied=False,
-        hidden_size=256,
-        intermediate_size=512,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        num_hidden_layers=LAYERS,
-        vocab_size=len(tok["tokenizer.ggml.tokens"]),
-    )
+    hf = tiny_llama(root / "hf", 11, LAYERS, vocab_size=len(tok["tokenizer.ggml.tokens"]))
     meta = {**tok, "general.file_type": 15}  # LLAMA_FTYPE_MOSTLY_Q4_K_M
     return gguf_from_hf(hf, root / "tiny-Q4_K_M.gguf", qtype="Q4_K", qtypes=QTYPES, metadata=meta)
 
@@ -119,18 +115,7 @@ def test_q4_k_m_generates(q4_k_m: Path, tmp_path: Path) -> None:
 def test_k_not_multiple_of_256_stays_f32(tmp_path: Path) -> None:
     """A --dtype q4_k build of an HF folder stores the matrices whose K is a multiple of 256
     as q4_k and leaves the others f32 (convert-weights); the quantizer refuses such K."""
-    from ckir.tools.zoo import make_tiny_model
-
-    hf = make_tiny_model(
-        "llama",
-        tmp_path / "hf",
-        seed=1,
-        hidden_size=256,
-        intermediate_size=320,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        num_hidden_layers=1,
-    )
+    hf = tiny_llama(tmp_path / "hf", 1, 1, intermediate_size=320)
     model = ckir.compile(hf, tmp_path / "b", max_context=16, dtype="q4_k")
     layout = (tmp_path / "b" / "layout.mlir").read_text()
     assert "@gemv_q4_k" in layout  # K = 256: q/k/v/o, gate, up
@@ -145,19 +130,8 @@ def test_hf_dtype_kquant_matches_dequantized_transformers(tmp_path: Path, dtype:
     """``--dtype q4_k`` / ``q6_k`` on an HF folder: ckir's quantizer, its kernels; prefill
     equals PyTorch fp32 on the same dequantized matrices (those with K % 256 == 0)."""
     from ckir import quant
-    from ckir.tools.zoo import make_tiny_model
 
-    hf = make_tiny_model(
-        "llama",
-        tmp_path / "hf",
-        seed=4,
-        tied=False,
-        hidden_size=256,
-        intermediate_size=512,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        num_hidden_layers=2,
-    )
+    hf = tiny_llama(tmp_path / "hf", 4, 2)
     model = ckir.compile(hf, tmp_path / "b", max_context=16, dtype=dtype)
     assert f"@gemm_{dtype}" in (tmp_path / "b" / "layout.mlir").read_text()
     ref_model = transformers.AutoModelForCausalLM.from_pretrained(hf, dtype=torch.float32).eval()

@@ -233,39 +233,26 @@ CKIR_INLINE __m256i kq_madd(__m256i q, const int8_t *a, __m256i scale) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)a)), scale);
 }
 
-static float q4_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs, float dx) {
+/* q4_k (q5 = 0) and q5_k (q5 = 1): chunk c of qs holds sub-blocks 2c (low nibbles)
+ * and 2c + 1 (high); q5_k's fifth bits are bits 2c and 2c + 1 of qh */
+CKIR_INLINE float q45_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs, float dx,
+                                 const int q5) {
   uint8_t sc[8], m[8];
   kq_scale_min(p + 4, sc, m);
-  const uint8_t *qs = p + 16;
-  const __m256i mask = _mm256_set1_epi8(15);
-  __m256i acc = _mm256_setzero_si256();
-  for (int c = 0; c < 4; c++) {
-    const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-    const __m256i lo = _mm256_and_si256(v, mask);
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
-    acc = _mm256_add_epi32(acc, kq_madd(lo, a + 64 * c, _mm256_set1_epi16(sc[2 * c])));
-    acc = _mm256_add_epi32(acc, kq_madd(hi, a + 64 * c + 32, _mm256_set1_epi16(sc[2 * c + 1])));
-  }
-  int32_t M = 0;
-  for (int j = 0; j < 8; j++) M += m[j] * (bs[2 * j] + bs[2 * j + 1]);
-  const int32_t S = ckir_q_hsum_epi32(acc);
-  return dx * (ckir_q_f16(p) * (float)S - ckir_q_f16(p + 2) * (float)M);
-}
-
-static float q5_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs, float dx) {
-  uint8_t sc[8], m[8];
-  kq_scale_min(p + 4, sc, m);
-  const uint8_t *qs = p + 48;
+  const uint8_t *qs = p + (q5 ? 48 : 16);
   const __m256i mask = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
-  const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
   __m256i acc = _mm256_setzero_si256();
   for (int c = 0; c < 4; c++) {
     const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-    const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
-    const __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
-    const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, mask), _mm256_slli_epi16(h0, 4));
-    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), mask),
-                                       _mm256_slli_epi16(h1, 4));
+    __m256i lo = _mm256_and_si256(v, mask);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+    if (q5) {
+      const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
+      const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
+      const __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
+    }
     acc = _mm256_add_epi32(acc, kq_madd(lo, a + 64 * c, _mm256_set1_epi16(sc[2 * c])));
     acc = _mm256_add_epi32(acc, kq_madd(hi, a + 64 * c + 32, _mm256_set1_epi16(sc[2 * c + 1])));
   }
@@ -274,6 +261,8 @@ static float q5_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs,
   const int32_t S = ckir_q_hsum_epi32(acc);
   return dx * (ckir_q_f16(p) * (float)S - ckir_q_f16(p + 2) * (float)M);
 }
+#define q4_k_dot_simd(p, a, bs, dx) q45_k_dot_simd(p, a, bs, dx, 0)
+#define q5_k_dot_simd(p, a, bs, dx) q45_k_dot_simd(p, a, bs, dx, 1)
 
 static float q6_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs, float dx) {
   const int8_t *sc = (const int8_t *)(p + 192);
