@@ -1,5 +1,5 @@
 """Weight dtypes of the runtime: bf16, f32p / bf16p / q8_0p / q4_1p / q4_0p panels, GGUF
-blocks Q8_0, Q4_0, Q4_1.
+blocks Q8_0, Q4_0, Q4_1 and the K-quants Q4_K, Q5_K, Q6_K (:mod:`ckir.kquant`).
 
 NumPy quantizers and dequantizers written for ckir (see docs/quantization.md).
 A quantized tensor of logical shape ``[..., K]`` is stored as a ``uint8`` array
@@ -49,6 +49,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ckir.kquant import (
+    KQUANT_BYTES,
+    QK_K,
+    byte_blocks,
+    count_non_finite_kquant,
+    dequantize_kquant,
+    quantize_q4_k,
+    quantize_q5_k,
+    quantize_q6_k,
+)
 from ckir.vocab import (
     BLOCK_DTYPES,
     ELEMENT_BYTES,
@@ -63,17 +73,18 @@ from ckir.vocab import (
 QK = 32
 """Elements per block of every block format here."""
 
-#: bytes per 32-element block of the (row-major) block formats quantized here
+#: bytes per 32-element block of the (row-major) block formats quantized here (the
+#: K-quants, super-blocks of 256, are in :mod:`ckir.kquant`)
 _BLOCK_BYTES = {
     k: nbytes
     for k, (nbytes, elems) in BLOCK_DTYPES.items()
-    if k in WEIGHT_DTYPES and k not in PANEL_DTYPES
+    if k in WEIGHT_DTYPES and k not in PANEL_DTYPES and k not in KQUANT_BYTES
 }
 assert all(BLOCK_DTYPES[k][1] == QK for k in _BLOCK_BYTES)
-#: block bytes and leading f16 scale bytes of each block format (q4_k: GGUF's, kept raw)
+assert all(BLOCK_DTYPES[k] == (nbytes, QK_K) for k, nbytes in KQUANT_BYTES.items())
+#: block bytes and leading f16 scale bytes of each block format of 32
 _SCALE_BYTES = {
-    k: (BLOCK_DTYPES[k][0], scale)
-    for k, scale in {"q8_0": 2, "q4_0": 2, "q4_1": 4, "q4_k": 4}.items()
+    k: (BLOCK_DTYPES[k][0], scale) for k, scale in {"q8_0": 2, "q4_0": 2, "q4_1": 4}.items()
 }
 
 
@@ -89,6 +100,8 @@ def block_bytes(dtype: str) -> tuple[int, int]:
         raise ValueError(f"{dtype} is stored in panels, not rows: its size depends on N")
     if dtype in _BLOCK_BYTES:
         return QK, _BLOCK_BYTES[dtype]
+    if dtype in KQUANT_BYTES:
+        return QK_K, KQUANT_BYTES[dtype]
     return 1, ELEMENT_BYTES[dtype]
 
 
@@ -380,14 +393,7 @@ def quantize_q4_1(arr: np.ndarray) -> np.ndarray:
 
 
 def _qblocks(arr: np.ndarray, dtype: str) -> tuple[np.ndarray, tuple[int, ...]]:
-    a = np.ascontiguousarray(arr)
-    if a.dtype != np.uint8:
-        raise TypeError(f"{dtype} data must be uint8 bytes, got {a.dtype}")
-    nbytes = _BLOCK_BYTES[dtype]
-    if a.ndim == 0 or a.shape[-1] % nbytes:
-        raise ValueError(f"{dtype} rows must be whole {nbytes}-byte blocks, got shape {a.shape}")
-    shape = (*a.shape[:-1], a.shape[-1] // nbytes * QK)
-    return a.reshape(-1, nbytes), shape
+    return byte_blocks(arr, dtype, _BLOCK_BYTES[dtype], QK)
 
 
 def _f16(b: np.ndarray) -> np.ndarray:
@@ -408,6 +414,8 @@ def dequantize(arr: np.ndarray, dtype: str, shape: tuple[int, ...] | None = None
         return unpack_panels(arr, shape, dtype)
     if dtype == "bf16":
         return from_bf16(arr)
+    if dtype in KQUANT_BYTES:
+        return dequantize_kquant(arr, dtype)
     if dtype not in _BLOCK_BYTES:
         raise ValueError(f"unknown weight dtype {dtype!r}")
     blk, shape = _qblocks(arr, dtype)
@@ -426,7 +434,7 @@ def count_non_finite(arr: np.ndarray, dtype: str) -> int:
     """Non-finite (NaN/Inf) values in ``arr`` (float32 values, or bytes stored as ``dtype``).
 
     For the block formats only the f16 scales at the start of each block can be
-    non-finite (``d``, and ``m`` of q4_1, ``d`` and ``dmin`` of GGUF's q4_k), so
+    non-finite (``d``, and ``m`` of q4_1, ``d`` and ``dmin`` of q4_k / q5_k, ``d`` of q6_k), so
     only they are checked: a cheap pass over 2-4 bytes per block (q8_0p: the 32
     scales that open each 1088-byte panel block; q4_1p: the 32 d and 32 m that open
     each 640-byte one).
@@ -448,6 +456,8 @@ def count_non_finite(arr: np.ndarray, dtype: str) -> int:
     if dtype in ("f32", "bf16"):
         values = from_bf16(arr) if dtype == "bf16" else np.asarray(arr, dtype=np.float32)
         return int(values.size - np.count_nonzero(np.isfinite(values)))
+    if dtype in KQUANT_BYTES:
+        return count_non_finite_kquant(arr, dtype)
     if dtype not in _SCALE_BYTES:
         raise ValueError(f"unknown weight dtype {dtype!r}")
     block, scale = _SCALE_BYTES[dtype]
@@ -469,7 +479,14 @@ def quantize(arr: np.ndarray, dtype: str) -> np.ndarray:
         return pack_panels(arr, dtype)
     if dtype == "bf16":
         return to_bf16(arr)
-    fns = {"q8_0": quantize_q8_0, "q4_0": quantize_q4_0, "q4_1": quantize_q4_1}
+    fns = {
+        "q8_0": quantize_q8_0,
+        "q4_0": quantize_q4_0,
+        "q4_1": quantize_q4_1,
+        "q4_k": quantize_q4_k,
+        "q5_k": quantize_q5_k,
+        "q6_k": quantize_q6_k,
+    }
     if dtype not in fns:
         raise ValueError(f"unknown weight dtype {dtype!r}")
     return fns[dtype](arr)

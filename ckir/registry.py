@@ -238,12 +238,16 @@ _WHERE_FIELDS = frozenset({"modes", "constraints", "doc"})
 def dtype_sets() -> Mapping[str, tuple[str, ...]]:
     """The named dtype sets a family row's ``dtypes`` and ``where`` may use, from
     :mod:`ckir.vocab`: ``weights`` (every ``--dtype``), ``blocks`` (weight dtypes
-    stored in quantized blocks, panel forms included), ``panels`` (the panel dtypes)."""
+    stored in quantized blocks, panel forms included), ``panels`` (the panel dtypes),
+    ``kquants`` (the block dtypes of 256-element super-blocks: q4_k, q5_k, q6_k)."""
     return MappingProxyType(
         {
             "weights": WEIGHT_DTYPES,
             "blocks": tuple(d for d in WEIGHT_DTYPES if d in BLOCK_DTYPES),
             "panels": tuple(PANEL_DTYPES),
+            "kquants": tuple(
+                d for d in WEIGHT_DTYPES if d in BLOCK_DTYPES and BLOCK_DTYPES[d][1] == 256
+            ),
         }
     )
 

@@ -173,7 +173,10 @@ DTYPE_TABLE: tuple[DType, ...] = (
     DType("q4_1", "uint8_t", None, block=(20, 32), weight=True),
     # Q4_1 blocks pre-packed in 32-row GEMM panels (docs/quantization.md)
     DType("q4_1p", "uint8_t", None, block=(20, 32), weight=True, panel=32),
-    DType("q4_k", "uint8_t", None, block=(144, 256)),
+    # GGUF K-quants: super-blocks of 256 (docs/quantization.md, "K-quants")
+    DType("q4_k", "uint8_t", None, block=(144, 256), weight=True),
+    DType("q5_k", "uint8_t", None, block=(176, 256), weight=True),
+    DType("q6_k", "uint8_t", None, block=(210, 256), weight=True),
 )
 _BY_NAME: Mapping[str, DType] = MappingProxyType({d.name: d for d in DTYPE_TABLE})
 #: every dtype name: what a graph tensor, a weight or a lowered buffer may hold

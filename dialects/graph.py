@@ -537,6 +537,11 @@ class ModelOp(SingleBody, IRDLOperation):
 # --------------------------------------------------------------------------- weight
 
 
+#: graph.weight attribute of a per-layer weight whose layers are stored in different dtypes
+#: (a GGUF file mixing K-quants: ``layer_dtypes = "q6_k,q4_k,q4_k"``, one per layer)
+LAYER_DTYPES_ATTR = "layer_dtypes"
+
+
 @irdl_op_definition
 class WeightOp(_DimShaped, IRDLOperation):
     """A weight declaration: internal name, shape, dtype and where it comes from.
@@ -655,12 +660,42 @@ class WeightOp(_DimShaped, IRDLOperation):
     def per_layer(self) -> bool:
         return "{i}" in self.sym_name.data
 
+    @property
+    def layer_dtypes(self) -> tuple[str, ...] | None:
+        """The dtype of each layer (attribute ``layer_dtypes``), or None when they share one."""
+        attr = self.attributes.get(LAYER_DTYPES_ATTR)
+        if not isinstance(attr, StringAttr):
+            return None
+        return tuple(attr.data.split(","))
+
+    def layer_dtype(self, layer: int | None) -> str:
+        """The dtype of layer ``layer``'s buffer: its entry of ``layer_dtypes`` while the
+        declared dtype is one of them (each layer keeps its own blocks), else the declared
+        dtype (the whole weight converted, ``--dtype``)."""
+        per = self.layer_dtypes
+        if per is None or layer is None or self.dtype.data not in per:
+            return self.dtype.data
+        if layer >= len(per):
+            raise VerifyException(
+                f"graph.weight {sym(self.weight_name)}: {LAYER_DTYPES_ATTR} names "
+                f"{len(per)} layers, layer {layer} has none"
+            )
+        return per[layer]
+
     def verify_(self) -> None:
         where = f"graph.weight {sym(self.weight_name)}"
         if self.dtype.data not in _DTYPE_SET:
             raise VerifyException(
                 f"{where}: unknown dtype '{self.dtype.data}' (expected one of {', '.join(DTYPES)})"
             )
+        attr = self.attributes.get(LAYER_DTYPES_ATTR)
+        if attr is not None:
+            per = attr.data.split(",") if isinstance(attr, StringAttr) else []
+            if not self.per_layer or not per or any(d not in _DTYPE_SET for d in per):
+                raise VerifyException(
+                    f"{where}: {LAYER_DTYPES_ATTR} must be a string of dtypes, one per layer, "
+                    f"on a per-layer weight; got {attr}"
+                )
         if self.tied_to is not None and self.tied_to.nested_references.data:
             raise VerifyException(f"{where}: tied_to must be a flat symbol reference")
         mapping = self.mapping

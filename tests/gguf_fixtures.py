@@ -3,7 +3,8 @@
 ``write_gguf(path, arch, metadata, tensors)`` writes any file: ``tensors``
 maps a GGUF tensor name to a float32 array in row-major ``[out, in]`` order
 and a GGUF type name (``F32``, ``F16``, ``BF16``, ``Q8_0``, ``Q4_0``,
-``Q4_1``, ...; quantized with ``gguf.quants.quantize``).
+``Q4_1``, ...; quantized with ``gguf.quants.quantize``; ``Q4_K``, ``Q5_K`` and
+``Q6_K``, which the gguf package cannot quantize, with ``ckir.quant.quantize``).
 
 ``gguf_from_hf(hf_dir, path, ...)`` converts a tiny HF Llama or Qwen2
 checkpoint (:func:`ckir.tools.zoo.make_tiny_model`) the way llama.cpp's converter
@@ -104,6 +105,10 @@ def write_gguf(
             writer.add_tensor(name, arr)
         elif kind == "F16":
             writer.add_tensor(name, arr.astype(np.float16))
+        elif kind in ("Q4_K", "Q5_K", "Q6_K"):
+            from ckir import quant
+
+            writer.add_tensor(name, quant.quantize(arr, kind.lower()), raw_dtype=_qtype(kind))
         else:
             data = gguf.quants.quantize(arr, _qtype(kind))
             writer.add_tensor(name, data, raw_dtype=_qtype(kind))

@@ -517,7 +517,7 @@ def test_unsupported_tensor_type(hf_llama: Path, tmp_path: Path, kind: str) -> N
     msg = _one_line(err)
     assert msg == (
         f"q.gguf: tensor 'blk.1.ffn_up.weight' has type {kind}; ckir reads F32, F16, BF16, "
-        "Q8_0, Q4_0, Q4_1, Q4_K (weight layers.{i}.mlp.up)"
+        "Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K (weight layers.{i}.mlp.up)"
     )
 
 

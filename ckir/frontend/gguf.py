@@ -13,9 +13,13 @@ frontend build the graph, so both frontends produce the same ops; only the
         attributes {gguf_unpermute = "H"}
 
 Weight dtypes: F32 / F16 / BF16 tensors are declared ``f32`` (converted when
-weights.bin is written); Q8_0 / Q4_0 / Q4_1 (and Q4_K) matrices keep their
-block bytes and are declared ``q8_0`` / ``q4_0`` / ``q4_1`` / ``q4_k``.  A
-quantized tensor that is not a matrix is declared ``f32`` (dequantized).
+weights.bin is written); Q8_0 / Q4_0 / Q4_1 and Q4_K / Q5_K / Q6_K matrices keep
+their block bytes and are declared ``q8_0`` / ``q4_0`` / ``q4_1`` / ``q4_k`` /
+``q5_k`` / ``q6_k``.  A quantized tensor that is not a matrix is declared ``f32``
+(dequantized).  The layers of one weight may mix K-quants (Q4_K_M files keep some
+layers of attn_v and ffn_down in Q6_K): the declaration then carries the dtype of
+every layer in ``layer_dtypes`` (:data:`ckir.dialects.graph.LAYER_DTYPES_ATTR`) and
+each layer's buffer takes its own.
 
 ``gguf_unpermute = "<heads>"`` marks q/k rows that llama.cpp's converter
 interleaved per head for GGML's adjacent-pair RoPE; :class:`GGUFSource`
@@ -64,9 +68,14 @@ GGUF_WEIGHT_DTYPES: dict[str, str] = {
     "Q4_0": "q4_0",
     "Q4_1": "q4_1",
     "Q4_K": "q4_k",
+    "Q5_K": "q5_k",
+    "Q6_K": "q6_k",
 }
 #: GGUF block formats whose bytes are kept as they are
-QUANTIZED = ("Q8_0", "Q4_0", "Q4_1", "Q4_K")
+QUANTIZED = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K")
+#: graph dtypes that the layers of one weight may mix (K-quant files such as Q4_K_M store
+#: some layers' attn_v / ffn_down in Q6_K): each layer keeps its own blocks
+MIXABLE = frozenset({"q4_k", "q5_k", "q6_k"})
 #: the attribute on graph.weight naming the head count whose rotary rows to restore
 UNPERMUTE_ATTR = "gguf_unpermute"
 
@@ -214,8 +223,9 @@ class _Checker:
             f"weight {w.name}{hf} ({self.tpl.file})"
         )
 
-    def resolve(self, w: WeightSpec) -> tuple[str, str, str | None]:
-        """(GGUF name pattern, graph dtype, unpermute heads expression or None)."""
+    def resolve(self, w: WeightSpec) -> tuple[str, str, str | None, list[str] | None]:
+        """(GGUF name pattern, graph dtype, unpermute heads expression or None, the dtype
+        of each layer when they differ (K-quants, :data:`MIXABLE`) or None)."""
         pattern, hf = self.gguf_name(w)
         if w.transpose:
             raise CkirError(
@@ -234,6 +244,7 @@ class _Checker:
         dims = ", ".join(str(d) for d in (w.hf_shape or w.shape))
         dtype: str | None = None
         first: tuple[str, str] | None = None
+        per_layer: list[str] = []
         for i in layers:
             name = pattern if i is None else pattern.replace("{i}", str(i))
             t = self.tensors.get(name)
@@ -262,16 +273,20 @@ class _Checker:
                 got = "f32"
             if first is None:
                 first = (name, kind)
-            elif got != dtype:
+            elif got != dtype and not {got, dtype} <= MIXABLE:
                 raise CkirError(
                     f"{self.source}: tensor '{name}' is {kind} but '{first[0]}' is {first[1]}; "
                     f"all layers of weight {w.name} must share one storage type "
-                    "(mixed-quantization files are not supported)"
+                    "(only K-quants Q4_K / Q5_K / Q6_K may mix across layers)"
                 )
             dtype = got
+            per_layer.append(got)
             self.used.add(name)
         assert dtype is not None
-        return pattern, dtype, heads
+        if len(set(per_layer)) > 1:  # declared as the most common one, each layer its own
+            common = max(sorted(set(per_layer)), key=per_layer.count)
+            return pattern, common, heads, per_layer
+        return pattern, dtype, heads, None
 
 
 def _model_name(path: Path) -> str:
@@ -322,15 +337,18 @@ def import_gguf_model(
     resolved: dict[str, ResolvedWeight] = {}
     weights: list[WeightSpec] = []
     unpermute: dict[str, str] = {}
+    mixed: dict[str, list[str]] = {}
     for w in spec.weights:
         if w.tied_to is not None:
             weights.append(replace(w, hf=(), gguf=None))
             continue
-        pattern, dtype, heads = checker.resolve(w)
+        pattern, dtype, heads, per_layer = checker.resolve(w)
         resolved[w.name] = ResolvedWeight(None, dtype)
         weights.append(replace(w, hf=(), gguf=pattern))
         if heads is not None:
             unpermute[w.name] = heads
+        if per_layer is not None:
+            mixed[w.name] = per_layer
     ignore = _patterns(list(gmap.ignore))
     warnings.extend(
         check_unmapped(checker.tensors, checker.used, ignore, allow_unused, source, tpl.name)
@@ -340,6 +358,8 @@ def import_gguf_model(
     for op in module.walk():
         if isinstance(op, g.WeightOp) and op.weight_name in unpermute:
             op.attributes[UNPERMUTE_ATTR] = StringAttr(unpermute[op.weight_name])
+        if isinstance(op, g.WeightOp) and op.weight_name in mixed:
+            op.attributes[g.LAYER_DTYPES_ATTR] = StringAttr(",".join(mixed[op.weight_name]))
     return module, warnings, GGUFSource(path, reader, config)
 
 
@@ -385,16 +405,11 @@ def tensor_values(t: Any, what: str) -> np.ndarray:
     if kind == "BF16":
         bits = raw.view(np.uint8).view("<u2").astype(np.uint32) << np.uint32(16)
         return bits.view(np.float32).reshape(shape)
-    if kind in ("Q8_0", "Q4_0", "Q4_1"):
+    if kind in QUANTIZED:
         from ckir import quant
 
         blocks = raw.view(np.uint8).reshape(*shape[:-1], -1)
         return quant.dequantize(blocks, kind.lower()).reshape(shape)
-    if kind in QUANTIZED:
-        import gguf
-
-        qtype = gguf.GGMLQuantizationType[kind]
-        return gguf.quants.dequantize(raw.view(np.uint8), qtype).astype(np.float32).reshape(shape)
     raise CkirError(f"{what}: GGUF type {kind} is not supported")
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import VerifyException
 
 from ckir.dialects import graph as g
 from ckir.dialects import lowered as lw
@@ -34,6 +35,7 @@ from ckir.passes.lowering.context import (
     find_graph_model,
 )
 from ckir.passes.lowering.kernels import declare_kernel, kernel_params, select_kernel
+from ckir.vocab import BLOCK_DTYPES
 
 #: the KV-cache length when none is asked for, capped by the model's positions C
 DEFAULT_MAX_CONTEXT = 256
@@ -117,13 +119,23 @@ def _declare_weights(ctx: LoweringContext) -> None:
     first = next((o for o in block.ops if not isinstance(o, lw.KernelOp)), None)
     decls = [d for d in ctx.model.weights().values() if d.tied_to_name is None]
     # model-wide weights first, then layer by layer: a layer's weights are contiguous
-    instances = [(d, d.weight_name) for d in decls if not d.per_layer]
+    instances = [(d, d.weight_name, None) for d in decls if not d.per_layer]
     for i in range(layers):
-        instances += [(d, d.weight_name.replace("{i}", str(i))) for d in decls if d.per_layer]
-    for decl, inst in instances:
+        instances += [(d, d.weight_name.replace("{i}", str(i)), i) for d in decls if d.per_layer]
+    for decl, inst, layer in instances:
         where = f"graph.weight @{decl.weight_name}"
         shape = [ctx.dim(d, where=where) for d in decl.shape_dims]
-        btype = lw.BufferType.make(shape, decl.dtype_name)
+        try:  # a layer's own dtype where the layers differ (layer_dtypes)
+            dtype = decl.layer_dtype(layer)
+        except VerifyException as err:
+            raise CkirError(str(err)) from None
+        qblock = BLOCK_DTYPES.get(dtype)
+        if qblock is not None and shape and shape[-1] % qblock[1]:
+            raise CkirError(
+                f"{where} ({inst}): {dtype} stores rows of whole {qblock[1]}-element blocks, "
+                f"but its rows have {shape[-1]} elements"
+            )
+        btype = lw.BufferType.make(shape, dtype)
         buf = lw.BufferOp.make(f"w.{inst}", "weight", btype, source=inst)
         if first is None:
             block.add_op(buf)

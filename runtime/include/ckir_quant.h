@@ -62,6 +62,10 @@ extern "C" {
 #define CKIR_Q4_0_BYTES 18      /* bytes per q4_0 block */
 #define CKIR_Q4_1_BYTES 20      /* bytes per q4_1 block */
 #define CKIR_QUANT_MAX_K 32768  /* largest K of gemv_<q> (stack bound) */
+#define CKIR_QK_K 256           /* elements per K-quant super-block */
+#define CKIR_Q4_K_BYTES 144     /* bytes per q4_k super-block */
+#define CKIR_Q5_K_BYTES 176     /* bytes per q5_k super-block */
+#define CKIR_Q6_K_BYTES 210     /* bytes per q6_k super-block */
 
 /* ---- the kernels and their reference twins, from the table --------------
  * For each weight dtype D in bf16 (w is uint16_t), q8_0, q4_0, q4_1 (w and
@@ -135,6 +139,9 @@ ckir_wread ckir_internal_wread_bf16p(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q8_0p(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q4_1p(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q4_0p(int64_t M, int64_t K);
+ckir_wread ckir_internal_wread_q4_k(int64_t M, int64_t K);
+ckir_wread ckir_internal_wread_q5_k(int64_t M, int64_t K);
+ckir_wread ckir_internal_wread_q6_k(int64_t M, int64_t K);
 /* the GEMM_B_ROWS reading of row converter `row` at M rows (GEMM_B_NONE up to
  * CKIR_WGEMM_SMALL_M) */
 ckir_wread ckir_internal_wread_rows(int64_t M, ckir_wrow_fn row);

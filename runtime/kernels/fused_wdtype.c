@@ -273,3 +273,12 @@ CKIR_FUSED_WDTYPE(q4_1p, uint8_t, RB_Q4_1, CKIR_PANEL, CKIR_QP_Q4_1)
 #define ref_gemv_row_q4_0p ckir_internal_ref_gemv_row_q4_0p
 #define ref_gemm_row_q4_0p ckir_internal_ref_gemm_row_q4_0p
 CKIR_FUSED_WDTYPE(q4_0p, uint8_t, RB_Q4_0, CKIR_PANEL, CKIR_QP_Q4_0)
+#define RB_Q4_K(K) ((K) / CKIR_QK_K * CKIR_Q4_K_BYTES)
+#define RB_Q5_K(K) ((K) / CKIR_QK_K * CKIR_Q5_K_BYTES)
+#define RB_Q6_K(K) ((K) / CKIR_QK_K * CKIR_Q6_K_BYTES)
+CKIR_REF_ROWS(q4_k, uint8_t, RB_Q4_K)
+CKIR_REF_ROWS(q5_k, uint8_t, RB_Q5_K)
+CKIR_REF_ROWS(q6_k, uint8_t, RB_Q6_K)
+CKIR_FUSED_WDTYPE(q4_k, uint8_t, RB_Q4_K, 1, -1)
+CKIR_FUSED_WDTYPE(q5_k, uint8_t, RB_Q5_K, 1, -1)
+CKIR_FUSED_WDTYPE(q6_k, uint8_t, RB_Q6_K, 1, -1)

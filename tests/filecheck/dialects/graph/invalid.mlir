@@ -15,7 +15,7 @@
 // -----
 
 // unknown dtype (parse error)
-// CHECK: unknown dtype 'f33' (expected one of f32, f32p, bf16, bf16p, f16, i32, i64, q8_0, q8_0p, q4_0, q4_0p, q4_1, q4_1p, q4_k)
+// CHECK: unknown dtype 'f33' (expected one of f32, f32p, bf16, bf16p, f16, i32, i64, q8_0, q8_0p, q4_0, q4_0p, q4_1, q4_1p, q4_k, q5_k, q6_k)
 %0 = "graph.input"() <{input_name = "a"}> : () -> !graph.tensor<[T, E], f33>
 
 // -----
@@ -1227,4 +1227,23 @@ graph.model @m arch "test" symbols {E = 8, H = 4, KV = 2, D = 4, L = 2, V = 8} {
     %q, %k = graph.rope %x, %x heads H kv_heads KV head_dim D {theta = 1.0e+04 : f64} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>)
     graph.yield %x : !graph.tensor<[T, E], f32>
   }
+}
+
+// -----
+
+// layer_dtypes on a weight that is not per layer
+// CHECK: graph.weight @w: layer_dtypes must be a string of dtypes, one per layer, on a per-layer weight; got "q4_k,q6_k"
+graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
+  graph.weight @w : [E] f32 hf "w" attributes {layer_dtypes = "q4_k,q6_k"}
+}
+
+// -----
+
+// layer_dtypes naming an unknown dtype
+// CHECK: layer_dtypes must be a string of dtypes, one per layer, on a per-layer weight; got "q4_k,q9"
+graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
+  graph.weight @"l.{i}.w" : [E] f32 hf "h.{i}.w" attributes {layer_dtypes = "q4_k,q9"}
+  "graph.body"() <{repeat = #graph.dim<L>}> ({
+    "graph.yield"() : () -> ()
+  }) : () -> ()
 }

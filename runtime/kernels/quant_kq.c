@@ -1,0 +1,512 @@
+/* ckir runtime: linear layers and embeddings with GGUF K-quant weights (Q4_K, Q5_K, Q6_K).
+ *
+ * A row of K weights is K/256 super-blocks (docs/quantization.md, "K-quants"):
+ *   q4_k (144 bytes): f16 d, f16 dmin, scales[12] (6-bit sc[8], m[8]), qs[128]
+ *                     value of sub-block j (32 elements) = (d*sc[j])*q - dmin*m[j], q 0..15
+ *   q5_k (176 bytes): d, dmin, scales[12], qh[32], qs[128]: q4_k with a fifth bit,
+ *                     bit j of qh[l] for element l of sub-block j; q 0..31
+ *   q6_k (210 bytes): ql[128], qh[64], int8 sc[16] (sub-blocks of 16), f16 d last;
+ *                     value = (d*sc[i])*(q - 32), q 0..63
+ * Element e of a q4_k / q5_k super-block: chunk c = e / 64 of qs (32 bytes), low
+ * nibble for e % 64 < 32 (sub-block 2c), high nibble otherwise (sub-block 2c+1),
+ * byte 32c + e % 32.  q6_k: e = 128h + 32t + l (h < 2, t < 4, l < 32): the low 4
+ * bits are nibble t / 2 of ql[64h + 32(t % 2) + l], the high 2 bits are bits 2t,
+ * 2t+1 of qh[32h + l].
+ *
+ * gemv (decode): x is quantized per super-block of 256 to int8 ("Q8_K": d_x =
+ * max|x| / 127, a = round-to-nearest-even(x / d_x), and the sums of each 16
+ * consecutive a).  A super-block's dot product is an exact int32:
+ *   q4_k / q5_k: S = sum_j sc[j] (sum_l q a) and M = sum_j m[j] (sum of sub-block
+ *                j's a); the row gains d_x (d S - dmin M)
+ *   q6_k:        S = sum_i sc[i] (sum_l q a) - 32 sum_i sc[i] (sum of sub-block i's
+ *                a); the row gains (d d_x) S
+ * in fp32.  The SIMD paths (AVX2; the same 256-bit code in an AVX-512 build)
+ * form the unsigned q bytes of 32 elements in a ymm, multiply them with the
+ * signed a by vpmaddubsw (pairs, int16: at most 63 * 127 * 2, no saturation) and
+ * scale the pairs by the sub-block's integer scale with vpmaddwd, so S is
+ * computed exactly as the scalar code computes it and the rows agree bit for
+ * bit with the reference twins'.
+ *
+ * gemm (prefill): rows of w dequantized to fp32 (exactly the embed values) on
+ * ckir_internal_wgemm, as gemm_q4_0 / gemm_q4_1 do.
+ *
+ * Dequantization equals gguf.quants.dequantize bit for bit: d*sc is exact in
+ * fp32 (an 11-bit significand times at most 8 bits), q4_k / q5_k's (d*sc)*q too
+ * (at most 5 more bits), so (d*sc)*q - dmin*m rounds once fused or not; q6_k's
+ * (d*sc)*(q-32) is one multiplication, rounded once. */
+#define CKIR_QUANT_INTERNAL 1
+#include "ckir_internal.h"
+#include "ckir_quant.h"
+
+#define QKK CKIR_QK_K
+#define KQ_MAX_NB (CKIR_QUANT_MAX_K / CKIR_QK_K)
+
+/* ---- scales --------------------------------------------------------------- */
+
+/* the 6-bit scales sc[8] and mins m[8] of a q4_k / q5_k super-block's 12 scale bytes s,
+ * four at a time in 32-bit words: sc[j] = s[j] & 63 and m[j] = s[j + 4] & 63 (j < 4);
+ * sc[j + 4] = (s[j + 8] & 15) | (s[j] >> 6) << 4 and m[j + 4] = (s[j + 8] >> 4) |
+ * (s[j + 4] >> 6) << 4 */
+static inline void kq_scale_min(const uint8_t *s, uint8_t sc[8], uint8_t m[8]) {
+  uint32_t u0, u1, u2;
+  memcpy(&u0, s, 4);
+  memcpy(&u1, s + 4, 4);
+  memcpy(&u2, s + 8, 4);
+  const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
+  const uint32_t sc0 = u0 & lo6, m0 = u1 & lo6;
+  const uint32_t sc1 = (u2 & lo4) | (((u0 >> 6) & lo2) << 4);
+  const uint32_t m1 = ((u2 >> 4) & lo4) | (((u1 >> 6) & lo2) << 4);
+  memcpy(sc, &sc0, 4);
+  memcpy(sc + 4, &sc1, 4);
+  memcpy(m, &m0, 4);
+  memcpy(m + 4, &m1, 4);
+}
+
+/* ---- dequantization (embed, gemm rows, reference) ------------------------- */
+
+/* dst[0..256) = the values of one super-block */
+static void q4_k_deq1(const uint8_t *p, float *dst) {
+  uint8_t sc[8], m[8];
+  kq_scale_min(p + 4, sc, m);
+  const float d = ckir_internal_f16_to_f32(ckir_q_ld16(p));
+  const float dmin = ckir_internal_f16_to_f32(ckir_q_ld16(p + 2));
+  const uint8_t *qs = p + 16;
+  for (int c = 0; c < 4; c++) {
+    const float d0 = d * (float)sc[2 * c], m0 = dmin * (float)m[2 * c];
+    const float d1 = d * (float)sc[2 * c + 1], m1 = dmin * (float)m[2 * c + 1];
+    for (int l = 0; l < 32; l++) {
+      dst[64 * c + l] = d0 * (float)(qs[32 * c + l] & 15) - m0;
+      dst[64 * c + 32 + l] = d1 * (float)(qs[32 * c + l] >> 4) - m1;
+    }
+  }
+}
+
+static void q5_k_deq1(const uint8_t *p, float *dst) {
+  uint8_t sc[8], m[8];
+  kq_scale_min(p + 4, sc, m);
+  const float d = ckir_internal_f16_to_f32(ckir_q_ld16(p));
+  const float dmin = ckir_internal_f16_to_f32(ckir_q_ld16(p + 2));
+  const uint8_t *qh = p + 16, *qs = p + 48;
+  for (int c = 0; c < 4; c++) {
+    const int j0 = 2 * c, j1 = 2 * c + 1;
+    const float d0 = d * (float)sc[j0], m0 = dmin * (float)m[j0];
+    const float d1 = d * (float)sc[j1], m1 = dmin * (float)m[j1];
+    for (int l = 0; l < 32; l++) {
+      const int q0 = (qs[32 * c + l] & 15) | (((qh[l] >> j0) & 1) << 4);
+      const int q1 = (qs[32 * c + l] >> 4) | (((qh[l] >> j1) & 1) << 4);
+      dst[64 * c + l] = d0 * (float)q0 - m0;
+      dst[64 * c + 32 + l] = d1 * (float)q1 - m1;
+    }
+  }
+}
+
+/* q6_k's q (0..63) of element 128h + 32t + l */
+static inline int q6_level(const uint8_t *p, int h, int t, int l) {
+  const uint8_t lo = p[64 * h + 32 * (t & 1) + l] >> (4 * (t >> 1));
+  const uint8_t hi = p[128 + 32 * h + l] >> (2 * t);
+  return (lo & 15) | ((hi & 3) << 4);
+}
+
+static void q6_k_deq1(const uint8_t *p, float *dst) {
+  const float d = ckir_internal_f16_to_f32(ckir_q_ld16(p + 208));
+  const int8_t *sc = (const int8_t *)(p + 192);
+  for (int h = 0; h < 2; h++)
+    for (int t = 0; t < 4; t++) {
+      const int e0 = 128 * h + 32 * t;
+      const float da = d * (float)sc[e0 / 16], db = d * (float)sc[e0 / 16 + 1];
+      for (int l = 0; l < 32; l++)
+        dst[e0 + l] = (l < 16 ? da : db) * (float)(q6_level(p, h, t, l) - 32);
+    }
+}
+
+#define KQ_DEQ(D, BYTES)                                                   \
+  static void D##_deq(const uint8_t *blocks, int64_t nb, float *dst) {     \
+    for (int64_t b = 0; b < nb; b++) D##_deq1(blocks + b * (BYTES), dst + b * QKK); \
+  }
+KQ_DEQ(q4_k, CKIR_Q4_K_BYTES)
+KQ_DEQ(q5_k, CKIR_Q5_K_BYTES)
+KQ_DEQ(q6_k, CKIR_Q6_K_BYTES)
+
+/* ---- activations: Q8_K ---------------------------------------------------- */
+
+typedef struct {
+  int8_t *a;     /* [K] */
+  float *dx;     /* [K/256] */
+  int16_t *bs;   /* [K/16] sums of 16 consecutive a */
+} kq_act;
+
+/* bytes of stack kq_prepare needs for K */
+#define KQ_ACT_BYTES(K) ((K) + ((K) / QKK) * 4 + ((K) / 16) * 2 + 192)
+
+/* x quantized per super-block (the same code for every path and the reference); with
+ * perm, each super-block's 8 runs of 32 a are stored in the order 0 2 1 3 4 6 5 7 (the
+ * AVX-512 q4_k / q5_k rows: one zmm of nibbles holds sub-blocks 2c and 2c + 2) */
+static kq_act kq_prepare(const float *x, int64_t K, uint8_t *buf, int perm) {
+  kq_act s;
+  s.a = CKIR_ALIGN64(buf);
+  s.dx = (float *)CKIR_ALIGN64(s.a + K);
+  s.bs = (int16_t *)(s.dx + K / QKK);
+  for (int64_t b = 0; b < K / QKK; b++) {
+    const float *xb = x + b * QKK;
+    float amax = 0.0f;
+    for (int i = 0; i < QKK; i++) amax = fmaxf(amax, fabsf(xb[i]));
+    const float d = amax / 127.0f;
+    s.dx[b] = d;
+    int8_t *ab = s.a + b * QKK;
+    for (int i = 0; i < QKK; i++) ab[i] = d == 0.0f ? 0 : (int8_t)lrintf(xb[i] / d);
+    for (int g = 0; g < QKK / 16; g++) {
+      int t = 0;
+      for (int i = 0; i < 16; i++) t += ab[16 * g + i];
+      s.bs[b * 16 + g] = (int16_t)t;
+    }
+    if (perm) {
+      int8_t t[QKK];
+      static const int order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+      for (int j = 0; j < 8; j++) memcpy(t + 32 * j, ab + 32 * order[j], 32);
+      memcpy(ab, t, QKK);
+    }
+  }
+  return s;
+}
+
+/* ---- super-block dot products: scalar -------------------------------------- */
+
+static float q4_k_dot_scalar(const uint8_t *p, const int8_t *a, const int16_t *bs, float dx) {
+  uint8_t sc[8], m[8];
+  kq_scale_min(p + 4, sc, m);
+  const uint8_t *qs = p + 16;
+  int32_t S = 0, M = 0;
+  for (int c = 0; c < 4; c++) {
+    int32_t s0 = 0, s1 = 0;
+    for (int l = 0; l < 32; l++) {
+      s0 += (qs[32 * c + l] & 15) * a[64 * c + l];
+      s1 += (qs[32 * c + l] >> 4) * a[64 * c + 32 + l];
+    }
+    S += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
+  }
+  for (int j = 0; j < 8; j++) M += m[j] * (bs[2 * j] + bs[2 * j + 1]);
+  return dx * (ckir_internal_f16_to_f32(ckir_q_ld16(p)) * (float)S -
+               ckir_internal_f16_to_f32(ckir_q_ld16(p + 2)) * (float)M);
+}
+
+static float q5_k_dot_scalar(const uint8_t *p, const int8_t *a, const int16_t *bs, float dx) {
+  uint8_t sc[8], m[8];
+  kq_scale_min(p + 4, sc, m);
+  const uint8_t *qh = p + 16, *qs = p + 48;
+  int32_t S = 0, M = 0;
+  for (int c = 0; c < 4; c++) {
+    int32_t s0 = 0, s1 = 0;
+    for (int l = 0; l < 32; l++) {
+      s0 += ((qs[32 * c + l] & 15) | (((qh[l] >> (2 * c)) & 1) << 4)) * a[64 * c + l];
+      s1 += ((qs[32 * c + l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4)) * a[64 * c + 32 + l];
+    }
+    S += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
+  }
+  for (int j = 0; j < 8; j++) M += m[j] * (bs[2 * j] + bs[2 * j + 1]);
+  return dx * (ckir_internal_f16_to_f32(ckir_q_ld16(p)) * (float)S -
+               ckir_internal_f16_to_f32(ckir_q_ld16(p + 2)) * (float)M);
+}
+
+static float q6_k_dot_scalar(const uint8_t *p, const int8_t *a, const int16_t *bs, float dx) {
+  const int8_t *sc = (const int8_t *)(p + 192);
+  int32_t S = 0, M = 0;
+  for (int h = 0; h < 2; h++)
+    for (int t = 0; t < 4; t++) {
+      const int e0 = 128 * h + 32 * t;
+      int32_t s0 = 0, s1 = 0;
+      for (int l = 0; l < 16; l++) {
+        s0 += q6_level(p, h, t, l) * a[e0 + l];
+        s1 += q6_level(p, h, t, l + 16) * a[e0 + 16 + l];
+      }
+      S += sc[e0 / 16] * s0 + sc[e0 / 16 + 1] * s1;
+    }
+  for (int i = 0; i < 16; i++) M += sc[i] * bs[i];
+  return (ckir_internal_f16_to_f32(ckir_q_ld16(p + 208)) * dx) * (float)(S - 32 * M);
+}
+
+/* ---- super-block dot products: AVX2 / AVX-512 (256-bit) -------------------- */
+
+#if defined(CKIR_Q512) || defined(CKIR_Q256)
+#define KQ_SIMD 1
+/* int32 lanes of sum over pairs of (q a) * scale: q unsigned bytes, a signed */
+CKIR_INLINE __m256i kq_madd(__m256i q, const int8_t *a, __m256i scale) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)a)), scale);
+}
+
+/* q4_k (q5 = 0) and q5_k (q5 = 1): chunk c of qs holds sub-blocks 2c (low nibbles)
+ * and 2c + 1 (high); q5_k's fifth bits are bits 2c and 2c + 1 of qh */
+CKIR_INLINE float q45_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs, float dx,
+                                 const int q5) {
+  uint8_t sc[8], m[8];
+  kq_scale_min(p + 4, sc, m);
+  const uint8_t *qs = p + (q5 ? 48 : 16);
+  const __m256i mask = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+  __m256i acc = _mm256_setzero_si256();
+  for (int c = 0; c < 4; c++) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+    __m256i lo = _mm256_and_si256(v, mask);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+    if (q5) {
+      const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
+      const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
+      const __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
+    }
+    acc = _mm256_add_epi32(acc, kq_madd(lo, a + 64 * c, _mm256_set1_epi16(sc[2 * c])));
+    acc = _mm256_add_epi32(acc, kq_madd(hi, a + 64 * c + 32, _mm256_set1_epi16(sc[2 * c + 1])));
+  }
+  int32_t M = 0;
+  for (int j = 0; j < 8; j++) M += m[j] * (bs[2 * j] + bs[2 * j + 1]);
+  const int32_t S = ckir_q_hsum_epi32(acc);
+  return dx * (ckir_q_f16(p) * (float)S - ckir_q_f16(p + 2) * (float)M);
+}
+#define q4_k_dot_simd(p, a, bs, dx) q45_k_dot_simd(p, a, bs, dx, 0)
+#define q5_k_dot_simd(p, a, bs, dx) q45_k_dot_simd(p, a, bs, dx, 1)
+
+static float q6_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs, float dx) {
+  const int8_t *sc = (const int8_t *)(p + 192);
+  const __m256i mask = _mm256_set1_epi8(15), three = _mm256_set1_epi8(3);
+  __m256i acc = _mm256_setzero_si256();
+  for (int h = 0; h < 2; h++) {
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
+    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32));
+    for (int t = 0; t < 4; t++) {
+      const __m256i lv = t & 1 ? l1 : l0;
+      const __m256i lo = t >> 1 ? _mm256_and_si256(_mm256_srli_epi16(lv, 4), mask)
+                                : _mm256_and_si256(lv, mask);
+      const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * t)), three);
+      const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
+      const int i = 8 * h + 2 * t;
+      const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[i + 1]), _mm_set1_epi16(sc[i]));
+      acc = _mm256_add_epi32(acc, kq_madd(q, a + 128 * h + 32 * t, s));
+    }
+  }
+  int32_t M = 0;
+  for (int i = 0; i < 16; i++) M += sc[i] * bs[i];
+  const int32_t S = ckir_q_hsum_epi32(acc);
+  return (ckir_q_f16(p + 208) * dx) * (float)(S - 32 * M);
+}
+#endif
+
+/* ---- rows: AVX-512 (BW + VL) --------------------------------------------------
+ * 64 weights per zmm: the unsigned q bytes meet a by vpmaddubsw (int16 pairs) and
+ * the sub-blocks' integer scales by vpmaddwd (a vpdpbusd would need a vpmulld for
+ * the scales: no fewer instructions), the super-block's int32 lanes are converted
+ * and scaled by d * d_x into an fp32 accumulator, the min (q6_k: -32) term is
+ * accumulated apart; one reduction per row.  q4_k / q5_k read a permuted
+ * (kq_prepare). */
+#if defined(CKIR_Q512)
+#define KQ_ROW512 1
+/* the int16 scale vector of two 32-weight runs: lanes 0..15 sc[j0], 16..31 sc[j1] */
+CKIR_INLINE __m512i kq_sc2(__m512i sc16, int j0, int j1) {
+  const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)j0)),
+                                         _mm256_set1_epi16((short)j1), 1);
+  return _mm512_permutexvar_epi16(idx, sc16);
+}
+
+CKIR_INLINE __m512i kq_dot512(__m512i q, const int8_t *a, __m512i scale) {
+  return _mm512_madd_epi16(_mm512_maddubs_epi16(q, _mm512_loadu_si512((const void *)a)), scale);
+}
+
+/* q4_k (q5 = 0) and q5_k (q5 = 1) rows */
+CKIR_INLINE float q45_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, const int q5) {
+  const int64_t bytes = q5 ? CKIR_Q5_K_BYTES : CKIR_Q4_K_BYTES;
+  const __m512i mask = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 accm = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = row + b * bytes;
+    const int8_t *a = s->a + b * QKK;
+    const int16_t *bs = s->bs + b * 16;
+    uint8_t sc[8], m[8];
+    kq_scale_min(p + 4, sc, m);
+    const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+    const uint8_t *qs = p + (q5 ? 48 : 16);
+    __m512i isum = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) { /* chunks 2h, 2h + 1: sub-blocks 4h .. 4h + 3 */
+      const __m512i v = _mm512_loadu_si512((const void *)(qs + 64 * h));
+      __m512i lo = _mm512_and_si512(v, mask);                      /* 4h, 4h + 2 */
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask); /* 4h + 1, 4h + 3 */
+      if (q5) {
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
+        const __m128i c0 = _mm_cvtsi32_si128(4 * h), c1 = _mm_cvtsi32_si128(4 * h + 2);
+        const __m128i c2 = _mm_cvtsi32_si128(4 * h + 1), c3 = _mm_cvtsi32_si128(4 * h + 3);
+        const __m512i hl = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srl_epi16(qh, c0)),
+                                              _mm256_srl_epi16(qh, c1), 1);
+        const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srl_epi16(qh, c2)),
+                                              _mm256_srl_epi16(qh, c3), 1);
+        lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(hl, one), 4));
+        hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(hh, one), 4));
+      }
+      isum = _mm512_add_epi32(isum, kq_dot512(lo, a + 128 * h, kq_sc2(sc16, 4 * h, 4 * h + 2)));
+      isum = _mm512_add_epi32(isum,
+                              kq_dot512(hi, a + 128 * h + 64, kq_sc2(sc16, 4 * h + 1, 4 * h + 3)));
+    }
+    /* m[j] (bs[2j] + bs[2j + 1]) in int32 lane j */
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
+    const __m256i mm = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    const __m256i mt = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), mm);
+    const float dx = s->dx[b];
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ckir_q_f16(p) * dx), acc);
+    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(ckir_q_f16(p + 2) * dx), accm);
+  }
+  return _mm512_reduce_add_ps(acc) - ckir_hsum_ps256(accm);
+}
+
+static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s) {
+  const __m512i mask = _mm512_set1_epi8(15), three = _mm512_set1_epi8(3);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 accm = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = row + b * CKIR_Q6_K_BYTES;
+    const int8_t *a = s->a + b * QKK;
+    const int16_t *bs = s->bs + b * 16;
+    const int8_t *sc = (const int8_t *)(p + 192);
+    const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+    const __m512i sc16 = _mm512_castsi256_si512(sc16y);
+    __m512i isum = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) { /* elements 128h .. 128h + 127: sub-blocks 8h .. 8h + 7 */
+      const __m512i v = _mm512_loadu_si512((const void *)(p + 64 * h));
+      const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+      const __m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+      const __m512i h23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(qh, 4)),
+                                             _mm256_srli_epi16(qh, 6), 1);
+      const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, mask),
+                                         _mm512_slli_epi16(_mm512_and_si512(h01, three), 4));
+      const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), mask),
+                                         _mm512_slli_epi16(_mm512_and_si512(h23, three), 4));
+      /* int16 lane i of 32 covers elements 2i, 2i + 1: sub-block 8h (+ 4) + i / 8 */
+      const __m512i lane = _mm512_srli_epi16(
+          _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14,
+                           13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3);
+      const __m512i s_lo = _mm512_permutexvar_epi16(_mm512_add_epi16(lane, _mm512_set1_epi16((short)(8 * h))), sc16);
+      const __m512i s_hi = _mm512_permutexvar_epi16(_mm512_add_epi16(lane, _mm512_set1_epi16((short)(8 * h + 4))), sc16);
+      isum = _mm512_add_epi32(isum, kq_dot512(lo, a + 128 * h, s_lo));
+      isum = _mm512_add_epi32(isum, kq_dot512(hi, a + 128 * h + 64, s_hi));
+    }
+    /* 32 sc[i] (bs[2i] + ...): the -32 term, pairs of sub-blocks per int32 lane */
+    const __m256i mt = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), sc16y);
+    const float ddx = ckir_q_f16(p + 208) * s->dx[b];
+    const __m512 vd = _mm512_set1_ps(ddx);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), vd, acc);
+    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(32.0f * ddx), accm);
+  }
+  return _mm512_reduce_add_ps(acc) - ckir_hsum_ps256(accm);
+}
+#define KQ_PERM_q4_k 1
+#define KQ_PERM_q5_k 1
+#define KQ_PERM_q6_k 0
+#define KQ_ROW_q4_k(row, nb, s) q45_k_row512(row, nb, s, 0)
+#define KQ_ROW_q5_k(row, nb, s) q45_k_row512(row, nb, s, 1)
+#define KQ_ROW_q6_k(row, nb, s) q6_k_row512(row, nb, s)
+#endif
+
+/* ---- the kernels of one dtype ------------------------------------------------ */
+
+/* Everything of K-quant dtype D (BYTES per super-block): gemv (x as Q8_K, one
+ * contiguous range of rows per thread), gemm (rows dequantized, wgemm), embed,
+ * the wgemm row reader and the reference twins. */
+#if defined(KQ_SIMD)
+#define KQ_DOT(D) D##_dot_simd
+#else
+#define KQ_DOT(D) D##_dot_scalar
+#endif
+#if defined(KQ_ROW512)
+#define KQ_FAST 1
+#define KQ_FAST_ROW(D, row, nb, s) KQ_ROW_##D(row, nb, s)
+#define KQ_PERM(D) KQ_PERM_##D
+#else
+#define KQ_FAST 0
+#define KQ_FAST_ROW(D, row, nb, s) 0.0f
+#define KQ_PERM(D) 0
+#endif
+#define KQ_KERNELS(D, BYTES)                                                                     \
+  static float D##_row(const uint8_t *row, int64_t nb, const kq_act *s, int ref) {               \
+    if (!ref && KQ_FAST) return KQ_FAST_ROW(D, row, nb, s);                                      \
+    float acc = 0.0f;                                                                            \
+    for (int64_t b = 0; b < nb; b++) {                                                           \
+      const uint8_t *p = row + b * (BYTES);                                                      \
+      const int8_t *a = s->a + b * QKK;                                                          \
+      const int16_t *bs = s->bs + b * 16;                                                        \
+      acc += ref ? D##_dot_scalar(p, a, bs, s->dx[b]) : KQ_DOT(D)(p, a, bs, s->dx[b]);           \
+    }                                                                                            \
+    return acc;                                                                                  \
+  }                                                                                              \
+  static void D##_gemv(const float *x, const uint8_t *w, const float *bias, float *y, int64_t N, \
+                       int64_t K, int ref) {                                                     \
+    CKIR_REQUIRE(N >= 1 && K >= 1 && K % QKK == 0 && K <= CKIR_QUANT_MAX_K, "gemv_" #D);         \
+    const int64_t nb = K / QKK, rb = nb * (BYTES);                                               \
+    uint8_t buf[KQ_ACT_BYTES(K)];                                                                \
+    const kq_act s = kq_prepare(x, K, buf, !ref && KQ_FAST && KQ_PERM(D));                       \
+    if (ref) {                                                                                   \
+      for (int64_t n = 0; n < N; n++)                                                            \
+        y[n] = D##_row(w + n * rb, nb, &s, 1) + (bias ? bias[n] : 0.0f);                         \
+      return;                                                                                    \
+    }                                                                                            \
+    const int64_t pfd = ckir_q_pf_distance(rb);                                                  \
+    CKIR_SHARED_RANGE(N * K >= CKIR_GEMV_PAR_MIN && N > 1, N, lo, hi, {                          \
+      ckir_q_prefetch(w + lo * rb, CKIR_MIN(pfd, (hi - lo) * rb));                               \
+      for (int64_t n = lo; n < hi; n++)                                                          \
+        y[n] = D##_row(w + n * rb, nb, &s, 0) + (bias ? bias[n] : 0.0f);                         \
+    });                                                                                          \
+  }                                                                                              \
+  CKIR_GEMV_PAIR(D, uint8_t, D##_gemv(x, w, b, y, N, K, 0))                                      \
+  CKIR_REF_GEMV_PAIR(D, uint8_t, D##_gemv(x, w, b, y, N, K, 1))                                  \
+  /* columns [k0, k0 + kc) (multiples of 32) of row n: whole super-blocks dequantized */         \
+  static void D##_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc,              \
+                       float *dst) {                                                             \
+    const uint8_t *row = (const uint8_t *)w + n * (K / QKK * (BYTES));                           \
+    float tmp[QKK];                                                                              \
+    for (int64_t k = k0; k < k0 + kc;) {                                                         \
+      const int64_t b = k / QKK, off = k - b * QKK;                                              \
+      const int64_t take = CKIR_MIN(QKK - off, k0 + kc - k);                                     \
+      if (off == 0 && take == QKK) {                                                             \
+        D##_deq1(row + b * (BYTES), dst + (k - k0));                                             \
+      } else {                                                                                   \
+        D##_deq1(row + b * (BYTES), tmp);                                                        \
+        memcpy(dst + (k - k0), tmp + off, (size_t)take * sizeof(float));                         \
+      }                                                                                          \
+      k += take;                                                                                 \
+    }                                                                                            \
+  }                                                                                              \
+  ckir_wread ckir_internal_wread_##D(int64_t M, int64_t K) {                                     \
+    (void)K;                                                                                     \
+    return ckir_internal_wread_rows(M, D##_wrow);                                                \
+  }                                                                                              \
+  CKIR_GEMM_PAIR(D, uint8_t, {                                                                   \
+    CKIR_REQUIRE(M >= 1 && N >= 1 && K >= 1 && K % QKK == 0, "gemm_" #D);                       \
+    ckir_internal_wgemm(x, w, D##_wrow, b, y, M, N, K);                                          \
+  })                                                                                             \
+  void ckir_embed_##D(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,        \
+                      int64_t E) {                                                               \
+    CKIR_REQUIRE(T >= 1 && E >= 1 && E % QKK == 0, "embed_" #D);                                 \
+    const int64_t nb = E / QKK;                                                                  \
+    _Pragma("omp parallel for schedule(static) if (T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)")    \
+    for (int64_t t = 0; t < T; t++)                                                              \
+      D##_deq(table + (int64_t)tokens[t] * nb * (BYTES), nb, out + t * E);                       \
+  }                                                                                              \
+  void ckir_ref_embed_##D(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,    \
+                          int64_t E) {                                                           \
+    const int64_t nb = E / QKK;                                                                  \
+    for (int64_t t = 0; t < T; t++)                                                              \
+      D##_deq(table + (int64_t)tokens[t] * nb * (BYTES), nb, out + t * E);                       \
+  }                                                                                              \
+  CKIR_REF_GEMM_PAIR(D, uint8_t, {                                                               \
+    const int64_t nb = K / QKK;                                                                  \
+    float v[QKK];                                                                                \
+    for (int64_t m = 0; m < M; m++)                                                              \
+      for (int64_t n = 0; n < N; n++) {                                                          \
+        double acc = 0.0;                                                                        \
+        for (int64_t bk = 0; bk < nb; bk++) {                                                    \
+          D##_deq1(w + (n * nb + bk) * (BYTES), v);                                              \
+          for (int j = 0; j < QKK; j++) acc += (double)x[m * K + bk * QKK + j] * v[j];           \
+        }                                                                                        \
+        y[m * N + n] = (float)acc + (b ? b[n] : 0.0f);                                           \
+      }                                                                                          \
+  })
+
+KQ_KERNELS(q4_k, CKIR_Q4_K_BYTES)
+KQ_KERNELS(q5_k, CKIR_Q5_K_BYTES)
+KQ_KERNELS(q6_k, CKIR_Q6_K_BYTES)
