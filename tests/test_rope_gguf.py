@@ -1,0 +1,109 @@
+"""RoPE scaling read from GGUF metadata, as llama.cpp's converter writes it.
+
+``{arch}.rope.scaling.type`` / ``.factor`` / ``.original_context_length`` and
+YaRN's ``.yarn_attn_factor`` / ``.yarn_beta_fast`` / ``.yarn_beta_slow`` feed the
+templates' rope params (templates/llama.yaml, qwen2.yaml ``gguf.config``).  A
+GGUF file written with the ``gguf`` package from a tiny random HF model with
+rope scaling (F32 tensors) must give transformers' logits for that HF model;
+the file without the scaling keys must not (the keys are read, not ignored).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("gguf")
+
+from gguf_fixtures import gguf_from_hf  # noqa: E402
+
+import ckir  # noqa: E402
+from ckir.errors import CkirError  # noqa: E402
+from ckir.tools.zoo import make_tiny_model  # noqa: E402
+
+_SIZES = dict(hidden_size=48, num_attention_heads=4, num_key_value_heads=2, intermediate_size=61)
+
+#: name -> (architecture, HF rope_parameters, the GGUF metadata llama.cpp writes for it)
+CASES = {
+    "llama_linear": (
+        "llama",
+        {"rope_type": "linear", "factor": 3.0},
+        {"rope.scaling.type": "linear", "rope.scaling.factor": 3.0},
+    ),
+    "qwen2_yarn": (
+        "qwen2",
+        {
+            "rope_type": "yarn",
+            "factor": 4.0,
+            "original_max_position_embeddings": 16,
+            "beta_fast": 8.0,
+            "attention_factor": 1.25,
+        },
+        {
+            "rope.scaling.type": "yarn",
+            "rope.scaling.factor": 4.0,
+            "rope.scaling.original_context_length": 16,
+            "rope.scaling.yarn_beta_fast": 8.0,
+            "rope.scaling.yarn_attn_factor": 1.25,
+        },
+    ),
+}
+
+
+def _logits(model: ckir.CompiledModel, tokens: np.ndarray) -> np.ndarray:
+    model.reset()
+    return model.prefill(tokens)
+
+
+@pytest.mark.parametrize("key", list(CASES))
+def test_gguf_rope_scaling_matches_transformers(key: str, tmp_path: Path) -> None:
+    arch, rope, meta = CASES[key]
+    hf_dir = make_tiny_model(
+        arch, tmp_path / "hf", seed=3, vocab_size=131, rope_parameters=rope, **_SIZES
+    )
+    path = gguf_from_hf(
+        hf_dir, tmp_path / "m.gguf", metadata={f"{arch}.{k}": v for k, v in meta.items()}
+    )
+    tokens = np.random.default_rng(4).integers(0, 131, size=40)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
+    with torch.no_grad():
+        ref = hf(torch.tensor(tokens[None, :])).logits[0].numpy()
+    model = ckir.compile(path, tmp_path / "b", max_context=48)
+    ours = _logits(model, tokens)
+    model.close()
+    scale = float(np.abs(ref).max())
+    assert float(np.abs(ours - ref).max()) <= 1e-4 * scale
+    graph = (tmp_path / "b" / "graph.mlir").read_text()
+    assert f'rope_type = "{rope["rope_type"]}"' in graph
+
+    # the same file without the scaling keys is plain RoPE: different logits
+    plain = gguf_from_hf(hf_dir, tmp_path / "p.gguf")
+    model = ckir.compile(plain, tmp_path / "bp", max_context=48)
+    other = _logits(model, tokens)
+    model.close()
+    assert float(np.abs(other - ref).max()) > 1e-3 * scale
+
+
+def test_gguf_unsupported_scaling_type_is_refused(tmp_path: Path) -> None:
+    hf_dir = make_tiny_model("llama", tmp_path / "hf", seed=3, vocab_size=131, **_SIZES)
+    path = gguf_from_hf(
+        hf_dir,
+        tmp_path / "m.gguf",
+        metadata={"llama.rope.scaling.type": "longrope", "llama.rope.scaling.factor": 2.0},
+    )
+    with pytest.raises(CkirError) as err:
+        ckir.compile(path, tmp_path / "b", max_context=16)
+    msg = str(err.value)
+    assert "m.gguf" in msg and "GGUF 'llama.rope.scaling.type'" in msg and "'longrope'" in msg
+
+
+def test_gguf_none_scaling_type_is_plain_rope(tmp_path: Path) -> None:
+    hf_dir = make_tiny_model("llama", tmp_path / "hf", seed=3, vocab_size=131, **_SIZES)
+    path = gguf_from_hf(hf_dir, tmp_path / "m.gguf", metadata={"llama.rope.scaling.type": "none"})
+    model = ckir.compile(path, tmp_path / "b", max_context=16)
+    model.close()
+    assert "rope_type" not in (tmp_path / "b" / "graph.mlir").read_text()
