@@ -107,3 +107,64 @@ def test_gguf_none_scaling_type_is_plain_rope(tmp_path: Path) -> None:
     model = ckir.compile(path, tmp_path / "b", max_context=16)
     model.close()
     assert "rope_type" not in (tmp_path / "b" / "graph.mlir").read_text()
+
+
+def _converter_factors(theta: float, dim: int, factor: float, low: float, high: float, ctx: int):
+    """The rope_freqs.weight llama.cpp's converter writes for a llama3 rope config: per
+    pair, 1 below the band, factor above it, the smoothed divisor inside."""
+    inv = 1.0 / (theta ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    out = []
+    for f in inv:
+        wavelen = 2 * np.pi / f
+        if wavelen < ctx / high:
+            out.append(1.0)
+        elif wavelen > ctx / low:
+            out.append(factor)
+        else:
+            smooth = (ctx / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, np.float32)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_gguf_rope_freqs_band_matches_transformers(arch: str, tmp_path: Path) -> None:
+    """llama3 scaling stored as rope_freqs.weight (no scaling metadata): the band is
+    recovered (low_freq_factor 1 and the equivalent high / original context) and the
+    logits are transformers' for the HF model the file came from."""
+    theta, factor, low, high, ctx = 10000.0, 5.0, 2.0, 9.0, 1000
+    sizes = dict(hidden_size=48, num_attention_heads=2, num_key_value_heads=1, intermediate_size=61)
+    rope = {
+        "rope_type": "llama3",
+        "rope_theta": theta,
+        "factor": factor,
+        "low_freq_factor": low,
+        "high_freq_factor": high,
+        "original_max_position_embeddings": ctx,
+    }
+    hf_dir = make_tiny_model(
+        arch, tmp_path / "hf", seed=3, vocab_size=131, rope_parameters=rope, **sizes
+    )
+    factors = _converter_factors(theta, 24, factor, low, high, ctx)
+    assert ((factors > 1) & (factors < factor)).sum() >= 2  # pairs inside the band
+    path = gguf_from_hf(hf_dir, tmp_path / "m.gguf", extra={"rope_freqs.weight": (factors, "F32")})
+    tokens = np.random.default_rng(4).integers(0, 131, size=40)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
+    with torch.no_grad():
+        ref = hf(torch.tensor(tokens[None, :])).logits[0].numpy()
+    model = ckir.compile(path, tmp_path / "b", max_context=48)
+    ours = _logits(model, tokens)
+    model.close()
+    scale = float(np.abs(ref).max())
+    assert float(np.abs(ours - ref).max()) <= 1e-4 * scale
+    graph = (tmp_path / "b" / "graph.mlir").read_text()
+    assert 'rope_type = "wavelength", factor = 5.000000e+00 : f64, low_freq_factor = 1.0' in graph
+    assert "original_context = 500 : i64" in graph
+
+
+def test_gguf_rope_freqs_of_ones_is_plain_rope(tmp_path: Path) -> None:
+    hf_dir = make_tiny_model("llama", tmp_path / "hf", seed=3, vocab_size=131, **_SIZES)
+    extra = {"rope_freqs.weight": (np.ones(6, np.float32), "F32")}
+    path = gguf_from_hf(hf_dir, tmp_path / "m.gguf", extra=extra)
+    model = ckir.compile(path, tmp_path / "b", max_context=16)
+    model.close()
+    assert "rope_type" not in (tmp_path / "b" / "graph.mlir").read_text()

@@ -181,3 +181,39 @@ def test_coefficients_refuse_an_odd_rotation():
     op = _rope_op({"theta": 1e4, "partial_rotary_factor": 0.5})
     with pytest.raises(CkirError, match="rotates 5 of 10 dims"):
         rope_coefficients(op, 10, "test")
+
+
+@pytest.mark.parametrize("dim,theta", [(128, 500000.0), (64, 500000.0)])
+def test_wavelength_from_real_sized_factors(dim: int, theta: float) -> None:
+    """The divisors llama.cpp writes for Llama 3.1 / 3.2's rope (factor 8 / 32, bands
+    1 and 4, original context 8192) give those attributes back, and the frequencies
+    of the recovered band are transformers'."""
+    from ckir.passes.lowering.rope_scaling import wavelength_from_factors
+
+    factor = 8.0 if dim == 128 else 32.0
+    hf = {
+        "rope_type": "llama3",
+        "rope_theta": theta,
+        "factor": factor,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    }
+    want, _ = _hf(hf, dim, None, ctx=131072)
+    plain = 1.0 / (theta ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    attrs = wavelength_from_factors((plain / want).astype(np.float32), theta)
+    assert attrs is not None
+    assert attrs["original_context"] == 8192 and attrs["factor"] == pytest.approx(factor)
+    assert attrs["high_freq_factor"] == pytest.approx(4.0, rel=1e-5)
+    op = _rope_op({"theta": theta, "rope_type": "wavelength", **attrs})
+    c = rope_coefficients(op, dim, "test")
+    got = rope_inv_freq(c.R, theta, c.factor, (c.ramp_w, c.ramp_i, c.ramp_0))
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=0)
+
+
+def test_wavelength_from_factors_refuses_what_no_band_gives() -> None:
+    from ckir.passes.lowering.rope_scaling import wavelength_from_factors
+
+    assert wavelength_from_factors(np.ones(8, np.float32), 1e4) == {}
+    assert wavelength_from_factors(np.array([1, 3, 1, 2], np.float32), 1e4) is None
+    assert wavelength_from_factors(np.array([1, 1, 2, 2], np.float32), 1e4) is None  # no band

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr, UnitAttr
 from xdsl.ir import Operation
 
@@ -144,3 +145,51 @@ def rope_coefficients(op: Operation, head_dim: int, where: str) -> RopeCoefficie
             r, factor, ramp_i=-1.0 / (high - low), ramp_0=high / (high - low), mscale=mscale
         )
     raise CkirError(f'{where}: rope_type = "{kind}" has no kernel coefficients')
+
+
+def wavelength_from_factors(factors: np.ndarray, theta: float) -> dict[str, float | int] | None:
+    """The ``wavelength`` attributes whose frequencies are ``b_i / factors[i]``.
+
+    ``factors`` are per-pair divisors of the plain inverse frequencies
+    ``b_i = theta^(-2i/R)`` over ``R = 2 len(factors)`` dims, as llama.cpp's
+    converter stores transformers' ``llama3`` scaling (GGUF ``rope_freqs.weight``).
+    Returns ``{}`` when every factor is 1 (plain RoPE), None when no wavelength
+    band reproduces them to 1e-5.  The band's three parameters are determined
+    only up to a common scale (the frequencies depend on ``original_context /
+    low_freq_factor`` and ``original_context / high_freq_factor``), so
+    ``low_freq_factor`` is taken as 1 and the other two fitted from the smoothed
+    pairs; at least two pairs must lie inside the band.
+    """
+    f = np.asarray(factors, dtype=np.float64).reshape(-1)
+    if f.size == 0 or not np.all(np.isfinite(f)) or np.any(f <= 0):
+        return None
+    if np.allclose(f, 1.0, rtol=0, atol=1e-6):
+        return {}
+    n = f.size
+    b = theta ** (-2.0 * np.arange(n) / (2 * n))
+    factor = float(f.max())
+    tol = 1e-5 * factor
+    band = (f > 1 + tol) & (f < factor - tol)
+    if band.sum() < 2:
+        return None
+    # inside the band 1/f = (1 - s)/factor + s with s = ramp_w * b + ramp_0
+    s = (1 / f[band] - 1 / factor) / (1 - 1 / factor)
+    ramp_w, ramp_0 = np.polyfit(b[band], s, 1)
+    if not (ramp_w > 0 and ramp_0 < 0):
+        return None
+    high = 1.0 - 1.0 / ramp_0
+    context = int(round(-2 * math.pi * ramp_w / ramp_0))
+    if context <= 0:
+        return None
+    attrs: dict[str, float | int] = {
+        "factor": factor,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": float(high),
+        "original_context": context,
+    }
+    # the attributes must give the factors back
+    m = np.clip(context / (2 * math.pi * (high - 1.0)) * b - 1.0 / (high - 1.0), 0.0, 1.0)
+    back = 1.0 / ((1 - m) / factor + m)
+    if not np.allclose(back, f, rtol=1e-5, atol=0):
+        return None
+    return attrs
