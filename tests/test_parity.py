@@ -78,13 +78,9 @@ def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
     assert_close(ours, ref, f"{key} prefill")
 
 
-@pytest.mark.parametrize("key", list(ARCHS))
-def test_decode_with_kv_cache_matches_hf(key: str, checkpoints, builds) -> None:
-    rng = np.random.default_rng(2)
-    model = builds[key]
-    hf = hf_model(checkpoints[key])
-    prompt = rng.integers(0, model.vocab_size, size=5)
-    steps = rng.integers(0, model.vocab_size, size=8)
+def check_decode(model, hf, prompt: np.ndarray, steps: np.ndarray, what: str) -> None:
+    """Prefill ``prompt``, then decode ``steps`` one token at a time with the KV cache,
+    each step's logits against HF's with its own cache."""
     model.reset()
     model.prefill(prompt)
     with torch.no_grad():
@@ -94,7 +90,16 @@ def test_decode_with_kv_cache_matches_hf(key: str, checkpoints, builds) -> None:
             ours = model.decode(int(tok))
             out = hf(torch.tensor([[int(tok)]]), past_key_values=cache, use_cache=True)
             cache = out.past_key_values
-            assert_close(ours, out.logits[0, -1].numpy(), f"{key} decode step {i}")
+            assert_close(ours, out.logits[0, -1].numpy(), f"{what} decode step {i}")
+
+
+@pytest.mark.parametrize("key", list(ARCHS))
+def test_decode_with_kv_cache_matches_hf(key: str, checkpoints, builds) -> None:
+    rng = np.random.default_rng(2)
+    model = builds[key]
+    prompt = rng.integers(0, model.vocab_size, size=5)
+    steps = rng.integers(0, model.vocab_size, size=8)
+    check_decode(model, hf_model(checkpoints[key]), prompt, steps, key)
     assert model.position == len(prompt) + len(steps)
 
 

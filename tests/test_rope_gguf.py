@@ -59,6 +59,20 @@ def _logits(model: ckir.CompiledModel, tokens: np.ndarray) -> np.ndarray:
     return model.prefill(tokens)
 
 
+def _gguf_against_hf(hf_dir: Path, path: Path, build: Path, tokens: np.ndarray):
+    """Compile the GGUF file ``path``; its prefill logits must be within 1e-4 of the
+    transformers model of ``hf_dir``.  Returns (HF logits, largest |logit|, graph.mlir)."""
+    hf = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
+    with torch.no_grad():
+        ref = hf(torch.tensor(tokens[None, :])).logits[0].numpy()
+    model = ckir.compile(path, build, max_context=48)
+    ours = _logits(model, tokens)
+    model.close()
+    scale = float(np.abs(ref).max())
+    assert float(np.abs(ours - ref).max()) <= 1e-4 * scale
+    return ref, scale, (build / "graph.mlir").read_text()
+
+
 @pytest.mark.parametrize("key", list(CASES))
 def test_gguf_rope_scaling_matches_transformers(key: str, tmp_path: Path) -> None:
     arch, rope, meta = CASES[key]
@@ -69,15 +83,7 @@ def test_gguf_rope_scaling_matches_transformers(key: str, tmp_path: Path) -> Non
         hf_dir, tmp_path / "m.gguf", metadata={f"{arch}.{k}": v for k, v in meta.items()}
     )
     tokens = np.random.default_rng(4).integers(0, 131, size=40)
-    hf = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
-    with torch.no_grad():
-        ref = hf(torch.tensor(tokens[None, :])).logits[0].numpy()
-    model = ckir.compile(path, tmp_path / "b", max_context=48)
-    ours = _logits(model, tokens)
-    model.close()
-    scale = float(np.abs(ref).max())
-    assert float(np.abs(ours - ref).max()) <= 1e-4 * scale
-    graph = (tmp_path / "b" / "graph.mlir").read_text()
+    ref, scale, graph = _gguf_against_hf(hf_dir, path, tmp_path / "b", tokens)
     assert f'rope_type = "{rope["rope_type"]}"' in graph
 
     # the same file without the scaling keys is plain RoPE: different logits
@@ -148,15 +154,7 @@ def test_gguf_rope_freqs_band_matches_transformers(arch: str, tmp_path: Path) ->
     assert ((factors > 1) & (factors < factor)).sum() >= 2  # pairs inside the band
     path = gguf_from_hf(hf_dir, tmp_path / "m.gguf", extra={"rope_freqs.weight": (factors, "F32")})
     tokens = np.random.default_rng(4).integers(0, 131, size=40)
-    hf = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
-    with torch.no_grad():
-        ref = hf(torch.tensor(tokens[None, :])).logits[0].numpy()
-    model = ckir.compile(path, tmp_path / "b", max_context=48)
-    ours = _logits(model, tokens)
-    model.close()
-    scale = float(np.abs(ref).max())
-    assert float(np.abs(ours - ref).max()) <= 1e-4 * scale
-    graph = (tmp_path / "b" / "graph.mlir").read_text()
+    ref, scale, graph = _gguf_against_hf(hf_dir, path, tmp_path / "b", tokens)
     assert 'rope_type = "wavelength", factor = 5.000000e+00 : f64, low_freq_factor = 1.0' in graph
     assert "original_context = 500 : i64" in graph
 

@@ -166,51 +166,26 @@ def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
 
 @pytest.mark.parametrize("key", list(CONFIGS))
 def test_decode_matches_hf(key: str, checkpoints, builds) -> None:
+    from test_parity import check_decode
+
     rng = np.random.default_rng(2)
     model = builds[key]
-    hf = _hf(checkpoints[key])
     prompt = rng.integers(0, model.vocab_size, size=23)
     steps = rng.integers(0, model.vocab_size, size=9)
-    model.reset()
-    model.prefill(prompt)
-    with torch.no_grad():
-        out = hf(torch.tensor(prompt[None, :]), use_cache=True)
-        cache = out.past_key_values
-        for i, tok in enumerate(steps):
-            ours = model.decode(int(tok))
-            out = hf(torch.tensor([[int(tok)]]), past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
-            _close(ours, out.logits[0, -1].numpy(), f"{key} decode step {i}")
+    check_decode(model, _hf(checkpoints[key]), prompt, steps, key)
 
 
 @pytest.mark.parametrize("key", list(CONFIGS))
 def test_gradients_match_autograd(key: str, checkpoints, builds, tmp_path: Path) -> None:
-    from test_training import GRAD_TOL, LOSS_TOL, NOISE_ULPS, hf_loss, to_ckir_layout
+    """The gradients of one backward, with test_training's oracle and bounds."""
+    from test_training import check_gradients
 
     model = builds[key]
     rng = np.random.default_rng(3)
     tokens = rng.integers(0, model.vocab_size, size=37)
     targets = rng.integers(0, model.vocab_size, size=37)
-    loss = model.backward(tokens, targets)
-    ours = model.gradients()
-    ref_model = _hf(checkpoints[key])
-    ref_model.train()
-    ref_loss = hf_loss(ref_model, tokens, targets)
-    ref_loss.backward()
-    assert abs(loss - ref_loss.item()) <= LOSS_TOL * abs(ref_loss.item()), (loss, ref_loss.item())
-    hf_grads = {
-        n: p.grad.detach().numpy().copy()
-        for n, p in ref_model.named_parameters()
-        if p.grad is not None
-    }
-    ref = to_ckir_layout(Path(model.build_dir), hf_grads, tmp_path / "grads")
-    assert set(ours) == set(ref)
-    gmax = max(float(np.abs(r).max()) for r in ref.values())
-    floor = NOISE_ULPS * float(np.finfo(np.float32).eps) * gmax
-    for name, r in ref.items():
-        tol = max(GRAD_TOL * float(np.abs(r).max()), floor)
-        err = float(np.abs(ours[name] - r).max())
-        assert err <= tol, f"{key}: d{name}: max error {err:.3g} > {tol:.3g}"
+    build = Path(model.build_dir)
+    check_gradients(model, checkpoints[key], build, tokens, targets, tmp_path / "grads", key)
 
 
 @pytest.mark.parametrize(

@@ -139,6 +139,21 @@ def test_gradients_match_autograd(key: str, checkpoints, tmp_path: Path) -> None
     rng = np.random.default_rng(3)
     tokens = rng.integers(0, model.vocab_size, size=13)
     targets = rng.integers(0, model.vocab_size, size=13)
+    check_gradients(model, src, tmp_path / "build", tokens, targets, tmp_path / "grads", key)
+    model.close()
+
+
+def check_gradients(
+    model: ckir.CompiledModel,
+    src: Path,
+    build: Path,
+    tokens: np.ndarray,
+    targets: np.ndarray,
+    tmp: Path,
+    key: str,
+) -> None:
+    """One backward of ``model`` (built in ``build`` from ``src``) against autograd on the
+    transformers model: the loss, and every weight's gradient in ckir's layout."""
     loss = model.backward(tokens, targets)
     ours = model.gradients()
 
@@ -151,7 +166,7 @@ def test_gradients_match_autograd(key: str, checkpoints, tmp_path: Path) -> None
         for n, p in ref_model.named_parameters()
         if p.grad is not None
     }
-    ref = to_ckir_layout(tmp_path / "build", hf_grads, tmp_path / "grads")
+    ref = to_ckir_layout(build, hf_grads, tmp)
     assert set(ours) == set(ref), sorted(set(ours) ^ set(ref))
     # A gradient that is zero in exact arithmetic (the key bias: softmax ignores a shift
     # of all scores) is rounding noise on both sides: held to the noise floor instead
@@ -162,7 +177,6 @@ def test_gradients_match_autograd(key: str, checkpoints, tmp_path: Path) -> None
         tol = max(GRAD_TOL * float(np.abs(r).max()), floor)
         err = float(np.abs(ours[name] - r).max())
         assert err <= tol, f"{key}: d{name}: max error {err:.3g} > {tol:.3g}"
-    model.close()
 
 
 @pytest.mark.parametrize("key", ["llama_gqa", "qwen2_tied_mqa", "gpt2"])
