@@ -1320,7 +1320,7 @@ class RopeOp(ComputeOp):
       {theta = 5.0e+05 : f64, rope_type = "wavelength", factor = 8.0 : f64,
        low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64, original_context = 8192 : i64}
 
-    ``linear`` takes ``factor``; ``wavelength`` (transformers' ``llama3``)
+    ``linear`` takes ``factor``; ``wavelength`` (a band over the wavelengths)
     ``factor``, ``low_freq_factor``, ``high_freq_factor``, ``original_context``;
     ``yarn`` ``factor``, ``original_context`` and optionally ``beta_fast``
     (default 32), ``beta_slow`` (1), ``attention_factor``, ``mscale``,

@@ -136,8 +136,8 @@ def gguf_config(
 def _wavelength_scaling(reader: Any, name: str, arch: str, source: str) -> dict[str, Any] | None:
     """``rope_scaling`` from the per-pair RoPE frequency divisors in tensor ``name``.
 
-    llama.cpp's converter stores transformers' wavelength-band scaling (rope_type
-    ``llama3``) as these divisors; they are turned back into the band's
+    llama.cpp's converter stores transformers' wavelength-band scaling (graph.rope's
+    ``wavelength`` type) as these divisors; they are turned back into the band's
     attributes (:func:`ckir.passes.lowering.rope_scaling.wavelength_from_factors`).
     None when the file has no such tensor or every divisor is 1.
     """

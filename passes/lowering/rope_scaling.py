@@ -10,9 +10,9 @@ the inverse frequency of pair ``i`` of the ``R`` rotated dims of a head::
 and scale cos and sin by ``mscale``.  Every ``rope_type`` of graph.rope is an
 instance: this module computes the coefficients at compile time from the op's
 attributes, following the definitions in transformers' ``modeling_rope_utils``
-(plain, linear, the wavelength-band smoothing transformers calls ``llama3``,
-and YaRN), so C needs no case per type, and the forward kernel and its
-backward (``rope_bwd``) take the very same numbers.
+(plain, linear, the wavelength-band smoothing, and YaRN), so C needs no case
+per type, and the forward kernel and its backward (``rope_bwd``) take the very
+same numbers.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def wavelength_from_factors(factors: np.ndarray, theta: float) -> dict[str, floa
 
     ``factors`` are per-pair divisors of the plain inverse frequencies
     ``b_i = theta^(-2i/R)`` over ``R = 2 len(factors)`` dims, as llama.cpp's
-    converter stores transformers' ``llama3`` scaling (GGUF ``rope_freqs.weight``).
+    converter stores the wavelength-band scaling (GGUF ``rope_freqs.weight``).
     Returns ``{}`` when every factor is 1 (plain RoPE), None when no wavelength
     band reproduces them to 1e-5.  The band's three parameters are determined
     only up to a common scale (the frequencies depend on ``original_context /
