@@ -92,7 +92,7 @@ _TOP_KEYS = (
     "gguf",
 )
 _GGUF_KEYS = ("architectures", "config", "tensors", "unpermute", "ignore", "reject", "tokenizer")
-_GGUF_TENSOR_SOURCES = ("@tensor_absent:", "@tensor_present:")
+_GGUF_TENSOR_SOURCES = ("@tensor_absent:", "@tensor_present:", "@wavelength_factors:")
 _REQUIRED_TOP = ("name", "model_types", "symbols", "weights", "header", "body", "footer")
 _OP_TEXT = re.compile(
     rf"^\s*({_IDENT}(?:\s*,\s*{_IDENT})*)\s*=\s*({_IDENT})\s*\(\s*"
@@ -280,7 +280,8 @@ class _Loader:
                     raise self.err(
                         where,
                         f"unknown source '{v}' (sources: a GGUF key, @token_count, "
-                        "@tensor_absent:<name>, @tensor_present:<name>)",
+                        "@tensor_absent:<name>, @tensor_present:<name>, "
+                        "@wavelength_factors:<name>)",
                     )
                 if v.startswith(_GGUF_TENSOR_SOURCES) and not v.split(":", 1)[1]:
                     raise self.err(where, f"'{v}' names no tensor")

@@ -271,13 +271,15 @@ class GGUFMap:
     present wins; ``{arch}`` is ``general.architecture``), or the sources
     ``@tensor_absent:<gguf tensor>`` / ``@tensor_present:<gguf tensor>`` (a
     bool: whether the file has that tensor, e.g. no ``output.weight`` means tied
-    embeddings) and ``@token_count`` (length of ``tokenizer.ggml.tokens``).
+    embeddings), ``@token_count`` (length of ``tokenizer.ggml.tokens``) and
+    ``@wavelength_factors:<gguf tensor>`` (the wavelength-band RoPE scaling whose
+    per-pair frequency divisors the tensor holds, as a ``rope_scaling`` object).
     ``tensors``: GGUF tensor name -> HF tensor name (``{i}`` per layer).
     ``unpermute``: HF tensor name -> the head count (a dim expression) whose
     rotary row interleave the GGUF converter applied and the writer undoes.
     ``ignore``: GGUF tensor name patterns (``{i}``, ``*``) that are not weights.
     ``reject``: GGUF tensor name pattern -> why a file with such a tensor is
-    not supported (e.g. ``rope_freqs.weight``: Llama 3 RoPE scaling).
+    not supported.
     ``tokenizer``: how these files' SentencePiece vocabulary is read (option ->
     value, :data:`ckir.tokenizer_gguf.TOKENIZER_OPTIONS`; empty: the defaults).
     """

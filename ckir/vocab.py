@@ -339,6 +339,24 @@ SCHEDULE_KEYS: tuple[str, ...] = ("tile_m", "tile_n", "tile_k", "vectorize")
 
 _HEADS = {"heads": ("dim", True), "kv_heads": ("dim", True), "head_dim": ("dim", True)}
 _SCHEDULE = {"schedule": ("schedule", False)}
+#: graph.rope's kinds of frequency scaling (absent: ``default``, plain RoPE)
+ROPE_TYPES: tuple[str, ...] = ("default", "linear", "wavelength", "yarn")
+#: graph.rope's optional attributes: the scaling of ``rope_type`` and partial rotation
+#: (which ones each type takes: ``ckir.dialects.graph.ROPE_TYPE_ATTRS``)
+_ROPE_SCALING = {
+    "rope_type": ("str", False),
+    "factor": ("float", False),
+    "low_freq_factor": ("float", False),
+    "high_freq_factor": ("float", False),
+    "original_context": ("int", False),
+    "beta_fast": ("float", False),
+    "beta_slow": ("float", False),
+    "attention_factor": ("float", False),
+    "mscale": ("float", False),
+    "mscale_all_dim": ("float", False),
+    "truncate": ("bool", False),
+    "partial_rotary_factor": ("float", False),
+}
 
 #: the graph dialect's compute ops (``graph.<kind>``), by kind
 GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
@@ -351,7 +369,13 @@ GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
             1, 1, (1, 1), {"head_dim": ("dim", True), "eps": ("float", True)}, kernel="rmsnorm"
         ),
         "linear": OpSignature(1, 1, (1, 2)),
-        "rope": OpSignature(2, 2, (0, 0), {"theta": ("float", True), **_HEADS}),
+        "rope": OpSignature(
+            2,
+            2,
+            (0, 0),
+            {"theta": ("float", True), **_HEADS, **_ROPE_SCALING},
+            {"rope_type": ROPE_TYPES},
+        ),
         "attention": OpSignature(3, 1, (0, 0), {**_HEADS, "causal": ("bool", True)}),
         "swiglu": OpSignature(
             2, 1, (0, 0), elementwise=True, doc="``silu(gate) * up``: ``gate, up -> y``."

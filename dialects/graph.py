@@ -40,6 +40,7 @@ dialect.  The checkpoint-mapping language of ``graph.weight`` (``hf``/``gguf``/
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -138,7 +139,10 @@ __all__ = [
     "PosEmbedOp",
     "RMSNormOp",
     "ReluOp",
+    "ROPE_SCALING_ATTRS",
+    "ROPE_TYPE_ATTRS",
     "RopeOp",
+    "rope_rotary_dim",
     "ScheduleAttr",
     "SoftmaxOp",
     "SwiGLUOp",
@@ -1340,13 +1344,53 @@ class LinearOp(ComputeOp):
             self._vector_weight(weights[1], n, symbols, "bias")
 
 
+#: graph.rope: the scaling attributes each ``rope_type`` requires and allows
+#: (``partial_rotary_factor`` goes with every type)
+ROPE_TYPE_ATTRS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "default": ((), ()),
+    "linear": (("factor",), ()),
+    "wavelength": (("factor", "low_freq_factor", "high_freq_factor", "original_context"), ()),
+    "yarn": (
+        ("factor", "original_context"),
+        ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"),
+    ),
+}
+#: graph.rope's optional attributes that belong to a scaling type
+ROPE_SCALING_ATTRS: tuple[str, ...] = tuple(
+    a
+    for a in GRAPH_OPS["rope"].attrs
+    if a not in ("theta", "heads", "kv_heads", "head_dim")
+    and a not in ("rope_type", "partial_rotary_factor")
+)
+
+
+def rope_rotary_dim(head_dim: int, partial_rotary_factor: float | None) -> int:
+    """The dims of a head that graph.rope rotates: ``int(head_dim * partial_rotary_factor)``."""
+    if partial_rotary_factor is None:
+        return head_dim
+    return int(head_dim * partial_rotary_factor)
+
+
 @irdl_op_definition
 class RopeOp(ComputeOp):
-    """Rotary position embedding of q and k: ``q, k -> q', k'``.
+    """Rotary position embedding of q and k: ``q, k -> q', k'`` (HF's rotate_half pairs).
 
     ``%q2, %k2 = graph.rope %q, %k heads H kv_heads KV head_dim D {theta = 1.0e+04 : f64}
     : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>)
     -> (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>)``
+
+    Frequency scaling (``rope_type``, absent for plain RoPE) and its parameters,
+    as transformers names them (docs/dialects/graph.md, "graph.rope")::
+
+      {theta = 5.0e+05 : f64, rope_type = "wavelength", factor = 8.0 : f64,
+       low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64, original_context = 8192 : i64}
+
+    ``linear`` takes ``factor``; ``wavelength`` (a band over the wavelengths)
+    ``factor``, ``low_freq_factor``, ``high_freq_factor``, ``original_context``;
+    ``yarn`` ``factor``, ``original_context`` and optionally ``beta_fast``
+    (default 32), ``beta_slow`` (1), ``attention_factor``, ``mscale``,
+    ``mscale_all_dim`` and ``truncate``.  ``partial_rotary_factor`` (0 < f <= 1)
+    rotates only the first ``int(head_dim * f)`` dims of each head.
     """
 
     name = "graph.rope"
@@ -1355,8 +1399,24 @@ class RopeOp(ComputeOp):
     heads = prop_def(DimAttr)
     kv_heads = prop_def(DimAttr)
     head_dim = prop_def(DimAttr)
+    rope_type = opt_prop_def(StringAttr)
+    factor = opt_prop_def(FloatAttr)
+    low_freq_factor = opt_prop_def(FloatAttr)
+    high_freq_factor = opt_prop_def(FloatAttr)
+    original_context = opt_prop_def(IntegerAttr)
+    beta_fast = opt_prop_def(FloatAttr)
+    beta_slow = opt_prop_def(FloatAttr)
+    attention_factor = opt_prop_def(FloatAttr)
+    mscale = opt_prop_def(FloatAttr)
+    mscale_all_dim = opt_prop_def(FloatAttr)
+    truncate = opt_prop_def(UnitAttr)
+    partial_rotary_factor = opt_prop_def(FloatAttr)
 
     assembly_format = _compute_format(GRAPH_OPS["rope"].dim_attrs)
+
+    def _float(self, name: str) -> float | None:
+        attr = self.properties.get(name)
+        return float(attr.value.data) if isinstance(attr, FloatAttr) else None
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
         theta = self.theta.value.data
@@ -1365,6 +1425,58 @@ class RopeOp(ComputeOp):
         self._same_type("q and its result", self._in_type(0), self._out_type(0))
         self._same_type("k and its result", self._in_type(1), self._out_type(1))
         _check_heads(self, symbols, self._in_type(0), [self._in_type(1)])
+        self._verify_scaling(symbols)
+
+    def _verify_scaling(self, symbols: Mapping[str, int]) -> None:
+        kind = self.rope_type.data if self.rope_type is not None else "default"
+        if kind not in ROPE_TYPE_ATTRS:
+            raise VerifyException(
+                f'graph.rope: rope_type = "{kind}" is not one of {", ".join(ROPE_TYPE_ATTRS)}'
+            )
+        required, optional = ROPE_TYPE_ATTRS[kind]
+        present = [a for a in ROPE_SCALING_ATTRS if self.properties.get(a) is not None]
+        for a in required:
+            if a not in present:
+                raise VerifyException(f'graph.rope: rope_type = "{kind}" needs {a}')
+        for a in present:
+            if a not in required and a not in optional:
+                raise VerifyException(f'graph.rope: {a} does not apply to rope_type = "{kind}"')
+        for a in ("factor", "low_freq_factor", "beta_fast", "beta_slow", "attention_factor"):
+            v = self._float(a)
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise VerifyException(f"graph.rope: {a} = {v} must be positive")
+        for a in ("mscale", "mscale_all_dim"):
+            v = self._float(a)
+            if v is not None and not (math.isfinite(v) and v >= 0):
+                raise VerifyException(f"graph.rope: {a} = {v} must not be negative")
+        low, high = self._float("low_freq_factor"), self._float("high_freq_factor")
+        if low is not None and high is not None and not high > low:
+            raise VerifyException(
+                f"graph.rope: high_freq_factor = {high} must be greater than "
+                f"low_freq_factor = {low}"
+            )
+        fast, slow = self._float("beta_fast"), self._float("beta_slow")
+        if (fast or 32.0) < (slow or 1.0):
+            raise VerifyException(
+                f"graph.rope: beta_fast = {fast or 32.0} must not be smaller than "
+                f"beta_slow = {slow or 1.0}"
+            )
+        if self.original_context is not None and self.original_context.value.data <= 0:
+            raise VerifyException(
+                f"graph.rope: original_context = {self.original_context.value.data} "
+                "must be positive"
+            )
+        frac = self._float("partial_rotary_factor")
+        if frac is not None and not 0 < frac <= 1:
+            raise VerifyException(f"graph.rope: partial_rotary_factor = {frac} must be in (0, 1]")
+        d = try_evaluate_dim(self.head_dim.text, symbols)
+        if d is not None:
+            r = rope_rotary_dim(d, frac)
+            if r < 2 or r % 2:
+                raise VerifyException(
+                    f"graph.rope: rotates {r} dims of head_dim = {self.head_dim.text} ({d}); "
+                    "that must be even and at least 2"
+                )
 
 
 @irdl_op_definition
@@ -1585,7 +1697,10 @@ def _to_prop(
         return UnitAttr()
     if key in cls.DIM_PROPS:
         return DimAttr.get(value)
-    if isinstance(value, float) or key in ("eps", "theta"):
+    akind = GRAPH_OPS[cls.kind].attrs.get(key, ("", False))[0] if cls.kind else ""
+    if akind == "int" and isinstance(value, int):
+        return IntegerAttr(value, i64)
+    if isinstance(value, float) or key in ("eps", "theta") or akind == "float":
         return FloatAttr(float(value), f64)
     if isinstance(value, str):
         return StringAttr(value)

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 import pytest
-from kernel_lib import both, close, num_grad, rand, rope_oracle
+from kernel_lib import both, close, num_grad, rand, rope_oracle, rope_plain
 
 F32 = np.float32
 F64 = np.float64
@@ -151,7 +151,11 @@ def test_rope_bwd(lib, threads, T, H, KV, D, P, theta):
         close(dk, ek, rtol=1e-5, atol=atol)
 
     both(
-        lib, "rope_bwd_f32", [0, 1], lambda: [dq0.copy(), dk0.copy(), T, H, KV, D, P, theta], check
+        lib,
+        "rope_bwd_f32",
+        [0, 1],
+        lambda: [dq0.copy(), dk0.copy(), T, H, KV, D, P, theta, *rope_plain(D)],
+        check,
     )
 
 
@@ -164,8 +168,8 @@ def test_rope_bwd_inverts_rope(lib):
     for first, second in (("rope_f32", "rope_bwd_f32"), ("rope_bwd_f32", "rope_f32")):
         for fn in (lib.call, lib.ref):
             q, k = q0.copy(), k0.copy()
-            fn(first, q, k, T, H, KV, D, P, theta)
-            fn(second, q, k, T, H, KV, D, P, theta)
+            fn(first, q, k, T, H, KV, D, P, theta, *rope_plain(D))
+            fn(second, q, k, T, H, KV, D, P, theta, *rope_plain(D))
             close(q, q0, rtol=0, atol=2e-6)
             close(k, k0, rtol=0, atol=2e-6)
 
@@ -179,7 +183,7 @@ def test_rope_bwd_gradient_check(lib):
     pos = list(range(P, P + T))
     num = num_grad(lambda qq: (rope_oracle(qq, H, D, pos, theta) * dy).sum(), q)
     dq = dy.copy()
-    lib.call("rope_bwd_f32", dq, dk, T, H, KV, D, P, theta)
+    lib.call("rope_bwd_f32", dq, dk, T, H, KV, D, P, theta, *rope_plain(D))
     close(dq, num, rtol=1e-5, atol=1e-6)
 
 
@@ -203,7 +207,7 @@ def test_rope_bwd_matches_torch(lib):
         (x * cos + rotate_half(x) * sin).backward(torch.from_numpy(dy).double().view(T, n, D))
         grads.append((dy, x.grad.reshape(T, n * D).numpy()))
     (dq, eq), (dk, ek) = grads
-    lib.call("rope_bwd_f32", dq, dk, T, H, KV, D, P, theta)
+    lib.call("rope_bwd_f32", dq, dk, T, H, KV, D, P, theta, *rope_plain(D))
     close(dq, eq, rtol=1e-5, atol=1e-5)
     close(dk, ek, rtol=1e-5, atol=1e-5)
 

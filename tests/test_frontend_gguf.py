@@ -664,14 +664,17 @@ def test_vocab_from_token_list(hf_llama: Path, tmp_path: Path) -> None:
     assert _model(module).symbol_values()["V"] == 256
 
 
-def test_rope_scaling_tensor_rejected(hf_llama: Path, tmp_path: Path) -> None:
-    extra = {"rope_freqs.weight": (np.ones(8, np.float32), "F32")}
+def test_rope_factors_that_are_no_band_are_refused(hf_llama: Path, tmp_path: Path) -> None:
+    """rope_freqs.weight is read as a wavelength band (tests/test_rope_gguf.py); divisors
+    that no band gives are refused, naming the tensor."""
+    extra = {"rope_freqs.weight": (np.array([1, 3, 1, 2, 1, 1, 1, 1], np.float32), "F32")}
     path = gguf_from_hf(hf_llama, tmp_path / "r.gguf", extra=extra)
     with pytest.raises(CkirError) as err:
         import_gguf(path)
     assert _one_line(err) == (
-        "r.gguf: tensor 'rope_freqs.weight': Llama 3.1-style RoPE frequency scaling "
-        "(rope_freqs) is not supported (template llama)"
+        "r.gguf: tensor 'rope_freqs.weight': its 8 RoPE frequency factors are no "
+        "wavelength-band scaling (a factor, a low and a high frequency band) that "
+        "graph.rope can express"
     )
 
 

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 import pytest
-from kernel_lib import rand, rope_oracle
+from kernel_lib import rand, rope_oracle, rope_plain
 
 F32 = np.float32
 
@@ -234,7 +234,7 @@ def test_rope(lib, T, H, KV, D, P, theta):
     atol = 2e-6 + 4 * float(np.spacing(F32(P + T))) * 4.0
     for fn in (lib.call, lib.ref):
         q, k = q0.copy(), k0.copy()
-        fn("rope_f32", q, k, T, H, KV, D, P, theta)
+        fn("rope_f32", q, k, T, H, KV, D, P, theta, *rope_plain(D))
         close(q, eq, rtol=1e-5, atol=atol)
         close(k, ek, rtol=1e-5, atol=atol)
 
@@ -262,7 +262,7 @@ def test_rope_reuses_tables_by_their_key(lib):
             runs = []
             for _ in range(2):
                 q, k = q0.copy(), k0.copy()
-                lib.call("rope_f32", q, k, T, H, KV, D, P, theta)
+                lib.call("rope_f32", q, k, T, H, KV, D, P, theta, *rope_plain(D))
                 close(q, eq, rtol=1e-5, atol=atol)
                 close(k, ek, rtol=1e-5, atol=atol)
                 runs.append((q, k))
@@ -288,7 +288,7 @@ def test_rope_matches_hf(lib):
     eq = (qt * cos + rotate_half(qt) * sin).reshape(T, H * D).numpy()
     ek = (kt * cos + rotate_half(kt) * sin).reshape(T, KV * D).numpy()
     q, k = q0.copy(), k0.copy()
-    lib.call("rope_f32", q, k, T, H, KV, D, P, theta)
+    lib.call("rope_f32", q, k, T, H, KV, D, P, theta, *rope_plain(D))
     np.testing.assert_allclose(q, eq, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(k, ek, rtol=1e-5, atol=1e-5)
 

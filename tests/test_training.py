@@ -152,11 +152,16 @@ def test_gradients_match_autograd(key: str, checkpoints, tmp_path: Path) -> None
 
 
 def assert_gradients_match(
-    key: str, model: ckir.CompiledModel, ref_model, tmp_path: Path, size: int
+    key: str,
+    model: ckir.CompiledModel,
+    ref_model,
+    tmp_path: Path,
+    size: int,
+    build: Path | None = None,
 ) -> None:
-    """One backward of ``model`` (built in ``tmp_path / "build"``) against PyTorch
-    autograd on ``ref_model`` (transformers, train mode): the loss, and the gradient of
-    every weight in ckir's layout (the module docstring's tolerances)."""
+    """One backward of ``model`` (built in ``build``, default ``tmp_path / "build"``)
+    against PyTorch autograd on ``ref_model`` (transformers, train mode): the loss, and
+    the gradient of every weight in ckir's layout (the module docstring's tolerances)."""
     rng = np.random.default_rng(3)
     tokens = rng.integers(0, model.vocab_size, size=size)
     targets = rng.integers(0, model.vocab_size, size=size)
@@ -170,7 +175,7 @@ def assert_gradients_match(
         for n, p in ref_model.named_parameters()
         if p.grad is not None
     }
-    ref = to_ckir_layout(tmp_path / "build", hf_grads, tmp_path / "grads")
+    ref = to_ckir_layout(build or tmp_path / "build", hf_grads, tmp_path / "grads")
     assert set(ours) == set(ref), sorted(set(ours) ^ set(ref))
     # A gradient that is zero in exact arithmetic (the key bias: softmax ignores a shift
     # of all scores) is rounding noise on both sides: held to the noise floor instead

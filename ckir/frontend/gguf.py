@@ -126,6 +126,9 @@ def gguf_config(
             elif src.startswith("@tensor_present:"):
                 value = src.split(":", 1)[1] in tensor_names
                 label = src
+            elif src.startswith("@wavelength_factors:"):
+                value = _wavelength_scaling(reader, src.split(":", 1)[1], arch, source)
+                label = src
             else:
                 label = src.replace("{arch}", arch)
                 value = metadata(reader, label, source)
@@ -138,6 +141,39 @@ def gguf_config(
                 provenance[key] = label
                 break
     return config, provenance
+
+
+def _wavelength_scaling(reader: Any, name: str, arch: str, source: str) -> dict[str, Any] | None:
+    """``rope_scaling`` from the per-pair RoPE frequency divisors in tensor ``name``.
+
+    llama.cpp's converter stores transformers' wavelength-band scaling (graph.rope's
+    ``wavelength`` type) as these divisors; they are turned back into the band's
+    attributes (:func:`ckir.passes.lowering.rope_scaling.wavelength_from_factors`).
+    None when the file has no such tensor or every divisor is 1.
+    """
+    from ckir.passes.lowering.rope_scaling import wavelength_from_factors
+
+    tensor = next((t for t in reader.tensors if t.name == name), None)
+    if tensor is None:
+        return None
+    theta = metadata(reader, f"{arch}.rope.freq_base", source)
+    factors = np.asarray(tensor.data, dtype=np.float32).reshape(-1)
+    attrs = wavelength_from_factors(factors, float(theta) if theta is not None else 10000.0)
+    if attrs is None:
+        raise CkirError(
+            f"{source}: tensor '{name}': its {factors.size} RoPE frequency factors are no "
+            "wavelength-band scaling (a factor, a low and a high frequency band) that "
+            "graph.rope can express"
+        )
+    if not attrs:
+        return None
+    return {
+        "rope_type": "wavelength",
+        "factor": attrs["factor"],
+        "low_freq_factor": attrs["low_freq_factor"],
+        "high_freq_factor": attrs["high_freq_factor"],
+        "original_max_position_embeddings": attrs["original_context"],
+    }
 
 
 def _check_required(tpl: Template, config: Mapping[str, Any], arch: str, source: str) -> None:

@@ -30,6 +30,7 @@ from ckir.dialects.dims import DimAttr
 from ckir.errors import CkirError
 from ckir.passes.lowering.context import LoweringContext
 from ckir.passes.lowering.kernels import ParamValue
+from ckir.passes.lowering.rope_scaling import rope_coefficients
 from ckir.vocab import GRAPH_OPS
 
 #: ``(ctx, op, where) -> params``; ``where`` names the op in error messages
@@ -154,8 +155,10 @@ def _heads(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, Param
 
 
 def _rope(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
-    """rope: the head layout and theta."""
-    return {**_heads(ctx, op, where), "theta": float_attr(op, "theta")}
+    """rope: the head layout, theta and the scaling coefficients (:mod:`.rope_scaling`)."""
+    params = _heads(ctx, op, where)
+    coeffs = rope_coefficients(op, int(params["D"]), where)
+    return {**params, "theta": float_attr(op, "theta"), **coeffs.params()}
 
 
 def _attention(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:

@@ -123,17 +123,24 @@ void ckir_layernorm_bwd_f32(const float *x, const float *gamma, const float *dy,
  * RoPE backward
  * ====================================================================== */
 
-/* rope_f32 rotates each pair by +angle; its transpose (= inverse) rotates by
- * -angle: ckir_rope.h with sin negated, the same float32 angles. */
+/* rope_f32 rotates each pair by +angle (scaled by mscale); its transpose
+ * rotates by -angle with the same scale: ckir_rope.h with sin negated, the
+ * same float32 angles.  Dims past R passed through: their gradient too. */
 void ckir_ref_rope_bwd_f32(float *dq, float *dk, int64_t T, int64_t H, int64_t KV, int64_t D,
-                           int64_t P, float theta) {
-  ckir_rope_rotate_ref(dq, dk, T, H, KV, D, P, theta, -1.0f);
+                           int64_t P, float theta, int64_t R, float factor, float ramp_w,
+                           float ramp_i, float ramp_0, float mscale) {
+  const ckir_rope_cfg cfg =
+      ckir_rope_make_cfg(D, theta, R, factor, ramp_w, ramp_i, ramp_0, mscale, -1.0f);
+  ckir_rope_rotate_ref(dq, dk, T, H, KV, P, &cfg);
 }
 
 void ckir_rope_bwd_f32(float *dq, float *dk, int64_t T, int64_t H, int64_t KV, int64_t D,
-                       int64_t P, float theta) {
-  CKIR_REQUIRE(D >= 2 && D % 2 == 0 && P >= 0, "rope_bwd_f32");
-  ckir_rope_rotate(dq, dk, T, H, KV, D, P, theta, -1.0f);
+                       int64_t P, float theta, int64_t R, float factor, float ramp_w,
+                       float ramp_i, float ramp_0, float mscale) {
+  CKIR_ROPE_REQUIRE(D, R, P, theta, factor, mscale, "rope_bwd_f32");
+  const ckir_rope_cfg cfg =
+      ckir_rope_make_cfg(D, theta, R, factor, ramp_w, ramp_i, ramp_0, mscale, -1.0f);
+  ckir_rope_rotate(dq, dk, T, H, KV, P, &cfg);
 }
 
 /* ======================================================================

@@ -27,7 +27,7 @@
 // CHECK-NEXT:   CKIR_SCOPE_END(m); /* end of header */
 // CHECK:        ckir_gemm_f32((const float *)(S + CKIR_OFF_PREFILL_LAYERS_0_H), (const float *)(W + CKIR_OFF_W_LAYERS_0_ATTN_WQ), (float *)(S + CKIR_OFF_PREFILL_LAYERS_0_Q), T, 64, 64);
 // In-place rope: q and k are written; P is the run-time start position.
-// CHECK:        ckir_rope_f32((float *)(S + CKIR_OFF_PREFILL_LAYERS_0_Q), (float *)(S + CKIR_OFF_PREFILL_LAYERS_0_K), T, 4, 2, 16, P, 10000.0f);
+// CHECK:        ckir_rope_f32((float *)(S + CKIR_OFF_PREFILL_LAYERS_0_Q), (float *)(S + CKIR_OFF_PREFILL_LAYERS_0_K), T, 4, 2, 16, P, 10000.0f, 16, 1.0f, 0.0f, 0.0f, 0.0f, 1.0f);
 // Run-time element counts: T * cols.
 // CHECK:        ckir_swiglu_f32({{.*}}, (T * 172));
 // CHECK:        CKIR_SCOPE_END(m); /* end of layers.0 */
