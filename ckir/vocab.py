@@ -336,7 +336,7 @@ GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
     {
         "embed": OpSignature(1, 1, (1, 1)),
         "pos_embed": OpSignature(1, 1, (1, 1)),
-        "rmsnorm": OpSignature(1, 1, (1, 1), {"eps": ("float", True)}),
+        "rmsnorm": OpSignature(1, 1, (1, 1), {"eps": ("float", True), "offset": ("float", False)}),
         "layernorm": OpSignature(1, 1, (2, 2), {"eps": ("float", True)}),
         "linear": OpSignature(1, 1, (1, 2)),
         "rope": OpSignature(2, 2, (0, 0), {"theta": ("float", True), **_HEADS}),
@@ -362,6 +362,20 @@ GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
         "matmul": OpSignature(2, 1, (0, 0), _SCHEDULE),
         "fused_matmul_relu": OpSignature(2, 1, (0, 0), _SCHEDULE),
         "softmax": OpSignature(1, 1, (0, 0), elementwise=True, doc="Softmax over the last dim."),
+        "geglu": OpSignature(
+            2,
+            1,
+            (0, 0),
+            elementwise=True,
+            doc="``gelu_tanh(gate) * up`` (GELU with the tanh approximation): ``gate, up -> y``.",
+        ),
+        "mul_scalar": OpSignature(
+            1,
+            1,
+            (0, 0),
+            {"value": ("float", True), "exponent": ("float", False)},
+            elementwise=True,
+        ),
     }
 )
 
@@ -391,6 +405,10 @@ KERNEL_ONLY_OPS: frozenset[str] = frozenset(
         "attention_bwd",
         "clip_coef",
         "zero",
+        # rmsnorm with a gamma offset (its own kernels, so --fuse-add-rmsnorm leaves it alone)
+        "rmsnorm_offset",
+        "rmsnorm_offset_bwd",
+        "geglu_bwd",
     }
 )
 #: every ``op`` a registry kernel may implement

@@ -40,6 +40,7 @@ dialect.  The checkpoint-mapping language of ``graph.weight`` (``hf``/``gguf``/
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -1216,6 +1217,10 @@ class PosEmbedOp(ComputeOp):
 class RMSNormOp(ComputeOp):
     """RMS normalization over the last dim; weights ``[gamma [E]]``; ``eps`` (f64).
 
+    ``y = x * rsqrt(mean(x^2) + eps) * (gamma + offset)``: the optional ``offset``
+    (f64, default 0) is added to every gamma element, in f32, before the product
+    (norms whose checkpoints store ``gamma - 1`` use ``offset = 1.0``).
+
     ``%h = graph.rmsnorm %x {weights = [@"layers.{i}.attn_norm"], eps = 1.0e-05 : f64}
     : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>``
     """
@@ -1223,9 +1228,14 @@ class RMSNormOp(ComputeOp):
     name = "graph.rmsnorm"
 
     eps = prop_def(FloatAttr)
+    offset = opt_prop_def(FloatAttr)
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
         _check_eps(self)
+        if self.offset is not None and not math.isfinite(self.offset.value.data):
+            raise VerifyException(
+                f"graph.rmsnorm: offset = {self.offset.value.data} must be finite"
+            )
         self._same_type("operand and result", self._in_type(0), self._out_type(0))
         last = self._last(self._in_type(0), "operand")
         self._vector_weight(weights[0], last, symbols, "gamma")
@@ -1369,6 +1379,44 @@ class ReluOp(_Unary):
 
 
 @irdl_op_definition
+class MulScalarOp(_Unary):
+    """Product with a constant: ``y = x * value ** exponent`` (``exponent`` defaults to 1).
+
+    The constant is computed in f64 and rounded to the tensor's dtype once
+    (``value = E, exponent = 0.5`` multiplies by ``sqrt(E)``).
+
+    ``%y = graph.mul_scalar %x {value = 6.4e+01 : f64, exponent = 5.0e-01 : f64}
+    : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>``
+    """
+
+    name = "graph.mul_scalar"
+
+    value = prop_def(FloatAttr)
+    exponent = opt_prop_def(FloatAttr)
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        if mul_scalar_factor(self) is None:
+            ex = "" if self.exponent is None else f" ** {self.exponent.value.data}"
+            raise VerifyException(
+                f"graph.mul_scalar: value = {self.value.value.data}{ex} is not a finite number"
+            )
+        super()._verify_kind(weights, symbols)
+
+
+def mul_scalar_factor(op: MulScalarOp) -> float | None:
+    """``value ** exponent`` of a ``graph.mul_scalar``, or None when it is not finite/real."""
+    value = float(op.value.value.data)
+    exponent = 1.0 if op.exponent is None else float(op.exponent.value.data)
+    try:
+        factor = value**exponent
+    except (OverflowError, ZeroDivisionError):
+        return None
+    if isinstance(factor, complex) or not math.isfinite(factor):
+        return None
+    return float(factor)
+
+
+@irdl_op_definition
 class LMHeadOp(ComputeOp):
     """Projection to vocabulary logits: ``x [T, E] -> logits [T, V]``; weights ``[w [V, E]]``.
 
@@ -1454,6 +1502,7 @@ COMPUTE_OPS: dict[str, type[ComputeOp]] = {
     "attention": AttentionOp,
     "gelu": GeluOp,
     "relu": ReluOp,
+    "mul_scalar": MulScalarOp,
     "lm_head": LMHeadOp,
     "cross_entropy": CrossEntropyOp,
     "matmul": MatmulOp,
@@ -1519,7 +1568,7 @@ def _to_prop(
         return UnitAttr()
     if key in cls.DIM_PROPS:
         return DimAttr.get(value)
-    if isinstance(value, float) or key in ("eps", "theta"):
+    if isinstance(value, float) or GRAPH_OPS[cls.kind].attrs.get(key, ("",))[0] == "float":
         return FloatAttr(float(value), f64)
     if isinstance(value, str):
         return StringAttr(value)

@@ -50,6 +50,7 @@ from ckir.passes.lowering.kernels import (
 from ckir.passes.lowering.op_params import (
     elementwise_dims_params,
     logits_params,
+    norm_offset,
     op_params,
     tensor_dims,
 )
@@ -269,14 +270,17 @@ def _pos_embed(b: GradientBuilder, op: g.ComputeOp) -> None:
     b.contribute(x, dy, op)
 
 
-def _norm(kind: str) -> Rule:
+def _norm(kind: str, offset_kind: str | None = None) -> Rule:
     def rule(b: GradientBuilder, op: g.ComputeOp) -> None:
-        """rmsnorm / layernorm: dx from x and gamma; dgamma (and dbeta) added into."""
+        """rmsnorm / layernorm: dx from x and gamma; dgamma (and dbeta) added into.
+
+        A norm with a nonzero gamma ``offset`` uses the ``offset_kind`` kernel."""
         (x,), (y,) = op.operands, op.results
         dx = b.grad_buffer(x, b.scope(op))
         outs: list[Out] = [dx, *(WeightGrad(i) for i in range(len(op.weight_names)))]
         ins = [b.ctx.buffer(x), b.ctx.weight_buffer(op, 0), b.grads[y]]
-        b.emit(op, kind, ins, outs, b.params(op))
+        chosen = offset_kind if offset_kind is not None and norm_offset(op) else kind
+        b.emit(op, chosen, ins, outs, b.params(op))
         b.contribute(x, dx, op)
 
     return rule
@@ -327,6 +331,25 @@ def _swiglu(b: GradientBuilder, op: g.ComputeOp) -> None:
     b.contribute(up, dup, op)
 
 
+def _geglu(b: GradientBuilder, op: g.ComputeOp) -> None:
+    """y = gelu_tanh(gate) * up: dgate, dup from gate, up and dy."""
+    (gate, up), (y,) = op.operands, op.results
+    scope = b.scope(op)
+    dgate, dup = b.grad_buffer(gate, scope), b.grad_buffer(up, scope)
+    ins = [b.ctx.buffer(gate), b.ctx.buffer(up), b.grads[y]]
+    b.emit(op, "geglu_bwd", ins, [dgate, dup], b.params(op))
+    b.contribute(gate, dgate, op)
+    b.contribute(up, dup, op)
+
+
+def _mul_scalar(b: GradientBuilder, op: g.ComputeOp) -> None:
+    """y = x * s: dx = dy * s (the forward kernel itself, on dy)."""
+    (x,), (y,) = op.operands, op.results
+    dx = b.grad_buffer(x, b.scope(op))
+    b.emit(op, "mul_scalar", [b.grads[y]], [dx], b.params(op))
+    b.contribute(x, dx, op)
+
+
 def _add(b: GradientBuilder, op: g.ComputeOp) -> None:
     """y = a + b: both inputs receive dy itself (no call)."""
     dy = b.grads[op.results[0]]
@@ -340,13 +363,15 @@ RULES: Mapping[str, Rule] = {
     "lm_head": _linear,
     "embed": _embed,
     "pos_embed": _pos_embed,
-    "rmsnorm": _norm("rmsnorm_bwd"),
+    "rmsnorm": _norm("rmsnorm_bwd", "rmsnorm_offset_bwd"),
     "layernorm": _norm("layernorm_bwd"),
     "rope": _rope,
     "attention": _attention,
     "swiglu": _swiglu,
     "gelu": _unary("gelu_bwd"),
     "add": _add,
+    "geglu": _geglu,
+    "mul_scalar": _mul_scalar,
 }
 
 

@@ -111,13 +111,30 @@ def _pos_embed(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, P
 
 
 def _norm(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
-    """rmsnorm / layernorm: T rows of E, and eps."""
+    """rmsnorm / layernorm: T rows of E, and eps (rmsnorm: and its gamma ``offset``, 0 if none)."""
     dims = tensor_dims(op.results[0])
-    return {
+    params: dict[str, ParamValue] = {
         "T": ctx.leading(dims, where=where),
         "E": ctx.dim(dims[-1], where=where),
         "eps": float_attr(op, "eps"),
     }
+    if _attr(op, "offset") is not None:
+        params["offset"] = float_attr(op, "offset")
+    return params
+
+
+def norm_offset(op: g.ComputeOp) -> float:
+    """The gamma ``offset`` of a norm op (0.0 when it has none): its kernels differ by it."""
+    return float_attr(op, "offset") if _attr(op, "offset") is not None else 0.0
+
+
+def _mul_scalar(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
+    """mul_scalar: elementwise, and the factor ``s = value ** exponent``."""
+    assert isinstance(op, g.MulScalarOp)
+    factor = g.mul_scalar_factor(op)
+    if factor is None:
+        raise CkirError(f"{where}: the factor value ** exponent is not a finite number")
+    return {**elementwise_params(ctx, op, where), "s": factor}
 
 
 def _linear(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
@@ -181,6 +198,7 @@ PARAMS: Mapping[str, ParamsFn] = {
     "matmul": _matmul,
     "fused_matmul_relu": _matmul,
     "cross_entropy": _cross_entropy,
+    "mul_scalar": _mul_scalar,
 }
 
 

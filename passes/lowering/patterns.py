@@ -33,7 +33,7 @@ from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.passes.lowering.context import LoweringContext
 from ckir.passes.lowering.kernels import ParamValue, kernel_call
-from ckir.passes.lowering.op_params import PARAMS, op_params
+from ckir.passes.lowering.op_params import PARAMS, norm_offset, op_params
 from ckir.vocab import GRAPH_OPS
 
 
@@ -123,6 +123,21 @@ class LowerRope(GraphOpLowering):
     inplace = {0: 0, 1: 1}
 
 
+class LowerRMSNorm(GraphOpLowering):
+    """rmsnorm calls an ``rmsnorm_offset`` kernel when it has a nonzero gamma ``offset``
+    (those kernels take it as a param; ``--fuse-add-rmsnorm`` fuses only ``rmsnorm``)."""
+
+    kind = "rmsnorm"
+
+    def lower(self, op: Operation) -> list[Operation]:
+        assert isinstance(op, g.ComputeOp)
+        ctx = self.ctx
+        ins = [ctx.buffer(op.operands[0]), ctx.weight_buffer(op, 0)]
+        outs = [ctx.buffer(op.results[0])]
+        kind = "rmsnorm_offset" if norm_offset(op) else "rmsnorm"
+        return [self.call(op, kind, ins, outs, self.params(op))]
+
+
 class LowerAttention(GraphOpLowering):
     """attention(q, k, v) -> kv_store into the layer's KV cache, then attention over it.
 
@@ -192,6 +207,7 @@ _HAND_WRITTEN: tuple[type[GraphOpLowering], ...] = (
     LowerLmHead,
     LowerRope,
     LowerAttention,
+    LowerRMSNorm,
 )
 #: one pattern per graph op kind that has kernel parameters (:mod:`op_params`): the
 #: hand-written ones above, and the default one-call pattern for every other kind
