@@ -20,9 +20,11 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from gguf_fixtures import gguf_metadata_from_config, write_gguf  # noqa: E402
 from test_training import hf_loss, to_ckir_layout  # noqa: E402
 
 import ckir  # noqa: E402
+from ckir.errors import CkirError  # noqa: E402
 
 MAX_CONTEXT = 48
 REL_TOL = 1e-4
@@ -189,3 +191,88 @@ def test_adamw_steps_match_torch(checkpoints, tmp_path: Path) -> None:
         opt.step()
         assert abs(ours - ref.item()) <= 1e-3 * abs(ref.item()), (step, ours, ref.item())
     model.close()
+
+
+# --------------------------------------------------------------------------- GGUF
+
+#: HF tensor name (``{i}`` per layer) -> GGUF tensor name, as llama.cpp's converter maps
+#: them for its ``gemma`` / ``gemma2`` architectures (gguf package: MODEL_TENSORS)
+GGUF_NAMES: dict[str, dict[str, str]] = {
+    "gemma": {
+        "model.embed_tokens.weight": "token_embd.weight",
+        "model.norm.weight": "output_norm.weight",
+        "lm_head.weight": "output.weight",
+        "model.layers.{i}.input_layernorm.weight": "blk.{i}.attn_norm.weight",
+        "model.layers.{i}.self_attn.q_proj.weight": "blk.{i}.attn_q.weight",
+        "model.layers.{i}.self_attn.k_proj.weight": "blk.{i}.attn_k.weight",
+        "model.layers.{i}.self_attn.v_proj.weight": "blk.{i}.attn_v.weight",
+        "model.layers.{i}.self_attn.o_proj.weight": "blk.{i}.attn_output.weight",
+        "model.layers.{i}.self_attn.q_proj.bias": "blk.{i}.attn_q.bias",
+        "model.layers.{i}.self_attn.k_proj.bias": "blk.{i}.attn_k.bias",
+        "model.layers.{i}.self_attn.v_proj.bias": "blk.{i}.attn_v.bias",
+        "model.layers.{i}.self_attn.o_proj.bias": "blk.{i}.attn_output.bias",
+        "model.layers.{i}.post_attention_layernorm.weight": "blk.{i}.ffn_norm.weight",
+        "model.layers.{i}.mlp.gate_proj.weight": "blk.{i}.ffn_gate.weight",
+        "model.layers.{i}.mlp.up_proj.weight": "blk.{i}.ffn_up.weight",
+        "model.layers.{i}.mlp.down_proj.weight": "blk.{i}.ffn_down.weight",
+    },
+}
+
+
+def gguf_like_llama_cpp(hf_dir: Path, path: Path, metadata: dict[str, Any]) -> Path:
+    """Write ``hf_dir`` as llama.cpp's converter would: its tensor names, every norm
+    weight stored as ``w + 1``, no ``output.weight`` when tied, q/k rows unchanged."""
+    import json
+
+    from safetensors.numpy import load_file
+
+    config = json.loads((hf_dir / "config.json").read_text())
+    arch = config["model_type"]
+    names = GGUF_NAMES[arch]
+    kv = gguf_metadata_from_config(config, arch)
+    kv[f"{arch}.attention.key_length"] = config["head_dim"]
+    kv[f"{arch}.attention.value_length"] = config["head_dim"]
+    kv.update(metadata)
+    tensors: dict[str, tuple[np.ndarray, str]] = {}
+    for hf_name, arr in load_file(str(hf_dir / "model.safetensors")).items():
+        arr = arr.astype(np.float32)
+        for pat, gpat in names.items():
+            for i in range(config["num_hidden_layers"]) if "{i}" in pat else [None]:
+                if (pat if i is None else pat.replace("{i}", str(i))) == hf_name:
+                    gname = gpat if i is None else gpat.replace("{i}", str(i))
+                    if hf_name.endswith("norm.weight"):
+                        arr = arr + np.float32(1.0)
+                    tensors[gname] = (arr, "F32")
+    if config.get("tie_word_embeddings"):
+        tensors.pop("output.weight", None)
+    return write_gguf(path, arch, kv, tensors)
+
+
+@pytest.mark.parametrize("key", ["gemma_mqa_tied", "gemma_mha_untied_bias"])
+def test_gguf_file_matches_hf(key: str, checkpoints, tmp_path: Path) -> None:
+    """A GGUF file (norms stored as w + 1) builds the same model: prefill and decode."""
+    path = gguf_like_llama_cpp(checkpoints[key], tmp_path / "m.gguf", {})
+    model = ckir.compile(path, tmp_path / "build", max_context=MAX_CONTEXT)
+    hf = hf_model(checkpoints[key])
+    tokens = np.random.default_rng(4).integers(0, model.vocab_size, size=13)
+    ours = model.prefill(tokens)
+    with torch.no_grad():
+        ref = hf(torch.tensor(tokens[None, :])).logits[0].numpy()
+    assert_close(ours, ref, f"{key} gguf prefill")
+    step = model.decode(7)
+    with torch.no_grad():
+        ref_step = hf(torch.tensor([[*tokens.tolist(), 7]])).logits[0, -1].numpy()
+    assert_close(step, ref_step, f"{key} gguf decode")
+    model.close()
+
+
+def test_unsupported_config_is_refused(checkpoints, tmp_path: Path, copy_checkpoint) -> None:
+    """Configs the wiring does not implement fail at import, naming the key."""
+    import json
+
+    src = copy_checkpoint(checkpoints["gemma_mqa_tied"])
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["hidden_act"] = "gelu"
+    (src / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CkirError, match="key 'hidden_act' is 'gelu'; template gemma supports"):
+        ckir.compile(src, tmp_path / "build", max_context=MAX_CONTEXT)
