@@ -340,7 +340,22 @@ GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
         "layernorm": OpSignature(1, 1, (2, 2), {"eps": ("float", True)}),
         "linear": OpSignature(1, 1, (1, 2)),
         "rope": OpSignature(2, 2, (0, 0), {"theta": ("float", True), **_HEADS}),
-        "attention": OpSignature(3, 1, (0, 0), {**_HEADS, "causal": ("bool", True)}),
+        "attention": OpSignature(
+            3,
+            1,
+            (0, 0),
+            {
+                **_HEADS,
+                "causal": ("bool", True),
+                # scores q.k / sqrt(scale_dim) (default head_dim), soft-capped by
+                # softcap * tanh(s / softcap), keys limited to the last `window` positions
+                # on the layers `window_pattern` selects (docs/dialects/graph.md)
+                "scale_dim": ("float", False),
+                "softcap": ("float", False),
+                "window": ("int", False),
+                "window_pattern": ("int", False),
+            },
+        ),
         "swiglu": OpSignature(
             2, 1, (0, 0), elementwise=True, doc="``silu(gate) * up``: ``gate, up -> y``."
         ),
@@ -369,6 +384,7 @@ GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
             elementwise=True,
             doc="``gelu_tanh(gate) * up`` (GELU with the tanh approximation): ``gate, up -> y``.",
         ),
+        "softcap": OpSignature(1, 1, (0, 0), {"cap": ("float", True)}, elementwise=True),
         "mul_scalar": OpSignature(
             1,
             1,
@@ -409,6 +425,10 @@ KERNEL_ONLY_OPS: frozenset[str] = frozenset(
         "rmsnorm_offset",
         "rmsnorm_offset_bwd",
         "geglu_bwd",
+        "softcap_bwd",
+        # attention with a scale, soft-capping or a sliding window (their own kernels)
+        "attention_ext",
+        "attention_ext_bwd",
     }
 )
 #: every ``op`` a registry kernel may implement

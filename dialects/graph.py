@@ -1316,6 +1316,12 @@ class RopeOp(ComputeOp):
 class AttentionOp(ComputeOp):
     """Scaled dot-product attention (MHA or GQA) with the KV cache: ``q, k, v -> o``.
 
+    Optional properties: ``scale_dim`` (f64; scores are ``q.k / sqrt(scale_dim)``,
+    default ``head_dim``), ``softcap`` (f64; scores become ``softcap * tanh(s /
+    softcap)`` before the softmax), ``window`` (i64; a query at position p sees
+    the keys ``p - window + 1 .. p`` only) and ``window_pattern`` (i64 n; the window
+    applies to the layers i with ``(i + 1) % n != 0``, the others see every key).
+
     ``%o = graph.attention %q, %k, %v heads H kv_heads KV head_dim D {causal}
     : (...) -> !graph.tensor<[T, H*D], f32>``
     """
@@ -1326,10 +1332,28 @@ class AttentionOp(ComputeOp):
     kv_heads = prop_def(DimAttr)
     head_dim = prop_def(DimAttr)
     causal = opt_prop_def(UnitAttr)
+    scale_dim = opt_prop_def(FloatAttr)
+    softcap = opt_prop_def(FloatAttr)
+    window = opt_prop_def(IntegerAttr)
+    window_pattern = opt_prop_def(IntegerAttr)
 
     assembly_format = _compute_format(GRAPH_OPS["attention"].dim_attrs)
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        for name in ("scale_dim", "softcap"):
+            attr = self.properties.get(name)
+            if isinstance(attr, FloatAttr) and not (
+                math.isfinite(attr.value.data) and attr.value.data > 0
+            ):
+                raise VerifyException(
+                    f"graph.attention: {name} = {attr.value.data} must be positive and finite"
+                )
+        for name in ("window", "window_pattern"):
+            attr = self.properties.get(name)
+            if isinstance(attr, IntegerAttr) and attr.value.data < 0:
+                raise VerifyException(f"graph.attention: {name} = {attr.value.data} is negative")
+        if self.window_pattern is not None and self.window is None:
+            raise VerifyException("graph.attention: window_pattern without a window")
         self._same_type("q and the result", self._in_type(0), self._out_type(0))
         self._same_type("k and v", self._in_type(1), self._in_type(2))
         _check_heads(self, symbols, self._in_type(0), [self._in_type(1)])
@@ -1400,6 +1424,25 @@ class MulScalarOp(_Unary):
             raise VerifyException(
                 f"graph.mul_scalar: value = {self.value.value.data}{ex} is not a finite number"
             )
+        super()._verify_kind(weights, symbols)
+
+
+@irdl_op_definition
+class SoftcapOp(_Unary):
+    """Soft-capping: ``y = cap * tanh(x / cap)``, element-wise (e.g. final logits).
+
+    ``%y = graph.softcap %x {cap = 3.0e+01 : f64} : (!graph.tensor<[T, V], f32>)
+    -> !graph.tensor<[T, V], f32>``
+    """
+
+    name = "graph.softcap"
+
+    cap = prop_def(FloatAttr)
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        cap = self.cap.value.data
+        if not (math.isfinite(cap) and cap > 0):
+            raise VerifyException(f"graph.softcap: cap = {cap} must be positive and finite")
         super()._verify_kind(weights, symbols)
 
 
@@ -1503,6 +1546,7 @@ COMPUTE_OPS: dict[str, type[ComputeOp]] = {
     "gelu": GeluOp,
     "relu": ReluOp,
     "mul_scalar": MulScalarOp,
+    "softcap": SoftcapOp,
     "lm_head": LMHeadOp,
     "cross_entropy": CrossEntropyOp,
     "matmul": MatmulOp,
@@ -1568,8 +1612,11 @@ def _to_prop(
         return UnitAttr()
     if key in cls.DIM_PROPS:
         return DimAttr.get(value)
-    if isinstance(value, float) or GRAPH_OPS[cls.kind].attrs.get(key, ("",))[0] == "float":
+    kind = GRAPH_OPS[cls.kind].attrs.get(key, ("",))[0]
+    if isinstance(value, float) or kind == "float":
         return FloatAttr(float(value), f64)
+    if isinstance(value, int) and kind == "int":
+        return IntegerAttr(value, i64)
     if isinstance(value, str):
         return StringAttr(value)
     raise ValueError(f"{cls.name}: cannot make property '{key}' from {value!r}")

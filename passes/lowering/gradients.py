@@ -48,6 +48,7 @@ from ckir.passes.lowering.kernels import (
     select_kernel,
 )
 from ckir.passes.lowering.op_params import (
+    attention_is_plain,
     elementwise_dims_params,
     logits_params,
     norm_offset,
@@ -304,7 +305,8 @@ def _attention(b: GradientBuilder, op: g.ComputeOp) -> None:
     scope = b.scope(op)
     dq, dk, dv = (b.grad_buffer(x, scope) for x in (q, k, v))
     ins = [b.ctx.buffer(x) for x in (q, k, v, a)] + [b.grads[a]]
-    b.emit(op, "attention_bwd", ins, [dq, dk, dv], b.params(op))
+    kind = "attention_bwd" if attention_is_plain(op) else "attention_ext_bwd"
+    b.emit(op, kind, ins, [dq, dk, dv], b.params(op))
     for x, d in ((q, dq), (k, dk), (v, dv)):
         b.contribute(x, d, op)
 
@@ -350,6 +352,14 @@ def _mul_scalar(b: GradientBuilder, op: g.ComputeOp) -> None:
     b.contribute(x, dx, op)
 
 
+def _softcap(b: GradientBuilder, op: g.ComputeOp) -> None:
+    """y = cap tanh(x / cap): dx = dy (1 - tanh^2(x / cap))."""
+    (x,), (y,) = op.operands, op.results
+    dx = b.grad_buffer(x, b.scope(op))
+    b.emit(op, "softcap_bwd", [b.ctx.buffer(x), b.grads[y]], [dx], b.params(op))
+    b.contribute(x, dx, op)
+
+
 def _add(b: GradientBuilder, op: g.ComputeOp) -> None:
     """y = a + b: both inputs receive dy itself (no call)."""
     dy = b.grads[op.results[0]]
@@ -372,6 +382,7 @@ RULES: Mapping[str, Rule] = {
     "add": _add,
     "geglu": _geglu,
     "mul_scalar": _mul_scalar,
+    "softcap": _softcap,
 }
 
 

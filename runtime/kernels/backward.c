@@ -473,6 +473,31 @@ void ckir_geglu_bwd_f32(const float *gate, const float *up, const float *dy, flo
   }
 }
 
+/* y = cap tanh(x / cap):  dx = dy (1 - tanh^2(x / cap)) */
+void ckir_ref_softcap_bwd_f32(const float *x, const float *dy, float *dx, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; i++) {
+    const double t = tanh((double)x[i] / cap);
+    dx[i] = (float)(dy[i] * (1.0 - t * t));
+  }
+}
+
+void ckir_softcap_bwd_f32(const float *x, const float *dy, float *dx, int64_t n, float cap) {
+  const ckv one = ckv_set1(1.0f), two = ckv_set1(2.0f), vi = ckv_set1(2.0f / cap);
+  const int64_t nc = (n + BW_CHUNK - 1) / BW_CHUNK;
+#pragma omp parallel for schedule(static) if (n >= 4 * BW_CHUNK)
+  for (int64_t c = 0; c < nc; c++) {
+    const int64_t s = c * BW_CHUNK, e = CKIR_MIN(BW_CHUNK, n - s);
+    int64_t i = 0;
+    CKV_LOOP(i, e, ln, {
+      /* 1 - tanh^2(u) = 4 / (2 + z + 1/z), z = exp(2u): 0, not NaN, where z is 0 or inf */
+      const ckv z = ckv_exp(ckv_mul(ckv_load_n(x + s + i, ln), vi));
+      const ckv den = ckv_add(ckv_add(two, z), ckv_div(one, z));
+      const ckv d = ckv_div(ckv_mul(two, two), den);
+      ckv_store_n(dx + s + i, ln, ckv_mul(ckv_load_n(dy + s + i, ln), d));
+    });
+  }
+}
+
 /* ======================================================================
  * embedding backward
  * ====================================================================== */

@@ -34,6 +34,10 @@ void ckir_ref_mul_scalar_f32(const float *x, float *out, int64_t n, float s) {
   for (int64_t i = 0; i < n; i++) out[i] = x[i] * s;
 }
 
+void ckir_ref_softcap_f32(const float *x, float *out, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; i++) out[i] = cap * tanhf(x[i] / cap);
+}
+
 void ckir_ref_add_f32(const float *a, const float *b, float *out, int64_t n) {
   for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
@@ -131,6 +135,26 @@ void ckir_geglu_f32(const float *gate, const float *up, float *out, int64_t n) {
 void ckir_add_f32(const float *a, const float *b, float *out, int64_t n) {
   ew_run(add_span, a, b, out, n);
 }
+/* tanh(u) = 1 - 2 / (1 + exp(2u)) (exp overflowing to inf gives 1, underflowing to 0
+ * gives -1); shared with softcap_bwd_f32 through ckir_vec.h's exp only */
+CKIR_INLINE ckv tanh_v(ckv u) {
+  const ckv one = ckv_set1(1.0f), two = ckv_set1(2.0f);
+  return ckv_sub(one, ckv_div(two, ckv_add(one, ckv_exp(ckv_mul(two, u)))));
+}
+
+/* out = cap tanh(x / cap) (logit soft-capping; out may alias x) */
+void ckir_softcap_f32(const float *x, float *out, int64_t n, float cap) {
+  const int64_t nc = (n + CKIR_EW_CHUNK - 1) / CKIR_EW_CHUNK;
+  const ckv vc = ckv_set1(cap), vi = ckv_set1(1.0f / cap);
+  CKIR_FOR_STATIC(n >= 4 * CKIR_EW_CHUNK, c, nc, {
+    const int64_t s0 = c * CKIR_EW_CHUNK, e = CKIR_MIN(CKIR_EW_CHUNK, n - s0);
+    int64_t i = 0;
+    CKV_LOOP(i, e, ln,
+             ckv_store_n(out + s0 + i, ln,
+                         ckv_mul(vc, tanh_v(ckv_mul(ckv_load_n(x + s0 + i, ln), vi)))););
+  });
+}
+
 /* The factor is a param, not an operand: its own chunked loop (out may alias x). */
 void ckir_mul_scalar_f32(const float *x, float *out, int64_t n, float s) {
   const int64_t nc = (n + CKIR_EW_CHUNK - 1) / CKIR_EW_CHUNK;
