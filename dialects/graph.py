@@ -1318,9 +1318,10 @@ class AttentionOp(ComputeOp):
 
     Optional properties: ``scale_dim`` (f64; scores are ``q.k / sqrt(scale_dim)``,
     default ``head_dim``), ``softcap`` (f64; scores become ``softcap * tanh(s /
-    softcap)`` before the softmax), ``window`` (i64; a query at position p sees
-    the keys ``p - window + 1 .. p`` only) and ``window_pattern`` (i64 n; the window
-    applies to the layers i with ``(i + 1) % n != 0``, the others see every key).
+    softcap)`` before the softmax; 0: none), ``window`` (i64; a query at position p
+    sees the keys ``p - window + 1 .. p`` only; 0: every key) and ``window_pattern``
+    (i64 n; the window applies to the layers i with ``(i + 1) % n != 0``, the others
+    see every key).
 
     ``%o = graph.attention %q, %k, %v heads H kv_heads KV head_dim D {causal}
     : (...) -> !graph.tensor<[T, H*D], f32>``
@@ -1340,13 +1341,14 @@ class AttentionOp(ComputeOp):
     assembly_format = _compute_format(GRAPH_OPS["attention"].dim_attrs)
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
-        for name in ("scale_dim", "softcap"):
+        for name, least in (("scale_dim", "positive"), ("softcap", "0 (none) or positive")):
             attr = self.properties.get(name)
             if isinstance(attr, FloatAttr) and not (
-                math.isfinite(attr.value.data) and attr.value.data > 0
+                math.isfinite(attr.value.data)
+                and (attr.value.data > 0 or (name == "softcap" and attr.value.data == 0))
             ):
                 raise VerifyException(
-                    f"graph.attention: {name} = {attr.value.data} must be positive and finite"
+                    f"graph.attention: {name} = {attr.value.data} must be {least} and finite"
                 )
         for name in ("window", "window_pattern"):
             attr = self.properties.get(name)

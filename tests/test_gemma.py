@@ -59,6 +59,41 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
             rms_norm_eps=1e-5,
         ),
     ),
+    "gemma2_gqa_capped": (
+        "Gemma2Config",
+        "Gemma2ForCausalLM",
+        dict(
+            hidden_size=40,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=12,
+            intermediate_size=67,
+            vocab_size=193,
+            num_hidden_layers=3,
+            query_pre_attn_scalar=20,
+            attn_logit_softcapping=5.0,
+            final_logit_softcapping=3.0,
+            sliding_window=4,
+        ),
+    ),
+    "gemma2_mqa_uncapped_untied": (
+        "Gemma2Config",
+        "Gemma2ForCausalLM",
+        dict(
+            hidden_size=30,
+            num_attention_heads=3,
+            num_key_value_heads=1,
+            head_dim=18,
+            intermediate_size=41,
+            vocab_size=151,
+            num_hidden_layers=4,
+            query_pre_attn_scalar=7,
+            attn_logit_softcapping=None,
+            final_logit_softcapping=None,
+            sliding_window=6,
+            tie_word_embeddings=False,
+        ),
+    ),
 }
 
 
@@ -67,7 +102,7 @@ def make_tiny(key: str, out: Path, seed: int = 7) -> Path:
     cfg_cls, lm_cls, kwargs = CONFIGS[key]
     torch.manual_seed(seed)
     cfg = getattr(transformers, cfg_cls)(
-        num_hidden_layers=2, max_position_embeddings=MAX_CONTEXT, **kwargs
+        **{"num_hidden_layers": 2, "max_position_embeddings": MAX_CONTEXT, **kwargs}
     )
     model = getattr(transformers, lm_cls)(cfg)
     with torch.no_grad():
@@ -217,6 +252,21 @@ GGUF_NAMES: dict[str, dict[str, str]] = {
         "model.layers.{i}.mlp.down_proj.weight": "blk.{i}.ffn_down.weight",
     },
 }
+GGUF_NAMES["gemma2"] = {
+    **{k: v for k, v in GGUF_NAMES["gemma"].items() if "post_attention_layernorm" not in k},
+    "model.layers.{i}.post_attention_layernorm.weight": "blk.{i}.post_attention_norm.weight",
+    "model.layers.{i}.pre_feedforward_layernorm.weight": "blk.{i}.ffn_norm.weight",
+    "model.layers.{i}.post_feedforward_layernorm.weight": "blk.{i}.post_ffw_norm.weight",
+}
+
+
+def gemma2_metadata(config: dict[str, Any]) -> dict[str, Any]:
+    """The Gemma 2 keys llama.cpp's converter writes (absent soft-capping: no key)."""
+    kv: dict[str, Any] = {"gemma2.attention.sliding_window": config["sliding_window"]}
+    for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if config.get(key) is not None:
+            kv[f"gemma2.{key}"] = float(config[key])
+    return kv
 
 
 def gguf_like_llama_cpp(hf_dir: Path, path: Path, metadata: dict[str, Any]) -> Path:
@@ -248,12 +298,25 @@ def gguf_like_llama_cpp(hf_dir: Path, path: Path, metadata: dict[str, Any]) -> P
     return write_gguf(path, arch, kv, tensors)
 
 
-@pytest.mark.parametrize("key", ["gemma_mqa_tied", "gemma_mha_untied_bias"])
-def test_gguf_file_matches_hf(key: str, checkpoints, tmp_path: Path) -> None:
-    """A GGUF file (norms stored as w + 1) builds the same model: prefill and decode."""
-    path = gguf_like_llama_cpp(checkpoints[key], tmp_path / "m.gguf", {})
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_gguf_file_matches_hf(key: str, checkpoints, tmp_path: Path, copy_checkpoint) -> None:
+    """A GGUF file (norms stored as w + 1) builds the same model: prefill and decode.
+
+    Gemma 2 files have no query_pre_attn_scalar: llama.cpp scales by head_dim^-1/2, so
+    the reference is the checkpoint with query_pre_attn_scalar = head_dim."""
+    import json
+
+    src = checkpoints[key]
+    config = json.loads((src / "config.json").read_text())
+    extra = {}
+    if config["model_type"] == "gemma2":
+        extra = gemma2_metadata(config)
+        src = copy_checkpoint(src)
+        config["query_pre_attn_scalar"] = config["head_dim"]
+        (src / "config.json").write_text(json.dumps(config))
+    path = gguf_like_llama_cpp(src, tmp_path / "m.gguf", extra)
     model = ckir.compile(path, tmp_path / "build", max_context=MAX_CONTEXT)
-    hf = hf_model(checkpoints[key])
+    hf = hf_model(src)
     tokens = np.random.default_rng(4).integers(0, model.vocab_size, size=13)
     ours = model.prefill(tokens)
     with torch.no_grad():
