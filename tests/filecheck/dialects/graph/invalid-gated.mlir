@@ -77,3 +77,68 @@ graph.model @m arch "test" symbols {E = 4, L = 1, V = 8} {
     graph.yield %y : !graph.tensor<[T, E], f32>
   }
 }
+
+// -----
+
+// softcap: cap must be positive
+// CHECK: graph.softcap: cap = 0.0 must be positive and finite
+graph.model @m arch "test" symbols {E = 4, L = 1, V = 8} {
+  graph.weight @emb : [V, E] f32 hf "emb"
+  graph.header {
+    %x = graph.input "x" : !graph.tensor<[T, E], f32>
+    %y = graph.softcap %x {cap = 0.0 : f64} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
+    graph.yield %y : !graph.tensor<[T, E], f32>
+  }
+}
+
+// -----
+
+// attention: negative softcap
+// CHECK: graph.attention: softcap = -1.0 must be 0 (none) or positive and finite
+graph.model @m arch "test" symbols {E = 4, H = 2, D = 2, L = 1, V = 8} {
+  graph.weight @emb : [V, E] f32 hf "emb"
+  graph.header {
+    %x = graph.input "x" : !graph.tensor<[T, E], f32>
+    %a = graph.attention %x, %x, %x heads H kv_heads H head_dim D {causal, softcap = -1.0 : f64} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
+    graph.yield %a : !graph.tensor<[T, E], f32>
+  }
+}
+
+// -----
+
+// attention: scale_dim must be positive
+// CHECK: graph.attention: scale_dim = 0.0 must be positive and finite
+graph.model @m arch "test" symbols {E = 4, H = 2, D = 2, L = 1, V = 8} {
+  graph.weight @emb : [V, E] f32 hf "emb"
+  graph.header {
+    %x = graph.input "x" : !graph.tensor<[T, E], f32>
+    %a = graph.attention %x, %x, %x heads H kv_heads H head_dim D {causal, scale_dim = 0.0 : f64} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
+    graph.yield %a : !graph.tensor<[T, E], f32>
+  }
+}
+
+// -----
+
+// attention: negative window
+// CHECK: graph.attention: window = -2 is negative
+graph.model @m arch "test" symbols {E = 4, H = 2, D = 2, L = 1, V = 8} {
+  graph.weight @emb : [V, E] f32 hf "emb"
+  graph.header {
+    %x = graph.input "x" : !graph.tensor<[T, E], f32>
+    %a = graph.attention %x, %x, %x heads H kv_heads H head_dim D {causal, window = -2 : i64} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
+    graph.yield %a : !graph.tensor<[T, E], f32>
+  }
+}
+
+// -----
+
+// attention: a window pattern needs a window
+// CHECK: graph.attention: window_pattern without a window
+graph.model @m arch "test" symbols {E = 4, H = 2, D = 2, L = 1, V = 8} {
+  graph.weight @emb : [V, E] f32 hf "emb"
+  graph.header {
+    %x = graph.input "x" : !graph.tensor<[T, E], f32>
+    %a = graph.attention %x, %x, %x heads H kv_heads H head_dim D {causal, window_pattern = 2 : i64} : (!graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>, !graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
+    graph.yield %a : !graph.tensor<[T, E], f32>
+  }
+}
