@@ -322,26 +322,18 @@ def _unary(kind: str) -> Rule:
     return rule
 
 
-def _swiglu(b: GradientBuilder, op: g.ComputeOp) -> None:
-    """y = silu(gate) * up: dgate, dup from gate, up and dy."""
-    (gate, up), (y,) = op.operands, op.results
-    scope = b.scope(op)
-    dgate, dup = b.grad_buffer(gate, scope), b.grad_buffer(up, scope)
-    ins = [b.ctx.buffer(gate), b.ctx.buffer(up), b.grads[y]]
-    b.emit(op, "swiglu_bwd", ins, [dgate, dup], b.params(op))
-    b.contribute(gate, dgate, op)
-    b.contribute(up, dup, op)
+def _gated(kind: str) -> Rule:
+    def rule(b: GradientBuilder, op: g.ComputeOp) -> None:
+        """y = act(gate) * up (swiglu, geglu): dgate, dup from gate, up and dy."""
+        (gate, up), (y,) = op.operands, op.results
+        scope = b.scope(op)
+        dgate, dup = b.grad_buffer(gate, scope), b.grad_buffer(up, scope)
+        ins = [b.ctx.buffer(gate), b.ctx.buffer(up), b.grads[y]]
+        b.emit(op, kind, ins, [dgate, dup], b.params(op))
+        b.contribute(gate, dgate, op)
+        b.contribute(up, dup, op)
 
-
-def _geglu(b: GradientBuilder, op: g.ComputeOp) -> None:
-    """y = gelu_tanh(gate) * up: dgate, dup from gate, up and dy."""
-    (gate, up), (y,) = op.operands, op.results
-    scope = b.scope(op)
-    dgate, dup = b.grad_buffer(gate, scope), b.grad_buffer(up, scope)
-    ins = [b.ctx.buffer(gate), b.ctx.buffer(up), b.grads[y]]
-    b.emit(op, "geglu_bwd", ins, [dgate, dup], b.params(op))
-    b.contribute(gate, dgate, op)
-    b.contribute(up, dup, op)
+    return rule
 
 
 def _mul_scalar(b: GradientBuilder, op: g.ComputeOp) -> None:
@@ -349,14 +341,6 @@ def _mul_scalar(b: GradientBuilder, op: g.ComputeOp) -> None:
     (x,), (y,) = op.operands, op.results
     dx = b.grad_buffer(x, b.scope(op))
     b.emit(op, "mul_scalar", [b.grads[y]], [dx], b.params(op))
-    b.contribute(x, dx, op)
-
-
-def _softcap(b: GradientBuilder, op: g.ComputeOp) -> None:
-    """y = cap tanh(x / cap): dx = dy (1 - tanh^2(x / cap))."""
-    (x,), (y,) = op.operands, op.results
-    dx = b.grad_buffer(x, b.scope(op))
-    b.emit(op, "softcap_bwd", [b.ctx.buffer(x), b.grads[y]], [dx], b.params(op))
     b.contribute(x, dx, op)
 
 
@@ -377,12 +361,12 @@ RULES: Mapping[str, Rule] = {
     "layernorm": _norm("layernorm_bwd"),
     "rope": _rope,
     "attention": _attention,
-    "swiglu": _swiglu,
+    "swiglu": _gated("swiglu_bwd"),
     "gelu": _unary("gelu_bwd"),
     "add": _add,
-    "geglu": _geglu,
+    "geglu": _gated("geglu_bwd"),
     "mul_scalar": _mul_scalar,
-    "softcap": _softcap,
+    "softcap": _unary("softcap_bwd"),
 }
 
 

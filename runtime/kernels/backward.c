@@ -382,14 +382,23 @@ static void swiglu_bwd_span(const float *gate, const float *up, const float *dy,
   });
 }
 
-void ckir_swiglu_bwd_f32(const float *gate, const float *up, const float *dy, float *dgate,
-                         float *dup, int64_t n) {
+/* the gated backward spans (swiglu, geglu): chunks of BW_CHUNK, threaded when large */
+typedef void (*bw_gated_span)(const float *gate, const float *up, const float *dy, float *dgate,
+                              float *dup, int64_t n);
+
+static void bw_gated_run(bw_gated_span span, const float *gate, const float *up, const float *dy,
+                         float *dgate, float *dup, int64_t n) {
   const int64_t nc = (n + BW_CHUNK - 1) / BW_CHUNK;
 #pragma omp parallel for schedule(static) if (n >= 4 * BW_CHUNK)
   for (int64_t c = 0; c < nc; c++) {
     const int64_t s = c * BW_CHUNK;
-    swiglu_bwd_span(gate + s, up + s, dy + s, dgate + s, dup + s, CKIR_MIN(BW_CHUNK, n - s));
+    span(gate + s, up + s, dy + s, dgate + s, dup + s, CKIR_MIN(BW_CHUNK, n - s));
   }
+}
+
+void ckir_swiglu_bwd_f32(const float *gate, const float *up, const float *dy, float *dgate,
+                         float *dup, int64_t n) {
+  bw_gated_run(swiglu_bwd_span, gate, up, dy, dgate, dup, n);
 }
 
 /* y = 0.5 x (1 + tanh(u)), u = k (x + c x^3), k = sqrt(2/pi):
@@ -465,12 +474,7 @@ static void geglu_bwd_span(const float *gate, const float *up, const float *dy, 
 
 void ckir_geglu_bwd_f32(const float *gate, const float *up, const float *dy, float *dgate,
                         float *dup, int64_t n) {
-  const int64_t nc = (n + BW_CHUNK - 1) / BW_CHUNK;
-#pragma omp parallel for schedule(static) if (n >= 4 * BW_CHUNK)
-  for (int64_t c = 0; c < nc; c++) {
-    const int64_t s = c * BW_CHUNK;
-    geglu_bwd_span(gate + s, up + s, dy + s, dgate + s, dup + s, CKIR_MIN(BW_CHUNK, n - s));
-  }
+  bw_gated_run(geglu_bwd_span, gate, up, dy, dgate, dup, n);
 }
 
 /* y = cap tanh(x / cap):  dx = dy (1 - tanh^2(x / cap)) */
