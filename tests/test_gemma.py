@@ -339,3 +339,28 @@ def test_unsupported_config_is_refused(checkpoints, tmp_path: Path, copy_checkpo
     (src / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(CkirError, match="key 'hidden_act' is 'gelu'; template gemma supports"):
         ckir.compile(src, tmp_path / "build", max_context=MAX_CONTEXT)
+
+
+def test_gemma2_gguf_of_46_layers_is_refused() -> None:
+    """llama.cpp scales a 46-layer Gemma 2 (27B) by (E/H)^-1/2, which its GGUF file does not
+    record: refused, not built with the head_dim scale."""
+    from ckir.resources import templates_dir
+    from ckir.template import load_template
+
+    tpl = load_template(templates_dir() / "gemma2.yaml")
+    config = {
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "intermediate_size": 96,
+        "num_hidden_layers": 46,
+        "vocab_size": 101,
+        "max_position_embeddings": 32,
+        "gguf_norm_weights_plus_one": True,
+    }
+    with pytest.raises(CkirError, match="46-layer Gemma 2 GGUF file"):
+        tpl.bind(config)
+    config["gguf_norm_weights_plus_one"] = False  # a HF folder records query_pre_attn_scalar
+    symbols, params = tpl.bind(config)
+    assert symbols["L"] == 46 and params["qk_scale_dim"] == 256.0
