@@ -363,7 +363,7 @@ GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
     {
         "embed": OpSignature(1, 1, (1, 1)),
         "pos_embed": OpSignature(1, 1, (1, 1)),
-        "rmsnorm": OpSignature(1, 1, (1, 1), {"eps": ("float", True)}),
+        "rmsnorm": OpSignature(1, 1, (1, 1), {"eps": ("float", True), "offset": ("float", False)}),
         "layernorm": OpSignature(1, 1, (2, 2), {"eps": ("float", True)}),
         "head_rmsnorm": OpSignature(
             1, 1, (1, 1), {"head_dim": ("dim", True), "eps": ("float", True)}, kernel="rmsnorm"
@@ -376,7 +376,22 @@ GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
             {"theta": ("float", True), **_HEADS, **_ROPE_SCALING},
             {"rope_type": ROPE_TYPES},
         ),
-        "attention": OpSignature(3, 1, (0, 0), {**_HEADS, "causal": ("bool", True)}),
+        "attention": OpSignature(
+            3,
+            1,
+            (0, 0),
+            {
+                **_HEADS,
+                "causal": ("bool", True),
+                # scores q.k / sqrt(scale_dim) (default head_dim), soft-capped by
+                # softcap * tanh(s / softcap), keys limited to the last `window` positions
+                # on the layers `window_pattern` selects (docs/dialects/graph.md)
+                "scale_dim": ("float", False),
+                "softcap": ("float", False),
+                "window": ("int", False),
+                "window_pattern": ("int", False),
+            },
+        ),
         "swiglu": OpSignature(
             2, 1, (0, 0), elementwise=True, doc="``silu(gate) * up``: ``gate, up -> y``."
         ),
@@ -398,6 +413,21 @@ GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
         "matmul": OpSignature(2, 1, (0, 0), _SCHEDULE),
         "fused_matmul_relu": OpSignature(2, 1, (0, 0), _SCHEDULE),
         "softmax": OpSignature(1, 1, (0, 0), elementwise=True, doc="Softmax over the last dim."),
+        "geglu": OpSignature(
+            2,
+            1,
+            (0, 0),
+            elementwise=True,
+            doc="``gelu_tanh(gate) * up`` (GELU with the tanh approximation): ``gate, up -> y``.",
+        ),
+        "softcap": OpSignature(1, 1, (0, 0), {"cap": ("float", True)}, elementwise=True),
+        "mul_scalar": OpSignature(
+            1,
+            1,
+            (0, 0),
+            {"value": ("float", True), "exponent": ("float", False)},
+            elementwise=True,
+        ),
     }
 )
 
@@ -427,6 +457,14 @@ KERNEL_ONLY_OPS: frozenset[str] = frozenset(
         "attention_bwd",
         "clip_coef",
         "zero",
+        # rmsnorm with a gamma offset (its own kernels, so --fuse-add-rmsnorm leaves it alone)
+        "rmsnorm_offset",
+        "rmsnorm_offset_bwd",
+        "geglu_bwd",
+        "softcap_bwd",
+        # attention with a scale, soft-capping or a sliding window (their own kernels)
+        "attention_ext",
+        "attention_ext_bwd",
     }
 )
 #: every ``op`` a registry kernel may implement

@@ -1255,6 +1255,10 @@ class PosEmbedOp(ComputeOp):
 class RMSNormOp(ComputeOp):
     """RMS normalization over the last dim; weights ``[gamma [E]]``; ``eps`` (f64).
 
+    ``y = x * rsqrt(mean(x^2) + eps) * (gamma + offset)``: the optional ``offset``
+    (f64, default 0) is added to every gamma element, in f32, before the product
+    (norms whose checkpoints store ``gamma - 1`` use ``offset = 1.0``).
+
     ``%h = graph.rmsnorm %x {weights = [@"layers.{i}.attn_norm"], eps = 1.0e-05 : f64}
     : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>``
     """
@@ -1262,9 +1266,14 @@ class RMSNormOp(ComputeOp):
     name = "graph.rmsnorm"
 
     eps = prop_def(FloatAttr)
+    offset = opt_prop_def(FloatAttr)
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
         _check_eps(self)
+        if self.offset is not None and not math.isfinite(self.offset.value.data):
+            raise VerifyException(
+                f"graph.rmsnorm: offset = {self.offset.value.data} must be finite"
+            )
         self._same_type("operand and result", self._in_type(0), self._out_type(0))
         last = self._last(self._in_type(0), "operand")
         self._vector_weight(weights[0], last, symbols, "gamma")
@@ -1483,6 +1492,13 @@ class RopeOp(ComputeOp):
 class AttentionOp(ComputeOp):
     """Scaled dot-product attention (MHA or GQA) with the KV cache: ``q, k, v -> o``.
 
+    Optional properties: ``scale_dim`` (f64; scores are ``q.k / sqrt(scale_dim)``,
+    default ``head_dim``), ``softcap`` (f64; scores become ``softcap * tanh(s /
+    softcap)`` before the softmax; 0: none), ``window`` (i64; a query at position p
+    sees the keys ``p - window + 1 .. p`` only; 0: every key) and ``window_pattern``
+    (i64 n; the window applies to the layers i with ``(i + 1) % n != 0``, the others
+    see every key).
+
     ``%o = graph.attention %q, %k, %v heads H kv_heads KV head_dim D {causal}
     : (...) -> !graph.tensor<[T, H*D], f32>``
     """
@@ -1493,10 +1509,29 @@ class AttentionOp(ComputeOp):
     kv_heads = prop_def(DimAttr)
     head_dim = prop_def(DimAttr)
     causal = opt_prop_def(UnitAttr)
+    scale_dim = opt_prop_def(FloatAttr)
+    softcap = opt_prop_def(FloatAttr)
+    window = opt_prop_def(IntegerAttr)
+    window_pattern = opt_prop_def(IntegerAttr)
 
     assembly_format = _compute_format(GRAPH_OPS["attention"].dim_attrs)
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        for name, least in (("scale_dim", "positive"), ("softcap", "0 (none) or positive")):
+            attr = self.properties.get(name)
+            if isinstance(attr, FloatAttr) and not (
+                math.isfinite(attr.value.data)
+                and (attr.value.data > 0 or (name == "softcap" and attr.value.data == 0))
+            ):
+                raise VerifyException(
+                    f"graph.attention: {name} = {attr.value.data} must be {least} and finite"
+                )
+        for name in ("window", "window_pattern"):
+            attr = self.properties.get(name)
+            if isinstance(attr, IntegerAttr) and attr.value.data < 0:
+                raise VerifyException(f"graph.attention: {name} = {attr.value.data} is negative")
+        if self.window_pattern is not None and self.window is None:
+            raise VerifyException("graph.attention: window_pattern without a window")
         self._same_type("q and the result", self._in_type(0), self._out_type(0))
         self._same_type("k and v", self._in_type(1), self._in_type(2))
         _check_heads(self, symbols, self._in_type(0), [self._in_type(1)])
@@ -1543,6 +1578,63 @@ class ReluOp(_Unary):
     name = "graph.relu"
 
     schedule = opt_prop_def(ScheduleAttr)
+
+
+@irdl_op_definition
+class MulScalarOp(_Unary):
+    """Product with a constant: ``y = x * value ** exponent`` (``exponent`` defaults to 1).
+
+    The constant is computed in f64 and rounded to the tensor's dtype once
+    (``value = E, exponent = 0.5`` multiplies by ``sqrt(E)``).
+
+    ``%y = graph.mul_scalar %x {value = 6.4e+01 : f64, exponent = 5.0e-01 : f64}
+    : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>``
+    """
+
+    name = "graph.mul_scalar"
+
+    value = prop_def(FloatAttr)
+    exponent = opt_prop_def(FloatAttr)
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        if mul_scalar_factor(self) is None:
+            ex = "" if self.exponent is None else f" ** {self.exponent.value.data}"
+            raise VerifyException(
+                f"graph.mul_scalar: value = {self.value.value.data}{ex} is not a finite number"
+            )
+        super()._verify_kind(weights, symbols)
+
+
+@irdl_op_definition
+class SoftcapOp(_Unary):
+    """Soft-capping: ``y = cap * tanh(x / cap)``, element-wise (e.g. final logits).
+
+    ``%y = graph.softcap %x {cap = 3.0e+01 : f64} : (!graph.tensor<[T, V], f32>)
+    -> !graph.tensor<[T, V], f32>``
+    """
+
+    name = "graph.softcap"
+
+    cap = prop_def(FloatAttr)
+
+    def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
+        cap = self.cap.value.data
+        if not (math.isfinite(cap) and cap > 0):
+            raise VerifyException(f"graph.softcap: cap = {cap} must be positive and finite")
+        super()._verify_kind(weights, symbols)
+
+
+def mul_scalar_factor(op: MulScalarOp) -> float | None:
+    """``value ** exponent`` of a ``graph.mul_scalar``, or None when it is not finite/real."""
+    value = float(op.value.value.data)
+    exponent = 1.0 if op.exponent is None else float(op.exponent.value.data)
+    try:
+        factor = value**exponent
+    except (OverflowError, ZeroDivisionError):
+        return None
+    if isinstance(factor, complex) or not math.isfinite(factor):
+        return None
+    return float(factor)
 
 
 @irdl_op_definition
@@ -1632,6 +1724,8 @@ COMPUTE_OPS: dict[str, type[ComputeOp]] = {
     "attention": AttentionOp,
     "gelu": GeluOp,
     "relu": ReluOp,
+    "mul_scalar": MulScalarOp,
+    "softcap": SoftcapOp,
     "lm_head": LMHeadOp,
     "cross_entropy": CrossEntropyOp,
     "matmul": MatmulOp,
@@ -1697,11 +1791,11 @@ def _to_prop(
         return UnitAttr()
     if key in cls.DIM_PROPS:
         return DimAttr.get(value)
-    akind = GRAPH_OPS[cls.kind].attrs.get(key, ("", False))[0] if cls.kind else ""
-    if akind == "int" and isinstance(value, int):
-        return IntegerAttr(value, i64)
-    if isinstance(value, float) or key in ("eps", "theta") or akind == "float":
+    kind = GRAPH_OPS[cls.kind].attrs.get(key, ("",))[0] if cls.kind in GRAPH_OPS else ""
+    if isinstance(value, float) or kind == "float":
         return FloatAttr(float(value), f64)
+    if isinstance(value, int) and kind == "int":
+        return IntegerAttr(value, i64)
     if isinstance(value, str):
         return StringAttr(value)
     raise ValueError(f"{cls.name}: cannot make property '{key}' from {value!r}")

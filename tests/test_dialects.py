@@ -353,7 +353,7 @@ def test_compute_ops_table() -> None:
     assert set(g.COMPUTE_OPS) >= {  # none lost; test_vocab checks the rest against the vocab
         "embed", "pos_embed", "rmsnorm", "layernorm", "linear", "rope", "attention", "swiglu",
         "gelu", "relu", "add", "mul", "lm_head", "cross_entropy", "matmul", "fused_matmul_relu",
-        "softmax",
+        "softmax", "geglu", "mul_scalar", "softcap",
     }  # fmt: skip
     for kind, cls in g.COMPUTE_OPS.items():
         assert cls.kind == kind

@@ -143,6 +143,7 @@ _HF_CLASSES = {
     "llama": "LlamaForCausalLM",
     "mistral": "MistralForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
     "gpt2": "GPT2LMHeadModel",
 }
 
@@ -183,7 +184,7 @@ def _gpt2_shapes(cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
 
 
 def _llama_shapes(arch: str, cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-    """The tensors of a llama, mistral or qwen2 model but ``lm_head``."""
+    """The tensors of a llama, mistral, qwen2 or qwen3 model but ``lm_head``."""
     e, inter = cfg["hidden_size"], cfg["intermediate_size"]
     heads = cfg["num_attention_heads"]
     kv = cfg.get("num_key_value_heads") or heads
@@ -197,6 +198,9 @@ def _llama_shapes(arch: str, cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
             shapes[f"{pre}.self_attn.{proj}.weight"] = (rows, e)
             if qkv_bias:
                 shapes[f"{pre}.self_attn.{proj}.bias"] = (rows,)
+        if arch == "qwen3":  # an RMSNorm of each q and k head
+            for norm in ("q_norm", "k_norm"):
+                shapes[f"{pre}.self_attn.{norm}.weight"] = (d,)
         shapes[f"{pre}.self_attn.o_proj.weight"] = (e, heads * d)
         shapes[f"{pre}.post_attention_layernorm.weight"] = (e,)
         shapes[f"{pre}.mlp.gate_proj.weight"] = (inter, e)

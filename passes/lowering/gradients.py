@@ -48,8 +48,10 @@ from ckir.passes.lowering.kernels import (
     select_kernel,
 )
 from ckir.passes.lowering.op_params import (
+    attention_is_plain,
     elementwise_dims_params,
     logits_params,
+    norm_offset,
     op_params,
     tensor_dims,
 )
@@ -269,14 +271,17 @@ def _pos_embed(b: GradientBuilder, op: g.ComputeOp) -> None:
     b.contribute(x, dy, op)
 
 
-def _norm(kind: str) -> Rule:
+def _norm(kind: str, offset_kind: str | None = None) -> Rule:
     def rule(b: GradientBuilder, op: g.ComputeOp) -> None:
-        """rmsnorm / layernorm: dx from x and gamma; dgamma (and dbeta) added into."""
+        """rmsnorm / layernorm: dx from x and gamma; dgamma (and dbeta) added into.
+
+        A norm with a nonzero gamma ``offset`` uses the ``offset_kind`` kernel."""
         (x,), (y,) = op.operands, op.results
         dx = b.grad_buffer(x, b.scope(op))
         outs: list[Out] = [dx, *(WeightGrad(i) for i in range(len(op.weight_names)))]
         ins = [b.ctx.buffer(x), b.ctx.weight_buffer(op, 0), b.grads[y]]
-        b.emit(op, kind, ins, outs, b.params(op))
+        chosen = offset_kind if offset_kind is not None and norm_offset(op) else kind
+        b.emit(op, chosen, ins, outs, b.params(op))
         b.contribute(x, dx, op)
 
     return rule
@@ -300,7 +305,8 @@ def _attention(b: GradientBuilder, op: g.ComputeOp) -> None:
     scope = b.scope(op)
     dq, dk, dv = (b.grad_buffer(x, scope) for x in (q, k, v))
     ins = [b.ctx.buffer(x) for x in (q, k, v, a)] + [b.grads[a]]
-    b.emit(op, "attention_bwd", ins, [dq, dk, dv], b.params(op))
+    kind = "attention_bwd" if attention_is_plain(op) else "attention_ext_bwd"
+    b.emit(op, kind, ins, [dq, dk, dv], b.params(op))
     for x, d in ((q, dq), (k, dk), (v, dv)):
         b.contribute(x, d, op)
 
@@ -316,15 +322,26 @@ def _unary(kind: str) -> Rule:
     return rule
 
 
-def _swiglu(b: GradientBuilder, op: g.ComputeOp) -> None:
-    """y = silu(gate) * up: dgate, dup from gate, up and dy."""
-    (gate, up), (y,) = op.operands, op.results
-    scope = b.scope(op)
-    dgate, dup = b.grad_buffer(gate, scope), b.grad_buffer(up, scope)
-    ins = [b.ctx.buffer(gate), b.ctx.buffer(up), b.grads[y]]
-    b.emit(op, "swiglu_bwd", ins, [dgate, dup], b.params(op))
-    b.contribute(gate, dgate, op)
-    b.contribute(up, dup, op)
+def _gated(kind: str) -> Rule:
+    def rule(b: GradientBuilder, op: g.ComputeOp) -> None:
+        """y = act(gate) * up (swiglu, geglu): dgate, dup from gate, up and dy."""
+        (gate, up), (y,) = op.operands, op.results
+        scope = b.scope(op)
+        dgate, dup = b.grad_buffer(gate, scope), b.grad_buffer(up, scope)
+        ins = [b.ctx.buffer(gate), b.ctx.buffer(up), b.grads[y]]
+        b.emit(op, kind, ins, [dgate, dup], b.params(op))
+        b.contribute(gate, dgate, op)
+        b.contribute(up, dup, op)
+
+    return rule
+
+
+def _mul_scalar(b: GradientBuilder, op: g.ComputeOp) -> None:
+    """y = x * s: dx = dy * s (the forward kernel itself, on dy)."""
+    (x,), (y,) = op.operands, op.results
+    dx = b.grad_buffer(x, b.scope(op))
+    b.emit(op, "mul_scalar", [b.grads[y]], [dx], b.params(op))
+    b.contribute(x, dx, op)
 
 
 def _add(b: GradientBuilder, op: g.ComputeOp) -> None:
@@ -340,14 +357,17 @@ RULES: Mapping[str, Rule] = {
     "lm_head": _linear,
     "embed": _embed,
     "pos_embed": _pos_embed,
-    "rmsnorm": _norm("rmsnorm_bwd"),
+    "rmsnorm": _norm("rmsnorm_bwd", "rmsnorm_offset_bwd"),
     "layernorm": _norm("layernorm_bwd"),
     "head_rmsnorm": _norm("rmsnorm_bwd"),
     "rope": _rope,
     "attention": _attention,
-    "swiglu": _swiglu,
+    "swiglu": _gated("swiglu_bwd"),
     "gelu": _unary("gelu_bwd"),
     "add": _add,
+    "geglu": _gated("geglu_bwd"),
+    "mul_scalar": _mul_scalar,
+    "softcap": _unary("softcap_bwd"),
 }
 
 

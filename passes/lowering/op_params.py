@@ -112,13 +112,30 @@ def _pos_embed(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, P
 
 
 def _norm(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
-    """rmsnorm / layernorm: T rows of E, and eps."""
+    """rmsnorm / layernorm: T rows of E, and eps (rmsnorm: and its gamma ``offset``, 0 if none)."""
     dims = tensor_dims(op.results[0])
-    return {
+    params: dict[str, ParamValue] = {
         "T": ctx.leading(dims, where=where),
         "E": ctx.dim(dims[-1], where=where),
         "eps": float_attr(op, "eps"),
     }
+    if _attr(op, "offset") is not None:
+        params["offset"] = float_attr(op, "offset")
+    return params
+
+
+def norm_offset(op: g.ComputeOp) -> float:
+    """The gamma ``offset`` of a norm op (0.0 when it has none): its kernels differ by it."""
+    return float_attr(op, "offset") if _attr(op, "offset") is not None else 0.0
+
+
+def _mul_scalar(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
+    """mul_scalar: elementwise, and the factor ``s = value ** exponent``."""
+    assert isinstance(op, g.MulScalarOp)
+    factor = g.mul_scalar_factor(op)
+    if factor is None:
+        raise CkirError(f"{where}: the factor value ** exponent is not a finite number")
+    return {**elementwise_params(ctx, op, where), "s": factor}
 
 
 def _head_norm(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
@@ -161,10 +178,46 @@ def _rope(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamV
     return {**params, "theta": float_attr(op, "theta"), **coeffs.params()}
 
 
+def int_attr(op: Operation, name: str, default: int) -> int:
+    """The integer attribute ``name`` of a graph op (``window``), or ``default`` when absent."""
+    value = getattr(_attr(op, name), "value", None)
+    data = getattr(value, "data", None)
+    return data if isinstance(data, int) else default
+
+
 def _attention(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
-    """attention (and its kv_store): the head layout and the KV row width KVD."""
+    """attention (and its kv_store): the head layout and the KV row width KVD; the score
+    ``scale`` (``scale_dim ** -0.5``, default ``head_dim ** -0.5``), ``softcap`` (0: none)
+    and this layer's ``window`` (0: every key; ``window_pattern`` n leaves it off on the
+    layers i with ``(i + 1) % n == 0``)."""
     params = _heads(ctx, op, where)
-    return {**params, "KVD": int(params["KV"]) * int(params["D"])}
+    scale_dim = float_attr(op, "scale_dim") if _attr(op, "scale_dim") else float(params["D"])
+    window = int_attr(op, "window", 0)
+    pattern = int_attr(op, "window_pattern", 0)
+    _, layer = ctx.scopes.get(op, ("", None))
+    if window and pattern:
+        if layer is None:
+            raise CkirError(f"{where}: window_pattern needs a layer index (use it in graph.body)")
+        if (layer + 1) % pattern == 0:
+            window = 0
+    return {
+        **params,
+        "KVD": int(params["KV"]) * int(params["D"]),
+        "scale": scale_dim**-0.5,
+        "softcap": float_attr(op, "softcap") if _attr(op, "softcap") else 0.0,
+        "window": window,
+    }
+
+
+def attention_is_plain(op: g.ComputeOp) -> bool:
+    """Whether an attention op has none of scale_dim / softcap / window: the plain kernels
+    (``attention``, ``attention_bwd``) serve it; otherwise ``attention_ext``."""
+    return all(_attr(op, a) is None for a in ("scale_dim", "softcap", "window"))
+
+
+def _softcap(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
+    """softcap: elementwise, and ``cap``."""
+    return {**elementwise_params(ctx, op, where), "cap": float_attr(op, "cap")}
 
 
 def _matmul(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
@@ -197,6 +250,8 @@ PARAMS: Mapping[str, ParamsFn] = {
     "matmul": _matmul,
     "fused_matmul_relu": _matmul,
     "cross_entropy": _cross_entropy,
+    "mul_scalar": _mul_scalar,
+    "softcap": _softcap,
 }
 
 

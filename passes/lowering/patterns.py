@@ -34,7 +34,7 @@ from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.passes.lowering.context import LoweringContext
 from ckir.passes.lowering.kernels import ParamValue, kernel_call
-from ckir.passes.lowering.op_params import PARAMS, op_params
+from ckir.passes.lowering.op_params import PARAMS, attention_is_plain, norm_offset, op_params
 from ckir.vocab import GRAPH_OPS
 
 
@@ -118,8 +118,26 @@ class LowerRope(GraphOpLowering):
     inplace = {0: 0, 1: 1}
 
 
+class LowerRMSNorm(GraphOpLowering):
+    """rmsnorm calls an ``rmsnorm_offset`` kernel when it has a nonzero gamma ``offset``
+    (those kernels take it as a param; ``--fuse-add-rmsnorm`` fuses only ``rmsnorm``)."""
+
+    kind = "rmsnorm"
+
+    def lower(self, op: Operation) -> list[Operation]:
+        assert isinstance(op, g.ComputeOp)
+        ctx = self.ctx
+        ins = [ctx.buffer(op.operands[0]), ctx.weight_buffer(op, 0)]
+        outs = [ctx.buffer(op.results[0])]
+        kind = "rmsnorm_offset" if norm_offset(op) else "rmsnorm"
+        return [self.call(op, kind, ins, outs, self.params(op))]
+
+
 class LowerAttention(GraphOpLowering):
     """attention(q, k, v) -> kv_store into the layer's KV cache, then attention over it.
+
+    An attention with ``scale_dim``, ``softcap`` or ``window`` calls the
+    ``attention_ext`` kernels (scale, softcap and this layer's window as params).
 
     Without a KV cache (mode backward: one sequence from position 0) the attention
     call reads k and v themselves (``P = 0``)."""
@@ -136,13 +154,14 @@ class LowerAttention(GraphOpLowering):
         q, k, v = (ctx.buffer(x) for x in op.operands)
         scope, _ = ctx.scopes[op]
         params = self.params(op)
+        kind = "attention" if attention_is_plain(op) else "attention_ext"
         if not ctx.keeps_cache:
-            return [self.call(op, "attention", [q, k, v], [ctx.buffer(op.results[0])], params)]
+            return [self.call(op, kind, [q, k, v], [ctx.buffer(op.results[0])], params)]
         # v before k: each new cache goes in front of the ones made before it
         vc = self._cache(f"kv.{scope}.v", op, 2)
         kc = self._cache(f"kv.{scope}.k", op, 1)
         store = self.call(op, "kv_store", [k, v], [kc, vc], params)
-        attend = self.call(op, "attention", [q, kc, vc], [ctx.buffer(op.results[0])], params)
+        attend = self.call(op, kind, [q, kc, vc], [ctx.buffer(op.results[0])], params)
         return [store, attend]
 
     def _cache(self, name: str, op: Operation, operand: int) -> str:
@@ -186,6 +205,7 @@ _HAND_WRITTEN: tuple[type[GraphOpLowering], ...] = (
     LowerPosEmbed,
     LowerRope,
     LowerAttention,
+    LowerRMSNorm,
 )
 #: one pattern per graph op kind that has kernel parameters (:mod:`op_params`): the
 #: hand-written ones above, and the default one-call pattern for every other kind

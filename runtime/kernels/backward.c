@@ -10,6 +10,8 @@
  *   rmsnorm_bwd_f32            dx (overwritten), dgamma (ADDED INTO)
  *   swiglu_bwd_f32             dgate, dup (overwritten)
  *   gelu_tanh_bwd_f32          dx (overwritten)
+ *   geglu_bwd_f32              dgate, dup (overwritten)
+ *   rmsnorm_offset_bwd_f32     as rmsnorm_bwd_f32, gamma + offset
  *   embed_bwd_f32              dtable[tokens[t]] += dy[t]  (ADDED INTO)
  *
  * Convention: gradients of activations are overwritten; gradients of weights
@@ -264,21 +266,23 @@ void ckir_ref_rmsnorm_bwd_f32(const float *x, const float *gamma, const float *d
 #define RB 64          /* rows per block: their r values live on the stack */
 #define CB (4 * CKV_W) /* dgamma columns per work item */
 
-/* One row: dx, and r returned. */
+/* One row: dx, and r returned; the gamma used is gamma + offset (rmsnorm_offset). */
 static float rmsnorm_bwd_row(const float *x, const float *gamma, const float *dy, float *dx,
-                             int64_t E, float eps) {
+                             int64_t E, float eps, float offset) {
+  const ckv vo = ckv_set1(offset);
   ckv s0 = ckv_zero(), d0 = ckv_zero();
   int64_t e = 0;
   CKV_LOOP(e, E, ln, {
     const ckv xv = ckv_load_n(x + e, ln);
+    const ckv gv = ckv_keep_n(ckv_add(ckv_load_n(gamma + e, ln), vo), ln);
     s0 = ckv_fma(xv, xv, s0);
-    d0 = ckv_fma(ckv_mul(ckv_load_n(gamma + e, ln), ckv_load_n(dy + e, ln)), xv, d0);
+    d0 = ckv_fma(ckv_mul(gv, ckv_load_n(dy + e, ln)), xv, d0);
   });
   const float r = 1.0f / sqrtf(ckv_reduce_add(s0) / (float)E + eps);
   const ckv vr = ckv_set1(r), vc = ckv_set1(ckv_reduce_add(d0) * r * r * r / (float)E);
   e = 0;
   CKV_LOOP(e, E, ln, {
-    const ckv gd = ckv_mul(ckv_load_n(gamma + e, ln), ckv_load_n(dy + e, ln));
+    const ckv gd = ckv_mul(ckv_add(ckv_load_n(gamma + e, ln), vo), ckv_load_n(dy + e, ln));
     ckv_store_n(dx + e, ln, ckv_fnma(vc, ckv_load_n(x + e, ln), ckv_mul(vr, gd)));
   });
   return r;
@@ -287,8 +291,8 @@ static float rmsnorm_bwd_row(const float *x, const float *gamma, const float *dy
 /* Rows go in blocks of RB: the threads first split the block's rows (dx, r),
  * then its dgamma columns, each column summing the block's rows in order, so
  * dgamma is race-free and independent of the thread count. */
-void ckir_rmsnorm_bwd_f32(const float *x, const float *gamma, const float *dy, float *dx,
-                          float *dgamma, int64_t T, int64_t E, float eps) {
+static void rmsnorm_bwd(const float *x, const float *gamma, const float *dy, float *dx,
+                        float *dgamma, int64_t T, int64_t E, float eps, float offset) {
   float r[RB];
   const int64_t ncb = (E + CB - 1) / CB;
 #pragma omp parallel if (T * E >= CKIR_PAR_MIN_WORK)
@@ -297,7 +301,7 @@ void ckir_rmsnorm_bwd_f32(const float *x, const float *gamma, const float *dy, f
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < nb; i++) {
       const int64_t t = t0 + i;
-      r[i] = rmsnorm_bwd_row(x + t * E, gamma, dy + t * E, dx + t * E, E, eps);
+      r[i] = rmsnorm_bwd_row(x + t * E, gamma, dy + t * E, dx + t * E, E, eps, offset);
     }
 #pragma omp for schedule(static)
     for (int64_t cb = 0; cb < ncb; cb++) {
@@ -314,6 +318,36 @@ void ckir_rmsnorm_bwd_f32(const float *x, const float *gamma, const float *dy, f
       });
     }
   }
+}
+
+void ckir_rmsnorm_bwd_f32(const float *x, const float *gamma, const float *dy, float *dx,
+                          float *dgamma, int64_t T, int64_t E, float eps) {
+  rmsnorm_bwd(x, gamma, dy, dx, dgamma, T, E, eps, 0.0f);
+}
+
+/* y = x r (gamma + offset): as rmsnorm_bwd_f32 with gamma + offset in dx; dgamma unchanged. */
+void ckir_ref_rmsnorm_offset_bwd_f32(const float *x, const float *gamma, const float *dy,
+                                     float *dx, float *dgamma, int64_t T, int64_t E, float eps,
+                                     float offset) {
+  for (int64_t t = 0; t < T; t++) {
+    const float *xr = x + t * E, *dr = dy + t * E;
+    double ss = 0.0, dot = 0.0;
+    for (int64_t e = 0; e < E; e++) {
+      ss += (double)xr[e] * xr[e];
+      dot += (double)(gamma[e] + offset) * dr[e] * xr[e];
+    }
+    const double r = 1.0 / sqrt(ss / (double)E + (double)eps);
+    const double c = dot * r * r * r / (double)E;
+    for (int64_t e = 0; e < E; e++) {
+      dx[t * E + e] = (float)(r * (gamma[e] + offset) * dr[e] - c * xr[e]);
+      dgamma[e] += (float)((double)dr[e] * xr[e] * r);
+    }
+  }
+}
+
+void ckir_rmsnorm_offset_bwd_f32(const float *x, const float *gamma, const float *dy, float *dx,
+                                 float *dgamma, int64_t T, int64_t E, float eps, float offset) {
+  rmsnorm_bwd(x, gamma, dy, dx, dgamma, T, E, eps, offset);
 }
 
 /* ======================================================================
@@ -348,14 +382,23 @@ static void swiglu_bwd_span(const float *gate, const float *up, const float *dy,
   });
 }
 
-void ckir_swiglu_bwd_f32(const float *gate, const float *up, const float *dy, float *dgate,
-                         float *dup, int64_t n) {
+/* the gated backward spans (swiglu, geglu): chunks of BW_CHUNK, threaded when large */
+typedef void (*bw_gated_span)(const float *gate, const float *up, const float *dy, float *dgate,
+                              float *dup, int64_t n);
+
+static void bw_gated_run(bw_gated_span span, const float *gate, const float *up, const float *dy,
+                         float *dgate, float *dup, int64_t n) {
   const int64_t nc = (n + BW_CHUNK - 1) / BW_CHUNK;
 #pragma omp parallel for schedule(static) if (n >= 4 * BW_CHUNK)
   for (int64_t c = 0; c < nc; c++) {
     const int64_t s = c * BW_CHUNK;
-    swiglu_bwd_span(gate + s, up + s, dy + s, dgate + s, dup + s, CKIR_MIN(BW_CHUNK, n - s));
+    span(gate + s, up + s, dy + s, dgate + s, dup + s, CKIR_MIN(BW_CHUNK, n - s));
   }
+}
+
+void ckir_swiglu_bwd_f32(const float *gate, const float *up, const float *dy, float *dgate,
+                         float *dup, int64_t n) {
+  bw_gated_run(swiglu_bwd_span, gate, up, dy, dgate, dup, n);
 }
 
 /* y = 0.5 x (1 + tanh(u)), u = k (x + c x^3), k = sqrt(2/pi):
@@ -371,18 +414,26 @@ void ckir_ref_gelu_tanh_bwd_f32(const float *x, const float *dy, float *dx, int6
   }
 }
 
-static void gelu_bwd_span(const float *x, const float *dy, float *dx, int64_t n) {
+/* gelu_tanh'(v) = p + t p (1 - p); *p_out = p = sigmoid(2u), so gelu_tanh(v) = v p. */
+CKIR_INLINE ckv gelu_tanh_grad_v(ckv v, ckv *p_out) {
   const ckv one = ckv_set1(1.0f), c = ckv_set1((float)GELU_C), c3 = ckv_set1((float)(3 * GELU_C));
   const ckv km2 = ckv_set1((float)(-2.0 * SQRT_2_OVER_PI));
   const ckv k2 = ckv_set1((float)(2.0 * SQRT_2_OVER_PI));
+  const ckv v2 = ckv_mul(v, v);
+  const ckv inner = ckv_mul(v, ckv_fma(c, v2, one)); /* x + c x^3 */
+  const ckv p = ckv_div(one, ckv_add(one, ckv_exp(ckv_mul(km2, inner))));
+  const ckv q = ckv_mul(p, ckv_sub(one, p));
+  const ckv t = ckv_mul(ckv_mul(k2, v), ckv_fma(c3, v2, one));
+  *p_out = p;
+  return ckv_fma(t, q, p);
+}
+
+static void gelu_bwd_span(const float *x, const float *dy, float *dx, int64_t n) {
   int64_t i = 0;
   CKV_LOOP(i, n, ln, {
-    const ckv v = ckv_load_n(x + i, ln), v2 = ckv_mul(v, v);
-    const ckv inner = ckv_mul(v, ckv_fma(c, v2, one)); /* x + c x^3 */
-    const ckv p = ckv_div(one, ckv_add(one, ckv_exp(ckv_mul(km2, inner))));
-    const ckv q = ckv_mul(p, ckv_sub(one, p));
-    const ckv t = ckv_mul(ckv_mul(k2, v), ckv_fma(c3, v2, one));
-    ckv_store_n(dx + i, ln, ckv_mul(ckv_load_n(dy + i, ln), ckv_fma(t, q, p)));
+    ckv p;
+    const ckv d = gelu_tanh_grad_v(ckv_load_n(x + i, ln), &p);
+    ckv_store_n(dx + i, ln, ckv_mul(ckv_load_n(dy + i, ln), d));
   });
 }
 
@@ -392,6 +443,62 @@ void ckir_gelu_tanh_bwd_f32(const float *x, const float *dy, float *dx, int64_t 
   for (int64_t c = 0; c < nc; c++) {
     const int64_t s = c * BW_CHUNK;
     gelu_bwd_span(x + s, dy + s, dx + s, CKIR_MIN(BW_CHUNK, n - s));
+  }
+}
+
+/* out = gelu_tanh(gate) up:  dup = dy gelu_tanh(gate),  dgate = dy up gelu_tanh'(gate) */
+void ckir_ref_geglu_bwd_f32(const float *gate, const float *up, const float *dy, float *dgate,
+                            float *dup, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    const double v = gate[i], u = SQRT_2_OVER_PI * (v + GELU_C * v * v * v), th = tanh(u);
+    const double d = 0.5 * (1.0 + th) +
+                     0.5 * v * (1.0 - th * th) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_C * v * v);
+    const double g = dy[i], uv = up[i];
+    dup[i] = (float)(g * 0.5 * v * (1.0 + th));
+    dgate[i] = (float)(g * uv * d);
+  }
+}
+
+static void geglu_bwd_span(const float *gate, const float *up, const float *dy, float *dgate,
+                           float *dup, int64_t n) {
+  int64_t i = 0;
+  CKV_LOOP(i, n, ln, {
+    const ckv v = ckv_load_n(gate + i, ln), d = ckv_load_n(dy + i, ln);
+    const ckv u = ckv_load_n(up + i, ln); /* read before dup may overwrite it */
+    ckv p;
+    const ckv dg = gelu_tanh_grad_v(v, &p);
+    ckv_store_n(dup + i, ln, ckv_mul(d, ckv_mul(v, p)));
+    ckv_store_n(dgate + i, ln, ckv_mul(ckv_mul(d, u), dg));
+  });
+}
+
+void ckir_geglu_bwd_f32(const float *gate, const float *up, const float *dy, float *dgate,
+                        float *dup, int64_t n) {
+  bw_gated_run(geglu_bwd_span, gate, up, dy, dgate, dup, n);
+}
+
+/* y = cap tanh(x / cap):  dx = dy (1 - tanh^2(x / cap)) */
+void ckir_ref_softcap_bwd_f32(const float *x, const float *dy, float *dx, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; i++) {
+    const double t = tanh((double)x[i] / cap);
+    dx[i] = (float)(dy[i] * (1.0 - t * t));
+  }
+}
+
+void ckir_softcap_bwd_f32(const float *x, const float *dy, float *dx, int64_t n, float cap) {
+  const ckv one = ckv_set1(1.0f), two = ckv_set1(2.0f), vi = ckv_set1(2.0f / cap);
+  const int64_t nc = (n + BW_CHUNK - 1) / BW_CHUNK;
+#pragma omp parallel for schedule(static) if (n >= 4 * BW_CHUNK)
+  for (int64_t c = 0; c < nc; c++) {
+    const int64_t s = c * BW_CHUNK, e = CKIR_MIN(BW_CHUNK, n - s);
+    int64_t i = 0;
+    CKV_LOOP(i, e, ln, {
+      /* 1 - tanh^2(u) = 4 / (2 + z + 1/z), z = exp(2u): 0, not NaN, where z is 0 or inf */
+      const ckv z = ckv_exp(ckv_mul(ckv_load_n(x + s + i, ln), vi));
+      const ckv den = ckv_add(ckv_add(two, z), ckv_div(one, z));
+      const ckv d = ckv_div(ckv_mul(two, two), den);
+      ckv_store_n(dx + s + i, ln, ckv_mul(ckv_load_n(dy + s + i, ln), d));
+    });
   }
 }
 

@@ -1,4 +1,5 @@
-/* ckir runtime: RMSNorm (HF Llama) and LayerNorm (torch.nn.LayerNorm).
+/* ckir runtime: RMSNorm (HF Llama; rmsnorm_offset: gamma + offset) and LayerNorm
+ * (torch.nn.LayerNorm).
  * Rows are independent; OpenMP splits rows when T*E is large.  Sums are
  * accumulated in fp32 vector lanes (several partial sums) on the fast path,
  * in double in the reference twins. */
@@ -15,6 +16,18 @@ void ckir_ref_rmsnorm_f32(const float *x, const float *gamma, float *out, int64_
     for (int64_t e = 0; e < E; e++) ss += (double)xr[e] * xr[e];
     float r = 1.0f / sqrtf((float)(ss / (double)E) + eps);
     for (int64_t e = 0; e < E; e++) out[t * E + e] = (xr[e] * r) * gamma[e];
+  }
+}
+
+/* RMSNorm with gamma + offset (in f32, before the product) */
+void ckir_ref_rmsnorm_offset_f32(const float *x, const float *gamma, float *out, int64_t T,
+                                 int64_t E, float eps, float offset) {
+  for (int64_t t = 0; t < T; t++) {
+    const float *xr = x + t * E;
+    double ss = 0.0;
+    for (int64_t e = 0; e < E; e++) ss += (double)xr[e] * xr[e];
+    float r = 1.0f / sqrtf((float)(ss / (double)E) + eps);
+    for (int64_t e = 0; e < E; e++) out[t * E + e] = (xr[e] * r) * (gamma[e] + offset);
   }
 }
 
@@ -63,6 +76,21 @@ void ckir_rmsnorm_f32(const float *x, const float *gamma, float *out, int64_t T,
   CKIR_FOR_STATIC(T * E >= CKIR_PAR_MIN_WORK && T > 1, t, T, {
     const float ms = ckir_row_sumsq(x + t * E, NULL, NULL, E) / (float)E;
     ckir_row_scale(x + t * E, gamma, NULL, out + t * E, E, 0.0f, 1.0f / sqrtf(ms + eps));
+  });
+}
+
+void ckir_rmsnorm_offset_f32(const float *x, const float *gamma, float *out, int64_t T, int64_t E,
+                             float eps, float offset) {
+  const ckv vo = ckv_set1(offset);
+  CKIR_FOR_STATIC(T * E >= CKIR_PAR_MIN_WORK && T > 1, t, T, {
+    const float *xr = x + t * E;
+    float *yr = out + t * E;
+    const ckv vr = ckv_set1(1.0f / sqrtf(ckir_row_sumsq(xr, NULL, NULL, E) / (float)E + eps));
+    int64_t e = 0;
+    CKV_LOOP(e, E, ln, {
+      const ckv g = ckv_add(ckv_load_n(gamma + e, ln), vo);
+      ckv_store_n(yr + e, ln, ckv_mul(ckv_mul(ckv_load_n(xr + e, ln), vr), g));
+    });
   });
 }
 
