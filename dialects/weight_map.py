@@ -100,8 +100,10 @@ class WeightMap:
             raise VerifyException(f"{where}: has no source (hf, gguf or tied_to)")
         if self.hf is None and self.transpose:
             raise VerifyException(f"{where}: transpose needs an hf source")
-        if self.hf is None and self.gguf is None and (
-            self.hf_shape is not None or self.slice is not None
+        if (
+            self.hf is None
+            and self.gguf is None
+            and (self.hf_shape is not None or self.slice is not None)
         ):
             raise VerifyException(f"{where}: a tensor shape and slice need an hf or gguf source")
         if self.hf is not None and ("{i}" in self.hf) != per_layer:

@@ -467,9 +467,7 @@ def test_template_override(llama_f32: Path, tmp_path: Path) -> None:
 
 
 def test_unmapped_tensor_is_an_error(hf_llama: Path, tmp_path: Path) -> None:
-    extra = {
-        f"blk.{i}.extra.weight": (np.ones((4, 32), np.float32), "F32") for i in range(2)
-    }
+    extra = {f"blk.{i}.extra.weight": (np.ones((4, 32), np.float32), "F32") for i in range(2)}
     path = gguf_from_hf(hf_llama, tmp_path / "extra.gguf", extra=extra)
     with pytest.raises(CkirError) as err:
         import_gguf(path)

@@ -85,6 +85,23 @@ CONFIGS: dict[str, tuple[str, dict]] = {
             },
         ),
     ),
+    "qwen3_yarn": (  # per-head q/k norms before the scaled rotation
+        "qwen3",
+        dict(
+            hidden_size=36,
+            num_attention_heads=3,
+            num_key_value_heads=1,
+            head_dim=14,
+            intermediate_size=47,
+            vocab_size=131,
+            rope_parameters={
+                "rope_type": "yarn",
+                "rope_theta": 1000000.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 16,
+            },
+        ),
+    ),
     "qwen2_llama3": (
         "qwen2",
         dict(
