@@ -366,7 +366,11 @@ GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
         "rmsnorm": OpSignature(1, 1, (1, 1), {"eps": ("float", True), "offset": ("float", False)}),
         "layernorm": OpSignature(1, 1, (2, 2), {"eps": ("float", True)}),
         "head_rmsnorm": OpSignature(
-            1, 1, (1, 1), {"head_dim": ("dim", True), "eps": ("float", True)}, kernel="rmsnorm"
+            1,
+            1,
+            (1, 1),
+            {"head_dim": ("dim", True), "eps": ("float", True), "offset": ("float", False)},
+            kernel="rmsnorm",
         ),
         "linear": OpSignature(1, 1, (1, 2)),
         "rope": OpSignature(

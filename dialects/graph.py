@@ -1251,6 +1251,13 @@ class PosEmbedOp(ComputeOp):
         self._weight_dim(weights[0], 1, last, "the operand's last dim", symbols)
 
 
+def _check_offset(op: ComputeOp) -> None:
+    """A norm's optional gamma ``offset`` must be finite."""
+    offset = op.properties.get("offset")
+    if isinstance(offset, FloatAttr) and not math.isfinite(offset.value.data):
+        raise VerifyException(f"{op.name}: offset = {offset.value.data} must be finite")
+
+
 @irdl_op_definition
 class RMSNormOp(ComputeOp):
     """RMS normalization over the last dim; weights ``[gamma [E]]``; ``eps`` (f64).
@@ -1270,10 +1277,7 @@ class RMSNormOp(ComputeOp):
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
         _check_eps(self)
-        if self.offset is not None and not math.isfinite(self.offset.value.data):
-            raise VerifyException(
-                f"graph.rmsnorm: offset = {self.offset.value.data} must be finite"
-            )
+        _check_offset(self)
         self._same_type("operand and result", self._in_type(0), self._out_type(0))
         last = self._last(self._in_type(0), "operand")
         self._vector_weight(weights[0], last, symbols, "gamma")
@@ -1302,7 +1306,9 @@ class LayerNormOp(ComputeOp):
 @irdl_op_definition
 class HeadRMSNormOp(ComputeOp):
     """RMS normalization of each head: every ``head_dim`` values of a row are normalized
-    on their own and scaled by one shared ``gamma [head_dim]``; ``eps`` (f64).
+    on their own and scaled by one shared ``gamma [head_dim]``; ``eps`` (f64).  The
+    optional ``offset`` (f64, default 0) is added to gamma in f32, as rmsnorm's
+    (``(1 + w)`` norms: ``offset = 1.0``).
 
     ``%qn = graph.head_rmsnorm %q head_dim D {weights = [@"layers.{i}.attn.q_norm"],
     eps = 1.0e-06 : f64} : (!graph.tensor<[T, H*D], f32>) -> !graph.tensor<[T, H*D], f32>``
@@ -1312,11 +1318,13 @@ class HeadRMSNormOp(ComputeOp):
 
     head_dim = prop_def(DimAttr)
     eps = prop_def(FloatAttr)
+    offset = opt_prop_def(FloatAttr)
 
     assembly_format = _compute_format(GRAPH_OPS["head_rmsnorm"].dim_attrs)
 
     def _verify_kind(self, weights: list[WeightOp | None], symbols: Mapping[str, int]) -> None:
         _check_eps(self)
+        _check_offset(self)
         self._same_type("operand and result", self._in_type(0), self._out_type(0))
         last = self._last(self._in_type(0), "operand")
         d_text = self.head_dim.text

@@ -359,7 +359,7 @@ RULES: Mapping[str, Rule] = {
     "pos_embed": _pos_embed,
     "rmsnorm": _norm("rmsnorm_bwd", "rmsnorm_offset_bwd"),
     "layernorm": _norm("layernorm_bwd"),
-    "head_rmsnorm": _norm("rmsnorm_bwd"),
+    "head_rmsnorm": _norm("rmsnorm_bwd", "rmsnorm_offset_bwd"),
     "rope": _rope,
     "attention": _attention,
     "swiglu": _gated("swiglu_bwd"),

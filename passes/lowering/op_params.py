@@ -139,15 +139,19 @@ def _mul_scalar(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, 
 
 
 def _head_norm(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
-    """head_rmsnorm, a row norm over heads: T*heads rows of head_dim (heads = width / head_dim)."""
+    """head_rmsnorm, a row norm over heads: T*heads rows of head_dim (heads = width / head_dim),
+    and its gamma ``offset`` when it has one."""
     dims = tensor_dims(op.results[0])
     d = dim_attr(ctx, op, "head_dim", where)
     heads = ctx.dim(dims[-1], where=where) // d
-    return {
+    params: dict[str, ParamValue] = {
         "T": ctx.runtime_count([*dims[:-1], str(heads)], where=where),
         "E": d,
         "eps": float_attr(op, "eps"),
     }
+    if _attr(op, "offset") is not None:
+        params["offset"] = float_attr(op, "offset")
+    return params
 
 
 def _linear(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:

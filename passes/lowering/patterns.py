@@ -133,6 +133,13 @@ class LowerRMSNorm(GraphOpLowering):
         return [self.call(op, kind, ins, outs, self.params(op))]
 
 
+class LowerHeadRMSNorm(LowerRMSNorm):
+    """head_rmsnorm: the row norm's kernels over T*heads rows, ``rmsnorm_offset`` ones
+    when it has a nonzero gamma ``offset``."""
+
+    kind = "head_rmsnorm"
+
+
 class LowerAttention(GraphOpLowering):
     """attention(q, k, v) -> kv_store into the layer's KV cache, then attention over it.
 
@@ -206,6 +213,7 @@ _HAND_WRITTEN: tuple[type[GraphOpLowering], ...] = (
     LowerRope,
     LowerAttention,
     LowerRMSNorm,
+    LowerHeadRMSNorm,
 )
 #: one pattern per graph op kind that has kernel parameters (:mod:`op_params`): the
 #: hand-written ones above, and the default one-call pattern for every other kind

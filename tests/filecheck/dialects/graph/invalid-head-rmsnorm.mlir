@@ -51,3 +51,16 @@ graph.model @m arch "test" symbols {E = 8, D = 4, L = 1, V = 8} {
     graph.yield %y : !graph.tensor<[T, E], f32>
   }
 }
+
+// -----
+
+// a gamma offset must be finite
+// CHECK: graph.head_rmsnorm: offset = inf must be finite
+graph.model @m arch "test" symbols {E = 8, D = 4, L = 1, V = 8} {
+  graph.weight @g : [D] f32 hf "g"
+  graph.header {
+    %x = graph.input "x" : !graph.tensor<[T, E], f32>
+    %y = graph.head_rmsnorm %x head_dim D {weights = [@g], eps = 1.0e-06 : f64, offset = 0x7FF0000000000000 : f64} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, E], f32>
+    graph.yield %y : !graph.tensor<[T, E], f32>
+  }
+}
