@@ -377,7 +377,14 @@ GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
             2,
             2,
             (0, 0),
-            {"theta": ("float", True), **_HEADS, **_ROPE_SCALING},
+            {
+                "theta": ("float", True),
+                **_HEADS,
+                **_ROPE_SCALING,
+                # layers i with (i + 1) % local_pattern != 0 rotate by local_theta, unscaled
+                "local_theta": ("float", False),
+                "local_pattern": ("int", False),
+            },
             {"rope_type": ROPE_TYPES},
         ),
         "attention": OpSignature(

@@ -1377,7 +1377,7 @@ ROPE_SCALING_ATTRS: tuple[str, ...] = tuple(
     a
     for a in GRAPH_OPS["rope"].attrs
     if a not in ("theta", "heads", "kv_heads", "head_dim")
-    and a not in ("rope_type", "partial_rotary_factor")
+    and a not in ("rope_type", "partial_rotary_factor", "local_theta", "local_pattern")
 )
 
 
@@ -1408,6 +1408,10 @@ class RopeOp(ComputeOp):
     (default 32), ``beta_slow`` (1), ``attention_factor``, ``mscale``,
     ``mscale_all_dim`` and ``truncate``.  ``partial_rotary_factor`` (0 < f <= 1)
     rotates only the first ``int(head_dim * f)`` dims of each head.
+
+    Local layers: with ``local_theta`` (f64) and ``local_pattern`` (i64 n >= 1), the
+    layers i with ``(i + 1) % n != 0`` (attention's ``window_pattern`` layers) rotate by
+    ``local_theta`` with no frequency scaling; the others by ``theta`` as scaled.
     """
 
     name = "graph.rope"
@@ -1428,6 +1432,8 @@ class RopeOp(ComputeOp):
     mscale_all_dim = opt_prop_def(FloatAttr)
     truncate = opt_prop_def(UnitAttr)
     partial_rotary_factor = opt_prop_def(FloatAttr)
+    local_theta = opt_prop_def(FloatAttr)
+    local_pattern = opt_prop_def(IntegerAttr)
 
     assembly_format = _compute_format(GRAPH_OPS["rope"].dim_attrs)
 
@@ -1443,6 +1449,18 @@ class RopeOp(ComputeOp):
         self._same_type("k and its result", self._in_type(1), self._out_type(1))
         _check_heads(self, symbols, self._in_type(0), [self._in_type(1)])
         self._verify_scaling(symbols)
+        self._verify_local()
+
+    def _verify_local(self) -> None:
+        if (self.local_theta is None) != (self.local_pattern is None):
+            raise VerifyException("graph.rope: local_theta and local_pattern go together")
+        local = self._float("local_theta")
+        if local is not None and not (math.isfinite(local) and local > 0):
+            raise VerifyException(f"graph.rope: local_theta = {local} must be positive")
+        if self.local_pattern is not None and self.local_pattern.value.data < 1:
+            raise VerifyException(
+                f"graph.rope: local_pattern = {self.local_pattern.value.data} must be at least 1"
+            )
 
     def _verify_scaling(self, symbols: Mapping[str, int]) -> None:
         kind = self.rope_type.data if self.rope_type is not None else "default"

@@ -30,7 +30,7 @@ from ckir.dialects.dims import DimAttr
 from ckir.errors import CkirError
 from ckir.passes.lowering.context import LoweringContext
 from ckir.passes.lowering.kernels import ParamValue
-from ckir.passes.lowering.rope_scaling import rope_coefficients
+from ckir.passes.lowering.rope_scaling import RopeCoefficients, rope_coefficients
 from ckir.vocab import GRAPH_OPS
 
 #: ``(ctx, op, where) -> params``; ``where`` names the op in error messages
@@ -176,10 +176,28 @@ def _heads(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, Param
 
 
 def _rope(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
-    """rope: the head layout, theta and the scaling coefficients (:mod:`.rope_scaling`)."""
+    """rope: the head layout, theta and the scaling coefficients (:mod:`.rope_scaling`);
+    on the local layers of ``local_pattern``, ``local_theta`` and no scaling."""
     params = _heads(ctx, op, where)
     coeffs = rope_coefficients(op, int(params["D"]), where)
-    return {**params, "theta": float_attr(op, "theta"), **coeffs.params()}
+    theta = float_attr(op, "theta")
+    if _on_pattern_layer(ctx, op, int_attr(op, "local_pattern", 0), "local_pattern", where):
+        theta = float_attr(op, "local_theta")
+        coeffs = RopeCoefficients(coeffs.R)
+    return {**params, "theta": theta, **coeffs.params()}
+
+
+def _on_pattern_layer(
+    ctx: LoweringContext, op: g.ComputeOp, pattern: int, attr: str, where: str
+) -> bool:
+    """Whether ``op``'s layer i is one that a layer pattern n selects: ``(i + 1) % n != 0``
+    (False when there is no pattern, ``pattern == 0``)."""
+    if not pattern:
+        return False
+    _, layer = ctx.scopes.get(op, ("", None))
+    if layer is None:
+        raise CkirError(f"{where}: {attr} needs a layer index (use it in graph.body)")
+    return (layer + 1) % pattern != 0
 
 
 def int_attr(op: Operation, name: str, default: int) -> int:
@@ -198,12 +216,8 @@ def _attention(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, P
     scale_dim = float_attr(op, "scale_dim") if _attr(op, "scale_dim") else float(params["D"])
     window = int_attr(op, "window", 0)
     pattern = int_attr(op, "window_pattern", 0)
-    _, layer = ctx.scopes.get(op, ("", None))
-    if window and pattern:
-        if layer is None:
-            raise CkirError(f"{where}: window_pattern needs a layer index (use it in graph.body)")
-        if (layer + 1) % pattern == 0:
-            window = 0
+    if window and pattern and not _on_pattern_layer(ctx, op, pattern, "window_pattern", where):
+        window = 0
     return {
         **params,
         "KVD": int(params["KV"]) * int(params["D"]),
