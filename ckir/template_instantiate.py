@@ -51,6 +51,18 @@ def config_lookup(config: Mapping[str, Any], key: str) -> Any:
     return node
 
 
+def list_period(items: list[Any], entry: str) -> int | None:
+    """The period n of ``entry`` in a list of strings: ``entry`` sits exactly at the
+    positions i with ``(i + 1) % n == 0`` (``len + 1`` when it is absent); None when no
+    n fits or an item is not a string."""
+    if not all(isinstance(x, str) for x in items):
+        return None
+    for n in range(1, len(items) + 2):
+        if all((x == entry) == ((i + 1) % n == 0) for i, x in enumerate(items)):
+            return n
+    return None
+
+
 def bind(
     template: Template,
     config: Mapping[str, Any],
@@ -105,6 +117,15 @@ def bind(
         found = [(k, v) for k, v in found if v is not None]
         if found:
             key, raw = found[0]
+            if p.period_of is not None and isinstance(raw, list):
+                period = list_period(raw, p.period_of)
+                if period is None:
+                    raise CkirError(
+                        f"{config_name}: key '{key}' does not have '{p.period_of}' exactly "
+                        f"at every n-th entry (positions i with (i + 1) % n == 0); "
+                        f"{tpl} supports only that pattern (param {p.name})"
+                    )
+                raw = period
             try:
                 v = coerce(raw, p.type)
             except (TemplateError, DimError) as e:

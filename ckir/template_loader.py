@@ -384,7 +384,7 @@ class _Loader:
             if isinstance(spec, str):
                 spec = {"key": spec}
             spec = self.mapping(spec, where)
-            self.keys(spec, ("key", "type", "default", "value", "choices"), where)
+            self.keys(spec, ("key", "type", "default", "value", "choices", "period_of"), where)
             typ = spec.get("type", "float")
             if typ not in PARAM_TYPES:
                 raise self.err(
@@ -409,7 +409,12 @@ class _Loader:
                 for v, k in ((default, "default"), (value, "value")):
                     if v is not None and v not in choices:
                         raise self.err(f"{where}.{k}", f"{v!r} is not one of the choices")
-            out.append(ParamDef(name, typ, keys, default, value, choices))
+            period_of = spec.get("period_of")
+            if period_of is not None and (typ != "int" or not isinstance(period_of, str)):
+                raise self.err(
+                    f"{where}.period_of", "needs type int and a string (the list entry)"
+                )
+            out.append(ParamDef(name, typ, keys, default, value, choices, period_of))
             self.names[name] = typ
         return tuple(out)
 

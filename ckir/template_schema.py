@@ -58,6 +58,9 @@ class ParamDef:
     default: Any  # None means "required"
     value: Any  # a constant (no keys)
     choices: tuple[Any, ...] | None
+    #: an int param read from a list of strings: the period n of this entry (it must
+    #: sit exactly at the positions i with (i + 1) % n == 0); None: a plain scalar
+    period_of: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,222 @@
+"""templates/gemma3.yaml (Gemma 3 text, transformers' Gemma3ForCausalLM) against transformers.
+
+Tiny random configs with odd sizes (head_dim not E/H, GQA and MQA, prime
+vocabularies), every parameter drawn at random (the (1 + w) norms and the
+per-head q/k norms included).  Sliding windows shorter than the prompts, so the
+local/global layer pattern matters, and local and global RoPE bases that differ
+(global linear scaling on one config).  Oracles as tests/test_gemma.py: prefill and
+decode logits within 1e-4 of the largest |logit|, every weight's gradient within
+1e-4 of the largest entry of PyTorch's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from test_gemma import assert_close, hf_model  # noqa: E402
+from test_training import hf_loss, to_ckir_layout  # noqa: E402
+
+import ckir  # noqa: E402
+from ckir.errors import CkirError  # noqa: E402
+
+MAX_CONTEXT = 48
+GRAD_TOL = 1e-4
+
+#: key -> Gemma3TextConfig kwargs
+CONFIGS: dict[str, dict[str, Any]] = {
+    # 4 layers, pattern 3: layers 0, 1, 3 slide (local base), layer 2 is global (scaled)
+    "gemma3_gqa_scaled": dict(
+        hidden_size=40,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=12,
+        intermediate_size=67,
+        vocab_size=193,
+        num_hidden_layers=4,
+        sliding_window_pattern=3,
+        sliding_window=5,
+        query_pre_attn_scalar=20,
+        rope_theta=1000.0,
+        rope_local_base_freq=37.0,
+        rope_scaling={"rope_type": "linear", "factor": 8.0},
+        attn_logit_softcapping=4.0,
+        final_logit_softcapping=3.0,
+    ),
+    # 7 layers given as layer_types (pattern 2), MQA, untied, biased, no soft-capping
+    "gemma3_mqa_untied_bias": dict(
+        hidden_size=30,
+        num_attention_heads=3,
+        num_key_value_heads=1,
+        head_dim=14,
+        intermediate_size=41,
+        vocab_size=151,
+        num_hidden_layers=7,
+        layer_types=["sliding_attention", "full_attention"] * 3 + ["sliding_attention"],
+        sliding_window=6,
+        query_pre_attn_scalar=7,
+        rope_theta=500.0,
+        rope_local_base_freq=50.0,
+        tie_word_embeddings=False,
+        attention_bias=True,
+        rms_norm_eps=1e-5,
+    ),
+}
+
+
+def make_tiny(key: str, out: Path, seed: int = 7) -> Path:
+    """A random-weight Gemma3ForCausalLM of ``CONFIGS[key]``, every parameter drawn at random."""
+    torch.manual_seed(seed)
+    cfg = transformers.Gemma3TextConfig(max_position_embeddings=MAX_CONTEXT, **CONFIGS[key])
+    model = transformers.Gemma3ForCausalLM(cfg)
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            p.normal_(0.0, 0.3 if p.dim() == 1 else 0.08)
+    model.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("gemma3_models")
+    return {key: make_tiny(key, root / key) for key in CONFIGS}
+
+
+@pytest.fixture(scope="module")
+def builds(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("gemma3_builds")
+    models = {
+        key: ckir.compile(path, root / key, max_context=MAX_CONTEXT)
+        for key, path in checkpoints.items()
+    }
+    yield models
+    for m in models.values():
+        m.close()
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
+    model = builds[key]
+    tokens = np.random.default_rng(1).integers(0, model.vocab_size, size=23)
+    model.reset()
+    ours = model.prefill(tokens)
+    with torch.no_grad():
+        ref = hf_model(checkpoints[key])(torch.tensor(tokens[None, :])).logits[0].numpy()
+    assert ours.shape == ref.shape
+    assert_close(ours, ref, f"{key} prefill")
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_decode_with_kv_cache_matches_hf(key: str, checkpoints, builds) -> None:
+    rng = np.random.default_rng(2)
+    model = builds[key]
+    hf = hf_model(checkpoints[key])
+    prompt = rng.integers(0, model.vocab_size, size=5)
+    steps = rng.integers(0, model.vocab_size, size=9)
+    model.reset()
+    model.prefill(prompt)
+    with torch.no_grad():
+        out = hf(torch.tensor(prompt[None, :]), use_cache=True)
+        cache = out.past_key_values
+        for i, tok in enumerate(steps):
+            ours = model.decode(int(tok))
+            out = hf(torch.tensor([[int(tok)]]), past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            assert_close(ours, out.logits[0, -1].numpy(), f"{key} decode step {i}")
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_gradients_match_autograd(key: str, checkpoints, tmp_path: Path) -> None:
+    src = checkpoints[key]
+    model = ckir.compile(
+        src, tmp_path / "build", modes=("prefill", "backward"), max_context=MAX_CONTEXT
+    )
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(0, model.vocab_size, size=17)
+    targets = rng.integers(0, model.vocab_size, size=17)
+    loss = model.backward(tokens, targets)
+    ours = model.gradients()
+    ref_model = hf_model(src, train=True)
+    ref_loss = hf_loss(ref_model, tokens, targets)
+    ref_loss.backward()
+    assert abs(loss - ref_loss.item()) <= 1e-5 * abs(ref_loss.item()), (loss, ref_loss.item())
+    hf_grads = {
+        n: p.grad.detach().numpy().copy()
+        for n, p in ref_model.named_parameters()
+        if p.grad is not None
+    }
+    ref = to_ckir_layout(tmp_path / "build", hf_grads, tmp_path / "grads")
+    assert set(ours) == set(ref), sorted(set(ours) ^ set(ref))
+    gmax = max(float(np.abs(r).max()) for r in ref.values())
+    floor = 8 * float(np.finfo(np.float32).eps) * gmax
+    for name, r in ref.items():
+        tol = max(GRAD_TOL * float(np.abs(r).max()), floor)
+        err = float(np.abs(ours[name] - r).max())
+        assert err <= tol, f"{key}: d{name}: max error {err:.3g} > {tol:.3g}"
+    model.close()
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def _config(checkpoints: dict[str, Path], key: str) -> dict[str, Any]:
+    return json.loads((checkpoints[key] / "config.json").read_text())
+
+
+def test_layer_pattern_is_read_from_layer_types(checkpoints) -> None:
+    """layer_types (7 layers, full_attention every 2nd) gives the pattern 2, ahead of
+    sliding_window_pattern; without either, Gemma3TextConfig's default 6."""
+    from ckir.resources import templates_dir
+    from ckir.template import load_template
+
+    tpl = load_template(templates_dir() / "gemma3.yaml")
+    config = _config(checkpoints, "gemma3_mqa_untied_bias")
+    assert tpl.bind(config)[1]["pattern"] == 2
+    assert tpl.bind({**config, "sliding_window_pattern": 5})[1]["pattern"] == 2
+    no_list = {k: v for k, v in config.items() if k != "layer_types"}
+    assert tpl.bind({**no_list, "sliding_window_pattern": 5})[1]["pattern"] == 5
+    assert tpl.bind(no_list)[1]["pattern"] == 6
+    every_layer_slides = {**config, "layer_types": ["sliding_attention"] * 7}
+    assert tpl.bind(every_layer_slides)[1]["pattern"] == 8
+
+
+def test_irregular_layer_types_are_refused(checkpoints, tmp_path: Path, copy_checkpoint) -> None:
+    """A layer_types list that no (i + 1) % n pattern describes fails the import."""
+    src = copy_checkpoint(checkpoints["gemma3_mqa_untied_bias"])
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["layer_types"] = ["full_attention"] + ["sliding_attention"] * 6
+    (src / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CkirError, match="key 'layer_types' does not have 'full_attention' exactly"):
+        ckir.compile(src, tmp_path / "build", max_context=MAX_CONTEXT)
+
+
+def test_scaled_local_rope_is_refused(checkpoints, tmp_path: Path, copy_checkpoint) -> None:
+    """Local layers rotate unscaled: a scaled sliding_attention RoPE fails the import."""
+    src = copy_checkpoint(checkpoints["gemma3_gqa_scaled"])
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["rope_parameters"]["sliding_attention"].update(rope_type="linear", factor=2.0)
+    (src / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CkirError, match="is 'linear'; template gemma3 supports only default"):
+        ckir.compile(src, tmp_path / "build", max_context=MAX_CONTEXT)
+
+
+def test_attention_softcapping_only_warns(checkpoints) -> None:
+    """transformers' Gemma 3 attention ignores attn_logit_softcapping (the gqa_scaled
+    config sets it and matches transformers above); the import says so."""
+    from ckir.resources import templates_dir
+    from ckir.template import load_template
+
+    tpl = load_template(templates_dir() / "gemma3.yaml")
+    warnings: list[str] = []
+    tpl.bind(_config(checkpoints, "gemma3_gqa_scaled"), warnings=warnings)
+    assert any("attn_logit_softcapping is set" in w for w in warnings), warnings
+    warnings.clear()
+    tpl.bind(_config(checkpoints, "gemma3_mqa_untied_bias"), warnings=warnings)
+    assert warnings == []
