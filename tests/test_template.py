@@ -554,3 +554,29 @@ def test_redefinition_needs_conditions(tmp_path: Path) -> None:
         "    - op: x = relu(e)\n      if: pos == rope\n", "    - op: x = relu(e)\n"
     )
     assert "value 'x' is already defined" in load_error(tmp_path, text)
+
+
+def test_period_of_reads_an_int_from_a_list(tmp_path: Path) -> None:
+    """`period_of`: an int param from a list of strings, the period of one entry in it
+    ((i + 1) % n == 0 exactly where it sits); an int value as it is; any other list fails
+    naming the key; only for int params."""
+    from ckir.template_instantiate import list_period
+
+    assert list_period(["a", "a", "f", "a", "a", "f", "a"], "f") == 3
+    assert list_period(["f", "f"], "f") == 1
+    assert list_period(["a", "a"], "f") == 3
+    assert list_period(["f", "a"], "f") is None
+    assert list_period(["a", 1], "f") is None
+    param = "  n: {key: [kinds, every], type: int, period_of: f, default: 6}\n"
+    tpl = load_template(write(tmp_path, MINI.replace("params:\n", "params:\n" + param, 1)))
+    assert tpl.bind({**MINI_CONFIG, "kinds": ["a", "f", "a", "f"]})[1]["n"] == 2
+    assert tpl.bind({**MINI_CONFIG, "every": 4})[1]["n"] == 4
+    assert tpl.bind(MINI_CONFIG)[1]["n"] == 6
+    with pytest.raises(CkirError, match="key 'kinds' does not have 'f' exactly at every n-th"):
+        tpl.bind({**MINI_CONFIG, "kinds": ["f", "a", "a"]})
+    bad = MINI.replace(
+        "params:\n",
+        "params:\n" + param.replace("type: int", "type: str").replace("default: 6", "default: x"),
+        1,
+    )
+    assert "period_of: needs type int" in load_error(tmp_path, bad)
