@@ -143,23 +143,21 @@ def builds(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactor
         m.close()
 
 
-@pytest.mark.parametrize("key", list(CONFIGS))
-def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
-    model = builds[key]
+def check_prefill(model: Any, hf_path: Path, what: str) -> None:
+    """Prefill logits of a compiled model against transformers' on 23 random tokens."""
     tokens = np.random.default_rng(1).integers(0, model.vocab_size, size=23)
     model.reset()
     ours = model.prefill(tokens)
     with torch.no_grad():
-        ref = hf_model(checkpoints[key])(torch.tensor(tokens[None, :])).logits[0].numpy()
+        ref = hf_model(hf_path)(torch.tensor(tokens[None, :])).logits[0].numpy()
     assert ours.shape == ref.shape
-    assert_close(ours, ref, f"{key} prefill")
+    assert_close(ours, ref, f"{what} prefill")
 
 
-@pytest.mark.parametrize("key", list(CONFIGS))
-def test_decode_with_kv_cache_matches_hf(key: str, checkpoints, builds) -> None:
+def check_decode(model: Any, hf_path: Path, what: str) -> None:
+    """Decode logits (5-token prompt, 9 steps) against transformers' with its KV cache."""
     rng = np.random.default_rng(2)
-    model = builds[key]
-    hf = hf_model(checkpoints[key])
+    hf = hf_model(hf_path)
     prompt = rng.integers(0, model.vocab_size, size=5)
     steps = rng.integers(0, model.vocab_size, size=9)
     model.reset()
@@ -171,14 +169,13 @@ def test_decode_with_kv_cache_matches_hf(key: str, checkpoints, builds) -> None:
             ours = model.decode(int(tok))
             out = hf(torch.tensor([[int(tok)]]), past_key_values=cache, use_cache=True)
             cache = out.past_key_values
-            assert_close(ours, out.logits[0, -1].numpy(), f"{key} decode step {i}")
+            assert_close(ours, out.logits[0, -1].numpy(), f"{what} decode step {i}")
 
 
-@pytest.mark.parametrize("key", list(CONFIGS))
-def test_gradients_match_autograd(key: str, checkpoints, tmp_path: Path) -> None:
-    src = checkpoints[key]
+def check_gradients(src: Path, tmp_path: Path, what: str, max_context: int = MAX_CONTEXT) -> None:
+    """The loss and every weight's gradient of a training build against autograd's."""
     model = ckir.compile(
-        src, tmp_path / "build", modes=("prefill", "backward"), max_context=MAX_CONTEXT
+        src, tmp_path / "build", modes=("prefill", "backward"), max_context=max_context
     )
     rng = np.random.default_rng(3)
     tokens = rng.integers(0, model.vocab_size, size=17)
@@ -201,8 +198,23 @@ def test_gradients_match_autograd(key: str, checkpoints, tmp_path: Path) -> None
     for name, r in ref.items():
         tol = max(GRAD_TOL * float(np.abs(r).max()), floor)
         err = float(np.abs(ours[name] - r).max())
-        assert err <= tol, f"{key}: d{name}: max error {err:.3g} > {tol:.3g}"
+        assert err <= tol, f"{what}: d{name}: max error {err:.3g} > {tol:.3g}"
     model.close()
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
+    check_prefill(builds[key], checkpoints[key], key)
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_decode_with_kv_cache_matches_hf(key: str, checkpoints, builds) -> None:
+    check_decode(builds[key], checkpoints[key], key)
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_gradients_match_autograd(key: str, checkpoints, tmp_path: Path) -> None:
+    check_gradients(checkpoints[key], tmp_path, key)
 
 
 def test_adamw_steps_match_torch(checkpoints, tmp_path: Path) -> None:

@@ -15,20 +15,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from test_gemma import assert_close, hf_model  # noqa: E402
-from test_training import hf_loss, to_ckir_layout  # noqa: E402
+from test_gemma import check_decode, check_gradients, check_prefill  # noqa: E402
 
 import ckir  # noqa: E402
 from ckir.errors import CkirError  # noqa: E402
 
 MAX_CONTEXT = 48
-GRAD_TOL = 1e-4
 
 #: key -> Gemma3TextConfig kwargs
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -103,64 +100,17 @@ def builds(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactor
 
 @pytest.mark.parametrize("key", list(CONFIGS))
 def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
-    model = builds[key]
-    tokens = np.random.default_rng(1).integers(0, model.vocab_size, size=23)
-    model.reset()
-    ours = model.prefill(tokens)
-    with torch.no_grad():
-        ref = hf_model(checkpoints[key])(torch.tensor(tokens[None, :])).logits[0].numpy()
-    assert ours.shape == ref.shape
-    assert_close(ours, ref, f"{key} prefill")
+    check_prefill(builds[key], checkpoints[key], key)
 
 
 @pytest.mark.parametrize("key", list(CONFIGS))
 def test_decode_with_kv_cache_matches_hf(key: str, checkpoints, builds) -> None:
-    rng = np.random.default_rng(2)
-    model = builds[key]
-    hf = hf_model(checkpoints[key])
-    prompt = rng.integers(0, model.vocab_size, size=5)
-    steps = rng.integers(0, model.vocab_size, size=9)
-    model.reset()
-    model.prefill(prompt)
-    with torch.no_grad():
-        out = hf(torch.tensor(prompt[None, :]), use_cache=True)
-        cache = out.past_key_values
-        for i, tok in enumerate(steps):
-            ours = model.decode(int(tok))
-            out = hf(torch.tensor([[int(tok)]]), past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
-            assert_close(ours, out.logits[0, -1].numpy(), f"{key} decode step {i}")
+    check_decode(builds[key], checkpoints[key], key)
 
 
 @pytest.mark.parametrize("key", list(CONFIGS))
 def test_gradients_match_autograd(key: str, checkpoints, tmp_path: Path) -> None:
-    src = checkpoints[key]
-    model = ckir.compile(
-        src, tmp_path / "build", modes=("prefill", "backward"), max_context=MAX_CONTEXT
-    )
-    rng = np.random.default_rng(3)
-    tokens = rng.integers(0, model.vocab_size, size=17)
-    targets = rng.integers(0, model.vocab_size, size=17)
-    loss = model.backward(tokens, targets)
-    ours = model.gradients()
-    ref_model = hf_model(src, train=True)
-    ref_loss = hf_loss(ref_model, tokens, targets)
-    ref_loss.backward()
-    assert abs(loss - ref_loss.item()) <= 1e-5 * abs(ref_loss.item()), (loss, ref_loss.item())
-    hf_grads = {
-        n: p.grad.detach().numpy().copy()
-        for n, p in ref_model.named_parameters()
-        if p.grad is not None
-    }
-    ref = to_ckir_layout(tmp_path / "build", hf_grads, tmp_path / "grads")
-    assert set(ours) == set(ref), sorted(set(ours) ^ set(ref))
-    gmax = max(float(np.abs(r).max()) for r in ref.values())
-    floor = 8 * float(np.finfo(np.float32).eps) * gmax
-    for name, r in ref.items():
-        tol = max(GRAD_TOL * float(np.abs(r).max()), floor)
-        err = float(np.abs(ours[name] - r).max())
-        assert err <= tol, f"{key}: d{name}: max error {err:.3g} > {tol:.3g}"
-    model.close()
+    check_gradients(checkpoints[key], tmp_path, key, MAX_CONTEXT)
 
 
 # --------------------------------------------------------------------------- refusals
