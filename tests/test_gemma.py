@@ -270,6 +270,11 @@ GGUF_NAMES["gemma2"] = {
     "model.layers.{i}.pre_feedforward_layernorm.weight": "blk.{i}.ffn_norm.weight",
     "model.layers.{i}.post_feedforward_layernorm.weight": "blk.{i}.post_ffw_norm.weight",
 }
+GGUF_NAMES["gemma3"] = {
+    **GGUF_NAMES["gemma2"],
+    "model.layers.{i}.self_attn.q_norm.weight": "blk.{i}.attn_q_norm.weight",
+    "model.layers.{i}.self_attn.k_norm.weight": "blk.{i}.attn_k_norm.weight",
+}
 
 
 def gemma2_metadata(config: dict[str, Any]) -> dict[str, Any]:
@@ -281,15 +286,18 @@ def gemma2_metadata(config: dict[str, Any]) -> dict[str, Any]:
     return kv
 
 
-def gguf_like_llama_cpp(hf_dir: Path, path: Path, metadata: dict[str, Any]) -> Path:
+def gguf_like_llama_cpp(
+    hf_dir: Path, path: Path, metadata: dict[str, Any], arch: str | None = None
+) -> Path:
     """Write ``hf_dir`` as llama.cpp's converter would: its tensor names, every norm
-    weight stored as ``w + 1``, no ``output.weight`` when tied, q/k rows unchanged."""
+    weight stored as ``w + 1``, no ``output.weight`` when tied, q/k rows unchanged.
+    ``arch``: the GGUF architecture (default: the config's model_type)."""
     import json
 
     from safetensors.numpy import load_file
 
     config = json.loads((hf_dir / "config.json").read_text())
-    arch = config["model_type"]
+    arch = arch or config["model_type"]
     names = GGUF_NAMES[arch]
     kv = gguf_metadata_from_config(config, arch)
     kv[f"{arch}.attention.key_length"] = config["head_dim"]

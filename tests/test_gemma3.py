@@ -20,7 +20,14 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from test_gemma import check_decode, check_gradients, check_prefill  # noqa: E402
+from test_gemma import (  # noqa: E402
+    assert_close,
+    check_decode,
+    check_gradients,
+    check_prefill,
+    gguf_like_llama_cpp,
+    hf_model,
+)
 
 import ckir  # noqa: E402
 from ckir.errors import CkirError  # noqa: E402
@@ -64,6 +71,22 @@ CONFIGS: dict[str, dict[str, Any]] = {
         tie_word_embeddings=False,
         attention_bias=True,
         rms_norm_eps=1e-5,
+    ),
+    # what a GGUF file can express (llama.cpp: sliding pattern 6, local base 10000,
+    # attention scale head_dim^-1/2): 7 layers, layer 5 global
+    "gemma3_gguf": dict(
+        hidden_size=36,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=18,
+        intermediate_size=53,
+        vocab_size=157,
+        num_hidden_layers=7,
+        sliding_window=4,
+        query_pre_attn_scalar=18,
+        rope_theta=1000.0,
+        rope_scaling={"rope_type": "linear", "factor": 4.0},
+        final_logit_softcapping=5.0,
     ),
 }
 
@@ -170,3 +193,60 @@ def test_attention_softcapping_only_warns(checkpoints) -> None:
     warnings.clear()
     tpl.bind(_config(checkpoints, "gemma3_mqa_untied_bias"), warnings=warnings)
     assert warnings == []
+
+
+# --------------------------------------------------------------------------- GGUF
+
+
+def test_gguf_file_matches_hf(checkpoints, tmp_path: Path) -> None:
+    """A GGUF file written as llama.cpp's converter does (norms, q/k norms included,
+    stored as w + 1; the global RoPE base and its linear scaling; no pattern, no local
+    base) builds the same model as the checkpoint: prefill and decode."""
+    import numpy as np
+
+    src = checkpoints["gemma3_gguf"]
+    config = _config(checkpoints, "gemma3_gguf")
+    extra = {
+        "gemma3.rope.freq_base": 1000.0,
+        "gemma3.rope.scaling.type": "linear",
+        "gemma3.rope.scaling.factor": 4.0,
+        "gemma3.attention.sliding_window": config["sliding_window"],
+        "gemma3.final_logit_softcapping": 5.0,
+    }
+    path = gguf_like_llama_cpp(src, tmp_path / "m.gguf", extra, arch="gemma3")
+    model = ckir.compile(path, tmp_path / "build", max_context=MAX_CONTEXT)
+    hf = hf_model(src)
+    tokens = np.random.default_rng(4).integers(0, model.vocab_size, size=19)
+    model.reset()
+    ours = model.prefill(tokens)
+    with torch.no_grad():
+        ref = hf(torch.tensor(tokens[None, :])).logits[0].numpy()
+    assert_close(ours, ref, "gemma3 gguf prefill")
+    step = model.decode(7)
+    with torch.no_grad():
+        ref_step = hf(torch.tensor([[*tokens.tolist(), 7]])).logits[0, -1].numpy()
+    assert_close(step, ref_step, "gemma3 gguf decode")
+    model.close()
+
+
+def test_gguf_of_62_layers_is_refused() -> None:
+    """llama.cpp scales a 62-layer Gemma 3 (27B) by (E/H)^-1/2, which its GGUF file does not
+    record: refused, not built with the head_dim scale."""
+    from ckir.resources import templates_dir
+    from ckir.template import load_template
+
+    tpl = load_template(templates_dir() / "gemma3.yaml")
+    config = {
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "intermediate_size": 96,
+        "num_hidden_layers": 62,
+        "vocab_size": 101,
+        "max_position_embeddings": 32,
+        "gguf_norm_weights_plus_one": True,
+    }
+    with pytest.raises(CkirError, match="62-layer Gemma 3 GGUF file"):
+        tpl.bind(config)
+    tpl.bind({**config, "gguf_norm_weights_plus_one": False})
