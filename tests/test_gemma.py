@@ -97,19 +97,33 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
 }
 
 
-def make_tiny(key: str, out: Path, seed: int = 7) -> Path:
-    """A random-weight checkpoint of ``CONFIGS[key]``, every parameter drawn at random."""
-    cfg_cls, lm_cls, kwargs = CONFIGS[key]
+def random_checkpoint(
+    cfg_cls: str, lm_cls: str, kwargs: dict[str, Any], out: Path, seed: int = 7
+) -> Path:
+    """A transformers ``lm_cls`` of ``cfg_cls(**kwargs)`` saved in ``out``, every parameter
+    (norm weights included) drawn at random."""
     torch.manual_seed(seed)
-    cfg = getattr(transformers, cfg_cls)(
-        **{"num_hidden_layers": 2, "max_position_embeddings": MAX_CONTEXT, **kwargs}
-    )
-    model = getattr(transformers, lm_cls)(cfg)
+    model = getattr(transformers, lm_cls)(getattr(transformers, cfg_cls)(**kwargs))
     with torch.no_grad():
         for _, p in model.named_parameters():
             p.normal_(0.0, 0.3 if p.dim() == 1 else 0.08)
     model.save_pretrained(out)
     return out
+
+
+def make_tiny(key: str, out: Path, seed: int = 7) -> Path:
+    """A random-weight checkpoint of ``CONFIGS[key]``."""
+    cfg_cls, lm_cls, kwargs = CONFIGS[key]
+    full = {"num_hidden_layers": 2, "max_position_embeddings": MAX_CONTEXT, **kwargs}
+    return random_checkpoint(cfg_cls, lm_cls, full, out, seed)
+
+
+def compile_each(checkpoints: dict[str, Path], root: Path) -> dict[str, Any]:
+    """Every checkpoint compiled (inference modes) under ``root``, by key."""
+    return {
+        key: ckir.compile(path, root / key, max_context=MAX_CONTEXT)
+        for key, path in checkpoints.items()
+    }
 
 
 def hf_model(path: Path, train: bool = False):
@@ -133,11 +147,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def builds(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("gemma_builds")
-    models = {
-        key: ckir.compile(path, root / key, max_context=MAX_CONTEXT)
-        for key, path in checkpoints.items()
-    }
+    models = compile_each(checkpoints, tmp_path_factory.mktemp("gemma_builds"))
     yield models
     for m in models.values():
         m.close()
@@ -361,26 +371,30 @@ def test_unsupported_config_is_refused(checkpoints, tmp_path: Path, copy_checkpo
         ckir.compile(src, tmp_path / "build", max_context=MAX_CONTEXT)
 
 
-def test_gemma2_gguf_of_46_layers_is_refused() -> None:
-    """llama.cpp scales a 46-layer Gemma 2 (27B) by (E/H)^-1/2, which its GGUF file does not
-    record: refused, not built with the head_dim scale."""
+@pytest.mark.parametrize(
+    "template,layers,message",
+    [("gemma2", 46, "46-layer Gemma 2 GGUF file"), ("gemma3", 62, "62-layer Gemma 3 GGUF file")],
+)
+def test_gguf_of_the_27b_size_is_refused(template: str, layers: int, message: str) -> None:
+    """llama.cpp scales a 27B Gemma 2 (46 layers) or Gemma 3 (62 layers) by (E/H)^-1/2,
+    which its GGUF file does not record: refused, not built with the head_dim scale."""
     from ckir.resources import templates_dir
     from ckir.template import load_template
 
-    tpl = load_template(templates_dir() / "gemma2.yaml")
+    tpl = load_template(templates_dir() / f"{template}.yaml")
     config = {
         "hidden_size": 64,
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
         "head_dim": 16,
         "intermediate_size": 96,
-        "num_hidden_layers": 46,
+        "num_hidden_layers": layers,
         "vocab_size": 101,
         "max_position_embeddings": 32,
         "gguf_norm_weights_plus_one": True,
     }
-    with pytest.raises(CkirError, match="46-layer Gemma 2 GGUF file"):
+    with pytest.raises(CkirError, match=message):
         tpl.bind(config)
     config["gguf_norm_weights_plus_one"] = False  # a HF folder records query_pre_attn_scalar
     symbols, params = tpl.bind(config)
-    assert symbols["L"] == 46 and params["qk_scale_dim"] == 256.0
+    assert symbols["L"] == layers and params["qk_scale_dim"] == 256.0

@@ -21,18 +21,19 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from test_gemma import (  # noqa: E402
+    MAX_CONTEXT,
     assert_close,
     check_decode,
     check_gradients,
     check_prefill,
+    compile_each,
     gguf_like_llama_cpp,
     hf_model,
+    random_checkpoint,
 )
 
 import ckir  # noqa: E402
 from ckir.errors import CkirError  # noqa: E402
-
-MAX_CONTEXT = 48
 
 #: key -> Gemma3TextConfig kwargs
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -93,14 +94,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
 
 def make_tiny(key: str, out: Path, seed: int = 7) -> Path:
     """A random-weight Gemma3ForCausalLM of ``CONFIGS[key]``, every parameter drawn at random."""
-    torch.manual_seed(seed)
-    cfg = transformers.Gemma3TextConfig(max_position_embeddings=MAX_CONTEXT, **CONFIGS[key])
-    model = transformers.Gemma3ForCausalLM(cfg)
-    with torch.no_grad():
-        for _, p in model.named_parameters():
-            p.normal_(0.0, 0.3 if p.dim() == 1 else 0.08)
-    model.save_pretrained(out)
-    return out
+    kwargs = {"max_position_embeddings": MAX_CONTEXT, **CONFIGS[key]}
+    return random_checkpoint("Gemma3TextConfig", "Gemma3ForCausalLM", kwargs, out, seed)
 
 
 @pytest.fixture(scope="module")
@@ -111,11 +106,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def builds(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("gemma3_builds")
-    models = {
-        key: ckir.compile(path, root / key, max_context=MAX_CONTEXT)
-        for key, path in checkpoints.items()
-    }
+    models = compile_each(checkpoints, tmp_path_factory.mktemp("gemma3_builds"))
     yield models
     for m in models.values():
         m.close()
@@ -227,26 +218,3 @@ def test_gguf_file_matches_hf(checkpoints, tmp_path: Path) -> None:
         ref_step = hf(torch.tensor([[*tokens.tolist(), 7]])).logits[0, -1].numpy()
     assert_close(step, ref_step, "gemma3 gguf decode")
     model.close()
-
-
-def test_gguf_of_62_layers_is_refused() -> None:
-    """llama.cpp scales a 62-layer Gemma 3 (27B) by (E/H)^-1/2, which its GGUF file does not
-    record: refused, not built with the head_dim scale."""
-    from ckir.resources import templates_dir
-    from ckir.template import load_template
-
-    tpl = load_template(templates_dir() / "gemma3.yaml")
-    config = {
-        "hidden_size": 64,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "intermediate_size": 96,
-        "num_hidden_layers": 62,
-        "vocab_size": 101,
-        "max_position_embeddings": 32,
-        "gguf_norm_weights_plus_one": True,
-    }
-    with pytest.raises(CkirError, match="62-layer Gemma 3 GGUF file"):
-        tpl.bind(config)
-    tpl.bind({**config, "gguf_norm_weights_plus_one": False})
