@@ -138,35 +138,99 @@ typedef struct {
 /* bytes of stack kq_prepare needs for K */
 #define KQ_ACT_BYTES(K) ((K) + ((K) / QKK) * 4 + ((K) / 16) * 2 + 192)
 
-/* x quantized per super-block (the same code for every path and the reference); with
- * perm, each super-block's 8 runs of 32 a are stored in the order 0 2 1 3 4 6 5 7 (the
- * AVX-512 q4_k / q5_k rows: one zmm of nibbles holds sub-blocks 2c and 2c + 2) */
-static kq_act kq_prepare(const float *x, int64_t K, uint8_t *buf, int perm) {
+/* one super-block of x: ab[0..256) = round-to-nearest-even(xb / d) (0 where d = 0),
+ * *dxb = d = max|xb| / 127, bsb[g] = sum of ab[16g .. 16g + 16); with perm, each run of
+ * 32 a is stored at run order[j] (below), bsb stays in the natural order.  The SIMD
+ * paths compute the same a (an IEEE division rounded to nearest even, as lrintf does
+ * under the default rounding mode) and the same integer sums: they are bit-equal to
+ * the scalar code, which the reference twins run. */
+static const int kq_order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+
+static void kq_quant1_scalar(const float *xb, int8_t *ab, float *dxb, int16_t *bsb, int perm) {
+  float amax = 0.0f;
+  for (int i = 0; i < QKK; i++) amax = fmaxf(amax, fabsf(xb[i]));
+  const float d = amax / 127.0f;
+  *dxb = d;
+  int8_t t[QKK];
+  for (int i = 0; i < QKK; i++) t[i] = d == 0.0f ? 0 : (int8_t)lrintf(xb[i] / d);
+  for (int g = 0; g < QKK / 16; g++) {
+    int s = 0;
+    for (int i = 0; i < 16; i++) s += t[16 * g + i];
+    bsb[g] = (int16_t)s;
+  }
+  for (int j = 0; j < 8; j++) memcpy(ab + 32 * (perm ? kq_order[j] : j), t + 32 * j, 32);
+}
+
+#if defined(CKIR_Q512)
+static void kq_quant1_simd(const float *xb, int8_t *ab, float *dxb, int16_t *bsb, int perm) {
+  const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  __m512 m = _mm512_setzero_ps();
+  for (int i = 0; i < QKK; i += 16) m = _mm512_max_ps(m, _mm512_and_ps(_mm512_loadu_ps(xb + i), absmask));
+  const float d = _mm512_reduce_max_ps(m) / 127.0f;
+  *dxb = d;
+  if (d == 0.0f) {
+    memset(ab, 0, QKK);
+    memset(bsb, 0, QKK / 16 * sizeof(int16_t));
+    return;
+  }
+  const __m512 dv = _mm512_set1_ps(d);
+  for (int g = 0; g < QKK / 16; g++) {
+    const __m512i q = _mm512_cvtps_epi32(_mm512_div_ps(_mm512_loadu_ps(xb + 16 * g), dv));
+    const int run = perm ? kq_order[g >> 1] : g >> 1;
+    _mm_storeu_si128((__m128i *)(ab + 32 * run + 16 * (g & 1)), _mm512_cvtsepi32_epi8(q));
+    bsb[g] = (int16_t)_mm512_reduce_add_epi32(q);
+  }
+}
+#elif defined(CKIR_Q256)
+static void kq_quant1_simd(const float *xb, int8_t *ab, float *dxb, int16_t *bsb, int perm) {
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 m = _mm256_setzero_ps();
+  for (int i = 0; i < QKK; i += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + i), absmask));
+  const float d = ckir_hmax_ps256(m) / 127.0f;
+  *dxb = d;
+  if (d == 0.0f) {
+    memset(ab, 0, QKK);
+    memset(bsb, 0, QKK / 16 * sizeof(int16_t));
+    return;
+  }
+  const __m256 dv = _mm256_set1_ps(d);
+  for (int g = 0; g < QKK / 16; g++) {
+    const __m256i q0 = _mm256_cvtps_epi32(_mm256_div_ps(_mm256_loadu_ps(xb + 16 * g), dv));
+    const __m256i q1 = _mm256_cvtps_epi32(_mm256_div_ps(_mm256_loadu_ps(xb + 16 * g + 8), dv));
+    /* packs interleave the 128-bit lanes: words q0[0..3] q1[0..3] | q0[4..7] q1[4..7] */
+    const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xD8);
+    const __m128i b = _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+    const int run = perm ? kq_order[g >> 1] : g >> 1;
+    _mm_storeu_si128((__m128i *)(ab + 32 * run + 16 * (g & 1)), b);
+    bsb[g] = (int16_t)ckir_q_hsum_epi32(_mm256_add_epi32(q0, q1));
+  }
+}
+#else
+#define kq_quant1_simd kq_quant1_scalar
+#endif
+
+/* x quantized per super-block; ref: by the scalar code (the reference twins), else by
+ * the SIMD one (bit-equal); perm: the AVX-512 q4_k / q5_k rows' order of the 8 runs of
+ * 32 a, 0 2 1 3 4 6 5 7 (one zmm of nibbles holds sub-blocks 2c and 2c + 2) */
+static kq_act kq_prepare(const float *x, int64_t K, uint8_t *buf, int perm, int ref) {
   kq_act s;
   s.a = CKIR_ALIGN64(buf);
   s.dx = (float *)CKIR_ALIGN64(s.a + K);
   s.bs = (int16_t *)(s.dx + K / QKK);
   for (int64_t b = 0; b < K / QKK; b++) {
-    const float *xb = x + b * QKK;
-    float amax = 0.0f;
-    for (int i = 0; i < QKK; i++) amax = fmaxf(amax, fabsf(xb[i]));
-    const float d = amax / 127.0f;
-    s.dx[b] = d;
-    int8_t *ab = s.a + b * QKK;
-    for (int i = 0; i < QKK; i++) ab[i] = d == 0.0f ? 0 : (int8_t)lrintf(xb[i] / d);
-    for (int g = 0; g < QKK / 16; g++) {
-      int t = 0;
-      for (int i = 0; i < 16; i++) t += ab[16 * g + i];
-      s.bs[b * 16 + g] = (int16_t)t;
-    }
-    if (perm) {
-      int8_t t[QKK];
-      static const int order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
-      for (int j = 0; j < 8; j++) memcpy(t + 32 * j, ab + 32 * order[j], 32);
-      memcpy(ab, t, QKK);
-    }
+    if (ref)
+      kq_quant1_scalar(x + b * QKK, s.a + b * QKK, s.dx + b, s.bs + b * 16, perm);
+    else
+      kq_quant1_simd(x + b * QKK, s.a + b * QKK, s.dx + b, s.bs + b * 16, perm);
   }
   return s;
+}
+
+/* prefetch the super-block of `bytes` at p (the same column pfd bytes, a few rows,
+ * further on): a line every 64 bytes; the line of its last byte is the next block's
+ * first (rows are contiguous) */
+CKIR_INLINE void kq_prefetch(const uint8_t *p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
 }
 
 /* ---- super-block dot products: scalar -------------------------------------- */
@@ -311,13 +375,15 @@ CKIR_INLINE __m512i kq_dot512(__m512i q, const int8_t *a, __m512i scale) {
 }
 
 /* q4_k (q5 = 0) and q5_k (q5 = 1) rows */
-CKIR_INLINE float q45_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, const int q5) {
+CKIR_INLINE float q45_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, int64_t pfd,
+                               const int q5) {
   const int64_t bytes = q5 ? CKIR_Q5_K_BYTES : CKIR_Q4_K_BYTES;
   const __m512i mask = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
   __m512 acc = _mm512_setzero_ps();
   __m256 accm = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *p = row + b * bytes;
+    kq_prefetch(p + pfd, bytes);
     const int8_t *a = s->a + b * QKK;
     const int16_t *bs = s->bs + b * 16;
     uint8_t sc[8], m[8];
@@ -355,12 +421,13 @@ CKIR_INLINE float q45_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, 
   return _mm512_reduce_add_ps(acc) - ckir_hsum_ps256(accm);
 }
 
-static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s) {
+static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, int64_t pfd) {
   const __m512i mask = _mm512_set1_epi8(15), three = _mm512_set1_epi8(3);
   __m512 acc = _mm512_setzero_ps();
   __m256 accm = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *p = row + b * CKIR_Q6_K_BYTES;
+    kq_prefetch(p + pfd, CKIR_Q6_K_BYTES);
     const int8_t *a = s->a + b * QKK;
     const int16_t *bs = s->bs + b * 16;
     const int8_t *sc = (const int8_t *)(p + 192);
@@ -398,9 +465,9 @@ static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s) {
 #define KQ_PERM_q4_k 1
 #define KQ_PERM_q5_k 1
 #define KQ_PERM_q6_k 0
-#define KQ_ROW_q4_k(row, nb, s) q45_k_row512(row, nb, s, 0)
-#define KQ_ROW_q5_k(row, nb, s) q45_k_row512(row, nb, s, 1)
-#define KQ_ROW_q6_k(row, nb, s) q6_k_row512(row, nb, s)
+#define KQ_ROW_q4_k(row, nb, s, pfd) q45_k_row512(row, nb, s, pfd, 0)
+#define KQ_ROW_q5_k(row, nb, s, pfd) q45_k_row512(row, nb, s, pfd, 1)
+#define KQ_ROW_q6_k(row, nb, s, pfd) q6_k_row512(row, nb, s, pfd)
 #endif
 
 /* ---- the kernels of one dtype ------------------------------------------------ */
@@ -415,21 +482,22 @@ static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s) {
 #endif
 #if defined(KQ_ROW512)
 #define KQ_FAST 1
-#define KQ_FAST_ROW(D, row, nb, s) KQ_ROW_##D(row, nb, s)
+#define KQ_FAST_ROW(D, row, nb, s, pfd) KQ_ROW_##D(row, nb, s, pfd)
 #define KQ_PERM(D) KQ_PERM_##D
 #else
 #define KQ_FAST 0
-#define KQ_FAST_ROW(D, row, nb, s) 0.0f
+#define KQ_FAST_ROW(D, row, nb, s, pfd) ((void)(pfd), 0.0f)
 #define KQ_PERM(D) 0
 #endif
 #define KQ_KERNELS(D, BYTES)                                                                     \
-  static float D##_row(const uint8_t *row, int64_t nb, const kq_act *s, int ref) {               \
-    if (!ref && KQ_FAST) return KQ_FAST_ROW(D, row, nb, s);                                      \
+  static float D##_row(const uint8_t *row, int64_t nb, const kq_act *s, int64_t pfd, int ref) { \
+    if (!ref && KQ_FAST) return KQ_FAST_ROW(D, row, nb, s, pfd);                                 \
     float acc = 0.0f;                                                                            \
     for (int64_t b = 0; b < nb; b++) {                                                           \
       const uint8_t *p = row + b * (BYTES);                                                      \
       const int8_t *a = s->a + b * QKK;                                                          \
       const int16_t *bs = s->bs + b * 16;                                                        \
+      if (!ref) kq_prefetch(p + pfd, (BYTES));                                                   \
       acc += ref ? D##_dot_scalar(p, a, bs, s->dx[b]) : KQ_DOT(D)(p, a, bs, s->dx[b]);           \
     }                                                                                            \
     return acc;                                                                                  \
@@ -439,17 +507,17 @@ static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s) {
     CKIR_REQUIRE(N >= 1 && K >= 1 && K % QKK == 0 && K <= CKIR_QUANT_MAX_K, "gemv_" #D);         \
     const int64_t nb = K / QKK, rb = nb * (BYTES);                                               \
     uint8_t buf[KQ_ACT_BYTES(K)];                                                                \
-    const kq_act s = kq_prepare(x, K, buf, !ref && KQ_FAST && KQ_PERM(D));                       \
+    const kq_act s = kq_prepare(x, K, buf, !ref && KQ_FAST && KQ_PERM(D), ref);                       \
     if (ref) {                                                                                   \
       for (int64_t n = 0; n < N; n++)                                                            \
-        y[n] = D##_row(w + n * rb, nb, &s, 1) + (bias ? bias[n] : 0.0f);                         \
+        y[n] = D##_row(w + n * rb, nb, &s, 0, 1) + (bias ? bias[n] : 0.0f);                         \
       return;                                                                                    \
     }                                                                                            \
     const int64_t pfd = ckir_q_pf_distance(rb);                                                  \
     CKIR_SHARED_RANGE(N * K >= CKIR_GEMV_PAR_MIN && N > 1, N, lo, hi, {                          \
       ckir_q_prefetch(w + lo * rb, CKIR_MIN(pfd, (hi - lo) * rb));                               \
       for (int64_t n = lo; n < hi; n++)                                                          \
-        y[n] = D##_row(w + n * rb, nb, &s, 0) + (bias ? bias[n] : 0.0f);                         \
+        y[n] = D##_row(w + n * rb, nb, &s, pfd, 0) + (bias ? bias[n] : 0.0f);                         \
     });                                                                                          \
   }                                                                                              \
   CKIR_GEMV_PAIR(D, uint8_t, D##_gemv(x, w, b, y, N, K, 0))                                      \
