@@ -363,11 +363,14 @@ static float q6_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs,
  * (kq_prepare). */
 #if defined(CKIR_Q512)
 #define KQ_ROW512 1
-/* the int16 scale vector of two 32-weight runs: lanes 0..15 sc[j0], 16..31 sc[j1] */
+/* the int16 scale vector of two 32-weight runs: lanes 0..15 sc[j0], 16..31 sc[j1], from
+ * sc16 holding the 8 scales in every 128-bit lane (a vpshufb: cheaper than vpermw) */
+CKIR_INLINE __m512i kq_word_ctl(int j) { /* the bytes 2j, 2j + 1 of a 128-bit lane */
+  return _mm512_set1_epi16((short)(0x0101 * 2 * j + 0x0100));
+}
 CKIR_INLINE __m512i kq_sc2(__m512i sc16, int j0, int j1) {
-  const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)j0)),
-                                         _mm256_set1_epi16((short)j1), 1);
-  return _mm512_permutexvar_epi16(idx, sc16);
+  const __m512i ctl = _mm512_mask_blend_epi64(0xF0, kq_word_ctl(j0), kq_word_ctl(j1));
+  return _mm512_shuffle_epi8(sc16, ctl);
 }
 
 CKIR_INLINE __m512i kq_dot512(__m512i q, const int8_t *a, __m512i scale) {
@@ -386,9 +389,16 @@ CKIR_INLINE float q45_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, 
     kq_prefetch(p + pfd, bytes);
     const int8_t *a = s->a + b * QKK;
     const int16_t *bs = s->bs + b * 16;
-    uint8_t sc[8], m[8];
-    kq_scale_min(p + 4, sc, m);
-    const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+    /* the 16 header bytes: dwords (d, dmin), u0, u1, u2 of kq_scale_min, unpacked in an
+     * xmm to the bytes sc[0..8) m[0..8) (kq_scale_min's formulas, 4 bytes a dword) */
+    const __m128i hdr = _mm_loadu_si128((const __m128i *)p);
+    const __m128i ua = _mm_shuffle_epi32(hdr, _MM_SHUFFLE(3, 2, 3, 1)); /* u0 u2 u1 u2 */
+    const __m128i ub = _mm_shuffle_epi32(hdr, _MM_SHUFFLE(2, 2, 1, 1)); /* u0 u0 u1 u1 */
+    const __m128i scm = _mm_or_si128(
+        _mm_and_si128(_mm_srlv_epi32(ua, _mm_setr_epi32(0, 0, 0, 4)),
+                      _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
+        _mm_and_si128(_mm_srli_epi32(ub, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+    const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(scm));
     const uint8_t *qs = p + (q5 ? 48 : 16);
     __m512i isum = _mm512_setzero_si512();
     for (int h = 0; h < 2; h++) { /* chunks 2h, 2h + 1: sub-blocks 4h .. 4h + 3 */
@@ -410,13 +420,16 @@ CKIR_INLINE float q45_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, 
       isum = _mm512_add_epi32(isum,
                               kq_dot512(hi, a + 128 * h + 64, kq_sc2(sc16, 4 * h + 1, 4 * h + 3)));
     }
-    /* m[j] (bs[2j] + bs[2j + 1]) in int32 lane j */
-    const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
-    const __m256i mm = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    /* m[j] (bs[2j] + bs[2j + 1]) in int32 lane j: int16 pairs (m[j], m[j]) by a vpshufb of
+     * the bytes m = scm[8..16) (zero high bytes) */
+    const __m256i mctl = _mm256_setr_epi8(8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1,
+                                          12, -1, 12, -1, 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1);
+    const __m256i mm = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(scm), mctl);
     const __m256i mt = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), mm);
-    const float dx = s->dx[b];
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ckir_q_f16(p) * dx), acc);
-    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(ckir_q_f16(p + 2) * dx), accm);
+    /* (d dx, dmin dx) from one vcvtph2ps */
+    const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(hdr), _mm_set1_ps(s->dx[b]));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(dd), acc);
+    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_broadcastss_ps(_mm_movehdup_ps(dd)), accm);
   }
   return _mm512_reduce_add_ps(acc) - ckir_hsum_ps256(accm);
 }
@@ -432,7 +445,6 @@ static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, int64_
     const int16_t *bs = s->bs + b * 16;
     const int8_t *sc = (const int8_t *)(p + 192);
     const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-    const __m512i sc16 = _mm512_castsi256_si512(sc16y);
     __m512i isum = _mm512_setzero_si512();
     for (int h = 0; h < 2; h++) { /* elements 128h .. 128h + 127: sub-blocks 8h .. 8h + 7 */
       const __m512i v = _mm512_loadu_si512((const void *)(p + 64 * h));
@@ -444,12 +456,18 @@ static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, int64_
                                          _mm512_slli_epi16(_mm512_and_si512(h01, three), 4));
       const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), mask),
                                          _mm512_slli_epi16(_mm512_and_si512(h23, three), 4));
-      /* int16 lane i of 32 covers elements 2i, 2i + 1: sub-block 8h (+ 4) + i / 8 */
-      const __m512i lane = _mm512_srli_epi16(
-          _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14,
-                           13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3);
-      const __m512i s_lo = _mm512_permutexvar_epi16(_mm512_add_epi16(lane, _mm512_set1_epi16((short)(8 * h))), sc16);
-      const __m512i s_hi = _mm512_permutexvar_epi16(_mm512_add_epi16(lane, _mm512_set1_epi16((short)(8 * h + 4))), sc16);
+      /* 128-bit lane k of lo covers sub-block 8h + k, of hi 8h + 4 + k: every lane holds
+       * sc[8h .. 8h + 8) as int16, a vpshufb picks word k (lo) or 4 + k (hi) */
+      const __m512i sch = _mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(sc16y, 1)
+                                                   : _mm256_castsi256_si128(sc16y));
+      const __m512i ctl_lo = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_set_m128i(_mm512_castsi512_si128(kq_word_ctl(1)),
+                                                  _mm512_castsi512_si128(kq_word_ctl(0)))),
+          _mm256_set_m128i(_mm512_castsi512_si128(kq_word_ctl(3)),
+                           _mm512_castsi512_si128(kq_word_ctl(2))), 1);
+      const __m512i ctl_hi = _mm512_add_epi8(ctl_lo, _mm512_set1_epi8(8));
+      const __m512i s_lo = _mm512_shuffle_epi8(sch, ctl_lo);
+      const __m512i s_hi = _mm512_shuffle_epi8(sch, ctl_hi);
       isum = _mm512_add_epi32(isum, kq_dot512(lo, a + 128 * h, s_lo));
       isum = _mm512_add_epi32(isum, kq_dot512(hi, a + 128 * h + 64, s_hi));
     }
