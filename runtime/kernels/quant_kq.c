@@ -288,70 +288,122 @@ static float q6_k_dot_scalar(const uint8_t *p, const int8_t *a, const int16_t *b
   return (ckir_internal_f16_to_f32(ckir_q_ld16(p + 208)) * dx) * (float)(S - 32 * M);
 }
 
-/* ---- super-block dot products: AVX2 / AVX-512 (256-bit) -------------------- */
+/* ---- what the SIMD rows share (AVX2 and AVX-512) ---------------------------- */
 
 #if defined(CKIR_Q512) || defined(CKIR_Q256)
-#define KQ_SIMD 1
-/* int32 lanes of sum over pairs of (q a) * scale: q unsigned bytes, a signed */
-CKIR_INLINE __m256i kq_madd(__m256i q, const int8_t *a, __m256i scale) {
+/* the 16 header bytes of a q4_k / q5_k super-block, dwords (d, dmin), u0, u1, u2 of
+ * kq_scale_min, unpacked in an xmm to the bytes sc[0..8) m[0..8) by kq_scale_min's
+ * formulas, a dword at a time */
+CKIR_INLINE __m128i kq_scm(__m128i hdr) {
+  const __m128i ua = _mm_shuffle_epi32(hdr, _MM_SHUFFLE(3, 2, 3, 1)); /* u0 u2 u1 u2 */
+  const __m128i ub = _mm_shuffle_epi32(hdr, _MM_SHUFFLE(2, 2, 1, 1)); /* u0 u0 u1 u1 */
+  return _mm_or_si128(
+      _mm_and_si128(_mm_srlv_epi32(ua, _mm_setr_epi32(0, 0, 0, 4)),
+                    _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
+      _mm_and_si128(_mm_srli_epi32(ub, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+}
+/* int32 lane j: m[j] (bs[2j] + bs[2j + 1]), the int16 pairs (m[j], m[j]) made from the
+ * bytes m = scm[8..16) by a vpshufb (zero high bytes) */
+CKIR_INLINE __m256i kq_min_terms(__m128i scm, const int16_t *bs) {
+  const __m256i mctl = _mm256_setr_epi8(8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1,
+                                        12, -1, 12, -1, 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1);
+  const __m256i mm = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(scm), mctl);
+  return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), mm);
+}
+/* vpshufb control picking int16 word j of every 128-bit lane */
+#define KQ_WORD(j) ((short)(0x0101 * 2 * (j) + 0x0100))
+#endif
+
+/* ---- rows: AVX2 --------------------------------------------------------------
+ * 32 weights per ymm (chunk c of qs: sub-blocks 2c, low nibbles, and 2c + 1; q6_k:
+ * 16-element sub-blocks in the two 128-bit lanes), vpmaddubsw with a then vpmaddwd
+ * with the sub-blocks' scales (spread by vpshufb), the super-block's int32 lanes
+ * scaled by d * d_x into an fp32 accumulator and the min (q6_k: -32) term into
+ * another; one reduction per row.  a in the natural order. */
+#if defined(CKIR_Q256)
+#define KQ_ROWS 1
+CKIR_INLINE __m256i kq_dot256(__m256i q, const int8_t *a, __m256i scale) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)a)), scale);
 }
 
-/* q4_k (q5 = 0) and q5_k (q5 = 1): chunk c of qs holds sub-blocks 2c (low nibbles)
- * and 2c + 1 (high); q5_k's fifth bits are bits 2c and 2c + 1 of qh */
-CKIR_INLINE float q45_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs, float dx,
-                                 const int q5) {
-  uint8_t sc[8], m[8];
-  kq_scale_min(p + 4, sc, m);
-  const uint8_t *qs = p + (q5 ? 48 : 16);
+CKIR_INLINE float q45_k_row256(const uint8_t *row, int64_t nb, const kq_act *s, int64_t pfd,
+                               const int q5) {
+  const int64_t bytes = q5 ? CKIR_Q5_K_BYTES : CKIR_Q4_K_BYTES;
   const __m256i mask = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
-  __m256i acc = _mm256_setzero_si256();
-  for (int c = 0; c < 4; c++) {
-    const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-    __m256i lo = _mm256_and_si256(v, mask);
-    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
-    if (q5) {
-      const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
-      const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
-      const __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
-      lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
-      hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
+  __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = row + b * bytes;
+    kq_prefetch(p + pfd, bytes);
+    const int8_t *a = s->a + b * QKK;
+    const __m128i hdr = _mm_loadu_si128((const __m128i *)p);
+    const __m128i scm = kq_scm(hdr);
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
+    const uint8_t *qs = p + (q5 ? 48 : 16);
+    __m256i isum = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+      const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+      __m256i lo = _mm256_and_si256(v, mask);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+      if (q5) {
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
+        const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
+        const __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
+      }
+      const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(KQ_WORD(2 * c)));
+      const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(KQ_WORD(2 * c + 1)));
+      isum = _mm256_add_epi32(isum, kq_dot256(lo, a + 64 * c, s0));
+      isum = _mm256_add_epi32(isum, kq_dot256(hi, a + 64 * c + 32, s1));
     }
-    acc = _mm256_add_epi32(acc, kq_madd(lo, a + 64 * c, _mm256_set1_epi16(sc[2 * c])));
-    acc = _mm256_add_epi32(acc, kq_madd(hi, a + 64 * c + 32, _mm256_set1_epi16(sc[2 * c + 1])));
+    const __m256i mt = kq_min_terms(scm, s->bs + b * 16);
+    const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(hdr), _mm_set1_ps(s->dx[b])); /* d dx, dmin dx */
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_broadcastss_ps(dd), acc);
+    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_broadcastss_ps(_mm_movehdup_ps(dd)), accm);
   }
-  int32_t M = 0;
-  for (int j = 0; j < 8; j++) M += m[j] * (bs[2 * j] + bs[2 * j + 1]);
-  const int32_t S = ckir_q_hsum_epi32(acc);
-  return dx * (ckir_q_f16(p) * (float)S - ckir_q_f16(p + 2) * (float)M);
+  return ckir_hsum_ps256(acc) - ckir_hsum_ps256(accm);
 }
-#define q4_k_dot_simd(p, a, bs, dx) q45_k_dot_simd(p, a, bs, dx, 0)
-#define q5_k_dot_simd(p, a, bs, dx) q45_k_dot_simd(p, a, bs, dx, 1)
 
-static float q6_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs, float dx) {
-  const int8_t *sc = (const int8_t *)(p + 192);
+static float q6_k_row256(const uint8_t *row, int64_t nb, const kq_act *s, int64_t pfd) {
   const __m256i mask = _mm256_set1_epi8(15), three = _mm256_set1_epi8(3);
-  __m256i acc = _mm256_setzero_si256();
-  for (int h = 0; h < 2; h++) {
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
-    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
-    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32));
-    for (int t = 0; t < 4; t++) {
-      const __m256i lv = t & 1 ? l1 : l0;
-      const __m256i lo = t >> 1 ? _mm256_and_si256(_mm256_srli_epi16(lv, 4), mask)
-                                : _mm256_and_si256(lv, mask);
-      const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * t)), three);
-      const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
-      const int i = 8 * h + 2 * t;
-      const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[i + 1]), _mm_set1_epi16(sc[i]));
-      acc = _mm256_add_epi32(acc, kq_madd(q, a + 128 * h + 32 * t, s));
+  __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = row + b * CKIR_Q6_K_BYTES;
+    kq_prefetch(p + pfd, CKIR_Q6_K_BYTES);
+    const int8_t *a = s->a + b * QKK;
+    const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192)));
+    __m256i isum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+      const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+      const __m256i l0 = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
+      const __m256i l1 = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32));
+      /* every 128-bit lane: sc[8h .. 8h + 8) as int16 */
+      const __m256i sch = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16y, 1)
+                                                        : _mm256_castsi256_si128(sc16y));
+      for (int t = 0; t < 4; t++) { /* elements 128h + 32t + l: sub-blocks 8h + 2t, + 1 */
+        const __m256i lv = t & 1 ? l1 : l0;
+        const __m256i lo = t >> 1 ? _mm256_and_si256(_mm256_srli_epi16(lv, 4), mask)
+                                  : _mm256_and_si256(lv, mask);
+        const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * t)), three);
+        const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
+        const __m256i sv = _mm256_shuffle_epi8(
+            sch, _mm256_setr_m128i(_mm_set1_epi16(KQ_WORD(2 * t)), _mm_set1_epi16(KQ_WORD(2 * t + 1))));
+        isum = _mm256_add_epi32(isum, kq_dot256(q, a + 128 * h + 32 * t, sv));
+      }
     }
+    const __m256i mt = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(s->bs + b * 16)), sc16y);
+    const float ddx = ckir_q_f16(p + 208) * s->dx[b];
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ddx), acc);
+    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(32.0f * ddx), accm);
   }
-  int32_t M = 0;
-  for (int i = 0; i < 16; i++) M += sc[i] * bs[i];
-  const int32_t S = ckir_q_hsum_epi32(acc);
-  return (ckir_q_f16(p + 208) * dx) * (float)(S - 32 * M);
+  return ckir_hsum_ps256(acc) - ckir_hsum_ps256(accm);
 }
+#define KQ_PERM_q4_k 0
+#define KQ_PERM_q5_k 0
+#define KQ_PERM_q6_k 0
+#define KQ_ROW_q4_k(row, nb, s, pfd) q45_k_row256(row, nb, s, pfd, 0)
+#define KQ_ROW_q5_k(row, nb, s, pfd) q45_k_row256(row, nb, s, pfd, 1)
+#define KQ_ROW_q6_k(row, nb, s, pfd) q6_k_row256(row, nb, s, pfd)
 #endif
 
 /* ---- rows: AVX-512 (BW + VL) --------------------------------------------------
@@ -362,12 +414,10 @@ static float q6_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs,
  * accumulated apart; one reduction per row.  q4_k / q5_k read a permuted
  * (kq_prepare). */
 #if defined(CKIR_Q512)
-#define KQ_ROW512 1
+#define KQ_ROWS 1
 /* the int16 scale vector of two 32-weight runs: lanes 0..15 sc[j0], 16..31 sc[j1], from
  * sc16 holding the 8 scales in every 128-bit lane (a vpshufb: cheaper than vpermw) */
-CKIR_INLINE __m512i kq_word_ctl(int j) { /* the bytes 2j, 2j + 1 of a 128-bit lane */
-  return _mm512_set1_epi16((short)(0x0101 * 2 * j + 0x0100));
-}
+CKIR_INLINE __m512i kq_word_ctl(int j) { return _mm512_set1_epi16(KQ_WORD(j)); }
 CKIR_INLINE __m512i kq_sc2(__m512i sc16, int j0, int j1) {
   const __m512i ctl = _mm512_mask_blend_epi64(0xF0, kq_word_ctl(j0), kq_word_ctl(j1));
   return _mm512_shuffle_epi8(sc16, ctl);
@@ -389,15 +439,8 @@ CKIR_INLINE float q45_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, 
     kq_prefetch(p + pfd, bytes);
     const int8_t *a = s->a + b * QKK;
     const int16_t *bs = s->bs + b * 16;
-    /* the 16 header bytes: dwords (d, dmin), u0, u1, u2 of kq_scale_min, unpacked in an
-     * xmm to the bytes sc[0..8) m[0..8) (kq_scale_min's formulas, 4 bytes a dword) */
     const __m128i hdr = _mm_loadu_si128((const __m128i *)p);
-    const __m128i ua = _mm_shuffle_epi32(hdr, _MM_SHUFFLE(3, 2, 3, 1)); /* u0 u2 u1 u2 */
-    const __m128i ub = _mm_shuffle_epi32(hdr, _MM_SHUFFLE(2, 2, 1, 1)); /* u0 u0 u1 u1 */
-    const __m128i scm = _mm_or_si128(
-        _mm_and_si128(_mm_srlv_epi32(ua, _mm_setr_epi32(0, 0, 0, 4)),
-                      _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
-        _mm_and_si128(_mm_srli_epi32(ub, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+    const __m128i scm = kq_scm(hdr);
     const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(scm));
     const uint8_t *qs = p + (q5 ? 48 : 16);
     __m512i isum = _mm512_setzero_si512();
@@ -420,12 +463,7 @@ CKIR_INLINE float q45_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, 
       isum = _mm512_add_epi32(isum,
                               kq_dot512(hi, a + 128 * h + 64, kq_sc2(sc16, 4 * h + 1, 4 * h + 3)));
     }
-    /* m[j] (bs[2j] + bs[2j + 1]) in int32 lane j: int16 pairs (m[j], m[j]) by a vpshufb of
-     * the bytes m = scm[8..16) (zero high bytes) */
-    const __m256i mctl = _mm256_setr_epi8(8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1,
-                                          12, -1, 12, -1, 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1);
-    const __m256i mm = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(scm), mctl);
-    const __m256i mt = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), mm);
+    const __m256i mt = kq_min_terms(scm, bs);
     /* (d dx, dmin dx) from one vcvtph2ps */
     const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(hdr), _mm_set1_ps(s->dx[b]));
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(dd), acc);
@@ -493,12 +531,7 @@ static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, int64_
 /* Everything of K-quant dtype D (BYTES per super-block): gemv (x as Q8_K, one
  * contiguous range of rows per thread), gemm (rows dequantized, wgemm), embed,
  * the wgemm row reader and the reference twins. */
-#if defined(KQ_SIMD)
-#define KQ_DOT(D) D##_dot_simd
-#else
-#define KQ_DOT(D) D##_dot_scalar
-#endif
-#if defined(KQ_ROW512)
+#if defined(KQ_ROWS)
 #define KQ_FAST 1
 #define KQ_FAST_ROW(D, row, nb, s, pfd) KQ_ROW_##D(row, nb, s, pfd)
 #define KQ_PERM(D) KQ_PERM_##D
@@ -516,7 +549,7 @@ static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, int64_
       const int8_t *a = s->a + b * QKK;                                                          \
       const int16_t *bs = s->bs + b * 16;                                                        \
       if (!ref) kq_prefetch(p + pfd, (BYTES));                                                   \
-      acc += ref ? D##_dot_scalar(p, a, bs, s->dx[b]) : KQ_DOT(D)(p, a, bs, s->dx[b]);           \
+      acc += D##_dot_scalar(p, a, bs, s->dx[b]);                                                 \
     }                                                                                            \
     return acc;                                                                                  \
   }                                                                                              \
