@@ -401,9 +401,13 @@ static float q6_k_row256(const uint8_t *row, int64_t nb, const kq_act *s, int64_
 #define KQ_PERM_q4_k 0
 #define KQ_PERM_q5_k 0
 #define KQ_PERM_q6_k 0
-#define KQ_ROW_q4_k(row, nb, s, pfd) q45_k_row256(row, nb, s, pfd, 0)
-#define KQ_ROW_q5_k(row, nb, s, pfd) q45_k_row256(row, nb, s, pfd, 1)
-#define KQ_ROW_q6_k(row, nb, s, pfd) q6_k_row256(row, nb, s, pfd)
+/* rows row, row + rb (R = 2) or row alone (R = 1) -> out[0 .. R) */
+#define KQ_ROWS_q4_k(row, rb, nb, s, pfd, R, out) \
+  for (int r_ = 0; r_ < (R); r_++) (out)[r_] = q45_k_row256((row) + r_ * (rb), nb, s, pfd, 0)
+#define KQ_ROWS_q5_k(row, rb, nb, s, pfd, R, out) \
+  for (int r_ = 0; r_ < (R); r_++) (out)[r_] = q45_k_row256((row) + r_ * (rb), nb, s, pfd, 1)
+#define KQ_ROWS_q6_k(row, rb, nb, s, pfd, R, out) \
+  for (int r_ = 0; r_ < (R); r_++) (out)[r_] = q6_k_row256((row) + r_ * (rb), nb, s, pfd)
 #endif
 
 /* ---- rows: AVX-512 (BW + VL) --------------------------------------------------
@@ -428,14 +432,15 @@ CKIR_INLINE __m512i kq_dot512(__m512i q, const int8_t *a, __m512i scale) {
 }
 
 /* q4_k (q5 = 0) and q5_k (q5 = 1) rows */
-CKIR_INLINE float q45_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, int64_t pfd,
-                               const int q5) {
+CKIR_INLINE void q45_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const kq_act *s,
+                               int64_t pfd, const int q5, const int R, float out[2]) {
   const int64_t bytes = q5 ? CKIR_Q5_K_BYTES : CKIR_Q4_K_BYTES;
   const __m512i mask = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
-  __m512 acc = _mm512_setzero_ps();
-  __m256 accm = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *p = row + b * bytes;
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  __m256 accm[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t b = 0; b < nb; b++)
+    for (int r = 0; r < R; r++) {
+    const uint8_t *p = row + r * rb + b * bytes;
     kq_prefetch(p + pfd, bytes);
     const int8_t *a = s->a + b * QKK;
     const int16_t *bs = s->bs + b * 16;
@@ -466,18 +471,21 @@ CKIR_INLINE float q45_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, 
     const __m256i mt = kq_min_terms(scm, bs);
     /* (d dx, dmin dx) from one vcvtph2ps */
     const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(hdr), _mm_set1_ps(s->dx[b]));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(dd), acc);
-    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_broadcastss_ps(_mm_movehdup_ps(dd)), accm);
-  }
-  return _mm512_reduce_add_ps(acc) - ckir_hsum_ps256(accm);
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(dd), acc[r]);
+    accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_broadcastss_ps(_mm_movehdup_ps(dd)), accm[r]);
+    }
+  for (int r = 0; r < R; r++) /* one reduction: acc - accm */
+    out[r] = _mm512_reduce_add_ps(_mm512_sub_ps(acc[r], _mm512_zextps256_ps512(accm[r])));
 }
 
-static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, int64_t pfd) {
+CKIR_INLINE void q6_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const kq_act *s,
+                              int64_t pfd, const int R, float out[2]) {
   const __m512i mask = _mm512_set1_epi8(15), three = _mm512_set1_epi8(3);
-  __m512 acc = _mm512_setzero_ps();
-  __m256 accm = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *p = row + b * CKIR_Q6_K_BYTES;
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  __m256 accm[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t b = 0; b < nb; b++)
+    for (int r = 0; r < R; r++) {
+    const uint8_t *p = row + r * rb + b * CKIR_Q6_K_BYTES;
     kq_prefetch(p + pfd, CKIR_Q6_K_BYTES);
     const int8_t *a = s->a + b * QKK;
     const int16_t *bs = s->bs + b * 16;
@@ -513,17 +521,20 @@ static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, int64_
     const __m256i mt = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), sc16y);
     const float ddx = ckir_q_f16(p + 208) * s->dx[b];
     const __m512 vd = _mm512_set1_ps(ddx);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), vd, acc);
-    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(32.0f * ddx), accm);
-  }
-  return _mm512_reduce_add_ps(acc) - ckir_hsum_ps256(accm);
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), vd, acc[r]);
+    accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(32.0f * ddx), accm[r]);
+    }
+  for (int r = 0; r < R; r++) /* one reduction: acc - accm */
+    out[r] = _mm512_reduce_add_ps(_mm512_sub_ps(acc[r], _mm512_zextps256_ps512(accm[r])));
 }
 #define KQ_PERM_q4_k 1
 #define KQ_PERM_q5_k 1
 #define KQ_PERM_q6_k 0
-#define KQ_ROW_q4_k(row, nb, s, pfd) q45_k_row512(row, nb, s, pfd, 0)
-#define KQ_ROW_q5_k(row, nb, s, pfd) q45_k_row512(row, nb, s, pfd, 1)
-#define KQ_ROW_q6_k(row, nb, s, pfd) q6_k_row512(row, nb, s, pfd)
+/* two rows a pass where there are two (their blocks interleaved: more independent work
+ * in flight per activation block, the a loads shared) */
+#define KQ_ROWS_q4_k(row, rb, nb, s, pfd, R, out) q45_k_rows512(row, rb, nb, s, pfd, 0, R, out)
+#define KQ_ROWS_q5_k(row, rb, nb, s, pfd, R, out) q45_k_rows512(row, rb, nb, s, pfd, 1, R, out)
+#define KQ_ROWS_q6_k(row, rb, nb, s, pfd, R, out) q6_k_rows512(row, rb, nb, s, pfd, R, out)
 #endif
 
 /* ---- the kernels of one dtype ------------------------------------------------ */
@@ -533,16 +544,15 @@ static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, int64_
  * the wgemm row reader and the reference twins. */
 #if defined(KQ_ROWS)
 #define KQ_FAST 1
-#define KQ_FAST_ROW(D, row, nb, s, pfd) KQ_ROW_##D(row, nb, s, pfd)
+#define KQ_FAST_ROWS(D, row, rb, nb, s, pfd, R, out) KQ_ROWS_##D(row, rb, nb, s, pfd, R, out)
 #define KQ_PERM(D) KQ_PERM_##D
 #else
 #define KQ_FAST 0
-#define KQ_FAST_ROW(D, row, nb, s, pfd) ((void)(pfd), 0.0f)
+#define KQ_FAST_ROWS(D, row, rb, nb, s, pfd, R, out) ((void)(pfd), (void)(out))
 #define KQ_PERM(D) 0
 #endif
 #define KQ_KERNELS(D, BYTES)                                                                     \
   static float D##_row(const uint8_t *row, int64_t nb, const kq_act *s, int64_t pfd, int ref) { \
-    if (!ref && KQ_FAST) return KQ_FAST_ROW(D, row, nb, s, pfd);                                 \
     float acc = 0.0f;                                                                            \
     for (int64_t b = 0; b < nb; b++) {                                                           \
       const uint8_t *p = row + b * (BYTES);                                                      \
@@ -567,8 +577,17 @@ static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, int64_
     const int64_t pfd = ckir_q_pf_distance(rb);                                                  \
     CKIR_SHARED_RANGE(N * K >= CKIR_GEMV_PAR_MIN && N > 1, N, lo, hi, {                          \
       ckir_q_prefetch(w + lo * rb, CKIR_MIN(pfd, (hi - lo) * rb));                               \
-      for (int64_t n = lo; n < hi; n++)                                                          \
-        y[n] = D##_row(w + n * rb, nb, &s, pfd, 0) + (bias ? bias[n] : 0.0f);                         \
+      for (int64_t n = lo; n < hi; n += 2) {                                                     \
+        float o[2];                                                                              \
+        const int R = n + 1 < hi ? 2 : 1;                                                        \
+        if (!KQ_FAST)                                                                            \
+          for (int r = 0; r < R; r++) o[r] = D##_row(w + (n + r) * rb, nb, &s, pfd, 0);          \
+        else if (R == 2)                                                                         \
+          KQ_FAST_ROWS(D, w + n * rb, rb, nb, &s, pfd, 2, o);                                    \
+        else                                                                                     \
+          KQ_FAST_ROWS(D, w + n * rb, rb, nb, &s, pfd, 1, o);                                    \
+        for (int r = 0; r < R; r++) y[n + r] = o[r] + (bias ? bias[n + r] : 0.0f);               \
+      }                                                                                          \
     });                                                                                          \
   }                                                                                              \
   CKIR_GEMV_PAIR(D, uint8_t, D##_gemv(x, w, b, y, N, K, 0))                                      \
