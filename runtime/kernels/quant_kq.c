@@ -161,48 +161,49 @@ static void kq_quant1_scalar(const float *xb, int8_t *ab, float *dxb, int16_t *b
   for (int j = 0; j < 8; j++) memcpy(ab + 32 * (perm ? kq_order[j] : j), t + 32 * j, 32);
 }
 
+/* max |x| over a super-block (max(x, -x) is |x| exactly) */
+CKIR_INLINE float kq_amax(const float *xb) {
+  ckv m = ckv_zero();
+  for (int i = 0; i < QKK; i += CKV_W) {
+    const ckv v = ckv_loadu(xb + i);
+    m = ckv_max(m, ckv_max(v, ckv_sub(ckv_zero(), v)));
+  }
+  return ckv_reduce_max(m);
+}
+
+/* 16 a (int8, in an xmm) of x[0..16) / d rounded to nearest even, *sum their sum */
 #if defined(CKIR_Q512)
-static void kq_quant1_simd(const float *xb, int8_t *ab, float *dxb, int16_t *bsb, int perm) {
-  const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
-  __m512 m = _mm512_setzero_ps();
-  for (int i = 0; i < QKK; i += 16) m = _mm512_max_ps(m, _mm512_and_ps(_mm512_loadu_ps(xb + i), absmask));
-  const float d = _mm512_reduce_max_ps(m) / 127.0f;
-  *dxb = d;
-  if (d == 0.0f) {
-    memset(ab, 0, QKK);
-    memset(bsb, 0, QKK / 16 * sizeof(int16_t));
-    return;
-  }
-  const __m512 dv = _mm512_set1_ps(d);
-  for (int g = 0; g < QKK / 16; g++) {
-    const __m512i q = _mm512_cvtps_epi32(_mm512_div_ps(_mm512_loadu_ps(xb + 16 * g), dv));
-    const int run = perm ? kq_order[g >> 1] : g >> 1;
-    _mm_storeu_si128((__m128i *)(ab + 32 * run + 16 * (g & 1)), _mm512_cvtsepi32_epi8(q));
-    bsb[g] = (int16_t)_mm512_reduce_add_epi32(q);
-  }
+CKIR_INLINE __m128i kq_q16(const float *x, float d, int *sum) {
+  const __m512i q = _mm512_cvtps_epi32(_mm512_div_ps(_mm512_loadu_ps(x), _mm512_set1_ps(d)));
+  *sum = _mm512_reduce_add_epi32(q);
+  return _mm512_cvtsepi32_epi8(q);
 }
 #elif defined(CKIR_Q256)
+CKIR_INLINE __m128i kq_q16(const float *x, float d, int *sum) {
+  const __m256 dv = _mm256_set1_ps(d);
+  const __m256i q0 = _mm256_cvtps_epi32(_mm256_div_ps(_mm256_loadu_ps(x), dv));
+  const __m256i q1 = _mm256_cvtps_epi32(_mm256_div_ps(_mm256_loadu_ps(x + 8), dv));
+  *sum = ckir_q_hsum_epi32(_mm256_add_epi32(q0, q1));
+  /* packs interleave the 128-bit lanes: words q0[0..3] q1[0..3] | q0[4..7] q1[4..7] */
+  const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xD8);
+  return _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+}
+#endif
+#if defined(CKIR_Q512) || defined(CKIR_Q256)
 static void kq_quant1_simd(const float *xb, int8_t *ab, float *dxb, int16_t *bsb, int perm) {
-  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  __m256 m = _mm256_setzero_ps();
-  for (int i = 0; i < QKK; i += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + i), absmask));
-  const float d = ckir_hmax_ps256(m) / 127.0f;
+  const float d = kq_amax(xb) / 127.0f;
   *dxb = d;
   if (d == 0.0f) {
     memset(ab, 0, QKK);
     memset(bsb, 0, QKK / 16 * sizeof(int16_t));
     return;
   }
-  const __m256 dv = _mm256_set1_ps(d);
   for (int g = 0; g < QKK / 16; g++) {
-    const __m256i q0 = _mm256_cvtps_epi32(_mm256_div_ps(_mm256_loadu_ps(xb + 16 * g), dv));
-    const __m256i q1 = _mm256_cvtps_epi32(_mm256_div_ps(_mm256_loadu_ps(xb + 16 * g + 8), dv));
-    /* packs interleave the 128-bit lanes: words q0[0..3] q1[0..3] | q0[4..7] q1[4..7] */
-    const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xD8);
-    const __m128i b = _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+    int sum;
+    const __m128i q = kq_q16(xb + 16 * g, d, &sum);
     const int run = perm ? kq_order[g >> 1] : g >> 1;
-    _mm_storeu_si128((__m128i *)(ab + 32 * run + 16 * (g & 1)), b);
-    bsb[g] = (int16_t)ckir_q_hsum_epi32(_mm256_add_epi32(q0, q1));
+    _mm_storeu_si128((__m128i *)(ab + 32 * run + 16 * (g & 1)), q);
+    bsb[g] = (int16_t)sum;
   }
 }
 #else
