@@ -6,6 +6,14 @@ matrix read it from cache.
 
     python benchmarks/bench_gemv_stream.py /tmp/base/runtime q4_1p --threads 2 --rounds 41
 
+The K-quants (q4_k, q5_k, q6_k: K a multiple of 256) run a 135M-class shape instead
+(hidden 768, intermediate 2048, 12 layers, 12 / 4 heads of 64, a 32000-row LM head),
+each layer as a decode step calls its kernels: gemv_qkv_<dtype>, gemv_<dtype> (o),
+gemv_gate_up_<dtype> (gate and up, SiLU product), gemv_<dtype> (down); so the
+activation quantization each call repeats is timed with the weights.
+
+    python benchmarks/bench_gemv_stream.py /tmp/base/runtime q4_k --threads 2 --rounds 21
+
 Prints the median time of a pass over all matrices for the old runtime (the
 tree given) and the new one (this checkout), as GB/s of weights read, and the
 median of the per-round new/old ratios (old and new alternate, order flipped
@@ -30,6 +38,15 @@ from ckir import quant  # noqa: E402
 from ckir.vocab import PANEL_DTYPES  # noqa: E402
 
 SHAPES = [(960, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536)] * 30 + [(49152, 576)]
+#: the K-quants' decode step: per layer (kernel, output rows per matrix, K); then the LM head
+KQ_E, KQ_I, KQ_KV, KQ_LAYERS, KQ_VOCAB = 768, 2048, 256, 12, 32000
+KQ_STEP = [
+    ("gemv_qkv", (KQ_E, KQ_KV, KQ_KV), KQ_E),
+    ("gemv", (KQ_E,), KQ_E),
+    ("gemv_gate_up", (KQ_I, KQ_I), KQ_E),
+    ("gemv", (KQ_E,), KQ_I),
+] * KQ_LAYERS + [("gemv", (KQ_VOCAB,), KQ_E)]
+KQUANTS = ("q4_k", "q5_k", "q6_k")
 
 
 def weights(rng, dtype: str, N: int, K: int) -> np.ndarray:
@@ -41,29 +58,47 @@ def weights(rng, dtype: str, N: int, K: int) -> np.ndarray:
         return bk.q8_0_blocks(rng, N, K)
     if dtype == "q4_1":
         return bk.q4_1_blocks(rng, N, K)
+    if dtype in KQUANTS:
+        return quant.quantize(rng.standard_normal((N, K), dtype=np.float32) * 0.05, dtype)
     raise SystemExit(f"unknown dtype {dtype}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("tree", type=Path, help="the old runtime/ directory")
-    ap.add_argument("dtype", help="bf16, q8_0, q4_1, or a panel dtype: f32p, bf16p, q8_0p, q4_1p")
+    ap.add_argument(
+        "dtype", help="bf16, q8_0, q4_1, q4_k, q5_k, q6_k, or a panel dtype (f32p, bf16p, ...)"
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=41)
     ap.add_argument("--isa", default="native")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    mats = [  # y kept here: bound_call holds raw pointers
-        (
-            N,
-            K,
-            weights(rng, args.dtype, N, K),
-            rng.standard_normal(K, dtype=np.float32),
-            np.empty(N, np.float32),
-        )
-        for N, K in SHAPES
-    ]
-    nbytes = sum(m[2].nbytes for m in mats)
+    if args.dtype in KQUANTS:
+        # (kernel, operand arrays, int parameters); arrays kept here: bound_call holds pointers
+        steps = []
+        for kernel, ns, K in KQ_STEP:
+            ws = [weights(rng, args.dtype, N, K) for N in ns]
+            x = rng.standard_normal(K, dtype=np.float32)
+            if kernel == "gemv_gate_up":
+                ys = [np.empty(ns[0], np.float32)]
+            else:
+                ys = [np.empty(N, np.float32) for N in ns]
+            params = [ns[0], K] if kernel == "gemv_gate_up" else [*ns, K]
+            steps.append((kernel, [x, *ws, *ys], params, sum(w.nbytes for w in ws)))
+        nbytes = sum(st[3] for st in steps)
+    else:
+        mats = [  # y kept here: bound_call holds raw pointers
+            (
+                N,
+                K,
+                weights(rng, args.dtype, N, K),
+                rng.standard_normal(K, dtype=np.float32),
+                np.empty(N, np.float32),
+            )
+            for N, K in SHAPES
+        ]
+        nbytes = sum(m[2].nbytes for m in mats)
     with tempfile.TemporaryDirectory() as d:
         libs = {
             "old": bk.build_tree(args.tree, args.isa, Path(d) / "libold.so"),
@@ -72,9 +107,16 @@ def main() -> None:
         calls = {}
         for key, lib in libs.items():
             lib.set_num_threads(args.threads)
-            calls[key] = [
-                bk.bound_call(lib, f"gemv_{args.dtype}", [x, w, y, N, K]) for N, K, w, x, y in mats
-            ]
+            if args.dtype in KQUANTS:
+                calls[key] = [
+                    bk.bound_call(lib, f"{kernel}_{args.dtype}", [*arrays, *params])
+                    for kernel, arrays, params, _ in steps
+                ]
+            else:
+                calls[key] = [
+                    bk.bound_call(lib, f"gemv_{args.dtype}", [x, w, y, N, K])
+                    for N, K, w, x, y in mats
+                ]
 
         def one_pass(key: str) -> float:
             t0 = time.perf_counter()

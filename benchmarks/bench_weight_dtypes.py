@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/bench_weight_dtypes.py [--n 4096] [--k 4096] [--threads 2]
 
-For each dtype (f32 when the runtime has gemv_f32, bf16, q8_0, q4_0, q4_1) the
+For each dtype (f32 when the runtime has gemv_f32, bf16, q8_0, q4_0, q4_1, and the
+K-quants q4_k, q5_k, q6_k, whose K must be a multiple of 256) the
 weights of an N x K layer are copied into enough distinct buffers to fill
 --set-mib of memory (far beyond the L3), and gemv cycles through them, so every
 call streams its weights from DRAM, as decode does.  Printed: GB/s of weight
@@ -35,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ckir import quant  # noqa: E402
 from ckir.runtime_build import build_library, runtime_dir  # noqa: E402
 
-DTYPES = ("f32", "bf16", "q8_0", "q4_0", "q4_1")
+DTYPES = ("f32", "bf16", "q8_0", "q4_0", "q4_1", "q4_k", "q5_k", "q6_k")
 NP_STORE = {"f32": np.float32, "bf16": np.uint16}
 
 
@@ -76,6 +77,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--set-mib", type=int, default=256, help="weight bytes cycled per dtype")
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--dtypes", help="comma-separated subset of the dtypes (default: all)")
     ap.add_argument("--isa", default="native")
     ap.add_argument("--gemm", action="store_true", help="also time gemm_<dtype>, M = 128")
     ap.add_argument("--gguf", help="a GGUF file, or 'smollm2': time one token's linear layers")
@@ -87,6 +89,8 @@ def main() -> None:
         lib = Lib(build_library(Path(d) / "libckir_bench.so", isa=args.isa, extra_sources=[probe]))
     lib.dll.ckir_set_num_threads(args.threads)
     dtypes = [dt for dt in DTYPES if lib.has(f"ckir_gemv_{dt}")]
+    if args.dtypes:
+        dtypes = [dt for dt in dtypes if dt in args.dtypes.split(",")]
 
     if not args.skip_synthetic:
         synthetic(lib, dtypes, args)
@@ -184,6 +188,8 @@ def real_model(lib: Lib, args: argparse.Namespace) -> None:
     kinds = {gguf.GGMLQuantizationType.Q8_0: "q8_0", gguf.GGMLQuantizationType.Q4_0: "q4_0"}
     kinds[gguf.GGMLQuantizationType.Q4_1] = "q4_1"
     kinds[gguf.GGMLQuantizationType.BF16] = "bf16"
+    for kq in ("Q4_K", "Q5_K", "Q6_K"):
+        kinds[gguf.GGMLQuantizationType[kq]] = kq.lower()
     reader = gguf.GGUFReader(str(gguf_path(args.gguf)))
     mats = []  # (name, dtype, array in RAM, N, K), model order; token_embd last (LM head)
     for t in sorted(reader.tensors, key=lambda t: t.name == "token_embd.weight"):

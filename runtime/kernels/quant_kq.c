@@ -138,35 +138,100 @@ typedef struct {
 /* bytes of stack kq_prepare needs for K */
 #define KQ_ACT_BYTES(K) ((K) + ((K) / QKK) * 4 + ((K) / 16) * 2 + 192)
 
-/* x quantized per super-block (the same code for every path and the reference); with
- * perm, each super-block's 8 runs of 32 a are stored in the order 0 2 1 3 4 6 5 7 (the
- * AVX-512 q4_k / q5_k rows: one zmm of nibbles holds sub-blocks 2c and 2c + 2) */
-static kq_act kq_prepare(const float *x, int64_t K, uint8_t *buf, int perm) {
+/* one super-block of x: ab[0..256) = round-to-nearest-even(xb / d) (0 where d = 0),
+ * *dxb = d = max|xb| / 127, bsb[g] = sum of ab[16g .. 16g + 16); with perm, each run of
+ * 32 a is stored at run order[j] (below), bsb stays in the natural order.  The SIMD
+ * paths compute the same a (an IEEE division rounded to nearest even, as lrintf does
+ * under the default rounding mode) and the same integer sums: they are bit-equal to
+ * the scalar code, which the reference twins run. */
+static const int kq_order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+
+static void kq_quant1_scalar(const float *xb, int8_t *ab, float *dxb, int16_t *bsb, int perm) {
+  float amax = 0.0f;
+  for (int i = 0; i < QKK; i++) amax = fmaxf(amax, fabsf(xb[i]));
+  const float d = amax / 127.0f;
+  *dxb = d;
+  int8_t t[QKK];
+  for (int i = 0; i < QKK; i++) t[i] = d == 0.0f ? 0 : (int8_t)lrintf(xb[i] / d);
+  for (int g = 0; g < QKK / 16; g++) {
+    int s = 0;
+    for (int i = 0; i < 16; i++) s += t[16 * g + i];
+    bsb[g] = (int16_t)s;
+  }
+  for (int j = 0; j < 8; j++) memcpy(ab + 32 * (perm ? kq_order[j] : j), t + 32 * j, 32);
+}
+
+/* max |x| over a super-block (max(x, -x) is |x| exactly) */
+CKIR_INLINE float kq_amax(const float *xb) {
+  ckv m = ckv_zero();
+  for (int i = 0; i < QKK; i += CKV_W) {
+    const ckv v = ckv_loadu(xb + i);
+    m = ckv_max(m, ckv_max(v, ckv_sub(ckv_zero(), v)));
+  }
+  return ckv_reduce_max(m);
+}
+
+/* 16 a (int8, in an xmm) of x[0..16) / d rounded to nearest even, *sum their sum */
+#if defined(CKIR_Q512)
+CKIR_INLINE __m128i kq_q16(const float *x, float d, int *sum) {
+  const __m512i q = _mm512_cvtps_epi32(_mm512_div_ps(_mm512_loadu_ps(x), _mm512_set1_ps(d)));
+  *sum = _mm512_reduce_add_epi32(q);
+  return _mm512_cvtsepi32_epi8(q);
+}
+#elif defined(CKIR_Q256)
+CKIR_INLINE __m128i kq_q16(const float *x, float d, int *sum) {
+  const __m256 dv = _mm256_set1_ps(d);
+  const __m256i q0 = _mm256_cvtps_epi32(_mm256_div_ps(_mm256_loadu_ps(x), dv));
+  const __m256i q1 = _mm256_cvtps_epi32(_mm256_div_ps(_mm256_loadu_ps(x + 8), dv));
+  *sum = ckir_q_hsum_epi32(_mm256_add_epi32(q0, q1));
+  /* packs interleave the 128-bit lanes: words q0[0..3] q1[0..3] | q0[4..7] q1[4..7] */
+  const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xD8);
+  return _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+}
+#endif
+#if defined(CKIR_Q512) || defined(CKIR_Q256)
+static void kq_quant1_simd(const float *xb, int8_t *ab, float *dxb, int16_t *bsb, int perm) {
+  const float d = kq_amax(xb) / 127.0f;
+  *dxb = d;
+  if (d == 0.0f) {
+    memset(ab, 0, QKK);
+    memset(bsb, 0, QKK / 16 * sizeof(int16_t));
+    return;
+  }
+  for (int g = 0; g < QKK / 16; g++) {
+    int sum;
+    const __m128i q = kq_q16(xb + 16 * g, d, &sum);
+    const int run = perm ? kq_order[g >> 1] : g >> 1;
+    _mm_storeu_si128((__m128i *)(ab + 32 * run + 16 * (g & 1)), q);
+    bsb[g] = (int16_t)sum;
+  }
+}
+#else
+#define kq_quant1_simd kq_quant1_scalar
+#endif
+
+/* x quantized per super-block; ref: by the scalar code (the reference twins), else by
+ * the SIMD one (bit-equal); perm: the AVX-512 q4_k / q5_k rows' order of the 8 runs of
+ * 32 a, 0 2 1 3 4 6 5 7 (one zmm of nibbles holds sub-blocks 2c and 2c + 2) */
+static kq_act kq_prepare(const float *x, int64_t K, uint8_t *buf, int perm, int ref) {
   kq_act s;
   s.a = CKIR_ALIGN64(buf);
   s.dx = (float *)CKIR_ALIGN64(s.a + K);
   s.bs = (int16_t *)(s.dx + K / QKK);
   for (int64_t b = 0; b < K / QKK; b++) {
-    const float *xb = x + b * QKK;
-    float amax = 0.0f;
-    for (int i = 0; i < QKK; i++) amax = fmaxf(amax, fabsf(xb[i]));
-    const float d = amax / 127.0f;
-    s.dx[b] = d;
-    int8_t *ab = s.a + b * QKK;
-    for (int i = 0; i < QKK; i++) ab[i] = d == 0.0f ? 0 : (int8_t)lrintf(xb[i] / d);
-    for (int g = 0; g < QKK / 16; g++) {
-      int t = 0;
-      for (int i = 0; i < 16; i++) t += ab[16 * g + i];
-      s.bs[b * 16 + g] = (int16_t)t;
-    }
-    if (perm) {
-      int8_t t[QKK];
-      static const int order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
-      for (int j = 0; j < 8; j++) memcpy(t + 32 * j, ab + 32 * order[j], 32);
-      memcpy(ab, t, QKK);
-    }
+    if (ref)
+      kq_quant1_scalar(x + b * QKK, s.a + b * QKK, s.dx + b, s.bs + b * 16, perm);
+    else
+      kq_quant1_simd(x + b * QKK, s.a + b * QKK, s.dx + b, s.bs + b * 16, perm);
   }
   return s;
+}
+
+/* prefetch the super-block of `bytes` at p (the same column pfd bytes, a few rows,
+ * further on): a line every 64 bytes; the line of its last byte is the next block's
+ * first (rows are contiguous) */
+CKIR_INLINE void kq_prefetch(const uint8_t *p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
 }
 
 /* ---- super-block dot products: scalar -------------------------------------- */
@@ -224,70 +289,126 @@ static float q6_k_dot_scalar(const uint8_t *p, const int8_t *a, const int16_t *b
   return (ckir_internal_f16_to_f32(ckir_q_ld16(p + 208)) * dx) * (float)(S - 32 * M);
 }
 
-/* ---- super-block dot products: AVX2 / AVX-512 (256-bit) -------------------- */
+/* ---- what the SIMD rows share (AVX2 and AVX-512) ---------------------------- */
 
 #if defined(CKIR_Q512) || defined(CKIR_Q256)
-#define KQ_SIMD 1
-/* int32 lanes of sum over pairs of (q a) * scale: q unsigned bytes, a signed */
-CKIR_INLINE __m256i kq_madd(__m256i q, const int8_t *a, __m256i scale) {
+/* the 16 header bytes of a q4_k / q5_k super-block, dwords (d, dmin), u0, u1, u2 of
+ * kq_scale_min, unpacked in an xmm to the bytes sc[0..8) m[0..8) by kq_scale_min's
+ * formulas, a dword at a time */
+CKIR_INLINE __m128i kq_scm(__m128i hdr) {
+  const __m128i ua = _mm_shuffle_epi32(hdr, _MM_SHUFFLE(3, 2, 3, 1)); /* u0 u2 u1 u2 */
+  const __m128i ub = _mm_shuffle_epi32(hdr, _MM_SHUFFLE(2, 2, 1, 1)); /* u0 u0 u1 u1 */
+  return _mm_or_si128(
+      _mm_and_si128(_mm_srlv_epi32(ua, _mm_setr_epi32(0, 0, 0, 4)),
+                    _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
+      _mm_and_si128(_mm_srli_epi32(ub, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+}
+/* int32 lane j: m[j] (bs[2j] + bs[2j + 1]), the int16 pairs (m[j], m[j]) made from the
+ * bytes m = scm[8..16) by a vpshufb (zero high bytes) */
+CKIR_INLINE __m256i kq_min_terms(__m128i scm, const int16_t *bs) {
+  const __m256i mctl = _mm256_setr_epi8(8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1,
+                                        12, -1, 12, -1, 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1);
+  const __m256i mm = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(scm), mctl);
+  return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), mm);
+}
+/* vpshufb control picking int16 word j of every 128-bit lane */
+#define KQ_WORD(j) ((short)(0x0101 * 2 * (j) + 0x0100))
+#endif
+
+/* ---- rows: AVX2 --------------------------------------------------------------
+ * 32 weights per ymm (chunk c of qs: sub-blocks 2c, low nibbles, and 2c + 1; q6_k:
+ * 16-element sub-blocks in the two 128-bit lanes), vpmaddubsw with a then vpmaddwd
+ * with the sub-blocks' scales (spread by vpshufb), the super-block's int32 lanes
+ * scaled by d * d_x into an fp32 accumulator and the min (q6_k: -32) term into
+ * another; one reduction per row.  a in the natural order. */
+#if defined(CKIR_Q256)
+#define KQ_ROWS 1
+CKIR_INLINE __m256i kq_dot256(__m256i q, const int8_t *a, __m256i scale) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)a)), scale);
 }
 
-/* q4_k (q5 = 0) and q5_k (q5 = 1): chunk c of qs holds sub-blocks 2c (low nibbles)
- * and 2c + 1 (high); q5_k's fifth bits are bits 2c and 2c + 1 of qh */
-CKIR_INLINE float q45_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs, float dx,
-                                 const int q5) {
-  uint8_t sc[8], m[8];
-  kq_scale_min(p + 4, sc, m);
-  const uint8_t *qs = p + (q5 ? 48 : 16);
+CKIR_INLINE float q45_k_row256(const uint8_t *row, int64_t nb, const kq_act *s, int64_t pfd,
+                               const int q5) {
+  const int64_t bytes = q5 ? CKIR_Q5_K_BYTES : CKIR_Q4_K_BYTES;
   const __m256i mask = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
-  __m256i acc = _mm256_setzero_si256();
-  for (int c = 0; c < 4; c++) {
-    const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-    __m256i lo = _mm256_and_si256(v, mask);
-    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
-    if (q5) {
-      const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
-      const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
-      const __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
-      lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
-      hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
+  __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = row + b * bytes;
+    kq_prefetch(p + pfd, bytes);
+    const int8_t *a = s->a + b * QKK;
+    const __m128i hdr = _mm_loadu_si128((const __m128i *)p);
+    const __m128i scm = kq_scm(hdr);
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
+    const uint8_t *qs = p + (q5 ? 48 : 16);
+    __m256i isum = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+      const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+      __m256i lo = _mm256_and_si256(v, mask);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+      if (q5) {
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
+        const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
+        const __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
+      }
+      const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(KQ_WORD(2 * c)));
+      const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(KQ_WORD(2 * c + 1)));
+      isum = _mm256_add_epi32(isum, kq_dot256(lo, a + 64 * c, s0));
+      isum = _mm256_add_epi32(isum, kq_dot256(hi, a + 64 * c + 32, s1));
     }
-    acc = _mm256_add_epi32(acc, kq_madd(lo, a + 64 * c, _mm256_set1_epi16(sc[2 * c])));
-    acc = _mm256_add_epi32(acc, kq_madd(hi, a + 64 * c + 32, _mm256_set1_epi16(sc[2 * c + 1])));
+    const __m256i mt = kq_min_terms(scm, s->bs + b * 16);
+    const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(hdr), _mm_set1_ps(s->dx[b])); /* d dx, dmin dx */
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_broadcastss_ps(dd), acc);
+    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_broadcastss_ps(_mm_movehdup_ps(dd)), accm);
   }
-  int32_t M = 0;
-  for (int j = 0; j < 8; j++) M += m[j] * (bs[2 * j] + bs[2 * j + 1]);
-  const int32_t S = ckir_q_hsum_epi32(acc);
-  return dx * (ckir_q_f16(p) * (float)S - ckir_q_f16(p + 2) * (float)M);
+  return ckir_hsum_ps256(acc) - ckir_hsum_ps256(accm);
 }
-#define q4_k_dot_simd(p, a, bs, dx) q45_k_dot_simd(p, a, bs, dx, 0)
-#define q5_k_dot_simd(p, a, bs, dx) q45_k_dot_simd(p, a, bs, dx, 1)
 
-static float q6_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs, float dx) {
-  const int8_t *sc = (const int8_t *)(p + 192);
+static float q6_k_row256(const uint8_t *row, int64_t nb, const kq_act *s, int64_t pfd) {
   const __m256i mask = _mm256_set1_epi8(15), three = _mm256_set1_epi8(3);
-  __m256i acc = _mm256_setzero_si256();
-  for (int h = 0; h < 2; h++) {
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
-    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
-    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32));
-    for (int t = 0; t < 4; t++) {
-      const __m256i lv = t & 1 ? l1 : l0;
-      const __m256i lo = t >> 1 ? _mm256_and_si256(_mm256_srli_epi16(lv, 4), mask)
-                                : _mm256_and_si256(lv, mask);
-      const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * t)), three);
-      const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
-      const int i = 8 * h + 2 * t;
-      const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[i + 1]), _mm_set1_epi16(sc[i]));
-      acc = _mm256_add_epi32(acc, kq_madd(q, a + 128 * h + 32 * t, s));
+  __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *p = row + b * CKIR_Q6_K_BYTES;
+    kq_prefetch(p + pfd, CKIR_Q6_K_BYTES);
+    const int8_t *a = s->a + b * QKK;
+    const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192)));
+    __m256i isum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+      const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+      const __m256i l0 = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
+      const __m256i l1 = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32));
+      /* every 128-bit lane: sc[8h .. 8h + 8) as int16 */
+      const __m256i sch = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16y, 1)
+                                                        : _mm256_castsi256_si128(sc16y));
+      for (int t = 0; t < 4; t++) { /* elements 128h + 32t + l: sub-blocks 8h + 2t, + 1 */
+        const __m256i lv = t & 1 ? l1 : l0;
+        const __m256i lo = t >> 1 ? _mm256_and_si256(_mm256_srli_epi16(lv, 4), mask)
+                                  : _mm256_and_si256(lv, mask);
+        const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * t)), three);
+        const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
+        const __m256i sv = _mm256_shuffle_epi8(
+            sch, _mm256_setr_m128i(_mm_set1_epi16(KQ_WORD(2 * t)), _mm_set1_epi16(KQ_WORD(2 * t + 1))));
+        isum = _mm256_add_epi32(isum, kq_dot256(q, a + 128 * h + 32 * t, sv));
+      }
     }
+    const __m256i mt = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(s->bs + b * 16)), sc16y);
+    const float ddx = ckir_q_f16(p + 208) * s->dx[b];
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ddx), acc);
+    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(32.0f * ddx), accm);
   }
-  int32_t M = 0;
-  for (int i = 0; i < 16; i++) M += sc[i] * bs[i];
-  const int32_t S = ckir_q_hsum_epi32(acc);
-  return (ckir_q_f16(p + 208) * dx) * (float)(S - 32 * M);
+  return ckir_hsum_ps256(acc) - ckir_hsum_ps256(accm);
 }
+#define KQ_PERM_q4_k 0
+#define KQ_PERM_q5_k 0
+#define KQ_PERM_q6_k 0
+/* rows row, row + rb (R = 2) or row alone (R = 1) -> out[0 .. R) */
+#define KQ_ROWS_q4_k(row, rb, nb, s, pfd, R, out) \
+  for (int r_ = 0; r_ < (R); r_++) (out)[r_] = q45_k_row256((row) + r_ * (rb), nb, s, pfd, 0)
+#define KQ_ROWS_q5_k(row, rb, nb, s, pfd, R, out) \
+  for (int r_ = 0; r_ < (R); r_++) (out)[r_] = q45_k_row256((row) + r_ * (rb), nb, s, pfd, 1)
+#define KQ_ROWS_q6_k(row, rb, nb, s, pfd, R, out) \
+  for (int r_ = 0; r_ < (R); r_++) (out)[r_] = q6_k_row256((row) + r_ * (rb), nb, s, pfd)
 #endif
 
 /* ---- rows: AVX-512 (BW + VL) --------------------------------------------------
@@ -298,12 +419,13 @@ static float q6_k_dot_simd(const uint8_t *p, const int8_t *a, const int16_t *bs,
  * accumulated apart; one reduction per row.  q4_k / q5_k read a permuted
  * (kq_prepare). */
 #if defined(CKIR_Q512)
-#define KQ_ROW512 1
-/* the int16 scale vector of two 32-weight runs: lanes 0..15 sc[j0], 16..31 sc[j1] */
+#define KQ_ROWS 1
+/* the int16 scale vector of two 32-weight runs: lanes 0..15 sc[j0], 16..31 sc[j1], from
+ * sc16 holding the 8 scales in every 128-bit lane (a vpshufb: cheaper than vpermw) */
+CKIR_INLINE __m512i kq_word_ctl(int j) { return _mm512_set1_epi16(KQ_WORD(j)); }
 CKIR_INLINE __m512i kq_sc2(__m512i sc16, int j0, int j1) {
-  const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)j0)),
-                                         _mm256_set1_epi16((short)j1), 1);
-  return _mm512_permutexvar_epi16(idx, sc16);
+  const __m512i ctl = _mm512_mask_blend_epi64(0xF0, kq_word_ctl(j0), kq_word_ctl(j1));
+  return _mm512_shuffle_epi8(sc16, ctl);
 }
 
 CKIR_INLINE __m512i kq_dot512(__m512i q, const int8_t *a, __m512i scale) {
@@ -311,18 +433,21 @@ CKIR_INLINE __m512i kq_dot512(__m512i q, const int8_t *a, __m512i scale) {
 }
 
 /* q4_k (q5 = 0) and q5_k (q5 = 1) rows */
-CKIR_INLINE float q45_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, const int q5) {
+CKIR_INLINE void q45_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const kq_act *s,
+                               int64_t pfd, const int q5, const int R, float out[2]) {
   const int64_t bytes = q5 ? CKIR_Q5_K_BYTES : CKIR_Q4_K_BYTES;
   const __m512i mask = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
-  __m512 acc = _mm512_setzero_ps();
-  __m256 accm = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *p = row + b * bytes;
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  __m256 accm[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t b = 0; b < nb; b++)
+    for (int r = 0; r < R; r++) {
+    const uint8_t *p = row + r * rb + b * bytes;
+    kq_prefetch(p + pfd, bytes);
     const int8_t *a = s->a + b * QKK;
     const int16_t *bs = s->bs + b * 16;
-    uint8_t sc[8], m[8];
-    kq_scale_min(p + 4, sc, m);
-    const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+    const __m128i hdr = _mm_loadu_si128((const __m128i *)p);
+    const __m128i scm = kq_scm(hdr);
+    const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(scm));
     const uint8_t *qs = p + (q5 ? 48 : 16);
     __m512i isum = _mm512_setzero_si512();
     for (int h = 0; h < 2; h++) { /* chunks 2h, 2h + 1: sub-blocks 4h .. 4h + 3 */
@@ -344,28 +469,29 @@ CKIR_INLINE float q45_k_row512(const uint8_t *row, int64_t nb, const kq_act *s, 
       isum = _mm512_add_epi32(isum,
                               kq_dot512(hi, a + 128 * h + 64, kq_sc2(sc16, 4 * h + 1, 4 * h + 3)));
     }
-    /* m[j] (bs[2j] + bs[2j + 1]) in int32 lane j */
-    const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
-    const __m256i mm = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-    const __m256i mt = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), mm);
-    const float dx = s->dx[b];
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ckir_q_f16(p) * dx), acc);
-    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(ckir_q_f16(p + 2) * dx), accm);
-  }
-  return _mm512_reduce_add_ps(acc) - ckir_hsum_ps256(accm);
+    const __m256i mt = kq_min_terms(scm, bs);
+    /* (d dx, dmin dx) from one vcvtph2ps */
+    const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(hdr), _mm_set1_ps(s->dx[b]));
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(dd), acc[r]);
+    accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_broadcastss_ps(_mm_movehdup_ps(dd)), accm[r]);
+    }
+  for (int r = 0; r < R; r++) /* one reduction: acc - accm */
+    out[r] = _mm512_reduce_add_ps(_mm512_sub_ps(acc[r], _mm512_zextps256_ps512(accm[r])));
 }
 
-static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s) {
+CKIR_INLINE void q6_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const kq_act *s,
+                              int64_t pfd, const int R, float out[2]) {
   const __m512i mask = _mm512_set1_epi8(15), three = _mm512_set1_epi8(3);
-  __m512 acc = _mm512_setzero_ps();
-  __m256 accm = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *p = row + b * CKIR_Q6_K_BYTES;
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  __m256 accm[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t b = 0; b < nb; b++)
+    for (int r = 0; r < R; r++) {
+    const uint8_t *p = row + r * rb + b * CKIR_Q6_K_BYTES;
+    kq_prefetch(p + pfd, CKIR_Q6_K_BYTES);
     const int8_t *a = s->a + b * QKK;
     const int16_t *bs = s->bs + b * 16;
     const int8_t *sc = (const int8_t *)(p + 192);
     const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-    const __m512i sc16 = _mm512_castsi256_si512(sc16y);
     __m512i isum = _mm512_setzero_si512();
     for (int h = 0; h < 2; h++) { /* elements 128h .. 128h + 127: sub-blocks 8h .. 8h + 7 */
       const __m512i v = _mm512_loadu_si512((const void *)(p + 64 * h));
@@ -377,12 +503,18 @@ static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s) {
                                          _mm512_slli_epi16(_mm512_and_si512(h01, three), 4));
       const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), mask),
                                          _mm512_slli_epi16(_mm512_and_si512(h23, three), 4));
-      /* int16 lane i of 32 covers elements 2i, 2i + 1: sub-block 8h (+ 4) + i / 8 */
-      const __m512i lane = _mm512_srli_epi16(
-          _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14,
-                           13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3);
-      const __m512i s_lo = _mm512_permutexvar_epi16(_mm512_add_epi16(lane, _mm512_set1_epi16((short)(8 * h))), sc16);
-      const __m512i s_hi = _mm512_permutexvar_epi16(_mm512_add_epi16(lane, _mm512_set1_epi16((short)(8 * h + 4))), sc16);
+      /* 128-bit lane k of lo covers sub-block 8h + k, of hi 8h + 4 + k: every lane holds
+       * sc[8h .. 8h + 8) as int16, a vpshufb picks word k (lo) or 4 + k (hi) */
+      const __m512i sch = _mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(sc16y, 1)
+                                                   : _mm256_castsi256_si128(sc16y));
+      const __m512i ctl_lo = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_set_m128i(_mm512_castsi512_si128(kq_word_ctl(1)),
+                                                  _mm512_castsi512_si128(kq_word_ctl(0)))),
+          _mm256_set_m128i(_mm512_castsi512_si128(kq_word_ctl(3)),
+                           _mm512_castsi512_si128(kq_word_ctl(2))), 1);
+      const __m512i ctl_hi = _mm512_add_epi8(ctl_lo, _mm512_set1_epi8(8));
+      const __m512i s_lo = _mm512_shuffle_epi8(sch, ctl_lo);
+      const __m512i s_hi = _mm512_shuffle_epi8(sch, ctl_hi);
       isum = _mm512_add_epi32(isum, kq_dot512(lo, a + 128 * h, s_lo));
       isum = _mm512_add_epi32(isum, kq_dot512(hi, a + 128 * h + 64, s_hi));
     }
@@ -390,17 +522,20 @@ static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s) {
     const __m256i mt = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), sc16y);
     const float ddx = ckir_q_f16(p + 208) * s->dx[b];
     const __m512 vd = _mm512_set1_ps(ddx);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), vd, acc);
-    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(32.0f * ddx), accm);
-  }
-  return _mm512_reduce_add_ps(acc) - ckir_hsum_ps256(accm);
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), vd, acc[r]);
+    accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(32.0f * ddx), accm[r]);
+    }
+  for (int r = 0; r < R; r++) /* one reduction: acc - accm */
+    out[r] = _mm512_reduce_add_ps(_mm512_sub_ps(acc[r], _mm512_zextps256_ps512(accm[r])));
 }
 #define KQ_PERM_q4_k 1
 #define KQ_PERM_q5_k 1
 #define KQ_PERM_q6_k 0
-#define KQ_ROW_q4_k(row, nb, s) q45_k_row512(row, nb, s, 0)
-#define KQ_ROW_q5_k(row, nb, s) q45_k_row512(row, nb, s, 1)
-#define KQ_ROW_q6_k(row, nb, s) q6_k_row512(row, nb, s)
+/* two rows a pass where there are two (their blocks interleaved: more independent work
+ * in flight per activation block, the a loads shared) */
+#define KQ_ROWS_q4_k(row, rb, nb, s, pfd, R, out) q45_k_rows512(row, rb, nb, s, pfd, 0, R, out)
+#define KQ_ROWS_q5_k(row, rb, nb, s, pfd, R, out) q45_k_rows512(row, rb, nb, s, pfd, 1, R, out)
+#define KQ_ROWS_q6_k(row, rb, nb, s, pfd, R, out) q6_k_rows512(row, rb, nb, s, pfd, R, out)
 #endif
 
 /* ---- the kernels of one dtype ------------------------------------------------ */
@@ -408,29 +543,24 @@ static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s) {
 /* Everything of K-quant dtype D (BYTES per super-block): gemv (x as Q8_K, one
  * contiguous range of rows per thread), gemm (rows dequantized, wgemm), embed,
  * the wgemm row reader and the reference twins. */
-#if defined(KQ_SIMD)
-#define KQ_DOT(D) D##_dot_simd
-#else
-#define KQ_DOT(D) D##_dot_scalar
-#endif
-#if defined(KQ_ROW512)
+#if defined(KQ_ROWS)
 #define KQ_FAST 1
-#define KQ_FAST_ROW(D, row, nb, s) KQ_ROW_##D(row, nb, s)
+#define KQ_FAST_ROWS(D, row, rb, nb, s, pfd, R, out) KQ_ROWS_##D(row, rb, nb, s, pfd, R, out)
 #define KQ_PERM(D) KQ_PERM_##D
 #else
 #define KQ_FAST 0
-#define KQ_FAST_ROW(D, row, nb, s) 0.0f
+#define KQ_FAST_ROWS(D, row, rb, nb, s, pfd, R, out) ((void)(pfd), (void)(out))
 #define KQ_PERM(D) 0
 #endif
 #define KQ_KERNELS(D, BYTES)                                                                     \
-  static float D##_row(const uint8_t *row, int64_t nb, const kq_act *s, int ref) {               \
-    if (!ref && KQ_FAST) return KQ_FAST_ROW(D, row, nb, s);                                      \
+  static float D##_row(const uint8_t *row, int64_t nb, const kq_act *s, int64_t pfd, int ref) { \
     float acc = 0.0f;                                                                            \
     for (int64_t b = 0; b < nb; b++) {                                                           \
       const uint8_t *p = row + b * (BYTES);                                                      \
       const int8_t *a = s->a + b * QKK;                                                          \
       const int16_t *bs = s->bs + b * 16;                                                        \
-      acc += ref ? D##_dot_scalar(p, a, bs, s->dx[b]) : KQ_DOT(D)(p, a, bs, s->dx[b]);           \
+      if (!ref) kq_prefetch(p + pfd, (BYTES));                                                   \
+      acc += D##_dot_scalar(p, a, bs, s->dx[b]);                                                 \
     }                                                                                            \
     return acc;                                                                                  \
   }                                                                                              \
@@ -439,17 +569,26 @@ static float q6_k_row512(const uint8_t *row, int64_t nb, const kq_act *s) {
     CKIR_REQUIRE(N >= 1 && K >= 1 && K % QKK == 0 && K <= CKIR_QUANT_MAX_K, "gemv_" #D);         \
     const int64_t nb = K / QKK, rb = nb * (BYTES);                                               \
     uint8_t buf[KQ_ACT_BYTES(K)];                                                                \
-    const kq_act s = kq_prepare(x, K, buf, !ref && KQ_FAST && KQ_PERM(D));                       \
+    const kq_act s = kq_prepare(x, K, buf, !ref && KQ_FAST && KQ_PERM(D), ref);                       \
     if (ref) {                                                                                   \
       for (int64_t n = 0; n < N; n++)                                                            \
-        y[n] = D##_row(w + n * rb, nb, &s, 1) + (bias ? bias[n] : 0.0f);                         \
+        y[n] = D##_row(w + n * rb, nb, &s, 0, 1) + (bias ? bias[n] : 0.0f);                         \
       return;                                                                                    \
     }                                                                                            \
     const int64_t pfd = ckir_q_pf_distance(rb);                                                  \
     CKIR_SHARED_RANGE(N * K >= CKIR_GEMV_PAR_MIN && N > 1, N, lo, hi, {                          \
       ckir_q_prefetch(w + lo * rb, CKIR_MIN(pfd, (hi - lo) * rb));                               \
-      for (int64_t n = lo; n < hi; n++)                                                          \
-        y[n] = D##_row(w + n * rb, nb, &s, 0) + (bias ? bias[n] : 0.0f);                         \
+      for (int64_t n = lo; n < hi; n += 2) {                                                     \
+        float o[2];                                                                              \
+        const int R = n + 1 < hi ? 2 : 1;                                                        \
+        if (!KQ_FAST)                                                                            \
+          for (int r = 0; r < R; r++) o[r] = D##_row(w + (n + r) * rb, nb, &s, pfd, 0);          \
+        else if (R == 2)                                                                         \
+          KQ_FAST_ROWS(D, w + n * rb, rb, nb, &s, pfd, 2, o);                                    \
+        else                                                                                     \
+          KQ_FAST_ROWS(D, w + n * rb, rb, nb, &s, pfd, 1, o);                                    \
+        for (int r = 0; r < R; r++) y[n + r] = o[r] + (bias ? bias[n + r] : 0.0f);               \
+      }                                                                                          \
     });                                                                                          \
   }                                                                                              \
   CKIR_GEMV_PAIR(D, uint8_t, D##_gemv(x, w, b, y, N, K, 0))                                      \
