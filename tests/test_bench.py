@@ -383,9 +383,13 @@ def test_int8_dot_probe_without_vnni(march: str, tmp_path: Path) -> None:
     acc = 12 if march == "haswell" else 16  # CKB_ACC chains
     assert lib.ckb_int8dot_ops(2, 1000) == 2 * width * acc * 1000 * 2
     iters = 200_000
-    i8 = lib.ckb_int8dot_ops(1, iters) / lib.ckb_int8dot(1, iters)
-    fma = lib.ckb_fma_flops(1, iters) / lib.ckb_fma(1, iters)
-    assert i8 > fma > 0
+    # the best of five interleaved runs each: one run of either can lose its core to
+    # another process on a shared host (seen: i8 0.81x fma once, under a load of 3)
+    i8, fma = [], []
+    for _ in range(5):
+        i8.append(lib.ckb_int8dot_ops(1, iters) / lib.ckb_int8dot(1, iters))
+        fma.append(lib.ckb_fma_flops(1, iters) / lib.ckb_fma(1, iters))
+    assert max(i8) > max(fma) > 0
 
 
 def test_bench_rejects_bad_arguments(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
