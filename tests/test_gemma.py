@@ -94,6 +94,23 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
             tie_word_embeddings=False,
         ),
     ),
+    # layer_types other than the default alternation: full attention every third layer
+    "gemma2_layer_types_3": (
+        "Gemma2Config",
+        "Gemma2ForCausalLM",
+        dict(
+            hidden_size=24,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=10,
+            intermediate_size=29,
+            vocab_size=97,
+            num_hidden_layers=3,
+            query_pre_attn_scalar=10,
+            sliding_window=3,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        ),
+    ),
 }
 
 
@@ -328,7 +345,11 @@ def gguf_like_llama_cpp(
     return write_gguf(path, arch, kv, tensors)
 
 
-@pytest.mark.parametrize("key", list(CONFIGS))
+#: GGUF gemma2 files record no layer pattern (llama.cpp alternates): the other configs
+GGUF_CONFIGS = [k for k, (_, _, kw) in CONFIGS.items() if "layer_types" not in kw]
+
+
+@pytest.mark.parametrize("key", GGUF_CONFIGS)
 def test_gguf_file_matches_hf(key: str, checkpoints, tmp_path: Path, copy_checkpoint) -> None:
     """A GGUF file (norms stored as w + 1) builds the same model: prefill and decode.
 
