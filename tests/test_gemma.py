@@ -21,14 +21,13 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from gguf_fixtures import gguf_metadata_from_config, write_gguf  # noqa: E402
-from test_training import hf_loss, to_ckir_layout  # noqa: E402
+from test_training import assert_gradients_match, hf_loss  # noqa: E402
 
 import ckir  # noqa: E402
 from ckir.errors import CkirError  # noqa: E402
 
 MAX_CONTEXT = 48
 REL_TOL = 1e-4
-GRAD_TOL = 1e-4
 
 #: key -> (transformers config class, causal LM class, config kwargs)
 CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
@@ -204,28 +203,7 @@ def check_gradients(src: Path, tmp_path: Path, what: str, max_context: int = MAX
     model = ckir.compile(
         src, tmp_path / "build", modes=("prefill", "backward"), max_context=max_context
     )
-    rng = np.random.default_rng(3)
-    tokens = rng.integers(0, model.vocab_size, size=17)
-    targets = rng.integers(0, model.vocab_size, size=17)
-    loss = model.backward(tokens, targets)
-    ours = model.gradients()
-    ref_model = hf_model(src, train=True)
-    ref_loss = hf_loss(ref_model, tokens, targets)
-    ref_loss.backward()
-    assert abs(loss - ref_loss.item()) <= 1e-5 * abs(ref_loss.item()), (loss, ref_loss.item())
-    hf_grads = {
-        n: p.grad.detach().numpy().copy()
-        for n, p in ref_model.named_parameters()
-        if p.grad is not None
-    }
-    ref = to_ckir_layout(tmp_path / "build", hf_grads, tmp_path / "grads")
-    assert set(ours) == set(ref), sorted(set(ours) ^ set(ref))
-    gmax = max(float(np.abs(r).max()) for r in ref.values())
-    floor = 8 * float(np.finfo(np.float32).eps) * gmax
-    for name, r in ref.items():
-        tol = max(GRAD_TOL * float(np.abs(r).max()), floor)
-        err = float(np.abs(ours[name] - r).max())
-        assert err <= tol, f"{what}: d{name}: max error {err:.3g} > {tol:.3g}"
+    assert_gradients_match(what, model, hf_model(src, train=True), tmp_path, size=17)
     model.close()
 
 
