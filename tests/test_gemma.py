@@ -21,13 +21,13 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from gguf_fixtures import gguf_metadata_from_config, write_gguf  # noqa: E402
+from test_parity import assert_close, assert_decode_matches  # noqa: E402
 from test_training import assert_gradients_match, hf_loss  # noqa: E402
 
 import ckir  # noqa: E402
 from ckir.errors import CkirError  # noqa: E402
 
 MAX_CONTEXT = 48
-REL_TOL = 1e-4
 
 #: key -> (transformers config class, causal LM class, config kwargs)
 CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
@@ -149,12 +149,6 @@ def hf_model(path: Path, train: bool = False):
     return model.train() if train else model.eval()
 
 
-def assert_close(ours: np.ndarray, ref: np.ndarray, what: str) -> None:
-    scale = float(np.abs(ref).max())
-    err = float(np.abs(ours - ref).max())
-    assert err <= REL_TOL * scale, f"{what}: max abs error {err:.3g} > {REL_TOL} * {scale:.3g}"
-
-
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("gemma_models")
@@ -183,19 +177,9 @@ def check_prefill(model: Any, hf_path: Path, what: str) -> None:
 def check_decode(model: Any, hf_path: Path, what: str) -> None:
     """Decode logits (5-token prompt, 9 steps) against transformers' with its KV cache."""
     rng = np.random.default_rng(2)
-    hf = hf_model(hf_path)
     prompt = rng.integers(0, model.vocab_size, size=5)
     steps = rng.integers(0, model.vocab_size, size=9)
-    model.reset()
-    model.prefill(prompt)
-    with torch.no_grad():
-        out = hf(torch.tensor(prompt[None, :]), use_cache=True)
-        cache = out.past_key_values
-        for i, tok in enumerate(steps):
-            ours = model.decode(int(tok))
-            out = hf(torch.tensor([[int(tok)]]), past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
-            assert_close(ours, out.logits[0, -1].numpy(), f"{what} decode step {i}")
+    assert_decode_matches(model, hf_model(hf_path), prompt, steps, what)
 
 
 def check_gradients(src: Path, tmp_path: Path, what: str, max_context: int = MAX_CONTEXT) -> None:
