@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from gguf_fixtures import gguf_metadata_from_config, write_gguf  # noqa: E402
-from test_parity import assert_close, assert_decode_matches  # noqa: E402
+from test_parity import assert_close, assert_decode_matches, compiled  # noqa: E402
 from test_training import assert_gradients_match, hf_loss  # noqa: E402
 
 import ckir  # noqa: E402
@@ -134,14 +134,6 @@ def make_tiny(key: str, out: Path, seed: int = 7) -> Path:
     return random_checkpoint(cfg_cls, lm_cls, full, out, seed)
 
 
-def compile_each(checkpoints: dict[str, Path], root: Path) -> dict[str, Any]:
-    """Every checkpoint compiled (inference modes) under ``root``, by key."""
-    return {
-        key: ckir.compile(path, root / key, max_context=MAX_CONTEXT)
-        for key, path in checkpoints.items()
-    }
-
-
 def hf_model(path: Path, train: bool = False):
     model = transformers.AutoModelForCausalLM.from_pretrained(
         path, dtype=torch.float32, attn_implementation="eager"
@@ -157,10 +149,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def builds(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
-    models = compile_each(checkpoints, tmp_path_factory.mktemp("gemma_builds"))
-    yield models
-    for m in models.values():
-        m.close()
+    yield from compiled(checkpoints, tmp_path_factory.mktemp("gemma_builds"), MAX_CONTEXT)
 
 
 def check_prefill(model: Any, hf_path: Path, what: str) -> None:

@@ -26,11 +26,11 @@ from test_gemma import (  # noqa: E402
     check_decode,
     check_gradients,
     check_prefill,
-    compile_each,
     gguf_like_llama_cpp,
     hf_model,
     random_checkpoint,
 )
+from test_parity import compiled  # noqa: E402
 
 import ckir  # noqa: E402
 from ckir.errors import CkirError  # noqa: E402
@@ -106,10 +106,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def builds(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
-    models = compile_each(checkpoints, tmp_path_factory.mktemp("gemma3_builds"))
-    yield models
-    for m in models.values():
-        m.close()
+    yield from compiled(checkpoints, tmp_path_factory.mktemp("gemma3_builds"), MAX_CONTEXT)
 
 
 @pytest.mark.parametrize("key", list(CONFIGS))

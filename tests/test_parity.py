@@ -7,7 +7,9 @@ Tolerance (fp32): max |ckir - hf| <= 1e-4 * max |hf logit|.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -43,16 +45,23 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-@pytest.fixture(scope="session")
-def builds(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("parity_builds")
+def compiled(
+    checkpoints: dict[str, Path], root: Path, max_context: int, **options: Any
+) -> Iterator[dict[str, ckir.CompiledModel]]:
+    """A fixture body: every checkpoint compiled under ``root`` (``ckir.compile`` options),
+    by key, each closed when the fixture ends."""
     models = {
-        key: ckir.compile(path, root / key, max_context=MAX_CONTEXT)
+        key: ckir.compile(path, root / key, max_context=max_context, **options)
         for key, path in checkpoints.items()
     }
     yield models
     for m in models.values():
         m.close()
+
+
+@pytest.fixture(scope="session")
+def builds(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
+    yield from compiled(checkpoints, tmp_path_factory.mktemp("parity_builds"), MAX_CONTEXT)
 
 
 def hf_model(path: Path):

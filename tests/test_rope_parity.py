@@ -25,11 +25,12 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from test_parity import assert_close, assert_decode_matches, compiled  # noqa: E402
+
 import ckir  # noqa: E402
 from ckir.errors import CkirError  # noqa: E402
 from ckir.tools.zoo import make_tiny_model  # noqa: E402
 
-REL_TOL = 1e-4
 MAX_CONTEXT = 48
 _SIZES = dict(hidden_size=48, num_attention_heads=4, num_key_value_heads=2, intermediate_size=61)
 
@@ -135,15 +136,8 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def builds(checkpoints, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("rope_builds")
-    models = {
-        key: ckir.compile(
-            path, root / key, modes=("prefill", "decode", "backward"), max_context=MAX_CONTEXT
-        )
-        for key, path in checkpoints.items()
-    }
-    yield models
-    for m in models.values():
-        m.close()
+    modes = ("prefill", "decode", "backward")
+    yield from compiled(checkpoints, root, MAX_CONTEXT, modes=modes)
 
 
 def _hf(path: Path):
@@ -152,12 +146,6 @@ def _hf(path: Path):
     )
     model.eval()
     return model
-
-
-def _close(ours: np.ndarray, ref: np.ndarray, what: str) -> None:
-    scale = float(np.abs(ref).max())
-    err = float(np.abs(ours - ref).max())
-    assert err <= REL_TOL * scale, f"{what}: max abs error {err:.3g} > {REL_TOL} * {scale:.3g}"
 
 
 def test_scaling_reaches_the_ir(builds) -> None:
@@ -178,13 +166,11 @@ def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
     ours = model.prefill(tokens)
     with torch.no_grad():
         ref = _hf(checkpoints[key])(torch.tensor(tokens[None, :])).logits[0].numpy()
-    _close(ours, ref, f"{key} prefill")
+    assert_close(ours, ref, f"{key} prefill")
 
 
 @pytest.mark.parametrize("key", list(CONFIGS))
 def test_decode_matches_hf(key: str, checkpoints, builds) -> None:
-    from test_parity import assert_decode_matches
-
     rng = np.random.default_rng(2)
     model = builds[key]
     prompt = rng.integers(0, model.vocab_size, size=23)

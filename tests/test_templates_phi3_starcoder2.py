@@ -24,7 +24,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from test_hf_export import assert_same_tensors  # noqa: E402
-from test_parity import assert_close, assert_decode_matches  # noqa: E402
+from test_parity import assert_close, assert_decode_matches, compiled  # noqa: E402
 from test_training import assert_gradients_match  # noqa: E402
 
 import ckir  # noqa: E402
@@ -132,14 +132,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def builds(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("phi3_sc2_builds")
-    models = {
-        key: ckir.compile(path, root / key, max_context=MAX_CONTEXT)
-        for key, path in checkpoints.items()
-    }
-    yield models
-    for m in models.values():
-        m.close()
+    yield from compiled(checkpoints, tmp_path_factory.mktemp("phi3_sc2_builds"), MAX_CONTEXT)
 
 
 @pytest.mark.parametrize("key", list(CASES))
