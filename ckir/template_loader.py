@@ -16,11 +16,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ckir.dialects.dims import TOKENS, Dim, DimError
 from ckir.errors import CkirError
 from ckir.template_conditions import Condition, TemplateError, parse_condition, parse_dim
+from ckir.template_parts import OP_TEXT, Fragment, Part, load_part, read_yaml_file
 from ckir.template_schema import (
     LAYER_PREFIX,
     PARAM_TYPES,
@@ -55,24 +54,6 @@ _IDENT_RE = re.compile(rf"^{_IDENT}$")
 # ---------------------------------------------------------------------------
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate mapping keys instead of keeping the last."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict:
-    loader.flatten_mapping(node)
-    out: dict = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in out:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key '{key}'", key_node.start_mark
-            )
-        out[key] = loader.construct_object(value_node, deep=True)
-    return out
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 _TOP_KEYS = (
     "name",
@@ -90,14 +71,11 @@ _TOP_KEYS = (
     "body",
     "footer",
     "gguf",
+    "include",
 )
 _GGUF_KEYS = ("architectures", "config", "tensors", "unpermute", "ignore", "reject", "tokenizer")
 _GGUF_TENSOR_SOURCES = ("@tensor_absent:", "@tensor_present:", "@wavelength_factors:")
 _REQUIRED_TOP = ("name", "model_types", "symbols", "weights", "header", "body", "footer")
-_OP_TEXT = re.compile(
-    rf"^\s*({_IDENT}(?:\s*,\s*{_IDENT})*)\s*=\s*({_IDENT})\s*\(\s*"
-    rf"((?:{_IDENT}(?:\s*,\s*{_IDENT})*)?)\s*\)\s*$"
-)
 
 
 class _Loader:
@@ -107,6 +85,8 @@ class _Loader:
         self.path = path
         self.file = display_path(path)
         self.names: dict[str, str] = {}  # symbol/param name -> type, for conditions
+        self.defined_in: dict[str, str] = {}  # param name -> the file that defines it
+        self.fragments: dict[str, Fragment] = {}  # from the included parts
 
     def err(self, where: str, msg: str) -> CkirError:
         return CkirError(f"{self.file}: {where}: {msg}")
@@ -195,9 +175,19 @@ class _Loader:
         description = doc.get("description", "")
         if not isinstance(description, str):
             raise self.err("description", f"expected a string, got {kind_of(description)}")
+        parts = self.includes(doc.get("include", []))
         symbols = self.symbols(doc["symbols"])
-        params = self.params(doc.get("params", {}))
-        checks = self.checks(doc.get("checks", []))
+        params: tuple[ParamDef, ...] = ()
+        checks: tuple[CheckDef, ...] = ()
+        for part in parts:
+            sub = _Loader(part.path)
+            sub.names, sub.defined_in = self.names, self.defined_in  # one name space
+            params += sub.params(part.params)
+            checks += sub.checks(part.checks)
+        params += self.params(doc.get("params", {}))
+        checks += self.checks(doc.get("checks", []))
+        if "gguf" in doc:
+            doc = {**doc, "gguf": self.with_part_gguf(doc["gguf"], parts)}
         prefixes = ("",)
         if "hf_prefixes" in doc:
             items = self.seq(doc["hf_prefixes"], "hf_prefixes")
@@ -343,6 +333,65 @@ class _Loader:
             return ()
         return self.strings(d["key"], f"{where}.key")
 
+    def includes(self, raw: Any) -> tuple[Part, ...]:
+        parts: list[Part] = []
+        for n, name in enumerate(self.seq(raw, "include")):
+            part = load_part(self.path, name, f"include[{n}]")
+            if any(p.name == part.name for p in parts):
+                raise self.err(f"include[{n}]", f"part '{part.name}' is included twice")
+            for fname, fragment in part.fragments.items():
+                if fname in self.fragments:
+                    raise self.err(
+                        f"include[{n}]",
+                        f"fragment '{fname}' is defined by {self.fragments[fname].file} "
+                        f"and {fragment.file}",
+                    )
+                self.fragments[fname] = fragment
+            parts.append(part)
+        return tuple(parts)
+
+    def with_part_gguf(self, raw: Any, parts: tuple[Part, ...]) -> Any:
+        """The ``gguf:`` block with the parts' ``gguf_config`` entries added to its config."""
+        extra = [(p, k, v) for p in parts for k, v in p.gguf_config.items()]
+        if not extra or not isinstance(raw, dict):
+            return raw  # nothing to add, or a malformed block that gguf() reports
+        config = dict(self.mapping(raw.get("config", {}), "gguf.config"))
+        for part, key, value in extra:
+            if key in config:
+                raise self.err(
+                    "gguf.config", f"'{key}' is also given by {display_path(part.path)}"
+                )
+            config[key] = value
+        return {**raw, "config": config}
+
+    def expand_use(
+        self, raw: dict[str, Any], where: str
+    ) -> tuple[tuple[str, ...], list[tuple[dict[str, Any], str]]]:
+        """A section's ``- use: outs = fragment(ins)``: its outs, and the fragment's ops
+        with their positions."""
+        self.keys(raw, ("use",), where)
+        text = self.string(raw["use"], f"{where}.use")
+        m = OP_TEXT.match(text)
+        if not m:
+            raise self.err(where, f"use '{text}' is not 'out[, out] = fragment(in, ...)'")
+        outs = tuple(v.strip() for v in m.group(1).split(","))
+        ins = tuple(v.strip() for v in m.group(3).split(",")) if m.group(3) else ()
+        fragment = self.fragments.get(m.group(2))
+        if fragment is None:
+            known = ", ".join(sorted(self.fragments)) or "none: the template includes no part"
+            raise self.err(where, f"unknown fragment '{m.group(2)}' (known: {known})")
+        if len(ins) != len(fragment.args) or len(outs) != len(fragment.results):
+            raise self.err(
+                where,
+                f"fragment '{fragment.name}' of {fragment.file} takes {len(fragment.args)} "
+                f"inputs and defines {len(fragment.results)} values; "
+                f"got {len(ins)} and {len(outs)}",
+            )
+        return outs, [
+            (op, f"{where} (use {fragment.name}: {fragment.file} ops[{j}])")
+            for j, op in enumerate(fragment.expand(outs, ins))
+        ]
+
     def symbols(self, raw: Any) -> tuple[SymbolDef, ...]:
         raw = self.mapping(raw, "symbols")
         out: list[SymbolDef] = []
@@ -379,6 +428,8 @@ class _Loader:
         for name, spec in raw.items():
             where = f"params.{name}"
             self.ident(name, where)
+            if name in self.defined_in:
+                raise self.err(where, f"'{name}' is already a param of {self.defined_in[name]}")
             if name in self.names or name in RUNTIME_SYMBOLS:
                 raise self.err(where, f"'{name}' is already a symbol")
             if isinstance(spec, str):
@@ -416,6 +467,7 @@ class _Loader:
                 )
             out.append(ParamDef(name, typ, keys, default, value, choices, period_of))
             self.names[name] = typ
+            self.defined_in[name] = self.file
         return tuple(out)
 
     def typed(self, value: Any, typ: str, where: str) -> Any:
@@ -615,8 +667,16 @@ class _Loader:
             defined[name] = False
         ops = []
         for n, raw_op in enumerate(self.seq(raw.get("ops", []), f"{kind}.ops")):
-            op = self.op(raw_op, f"{kind}.ops[{n}]", kind, weights, act_dims, defined)
-            ops.append(op)
+            where = f"{kind}.ops[{n}]"
+            if isinstance(raw_op, dict) and "use" in raw_op:
+                outs, expanded = self.expand_use(raw_op, where)
+                for op_raw, op_where in expanded:
+                    ops.append(self.op(op_raw, op_where, kind, weights, act_dims, defined))
+                for v in outs:
+                    if v not in defined:
+                        raise self.err(where, f"the fragment does not define '{v}'")
+                continue
+            ops.append(self.op(raw_op, where, kind, weights, act_dims, defined))
         results = tuple(
             self.ident(r, f"{kind}.{result_key}[{n}]")
             for n, r in enumerate(self.seq(raw[result_key], f"{kind}.{result_key}"))
@@ -649,7 +709,7 @@ class _Loader:
         if "op" not in raw:
             raise self.err(where, "missing 'op' (e.g. 'x1 = add(x, o)')")
         text = self.string(raw["op"], f"{where}.op")
-        m = _OP_TEXT.match(text)
+        m = OP_TEXT.match(text)
         if not m:
             raise self.err(where, f"'{text}' is not of the form 'out[, out] = kind(in, ...)'")
         where = f"{where} '{text.strip()}'"
@@ -780,21 +840,6 @@ class _Loader:
 
 
 def load_template(path: str | Path) -> Template:
-    """Load and validate one template file."""
+    """Load and validate one template file (and the parts it includes)."""
     path = Path(path)
-    if path.exists() and not path.is_file():  # a folder, or a FIFO that would block a read
-        raise CkirError(f"{display_path(path)}: template is not a regular file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CkirError(f"{display_path(path)}: template file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise CkirError(f"{display_path(path)}: cannot read template: {e}") from None
-    try:
-        doc = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "YAML"
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise CkirError(f"{display_path(path)}: {where}: YAML error: {problem}") from None
-    return _Loader(path).load(doc)
+    return _Loader(path).load(read_yaml_file(path, "template"))
