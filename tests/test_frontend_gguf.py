@@ -501,10 +501,15 @@ def test_unsupported_architecture(hf_llama: Path, tmp_path: Path) -> None:
     assert f"(served: {', '.join(served)})" in msg
 
 
-def test_template_without_gguf_block(llama_f32: Path) -> None:
+def test_template_without_gguf_block(llama_f32: Path, tmp_path: Path) -> None:
+    from ckir.template import TEMPLATES_DIR
+
+    text = (TEMPLATES_DIR / "gpt2.yaml").read_text()
+    bare = tmp_path / "bare.yaml"
+    bare.write_text(text[: text.index("\ngguf:")].replace("name: gpt2", "name: bare", 1))
     with pytest.raises(CkirError) as err:
-        import_gguf(llama_f32, template="gpt2")
-    assert "template gpt2 has no gguf: block" in _one_line(err)
+        import_gguf(llama_f32, template=str(bare))
+    assert "template bare has no gguf: block" in _one_line(err)
 
 
 @pytest.mark.parametrize("kind", ["Q5_0", "Q5_1"])

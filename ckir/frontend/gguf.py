@@ -263,11 +263,6 @@ class _Checker:
         """(GGUF name pattern, graph dtype, unpermute heads expression or None, the dtype
         of each layer when they differ (K-quants, :data:`MIXABLE`) or None)."""
         pattern, hf = self.gguf_name(w)
-        if w.transpose:
-            raise CkirError(
-                f"{self.source}: weight {w.name} of template {self.tpl.name} is a transposed "
-                "HF tensor; GGUF weights are rows of [out, in] tensors (slices only)"
-            )
         heads = self.gmap.unpermute.get(hf) if hf is not None else None
         if heads is not None and w.slice is not None:
             raise CkirError(
@@ -325,6 +320,24 @@ class _Checker:
         return pattern, dtype, heads, None
 
 
+def gguf_orientation(w: WeightSpec) -> WeightSpec:
+    """``w`` as a GGUF file holds it.  GGUF stores every matrix ``[out, in]``, the
+    weight's own orientation: llama.cpp's converter transposes HF's ``[in, out]``
+    tensors (GPT-2's Conv1D), so a weight the template transposes from HF is read
+    as it is, and a slice of it (q, k and v of a fused ``[in, 3*out]`` tensor) takes
+    the other axis (rows of the fused ``[3*out, in]`` GGUF tensor)."""
+    if not w.transpose:
+        return w
+    sl = w.slice
+    return replace(
+        w,
+        transpose=False,
+        slice=None if sl is None else (1 - sl[0], sl[1], sl[2]),
+        hf_shape=None if w.hf_shape is None else w.hf_shape[::-1],
+        hf_shape_values=None if w.hf_shape_values is None else w.hf_shape_values[::-1],
+    )
+
+
 def _model_name(path: Path) -> str:
     base = re.sub(r"[^A-Za-z0-9_]+", "_", path.name.removesuffix(".gguf")).strip("_")
     if not base:
@@ -378,6 +391,7 @@ def import_gguf_model(
         if w.tied_to is not None:
             weights.append(replace(w, hf=(), gguf=None))
             continue
+        w = gguf_orientation(w)
         pattern, dtype, heads, per_layer = checker.resolve(w)
         resolved[w.name] = ResolvedWeight(None, dtype)
         weights.append(replace(w, hf=(), gguf=pattern))
