@@ -1,6 +1,6 @@
 """``ckir``: the front door.
 
-    ckir import MODEL_DIR [-o graph.mlir] [--template T]
+    ckir import MODEL [-o graph.mlir] [--template T]     (a HF folder or a .gguf file)
     ckir compile MODEL_DIR -o BUILD [--modes prefill,decode] [--max-context N] [--debug]
                  [--logits all|last]
     ckir run BUILD --tokens 1,2,3 [--steps N] [--logits-out F.npy]
@@ -34,10 +34,11 @@ def _warn(message: str) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from ckir.frontend.hf import import_hf
+    from ckir.frontend import import_model
     from ckir.ir_io import print_module
 
-    module, warnings = import_hf(Path(args.model), args.template, tuple(args.allow_unused))
+    # every source compile takes (a HF folder, a GGUF file); the weights are not read here
+    module, warnings, _ = import_model(Path(args.model), args.template, tuple(args.allow_unused))
     for w in warnings:
         _warn(w)
     text = print_module(module)
@@ -408,8 +409,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ckir", description="Compile HF transformers to C.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("import", help="HF checkpoint folder -> graph IR")
-    s.add_argument("model", help="folder with config.json and *.safetensors")
+    s = sub.add_parser("import", help="HF checkpoint folder or GGUF file -> graph IR")
+    s.add_argument("model", help="folder with config.json and *.safetensors, or a .gguf file")
     s.add_argument("-o", "--output", help="write the graph IR here (default: stdout)")
     s.add_argument("--template", help="template name or path (default: by model_type)")
     _allow_unused_option(s)

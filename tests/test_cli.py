@@ -165,6 +165,23 @@ def test_import_to_file(llama_dir: Path, tmp_path: Path) -> None:
     assert out.read_text().startswith("builtin.module {\n  graph.model @")
 
 
+def test_import_a_gguf_file(llama_dir: Path, tmp_path: Path) -> None:
+    """``ckir import`` takes every source ``compile`` takes: a GGUF file's graph names
+    its GGUF tensors; a file that is neither is one line."""
+    from gguf_fixtures import gguf_from_hf
+
+    path = gguf_from_hf(llama_dir, tmp_path / "m.gguf")
+    proc = run("ckir", "import", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("builtin.module {\n  graph.model @")
+    assert 'gguf "blk.{i}.attn_q.weight"' in proc.stdout
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"not a model")
+    proc = run("ckir", "import", str(junk))
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"error: {junk}: not a HF checkpoint folder or a GGUF file"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
