@@ -19,6 +19,7 @@ DIALECTS: dict[str, str] = {
     "graph": "ckir.dialects.graph:Graph",
     "lowered": "ckir.dialects.lowered:Lowered",
     "layout": "ckir.dialects.layout:Layout",
+    "kernel": "ckir.dialects.kernel:Kernel",
 }
 
 #: pass flag -> "module:class"; one file per pass, named after its flag
