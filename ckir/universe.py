@@ -33,6 +33,8 @@ PASSES: dict[str, str] = {
     "fuse-qkv": "ckir.passes.fuse_qkv:FuseQkvPass",
     "fuse-gate-up": "ckir.passes.fuse_gate_up:FuseGateUpPass",
     "fuse-add-rmsnorm": "ckir.passes.fuse_add_rmsnorm:FuseAddRmsnormPass",
+    "lower-kernel": "ckir.passes.lower_kernel:LowerKernelPass",
+    "fuse-kernel-matmul-relu": "ckir.passes.fuse_kernel_matmul_relu:FuseKernelMatmulReluPass",
 }
 
 #: target name -> "module:class"
