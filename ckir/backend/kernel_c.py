@@ -418,7 +418,8 @@ def _emit_func(w: _Writer, func: k.FuncOp, vector_width: int | None, notes: list
         if isinstance(op, k.ReluOp):
             t = _type(op.x)
             rows = " * ".join(_c_dim(d) for d in t.dims[:-1]) or "1"
-            s = resolve_schedule(func, op, (rows, t.dims[-1], "1"), vector_width, notes)
+            rows_dim = "*".join(f"({d})" for d in t.dims[:-1]) or "1"
+            s = resolve_schedule(func, op, (rows_dim, t.dims[-1], "1"), vector_width, notes)
             _relu_fn(w, sub, s, what)
             calls.append(f"{sub}({names[op.x]}, {dst}, {rows}, {_c_dim(t.dims[-1])});")
         else:
