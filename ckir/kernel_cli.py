@@ -1,21 +1,26 @@
-"""``ckir kernel lower | build | validate``: kernel IR files from the command line.
+"""``ckir kernel lower | build | validate | bench``: kernel IR files from the command line.
 
 ::
 
     ckir kernel lower mm.mlir [--target c] [--isa native|avx2|scalar]
     ckir kernel build mm.mlir -o out/ [--isa ...]
     ckir kernel validate mm.mlir --shape-set A=64x128,B=128x64 [--shape-set ...] [--tol 1e-4]
+    ckir kernel bench mm.mlir --shape-set A=256x256,B=256x256 --schedule tile_m=8,unroll=4 ...
 
 ``lower`` prints the generated C, ``build`` writes ``out/<stem>.c`` and
 ``out/lib<stem>.so``, ``validate`` compiles into a temporary folder, runs every
 kernel.func on random inputs of each shape set against NumPy, prints one line per
-shape and exits 1 when any fails.  Notes about normalised schedule hints go to
-stderr; bad input is one ``error:`` line naming the file, op or tensor.
+shape and exits 1 when any fails; ``bench`` times every schedule on every shape
+set in one library and prints GFLOP/s and the fraction of the one-thread fp32 FMA
+peak measured in the same run (``ckir.tools.bandwidth.fma_peak``).  Notes about
+normalised schedule hints go to stderr; bad input is one ``error:`` line naming the
+file, op or tensor.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import sys
 import tempfile
 from pathlib import Path
@@ -62,6 +67,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     s.add_argument("--seed", type=int, default=0, help="random inputs' seed")
     s.set_defaults(func=cmd_validate)
 
+    s = ksub.add_parser("bench", help="GFLOP/s per schedule and shape, vs this CPU's FMA peak")
+    _common(s)
+    s.add_argument("--shape-set", action="append", required=True, metavar="A=64x128,B=128x64")
+    s.add_argument(
+        "--schedule",
+        action="append",
+        metavar="tile_m=32,tile_n=64,...",
+        help="a schedule for every op (repeat to compare; 'ir' = as written; default: ir)",
+    )
+    s.add_argument("--reps", type=int, default=5, help="timed batches per case (best is kept)")
+    s.set_defaults(func=cmd_bench)
+
 
 def _notes(notes: list[str]) -> None:
     for note in notes:
@@ -98,3 +115,48 @@ def cmd_validate(args: argparse.Namespace) -> int:
     failed = sum(not r.passed for r in results)
     print(f"{len(results) - failed}/{len(results)} passed")
     return 1 if failed else 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from xdsl.dialects.builtin import ModuleOp
+
+    from ckir.tools.bandwidth import fma_peak
+
+    module = kt.load_kernels(args.file, fuse=not args.no_fuse)
+    texts = args.schedule or ["ir"]
+    combined = ModuleOp([])
+    for i, text in enumerate(texts):
+        values = None if text == "ir" else kt.parse_schedule(text)
+        for func in kt.funcs(kt.with_schedule(module, values, f"_s{i}")):
+            combined.body.block.add_op(func.clone())
+    shape_sets = [(t, kt.parse_shape_set(t)) for t in args.shape_set]
+    base = kt.funcs(module)
+    for func in base:
+        for text, shapes in shape_sets:
+            kt.bind_shapes(func, shapes, text)
+    _notes(kt.generate(combined, args.isa, str(args.file)).notes)
+    peak = sorted(fma_peak(1))[1]
+    print(f"fp32 FMA peak, 1 thread, measured now: {peak:.1f} GFLOP/s")
+    print(f"{'func':12s} {'shape set':28s} {'schedule':48s} {'ms/call':>9s} {'GFLOP/s':>8s} peak")
+    with tempfile.TemporaryDirectory(prefix="ckir-kernel-") as tmp:
+        lib_path = kt.build(combined, Path(tmp), name="bench", isa=args.isa, where=str(args.file))
+        lib = ctypes.CDLL(str(lib_path))
+        funcs = {f.func_name: f for f in kt.funcs(combined)}
+        for func in base:
+            for text, shapes in shape_sets:
+                symbols = kt.bind_shapes(func, shapes, text)
+                inputs = kt.random_inputs(func, symbols, 0)
+                want = kt.reference(func, inputs)
+                flops = kt.func_flops(func, symbols)
+                for i, sched in enumerate(texts):
+                    variant = funcs[f"{func.func_name}_s{i}"]
+                    got = kt.run(lib, variant, inputs, symbols)
+                    err = max(kt.relative_error(g, w) for g, w in zip(got, want, strict=True))
+                    secs = kt.time_call(lib, variant, inputs, symbols, reps=args.reps)
+                    gflops = flops / secs / 1e9
+                    ok = "" if err <= 1e-4 else f"  WRONG (rel err {err:.1e})"
+                    print(
+                        f"{func.func_name:12s} {text:28s} {sched:48s} {secs * 1e3:9.3f} "
+                        f"{gflops:8.2f} {gflops / peak:5.3f}{ok}"
+                    )
+    return 0

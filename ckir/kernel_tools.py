@@ -26,13 +26,14 @@ from __future__ import annotations
 import ctypes
 import math
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 
@@ -51,11 +52,15 @@ __all__ = [
     "build",
     "funcs",
     "generate",
+    "func_flops",
     "load_kernels",
+    "parse_schedule",
     "parse_shape_set",
     "reference",
     "run",
+    "time_call",
     "validate",
+    "with_schedule",
 ]
 
 #: flags a kernel library is compiled with on top of the runtime's
@@ -311,3 +316,91 @@ def validate(
             err = max(relative_error(g, w) for g, w in zip(got, want, strict=True))
             results.append(ShapeResult(func.func_name, text, err, tol))
     return results
+
+
+# --------------------------------------------------------------------------- bench
+
+
+def parse_schedule(text: str) -> dict[str, int | str]:
+    """``"tile_m=32,tile_n=64,order=nmk"`` -> schedule fields (checked like the verifier)."""
+    out: dict[str, int | str] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, raw = item.partition("=")
+        key, raw = key.strip(), raw.strip()
+        if not sep or key not in k.SCHEDULE_FIELDS:
+            raise CkirError(
+                f"schedule '{text}': cannot read '{item}' (expected FIELD=VALUE with FIELD one of "
+                f"{', '.join(k.SCHEDULE_FIELDS)})"
+            )
+        value: int | str = raw
+        if key != "order":
+            if not raw.isdigit():
+                raise CkirError(f"schedule '{text}': {key} = {raw} is not a positive integer")
+            value = int(raw)
+        problem = k.field_problem(key, value)
+        if problem:
+            raise CkirError(f"schedule '{text}': {problem}")
+        out[key] = value
+    return out
+
+
+def with_schedule(
+    module: ModuleOp, values: Mapping[str, int | str] | None, suffix: str
+) -> ModuleOp:
+    """A copy of ``module`` whose compute ops all take ``values`` (the fields each op
+    accepts; None: keep the IR's schedules) as their schedule, and whose funcs are
+    renamed ``<name><suffix>``."""
+    copy = module.clone()
+    for op in copy.walk():
+        if isinstance(op, k.FuncOp):
+            op.properties["sym_name"] = StringAttr(op.func_name + suffix)
+        elif isinstance(op, k.KernelComputeOp) and values is not None:
+            fields = {f: v for f, v in values.items() if f in op.SCHEDULE_APPLIES}
+            if fields:
+                op.properties["schedule"] = k.ScheduleAttr.from_values(fields)
+            else:
+                op.properties.pop("schedule", None)
+    return copy
+
+
+def func_flops(func: k.FuncOp, symbols: Mapping[str, int]) -> int:
+    """Multiply-add flops (2·M·N·K) of the func's matmul-like ops for these sizes."""
+    total = 0
+    for op in func.body_block.ops:
+        if isinstance(op, k.MatmulOp | k.MatmulReluOp | k.LinearOp):
+            m, kk = _shape(op.a, symbols)
+            total += 2 * m * kk * _shape(op.b, symbols)[1]
+    return total
+
+
+def time_call(
+    lib: ctypes.CDLL, func: k.FuncOp, inputs: Sequence[np.ndarray], symbols: Mapping[str, int],
+    *, min_seconds: float = 0.2, reps: int = 5,
+) -> float:  # fmt: skip
+    """Best seconds per call over ``reps`` batches (each batch runs ≥ ``min_seconds``)."""
+    out_op = func.output()
+    assert out_op is not None
+    names, n_out, syms = func_signature(func)
+    outs = [np.empty(_shape(v, symbols), dtype=np.float32) for v in out_op.values]
+    fn = getattr(lib, func.func_name)
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p] * (len(names) + n_out) + [ctypes.c_int64] * len(syms)
+    args = [a.ctypes.data for a in inputs] + [o.ctypes.data for o in outs]
+    args += [symbols[s] for s in syms]
+    fn(*args)  # warm-up
+    calls = 1
+    while True:  # calls per batch so that a batch lasts min_seconds
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn(*args)
+        dt = time.perf_counter() - t0
+        if dt >= min_seconds or calls >= 1 << 20:
+            break
+        calls *= 2
+    best = dt / calls
+    for _ in range(reps - 1):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn(*args)
+        best = min(best, (time.perf_counter() - t0) / calls)
+    return best

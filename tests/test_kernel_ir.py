@@ -302,3 +302,34 @@ def test_cli_bad_ir_and_refused_hint(tmp_path: Path) -> None:
     out = _ckir("kernel", "lower", str(v16), "--isa", "avx2")
     assert out.returncode == 1
     assert out.stderr.startswith(f"error: {v16}: kernel.func @mm: kernel.matmul %c: vectorize")
+
+
+def test_cli_bench_times_each_schedule_and_checks_it(tmp_path: Path) -> None:
+    f = tmp_path / "mm.mlir"
+    f.write_text(_func("mm", "matmul_relu", {}))
+    scheds = ["ir", "tile_m=8,unroll=2", "vectorize=1,order=kmn"]
+    args = [a for s in scheds for a in ("--schedule", s)]
+    out = _ckir("kernel", "bench", str(f), "--shape-set", "A=33x65,B=65x17", *args, "--reps", "1")
+    assert out.returncode == 0, out.stderr
+    assert "fp32 FMA peak, 1 thread, measured now:" in out.stdout
+    rows = [line.split() for line in out.stdout.splitlines() if line.startswith("mm ")]
+    assert [r[2] for r in rows] == scheds
+    for r in rows:
+        assert float(r[4]) > 0 and float(r[5]) >= 0 and "WRONG" not in r
+    out = _ckir("kernel", "bench", str(f), "--shape-set", "A=3x5,B=5x7", "--schedule", "unroll=0")
+    assert out.returncode == 1
+    assert out.stderr.strip() == "error: schedule 'unroll=0': unroll = 0 must be positive"
+
+
+def test_parse_schedule_and_with_schedule() -> None:
+    assert kt.parse_schedule("tile_m=8, order=nkm") == {"tile_m": 8, "order": "nkm"}
+    with pytest.raises(Exception, match="cannot read 'tile_x=1'"):
+        kt.parse_schedule("tile_x=1")
+    with pytest.raises(Exception, match="vectorize = 3 must be one of"):
+        kt.parse_schedule("vectorize=3")
+    text = _func("mm", "matmul", BASE) + _relu_func("r", {})
+    copy = kt.with_schedule(parse_module(text), {"tile_k": 4, "unroll": 3}, "_x")
+    printed = str(copy)
+    assert "kernel.func @mm_x" in printed and "kernel.func @r_x" in printed
+    assert "#kernel.schedule<tile_k = 4, unroll = 3>" in printed  # the matmul: both fields
+    assert "#kernel.schedule<unroll = 3>" in printed  # the relu: tile_k does not apply
