@@ -59,7 +59,7 @@ from xdsl.utils.exceptions import VerifyException
 from ckir.dialects.common import sym
 from ckir.dialects.dims import dims_equal, dims_text, is_identifier
 from ckir.dialects.graph import TensorType
-from ckir.dialects.syntax import DIRECTIVES
+from ckir.dialects.syntax import DIRECTIVES, parse_schedule_fields
 
 __all__ = [
     "ACTIVATIONS",
@@ -152,33 +152,14 @@ class ScheduleAttr(ParametrizedAttribute):
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        found: dict[str, int | str] = {}
-
-        def entry() -> None:
-            start = parser.pos
-            key = parser.parse_identifier(" (a kernel.schedule field)")
-            if key not in SCHEDULE_FIELDS:
-                parser.raise_error(
-                    f"unknown kernel.schedule field '{key}' (expected one of "
-                    f"{', '.join(SCHEDULE_FIELDS)})",
-                    start,
-                    parser.pos,
-                )
-            if key in found:
-                parser.raise_error(f"duplicate kernel.schedule field '{key}'", start, parser.pos)
-            parser.parse_punctuation("=")
-            vstart = parser.pos
-            value: int | str
+        def read(key: str) -> int | str:
             if key == "order":
-                value = parser.parse_identifier(" (a loop order such as mnk)")
-            else:
-                value = parser.parse_integer(allow_boolean=False)
-            problem = field_problem(key, value)
-            if problem:
-                parser.raise_error(f"kernel.schedule: {problem}", vstart, parser.pos)
-            found[key] = value
+                return parser.parse_identifier(" (a loop order such as mnk)")
+            return parser.parse_integer(allow_boolean=False)
 
-        parser.parse_comma_separated_list(parser.Delimiter.ANGLE, entry)
+        found = parse_schedule_fields(
+            parser, "kernel.schedule", SCHEDULE_FIELDS, read, field_problem
+        )
         return tuple(ScheduleAttr.from_values(found).parameters)
 
     def print_parameters(self, printer: Printer) -> None:
