@@ -38,6 +38,7 @@ the build's vectors).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import ModuleOp
@@ -108,12 +109,13 @@ class Schedule:
     unroll: int
     order: str
 
-    def describe(self) -> str:
-        v = "CKV_W" if self.vectorize is None else str(self.vectorize)
-        return (
-            f"tile_m={self.tile_m} tile_n={self.tile_n} tile_k={self.tile_k} "
-            f"vectorize={v} unroll={self.unroll} order={self.order}"
-        )
+    def describe(self, fields: Sequence[str] = k.SCHEDULE_FIELDS) -> str:
+        """``tile_m=32 tile_n=256 ...`` over ``fields`` (an op's applicable ones)."""
+        parts = []
+        for name in fields:
+            value = getattr(self, name)
+            parts.append(f"{name}={'CKV_W' if value is None else value}")
+        return " ".join(parts)
 
 
 @dataclass
@@ -257,53 +259,72 @@ def _epilogue(w: _Writer, s: Schedule, act: str, rows: tuple[str, str],
         w.close()
 
 
+@dataclass(frozen=True)
+class _Lanes:
+    """How the micro-kernel's C holds a step of columns: one float (``vectorize = 1``)
+    or one ``ckv`` of ``width`` lanes of the runtime's vector layer."""
+
+    width: str | None  # None: plain floats
+
+    @property
+    def ty(self) -> str:
+        return "float" if self.width is None else "ckv"
+
+    @property
+    def fma(self) -> str:
+        return "KFMA" if self.width is None else "ckv_fma"
+
+    def off(self, i: int) -> str:
+        """Offset of the i-th step of a row."""
+        return str(i) if self.width is None else f"{i} * {self.width}"
+
+    def load(self, base: str, index: str, n: str) -> str:
+        return f"{base}[{index}]" if self.width is None else f"ckv_load_n({base} + {index}, {n})"
+
+    def store(self, base: str, index: str, n: str, value: str) -> str:
+        if self.width is None:
+            return f"{base}[{index}] = {value};"
+        return f"ckv_store_n({base} + {index}, {n}, {value});"
+
+    def splat(self, x: str) -> str:
+        return x if self.width is None else f"ckv_set1({x})"
+
+
 def _micro(w: _Writer, s: Schedule) -> None:
     """Rows [m0, m1) x columns [n0, n1) of C += A[:, k0:k1] @ B[k0:k1, :]."""
     u = s.unroll
+    lanes = _Lanes(None if s.vectorize == 1 else _vec(s))
+    width = lanes.width or "1"
+    step = str(u) if lanes.width is None else f"{u} * {width}"
     w.open("for (int64_t i = m0; i < m1; i++)")
     w("const float *restrict a = A + i * K;")
     w("float *restrict c = C + i * N;")
     w("int64_t j = n0;")
-    if s.vectorize == 1:
-        w.open(f"for (; j + {u} <= n1; j += {u})")
-        for i in range(u):
-            w(f"float acc{i} = c[j + {i}];")
-        w.open("for (int64_t k = k0; k < k1; k++)")
-        w("const float av = a[k];")
-        w("const float *restrict b = B + k * N + j;")
-        for i in range(u):
-            w(f"acc{i} = KFMA(av, b[{i}], acc{i});")
-        w.close()
-        for i in range(u):
-            w(f"c[j + {i}] = acc{i};")
-        w.close()
+    w.open(f"for (; j + {step} <= n1; j += {step})")
+    for i in range(u):
+        w(f"{lanes.ty} acc{i} = {lanes.load('c', f'j + {lanes.off(i)}', width)};")
+    w.open("for (int64_t k = k0; k < k1; k++)")
+    w(f"const {lanes.ty} av = {lanes.splat('a[k]')};")
+    w("const float *restrict b = B + k * N + j;")
+    for i in range(u):
+        w(f"acc{i} = {lanes.fma}(av, {lanes.load('b', lanes.off(i), width)}, acc{i});")
+    w.close()
+    for i in range(u):
+        w(lanes.store("c", f"j + {lanes.off(i)}", width, f"acc{i}"))
+    w.close()
+    if lanes.width is None:  # the columns left: one at a time
         w.open("for (; j < n1; j++)")
-        w("float acc = c[j];")
-        w("for (int64_t k = k0; k < k1; k++) acc = KFMA(a[k], B[k * N + j], acc);")
-        w("c[j] = acc;")
-        w.close()
-    else:
-        v = _vec(s)
-        w.open(f"for (; j + {u} * {v} <= n1; j += {u} * {v})")
-        for i in range(u):
-            w(f"ckv acc{i} = ckv_load_n(c + j + {i} * {v}, {v});")
-        w.open("for (int64_t k = k0; k < k1; k++)")
-        w("const ckv av = ckv_set1(a[k]);")
-        w("const float *restrict b = B + k * N + j;")
-        for i in range(u):
-            w(f"acc{i} = ckv_fma(av, ckv_load_n(b + {i} * {v}, {v}), acc{i});")
-        w.close()
-        for i in range(u):
-            w(f"ckv_store_n(c + j + {i} * {v}, {v}, acc{i});")
-        w.close()
-        w.open(f"for (; j < n1; j += {v})")
-        w(f"const int64_t ln = CKIR_MIN((int64_t){v}, n1 - j);")
-        w("ckv acc = ckv_load_n(c + j, ln);")
-        w.open("for (int64_t k = k0; k < k1; k++)")
-        w("acc = ckv_fma(ckv_set1(a[k]), ckv_load_n(B + k * N + j, ln), acc);")
-        w.close()
-        w("ckv_store_n(c + j, ln, acc);")
-        w.close()
+        n = "1"
+    else:  # the columns left: one vector at a time, the last one masked
+        w.open(f"for (; j < n1; j += {width})")
+        w(f"const int64_t ln = CKIR_MIN((int64_t){width}, n1 - j);")
+        n = "ln"
+    w(f"{lanes.ty} acc = {lanes.load('c', 'j', n)};")
+    w.open("for (int64_t k = k0; k < k1; k++)")
+    w(f"acc = {lanes.fma}({lanes.splat('a[k]')}, {lanes.load('B', 'k * N + j', n)}, acc);")
+    w.close()
+    w(lanes.store("c", "j", n, "acc"))
+    w.close()
     w.close()
 
 
@@ -344,7 +365,7 @@ def _matmul_fn(w: _Writer, name: str, s: Schedule, bias: bool, act: str, what: s
 
 
 def _relu_fn(w: _Writer, name: str, s: Schedule, what: str) -> None:
-    w(f"/* {what}: {s.describe()} */")
+    w(f"/* {what}: {s.describe(k.ReluOp.SCHEDULE_APPLIES)} */")
     w.open(f"static void {name}(const float *restrict X, float *restrict Y, int64_t R, int64_t N)")
     w.open(f"for (int64_t r0 = 0; r0 < R; r0 += {s.tile_m})")
     w(f"const int64_t r1 = CKIR_MIN(r0 + {s.tile_m}, R);")
