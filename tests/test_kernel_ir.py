@@ -112,11 +112,35 @@ def test_every_hint_changes_the_c_not_the_numbers(hint: str, native_lib: tuple) 
         assert kt.relative_error(got, ref) < 1e-5
 
 
-@pytest.mark.parametrize("hint", ["tile_m", "tile_n", "vectorize", "unroll"])
-def test_relu_hints_change_the_c(hint: str) -> None:
-    base = {"tile_m": 2, "tile_n": 16, "vectorize": 8, "unroll": 2}
-    other = {**base, hint: {"tile_m": 3, "tile_n": 32, "vectorize": 4, "unroll": 4}[hint]}
-    assert _c_body(_relu_func("r", base)) != _c_body(_relu_func("r", other))
+RELU_BASE = {"tile_m": 2, "tile_n": 16, "vectorize": 8, "unroll": 2}
+RELU_VARIANTS = {"tile_m": 3, "tile_n": 32, "vectorize": 4, "unroll": 4}
+
+
+@pytest.fixture(scope="module")
+def relu_lib(tmp_path_factory: pytest.TempPathFactory) -> tuple[ctypes.CDLL, object]:
+    """One library with a relu func per hint variant."""
+    text = _relu_func("base", RELU_BASE) + _relu_func("scalar", {**RELU_BASE, "vectorize": 1})
+    for hint, value in RELU_VARIANTS.items():
+        text += _relu_func(f"v_{hint}", {**RELU_BASE, hint: value})
+    module = parse_module(text)
+    lib = kt.build(module, tmp_path_factory.mktemp("kir"), name="relus")
+    return ctypes.CDLL(str(lib)), module
+
+
+@pytest.mark.parametrize("hint", list(RELU_VARIANTS))
+def test_relu_hints_change_the_c_not_the_numbers(hint: str, relu_lib: tuple) -> None:
+    other = {**RELU_BASE, hint: RELU_VARIANTS[hint]}
+    assert _c_body(_relu_func("r", RELU_BASE)) != _c_body(_relu_func("r", other))
+    lib, module = relu_lib
+    funcs = {f.func_name: f for f in kt.funcs(module)}
+    for r, n in [(1, 1), (7, 45), (5, 64)]:
+        symbols = {"R": r, "N": n}
+        x = kt.random_inputs(funcs["base"], symbols, seed=r)
+        x[0][0, 0] = -0.0
+        want = np.maximum(x[0], 0.0)
+        for name in ("base", "scalar", f"v_{hint}"):
+            got = kt.run(lib, funcs[name], x, symbols)[0]
+            np.testing.assert_array_equal(got, want)
 
 
 def test_scalar_and_default_width_match_bitwise(native_lib: tuple) -> None:
