@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import IntAttr, NoneAttr, StringAttr, SymbolNameConstraint
-from xdsl.ir import Attribute, Block, Dialect, ParametrizedAttribute, Region, SSAValue
+from xdsl.ir import Attribute, Block, Dialect, ParametrizedAttribute, Region
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
@@ -455,11 +455,6 @@ KERNEL_OPS: dict[str, type[KernelComputeOp]] = {
     "linear": LinearOp,
     "relu": ReluOp,
 }
-
-
-def operands_of(op: KernelComputeOp) -> list[SSAValue]:
-    """The tensor operands of a kernel compute op, in order."""
-    return list(op.operands)
 
 
 Kernel = Dialect(
