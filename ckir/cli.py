@@ -543,6 +543,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--arch", default="llama", choices=["llama", "qwen2", "gpt2", "mistral"])
     s.add_argument("--out", default="out/demo")
     s.set_defaults(func=cmd_demo)
+
+    from ckir import kernel_cli
+
+    kernel_cli.register(sub)
     return p
 
 

@@ -255,3 +255,44 @@ def _object_is_intact(obj: Path, digest: Path) -> bool:
 def clear_cache() -> None:
     """Delete every cached runtime object (all ISAs and flag sets)."""
     shutil.rmtree(cache_dir(), ignore_errors=True)
+
+
+def build_standalone_library(
+    out_path: Path,
+    sources: Sequence[Path],
+    *,
+    isa: str = "native",
+    include_dirs: Sequence[Path | str] = (),
+    extra_flags: Sequence[str] = (),
+) -> Path:
+    """Compile ``sources`` alone (no runtime objects) into a shared library, with the
+    runtime's flags and ISA selection (e.g. generated kernels, ``ckir kernel build``).
+
+    The runtime's ``include`` and ``kernels`` folders are on the include path, so a
+    source may use the private vector layer (``ckir_internal.h``).  Written under a
+    temporary name and renamed; raises RuntimeBuildError naming the first error.
+    """
+    out_path = Path(out_path).resolve()
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    dirs = [runtime_dir() / "kernels", *include_dirs]
+    flags = [*_cflags(isa, False, dirs), *extra_flags]
+    fd, tmp = tempfile.mkstemp(prefix=out_path.name + ".", suffix=".tmp", dir=out_path.parent)
+    os.close(fd)
+    try:
+        cmd = [_cc(), *flags, *LINK_FLAGS, *map(str, sources), "-o", tmp, *LINK_LIBS]
+        _run_cc(cmd, ", ".join(Path(s).name for s in sources))
+        os.replace(tmp, out_path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out_path
+
+
+def isa_vector_width(isa: str = "native") -> int:
+    """f32 lanes of the runtime's vector layer (``CKV_W``) in a build for ``isa``:
+    16 when the compiler targets AVX-512F, else 8 (AVX2 and the scalar layer)."""
+    if isa == "scalar":
+        return 8
+    cc = _cc()
+    macros = _compiler_identity(cc, tuple(isa_flags(isa)))
+    return 16 if re.search(r"^#define __AVX512F__ 1$", macros, re.M) else 8

@@ -19,6 +19,7 @@ DIALECTS: dict[str, str] = {
     "graph": "ckir.dialects.graph:Graph",
     "lowered": "ckir.dialects.lowered:Lowered",
     "layout": "ckir.dialects.layout:Layout",
+    "kernel": "ckir.dialects.kernel:Kernel",
 }
 
 #: pass flag -> "module:class"; one file per pass, named after its flag
@@ -32,6 +33,8 @@ PASSES: dict[str, str] = {
     "fuse-qkv": "ckir.passes.fuse_qkv:FuseQkvPass",
     "fuse-gate-up": "ckir.passes.fuse_gate_up:FuseGateUpPass",
     "fuse-add-rmsnorm": "ckir.passes.fuse_add_rmsnorm:FuseAddRmsnormPass",
+    "lower-kernel": "ckir.passes.lower_kernel:LowerKernelPass",
+    "fuse-kernel-matmul-relu": "ckir.passes.fuse_kernel_matmul_relu:FuseKernelMatmulReluPass",
 }
 
 #: target name -> "module:class"

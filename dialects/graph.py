@@ -108,7 +108,7 @@ from ckir.dialects.dims import (
     shapes_equal,
     try_evaluate_dim,
 )
-from ckir.dialects.syntax import DIRECTIVES
+from ckir.dialects.syntax import DIRECTIVES, parse_schedule_fields
 from ckir.dialects.weight_map import WeightMap, parse_weight_map, print_weight_map
 from ckir.vocab import DTYPES, GRAPH_OPS, MODES, SCHEDULE_KEYS
 
@@ -302,33 +302,21 @@ class ScheduleAttr(ParametrizedAttribute):
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        found: dict[str, int] = {}
-
-        def entry() -> None:
-            start = parser.pos
-            key = parser.parse_identifier(" (a graph.schedule field)")
-            if key not in SCHEDULE_KEYS:
-                parser.raise_error(
-                    f"unknown graph.schedule field '{key}' (expected one of "
-                    f"{', '.join(SCHEDULE_KEYS)})",
-                    start,
-                    parser.pos,
-                )
-            if key in found:
-                parser.raise_error(f"duplicate graph.schedule field '{key}'", start, parser.pos)
-            parser.parse_punctuation("=")
-            vstart = parser.pos
-            value = parser.parse_integer(allow_boolean=False)
+        def problem(key: str, value: int | str) -> str | None:
+            assert isinstance(value, int)
             if value <= 0 or (key == "vectorize" and value not in _VECTOR_WIDTHS):
-                parser.raise_error(
-                    f"graph.schedule: {key} = {value} must be "
-                    + ("one of 1, 2, 4, 8, 16" if key == "vectorize" else "positive"),
-                    vstart,
-                    parser.pos,
+                return f"{key} = {value} must be " + (
+                    "one of 1, 2, 4, 8, 16" if key == "vectorize" else "positive"
                 )
-            found[key] = value
+            return None
 
-        parser.parse_comma_separated_list(parser.Delimiter.ANGLE, entry)
+        found = parse_schedule_fields(
+            parser,
+            "graph.schedule",
+            SCHEDULE_KEYS,
+            lambda _key: parser.parse_integer(allow_boolean=False),
+            problem,
+        )
         return tuple(IntAttr(found[f]) if f in found else NoneAttr() for f in SCHEDULE_KEYS)
 
     def print_parameters(self, printer: Printer) -> None:

@@ -19,7 +19,7 @@ parses one piece of syntax the generic directives cannot express:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, StringAttr, i1, i64
@@ -33,7 +33,7 @@ from xdsl.irdl.declarative_assembly_format import (
     RegionVariable,
     irdl_custom_directive,
 )
-from xdsl.parser import Parser
+from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 
 from ckir.dialects.dims import DimAttr, parse_dim_expr
@@ -196,6 +196,42 @@ def parse_keyed_entries(
     if parser.parse_optional_comma_separated_list(parser.Delimiter.BRACES, entry, context) is None:
         return None
     return entries
+
+
+def parse_schedule_fields(
+    parser: AttrParser,
+    attr: str,
+    fields: Sequence[str],
+    read: Callable[[str], int | str],
+    problem: Callable[[str, int | str], str | None],
+) -> dict[str, int | str]:
+    """The ``<key = value, ...>`` of a schedule attribute (``#graph.schedule``,
+    ``#kernel.schedule``): an unknown or repeated key is a parse error at the key,
+    ``read(key)`` parses its value and ``problem(key, value)`` (a message or None)
+    rejects it at the value, as ``<attr>: <problem>``."""
+    found: dict[str, int | str] = {}
+
+    def entry() -> None:
+        start = parser.pos
+        key = parser.parse_identifier(f" (a {attr} field)")
+        if key not in fields:
+            parser.raise_error(
+                f"unknown {attr} field '{key}' (expected one of {', '.join(fields)})",
+                start,
+                parser.pos,
+            )
+        if key in found:
+            parser.raise_error(f"duplicate {attr} field '{key}'", start, parser.pos)
+        parser.parse_punctuation("=")
+        vstart = parser.pos
+        value = read(key)
+        message = problem(key, value)
+        if message:
+            parser.raise_error(f"{attr}: {message}", vstart, parser.pos)
+        found[key] = value
+
+    parser.parse_comma_separated_list(parser.Delimiter.ANGLE, entry)
+    return found
 
 
 @irdl_custom_directive
