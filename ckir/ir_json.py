@@ -517,7 +517,7 @@ class _Reader:
 
     def _dim(self, data: JSON, path: str) -> Attribute:
         cls = self._attr_class(_DIM, path)
-        return cls(StringAttr(self._str(data, path)))  # type: ignore[call-arg]
+        return self._construct(cls, [StringAttr(self._str(data, path))], path)
 
     def _read_shaped(self, obj: dict[str, JSON], path: str) -> Attribute:
         self._keys(obj, path, {"type", "shape", "dtype"})
