@@ -664,9 +664,11 @@ def dumps(module: ModuleOp, ctx: Context | None = None) -> str:
     return json.dumps(module_to_json(module, ctx), indent=2, allow_nan=False) + "\n"
 
 
-def module_from_json(data: JSON, name: str = "<json>", ctx: Context | None = None) -> ModuleOp:
-    """Build (and verify) a module from its JSON tree; :class:`IRJSONError` names ``name``
-    and the JSON path of the first problem."""
+def module_from_json(
+    data: JSON, name: str = "<json>", ctx: Context | None = None, *, verify: bool = True
+) -> ModuleOp:
+    """Build (and, unless ``verify=False``, verify) a module from its JSON tree;
+    :class:`IRJSONError` names ``name`` and the JSON path of the first problem."""
     reader = _Reader(ctx or ir_context())
     try:
         module = reader.module(data)
@@ -674,7 +676,8 @@ def module_from_json(data: JSON, name: str = "<json>", ctx: Context | None = Non
         raise IRJSONError(f"{name}: {err.path or '<top>'}: {err.message}") from None
     except RecursionError:
         raise IRJSONError(f"{name}: regions nest too deeply") from None
-    _verify(module, data, name)
+    if verify:
+        _verify(module, data, name)
     return module
 
 
