@@ -677,7 +677,7 @@ def module_from_json(
     except RecursionError:
         raise IRJSONError(f"{name}: regions nest too deeply") from None
     if verify:
-        _verify(module, data, name)
+        _verify(module, name)
     return module
 
 
@@ -700,18 +700,18 @@ def looks_like_json(text: str | bytes) -> bool:
     return stripped[:1] in ("{", b"{")
 
 
-def _verify(module: ModuleOp, data: JSON, name: str) -> None:
+def _verify(module: ModuleOp, name: str) -> None:
     """Verify the module; a failure names the JSON path of the innermost failing op."""
     try:
         module.verify()
         return
     except VerifyException as err:
         message = one_line(str(err).splitlines()[0] if str(err) else err)
-    path = _failing_path(module, "", data) or "<top>"
+    path = _failing_path(module, "") or "<top>"
     raise IRJSONError(f"{name}: {path}: {message}")
 
 
-def _failing_path(op: Operation, path: str, data: JSON) -> str | None:
+def _failing_path(op: Operation, path: str) -> str | None:
     """The JSON path of the innermost op under ``op`` whose own verifier fails."""
     regions = op.regions
     if isinstance(op, ModuleOp):
@@ -724,7 +724,7 @@ def _failing_path(op: Operation, path: str, data: JSON) -> str | None:
         ]
     for block, bpath in blocks_paths:
         for k, child in enumerate(block.ops):
-            found = _failing_path(child, f"{bpath}[{k}]", data)
+            found = _failing_path(child, f"{bpath}[{k}]")
             if found is not None:
                 return found
     try:
