@@ -43,8 +43,8 @@ class LitModule:
     source: Path
     label: str
     text: str
-    #: for a RUN line's output, the same run's ``-t json`` output (checked against ``text``
-    #: even when ``text`` does not re-parse)
+    #: for a RUN line's output, the JSON of the module it printed (checked against
+    #: ``text`` even when ``text`` does not re-parse)
     json: str | None = None
     #: False when xDSL's parser cannot read ``text`` back (then only ``json`` is checked)
     reparses: bool = True
@@ -117,6 +117,26 @@ def _run_opt(args: list[str]) -> str | None:
     return out.getvalue() if code == 0 else None
 
 
+def _run_opt_text_and_json(args: list[str]) -> tuple[str, str] | None:
+    """``ckir-opt args`` in-process, once: the text it prints and the JSON of the same
+    module (what ``-t json`` writes), or None when it fails."""
+    from ckir.ir_json import dumps
+    from ckir.opt import CkirOptMain, fold_pass_flags
+    from ckir.universe import PASSES
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            driver = CkirOptMain(args=fold_pass_flags(args, list(PASSES)))
+            (chunk, _), *_ = driver.prepare_input()[0]
+            module = driver.parse_chunk(chunk, "mlir")
+            assert module is not None
+            driver.apply_passes(module)
+            return driver.output_resulting_program(module), dumps(module, driver.ctx)
+    except (Exception, SystemExit):  # a RUN line that is meant to fail
+        return None
+
+
 @cache
 def lit_modules() -> tuple[LitModule, ...]:
     """Every module of the lit suite (see the module docstring), each once."""
@@ -143,9 +163,9 @@ def lit_modules() -> tuple[LitModule, ...]:
             args = _run_line_args(path, run, scratch)
             if args is None:
                 continue
-            out = _run_opt(args)
-            as_json = _run_opt([*args, "-t", "json"])
-            if out is not None and as_json is not None:
+            ran = _run_opt_text_and_json(args)
+            if ran is not None:
+                out, as_json = ran
                 reparses = _printed(out, f"{path} ({run.strip()})") == out
                 add(LitModule(path, f"RUN: {run.strip()}", out, as_json, reparses))
     shutil.rmtree(scratch_dir, ignore_errors=True)
