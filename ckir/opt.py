@@ -5,12 +5,16 @@ Usage::
     ckir-opt model.mlir --lower-decode --plan-layout
     ckir-opt model.mlir -p 'lower-prefill{max-context=256},plan-layout{strategy=bump}'
     ckir-opt model.mlir --lower-decode --plan-layout --emit-c      # same as -t c
+    ckir-opt model.mlir --lower-decode --emit-json                 # same as -t json
+    ckir-opt model.json --plan-layout                              # reads IR JSON
 
 Passes given as flags (``--lower-decode``, ``--plan-layout{align=128}``,
 ``--plan-layout=align=128``) are folded, in the order they appear, into the
 ``-p`` pipeline before argparse sees them; ``-p`` lists and flags may be mixed.
 Pass options default to what ``ckir compile`` uses (``--plan-layout`` plans with
 liveness, as a non-debug build does).
+Input is IR JSON (docs/ir-json.md) when the file name ends in ``.json`` or its
+first non-space character is ``{`` (also on stdin, ``-`` or no file).
 Errors in the input (parse errors, verifier failures) print one located line
 and exit 1; ``-o FILE`` is written only when the whole run succeeded.
 """
@@ -30,6 +34,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from ckir.errors import CkirError
 from ckir.fileio import write_text_atomically
 from ckir.ir_io import register_dialects
+from ckir.ir_json_opt import json_aware_input, register_json_frontend
 from ckir.universe import PASSES, pass_factories, target_factories
 
 
@@ -54,6 +59,10 @@ def fold_pass_flags(argv: Sequence[str], pass_names: Sequence[str]) -> list[str]
             continue
         if arg.startswith("--passes="):
             pipeline.append(arg.removeprefix("--passes="))
+            i += 1
+            continue
+        if arg == "--emit-json":
+            out += ["-t", "json"]
             i += 1
             continue
         if arg == "--emit-c" or arg.startswith("--emit-c{"):
@@ -92,6 +101,13 @@ class CkirOptMain(xDSLOptMain):
     def register_all_dialects(self) -> None:
         register_dialects(self.ctx)
 
+    def register_all_frontends(self) -> None:
+        super().register_all_frontends()
+        register_json_frontend(self)
+
+    def get_input_stream(self) -> tuple[IO[bytes], str]:
+        return json_aware_input(self)
+
     def register_all_passes(self) -> None:
         for name, factory in pass_factories().items():
             self.register_pass(name, factory)
@@ -113,6 +129,9 @@ class CkirOptMain(xDSLOptMain):
         for name in PASSES:
             group.add_argument(f"--{name}", action="store_true", help=_pass_summary(name))
         group.add_argument("--emit-c", action="store_true", help="print C (same as -t c)")
+        group.add_argument(
+            "--emit-json", action="store_true", help="print IR JSON (same as -t json)"
+        )
 
     def prepare_output(self) -> IO[str]:
         # With -o, write to memory: the file is created only once the run succeeded.

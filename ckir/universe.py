@@ -40,6 +40,7 @@ PASSES: dict[str, str] = {
 #: target name -> "module:class"
 TARGETS: dict[str, str] = {
     "c": "ckir.backend.c_target:CTarget",
+    "json": "ckir.ir_json:JSONTarget",
 }
 
 
