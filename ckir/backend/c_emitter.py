@@ -24,7 +24,14 @@ from xdsl.ir import Operation
 from xdsl.printer import Printer
 
 import ckir
-from ckir.backend.abi import ARENA_INDEX, DESC_STRUCTS, arenas, c_initializer, layout_hash
+from ckir.backend import manifest
+from ckir.backend.abi import (
+    ARENA_INDEX,
+    DESC_STRUCTS,
+    arenas,
+    build_fingerprint,
+    c_initializer,
+)
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.dialects.dims import CONTEXT, LR, POSITION, STEP, TOKENS
@@ -279,7 +286,7 @@ class CEmitter:
             "",
             '#include "ckir_model.h"',
             "",
-            f"#define CKIR_LAYOUT_HASH 0x{layout_hash(self.plan):016x}ULL",
+            f"#define CKIR_FINGERPRINT 0x{build_fingerprint(self.model, self.plan):016x}ULL",
         ]
         for aname, arena in arenas(self.plan).items():
             lines.append(f"#define CKIR_{aname.upper()}_BYTES {arena.size_bytes}LL")
@@ -287,6 +294,7 @@ class CEmitter:
         lines.append("/* byte offsets of every slot and view in its arena */")
         for bname, place in self.places.items():
             lines.append(f"#define {place.macro} {place.offset}LL /* {place.arena}: {bname} */")
+        lines += manifest.header_lines(self.plan)
         lines += ["", "#endif", ""]
         return "\n".join(lines)
 
@@ -479,7 +487,7 @@ class CEmitter:
         sizes = {a: op.size_bytes for a, op in arenas(self.plan).items()}
         desc = {
             "name": f'"{name}"',
-            "layout_hash": "CKIR_LAYOUT_HASH",
+            "fingerprint": "CKIR_FINGERPRINT",
             "weights_bytes": f"{sizes.get('weights', 0)}LL",
             "state_bytes": f"{sizes.get('state', 0)}LL",
             "max_context": str(max_ctx),
@@ -494,6 +502,7 @@ class CEmitter:
         out += [
             f"static const ckir_model_desc ckir_desc = {model_desc};",
             "",
+            *manifest.source_lines(self.plan),
             *ENTRY_POINTS,
         ]
         return "\n".join(out)
