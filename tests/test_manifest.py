@@ -134,3 +134,22 @@ def test_swapped_weights_are_refused_naming_both_fingerprints(
         msg = str(err.value)
         assert f"written for build fingerprint {theirs}" in msg, msg
         assert f"libmodel.so is build {mine}" in msg, msg
+
+
+def test_ckir_run_reads_handles(
+    builds: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ckir.cli import main
+
+    k, logits = tmp_path / "k.npy", tmp_path / "l.npy"
+    args = ["run", str(builds["llama"]), "--tokens", "1,2,3", "--steps", "2"]
+    assert main([*args, "--read", f"kv.layers.0.k={k}", "--read", f"decode.logits={logits}"]) == 0
+    cache = np.load(k)
+    assert cache.shape[0] == MAX_CONTEXT
+    assert np.abs(cache[:4]).sum() > 0 and not np.any(cache[4:])  # 3 prompt + 1 decode
+    assert np.load(logits).shape[0] == 1
+    capsys.readouterr()
+    assert main([*args, "--read", f"kv.nope={k}"]) != 0
+    assert "no io handle 'kv.nope' in the manifest" in capsys.readouterr().err
+    assert main([*args, "--read", "decode.logits"]) != 0
+    assert "--read decode.logits: give HANDLE=FILE.npy" in capsys.readouterr().err
