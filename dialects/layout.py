@@ -256,6 +256,22 @@ class PlanOp(SingleBody, IRDLOperation):
             _ModelCheck(self, model, where).run()
         _check_manifest(self, model, where)
 
+    def places(self) -> dict[str, tuple[str, int, int]]:
+        """Slot or view name -> (arena, byte offset in it, bytes); a view's offset is its
+        root's plus its own (views whose root is no slot of their arena are left out)."""
+        out: dict[str, tuple[str, int, int]] = {}
+        for arena in self.arenas().values():
+            roots: dict[str, int] = {}
+            for op in arena.body.block.ops:
+                if isinstance(op, SlotOp):
+                    roots[op.buffer_name] = op.offset_bytes
+                    out[op.buffer_name] = (arena.arena_name, op.offset_bytes, op.size_bytes)
+            for op in arena.body.block.ops:
+                if isinstance(op, LayoutViewOp) and op.root_name in roots:
+                    at = roots[op.root_name] + op.offset_bytes
+                    out[op.view_name] = (arena.arena_name, at, op.size_bytes)
+        return out
+
     def io_handles(self) -> list[IoOp]:
         """The ``layout.io`` handles of the plan (its I/O manifest), in order."""
         return [op for op in self.body.block.ops if isinstance(op, IoOp)]
@@ -891,19 +907,7 @@ def _check_manifest(plan: PlanOp, model: lw.LoweredModelOp | None, where: str) -
     handles = plan.io_handles()
     if not handles:
         return
-    places: dict[str, tuple[str, int, int]] = {}  # slot/view -> (arena, offset, bytes)
-    for arena in plan.body.block.ops:
-        if not isinstance(arena, ArenaOp):
-            continue
-        roots: dict[str, int] = {}
-        for op in arena.body.block.ops:
-            if isinstance(op, SlotOp):
-                roots[op.buffer_name] = op.offset_bytes
-                places[op.buffer_name] = (arena.arena_name, op.offset_bytes, op.size_bytes)
-        for op in arena.body.block.ops:
-            if isinstance(op, LayoutViewOp) and op.root_name in roots:
-                at = roots[op.root_name] + op.offset_bytes
-                places[op.view_name] = (arena.arena_name, at, op.size_bytes)
+    places = plan.places()
     types: dict[str, lw.BufferType] = {}
     if model is not None:
         for op in model.walk():

@@ -39,21 +39,6 @@ from ckir.errors import CkirError
 STATE_ROLES = {"kv_cache": "state", "grad": "state", "optimizer_state": "state"}
 
 
-def _places(plan: ly.PlanOp) -> dict[str, tuple[str, int]]:
-    """Slot or view name -> (arena, byte offset in it)."""
-    out: dict[str, tuple[str, int]] = {}
-    for arena in plan.arenas().values():
-        roots: dict[str, int] = {}
-        for op in arena.body_block.ops:
-            if isinstance(op, ly.SlotOp):
-                roots[op.buffer_name] = op.offset_bytes
-                out[op.buffer_name] = (arena.arena_name, op.offset_bytes)
-        for op in arena.body_block.ops:
-            if isinstance(op, ly.LayoutViewOp):
-                out[op.view_name] = (arena.arena_name, roots[op.root_name] + op.offset_bytes)
-    return out
-
-
 def _io_handles(program: lw.ProgramOp) -> list[tuple[str, str, lw.BufferOp]]:
     """``(handle, role, buffer)`` of a program's io buffers, in IR order."""
     mode = program.mode_name
@@ -68,14 +53,14 @@ def _io_handles(program: lw.ProgramOp) -> list[tuple[str, str, lw.BufferOp]]:
 def manifest(model: lw.LoweredModelOp, plan: ly.PlanOp) -> list[ly.IoOp]:
     """The ``layout.io`` handles of a planned model, in order: each program's inputs and
     outputs (programs in IR order), then params, then state."""
-    places = _places(plan)
+    places = plan.places()
     ops: list[ly.IoOp] = []
 
     def add(handle: str, role: str, mode: str | None, buf: lw.BufferOp, dims: tuple[str, ...]):
         place = places.get(buf.buffer_name)
         if place is None:
             raise CkirError(f"io-manifest: buffer @{buf.buffer_name} has no slot in the plan")
-        arena, offset = place
+        arena, offset, _ = place
         ops.append(
             ly.IoOp.make(handle, role, mode, buf.buffer_name, buf.buffer_type, dims, arena, offset)
         )
