@@ -483,14 +483,21 @@ def build(
             (work / name).write_bytes(data)
 
         with progress.step("emit C"):
-            sources = emit_c(module)
+            sources = emit_c(module, fingerprint=fingerprint)
             (work / "model.h").write_text(sources.header)
             (work / "model.c").write_text(sources.source)
 
         with progress.step("weights.bin"):
             graph_model = next(op for op in module.ops if isinstance(op, g.ModelOp))
             lowered = next(op for op in module.ops if isinstance(op, lw.LoweredModelOp))
-            write_weights_bin(graph_model, lowered, plan, prepared.weights, work / "weights.bin")
+            write_weights_bin(
+                graph_model,
+                lowered,
+                plan,
+                prepared.weights,
+                work / "weights.bin",
+                fingerprint=fingerprint,
+            )
 
         with progress.step("cc"):
             build_library(

@@ -160,8 +160,14 @@ def find_model_and_plan(module: ModuleOp) -> tuple[lw.LoweredModelOp, ly.PlanOp]
 class CEmitter:
     """Prints model.h / model.c; one method per op kind it prints (singledispatch)."""
 
-    def __init__(self, module: ModuleOp, *, profile: bool = False) -> None:
+    def __init__(
+        self, module: ModuleOp, *, profile: bool = False, fingerprint: int | None = None
+    ) -> None:
         self.model, self.plan = find_model_and_plan(module)
+        #: the build fingerprint (computed here unless the caller has it already)
+        self.fingerprint = (
+            build_fingerprint(self.model, self.plan) if fingerprint is None else fingerprint
+        )
         check_runtime_abi(self.model)
         self.profile = profile
         self.timed: list[ProfiledCall] = []
@@ -286,7 +292,7 @@ class CEmitter:
             "",
             '#include "ckir_model.h"',
             "",
-            f"#define CKIR_FINGERPRINT 0x{build_fingerprint(self.model, self.plan):016x}ULL",
+            f"#define CKIR_FINGERPRINT 0x{self.fingerprint:016x}ULL",
         ]
         for aname, arena in arenas(self.plan).items():
             lines.append(f"#define CKIR_{aname.upper()}_BYTES {arena.size_bytes}LL")
@@ -569,13 +575,15 @@ uint8_t *ckir_arena(ckir_model *m, int arena) { return arena == 0 ? m->weights :
 """.splitlines()
 
 
-def emit_c(module: ModuleOp, *, profile: bool = False) -> CSources:
+def emit_c(module: ModuleOp, *, profile: bool = False, fingerprint: int | None = None) -> CSources:
     """model.h and model.c for a module holding a lowered.model and its layout.plan.
 
     With ``profile``, model.c times every kernel call (wall time and count per
     call, exported as ``ckir_profile_n/times/counts/label/reset``) and the
     result lists the timed calls; a profiling model.c is not reentrant.
+    ``fingerprint``: the build fingerprint when the caller computed it already
+    (:func:`ckir.backend.abi.build_fingerprint` of the module's model and plan).
     """
-    emitter = CEmitter(module, profile=profile)
+    emitter = CEmitter(module, profile=profile, fingerprint=fingerprint)
     source = emitter.source() + "\n"
     return CSources(header=emitter.header(), source=source, profile=tuple(emitter.timed))

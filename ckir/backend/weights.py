@@ -204,8 +204,10 @@ def write_weights_bin(
     weights: WeightSource,
     out_path: Path,
     progress: Callable[[int, int], None] | None = None,
+    fingerprint: int | None = None,
 ) -> None:
-    """Write weights.bin for ``plan`` with the weight bytes of ``source``."""
+    """Write weights.bin for ``plan`` with the weight bytes of ``source``; ``fingerprint``
+    is the build's when the caller computed it already."""
     arena = arenas(plan).get("weights")
     if arena is None:
         raise CkirError("weights.bin: the layout plan has no weights arena")
@@ -235,7 +237,7 @@ def write_weights_bin(
                 WEIGHTS_MAGIC,
                 WEIGHTS_VERSION,
                 0,
-                build_fingerprint(lowered, plan),
+                build_fingerprint(lowered, plan) if fingerprint is None else fingerprint,
                 arena.size_bytes,
             )
             f.write(header)
