@@ -57,6 +57,20 @@ def test_manifest_json_matches_the_library(builds: dict[str, Path]) -> None:
                 arena, offset, size, _ = model.slots()[h["slot"]]
                 assert (arena, offset, size) == (got.arena, got.offset, got.bytes)
             assert int(data["fingerprint"], 16) == model._lib.ckir_fingerprint()
+            # the build's own IR gives its fingerprint again (profiling copies re-emit from it)
+            assert _fingerprint_of_ir(build) == model._lib.ckir_fingerprint()
+
+
+def _fingerprint_of_ir(build: Path) -> int:
+    from ckir.backend.abi import build_fingerprint
+    from ckir.dialects import layout as ly
+    from ckir.dialects import lowered as lw
+    from ckir.ir_io import parse_module
+
+    module = parse_module((build / "layout.mlir").read_text())
+    model = next(op for op in module.ops if isinstance(op, lw.LoweredModelOp))
+    plan = next(op for op in module.ops if isinstance(op, ly.PlanOp))
+    return build_fingerprint(model, plan)
 
 
 def test_roles_modes_and_symbols(builds: dict[str, Path]) -> None:
