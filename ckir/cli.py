@@ -107,6 +107,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     logits_out = Path(args.logits_out) if args.logits_out else None
     if logits_out is not None and (logits_out.is_dir() or str(args.logits_out).endswith("/")):
         raise CkirError(f"--logits-out {args.logits_out}: is a folder; give a file name (.npy)")
+    reads: list[tuple[str, Path]] = []
+    for spec in args.read:
+        name, sep, file = spec.partition("=")
+        if not sep or not name or not file:
+            raise CkirError(f"--read {spec}: give HANDLE=FILE.npy (e.g. decode.logits=l.npy)")
+        reads.append((name, Path(file)))
     with load(args.build) as model:
         model.int8_prefill = args.int8_prefill  # (_int8_prefill_option)
         logits = model.prefill(tokens)
@@ -123,6 +129,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if logits_out is not None:
             logits_out.parent.mkdir(parents=True, exist_ok=True)
             np.save(logits_out, np.concatenate(rows, axis=0))
+        for name, path in reads:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.save(path, model.read(name))  # a CkirError naming an unknown handle
     print(" ".join(str(t) for t in out))
     return 0
 
@@ -483,6 +492,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tokens", required=True, help="comma-separated token ids")
     s.add_argument("--steps", type=int, default=8, help="greedy tokens to print")
     s.add_argument("--logits-out", help="save the logits of every step (.npy)")
+    s.add_argument(
+        "--read",
+        action="append",
+        default=[],
+        metavar="HANDLE=FILE",
+        help="after the run, save an io handle of the manifest (.npy), e.g. kv.layers.0.k=k.npy "
+        "(repeatable; docs/manifest.md)",
+    )
     _int8_prefill_option(s)
     s.set_defaults(func=cmd_run)
 

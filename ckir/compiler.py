@@ -29,8 +29,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 import ckir
+from ckir.backend.abi import build_fingerprint
 from ckir.backend.c_emitter import emit_c
 from ckir.backend.layout_writers import plan_to_json, plan_to_map
+from ckir.backend.manifest import MANIFEST_FILE, manifest_json
 from ckir.backend.weights import WeightSource, write_weights_bin
 from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
@@ -55,6 +57,7 @@ from ckir.passes.convert_weights import (
 from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass
 from ckir.passes.fuse_gate_up import FuseGateUpPass
 from ckir.passes.fuse_qkv import FuseQkvPass
+from ckir.passes.io_manifest import IoManifestPass
 from ckir.passes.lower_backward import LowerBackwardPass
 from ckir.passes.lower_decode import LowerDecodePass
 from ckir.passes.lower_prefill import LowerPrefillPass
@@ -373,6 +376,7 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
     PlanLayoutPass(
         strategy=options.layout_strategy, align=options.align, canaries=options.canaries
     ).apply(ctx, module)
+    IoManifestPass().apply(ctx, module)
     try:
         module.verify()
     except Exception as err:  # a verifier failure here is a compiler bug or a bad template
@@ -469,6 +473,9 @@ def build(
         plan = next(op for op in module.ops if isinstance(op, ly.PlanOp))
         (work / "layout.json").write_text(plan_to_json(plan))
         (work / "layout.map").write_text(plan_to_map(plan))
+        lowered_model = next(op for op in module.ops if isinstance(op, lw.LoweredModelOp))
+        fingerprint = build_fingerprint(lowered_model, plan)
+        (work / MANIFEST_FILE).write_text(manifest_json(plan, fingerprint))
         hf_files = prepared.hf_files
         if hf_files is None:
             hf_files = source_hf_files(prepared.source, prepared.weights)
@@ -476,14 +483,21 @@ def build(
             (work / name).write_bytes(data)
 
         with progress.step("emit C"):
-            sources = emit_c(module)
+            sources = emit_c(module, fingerprint=fingerprint)
             (work / "model.h").write_text(sources.header)
             (work / "model.c").write_text(sources.source)
 
         with progress.step("weights.bin"):
             graph_model = next(op for op in module.ops if isinstance(op, g.ModelOp))
             lowered = next(op for op in module.ops if isinstance(op, lw.LoweredModelOp))
-            write_weights_bin(graph_model, lowered, plan, prepared.weights, work / "weights.bin")
+            write_weights_bin(
+                graph_model,
+                lowered,
+                plan,
+                prepared.weights,
+                work / "weights.bin",
+                fingerprint=fingerprint,
+            )
 
         with progress.step("cc"):
             build_library(

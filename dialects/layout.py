@@ -71,7 +71,9 @@ __all__ = [
     "CANARY_BYTES",
     "ROLES",
     "STRATEGIES",
+    "IO_ROLES",
     "ArenaOp",
+    "IoOp",
     "Layout",
     "LayoutViewOp",
     "PlanOp",
@@ -228,10 +230,10 @@ class PlanOp(SingleBody, IRDLOperation):
                         names[name] = op.arena_name
                     if isinstance(inner, SlotOp):
                         sums[inner.role] = sums.get(inner.role, 0) + inner.size_bytes
-            else:
+            elif not isinstance(op, IoOp):
                 raise VerifyException(
                     f"{where}: '{op.name}' is not allowed in a plan (only layout.arena, "
-                    "layout.totals)"
+                    "layout.io, layout.totals)"
                 )
         if totals is None:
             raise VerifyException(f"{where}: needs a layout.totals as its last op")
@@ -252,6 +254,27 @@ class PlanOp(SingleBody, IRDLOperation):
         model = self.planned_model()
         if model is not None:
             _ModelCheck(self, model, where).run()
+        _check_manifest(self, model, where)
+
+    def places(self) -> dict[str, tuple[str, int, int]]:
+        """Slot or view name -> (arena, byte offset in it, bytes); a view's offset is its
+        root's plus its own (views whose root is no slot of their arena are left out)."""
+        out: dict[str, tuple[str, int, int]] = {}
+        for arena in self.arenas().values():
+            roots: dict[str, int] = {}
+            for op in arena.body.block.ops:
+                if isinstance(op, SlotOp):
+                    roots[op.buffer_name] = op.offset_bytes
+                    out[op.buffer_name] = (arena.arena_name, op.offset_bytes, op.size_bytes)
+            for op in arena.body.block.ops:
+                if isinstance(op, LayoutViewOp) and op.root_name in roots:
+                    at = roots[op.root_name] + op.offset_bytes
+                    out[op.view_name] = (arena.arena_name, at, op.size_bytes)
+        return out
+
+    def io_handles(self) -> list[IoOp]:
+        """The ``layout.io`` handles of the plan (its I/O manifest), in order."""
+        return [op for op in self.body.block.ops if isinstance(op, IoOp)]
 
 
 # --------------------------------------------------------------------------- arena
@@ -761,4 +784,174 @@ class _ModelCheck:
             index += 1
 
 
-Layout = Dialect("layout", [PlanOp, ArenaOp, SlotOp, LayoutViewOp, TotalsOp], [])
+# --------------------------------------------------------------------------- I/O manifest
+
+#: what an I/O handle is to a caller: written before a call (input), the model's
+#: trained or loaded values (param), kept across calls (state: KV cache, gradients,
+#: optimizer moments), read after a call (output)
+IO_ROLES: tuple[str, ...] = ("input", "param", "state", "output")
+
+
+@irdl_op_definition
+class IoOp(IRDLOperation):
+    """One named handle of the plan's I/O manifest: where a caller reads or writes it.
+
+    ``layout.io "prefill.tokens" role "input" mode "prefill" slot @prefill.header.tokens
+    : !lowered.buf<[128], i32> dims ["T"] at @state offset 8448``
+
+    ``role`` is one of :data:`IO_ROLES`; ``mode`` (absent for params and state) the
+    program it belongs to; ``slot`` the slot or view holding its bytes, in arena
+    ``at``, at byte ``offset``; the type its dtype and (largest) shape; ``dims`` one
+    entry per dimension: ``""`` when the dimension is static, else the run-time symbol
+    it follows (``T`` tokens of the call, ``PT`` positions filled in the KV cache).
+    Handles live in a ``layout.plan``, after its arenas; the plan's verifier checks
+    each against the slot it names (arena, offset, bytes) and, next to the
+    ``lowered.model``, against the buffer (dtype, shape).
+    """
+
+    name = "layout.io"
+
+    handle = prop_def(StringAttr)
+    io_role = prop_def(StringAttr)
+    mode = opt_prop_def(StringAttr)
+    slot = prop_def(SymbolRefAttr)
+    io_type = prop_def(lw.BufferType)
+    dims = prop_def(ArrayAttr)
+    arena = prop_def(SymbolRefAttr)
+    offset = prop_def(IntegerAttr[I64])
+
+    traits = traits_def(HasParent(PlanOp))
+
+    assembly_format = (
+        "$handle `role` $io_role (`mode` $mode^)? `slot` $slot `:` qualified($io_type) "
+        "`dims` $dims `at` $arena `offset` $offset attr-dict-with-keyword"
+    )
+
+    @staticmethod
+    def make(
+        handle: str,
+        role: str,
+        mode: str | None,
+        slot: str,
+        type: lw.BufferType,
+        dims: tuple[str, ...],
+        arena: str,
+        offset: int,
+    ) -> IoOp:
+        props: dict[str, Attribute] = {
+            "handle": StringAttr(handle),
+            "io_role": StringAttr(role),
+            "slot": _ref(slot),
+            "io_type": type,
+            "dims": ArrayAttr(tuple(StringAttr(d) for d in dims)),
+            "arena": _ref(arena),
+            "offset": _int(offset),
+        }
+        if mode is not None:
+            props["mode"] = StringAttr(mode)
+        return IoOp.create(properties=props)
+
+    @property
+    def handle_name(self) -> str:
+        return self.handle.data
+
+    @property
+    def role(self) -> str:
+        return self.io_role.data
+
+    @property
+    def mode_name(self) -> str | None:
+        return self.mode.data if self.mode is not None else None
+
+    @property
+    def slot_name(self) -> str:
+        return self.slot.root_reference.data
+
+    @property
+    def arena_name(self) -> str:
+        return self.arena.root_reference.data
+
+    @property
+    def offset_bytes(self) -> int:
+        return self.offset.value.data
+
+    @property
+    def dim_symbols(self) -> tuple[str, ...]:
+        return tuple(d.data if isinstance(d, StringAttr) else "?" for d in self.dims.data)
+
+    def verify_(self) -> None:
+        where = f'layout.io "{self.handle_name}"'
+        if self.role not in IO_ROLES:
+            raise VerifyException(
+                f"{where}: unknown role '{self.role}' (expected one of {', '.join(IO_ROLES)})"
+            )
+        mode = self.mode_name
+        if mode is not None and mode not in MODES:
+            raise VerifyException(f'{where}: mode "{mode}" is not one of {", ".join(MODES)}')
+        if not all(isinstance(d, StringAttr) for d in self.dims.data):
+            raise VerifyException(f'{where}: dims must be strings ("" for a static dim)')
+        rank = len(self.io_type.shape_ints)
+        if len(self.dims.data) != rank:
+            raise VerifyException(f"{where}: {len(self.dims.data)} dims for a shape of rank {rank}")
+        if self.offset_bytes < 0:
+            raise VerifyException(f"{where}: offset {self.offset_bytes} is negative")
+
+
+def _check_manifest(plan: PlanOp, model: lw.LoweredModelOp | None, where: str) -> None:
+    """Every ``layout.io`` of ``plan`` tells the truth about the slot (view) it names.
+
+    Arena, offset (a view's: its root's plus its own) and byte size are checked against
+    the plan; dtype and shape against the buffer or view of ``model`` (when the plan
+    is verified next to it).  Handle names are unique.
+    """
+    handles = plan.io_handles()
+    if not handles:
+        return
+    places = plan.places()
+    types: dict[str, lw.BufferType] = {}
+    if model is not None:
+        for op in model.walk():
+            if isinstance(op, lw.BufferOp):
+                types[op.buffer_name] = op.buffer_type
+            elif isinstance(op, lw.ViewOp):
+                types[op.view_name] = op.view_type
+    seen: set[str] = set()
+    for io in handles:
+        h = f'io handle "{io.handle_name}"'
+        if io.handle_name in seen:
+            raise VerifyException(f"{where}: {h} is declared twice")
+        seen.add(io.handle_name)
+        slot = sym(io.slot_name)
+        place = places.get(io.slot_name)
+        if place is None:
+            raise VerifyException(
+                f"{where}: {h} names {slot}, which is no slot or view of the plan"
+            )
+        arena, offset, size = place
+        if io.arena_name != arena:
+            raise VerifyException(
+                f"{where}: {h} says arena {sym(io.arena_name)} but {slot} is in arena {sym(arena)}"
+            )
+        if io.offset_bytes != offset:
+            raise VerifyException(
+                f"{where}: {h} says offset {io.offset_bytes} but {slot} is at offset {offset}"
+            )
+        ty = io.io_type
+        if ty.byte_size > size:
+            raise VerifyException(
+                f"{where}: {h} ({_describe(ty)}) does not fit in the {size} bytes of {slot}"
+            )
+        want = types.get(io.slot_name)
+        if want is None:
+            continue
+        if ty.dtype_name != want.dtype_name:
+            raise VerifyException(
+                f"{where}: {h} says dtype {ty.dtype_name} but {slot} is {want.dtype_name}"
+            )
+        if ty.shape_ints != want.shape_ints:
+            got_s = ", ".join(map(str, ty.shape_ints))
+            want_s = ", ".join(map(str, want.shape_ints))
+            raise VerifyException(f"{where}: {h} says shape [{got_s}] but {slot} is [{want_s}]")
+
+
+Layout = Dialect("layout", [PlanOp, ArenaOp, SlotOp, LayoutViewOp, TotalsOp, IoOp], [])

@@ -14,10 +14,14 @@ readable file for C users; the loader's ctypes structures
 from __future__ import annotations
 
 import hashlib
+import io
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from xdsl.printer import Printer
+
 from ckir.dialects import layout as ly
+from ckir.dialects import lowered as lw
 from ckir.vocab import INFERENCE_MODES
 
 WEIGHTS_MAGIC = b"CKIRWTS1"
@@ -25,7 +29,7 @@ WEIGHTS_VERSION = 1
 WEIGHTS_HEADER_BYTES = 4096
 CANARY_WORD = 0xDEADBEEF
 #: bumped whenever the generated-model ABI (ckir_model.h) changes
-MODEL_ABI_VERSION = 3
+MODEL_ABI_VERSION = 4
 
 ARENA_INDEX = {"weights": 0, "state": 1}
 
@@ -84,9 +88,21 @@ DESC_STRUCTS: dict[str, tuple[Field, ...]] = {
         Field("params", "const ckir_param_desc *"),
         Field("n_params", "int64_t"),
     ),
+    "ckir_handle_desc": (
+        Field("name", "const char *"),
+        Field("role", "const char *"),
+        Field("mode", "const char *"),
+        Field("dtype", "const char *"),
+        Field("rank", "int64_t"),
+        Field("shape", "int64_t", 4),
+        Field("dims", "const char *", 4),
+        Field("arena", "int"),
+        Field("offset", "int64_t"),
+        Field("bytes", "int64_t"),
+    ),
     "ckir_model_desc": (
         Field("name", "const char *"),
-        Field("layout_hash", "uint64_t"),
+        Field("fingerprint", "uint64_t"),
         Field("weights_bytes", "int64_t"),
         Field("state_bytes", "int64_t"),
         Field("max_context", "int64_t"),
@@ -121,23 +137,28 @@ def arenas(plan: ly.PlanOp) -> dict[str, ly.ArenaOp]:
     return {a.arena_name: a for a in plan.body_block.ops if isinstance(a, ly.ArenaOp)}
 
 
-def layout_hash(plan: ly.PlanOp) -> int:
-    """64-bit hash of the weights arena: slot names, offsets, sizes, canaries, arena size.
+def build_fingerprint(model: lw.LoweredModelOp, plan: ly.PlanOp) -> int:
+    """64-bit fingerprint of a build: its program, its plan and its weights layout.
 
-    weights.bin carries it in its header and model.c compiles it in, so a blob
-    written for another layout is refused at load time.
+    The SHA-256 of the printed ``lowered.model`` (kernels, buffers, every call of every
+    program) and of the printed ``layout.plan`` (both arenas' slots and views, the I/O
+    manifest, the totals).  weights.bin carries it in its header and model.c compiles
+    it in (``ckir_describe()->fingerprint``, ``ckir_fingerprint()``), so a library and a
+    weights.bin of different builds refuse each other, even when the weights arenas
+    happen to have the same layout.
     """
-    arena = arenas(plan).get("weights")
-    h = hashlib.sha256(f"ckir-weights-v{WEIGHTS_VERSION}\n".encode())
-    if arena is not None:
-        h.update(f"size {arena.size_bytes}\n".encode())
-        for op in arena.body_block.ops:
-            if isinstance(op, ly.SlotOp):
-                h.update(
-                    f"{op.buffer_name} {op.offset_bytes} {op.size_bytes} "
-                    f"{op.canary_offset}\n".encode()
-                )
+    h = hashlib.sha256(f"ckir-build-v{WEIGHTS_VERSION}\n".encode())
+    for op in (model, plan):
+        text = io.StringIO()
+        Printer(stream=text).print_op(op)
+        h.update(text.getvalue().encode())
+        h.update(b"\0")
     return int.from_bytes(h.digest()[:8], "little")
+
+
+def fingerprint_hex(value: int) -> str:
+    """How messages and manifest.json spell a fingerprint: ``0x`` and 16 hex digits."""
+    return f"0x{value:016x}"
 
 
 def canary_bytes() -> bytes:

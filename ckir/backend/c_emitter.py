@@ -24,7 +24,14 @@ from xdsl.ir import Operation
 from xdsl.printer import Printer
 
 import ckir
-from ckir.backend.abi import ARENA_INDEX, DESC_STRUCTS, arenas, c_initializer, layout_hash
+from ckir.backend import manifest
+from ckir.backend.abi import (
+    ARENA_INDEX,
+    DESC_STRUCTS,
+    arenas,
+    build_fingerprint,
+    c_initializer,
+)
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.dialects.dims import CONTEXT, LR, POSITION, STEP, TOKENS
@@ -153,8 +160,14 @@ def find_model_and_plan(module: ModuleOp) -> tuple[lw.LoweredModelOp, ly.PlanOp]
 class CEmitter:
     """Prints model.h / model.c; one method per op kind it prints (singledispatch)."""
 
-    def __init__(self, module: ModuleOp, *, profile: bool = False) -> None:
+    def __init__(
+        self, module: ModuleOp, *, profile: bool = False, fingerprint: int | None = None
+    ) -> None:
         self.model, self.plan = find_model_and_plan(module)
+        #: the build fingerprint (computed here unless the caller has it already)
+        self.fingerprint = (
+            build_fingerprint(self.model, self.plan) if fingerprint is None else fingerprint
+        )
         check_runtime_abi(self.model)
         self.profile = profile
         self.timed: list[ProfiledCall] = []
@@ -279,7 +292,7 @@ class CEmitter:
             "",
             '#include "ckir_model.h"',
             "",
-            f"#define CKIR_LAYOUT_HASH 0x{layout_hash(self.plan):016x}ULL",
+            f"#define CKIR_FINGERPRINT 0x{self.fingerprint:016x}ULL",
         ]
         for aname, arena in arenas(self.plan).items():
             lines.append(f"#define CKIR_{aname.upper()}_BYTES {arena.size_bytes}LL")
@@ -287,6 +300,7 @@ class CEmitter:
         lines.append("/* byte offsets of every slot and view in its arena */")
         for bname, place in self.places.items():
             lines.append(f"#define {place.macro} {place.offset}LL /* {place.arena}: {bname} */")
+        lines += manifest.header_lines(self.plan)
         lines += ["", "#endif", ""]
         return "\n".join(lines)
 
@@ -479,7 +493,7 @@ class CEmitter:
         sizes = {a: op.size_bytes for a, op in arenas(self.plan).items()}
         desc = {
             "name": f'"{name}"',
-            "layout_hash": "CKIR_LAYOUT_HASH",
+            "fingerprint": "CKIR_FINGERPRINT",
             "weights_bytes": f"{sizes.get('weights', 0)}LL",
             "state_bytes": f"{sizes.get('state', 0)}LL",
             "max_context": str(max_ctx),
@@ -494,6 +508,7 @@ class CEmitter:
         out += [
             f"static const ckir_model_desc ckir_desc = {model_desc};",
             "",
+            *manifest.source_lines(self.plan),
             *ENTRY_POINTS,
         ]
         return "\n".join(out)
@@ -560,13 +575,15 @@ uint8_t *ckir_arena(ckir_model *m, int arena) { return arena == 0 ? m->weights :
 """.splitlines()
 
 
-def emit_c(module: ModuleOp, *, profile: bool = False) -> CSources:
+def emit_c(module: ModuleOp, *, profile: bool = False, fingerprint: int | None = None) -> CSources:
     """model.h and model.c for a module holding a lowered.model and its layout.plan.
 
     With ``profile``, model.c times every kernel call (wall time and count per
     call, exported as ``ckir_profile_n/times/counts/label/reset``) and the
     result lists the timed calls; a profiling model.c is not reentrant.
+    ``fingerprint``: the build fingerprint when the caller computed it already
+    (:func:`ckir.backend.abi.build_fingerprint` of the module's model and plan).
     """
-    emitter = CEmitter(module, profile=profile)
+    emitter = CEmitter(module, profile=profile, fingerprint=fingerprint)
     source = emitter.source() + "\n"
     return CSources(header=emitter.header(), source=source, profile=tuple(emitter.timed))

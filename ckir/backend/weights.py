@@ -3,7 +3,7 @@
 Layout of the file::
 
     [0, 4096)            header: magic "CKIRWTS1", u32 version, u32 0,
-                         u64 layout hash, u64 arena bytes, zeros
+                         u64 build fingerprint, u64 arena bytes, zeros
     [4096, 4096 + size)  the weights arena: each weight at its slot offset,
                          a canary after each slot when the plan has canaries
 
@@ -30,8 +30,8 @@ from ckir.backend.abi import (
     WEIGHTS_MAGIC,
     WEIGHTS_VERSION,
     arenas,
+    build_fingerprint,
     canary_bytes,
-    layout_hash,
 )
 from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
@@ -204,8 +204,10 @@ def write_weights_bin(
     weights: WeightSource,
     out_path: Path,
     progress: Callable[[int, int], None] | None = None,
+    fingerprint: int | None = None,
 ) -> None:
-    """Write weights.bin for ``plan`` with the weight bytes of ``source``."""
+    """Write weights.bin for ``plan`` with the weight bytes of ``source``; ``fingerprint``
+    is the build's when the caller computed it already."""
     arena = arenas(plan).get("weights")
     if arena is None:
         raise CkirError("weights.bin: the layout plan has no weights arena")
@@ -235,7 +237,7 @@ def write_weights_bin(
                 WEIGHTS_MAGIC,
                 WEIGHTS_VERSION,
                 0,
-                layout_hash(plan),
+                build_fingerprint(lowered, plan) if fingerprint is None else fingerprint,
                 arena.size_bytes,
             )
             f.write(header)

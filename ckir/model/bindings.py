@@ -17,15 +17,17 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
 import numpy as np
 
-from ckir.backend.abi import DESC_STRUCTS
+from ckir.backend.abi import DESC_STRUCTS, fingerprint_hex
 from ckir.compiler import BUILD_INFO, LIBRARY_NAME, required_files
 from ckir.errors import CkirError, as_path, one_line
 from ckir.integrity import restore_interrupted, verify_digests
+from ckir.vocab import DTYPE_TABLE, PANEL_DTYPES
 
 ERRORS = {
     1: "token out of range",
@@ -33,7 +35,7 @@ ERRORS = {
     3: "canary violated",
     4: "cannot open weights.bin",
     5: "weights.bin has a bad header or size",
-    6: "weights.bin was written for another layout",
+    6: "weights.bin was written for another build (fingerprint)",
     7: "out of memory",
     8: "mode not compiled",
     9: "non-finite loss or gradient",
@@ -55,6 +57,13 @@ def isa_missing(lib: ctypes.CDLL) -> list[str]:
     if fn(buf, len(buf)) == 0:
         return []
     return buf.value.decode().split()
+
+
+#: NumPy dtype of each buffer dtype that has one (bf16: its raw uint16 bits)
+DTYPE_NUMPY = {d.name: np.dtype(d.numpy) for d in DTYPE_TABLE if d.numpy is not None}
+
+#: ckir_open's code for a weights.bin whose build fingerprint is not the library's
+ERR_FINGERPRINT = 6
 
 
 class NonFiniteError(CkirError):
@@ -150,7 +159,65 @@ def load_library(build_dir: Path, info: dict[str, Any]) -> ctypes.CDLL:
     lib.ckir_optimizer_step.argtypes = [ctypes.c_void_p, ctypes.c_float]
     lib.ckir_train_steps.restype = ctypes.c_int64
     lib.ckir_train_steps.argtypes = [ctypes.c_void_p]
+    lib.ckir_io_count.restype = ctypes.c_int64
+    lib.ckir_io_count.argtypes = []
+    lib.ckir_io_desc.restype = ctypes.c_int
+    lib.ckir_io_desc.argtypes = [ctypes.c_int64, ctypes.POINTER(DESC_TYPES["ckir_handle_desc"])]
+    lib.ckir_fingerprint.restype = ctypes.c_uint64
+    lib.ckir_fingerprint.argtypes = []
     return lib
+
+
+@dataclass(frozen=True)
+class Handle:
+    """One handle of a build's I/O manifest, as ``ckir_io_desc`` describes it."""
+
+    name: str
+    #: input, param, state or output
+    role: str
+    #: the program it belongs to ("" for params and state)
+    mode: str
+    dtype: str
+    #: the largest shape (what its slot holds)
+    shape: tuple[int, ...]
+    #: per dim: "" static, else the run-time symbol it follows (T, PT)
+    dims: tuple[str, ...]
+    #: 0 weights, 1 state
+    arena: int
+    offset: int
+    bytes: int
+
+
+def read_manifest(lib: ctypes.CDLL) -> dict[str, Handle]:
+    """Handle name -> :class:`Handle`, in manifest order, from the library's query API."""
+    out: dict[str, Handle] = {}
+    info = DESC_TYPES["ckir_handle_desc"]()
+    for i in range(int(lib.ckir_io_count())):
+        if lib.ckir_io_desc(i, ctypes.byref(info)) != 0:
+            raise CkirError(f"ckir_io_desc({i}) failed although ckir_io_count() says more")
+        rank = int(info.rank)
+        out[info.name.decode()] = Handle(
+            name=info.name.decode(),
+            role=info.role.decode(),
+            mode=info.mode.decode(),
+            dtype=info.dtype.decode(),
+            shape=tuple(int(n) for n in info.shape[:rank]),
+            dims=tuple(d.decode() for d in info.dims[:rank]),
+            arena=int(info.arena),
+            offset=int(info.offset),
+            bytes=int(info.bytes),
+        )
+    return out
+
+
+def weights_fingerprint(path: Path) -> int | None:
+    """The build fingerprint in the header of a weights.bin, or None when unreadable."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(24)
+    except OSError:
+        return None
+    return int.from_bytes(head[16:24], "little") if len(head) == 24 else None
 
 
 class LoadedBuild:
@@ -175,11 +242,19 @@ class LoadedBuild:
         err = ctypes.c_int(0)
         handle = lib.ckir_open(str(self.build_dir / "weights.bin").encode(), ctypes.byref(err))
         if not handle:
-            raise CkirError(
-                f"{self.build_dir / 'weights.bin'}: {ERRORS.get(err.value, 'error')} "
-                f"(code {err.value})"
-            )
+            weights = self.build_dir / "weights.bin"
+            if err.value == ERR_FINGERPRINT:
+                theirs = weights_fingerprint(weights)
+                raise CkirError(
+                    f"{weights}: written for build fingerprint "
+                    f"{fingerprint_hex(theirs or 0)}, but {LIBRARY_NAME} is build "
+                    f"{fingerprint_hex(int(lib.ckir_fingerprint()))}: the library and "
+                    "weights.bin come from different builds; recompile"
+                )
+            raise CkirError(f"{weights}: {ERRORS.get(err.value, 'error')} (code {err.value})")
         self._handle: int | None = handle
+        #: the build's I/O manifest: handle name -> :class:`Handle` (``ckir_io_desc``)
+        self.manifest: dict[str, Handle] = read_manifest(lib)
 
     @property
     def vocab_size(self) -> int:
@@ -217,10 +292,64 @@ class LoadedBuild:
         buf = (ctypes.c_float * numel).from_address(base)
         return np.ctypeslib.as_array(buf).reshape(shape)
 
+    def _bytes_view(self, arena: int, offset: int, nbytes: int) -> np.ndarray:
+        """A view (no copy) of ``nbytes`` bytes of an arena from ``offset`` (uint8)."""
+        base = ctypes.addressof(self.arena(arena).contents) + offset
+        return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(base))
+
     def _bytes(self, arena: int, offset: int, nbytes: int) -> np.ndarray:
         """A copy of ``nbytes`` bytes of an arena from ``offset`` (uint8)."""
-        base = ctypes.addressof(self.arena(arena).contents) + offset
-        return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(base)).copy()
+        return self._bytes_view(arena, offset, nbytes).copy()
+
+    def handle(self, name: str) -> Handle:
+        """The manifest's handle ``name``; CkirError naming the build when it has none."""
+        found = self.manifest.get(name)
+        if found is None:
+            some = ", ".join(list(self.manifest)[:6])
+            raise CkirError(
+                f"{self.build_dir.name}: no io handle '{name}' in the manifest "
+                f"({len(self.manifest)} handles: {some}{', ...' if len(self.manifest) > 6 else ''})"
+            )
+        return found
+
+    def _handle_array(self, h: Handle) -> np.ndarray:
+        """A view (no copy) of a handle's bytes as its NumPy dtype and shape (raw uint8
+        bytes for block and panel dtypes)."""
+        np_dtype = DTYPE_NUMPY.get(h.dtype)
+        raw = self._bytes_view(h.arena, h.offset, h.bytes)
+        if np_dtype is None or (h.dtype in PANEL_DTYPES):
+            return raw
+        return raw.view(np_dtype).reshape(h.shape)
+
+    def read(self, name: str) -> np.ndarray:
+        """A copy of the values of io handle ``name`` (:attr:`manifest`), in its largest
+        shape: an input, param, state or output (bf16 as its raw uint16 bits, block and
+        panel dtypes as raw bytes)."""
+        return self._handle_array(self.handle(name)).copy()
+
+    def write(self, name: str, values: np.ndarray) -> None:
+        """Write ``values`` into io handle ``name``: same dtype; the same shape, or fewer
+        rows when the leading dim follows a run-time symbol (``T``, ``PT``)."""
+        h = self.handle(name)
+        if h.role == "output":
+            raise CkirError(f"{self.build_dir.name}: io handle '{name}' is an output (read it)")
+        dst = self._handle_array(h)
+        arr = np.asarray(values)
+        if arr.dtype != dst.dtype:
+            raise CkirError(
+                f"{self.build_dir.name}: io handle '{name}' holds {h.dtype} ({dst.dtype}), "
+                f"got {arr.dtype}"
+            )
+        rows_free = bool(h.dims) and h.dims[0] != ""
+        fits = arr.shape == dst.shape or (
+            rows_free and arr.shape[1:] == dst.shape[1:] and 0 < arr.shape[0] <= dst.shape[0]
+        )
+        if arr.ndim != dst.ndim or not fits:
+            raise CkirError(
+                f"{self.build_dir.name}: io handle '{name}' has shape {list(h.shape)} "
+                f"(dims {list(h.dims)}), got {list(arr.shape)}"
+            )
+        dst[: arr.shape[0]] = arr
 
     def check_canaries(self) -> str | None:
         """Name of the first slot whose canary was overwritten, or None.

@@ -67,7 +67,6 @@ class Export(LoadedBuild):
         from ckir.dialects.dims import evaluate_dim
 
         symbols = model.symbol_values()
-        slots = self.slots()
         packed = self.panel_weights()
         out: dict[str, np.ndarray] = {}
         for name, (decl, _) in weight_instances(model).items():
@@ -86,10 +85,11 @@ class Export(LoadedBuild):
                     f"{self.build_dir.name}: build.json stores '{decl.weight_name}' as {listed}, "
                     f"layout.mlir as {dtype}: the build is damaged; recompile it"
                 )
-            slot = slots.get(buffer.buffer_name)
-            if slot is None:
-                raise CkirError(f"{self.build_dir.name}: no weights slot for weight '{name}'")
-            arena, offset, size, _canary = slot
+            # the weight's param handle of the manifest (named by its source, as here)
+            handle = self.manifest.get(name)
+            if handle is None or handle.role != "param":
+                raise CkirError(f"{self.build_dir.name}: no param handle for weight '{name}'")
+            arena, offset, size = handle.arena, handle.offset, handle.bytes
             shape = tuple(evaluate_dim(d, symbols) for d in decl.shape_dims)
             panels = PANEL_VALUES.get(dtype) in _SAVED_VALUES and len(shape) == 2
             if not panels and dtype not in _SAVED_VALUES:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ class Training(LoadedBuild):
         best = ("", 0.0)
         for p in self._params():
             amax = float(np.abs(self._f32(0, p.weight_offset, p.numel, (p.numel,))).max())
-            name = p.name.decode().removeprefix("w.")
+            name = self._param_name(p)
             if not np.isfinite(amax):
                 return name, amax
             best = max(best, (name, amax), key=lambda t: t[1])
@@ -108,6 +109,21 @@ class Training(LoadedBuild):
         """Weight name -> a copy of its current (trained) values, for every trained weight."""
         return self._param_copies(0, "weight_offset")
 
+    def _param_name(self, p: Any) -> str:
+        """The manifest name (the weight's source name) of a trained weight's
+        ckir_param_desc: the param handle at its offset in the weights arena."""
+        names = getattr(self, "_param_names", None)
+        if names is None:
+            names = {h.offset: n for n, h in self.manifest.items() if h.role == "param"}
+            self._param_names = names
+        name = names.get(int(p.weight_offset))
+        if name is None:
+            raise CkirError(
+                f"{self.build_dir.name}: trained weight {p.name.decode()} has no param handle "
+                "in the manifest; recompile"
+            )
+        return name
+
     def _param_copies(self, arena: int, field: str) -> dict[str, np.ndarray]:
         """Weight name -> a copy of the f32 values at ``field`` of its ckir_param_desc in
         ``arena``: the weight (0, ``weight_offset``) or its gradient (1,
@@ -115,6 +131,5 @@ class Training(LoadedBuild):
         out: dict[str, np.ndarray] = {}
         for p in self._params():
             shape = tuple(p.shape[: p.ndim])
-            name = p.name.decode().removeprefix("w.")
-            out[name] = self._f32(arena, getattr(p, field), p.numel, shape).copy()
+            out[self._param_name(p)] = self._f32(arena, getattr(p, field), p.numel, shape).copy()
         return out

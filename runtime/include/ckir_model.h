@@ -22,7 +22,7 @@ enum {
   CKIR_ERR_CANARY = 3,    /* debug build: a canary was overwritten */
   CKIR_ERR_IO = 4,        /* weights.bin cannot be opened or mapped */
   CKIR_ERR_FORMAT = 5,    /* weights.bin has a bad magic, version or size */
-  CKIR_ERR_LAYOUT = 6,    /* weights.bin was written for another layout */
+  CKIR_ERR_LAYOUT = 6,    /* weights.bin was written for another build (fingerprint) */
   CKIR_ERR_NOMEM = 7,     /* the state arena cannot be allocated */
   CKIR_ERR_MODE = 8,      /* this mode was not compiled into the model */
   CKIR_ERR_NONFINITE = 9, /* training: the loss or the gradient norm is NaN or infinite */
@@ -104,9 +104,23 @@ typedef struct ckir_train_desc {
   int64_t n_params;
 } ckir_train_desc;
 
+/* One handle of the build's I/O manifest (docs/manifest.md): ckir_io_desc(i, &h). */
+typedef struct ckir_handle_desc {
+  const char *name;        /* "prefill.tokens", "layers.0.attn.wq", "kv.layers.0.k", ... */
+  const char *role;        /* "input", "param", "state" or "output" */
+  const char *mode;        /* the program it belongs to ("prefill", ...), "" for params, state */
+  const char *dtype;       /* "f32", "i32", "bf16", "q8_0", ... */
+  int64_t rank;
+  int64_t shape[4];        /* the largest shape (what its slot holds): shape[0..rank) */
+  const char *dims[4];     /* per dim: "" static, else the run-time symbol it follows (T, PT) */
+  int arena;               /* 0 = weights, 1 = state */
+  int64_t offset;          /* byte offset in that arena */
+  int64_t bytes;           /* bytes of the largest shape */
+} ckir_handle_desc;
+
 typedef struct ckir_model_desc {
   const char *name;
-  uint64_t layout_hash;
+  uint64_t fingerprint;    /* the build's (ckir_fingerprint); weights.bin must carry it */
   int64_t weights_bytes;
   int64_t state_bytes;
   int64_t max_context;
@@ -162,6 +176,14 @@ const char *ckir_error(const ckir_model *m);
 int ckir_check_canaries(ckir_model *m);
 const ckir_model_desc *ckir_describe(void);
 uint8_t *ckir_arena(ckir_model *m, int arena);
+/* The I/O manifest: how many handles, and handle i (CKIR_ERR_ARG when i is out of
+ * range or out is NULL). */
+int64_t ckir_io_count(void);
+int ckir_io_desc(int64_t i, ckir_handle_desc *out);
+/* The build fingerprint (program, plan and weights layout) the library was compiled
+ * for; weights.bin carries the one it was written for, and ckir_open refuses a file
+ * whose fingerprint differs (CKIR_ERR_LAYOUT). */
+uint64_t ckir_fingerprint(void);
 
 /* on = 1 (the default): prefill's q8_0p / q4_1p GEMMs quantize x per block of 32 and
  * compute each row as decode's GEMV does (int8 dot products, about twice the fp32

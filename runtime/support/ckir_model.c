@@ -90,30 +90,37 @@ ckir_model *ckir_model_open_desc(const ckir_model_desc *d, const char *path, int
     close(fd);
     return fail(m, err, CKIR_ERR_IO);
   }
-  size_t want = (size_t)CKIR_WEIGHTS_HEADER_BYTES + (size_t)d->weights_bytes;
-  if ((size_t)st.st_size != want) {
-    close(fd);
-    return fail(m, err, CKIR_ERR_FORMAT);
-  }
-  /* the whole file is read now, so the first token pays no page faults (and
-   * training writes this copy, never the file) */
+  /* the header first: a weights.bin of another build is refused by its fingerprint
+   * (CKIR_ERR_LAYOUT) whatever its size, before anything is allocated */
   uint8_t h[CKIR_WEIGHTS_HEADER_BYTES];
-  m->weights = arena_alloc((size_t)d->weights_bytes, &m->weights_mapped);
-  const int rd =
-      m->weights ? read_all(fd, h, sizeof h) || read_all(fd, m->weights, (size_t)d->weights_bytes)
-                 : 0;
-  close(fd);
-  if (!m->weights) return fail(m, err, CKIR_ERR_NOMEM);
-  if (rd != 0) return fail(m, err, CKIR_ERR_IO);
+  if (read_all(fd, h, sizeof h) != 0) {
+    close(fd);
+    return fail(m, err, (size_t)st.st_size < sizeof h ? CKIR_ERR_FORMAT : CKIR_ERR_IO);
+  }
   uint32_t version;
   uint64_t hash, bytes;
   memcpy(&version, h + 8, 4);
   memcpy(&hash, h + 16, 8);
   memcpy(&bytes, h + 24, 8);
-  if (memcmp(h, CKIR_WEIGHTS_MAGIC, 8) != 0 || version != CKIR_WEIGHTS_VERSION ||
-      bytes != (uint64_t)d->weights_bytes)
-    return fail(m, err, CKIR_ERR_FORMAT);
-  if (hash != d->layout_hash) return fail(m, err, CKIR_ERR_LAYOUT);
+  int bad = 0;
+  if (memcmp(h, CKIR_WEIGHTS_MAGIC, 8) != 0 || version != CKIR_WEIGHTS_VERSION)
+    bad = CKIR_ERR_FORMAT;
+  else if (hash != d->fingerprint)
+    bad = CKIR_ERR_LAYOUT;
+  else if (bytes != (uint64_t)d->weights_bytes ||
+           (size_t)st.st_size != (size_t)CKIR_WEIGHTS_HEADER_BYTES + (size_t)d->weights_bytes)
+    bad = CKIR_ERR_FORMAT;
+  if (bad) {
+    close(fd);
+    return fail(m, err, bad);
+  }
+  /* the whole file is read now, so the first token pays no page faults (and
+   * training writes this copy, never the file) */
+  m->weights = arena_alloc((size_t)d->weights_bytes, &m->weights_mapped);
+  const int rd = m->weights ? read_all(fd, m->weights, (size_t)d->weights_bytes) : 0;
+  close(fd);
+  if (!m->weights) return fail(m, err, CKIR_ERR_NOMEM);
+  if (rd != 0) return fail(m, err, CKIR_ERR_IO);
   size_t state_bytes = d->state_bytes > 0 ? (size_t)d->state_bytes : (size_t)d->align;
   size_t align = d->align < 64 ? 64 : (size_t)d->align;
   state_bytes = (state_bytes + align - 1) / align * align;

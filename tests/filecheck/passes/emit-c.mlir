@@ -9,7 +9,7 @@
 
 // model.h: one offset constant per slot, from the layout plan (bump, canaries on).
 // CHECK:      // ----- model.h
-// CHECK:      #define CKIR_LAYOUT_HASH 0x{{[0-9a-f]+}}ULL
+// CHECK:      #define CKIR_FINGERPRINT 0x{{[0-9a-f]+}}ULL
 // CHECK-NEXT: #define CKIR_WEIGHTS_BYTES 496192LL
 // CHECK:      #define CKIR_OFF_W_EMBED 0LL /* weights: w.embed */
 // CHECK-NEXT: #define CKIR_OFF_W_FINAL_NORM 65600LL /* weights: w.final_norm */
@@ -76,3 +76,20 @@
 // The runtime ABI check: a declaration that differs from the runtime's kernel
 // (here gemv_f32's output declared readwrite) is refused at emission.
 // ABI: error: emit-c: kernel @gemv_f32: declared as void ckir_gemv_f32(const float *x, const float *w, float *y, int64_t N, int64_t K) [read read readwrite], the runtime has void ckir_gemv_f32(const float *x, const float *w, float *y, int64_t N, int64_t K) [read read write]
+
+// The I/O manifest (--io-manifest): one index constant per handle in model.h, the
+// handle table and the query API in model.c.
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-prefill{max-context=16} --plan-layout{strategy=bump} --io-manifest --emit-c | filecheck %s --check-prefix=IO
+// IO:      #define CKIR_IO_COUNT 27
+// IO-NEXT: #define CKIR_IO_PREFILL_TOKENS 0 /* input prefill.tokens: state + 8448, [T] i32 */
+// IO-NEXT: #define CKIR_IO_PREFILL_LOGITS 1 /* output prefill.logits: state + 8576, [T, 256] f32 */
+// IO-NEXT: #define CKIR_IO_EMBED 2 /* param embed: weights + 0, [256, 64] f32 */
+// IO:      #define CKIR_IO_KV_LAYERS_0_K 23 /* state kv.layers.0.k: state + 0, [PT, 32] f32 */
+// IO:      static const ckir_handle_desc ckir_handles[] = {
+// IO-NEXT:   {"prefill.tokens", "input", "prefill", "i32", 1, {16LL, 0, 0, 0}, {"T", "", "", ""}, 1, 8448LL, 64LL},
+// IO:        {"kv.layers.0.k", "state", "", "f32", 2, {16LL, 32LL, 0, 0}, {"PT", "", "", ""}, 1, 0LL, 2048LL},
+// IO:      int64_t ckir_io_count(void) { return 27; }
+// IO:      int ckir_io_desc(int64_t i, ckir_handle_desc *out) {
+// IO:      uint64_t ckir_fingerprint(void) { return CKIR_FINGERPRINT; }
+// Without a manifest the query API is there and counts 0 handles.
+// NOPROF:  int64_t ckir_io_count(void) { return 0; }

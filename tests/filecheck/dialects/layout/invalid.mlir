@@ -101,7 +101,7 @@ layout.plan @p strategy "bump" align 64 canaries false {
 // -----
 
 // op not allowed in a plan
-// CHECK: layout.plan @p: 'layout.plan' is not allowed in a plan (only layout.arena, layout.totals)
+// CHECK: layout.plan @p: 'layout.plan' is not allowed in a plan (only layout.arena, layout.io, layout.totals)
 layout.plan @p strategy "bump" align 64 canaries false {
   layout.arena @weights size 4096 {
   }
