@@ -1,0 +1,305 @@
+"""NumPy reference functions of the runtime kernels: one per kernel kind (``op`` of the
+registry), float64 arithmetic, float32 where the C kernel rounds on purpose.
+
+Two layers:
+
+- oracles with plain NumPy arguments (:func:`attention_oracle`, :func:`rope_oracle`,
+  :func:`rmsnorm_fwd`, :func:`gelu_tanh`, :func:`silu_mul`, ...), which the kernel tests
+  compare the C kernels against;
+- :data:`REFERENCE`: kind -> function of a call's operands and parameters, the form the
+  plan interpreter (:mod:`ckir.interp`) runs.  Each takes ``ops`` (operand name -> flat
+  array: float64 values for float operands, weights already dequantized, int32 for
+  token ids) and ``p`` (parameter name -> number, run-time values resolved) and returns
+  the written operands (name -> flat array of the elements its extent covers, from the
+  start of the buffer).  Operand and parameter names are the registry's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+F32 = np.float32
+F64 = np.float64
+
+Operands = Mapping[str, np.ndarray]
+Params = Mapping[str, int | float]
+Outputs = dict[str, np.ndarray]
+
+
+# ----------------------------------------------------------------------------- oracles
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GPT-2's gelu_new)."""
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+
+
+def silu_mul(g: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """silu(g) * u = g / (1 + e^-g) * u (SwiGLU)."""
+    return g / (1.0 + np.exp(-g)) * u
+
+
+def rmsnorm_fwd(x: np.ndarray, gamma: np.ndarray, eps: float, offset: float) -> np.ndarray:
+    """Row-wise x * rsqrt(mean(x^2) + eps) * (gamma + offset) of a [T, E] ``x``."""
+    return x / np.sqrt((x**2).mean(axis=1, keepdims=True) + eps) * (gamma + offset)
+
+
+def attention_oracle(
+    q: np.ndarray,
+    kc: np.ndarray,
+    vc: np.ndarray,
+    T: int,
+    P: int,
+    H: int,
+    KV: int,
+    D: int,
+    scale: float,
+    softcap: float,
+    window: int,
+) -> np.ndarray:
+    """Causal GQA attention in float64 of q [T, H*D] over cache rows
+    max(0, pos - window + 1) .. pos, pos = P + t (window 0: from row 0); scores
+    ``scale * q.k``, soft-capped ``softcap * tanh(s / softcap)`` when softcap > 0."""
+    q, kc, vc = (np.asarray(a, F64) for a in (q, kc, vc))
+    out = np.zeros((T, H * D))
+    group = H // KV
+    for t in range(T):
+        pos = P + t
+        j0 = max(0, pos - window + 1) if window else 0
+        for h in range(H):
+            g = h // group
+            k = kc[j0 : pos + 1, g * D : (g + 1) * D]
+            v = vc[j0 : pos + 1, g * D : (g + 1) * D]
+            s = scale * (k @ q[t, h * D : (h + 1) * D])
+            if softcap:
+                s = softcap * np.tanh(s / softcap)
+            e = np.exp(s - s.max())
+            out[t, h * D : (h + 1) * D] = (e / e.sum()) @ v
+    return out
+
+
+def rope_inv_freq(
+    R: int, theta: float, factor: float = 1.0, ramp: tuple[float, float, float] = (0.0, 0.0, 0.0)
+) -> np.ndarray:
+    """ckir_rope.h's inverse frequencies in float32: b = theta^(-2i/R), m = clamp(ramp_w b +
+    ramp_i i + ramp_0, 0, 1), b ((1 - m) / factor + m)."""
+    expo = np.arange(0, R, 2, dtype=F32) / F32(R)
+    b = np.array([F32(1.0) / F32(math.pow(float(theta), float(e))) for e in expo], F32)
+    if factor == 1.0:
+        return b
+    w, wi, w0 = (F32(v) for v in ramp)
+    m = np.clip(w * b + wi * np.arange(len(b), dtype=F32) + w0, F32(0), F32(1)).astype(F32)
+    return (b * ((F32(1) - m) / F32(factor) + m)).astype(F32)
+
+
+def rope_oracle(
+    x: np.ndarray,
+    nheads: int,
+    D: int,
+    positions: range | list[int],
+    theta: float,
+    sign: float = 1.0,
+    R: int | None = None,
+    factor: float = 1.0,
+    ramp: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    mscale: float = 1.0,
+) -> np.ndarray:
+    """HF rotate_half over the first R dims of each head (the rest pass through), with
+    float32 inv_freq and angle, float64 cos/sin and products, cos and sin scaled by
+    mscale; ``sign=-1`` rotates by the opposite angle (rope's transpose: its backward)."""
+    R = D if R is None else R
+    half = R // 2
+    inv = rope_inv_freq(R, theta, factor, ramp)
+    out = x.astype(F64).reshape(len(positions), nheads, D).copy()
+    for t, pos in enumerate(positions):
+        ang = (F32(pos) * inv).astype(F64)
+        c, s = mscale * np.cos(ang), sign * mscale * np.sin(ang)
+        x1, x2 = out[t, :, :half].copy(), out[t, :, half:R].copy()
+        out[t, :, :half] = x1 * c - x2 * s
+        out[t, :, half:R] = x2 * c + x1 * s
+    return out.reshape(x.shape)
+
+
+# ------------------------------------------------------------- kinds, as the IR calls them
+
+
+def _rows(a: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    return a[: rows * cols].reshape(rows, cols)
+
+
+def _int(p: Params, name: str, default: int = 1) -> int:
+    return int(p.get(name, default))
+
+
+def _embed(ops: Operands, p: Params) -> Outputs:
+    T, E = _int(p, "T"), _int(p, "E")
+    table = ops["table"].reshape(-1, E)
+    return {"out": table[ops["tokens"][:T]].reshape(-1)}
+
+
+def _pos_embed(ops: Operands, p: Params) -> Outputs:
+    T, E, P = _int(p, "T"), _int(p, "E"), _int(p, "P", 0)
+    x = _rows(ops["x"], T, E) + _rows(ops["wpe"], P + T, E)[P:]
+    return {"x": x.reshape(-1)}
+
+
+def _rmsnorm(ops: Operands, p: Params) -> Outputs:
+    T, E = _int(p, "T"), _int(p, "E")
+    gamma = ops["gamma"][:E]
+    offset = float(p.get("offset", 0.0))
+    if offset:  # gamma + offset is formed in f32
+        gamma = (gamma.astype(F32) + F32(offset)).astype(F64)
+    out = rmsnorm_fwd(_rows(ops["x"], T, E), gamma, float(p["eps"]), 0.0)
+    return {"out": out.reshape(-1)}
+
+
+def _add_rmsnorm(ops: Operands, p: Params) -> Outputs:
+    T, E = _int(p, "T"), _int(p, "E")
+    s = (_rows(ops["a"], T, E).astype(F32) + _rows(ops["b"], T, E).astype(F32)).astype(F64)
+    h = rmsnorm_fwd(s, ops["gamma"][:E], float(p["eps"]), 0.0)
+    return {"s": s.reshape(-1), "h": h.reshape(-1)}
+
+
+def _layernorm(ops: Operands, p: Params) -> Outputs:
+    T, E = _int(p, "T"), _int(p, "E")
+    x = _rows(ops["x"], T, E)
+    mu = x.mean(axis=1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
+    out = (x - mu) / np.sqrt(var + float(p["eps"])) * ops["gamma"][:E] + ops["beta"][:E]
+    return {"out": out.reshape(-1)}
+
+
+def _product(x: np.ndarray, w: np.ndarray, M: int, N: int, K: int) -> np.ndarray:
+    """x[M, K] . w[N, K]^T."""
+    return _rows(x, M, K) @ _rows(w, N, K).T
+
+
+def _linear(ops: Operands, p: Params) -> Outputs:
+    M, N, K = _int(p, "M"), _int(p, "N"), _int(p, "K")
+    y = _product(ops["x"], ops["w"], M, N, K)
+    if "b" in ops:
+        y = y + ops["b"][:N]
+    return {"y": y.reshape(-1)}
+
+
+def _qkv(ops: Operands, p: Params) -> Outputs:
+    M, K = _int(p, "M"), _int(p, "K")
+    out: Outputs = {}
+    for part in "qkv":
+        n = _int(p, f"N{part}")
+        y = _product(ops["x"], ops[f"w{part}"], M, n, K)
+        if f"b{part}" in ops:
+            y = y + ops[f"b{part}"][:n]
+        out[part] = y.reshape(-1)
+    return out
+
+
+def _gate_up(ops: Operands, p: Params) -> Outputs:
+    M, N, K = _int(p, "M"), _int(p, "N"), _int(p, "K")
+    # the fused kernel rounds both products to f32 before the activation
+    g = _product(ops["x"], ops["wg"], M, N, K).astype(F32).astype(F64)
+    u = _product(ops["x"], ops["wu"], M, N, K).astype(F32).astype(F64)
+    return {"out": silu_mul(g, u).reshape(-1)}
+
+
+def _matmul(ops: Operands, p: Params) -> Outputs:
+    M, N, K = _int(p, "M"), _int(p, "N"), _int(p, "K")
+    return {"c": (_rows(ops["a"], M, K) @ _rows(ops["b"], K, N)).reshape(-1)}
+
+
+def _matmul_relu(ops: Operands, p: Params) -> Outputs:
+    return {"c": np.maximum(_matmul(ops, p)["c"], 0.0)}
+
+
+def _rope(ops: Operands, p: Params) -> Outputs:
+    T, H, KV, D, P = (_int(p, s) for s in ("T", "H", "KV", "D", "P"))
+    ramp = (float(p["ramp_w"]), float(p["ramp_i"]), float(p["ramp_0"]))
+    kw = dict(R=_int(p, "R"), factor=float(p["factor"]), ramp=ramp, mscale=float(p["mscale"]))
+    pos = range(P, P + T)
+    q = rope_oracle(_rows(ops["q"], T, H * D), H, D, pos, float(p["theta"]), **kw)
+    k = rope_oracle(_rows(ops["k"], T, KV * D), KV, D, pos, float(p["theta"]), **kw)
+    return {"q": q.reshape(-1), "k": k.reshape(-1)}
+
+
+def _kv_store(ops: Operands, p: Params) -> Outputs:
+    T, P, KVD = _int(p, "T"), _int(p, "P", 0), _int(p, "KVD")
+    out: Outputs = {}
+    for src, cache in (("k", "kcache"), ("v", "vcache")):
+        c = ops[cache][: (P + T) * KVD].copy()
+        c[P * KVD :] = ops[src][: T * KVD]
+        out[cache] = c
+    return out
+
+
+def _attention(ops: Operands, p: Params) -> Outputs:
+    T, P, H, KV, D = (_int(p, s) for s in ("T", "P", "H", "KV", "D"))
+    scale = float(p.get("scale", 1.0 / math.sqrt(D)))
+    softcap, window = float(p.get("softcap", 0.0)), _int(p, "window", 0)
+    q = _rows(ops["q"], T, H * D)
+    kc, vc = _rows(ops["kcache"], P + T, KV * D), _rows(ops["vcache"], P + T, KV * D)
+    out = attention_oracle(q, kc, vc, T, P, H, KV, D, scale, softcap, window)
+    return {"out": out.reshape(-1)}
+
+
+def _elementwise(
+    f: Callable[..., np.ndarray], *names: str
+) -> Callable[[Operands, Params], Outputs]:
+    def run(ops: Operands, p: Params) -> Outputs:
+        n = _int(p, "n")
+        return {"out": f(*(ops[name][:n] for name in names), p)}
+
+    return run
+
+
+def _softmax(ops: Operands, p: Params) -> Outputs:
+    x = _rows(ops["x"], _int(p, "rows"), _int(p, "cols"))
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return {"out": (e / e.sum(axis=1, keepdims=True)).reshape(-1)}
+
+
+def _copy_last_row(ops: Operands, p: Params) -> Outputs:
+    T, cols = _int(p, "T"), _int(p, "cols")
+    return {"out": _rows(ops["x"], T, cols)[T - 1].copy()}
+
+
+def _cross_entropy(ops: Operands, p: Params) -> Outputs:
+    T, V = _int(p, "T"), _int(p, "V")
+    x = _rows(ops["logits"], T, V)
+    m = x.max(axis=1, keepdims=True)
+    logz = (m + np.log(np.exp(x - m).sum(axis=1, keepdims=True)))[:, 0]
+    picked = x[np.arange(T), ops["targets"][:T]]
+    return {"loss": np.array([np.mean(logz - picked)])}
+
+
+#: kernel kind (the registry's ``op``) -> its reference over a call's operands and params
+REFERENCE: dict[str, Callable[[Operands, Params], Outputs]] = {
+    "embed": _embed,
+    "pos_embed": _pos_embed,
+    "rmsnorm": _rmsnorm,
+    "rmsnorm_offset": _rmsnorm,
+    "fused_add_rmsnorm": _add_rmsnorm,
+    "layernorm": _layernorm,
+    "linear": _linear,
+    "fused_qkv": _qkv,
+    "fused_gate_up": _gate_up,
+    "matmul": _matmul,
+    "fused_matmul_relu": _matmul_relu,
+    "rope": _rope,
+    "kv_store": _kv_store,
+    "attention": _attention,
+    "attention_ext": _attention,
+    "add": _elementwise(lambda a, b, p: a + b, "a", "b"),
+    "mul": _elementwise(lambda a, b, p: a * b, "a", "b"),
+    "mul_scalar": _elementwise(lambda x, p: x * float(p["s"]), "x"),
+    "swiglu": _elementwise(lambda g, u, p: silu_mul(g, u), "gate", "up"),
+    "geglu": _elementwise(lambda g, u, p: gelu_tanh(g) * u, "gate", "up"),
+    "gelu": _elementwise(lambda x, p: gelu_tanh(x), "x"),
+    "relu": _elementwise(lambda x, p: np.maximum(x, 0.0), "x"),
+    "softcap": _elementwise(lambda x, p: float(p["cap"]) * np.tanh(x / float(p["cap"])), "x"),
+    "softmax": _softmax,
+    "copy_last_row": _copy_last_row,
+    "cross_entropy": _cross_entropy,
+}
