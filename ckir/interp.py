@@ -23,7 +23,7 @@ No C compiler is involved: a pass author runs a new pass's output here first::
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -308,10 +308,21 @@ class PlanInterpreter:
     ) -> np.ndarray:
         """Run ``mode`` on ``tokens`` at the current position; the logits rows.
         ``on_call(info)`` after every call; returning True stops the run there (the
-        position does not advance)."""
+        position does not advance; empty logits)."""
+        steps = self.steps(mode, tokens)
+        for info in steps:
+            if on_call is not None and on_call(info):
+                steps.close()
+                return np.zeros((0, 0), np.float32)
+        return self.logits(mode, len(np.asarray(tokens).reshape(-1)))
+
+    def steps(self, mode: str, tokens: Sequence[int] | np.ndarray) -> Iterator[CallInfo]:
+        """Run ``mode`` on ``tokens`` one call at a time: yields each call's
+        :class:`CallInfo` after running it; the position advances once all have run
+        (then :meth:`logits` reads the output)."""
         arr = np.asarray(tokens, dtype=np.int64).reshape(-1)
         T = int(arr.size)
-        tok_name, out_name = self.io(mode)
+        tok_name, _ = self.io(mode)
         rows = self.memory.types[tok_name].shape_ints[0]
         if not 1 <= T <= rows or self.position + T > self.max_context:
             raise CkirError(
@@ -322,6 +333,11 @@ class PlanInterpreter:
         bad = [int(t) for t in arr if t < 0 or (bound and t >= bound)]
         if bad:
             raise CkirError(f"token id {bad[0]} is outside the vocabulary [0, {bound})")
+        return self._steps(mode, arr)
+
+    def _steps(self, mode: str, arr: np.ndarray) -> Iterator[CallInfo]:
+        T = int(arr.size)
+        tok_name, _ = self.io(mode)
         self.memory.values(tok_name, T)[:] = arr
         self.functions.T, self.functions.P = T, self.position
         index = 0
@@ -330,14 +346,18 @@ class PlanInterpreter:
             if isinstance(op, lw.CallOp):
                 last = self.functions.last
                 assert last is not None
-                info = CallInfo(index, last.kernel, last.kind, last.origin, last.outputs)
+                yield CallInfo(index, last.kernel, last.kind, last.origin, last.outputs)
                 index += 1
-                if on_call is not None and on_call(info):
-                    return np.zeros((0, 0), np.float32)
         self.position += T
+
+    def logits(self, mode: str, T: int) -> np.ndarray:
+        """The output rows of the last ``T``-token run of ``mode`` ([T, V]; [1, V] from a
+        one-row output, ``logits="last"``)."""
+        tok_name, out_name = self.io(mode)
         out_type = self.memory.types[out_name]
         vocab = out_type.shape_ints[-1]
-        out_rows = min(T, out_type.shape_ints[0]) if out_type.shape_ints[0] < rows else T
+        rows = self.memory.types[tok_name].shape_ints[0]
+        out_rows = 1 if out_type.shape_ints[0] < rows else T
         return self.memory.values(out_name, out_rows * vocab).reshape(out_rows, vocab).copy()
 
     def _token_bound(self, mode: str) -> int:

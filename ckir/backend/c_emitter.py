@@ -5,7 +5,8 @@ as a comment, with its origin); nothing here knows an architecture.  Argument
 order and C names come from the ``lowered.kernel`` declarations of the model;
 the runtime registry is consulted once, to check that the runtime has every
 declared kernel with the declared signature (:func:`check_runtime_abi`).
-With ``profile``, every call is wrapped in a timer (see :data:`PROFILE_HEADER`).
+With ``profile``, every call is wrapped in a timer (see :data:`PROFILE_HEADER`); with
+``trace``, a hook set from outside is told after every call (:data:`TRACE_HEADER`).
 ``model.h`` holds one offset constant per slot and view; ``model.c`` holds one function per mode,
 the slot table (for canary checks) and the exported entry points of
 ``runtime/include/ckir_model.h``.  Output is deterministic: same IR, same
@@ -88,6 +89,16 @@ void ckir_profile_reset(void) {{
 """
 
 
+#: tracing builds (``ckir debug --compare``): ckir_set_trace_hook(fn) makes every mode
+#: function call fn(i) after its i-th kernel call; a nonzero return ends the run there
+#: with that code
+TRACE_HEADER = """\
+typedef int (*ckir_trace_fn)(int64_t call);
+static ckir_trace_fn ckir_trace_hook;
+void ckir_set_trace_hook(ckir_trace_fn fn) { ckir_trace_hook = fn; }
+"""
+
+
 def c_string(text: str) -> str:
     """A C string literal of ``text`` (backslashes, quotes and control characters escaped)."""
     out = []
@@ -153,10 +164,12 @@ def find_model_and_plan(module: ModuleOp) -> tuple[lw.LoweredModelOp, ly.PlanOp]
 class CEmitter:
     """Prints model.h / model.c; one method per op kind it prints (singledispatch)."""
 
-    def __init__(self, module: ModuleOp, *, profile: bool = False) -> None:
+    def __init__(self, module: ModuleOp, *, profile: bool = False, trace: bool = False) -> None:
         self.model, self.plan = find_model_and_plan(module)
         check_runtime_abi(self.model)
         self.profile = profile
+        self.trace = trace
+        self.trace_index = 0
         self.timed: list[ProfiledCall] = []
         self.kernels: dict[str, lw.KernelOp] = {}
         self.places: dict[str, Place] = {}
@@ -247,6 +260,10 @@ class CEmitter:
             printed = f"{printed} -- {op.origin.label}"
         out.append(f"  /* {printed.replace('*/', '* /')} */")
         call = f"{decl.c_name.data}({', '.join(args)});"
+        if self.trace:
+            i = self.trace_index
+            self.trace_index += 1
+            call += f" if (ckir_trace_hook) {{ int rc = ckir_trace_hook({i}); if (rc) return rc; }}"
         if not self.profile:
             out.append(f"  {call}")
             return
@@ -305,6 +322,7 @@ class CEmitter:
             "  (void)W; (void)S; (void)P; (void)T;",
         ]
         scope: str | None = None
+        self.trace_index = 0
         for op in program.body_block.ops:
             if isinstance(op, lw.CallOp):
                 op_scope = op.scope_name
@@ -454,6 +472,8 @@ class CEmitter:
             labels = ",\n".join(f"  {c_string(c.label)}" for c in self.timed) or '  ""'
             out += PROFILE_HEADER.format(n=max(1, len(self.timed)), labels=labels).splitlines()
             out.append("")
+        if self.trace:
+            out += [*TRACE_HEADER.splitlines(), ""]
         out += functions
         vocab = 0
         modes: dict[str, str] = {}
@@ -560,13 +580,14 @@ uint8_t *ckir_arena(ckir_model *m, int arena) { return arena == 0 ? m->weights :
 """.splitlines()
 
 
-def emit_c(module: ModuleOp, *, profile: bool = False) -> CSources:
+def emit_c(module: ModuleOp, *, profile: bool = False, trace: bool = False) -> CSources:
     """model.h and model.c for a module holding a lowered.model and its layout.plan.
 
     With ``profile``, model.c times every kernel call (wall time and count per
     call, exported as ``ckir_profile_n/times/counts/label/reset``) and the
-    result lists the timed calls; a profiling model.c is not reentrant.
+    result lists the timed calls; a profiling model.c is not reentrant.  With ``trace``,
+    it exports ``ckir_set_trace_hook`` (:data:`TRACE_HEADER`).
     """
-    emitter = CEmitter(module, profile=profile)
+    emitter = CEmitter(module, profile=profile, trace=trace)
     source = emitter.source() + "\n"
     return CSources(header=emitter.header(), source=source, profile=tuple(emitter.timed))
