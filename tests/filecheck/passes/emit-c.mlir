@@ -76,3 +76,12 @@
 // The runtime ABI check: a declaration that differs from the runtime's kernel
 // (here gemv_f32's output declared readwrite) is refused at emission.
 // ABI: error: emit-c: kernel @gemv_f32: declared as void ckir_gemv_f32(const float *x, const float *w, float *y, int64_t N, int64_t K) [read read readwrite], the runtime has void ckir_gemv_f32(const float *x, const float *w, float *y, int64_t N, int64_t K) [read read write]
+
+// ckir debug --compare's hook: told after every call of a mode function, by index
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout -t "c{trace=true}" | filecheck %s --check-prefix=TRACE
+// TRACE:      static ckir_trace_fn ckir_trace_hook;
+// TRACE-NEXT: void ckir_set_trace_hook(ckir_trace_fn fn) { ckir_trace_hook = fn; }
+// TRACE:      static int ckir_run_decode(ckir_model *m, int64_t T) {
+// TRACE:      ckir_embed_f32({{.*}}, 1, 64); if (ckir_trace_hook) { int rc = ckir_trace_hook(0); if (rc) return rc; }
+// TRACE:      ckir_rmsnorm_f32({{.*}}); if (ckir_trace_hook) { int rc = ckir_trace_hook(1); if (rc) return rc; }
+// NOPROF-NOT: ckir_trace
