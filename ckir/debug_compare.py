@@ -121,6 +121,7 @@ def compare(
         trace_copy(build, out, edit)
         result = Comparison(mode)
         with load(out) as model:
+            interp.int8_prefill = model.int8_prefill
             runs = [list(tokens)] if mode == "prefill" else [[t] for t in tokens]
             for step, run in enumerate(runs):
                 if _compare_run(model, interp, mode, run, step, tol, result):

@@ -43,6 +43,14 @@ from ckir.reference.kernels import REFERENCE
 
 #: dtypes whose values the interpreter reads in place (everything else is dequantized)
 _PLAIN = {"f32": np.float32, "i32": np.int32}
+#: weight dtype -> the block x is quantized in by the decode GEMVs (docs/quantization.md)
+INT8_X_BLOCK = {
+    **dict.fromkeys(("q8_0", "q4_0", "q4_1", "q8_0p", "q4_0p", "q4_1p"), 32),
+    **dict.fromkeys(("q4_k", "q5_k", "q6_k"), 256),
+}
+#: panel dtypes whose prefill GEMMs run on int8 x (when int8 prefill is on)
+INT8_PREFILL = ("q8_0p", "q4_0p", "q4_1p")
+_PRODUCTS = ("linear", "fused_qkv", "fused_gate_up")
 
 
 @dataclass(frozen=True)
@@ -161,6 +169,8 @@ class LoweredFunctions(InterpreterFunctions):
     T: int = 1
     P: int = 0
     last: CallInfo | None = None
+    #: prefill GEMMs of q8_0p / q4_0p / q4_1p weights on int8 x (the C runtime's default)
+    int8_prefill: bool = True
 
     @impl(lw.BufferOp)
     def run_buffer(self, interpreter: Interpreter, op: lw.BufferOp, args: tuple[Any, ...]) -> tuple:
@@ -187,6 +197,8 @@ class LoweredFunctions(InterpreterFunctions):
         params = run_time_params(op, self.T, self.P)
         ints = {k: int(v) for k, v in params.items() if isinstance(v, int)}
         bindings = op.bindings(decl)
+        if kind in _PRODUCTS:
+            params["int8_x"] = self.int8_block(decl, "M" in params)
         ops = {arg.name_text: mem.read(name, arg.dtype_name) for arg, name in bindings}
         results = ref(ops, params)
         written: list[tuple[str, int]] = []
@@ -211,6 +223,16 @@ class LoweredFunctions(InterpreterFunctions):
         origin = op.origin.label if op.origin is not None else op.kernel_name
         self.last = CallInfo(-1, op.kernel_name, kind, origin, tuple(written))
         return ()
+
+    def int8_block(self, decl: lw.KernelOp, gemm: bool) -> int:
+        """The block in which a product kernel quantizes x (0: fp32 x): decode GEMVs of
+        block-quantized weights always, prefill GEMMs of block panels with int8 prefill."""
+        wdtypes = {a.dtype_name for a in decl.arg_list if a.name_text.startswith("w")}
+        for dtype in wdtypes:
+            block = INT8_X_BLOCK.get(dtype, 0)
+            if block and (not gemm or (self.int8_prefill and dtype in INT8_PREFILL)):
+                return block
+        return 0
 
 
 def read_weights_bin(path: Path, plan: ly.PlanOp) -> np.ndarray:
@@ -279,6 +301,16 @@ class PlanInterpreter:
         self.interpreter.register_implementations(self.functions)
         self.position = 0
         self.max_context = max((p.max_ctx for p in self.programs.values()), default=0)
+
+    @property
+    def int8_prefill(self) -> bool:
+        """Whether prefill GEMMs of q8_0p / q4_1p / q4_0p weights quantize x per block of
+        32, as the C runtime does by default (:attr:`ckir.CompiledModel.int8_prefill`)."""
+        return self.functions.int8_prefill
+
+    @int8_prefill.setter
+    def int8_prefill(self, on: bool) -> None:
+        self.functions.int8_prefill = bool(on)
 
     def program(self, mode: str) -> lw.ProgramOp:
         prog = self.programs.get(mode)

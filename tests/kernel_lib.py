@@ -19,7 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from ckir import quant
-from ckir.reference.kernels import rope_inv_freq, rope_oracle  # noqa: F401 (the tests' oracles)
+from ckir.reference.kernels import (  # noqa: F401 (the tests' oracles)
+    quantize_x,
+    rope_inv_freq,
+    rope_oracle,
+)
 from ckir.registry import KernelSpec, load_registry
 from ckir.runtime_build import build_library, runtime_dir
 from ckir.vocab import DTYPE_TABLE
@@ -276,15 +280,6 @@ def gemm_bf16_x(x: np.ndarray, bf16_dot: bool, public: bool = True) -> np.ndarra
 
 
 # ------------------------------------- quantized-weight oracles (quant and panel tests)
-
-
-def quantize_x(x: np.ndarray):
-    """The runtime's activation quantizer: a (int64), dx (fp32) per block of 32."""
-    xb = x.reshape(-1, 32).astype(np.float32)
-    dx = (np.abs(xb).max(axis=1) / np.float32(127)).astype(np.float32)
-    safe = np.where(dx == 0, np.float32(1), dx).astype(np.float32)
-    a = np.where(dx[:, None] == 0, np.float32(0), np.rint(xb / safe[:, None])).astype(np.int64)
-    return a, dx
 
 
 def block_fields(wq: np.ndarray, dtype: str):

@@ -87,6 +87,40 @@ def test_interpreter_logits_equal_the_c_build(key: str, builds) -> None:
     assert_close(interp.decode(5), model.decode(5), f"{key} decode from an empty cache")
 
 
+#: weight dtypes and prefill options beyond the default f32 panels
+VARIANTS = {
+    "bf16": dict(dtype="bf16"),
+    "q8_0": dict(dtype="q8_0"),
+    "q4_0": dict(dtype="q4_0"),
+    "q4_1": dict(dtype="q4_1", panels=False),
+    "f32_last": dict(logits="last"),
+}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_interpreter_follows_weight_dtypes(variant: str, checkpoints, tmp_path: Path) -> None:
+    """Dequantized weights; x quantized per block of 32 where the C kernels do it (decode
+    GEMVs of Q8_0 / Q4_0 / Q4_1, the int8 prefill GEMMs of their panels) and not where
+    they multiply fp32 x (int8 prefill off)."""
+    import ckir
+
+    options = VARIANTS[variant]
+    with ckir.compile(
+        checkpoints["llama"], tmp_path / variant, max_context=MAX_CONTEXT, **options
+    ) as model:
+        interp = PlanInterpreter(model.build_dir)
+        tokens = np.random.default_rng(2).integers(0, model.vocab_size, size=12)
+        for int8 in (True, False):
+            model.reset()
+            interp.reset()
+            model.int8_prefill = int8
+            interp.int8_prefill = model.int8_prefill
+            got, want = interp.prefill(tokens), model.prefill(tokens)
+            assert_close(got, want, f"{variant} prefill (int8 {model.int8_prefill})")
+            for token in (7, 100):
+                assert_close(interp.decode(token), model.decode(token), f"{variant} decode")
+
+
 def test_interpreter_refuses_bad_tokens_and_overflow(builds) -> None:
     interp = PlanInterpreter(builds["llama"].build_dir)
     with pytest.raises(CkirError, match="token id 256 is outside the vocabulary"):

@@ -123,6 +123,25 @@ def rope_oracle(
     return out.reshape(x.shape)
 
 
+def quantize_x(x: np.ndarray, block: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """The runtime's activation quantizer: a (int64 [blocks, block]), dx (fp32) per block
+    of ``block`` (32: Q8_0 / Q4_0 / Q4_1 kernels; 256: K-quant kernels, Q8_K):
+    ``dx = max|x_b| / 127``, ``a = rint(x / dx)`` in fp32 (0 where dx == 0)."""
+    xb = x.reshape(-1, block).astype(F32)
+    dx = (np.abs(xb).max(axis=1) / F32(127)).astype(F32)
+    safe = np.where(dx == 0, F32(1), dx).astype(F32)
+    a = np.where(dx[:, None] == 0, F32(0), np.rint(xb / safe[:, None])).astype(np.int64)
+    return a, dx
+
+
+def quantized_x(x: np.ndarray, block: int) -> np.ndarray:
+    """x as the int8 GEMVs / GEMMs see it: each block quantized then scaled back
+    (``dx * a``, float64); a row times dequantized weights is then the kernel's block
+    sum ``d_w * d_x * (q . a) (+ m * d_x * sum a)`` in exact arithmetic."""
+    a, dx = quantize_x(x, block)
+    return (a * dx.astype(F64)[:, None]).reshape(x.shape)
+
+
 # ------------------------------------------------------------- kinds, as the IR calls them
 
 
@@ -172,14 +191,19 @@ def _layernorm(ops: Operands, p: Params) -> Outputs:
     return {"out": out.reshape(-1)}
 
 
-def _product(x: np.ndarray, w: np.ndarray, M: int, N: int, K: int) -> np.ndarray:
-    """x[M, K] . w[N, K]^T."""
-    return _rows(x, M, K) @ _rows(w, N, K).T
+def _product(x: np.ndarray, w: np.ndarray, M: int, N: int, K: int, p: Params) -> np.ndarray:
+    """x[M, K] . w[N, K]^T; with ``p["int8_x"]`` (a block size) x quantized per block
+    first (the decode GEMVs of block-quantized weights, the int8 prefill GEMMs of their
+    panels)."""
+    xs = _rows(x, M, K)
+    if p.get("int8_x"):
+        xs = quantized_x(xs, int(p["int8_x"]))
+    return xs @ _rows(w, N, K).T
 
 
 def _linear(ops: Operands, p: Params) -> Outputs:
     M, N, K = _int(p, "M"), _int(p, "N"), _int(p, "K")
-    y = _product(ops["x"], ops["w"], M, N, K)
+    y = _product(ops["x"], ops["w"], M, N, K, p)
     if "b" in ops:
         y = y + ops["b"][:N]
     return {"y": y.reshape(-1)}
@@ -190,7 +214,7 @@ def _qkv(ops: Operands, p: Params) -> Outputs:
     out: Outputs = {}
     for part in "qkv":
         n = _int(p, f"N{part}")
-        y = _product(ops["x"], ops[f"w{part}"], M, n, K)
+        y = _product(ops["x"], ops[f"w{part}"], M, n, K, p)
         if f"b{part}" in ops:
             y = y + ops[f"b{part}"][:n]
         out[part] = y.reshape(-1)
@@ -200,8 +224,8 @@ def _qkv(ops: Operands, p: Params) -> Outputs:
 def _gate_up(ops: Operands, p: Params) -> Outputs:
     M, N, K = _int(p, "M"), _int(p, "N"), _int(p, "K")
     # the fused kernel rounds both products to f32 before the activation
-    g = _product(ops["x"], ops["wg"], M, N, K).astype(F32).astype(F64)
-    u = _product(ops["x"], ops["wu"], M, N, K).astype(F32).astype(F64)
+    g = _product(ops["x"], ops["wg"], M, N, K, p).astype(F32).astype(F64)
+    u = _product(ops["x"], ops["wu"], M, N, K, p).astype(F32).astype(F64)
     return {"out": silu_mul(g, u).reshape(-1)}
 
 
