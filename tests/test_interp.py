@@ -28,7 +28,8 @@ from test_templates_phi3_starcoder2 import make_model as make_phi3_starcoder2  #
 from ckir import cli  # noqa: E402
 from ckir.debug_compare import compare  # noqa: E402
 from ckir.errors import CkirError  # noqa: E402
-from ckir.interp import PlanInterpreter  # noqa: E402
+from ckir.interp import PlanInterpreter, find_model_and_plan, read_weights_bin  # noqa: E402
+from ckir.ir_io import load_module  # noqa: E402
 from ckir.resources import templates_dir  # noqa: E402
 from ckir.tools.zoo import make_tiny_model  # noqa: E402
 
@@ -128,6 +129,23 @@ def test_interpreter_refuses_bad_tokens_and_overflow(builds) -> None:
     with pytest.raises(CkirError, match="does not fit"):
         interp.prefill(list(range(MAX_CONTEXT + 1)))
     assert interp.position == 0
+
+
+def test_interpreter_of_a_module_in_memory(builds) -> None:
+    """from_module: a pass author's module with the build's weights (same weights layout),
+    walked call by call; a weights.bin of another layout is refused."""
+    build = builds["qwen3"].build_dir
+    module = load_module(build / "layout.mlir")
+    _, plan = find_model_and_plan(module, "test")
+    mine = PlanInterpreter.from_module(module, read_weights_bin(build / "weights.bin", plan))
+    tokens = [9, 8, 7, 6]
+    calls = list(mine.steps("prefill", tokens))
+    assert [c.index for c in calls] == list(range(len(mine.calls("prefill"))))
+    assert calls[0].kind == "embed" and calls[0].outputs[0][1] == 4 * 48  # T * E
+    builds["qwen3"].reset()
+    assert_close(mine.logits("prefill", 4), builds["qwen3"].prefill(tokens), "from_module")
+    with pytest.raises(CkirError, match="written for another layout"):
+        read_weights_bin(builds["llama"].build_dir / "weights.bin", plan)
 
 
 def test_interpreter_names_a_damaged_build(tmp_path: Path) -> None:
