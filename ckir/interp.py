@@ -33,7 +33,14 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
 
 from ckir import quant
-from ckir.backend.abi import WEIGHTS_HEADER_BYTES, WEIGHTS_MAGIC, arenas, layout_hash
+from ckir.backend.abi import (
+    WEIGHTS_HEADER_BYTES,
+    WEIGHTS_MAGIC,
+    arenas,
+    declared,
+    layout_hash,
+    placed_offsets,
+)
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.dialects.dims import CONTEXT, POSITION, TOKENS, evaluate_dim
@@ -84,20 +91,8 @@ class PlanMemory:
         mem = PlanMemory(
             model, plan, {n: np.zeros(a.size_bytes, np.uint8) for n, a in arenas(plan).items()}
         )
-        for aname, arena in arenas(plan).items():
-            for op in arena.body_block.ops:
-                if isinstance(op, ly.SlotOp):
-                    mem.places[op.buffer_name] = (aname, op.offset_bytes)
-                elif isinstance(op, ly.LayoutViewOp):
-                    root = mem.places[op.root_name]
-                    mem.places[op.view_name] = (aname, root[1] + op.offset_bytes)
-        for op in model.walk():
-            if isinstance(op, lw.KernelOp):
-                mem.kernels[op.kernel_name] = op
-            elif isinstance(op, lw.BufferOp):
-                mem.types[op.buffer_name] = op.buffer_type
-            elif isinstance(op, lw.ViewOp):
-                mem.types[op.view_name] = op.view_type
+        mem.places = placed_offsets(plan)
+        mem.kernels, mem.types = declared(model)
         missing = sorted(set(mem.types) - set(mem.places))
         if missing:
             raise CkirError(f"interpreter: buffer @{missing[0]} has no slot in the layout plan")

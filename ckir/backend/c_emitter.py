@@ -25,7 +25,15 @@ from xdsl.ir import Operation
 from xdsl.printer import Printer
 
 import ckir
-from ckir.backend.abi import ARENA_INDEX, DESC_STRUCTS, arenas, c_initializer, layout_hash
+from ckir.backend.abi import (
+    ARENA_INDEX,
+    DESC_STRUCTS,
+    arenas,
+    c_initializer,
+    declared,
+    layout_hash,
+    placed_offsets,
+)
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.dialects.dims import CONTEXT, LR, POSITION, STEP, TOKENS
@@ -179,28 +187,14 @@ class CEmitter:
     # -- collection -----------------------------------------------------------------
     def _collect(self) -> None:
         used: set[str] = set()
-        for arena in arenas(self.plan).values():
-            for op in arena.body_block.ops:
-                if isinstance(op, ly.SlotOp):
-                    name, offset = op.buffer_name, op.offset_bytes
-                elif isinstance(op, ly.LayoutViewOp):
-                    root = self.places[op.root_name]
-                    name, offset = op.view_name, root.offset + op.offset_bytes
-                else:
-                    continue
-                macro = "CKIR_OFF_" + c_identifier(name)
-                base, n = macro, 1
-                while macro in used:
-                    macro, n = f"{base}_{n}", n + 1
-                used.add(macro)
-                self.places[name] = Place(arena.arena_name, offset, macro)
-        for op in self.model.walk():
-            if isinstance(op, lw.KernelOp):
-                self.kernels[op.kernel_name] = op
-            elif isinstance(op, lw.BufferOp):
-                self.types[op.buffer_name] = op.buffer_type
-            elif isinstance(op, lw.ViewOp):
-                self.types[op.view_name] = op.view_type
+        for name, (aname, offset) in placed_offsets(self.plan).items():
+            macro = "CKIR_OFF_" + c_identifier(name)
+            base, n = macro, 1
+            while macro in used:
+                macro, n = f"{base}_{n}", n + 1
+            used.add(macro)
+            self.places[name] = Place(aname, offset, macro)
+        self.kernels, self.types = declared(self.model)
         missing = sorted(set(self.types) - set(self.places))
         if missing:
             raise CkirError(f"emit-c: buffer @{missing[0]} has no slot in the layout plan")
