@@ -43,7 +43,7 @@ from ckir.backend.abi import (
 )
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
-from ckir.dialects.dims import CONTEXT, POSITION, TOKENS, evaluate_dim
+from ckir.dialects.dims import CONTEXT, LR, POSITION, STEP, TOKENS, evaluate_dim
 from ckir.errors import CkirError
 from ckir.ir_io import load_module
 from ckir.reference.kernels import REFERENCE
@@ -135,9 +135,12 @@ class PlanMemory:
         return cached
 
 
-def run_time_params(call: lw.CallOp, T: int, P: int) -> dict[str, int | float]:
-    """The call's parameters with the run-time symbols (T, P, P+T, T*k) resolved."""
-    env = {TOKENS: T, POSITION: P, CONTEXT: P + T}
+def run_time_params(
+    call: lw.CallOp, T: int, P: int, step: int = 0, lr: float = 0.0
+) -> dict[str, int | float]:
+    """The call's parameters with the run-time symbols (T, P, P+T, T*k, and the
+    optimizer's step and lr) resolved."""
+    env: dict[str, int | float] = {TOKENS: T, POSITION: P, CONTEXT: P + T, STEP: step, LR: lr}
     out: dict[str, int | float] = {}
     for k, v in call.param_values.items():
         if isinstance(v, str):
@@ -166,6 +169,9 @@ class LoweredFunctions(InterpreterFunctions):
     last: CallInfo | None = None
     #: prefill GEMMs of q8_0p / q4_0p / q4_1p weights on int8 x (the C runtime's default)
     int8_prefill: bool = True
+    #: the optimizer program's run-time values: AdamW's 1-based step, the learning rate
+    step: int = 0
+    lr: float = 0.0
 
     @impl(lw.BufferOp)
     def run_buffer(self, interpreter: Interpreter, op: lw.BufferOp, args: tuple[Any, ...]) -> tuple:
@@ -189,7 +195,7 @@ class LoweredFunctions(InterpreterFunctions):
                 f"interpreter: no reference for kernel kind '{kind}' (@{op.kernel_name}); "
                 "add one to ckir.reference.kernels.REFERENCE"
             )
-        params = run_time_params(op, self.T, self.P)
+        params = run_time_params(op, self.T, self.P, self.step, self.lr)
         ints = {k: int(v) for k, v in params.items() if isinstance(v, int)}
         bindings = op.bindings(decl)
         if kind in _PRODUCTS:
@@ -348,6 +354,10 @@ class PlanInterpreter:
         :class:`CallInfo` after running it; the position advances once all have run
         (then :meth:`logits` reads the output)."""
         arr = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        self._check_tokens(mode, arr)
+        return self._steps(mode, arr)
+
+    def _check_tokens(self, mode: str, arr: np.ndarray) -> None:
         T = int(arr.size)
         tok_name, _ = self.io(mode)
         rows = self.memory.types[tok_name].shape_ints[0]
@@ -360,12 +370,15 @@ class PlanInterpreter:
         bad = [int(t) for t in arr if t < 0 or (bound and t >= bound)]
         if bad:
             raise CkirError(f"token id {bad[0]} is outside the vocabulary [0, {bound})")
-        return self._steps(mode, arr)
 
-    def _steps(self, mode: str, arr: np.ndarray) -> Iterator[CallInfo]:
+    def _steps(
+        self, mode: str, arr: np.ndarray, inputs: dict[str, np.ndarray] | None = None
+    ) -> Iterator[CallInfo]:
         T = int(arr.size)
-        tok_name, _ = self.io(mode)
-        self.memory.values(tok_name, T)[:] = arr
+        if T:
+            self.memory.values(self._io_named(mode, "input"), T)[:] = arr
+        for name, values in (inputs or {}).items():
+            self.memory.values(name, values.size)[:] = values
         self.functions.T, self.functions.P = T, self.position
         index = 0
         for op in self.program(mode).body_block.ops:
@@ -408,3 +421,61 @@ class PlanInterpreter:
     def reset(self) -> None:
         """Forget the KV cache: the next call starts at position 0."""
         self.position = 0
+
+    def _io_named(self, mode: str, source: str) -> str:
+        for op in self.program(mode).body_block.ops:
+            if isinstance(op, lw.BufferOp) and op.role == "io" and op.source_name == source:
+                return op.buffer_name
+        raise CkirError(f"interpreter: program {mode} has no {source} buffer")
+
+    def backward(self, tokens: Sequence[int], targets: Sequence[int]) -> float:
+        """The ``backward`` program from position 0: forward, mean cross-entropy against
+        ``targets`` and every weight's gradient (in the plan's grad buffers); the loss."""
+        tok = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        tgt = np.asarray(targets, dtype=np.int64).reshape(-1)
+        if tok.size != tgt.size:
+            raise CkirError(f"backward: {tok.size} tokens but {tgt.size} targets")
+        bound = self._token_bound("backward")
+        bad = [int(t) for t in tgt if t < 0 or t >= bound]
+        if bad:
+            raise CkirError(f"backward: target {bad[0]} is outside the vocabulary [0, {bound})")
+        self.position = 0
+        self._check_tokens("backward", tok)
+        targets_buf = self._io_named("backward", "targets")
+        for _ in self._steps("backward", tok, {targets_buf: tgt}):
+            pass
+        self.position = 0
+        return float(self.memory.values(self._io_named("backward", "output"), 1)[0])
+
+    def optimizer_step(self, lr: float) -> None:
+        """The ``optimize`` program: clipped AdamW on the gradients, weights in place."""
+        if not (lr > 0 and np.isfinite(lr)):
+            raise CkirError(f"optimizer_step: lr must be a finite number > 0, got {lr!r}")
+        self.functions.step += 1
+        self.functions.lr = float(np.float32(lr))
+        for _ in self._steps("optimize", np.zeros(0, np.int64)):
+            pass
+        self.position = 0
+
+    def _by_weight(self, role: str) -> dict[str, np.ndarray]:
+        """Weight buffer name -> a copy of the ``role`` buffer whose source it is."""
+        out: dict[str, np.ndarray] = {}
+        for op in self.memory.model.walk():
+            if isinstance(op, lw.BufferOp) and op.role == role and op.source_name:
+                out[op.source_name] = self.memory.values(op.buffer_name).copy()
+        return out
+
+    def gradients(self) -> dict[str, np.ndarray]:
+        """Weight name (``layers.0.attn.wq``) -> a copy of its gradient from the last
+        :meth:`backward` (f32, the weight's shape), like ``CompiledModel.gradients``."""
+        out: dict[str, np.ndarray] = {}
+        for source, grad in self._by_weight("grad").items():
+            name = source.removeprefix("w.")
+            out[name] = grad.reshape(self.memory.types[source].shape_ints)
+        return out
+
+    def train_step(self, tokens: Sequence[int], targets: Sequence[int], *, lr: float) -> float:
+        """``backward`` then ``optimizer_step``; the loss before the update."""
+        loss = self.backward(tokens, targets)
+        self.optimizer_step(lr)
+        return loss

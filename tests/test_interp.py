@@ -24,6 +24,7 @@ from test_gemma import make_tiny as make_gemma  # noqa: E402
 from test_gemma3 import make_tiny as make_gemma3  # noqa: E402
 from test_parity import compiled  # noqa: E402
 from test_templates_phi3_starcoder2 import make_model as make_phi3_starcoder2  # noqa: E402
+from test_training import NOISE_ULPS  # noqa: E402
 
 from ckir import cli  # noqa: E402
 from ckir.debug_compare import compare  # noqa: E402
@@ -120,6 +121,38 @@ def test_interpreter_follows_weight_dtypes(variant: str, checkpoints, tmp_path: 
             assert_close(got, want, f"{variant} prefill (int8 {model.int8_prefill})")
             for token in (7, 100):
                 assert_close(interp.decode(token), model.decode(token), f"{variant} decode")
+
+
+@pytest.mark.parametrize("key", list(CASES))
+def test_interpreter_training_step_equals_the_c_build(key: str, checkpoints, tmp_path) -> None:
+    """backward: the loss and every gradient; optimizer_step (clipped AdamW): the logits of
+    the updated weights, prefill and decode."""
+    import ckir
+
+    modes = ("prefill", "decode", "backward")
+    with ckir.compile(
+        checkpoints[key], tmp_path / key, max_context=MAX_CONTEXT, modes=modes
+    ) as model:
+        interp = PlanInterpreter(model.build_dir)
+        rng = np.random.default_rng(8)
+        tokens, targets = (rng.integers(0, model.vocab_size, size=9) for _ in range(2))
+        loss, want = interp.backward(tokens, targets), model.backward(tokens, targets)
+        assert abs(loss - want) <= REL_TOL * abs(want), f"{key} loss {loss} != {want}"
+        grads, want_grads = interp.gradients(), model.gradients()
+        assert set(grads) == set(want_grads)
+        # a gradient zero in exact arithmetic (the key bias) is rounding noise on both
+        # sides: held to test_training's noise floor
+        gmax = max(float(np.abs(g).max()) for g in want_grads.values())
+        floor = NOISE_ULPS * float(np.finfo(np.float32).eps) * gmax
+        for name, grad in want_grads.items():
+            err = float(np.abs(grads[name] - grad).max())
+            tol = max(REL_TOL * float(np.abs(grad).max()), floor)
+            assert err <= tol, f"{key} gradient of {name}: max error {err:.3g} > {tol:.3g}"
+        interp.optimizer_step(1e-3)
+        model.optimizer_step(1e-3)
+        tokens = [5, 6, 7]
+        assert_close(interp.prefill(tokens), model.prefill(tokens), f"{key} prefill after a step")
+        assert_close(interp.decode(8), model.decode(8), f"{key} decode after a step")
 
 
 def test_interpreter_refuses_bad_tokens_and_overflow(builds) -> None:

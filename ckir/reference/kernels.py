@@ -142,6 +142,102 @@ def quantized_x(x: np.ndarray, block: int) -> np.ndarray:
     return (a * dx.astype(F64)[:, None]).reshape(x.shape)
 
 
+def adamw_oracle(
+    w: np.ndarray,
+    g: np.ndarray,
+    m: np.ndarray,
+    v: np.ndarray,
+    lr: float,
+    b1: float,
+    b2: float,
+    eps: float,
+    wd: float,
+    step: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """torch.optim.AdamW's update (amsgrad off), in float64 from the float32 hyperparameters
+    the kernel receives (1 - f32(0.999) is 1e-5 off 1 - 0.999)."""
+    w, g, m, v = (a.astype(F64) for a in (w, g, m, v))
+    lr, b1, b2, eps, wd = (float(F32(h)) for h in (lr, b1, b2, eps, wd))
+    w = w * (1.0 - lr * wd)
+    m = b1 * m + (1.0 - b1) * g
+    v = b2 * v + (1.0 - b2) * g * g
+    bc1, bc2 = 1.0 - b1**step, 1.0 - b2**step
+    w = w - (lr / bc1) * m / (np.sqrt(v) / np.sqrt(bc2) + eps)
+    return w, m, v
+
+
+def rmsnorm_bwd_oracle(
+    x: np.ndarray, gamma: np.ndarray, dy: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """dx and dgamma of rmsnorm over the rows of x [T, E], float64."""
+    x, gamma, dy = x.astype(F64), gamma.astype(F64), dy.astype(F64)
+    E = x.shape[1]
+    r = 1.0 / np.sqrt((x**2).mean(axis=1, keepdims=True) + eps)
+    gd = gamma * dy
+    dx = r * gd - x * r**3 / E * (gd * x).sum(axis=1, keepdims=True)
+    dgamma = (dy * x * r).sum(axis=0)
+    return dx, dgamma
+
+
+def attention_bwd_oracle(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    out: np.ndarray,
+    dout: np.ndarray,
+    H: int,
+    KV: int,
+    D: int,
+    scale: float | None = None,
+    softcap: float = 0.0,
+    window: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dq, dk, dv of causal GQA attention at P = 0 in float64 from the kernel's inputs
+    (delta = dout . out uses ``out`` as given); ``scale`` (default 1/sqrt(D)), ``softcap``
+    and ``window`` as :func:`attention_oracle`'s (attention_ext's backward)."""
+    T, g = q.shape[0], H // KV
+    q, out, dout = (a.astype(F64).reshape(T, H, D) for a in (q, out, dout))
+    k, v = (a.astype(F64).reshape(T, KV, D) for a in (k, v))
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    rows, cols = np.indices((T, T))
+    mask = (cols <= rows) & ((rows - cols < window) if window else True)
+    dq, dk, dv = np.zeros((T, H, D)), np.zeros((T, KV, D)), np.zeros((T, KV, D))
+    for h in range(H):
+        j = h // g
+        raw = q[:, h] @ k[:, j].T * scale
+        capped = softcap * np.tanh(raw / softcap) if softcap else raw
+        s = np.where(mask, capped, -np.inf)
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        dp = dout[:, h] @ v[:, j].T
+        ds = p * (dp - (dout[:, h] * out[:, h]).sum(axis=1, keepdims=True))
+        if softcap:
+            ds = ds * (1.0 - np.tanh(raw / softcap) ** 2)
+        dq[:, h] = scale * ds @ k[:, j]
+        dk[:, j] += scale * ds.T @ q[:, h]
+        dv[:, j] += p.T @ dout[:, h]
+    return dq.reshape(T, H * D), dk.reshape(T, KV * D), dv.reshape(T, KV * D)
+
+
+def layernorm_bwd_oracle(
+    x: np.ndarray, gamma: np.ndarray, dy: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dx, dgamma, dbeta of layernorm over the rows of x [T, E], float64."""
+    x, gamma, dy = x.astype(F64), gamma.astype(F64), dy.astype(F64)
+    mu = x.mean(axis=1, keepdims=True)
+    r = 1.0 / np.sqrt(((x - mu) ** 2).mean(axis=1, keepdims=True) + eps)
+    xh, g = (x - mu) * r, gamma * dy
+    dx = r * (g - g.mean(axis=1, keepdims=True) - xh * (g * xh).mean(axis=1, keepdims=True))
+    return dx, (dy * xh).sum(axis=0), dy.sum(axis=0)
+
+
+def gelu_tanh_grad(x: np.ndarray) -> np.ndarray:
+    """d/dx of :func:`gelu_tanh`."""
+    c = np.sqrt(2.0 / np.pi)
+    th = np.tanh(c * (x + 0.044715 * x**3))
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th**2) * c * (1.0 + 3 * 0.044715 * x**2)
+
+
 # ------------------------------------------------------------- kinds, as the IR calls them
 
 
@@ -298,6 +394,145 @@ def _cross_entropy(ops: Operands, p: Params) -> Outputs:
     return {"loss": np.array([np.mean(logz - picked)])}
 
 
+def _cross_entropy_bwd(ops: Operands, p: Params) -> Outputs:
+    T, V = _int(p, "T"), _int(p, "V")
+    x = _rows(ops["logits"], T, V)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    sm = e / e.sum(axis=1, keepdims=True)
+    targets = ops["targets"][:T]
+    loss = np.mean(-np.log(sm[np.arange(T), targets]))
+    sm[np.arange(T), targets] -= 1.0
+    return {"loss": np.array([loss]), "dlogits": (sm / T).reshape(-1)}
+
+
+def _embed_bwd(ops: Operands, p: Params) -> Outputs:
+    T, E = _int(p, "T"), _int(p, "E")
+    table = ops["dtable"].reshape(-1, E).copy()
+    np.add.at(table, ops["tokens"][:T], _rows(ops["dy"], T, E))
+    return {"dtable": table.reshape(-1)}
+
+
+def _linear_bwd_input(ops: Operands, p: Params) -> Outputs:
+    M, N, K = _int(p, "M"), _int(p, "N"), _int(p, "K")
+    return {"dx": (_rows(ops["dy"], M, N) @ _rows(ops["w"], N, K)).reshape(-1)}
+
+
+def _linear_bwd_weight(ops: Operands, p: Params) -> Outputs:
+    M, N, K = _int(p, "M"), _int(p, "N"), _int(p, "K")
+    return {"dw": (_rows(ops["dy"], M, N).T @ _rows(ops["x"], M, K)).reshape(-1)}
+
+
+def _rmsnorm_bwd(ops: Operands, p: Params) -> Outputs:
+    T, E = _int(p, "T"), _int(p, "E")
+    x, dy = _rows(ops["x"], T, E), _rows(ops["dy"], T, E)
+    gamma = ops["gamma"][:E]
+    offset = float(p.get("offset", 0.0))
+    if offset:  # gamma + offset is formed in f32
+        gamma = (gamma.astype(F32) + F32(offset)).astype(F64)
+    dx, dgamma = rmsnorm_bwd_oracle(x, gamma, dy, float(p["eps"]))
+    return {"dx": dx.reshape(-1), "dgamma": ops["dgamma"][:E] + dgamma}
+
+
+def _rope_bwd(ops: Operands, p: Params) -> Outputs:
+    T, H, KV, D, P = (_int(p, s) for s in ("T", "H", "KV", "D", "P"))
+    ramp = (float(p["ramp_w"]), float(p["ramp_i"]), float(p["ramp_0"]))
+    kw = dict(R=_int(p, "R"), factor=float(p["factor"]), ramp=ramp, mscale=float(p["mscale"]))
+    pos, theta = range(P, P + T), float(p["theta"])
+    dq = rope_oracle(_rows(ops["dq"], T, H * D), H, D, pos, theta, sign=-1.0, **kw)
+    dk = rope_oracle(_rows(ops["dk"], T, KV * D), KV, D, pos, theta, sign=-1.0, **kw)
+    return {"dq": dq.reshape(-1), "dk": dk.reshape(-1)}
+
+
+def _attention_bwd(ops: Operands, p: Params) -> Outputs:
+    T, H, KV, D = (_int(p, s) for s in ("T", "H", "KV", "D"))
+    ext = dict(
+        scale=float(p.get("scale", 1.0 / math.sqrt(D))), softcap=float(p.get("softcap", 0.0))
+    )
+    dq, dk, dv = attention_bwd_oracle(
+        _rows(ops["q"], T, H * D),
+        _rows(ops["k"], T, KV * D),
+        _rows(ops["v"], T, KV * D),
+        _rows(ops["out"], T, H * D),
+        _rows(ops["dout"], T, H * D),
+        H,
+        KV,
+        D,
+        window=_int(p, "window", 0),
+        **ext,
+    )
+    return {"dq": dq.reshape(-1), "dk": dk.reshape(-1), "dv": dv.reshape(-1)}
+
+
+def _layernorm_bwd(ops: Operands, p: Params) -> Outputs:
+    T, E = _int(p, "T"), _int(p, "E")
+    x, dy = _rows(ops["x"], T, E), _rows(ops["dy"], T, E)
+    dx, dgamma, dbeta = layernorm_bwd_oracle(x, ops["gamma"][:E], dy, float(p["eps"]))
+    return {
+        "dx": dx.reshape(-1),
+        "dgamma": ops["dgamma"][:E] + dgamma,
+        "dbeta": ops["dbeta"][:E] + dbeta,
+    }
+
+
+def _pos_embed_bwd(ops: Operands, p: Params) -> Outputs:
+    T, E, P = _int(p, "T"), _int(p, "E"), _int(p, "P", 0)
+    table = _rows(ops["dwpe"], P + T, E).copy()
+    table[P:] += _rows(ops["dy"], T, E)
+    return {"dwpe": table.reshape(-1)}
+
+
+def _bias_bwd(ops: Operands, p: Params) -> Outputs:
+    return {"db": _rows(ops["dy"], _int(p, "M"), _int(p, "N")).sum(axis=0)}
+
+
+def _gated_bwd(act: Callable[[np.ndarray], np.ndarray], grad: Callable[[np.ndarray], np.ndarray]):
+    def run(ops: Operands, p: Params) -> Outputs:
+        n = _int(p, "n")
+        g, u, dy = ops["gate"][:n], ops["up"][:n], ops["dy"][:n]
+        return {"dgate": dy * u * grad(g), "dup": dy * act(g)}
+
+    return run
+
+
+def _unary_bwd(grad: Callable[[np.ndarray, Params], np.ndarray]):
+    def run(ops: Operands, p: Params) -> Outputs:
+        n = _int(p, "n")
+        return {"dx": ops["dy"][:n] * grad(ops["x"][:n], p)}
+
+    return run
+
+
+def _silu(g: np.ndarray) -> np.ndarray:
+    return g / (1.0 + np.exp(-g))
+
+
+def _silu_grad(g: np.ndarray) -> np.ndarray:
+    s = 1.0 / (1.0 + np.exp(-g))
+    return s * (1.0 + g * (1.0 - s))
+
+
+def _grad_sumsq(ops: Operands, p: Params) -> Outputs:
+    g = ops["g"][: _int(p, "n")]
+    return {"out": ops["out"][:1] + np.dot(g, g)}
+
+
+def _clip_coef(ops: Operands, p: Params) -> Outputs:
+    max_norm, sumsq = float(p["max_norm"]), float(ops["sumsq"][0])
+    coef = 1.0 if max_norm <= 0 else min(1.0, max_norm / (math.sqrt(sumsq) + 1e-6))
+    return {"coef": np.array([coef if math.isfinite(sumsq) else math.nan])}
+
+
+def _adamw(ops: Operands, p: Params) -> Outputs:
+    n, gscale = _int(p, "n"), float(ops["gscale"][0])
+    w, m, v = ops["w"][:n], ops["m"][:n], ops["v"][:n]
+    if not math.isfinite(gscale):
+        return {"w": w, "m": m, "v": v}
+    g = ops["g"][:n].astype(F32) * F32(gscale)  # the kernel scales g in f32
+    hyper = (float(p[k]) for k in ("lr", "beta1", "beta2", "eps", "weight_decay"))
+    w, m, v = adamw_oracle(w, g, m, v, *hyper, step=_int(p, "step"))
+    return {"w": w, "m": m, "v": v}
+
+
 #: kernel kind (the registry's ``op``) -> its reference over a call's operands and params
 REFERENCE: dict[str, Callable[[Operands, Params], Outputs]] = {
     "embed": _embed,
@@ -326,4 +561,25 @@ REFERENCE: dict[str, Callable[[Operands, Params], Outputs]] = {
     "softmax": _softmax,
     "copy_last_row": _copy_last_row,
     "cross_entropy": _cross_entropy,
+    "cross_entropy_bwd": _cross_entropy_bwd,
+    "embed_bwd": _embed_bwd,
+    "linear_bwd_input": _linear_bwd_input,
+    "linear_bwd_weight": _linear_bwd_weight,
+    "rmsnorm_bwd": _rmsnorm_bwd,
+    "rope_bwd": _rope_bwd,
+    "attention_bwd": _attention_bwd,
+    "swiglu_bwd": _gated_bwd(_silu, _silu_grad),
+    "geglu_bwd": _gated_bwd(gelu_tanh, gelu_tanh_grad),
+    "gelu_bwd": _unary_bwd(lambda x, p: gelu_tanh_grad(x)),
+    "softcap_bwd": _unary_bwd(lambda x, p: 1.0 - np.tanh(x / float(p["cap"])) ** 2),
+    "attention_ext_bwd": _attention_bwd,
+    "rmsnorm_offset_bwd": _rmsnorm_bwd,
+    "layernorm_bwd": _layernorm_bwd,
+    "pos_embed_bwd": _pos_embed_bwd,
+    "bias_bwd": _bias_bwd,
+    "scale": lambda ops, p: {"x": ops["x"][: _int(p, "n")] * float(p["s"])},
+    "grad_sumsq": _grad_sumsq,
+    "clip_coef": _clip_coef,
+    "adamw": _adamw,
+    "zero": lambda ops, p: {"x": np.zeros(_int(p, "n"))},
 }
