@@ -382,7 +382,10 @@ class PlanInterpreter:
         self.functions.T, self.functions.P = T, self.position
         index = 0
         for op in self.program(mode).body_block.ops:
-            self.interpreter.run_op(op, ())
+            try:
+                self.interpreter.run_op(op, ())
+            except CkirError as err:  # without the note xDSL adds: the whole module's text
+                raise CkirError(str(err)) from None
             if isinstance(op, lw.CallOp):
                 last = self.functions.last
                 assert last is not None

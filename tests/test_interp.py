@@ -181,6 +181,16 @@ def test_interpreter_of_a_module_in_memory(builds) -> None:
         read_weights_bin(builds["llama"].build_dir / "weights.bin", plan)
 
 
+def test_a_kind_without_reference_is_named(builds, monkeypatch) -> None:
+    from ckir.reference import kernels
+
+    monkeypatch.delitem(kernels.REFERENCE, "rope")
+    interp = PlanInterpreter(builds["llama"].build_dir)
+    with pytest.raises(CkirError, match="no reference for kernel kind 'rope' \\(@rope_f32\\)"):
+        interp.prefill([1, 2])
+    assert interp.position == 0
+
+
 def test_interpreter_names_a_damaged_build(tmp_path: Path) -> None:
     with pytest.raises(CkirError, match="not a ckir build"):
         PlanInterpreter(tmp_path)
