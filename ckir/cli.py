@@ -556,6 +556,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_arguments(s)
     s.set_defaults(func=bench.run)
 
+    from ckir import debug_compare
+
+    debug_compare.register(sub)
+
     s = sub.add_parser("demo", help="make, compile and run a tiny random model")
     s.add_argument("--arch", default="llama", choices=["llama", "qwen2", "gpt2", "mistral"])
     s.add_argument("--out", default="out/demo")

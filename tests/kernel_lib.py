@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import math
 import os
 import re
 import subprocess
@@ -20,6 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from ckir import quant
+from ckir.reference.kernels import (  # noqa: F401 (the tests' oracles)
+    quantize_x,
+    rope_inv_freq,
+    rope_oracle,
+)
 from ckir.registry import KernelSpec, load_registry
 from ckir.runtime_build import build_library, runtime_dir
 from ckir.vocab import DTYPE_TABLE
@@ -224,39 +228,6 @@ def rope_plain(D):
     return (D, 1.0, 0.0, 0.0, 0.0, 1.0)
 
 
-def rope_inv_freq(R, theta, factor=1.0, ramp=(0.0, 0.0, 0.0)):
-    """ckir_rope.h's inverse frequencies in float32: b = theta^(-2i/R), m = clamp(ramp_w b +
-    ramp_i i + ramp_0, 0, 1), b ((1 - m) / factor + m)."""
-    F32 = np.float32
-    expo = np.arange(0, R, 2, dtype=F32) / F32(R)
-    b = np.array([F32(1.0) / F32(math.pow(float(theta), float(e))) for e in expo], F32)
-    if factor == 1.0:
-        return b
-    w, wi, w0 = (F32(v) for v in ramp)
-    m = np.clip(w * b + wi * np.arange(len(b), dtype=F32) + w0, F32(0), F32(1)).astype(F32)
-    return (b * ((F32(1) - m) / F32(factor) + m)).astype(F32)
-
-
-def rope_oracle(
-    x, nheads, D, positions, theta, sign=1.0, R=None, factor=1.0, ramp=(0.0, 0.0, 0.0), mscale=1.0
-):
-    """HF rotate_half over the first R dims of each head (the rest pass through), with
-    float32 inv_freq and angle, float64 cos/sin and products, cos and sin scaled by
-    mscale; ``sign=-1`` rotates by the opposite angle (rope's transpose: its backward)."""
-    R = D if R is None else R
-    half = R // 2
-    F32 = np.float32
-    inv = rope_inv_freq(R, theta, factor, ramp)
-    out = x.astype(np.float64).reshape(len(positions), nheads, D).copy()
-    for t, p in enumerate(positions):
-        ang = (F32(p) * inv).astype(np.float64)
-        c, s = mscale * np.cos(ang), sign * mscale * np.sin(ang)
-        x1, x2 = out[t, :, :half].copy(), out[t, :, half:R].copy()
-        out[t, :, :half] = x1 * c - x2 * s
-        out[t, :, half:R] = x2 * c + x1 * s
-    return out.reshape(x.shape)
-
-
 def runtime_bf16_dot(dll: ctypes.CDLL) -> bool:
     """ckir_runtime_bf16_dot() of a loaded runtime library: whether its gemm_bf16 with
     M > 32 and an even K rounds x to bf16; False for a library older than the function
@@ -309,15 +280,6 @@ def gemm_bf16_x(x: np.ndarray, bf16_dot: bool, public: bool = True) -> np.ndarra
 
 
 # ------------------------------------- quantized-weight oracles (quant and panel tests)
-
-
-def quantize_x(x: np.ndarray):
-    """The runtime's activation quantizer: a (int64), dx (fp32) per block of 32."""
-    xb = x.reshape(-1, 32).astype(np.float32)
-    dx = (np.abs(xb).max(axis=1) / np.float32(127)).astype(np.float32)
-    safe = np.where(dx == 0, np.float32(1), dx).astype(np.float32)
-    a = np.where(dx[:, None] == 0, np.float32(0), np.rint(xb / safe[:, None])).astype(np.int64)
-    return a, dx
 
 
 def block_fields(wq: np.ndarray, dtype: str):

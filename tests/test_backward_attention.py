@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 from kernel_lib import both, close, num_grad, rand, rope_oracle, rope_plain
 
+from ckir.reference.kernels import attention_bwd_oracle, layernorm_bwd_oracle
+
 F32 = np.float32
 F64 = np.float64
 
@@ -47,15 +49,6 @@ def layernorm_fwd(x, gamma, beta, eps):
     mu = x.mean(axis=-1, keepdims=True)
     var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
     return (x - mu) / np.sqrt(var + eps) * gamma + beta
-
-
-def layernorm_bwd_oracle(x, gamma, dy, eps):
-    x, gamma, dy = x.astype(F64), gamma.astype(F64), dy.astype(F64)
-    mu = x.mean(axis=1, keepdims=True)
-    r = 1.0 / np.sqrt(((x - mu) ** 2).mean(axis=1, keepdims=True) + eps)
-    xh, g = (x - mu) * r, gamma * dy
-    dx = r * (g - g.mean(axis=1, keepdims=True) - xh * (g * xh).mean(axis=1, keepdims=True))
-    return dx, (dy * xh).sum(axis=0), dy.sum(axis=0)
 
 
 @pytest.mark.parametrize("T,E", [(t, e) for t in TS for e in ES] + [(130, 300), (70, 576)])
@@ -247,27 +240,6 @@ def attention_fwd(q, k, v, H, KV, D):
         p = np.exp(s - s.max(axis=1, keepdims=True))
         out[:, h] = (p / p.sum(axis=1, keepdims=True)) @ v[:, h // g]
     return out.reshape(T, H * D)
-
-
-def attention_bwd_oracle(q, k, v, out, dout, H, KV, D):
-    """dq, dk, dv in float64 from the kernel's inputs (delta = dout . out uses ``out`` as given)."""
-    T, g = q.shape[0], H // KV
-    q, out, dout = (a.astype(F64).reshape(T, H, D) for a in (q, out, dout))
-    k, v = (a.astype(F64).reshape(T, KV, D) for a in (k, v))
-    scale = 1.0 / math.sqrt(D)
-    mask = np.tril(np.ones((T, T), bool))
-    dq, dk, dv = np.zeros((T, H, D)), np.zeros((T, KV, D)), np.zeros((T, KV, D))
-    for h in range(H):
-        j = h // g
-        s = np.where(mask, q[:, h] @ k[:, j].T * scale, -np.inf)
-        p = np.exp(s - s.max(axis=1, keepdims=True))
-        p /= p.sum(axis=1, keepdims=True)
-        dp = dout[:, h] @ v[:, j].T
-        ds = p * (dp - (dout[:, h] * out[:, h]).sum(axis=1, keepdims=True))
-        dq[:, h] = scale * ds @ k[:, j]
-        dk[:, j] += scale * ds.T @ q[:, h]
-        dv[:, j] += p.T @ dout[:, h]
-    return dq.reshape(T, H * D), dk.reshape(T, KV * D), dv.reshape(T, KV * D)
 
 
 def attention_inputs(rng, T, H, KV, D, qscale=1.0):

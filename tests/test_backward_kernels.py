@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from kernel_lib import both, close, num_grad, rand
 
+from ckir.reference.kernels import adamw_oracle, rmsnorm_bwd_oracle
 from ckir.runtime_build import build_library
 
 F32 = np.float32
@@ -29,19 +30,6 @@ SIZES = [1, 3, 7, 8, 15, 16, 17, 33, 100, 1000, 4 * 8192 + 5]
 
 
 # --------------------------------------------------------------------- AdamW
-
-
-def adamw_oracle(w, g, m, v, lr, b1, b2, eps, wd, step):
-    """torch.optim.AdamW's update (amsgrad off), in float64 from the float32 hyperparameters
-    the kernel receives (1 - f32(0.999) is 1e-5 off 1 - 0.999)."""
-    w, g, m, v = (a.astype(F64) for a in (w, g, m, v))
-    lr, b1, b2, eps, wd = (float(F32(h)) for h in (lr, b1, b2, eps, wd))
-    w = w * (1.0 - lr * wd)
-    m = b1 * m + (1.0 - b1) * g
-    v = b2 * v + (1.0 - b2) * g * g
-    bc1, bc2 = 1.0 - b1**step, 1.0 - b2**step
-    w = w - (lr / bc1) * m / (np.sqrt(v) / np.sqrt(bc2) + eps)
-    return w, m, v
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -233,16 +221,6 @@ def test_cross_entropy_gradient_check(lib):
 
 def rmsnorm_fwd(x, gamma, eps):
     return x / np.sqrt((x**2).mean(axis=-1, keepdims=True) + eps) * gamma
-
-
-def rmsnorm_bwd_oracle(x, gamma, dy, eps):
-    x, gamma, dy = x.astype(F64), gamma.astype(F64), dy.astype(F64)
-    E = x.shape[1]
-    r = 1.0 / np.sqrt((x**2).mean(axis=1, keepdims=True) + eps)
-    gd = gamma * dy
-    dx = r * gd - x * r**3 / E * (gd * x).sum(axis=1, keepdims=True)
-    dgamma = (dy * x * r).sum(axis=0)
-    return dx, dgamma
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 from kernel_lib import gemm_bf16_x, rand
 
+from ckir.reference.kernels import silu_mul
+
 F32 = np.float32
 
 
@@ -26,10 +28,6 @@ def nan(*shape):
 def close(actual, expected, rtol=2e-5, atol=2e-5):
     assert not np.isnan(actual).any(), "unwritten (NaN) output elements"
     np.testing.assert_allclose(actual.astype(np.float64), expected, rtol=rtol, atol=atol)
-
-
-def silu_mul(g, u):
-    return g / (1.0 + np.exp(-g)) * u
 
 
 # ---------------------------------------------------------------------------- qkv

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from kernel_lib import rand, rope_oracle, rope_plain
 
+from ckir.reference.kernels import attention_oracle as reference_attention
+
 F32 = np.float32
 
 
@@ -297,17 +299,8 @@ def test_rope_matches_hf(lib):
 
 
 def attention_oracle(q, kc, vc, T, P, H, KV, D):
-    out = np.zeros((T, H * D))
-    g = H // KV
-    kd, vd, qd = kc.astype(np.float64), vc.astype(np.float64), q.astype(np.float64)
-    for t in range(T):
-        L = P + t + 1
-        for h in range(H):
-            j = h // g
-            s = kd[:L, j * D : (j + 1) * D] @ qd[t, h * D : (h + 1) * D] / math.sqrt(D)
-            p = np.exp(s - s.max())
-            out[t, h * D : (h + 1) * D] = p @ vd[:L, j * D : (j + 1) * D] / p.sum()
-    return out
+    """attention_f32: the shared oracle at scale 1/sqrt(D), no cap, no window."""
+    return reference_attention(q, kc, vc, T, P, H, KV, D, 1.0 / math.sqrt(D), 0.0, 0)
 
 
 ATTN_CASES = [

@@ -26,6 +26,7 @@ import pytest
 from kernel_lib import build_runtime, isa_supported
 
 from ckir import kquant, quant
+from ckir.reference import kernels as reference
 
 gguf = pytest.importorskip("gguf")
 GGML = gguf.GGMLQuantizationType
@@ -109,11 +110,7 @@ def lib(request, tmp_path_factory):
 
 def quantize_x(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """x [K] -> (a int [K/256, 256], d_x [K/256]) as the kernels quantize it (Q8_K)."""
-    xb = x.reshape(-1, 256)
-    d = (np.abs(xb).max(axis=1) / F32(127)).astype(F32)
-    safe = np.where(d == 0, F32(1), d)
-    a = np.where(d[:, None] == 0, 0, np.rint(xb / safe[:, None])).astype(np.int64)
-    return a, d
+    return reference.quantize_x(x, 256)
 
 
 def emulate_gemv(x: np.ndarray, wq: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:

@@ -9,30 +9,12 @@ import numpy as np
 import pytest
 from kernel_lib import both, close, rand
 
+from ckir.reference.kernels import attention_oracle
+
 F32 = np.float32
 F64 = np.float64
 
 SIZES = [1, 3, 7, 8, 15, 16, 17, 33, 100, 1000, 4 * 8192 + 5]
-
-
-def attention_oracle(q, kc, vc, T, P, H, KV, D, scale, softcap, window):
-    """float64 rows: keys max(0, pos - window + 1) .. pos, pos = P + t."""
-    q, kc, vc = (np.asarray(a, F64) for a in (q, kc, vc))
-    out = np.zeros((T, H * D))
-    group = H // KV
-    for t in range(T):
-        pos = P + t
-        j0 = max(0, pos - window + 1) if window else 0
-        for h in range(H):
-            g = h // group
-            k = kc[j0 : pos + 1, g * D : (g + 1) * D]
-            v = vc[j0 : pos + 1, g * D : (g + 1) * D]
-            s = scale * (k @ q[t, h * D : (h + 1) * D])
-            if softcap:
-                s = softcap * np.tanh(s / softcap)
-            p = np.exp(s - s.max())
-            out[t, h * D : (h + 1) * D] = (p / p.sum()) @ v
-    return out
 
 
 CASES = [

@@ -8,15 +8,13 @@ import numpy as np
 import pytest
 from kernel_lib import both, close, num_grad, rand
 
+from ckir.reference.kernels import gelu_tanh, rmsnorm_fwd
+
 F32 = np.float32
 F64 = np.float64
 
 SIZES = [1, 3, 7, 8, 15, 16, 17, 33, 100, 1000, 4 * 8192 + 5]
 ROWS = [(1, 1), (1, 7), (3, 17), (5, 64), (9, 100), (70, 576), (130, 33), (130, 300)]
-
-
-def gelu_tanh(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
 
 
 def num_diff(f, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
@@ -104,10 +102,6 @@ def test_mul_scalar_in_place_is_the_f32_product(lib):
 
 
 # ------------------------------------------------------------------ rmsnorm + offset
-
-
-def rmsnorm_fwd(x: np.ndarray, gamma: np.ndarray, eps: float, offset: float) -> np.ndarray:
-    return x / np.sqrt((x**2).mean(axis=1, keepdims=True) + eps) * (gamma + offset)
 
 
 @pytest.mark.parametrize("T,E", ROWS)

@@ -181,21 +181,29 @@ def build_profile_copy(build: Path, out: Path) -> list[ProfiledCall]:
     Its model.c is emitted again from the build's IR with ``profile`` on: every
     kernel call timed and labelled with its origin (``emit-c{profile=true}``).
     """
+    sources = emit_c(build_module(build), profile=True)
+    build_emitted_copy(build, out, sources.source, flag="--profile")
+    return list(sources.profile)
+
+
+def build_emitted_copy(build: Path, out: Path, source: str, *, flag: str) -> None:
+    """A build folder at ``out`` sharing ``build``'s files but whose library is compiled
+    from ``source`` (a model.c emitted again from the build's IR, with options ``flag``
+    names in errors: ``--profile``, ``--compare``)."""
     from ckir.compiler import BUILD_INFO, LIBRARY_NAME, required_files
     from ckir.integrity import BUILD_MARKER, MARKER_TEXT, check_output_dir, file_digests
     from ckir.runtime_build import build_library, support_sources
 
-    # an earlier profiling copy is replaced; anything else at its name is refused
-    check_output_dir(out, build, required_files(), flag="--profile")
+    # an earlier copy is replaced; anything else at its name is refused
+    check_output_dir(out, build, required_files(), flag=flag)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     (out / BUILD_MARKER).write_text(MARKER_TEXT)
-    sources = emit_c(build_module(build), profile=True)
     rebuilt = ("model.c", LIBRARY_NAME, BUILD_INFO)
     for name in required_files():
         if name not in rebuilt:
             (out / name).symlink_to((build / name).resolve())
-    (out / "model.c").write_text(sources.source)
+    (out / "model.c").write_text(source)
     # the copy's own record: the loader verifies the library against it
     record = json.loads((build / BUILD_INFO).read_text())
     build_library(
@@ -206,4 +214,3 @@ def build_profile_copy(build: Path, out: Path) -> list[ProfiledCall]:
     )
     record["files"] = {**record.get("files", {}), **file_digests(out, rebuilt[:2])}
     (out / BUILD_INFO).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    return list(sources.profile)

@@ -137,6 +137,36 @@ def arenas(plan: ly.PlanOp) -> dict[str, ly.ArenaOp]:
     return {a.arena_name: a for a in plan.body_block.ops if isinstance(a, ly.ArenaOp)}
 
 
+def placed_offsets(plan: ly.PlanOp) -> dict[str, tuple[str, int]]:
+    """Every slot and view of ``plan`` -> (arena, byte offset in it), in plan order; a
+    view's offset is its root's plus its own."""
+    out: dict[str, tuple[str, int]] = {}
+    for aname, arena in arenas(plan).items():
+        for op in arena.body_block.ops:
+            if isinstance(op, ly.SlotOp):
+                out[op.buffer_name] = (aname, op.offset_bytes)
+            elif isinstance(op, ly.LayoutViewOp):
+                out[op.view_name] = (aname, out[op.root_name][1] + op.offset_bytes)
+    return out
+
+
+def declared(
+    model: lw.LoweredModelOp,
+) -> tuple[dict[str, lw.KernelOp], dict[str, lw.BufferType]]:
+    """The kernel declarations of ``model`` by name, and the type of every buffer and
+    view (global and per program) by name."""
+    kernels: dict[str, lw.KernelOp] = {}
+    types: dict[str, lw.BufferType] = {}
+    for op in model.walk():
+        if isinstance(op, lw.KernelOp):
+            kernels[op.kernel_name] = op
+        elif isinstance(op, lw.BufferOp):
+            types[op.buffer_name] = op.buffer_type
+        elif isinstance(op, lw.ViewOp):
+            types[op.view_name] = op.view_type
+    return kernels, types
+
+
 def build_fingerprint(model: lw.LoweredModelOp, plan: ly.PlanOp) -> int:
     """64-bit fingerprint of a build: its program, its plan and its weights layout.
 

@@ -5,7 +5,8 @@ as a comment, with its origin); nothing here knows an architecture.  Argument
 order and C names come from the ``lowered.kernel`` declarations of the model;
 the runtime registry is consulted once, to check that the runtime has every
 declared kernel with the declared signature (:func:`check_runtime_abi`).
-With ``profile``, every call is wrapped in a timer (see :data:`PROFILE_HEADER`).
+With ``profile``, every call is wrapped in a timer (see :data:`PROFILE_HEADER`); with
+``trace``, a hook set from outside is told after every call (:data:`TRACE_HEADER`).
 ``model.h`` holds one offset constant per slot and view; ``model.c`` holds one function per mode,
 the slot table (for canary checks) and the exported entry points of
 ``runtime/include/ckir_model.h``.  Output is deterministic: same IR, same
@@ -31,6 +32,8 @@ from ckir.backend.abi import (
     arenas,
     build_fingerprint,
     c_initializer,
+    declared,
+    placed_offsets,
 )
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
@@ -92,6 +95,16 @@ const char *ckir_profile_label(long long i) {{
 void ckir_profile_reset(void) {{
   for (int i = 0; i < CKIR_PROF_NCALLS; i++) {{ ckir_prof_time[i] = 0; ckir_prof_count[i] = 0; }}
 }}
+"""
+
+
+#: tracing builds (``ckir debug --compare``): ckir_set_trace_hook(fn) makes every mode
+#: function call fn(i) after its i-th kernel call; a nonzero return ends the run there
+#: with that code
+TRACE_HEADER = """\
+typedef int (*ckir_trace_fn)(int64_t call);
+static ckir_trace_fn ckir_trace_hook;
+void ckir_set_trace_hook(ckir_trace_fn fn) { ckir_trace_hook = fn; }
 """
 
 
@@ -161,7 +174,12 @@ class CEmitter:
     """Prints model.h / model.c; one method per op kind it prints (singledispatch)."""
 
     def __init__(
-        self, module: ModuleOp, *, profile: bool = False, fingerprint: int | None = None
+        self,
+        module: ModuleOp,
+        *,
+        profile: bool = False,
+        trace: bool = False,
+        fingerprint: int | None = None,
     ) -> None:
         self.model, self.plan = find_model_and_plan(module)
         #: the build fingerprint (computed here unless the caller has it already)
@@ -170,6 +188,8 @@ class CEmitter:
         )
         check_runtime_abi(self.model)
         self.profile = profile
+        self.trace = trace
+        self.trace_index = 0
         self.timed: list[ProfiledCall] = []
         self.kernels: dict[str, lw.KernelOp] = {}
         self.places: dict[str, Place] = {}
@@ -179,28 +199,14 @@ class CEmitter:
     # -- collection -----------------------------------------------------------------
     def _collect(self) -> None:
         used: set[str] = set()
-        for arena in arenas(self.plan).values():
-            for op in arena.body_block.ops:
-                if isinstance(op, ly.SlotOp):
-                    name, offset = op.buffer_name, op.offset_bytes
-                elif isinstance(op, ly.LayoutViewOp):
-                    root = self.places[op.root_name]
-                    name, offset = op.view_name, root.offset + op.offset_bytes
-                else:
-                    continue
-                macro = "CKIR_OFF_" + c_identifier(name)
-                base, n = macro, 1
-                while macro in used:
-                    macro, n = f"{base}_{n}", n + 1
-                used.add(macro)
-                self.places[name] = Place(arena.arena_name, offset, macro)
-        for op in self.model.walk():
-            if isinstance(op, lw.KernelOp):
-                self.kernels[op.kernel_name] = op
-            elif isinstance(op, lw.BufferOp):
-                self.types[op.buffer_name] = op.buffer_type
-            elif isinstance(op, lw.ViewOp):
-                self.types[op.view_name] = op.view_type
+        for name, (aname, offset) in placed_offsets(self.plan).items():
+            macro = "CKIR_OFF_" + c_identifier(name)
+            base, n = macro, 1
+            while macro in used:
+                macro, n = f"{base}_{n}", n + 1
+            used.add(macro)
+            self.places[name] = Place(aname, offset, macro)
+        self.kernels, self.types = declared(self.model)
         missing = sorted(set(self.types) - set(self.places))
         if missing:
             raise CkirError(f"emit-c: buffer @{missing[0]} has no slot in the layout plan")
@@ -260,6 +266,10 @@ class CEmitter:
             printed = f"{printed} -- {op.origin.label}"
         out.append(f"  /* {printed.replace('*/', '* /')} */")
         call = f"{decl.c_name.data}({', '.join(args)});"
+        if self.trace:
+            i = self.trace_index
+            self.trace_index += 1
+            call += f" if (ckir_trace_hook) {{ int rc = ckir_trace_hook({i}); if (rc) return rc; }}"
         if not self.profile:
             out.append(f"  {call}")
             return
@@ -319,6 +329,7 @@ class CEmitter:
             "  (void)W; (void)S; (void)P; (void)T;",
         ]
         scope: str | None = None
+        self.trace_index = 0
         for op in program.body_block.ops:
             if isinstance(op, lw.CallOp):
                 op_scope = op.scope_name
@@ -468,6 +479,8 @@ class CEmitter:
             labels = ",\n".join(f"  {c_string(c.label)}" for c in self.timed) or '  ""'
             out += PROFILE_HEADER.format(n=max(1, len(self.timed)), labels=labels).splitlines()
             out.append("")
+        if self.trace:
+            out += [*TRACE_HEADER.splitlines(), ""]
         out += functions
         vocab = 0
         modes: dict[str, str] = {}
@@ -575,15 +588,18 @@ uint8_t *ckir_arena(ckir_model *m, int arena) { return arena == 0 ? m->weights :
 """.splitlines()
 
 
-def emit_c(module: ModuleOp, *, profile: bool = False, fingerprint: int | None = None) -> CSources:
+def emit_c(
+    module: ModuleOp, *, profile: bool = False, trace: bool = False, fingerprint: int | None = None
+) -> CSources:
     """model.h and model.c for a module holding a lowered.model and its layout.plan.
 
     With ``profile``, model.c times every kernel call (wall time and count per
     call, exported as ``ckir_profile_n/times/counts/label/reset``) and the
-    result lists the timed calls; a profiling model.c is not reentrant.
+    result lists the timed calls; a profiling model.c is not reentrant.  With ``trace``,
+    it exports ``ckir_set_trace_hook`` (:data:`TRACE_HEADER`).
     ``fingerprint``: the build fingerprint when the caller computed it already
     (:func:`ckir.backend.abi.build_fingerprint` of the module's model and plan).
     """
-    emitter = CEmitter(module, profile=profile, fingerprint=fingerprint)
+    emitter = CEmitter(module, profile=profile, trace=trace, fingerprint=fingerprint)
     source = emitter.source() + "\n"
     return CSources(header=emitter.header(), source=source, profile=tuple(emitter.timed))

@@ -19,15 +19,17 @@ class CTarget(Target):
     The output is model.h followed by model.c, each introduced by a
     ``// ----- <file>`` line (``ckir compile`` writes them as two files).
     ``-t c{profile=true}`` (or ``--emit-c{profile=true}``) emits a profiling
-    model.c: every kernel call timed, labelled with its origin.
+    model.c: every kernel call timed, labelled with its origin.  ``trace=true`` adds
+    the hook ``ckir debug --compare`` sets (``ckir_set_trace_hook``), told after every call.
     """
 
     name = "c"
 
     profile: bool = False
+    trace: bool = False
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        sources = emit_c(module, profile=self.profile)
+        sources = emit_c(module, profile=self.profile, trace=self.trace)
         output.write("// ----- model.h\n")
         output.write(sources.header)
         output.write("// ----- model.c\n")

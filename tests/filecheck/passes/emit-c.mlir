@@ -93,3 +93,11 @@
 // IO:      uint64_t ckir_fingerprint(void) { return CKIR_FINGERPRINT; }
 // Without a manifest the query API is there and counts 0 handles.
 // NOPROF:  int64_t ckir_io_count(void) { return 0; }
+// ckir debug --compare's hook: told after every call of a mode function, by index
+// RUN: ckir-opt %inputs/tiny_llama.mlir --lower-decode{max-context=16} --plan-layout -t "c{trace=true}" | filecheck %s --check-prefix=TRACE
+// TRACE:      static ckir_trace_fn ckir_trace_hook;
+// TRACE-NEXT: void ckir_set_trace_hook(ckir_trace_fn fn) { ckir_trace_hook = fn; }
+// TRACE:      static int ckir_run_decode(ckir_model *m, int64_t T) {
+// TRACE:      ckir_embed_f32({{.*}}, 1, 64); if (ckir_trace_hook) { int rc = ckir_trace_hook(0); if (rc) return rc; }
+// TRACE:      ckir_rmsnorm_f32({{.*}}); if (ckir_trace_hook) { int rc = ckir_trace_hook(1); if (rc) return rc; }
+// NOPROF-NOT: ckir_trace
