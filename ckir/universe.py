@@ -32,6 +32,7 @@ PASSES: dict[str, str] = {
     "fuse-qkv": "ckir.passes.fuse_qkv:FuseQkvPass",
     "fuse-gate-up": "ckir.passes.fuse_gate_up:FuseGateUpPass",
     "fuse-add-rmsnorm": "ckir.passes.fuse_add_rmsnorm:FuseAddRmsnormPass",
+    "kv-cache-dtype": "ckir.passes.kv_cache_dtype:KvCacheDtypePass",
 }
 
 #: target name -> "module:class"
