@@ -106,13 +106,9 @@ def test_attention_q8_0_decode_uneven_parts(lib, n_threads):
     kd = quant.dequantize(kc, "q8_0").reshape(P + 1, KV * D)
     vd = quant.dequantize(vc, "q8_0").reshape(P + 1, KV * D)
     expected = attention_oracle(q, kd, vd, 1, P, H, KV, D)
-    before = lib.get_num_threads()
-    lib.set_num_threads(n_threads)
-    try:
-        out = np.full((1, H * D), np.nan, F32)
+    out = np.full((1, H * D), np.nan, F32)
+    with lib.num_threads(n_threads):
         lib.call("attention_q8_0", q, kc, vc, out, 1, P, H, KV, D)
-    finally:
-        lib.set_num_threads(before)
     close(out, expected, rtol=1e-5, atol=1e-5)
 
 
