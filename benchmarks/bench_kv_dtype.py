@@ -13,6 +13,14 @@ transformers (one forward over the whole sequence; ``--no-reference`` skips it).
 
     python benchmarks/bench_kv_dtype.py --context 1024 --rounds 9 --steps 8
     python benchmarks/bench_kv_dtype.py --layers 4 --vocab 1031 --context 200   # quick
+    python benchmarks/bench_kv_dtype.py --kernel --context 1024 --rounds 41
+
+``--kernel`` times the decode attention calls alone (attention_f32 against
+attention_q8_0 on the same values, SmolLM2 heads 9 / 3 / 64 at position
+``--context``), one library, ``--layers`` distinct caches each evicted by a
+gemv over a distinct 4 MiB matrix before its call (as a decode step's weights
+do), the two alternating per round: the cache-read part of the step, with far
+less noise than whole decode steps on a busy host.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 import ckir
+from ckir import quant
 from ckir.tools.zoo import make_tiny_model
 
 SMOLLM2 = dict(
@@ -48,7 +57,11 @@ def main() -> None:
     ap.add_argument("--dtype", default=None, help="weight dtype of both builds (default f32)")
     ap.add_argument("--no-reference", action="store_true", help="skip transformers")
     ap.add_argument("--dir", type=Path, default=None, help="work folder (default: a temp one)")
+    ap.add_argument("--kernel", action="store_true", help="time the attention kernels alone")
     args = ap.parse_args()
+    if args.kernel:
+        kernel_bench(args)
+        return
 
     work = args.dir or Path(tempfile.mkdtemp(prefix="bench_kv_dtype_"))
     total = args.context + args.rounds * args.steps
@@ -139,6 +152,66 @@ def main() -> None:
             )
     for m in models.values():
         m.close()
+
+
+def kernel_bench(args: argparse.Namespace) -> None:
+    """Decode attention over cold f32 and Q8_0 caches, paired (see the module doc)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_kernels as bk
+
+    H, KV, D, P = 9, 3, 64, args.context
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    caches = [rng.standard_normal((2, P + 1, KV * D)).astype(f32) for _ in range(args.layers)]
+    qcaches = [(quant.quantize_q8_0(k), quant.quantize_q8_0(v)) for k, v in caches]
+    q = rng.standard_normal((1, H * D)).astype(f32)
+    N = K = 1024
+    ws = [rng.standard_normal((N, K)).astype(f32) for _ in range(args.layers)]
+    x, y = rng.standard_normal(K).astype(f32), np.zeros(N, f32)
+    out = np.zeros((1, H * D), f32)
+    with tempfile.TemporaryDirectory() as d:
+        lib = bk.build_runtime("native", Path(d))
+        lib.set_num_threads(2)
+        calls = {
+            kv: [
+                (
+                    bk.bound_call(lib, "gemv_f32", [x, w, y, N, K]),
+                    bk.bound_call(lib, f"attention_{kv}", [q, *c, out, 1, P, H, KV, D]),
+                )
+                for c, w in zip(cs, ws, strict=True)
+            ]
+            for kv, cs in (("f32", [tuple(c) for c in caches]), ("q8_0", qcaches))
+        }
+
+        def one_pass(kv: str) -> float:
+            total = 0.0
+            for evict, attend in calls[kv]:
+                evict()
+                t0 = time.perf_counter()
+                attend()
+                total += time.perf_counter() - t0
+            return total / len(calls[kv])
+
+        times: dict[str, list[float]] = {kv: [] for kv in calls}
+        ratios: list[float] = []
+        for kv in calls:
+            one_pass(kv)  # warm-up
+        for r in range(args.rounds):
+            order = list(calls) if r % 2 == 0 else list(reversed(calls))
+            got = {kv: one_pass(kv) for kv in order}
+            for kv, t in got.items():
+                times[kv].append(t)
+            ratios.append(got["q8_0"] / got["f32"])
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    print(
+        f"decode attention T=1 P={P} H={H} KV={KV} D={D}, cache cold, 2 threads, "
+        f"{args.rounds} rounds: f32 {statistics.median(times['f32']) * 1e6:.1f} us, "
+        f"q8_0 {statistics.median(times['q8_0']) * 1e6:.1f} us a call; q8_0 / f32 "
+        f"median {statistics.median(ratios):.3f} (quartiles {q1:.3f}-{q3:.3f}, "
+        f"range {min(ratios):.3f}-{max(ratios):.3f})"
+    )
 
 
 if __name__ == "__main__":
