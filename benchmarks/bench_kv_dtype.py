@@ -159,6 +159,7 @@ def kernel_bench(args: argparse.Namespace) -> None:
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_attention_decode as bad
     import bench_kernels as bk
 
     H, KV, D, P = 9, 3, 64, args.context
@@ -185,25 +186,7 @@ def kernel_bench(args: argparse.Namespace) -> None:
             for kv, cs in (("f32", [tuple(c) for c in caches]), ("q8_0", qcaches))
         }
 
-        def one_pass(kv: str) -> float:
-            total = 0.0
-            for evict, attend in calls[kv]:
-                evict()
-                t0 = time.perf_counter()
-                attend()
-                total += time.perf_counter() - t0
-            return total / len(calls[kv])
-
-        times: dict[str, list[float]] = {kv: [] for kv in calls}
-        ratios: list[float] = []
-        for kv in calls:
-            one_pass(kv)  # warm-up
-        for r in range(args.rounds):
-            order = list(calls) if r % 2 == 0 else list(reversed(calls))
-            got = {kv: one_pass(kv) for kv in order}
-            for kv, t in got.items():
-                times[kv].append(t)
-            ratios.append(got["q8_0"] / got["f32"])
+        times, ratios = bad.paired_rounds(calls, args.rounds)
     q1, _, q3 = statistics.quantiles(ratios, n=4)
     print(
         f"decode attention T=1 P={P} H={H} KV={KV} D={D}, cache cold, 2 threads, "
