@@ -22,12 +22,49 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_kernels as bk  # noqa: E402
+
+#: per key, the (eviction, attention) call pairs of one pass over the layers
+Calls = dict[str, list[tuple[Callable[[], object], Callable[[], object]]]]
+
+
+def paired_rounds(
+    calls: Calls, rounds: int, check: Callable[[], None] | None = None
+) -> tuple[dict[str, list[float]], list[float]]:
+    """Time two keys' passes alternately, the order flipped each round, after one
+    warm-up pass each (then ``check()``): per key the mean seconds of an attention call
+    in each round (its eviction untimed), and per round the second key's time over the
+    first's."""
+
+    def one_pass(key: str) -> float:
+        total = 0.0
+        for evict, attend in calls[key]:
+            evict()
+            t0 = time.perf_counter()
+            attend()
+            total += time.perf_counter() - t0
+        return total / len(calls[key])
+
+    first, second = calls
+    for key in calls:  # warm-up
+        one_pass(key)
+    if check is not None:
+        check()
+    times: dict[str, list[float]] = {key: [] for key in calls}
+    ratios: list[float] = []
+    for r in range(rounds):
+        order = [first, second] if r % 2 == 0 else [second, first]
+        got = {key: one_pass(key) for key in order}
+        for key, t in got.items():
+            times[key].append(t)
+        ratios.append(got[second] / got[first])
+    return times, ratios
 
 
 def main() -> None:
@@ -70,27 +107,13 @@ def main() -> None:
                 for (kc, vc), w in zip(kvs, ws, strict=True)
             ]
 
-        def one_pass(key: str) -> float:
-            total = 0.0
-            for evict, attend in calls[key]:
-                evict()
-                t0 = time.perf_counter()
-                attend()
-                total += time.perf_counter() - t0
-            return total / len(calls[key])
-
-        for key in libs:  # warm-up
-            one_pass(key)
+        check = None
         if not args.no_check:
-            np.testing.assert_allclose(outs["new"], outs["old"], rtol=1e-5, atol=1e-6)
-        times: dict[str, list[float]] = {"old": [], "new": []}
-        ratios = []
-        for r in range(args.rounds):
-            order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
-            got = {key: one_pass(key) for key in order}
-            for key, t in got.items():
-                times[key].append(t)
-            ratios.append(got["new"] / got["old"])
+
+            def check() -> None:
+                np.testing.assert_allclose(outs["new"], outs["old"], rtol=1e-5, atol=1e-6)
+
+        times, ratios = paired_rounds(calls, args.rounds, check)
     old, new = statistics.median(times["old"]), statistics.median(times["new"])
     q1, _, q3 = statistics.quantiles(ratios, n=4)
     print(

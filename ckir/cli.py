@@ -71,6 +71,7 @@ def _options(args: argparse.Namespace):  # -> CompileOptions
         isa=args.isa,
         allow_unused=tuple(args.allow_unused),
         strict=args.strict,
+        kv_dtype=args.kv_dtype,
     )
 
 
@@ -205,6 +206,17 @@ def _allow_unused_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _kv_dtype_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kv-dtype",
+        default="f32",
+        choices=["f32", "q8_0"],
+        help="store the KV cache in this dtype (default f32; q8_0: Q8_0 blocks of 32 along "
+        "head_dim, as llama.cpp's --cache-type-k/v q8_0: head_dim %% 32 == 0, not for "
+        "training builds)",
+    )
+
+
 def _int8_prefill_option(parser: argparse.ArgumentParser) -> None:
     """``--int8-prefill``: the commands that pick tokens from a prompt's logits run its
     prefill on fp32 x unless asked (a near tie of the reference can flip under int8
@@ -247,6 +259,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         logits="last",
         allow_unused=tuple(args.allow_unused),
+        kv_dtype=args.kv_dtype,
     )
     t0 = time.perf_counter()
     build_dir, cached = cached_build(source, options, quiet=args.quiet, on_warning=_warn)
@@ -484,6 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a --dtype that some weight matrix cannot take (e.g. K not a multiple of the "
         "block) is an error (default: a warning naming each, and a summary line)",
     )
+    _kv_dtype_option(s)
     s.add_argument("-q", "--quiet", action="store_true")
     s.set_defaults(func=cmd_compile)
 
@@ -521,6 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dtype", choices=WEIGHT_DTYPES)
     _int8_prefill_option(s)
     _allow_unused_option(s)
+    _kv_dtype_option(s)
     s.add_argument("-q", "--quiet", action="store_true", help="no compile progress")
     s.set_defaults(func=cmd_generate)
 

@@ -58,6 +58,7 @@ from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass
 from ckir.passes.fuse_gate_up import FuseGateUpPass
 from ckir.passes.fuse_qkv import FuseQkvPass
 from ckir.passes.io_manifest import IoManifestPass
+from ckir.passes.kv_cache_dtype import KV_DTYPES, KvCacheDtypePass
 from ckir.passes.lower_backward import LowerBackwardPass
 from ckir.passes.lower_decode import LowerDecodePass
 from ckir.passes.lower_prefill import LowerPrefillPass
@@ -157,6 +158,9 @@ class CompileOptions:
     #: a ``dtype`` that some weight matrix cannot take (``--strict``) is an error, not a
     #: warning per matrix and a summary line
     strict: bool = False
+    #: storage dtype of the KV cache (``--kv-dtype``): "f32", or "q8_0" (Q8_0 blocks of
+    #: 32 along head_dim, head_dim % 32 == 0; inference builds only): pass kv-cache-dtype
+    kv_dtype: str = "f32"
 
     def __post_init__(self) -> None:
         self._check_kinds()
@@ -200,6 +204,7 @@ class CompileOptions:
             need(getattr(self, name) is None or isinstance(getattr(self, name), str), name, "a str")
         need(self.template is None or isinstance(self.template, (str, Path)), "template", "a path")
         need(isinstance(self.isa, str), "isa", "a str")
+        need(isinstance(self.kv_dtype, str), "kv_dtype", "a str")
         need(isinstance(self.adamw, AdamWOptions), "adamw", "an AdamWOptions")
         need(
             isinstance(self.allow_unused, tuple)
@@ -228,6 +233,15 @@ class CompileOptions:
             )
         if self.logits not in LOGITS_CHOICES:
             raise CkirError(f"--logits: unknown choice {self.logits!r}; use all or last")
+        if self.kv_dtype not in KV_DTYPES:
+            raise CkirError(
+                f"--kv-dtype: unknown dtype {self.kv_dtype!r}; use {' or '.join(KV_DTYPES)}"
+            )
+        if self.training and self.kv_dtype != "f32":
+            raise CkirError(
+                f"--kv-dtype {self.kv_dtype}: training (modes with backward) has no KV cache "
+                "to quantize; compile training builds with --kv-dtype f32"
+            )
         if self.isa not in ISAS:
             raise CkirError(f"isa: unknown ISA {self.isa!r}; use {', '.join(ISAS)}")
 
@@ -369,6 +383,8 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
                 max_grad_norm=a.max_grad_norm,
             )
         )
+    if options.kv_dtype != "f32":
+        passes.append(KvCacheDtypePass(dtype=options.kv_dtype))
     if options.fuse:
         passes += [FuseQkvPass(), FuseGateUpPass(), FuseAddRmsnormPass()]
     for p in passes:

@@ -36,6 +36,7 @@ PASSES: dict[str, str] = {
     "fuse-add-rmsnorm": "ckir.passes.fuse_add_rmsnorm:FuseAddRmsnormPass",
     "lower-kernel": "ckir.passes.lower_kernel:LowerKernelPass",
     "fuse-kernel-matmul-relu": "ckir.passes.fuse_kernel_matmul_relu:FuseKernelMatmulReluPass",
+    "kv-cache-dtype": "ckir.passes.kv_cache_dtype:KvCacheDtypePass",
 }
 
 #: target name -> "module:class"

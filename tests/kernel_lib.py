@@ -144,6 +144,16 @@ class RuntimeLib:
     def get_num_threads(self) -> int:
         return self.dll.ckir_get_num_threads()
 
+    @contextlib.contextmanager
+    def num_threads(self, n: int) -> Iterator[None]:
+        """The kernels run with ``n`` OpenMP threads inside the block (set back after)."""
+        before = self.get_num_threads()
+        self.set_num_threads(n)
+        try:
+            yield
+        finally:
+            self.set_num_threads(before)
+
     def _fn(self, c_name: str, spec: KernelSpec):
         if c_name not in self._fns:
             fn = getattr(self.dll, c_name)

@@ -355,13 +355,9 @@ def test_attention_decode_uneven_parts(lib, n_threads, P, H, KV, D):
     q = rand(rng, 1, H * D, scale=2.0)
     kc, vc = rand(rng, P + 1, KV * D), rand(rng, P + 1, KV * D)
     expected = attention_oracle(q, kc, vc, 1, P, H, KV, D)
-    before = lib.get_num_threads()
-    lib.set_num_threads(n_threads)
-    try:
-        out = np.full((1, H * D), np.nan, F32)
+    out = np.full((1, H * D), np.nan, F32)
+    with lib.num_threads(n_threads):
         lib.call("attention_f32", q, kc, vc, out, 1, P, H, KV, D)
-    finally:
-        lib.set_num_threads(before)
     close(out, expected, rtol=1e-5, atol=1e-5)
 
 

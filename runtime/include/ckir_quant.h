@@ -79,6 +79,10 @@ extern "C" {
 
 /* ---- internal: shared by runtime/kernels/{bf16,quant}_*.c ---------------- */
 
+/* dst[0 .. 32 nb) = the fp32 values of nb Q8_0 blocks (quant_q8_0.c; also the
+ * Q8_0 KV cache's reader, attention.c) */
+void ckir_internal_q8_0_deq(const uint8_t *blocks, int64_t nb, float *dst);
+
 /* dst[0..kc) = fp32 values of row n, columns [k0, k0 + kc), of a weight matrix
  * with K columns (k0 and kc are multiples of 32 for the block formats). */
 typedef void (*ckir_wrow_fn)(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc,

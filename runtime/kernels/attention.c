@@ -32,8 +32,18 @@
  * scores; the accumulator (<= 256 floats a row) lives on the stack.  One body
  * for every ISA (ckir_vec.h).  Chunks instead of online blocks of CKV_W keys
  * (the max, the rescale and a scalar exp once per 64 keys, not per 16): prefill
- * attention (T = 128, Zen 4, 2 threads, warm) 0.80 of the time. */
+ * attention (T = 128, Zen 4, 2 threads, warm) 0.80 of the time.
+ *
+ * attention_q8_0 runs the same bodies over a Q8_0 KV cache (kv_store_q8_0,
+ * kernels/kv_q8_0.c: each cache row KV * D / 32 blocks of 34 bytes, a head's D
+ * values D / 32 whole blocks, D % 32 == 0): each chunk of keys a body visits
+ * (ATTN_CHUNK in decode, ATTN_PF_CHUNK in prefill) is dequantized per KV head
+ * into fp32 rows of D floats on the stack (attn_fetch), read from L1 by the
+ * fp32 score and p . V code.  Decode reads 34 / 128 of the fp32 cache's bytes;
+ * the dequantization is D conversions per key against the group's D FMAs per
+ * query head. */
 #include "ckir_internal.h"
+#include "ckir_quant.h"
 
 #define ATTN_MAX_D 256
 /* keys scored before a row's running state is updated (one max, one rescale,
@@ -45,15 +55,71 @@
 /* the key row a partial block reads for its missing keys */
 static const float attn_zero_row[ATTN_MAX_D + 16] __attribute__((aligned(64)));
 
+/* Where the K and V rows come from: fp32 rows `stride` floats apart (k, v), or
+ * (kq set) Q8_0 rows `qrow` bytes apart (kq, vq).  attn_head moves it to the
+ * first value of KV head g. */
+typedef struct {
+  const float *k, *v;
+  int64_t stride;
+  const uint8_t *kq, *vq;
+  int64_t qrow;
+} attn_src;
+
+CKIR_INLINE attn_src attn_src_f32(const float *k, const float *v, int64_t stride) {
+  return (attn_src){k, v, stride, NULL, NULL, 0};
+}
+
+CKIR_INLINE attn_src attn_src_q8_0(const uint8_t *k, const uint8_t *v, int64_t KV, int64_t D) {
+  return (attn_src){NULL, NULL, 0, k, v, KV * (D / CKIR_QK) * CKIR_Q8_0_BYTES};
+}
+
+CKIR_INLINE attn_src attn_head(attn_src s, int64_t g, int64_t D) {
+  if (s.kq) {
+    s.kq += g * (D / CKIR_QK) * CKIR_Q8_0_BYTES;
+    s.vq += g * (D / CKIR_QK) * CKIR_Q8_0_BYTES;
+  } else {
+    s.k += g * D;
+    s.v += g * D;
+  }
+  return s;
+}
+
+/* K and V rows [j, j + n) of one head (s from attn_head) as fp32 rows *st floats
+ * apart: in the cache (fp32), or dequantized into kbuf / vbuf (n rows of D floats) */
+CKIR_INLINE void attn_fetch(attn_src s, int64_t j, int64_t n, int64_t D, float *kbuf, float *vbuf,
+                            const float **k, const float **v, int64_t *st) {
+  if (!s.kq) {
+    *k = s.k + j * s.stride;
+    *v = s.v + j * s.stride;
+    *st = s.stride;
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    ckir_internal_q8_0_deq(s.kq + (j + i) * s.qrow, D / CKIR_QK, kbuf + i * D);
+    ckir_internal_q8_0_deq(s.vq + (j + i) * s.qrow, D / CKIR_QK, vbuf + i * D);
+  }
+  *k = kbuf;
+  *v = vbuf;
+  *st = D;
+}
+
+/* value d of K (which 0) or V (1) row j of one head, for the reference */
+static double attn_ref_at(attn_src s, int which, int64_t j, int64_t d) {
+  if (!s.kq) return (which ? s.v : s.k)[j * s.stride + d];
+  const uint8_t *b = (which ? s.vq : s.kq) + j * s.qrow + d / CKIR_QK * CKIR_Q8_0_BYTES;
+  uint16_t h;
+  memcpy(&h, b, sizeof h);
+  return (double)ckir_internal_f16_to_f32(h) * (double)((const int8_t *)b)[2 + d % CKIR_QK];
+}
+
 /* ---- reference: two passes (max, then exp-weighted sum), double precision --- */
 
-static void attn_row_ref(const float *qr, const float *kb, const float *vb, int64_t stride,
-                         int64_t L, int64_t D, float *out) {
+static void attn_row_ref(const float *qr, attn_src kv, int64_t L, int64_t D, float *out) {
   double scale = 1.0 / sqrt((double)D);
   double mx = -INFINITY;
   for (int64_t j = 0; j < L; j++) {
     double s = 0.0;
-    for (int64_t d = 0; d < D; d++) s += (double)qr[d] * kb[j * stride + d];
+    for (int64_t d = 0; d < D; d++) s += (double)qr[d] * attn_ref_at(kv, 0, j, d);
     s *= scale;
     mx = s > mx ? s : mx;
   }
@@ -62,23 +128,31 @@ static void attn_row_ref(const float *qr, const float *kb, const float *vb, int6
   for (int64_t d = 0; d < D; d++) acc[d] = 0.0;
   for (int64_t j = 0; j < L; j++) {
     double s = 0.0;
-    for (int64_t d = 0; d < D; d++) s += (double)qr[d] * kb[j * stride + d];
+    for (int64_t d = 0; d < D; d++) s += (double)qr[d] * attn_ref_at(kv, 0, j, d);
     double p = exp(s * scale - mx);
     sum += p;
-    for (int64_t d = 0; d < D; d++) acc[d] += p * vb[j * stride + d];
+    for (int64_t d = 0; d < D; d++) acc[d] += p * attn_ref_at(kv, 1, j, d);
   }
   for (int64_t d = 0; d < D; d++) out[d] = (float)(acc[d] / sum);
 }
 
+static void attn_ref(const float *q, attn_src kv, float *out, int64_t T, int64_t P, int64_t H,
+                     int64_t KV, int64_t D) {
+  int64_t group = H / KV;
+  for (int64_t t = 0; t < T; t++)
+    for (int64_t h = 0; h < H; h++)
+      attn_row_ref(q + (t * H + h) * D, attn_head(kv, h / group, D), P + t + 1, D,
+                   out + (t * H + h) * D);
+}
+
 void ckir_ref_attention_f32(const float *q, const float *kcache, const float *vcache, float *out,
                             int64_t T, int64_t P, int64_t H, int64_t KV, int64_t D) {
-  int64_t group = H / KV, stride = KV * D;
-  for (int64_t t = 0; t < T; t++)
-    for (int64_t h = 0; h < H; h++) {
-      int64_t g = h / group;
-      attn_row_ref(q + (t * H + h) * D, kcache + g * D, vcache + g * D, stride, P + t + 1, D,
-                   out + (t * H + h) * D);
-    }
+  attn_ref(q, attn_src_f32(kcache, vcache, KV * D), out, T, P, H, KV, D);
+}
+
+void ckir_ref_attention_q8_0(const float *q, const uint8_t *kcache, const uint8_t *vcache,
+                             float *out, int64_t T, int64_t P, int64_t H, int64_t KV, int64_t D) {
+  attn_ref(q, attn_src_q8_0(kcache, vcache, KV, D), out, T, P, H, KV, D);
 }
 
 /* ---- one (query, head) row, over ckir_vec.h ------------------------------ */
@@ -200,20 +274,25 @@ CKIR_INLINE void attn_finish(const float *acc, float l, attn_dims dd, float *out
                 ckv_mul(ckv_load(acc + CKV_W * c), inv));
 }
 
-/* One (query, head) row over L keys, in chunks of ATTN_CHUNK. */
-static void attn_row(const float *qr, const float *kb, const float *vb, int64_t stride, int64_t L,
-                     int64_t D, float *out) {
+/* One (query, head) row over L keys of one head (kv from attn_head), in chunks
+ * of ATTN_CHUNK. */
+static void attn_row(const float *qr, attn_src kv, int64_t L, int64_t D, float *out) {
   float qs[ATTN_MAX_D + CKV_W] __attribute__((aligned(64)));
   float acc[ATTN_MAX_D + CKV_W] __attribute__((aligned(64)));
   float sc[ATTN_CHUNK] __attribute__((aligned(64)));
+  float kbuf[kv.kq ? ATTN_CHUNK * D : 1], vbuf[kv.kq ? ATTN_CHUNK * D : 1];
   const attn_dims dd = attn_dims_of(D);
   float m, l;
   attn_start(qr, dd, qs, acc, &m, &l);
   for (int64_t j0 = 0; j0 < L; j0 += ATTN_CHUNK) {
     const int64_t nk = CKIR_MIN(ATTN_CHUNK, L - j0), pf = j0 + ATTN_CHUNK;
-    attn_prefetch(kb, vb, stride, pf, CKIR_MAX(0, CKIR_MIN(ATTN_CHUNK, L - pf)), D);
-    attn_scores(qs, kb + j0 * stride, stride, nk, dd, sc);
-    attn_chunk(sc, vb + j0 * stride, stride, nk, dd, acc, &m, &l);
+    if (!kv.kq)
+      attn_prefetch(kv.k, kv.v, kv.stride, pf, CKIR_MAX(0, CKIR_MIN(ATTN_CHUNK, L - pf)), D);
+    const float *kr, *vr;
+    int64_t st;
+    attn_fetch(kv, j0, nk, D, kbuf, vbuf, &kr, &vr, &st);
+    attn_scores(qs, kr, st, nk, dd, sc);
+    attn_chunk(sc, vr, st, nk, dd, acc, &m, &l);
   }
   attn_finish(acc, l, dd, out);
 }
@@ -231,15 +310,15 @@ static void attn_row(const float *qr, const float *kb, const float *vb, int64_t 
  * Keys past a row's position get -inf (the rows of a block end at most CKV_W - 1
  * positions apart).  p . V then runs row by row over the chunk (p strided by
  * CKV_W). */
-static void attn_prefill_block(const float *qr, int64_t qs, int64_t nq, const float *kb,
-                               const float *vb, int64_t stride, int64_t p0, int64_t D,
-                               float *out, int64_t os) {
+static void attn_prefill_block(const float *qr, int64_t qs, int64_t nq, attn_src kv, int64_t p0,
+                               int64_t D, float *out, int64_t os) {
   const attn_dims dd = attn_dims_of(D);
   const int64_t W = dd.nc * CKV_W;
   float qt[ATTN_MAX_D * CKV_W] __attribute__((aligned(64)));
   float acc[CKV_W * (ATTN_MAX_D + CKV_W)] __attribute__((aligned(64)));
   float pt[ATTN_PF_CHUNK * CKV_W] __attribute__((aligned(64)));
   float vec[CKV_W] __attribute__((aligned(64)));
+  float kbuf[kv.kq ? ATTN_PF_CHUNK * D : 1], vbuf[kv.kq ? ATTN_PF_CHUNK * D : 1];
   /* lanes r of neg + (CKV_W - k): -inf where r < k, else 0 (ckv_exp takes -inf
    * to 0, or to 2^-126 where it clamps, a weight below every rounding here) */
   float neg[2 * CKV_W];
@@ -253,11 +332,14 @@ static void attn_prefill_block(const float *qr, int64_t qs, int64_t nq, const fl
   const int64_t L = p0 + nq;
   for (int64_t j0 = 0; j0 < L; j0 += ATTN_PF_CHUNK) {
     const int64_t nk = CKIR_MIN(ATTN_PF_CHUNK, L - j0);
+    const float *kch, *vch;
+    int64_t st;
+    attn_fetch(kv, j0, nk, D, kbuf, vbuf, &kch, &vch, &st);
     ckv cm = ckv_set1(-INFINITY);
     for (int64_t j = 0; j < nk; j += 4) {
       const int64_t n4 = CKIR_MIN(4, nk - j);
       const float *k[4];
-      for (int i = 0; i < 4; i++) k[i] = kb + (j0 + j + (i < n4 ? i : 0)) * stride;
+      for (int i = 0; i < 4; i++) k[i] = kch + (j + (i < n4 ? i : 0)) * st;
       ckv s[4] = {ckv_zero(), ckv_zero(), ckv_zero(), ckv_zero()};
       for (int64_t d = 0; d < D; d++) {
         const ckv qd = ckv_load(qt + d * CKV_W);
@@ -287,7 +369,7 @@ static void attn_prefill_block(const float *qr, int64_t qs, int64_t nq, const fl
        * max did not move (corr exactly 1) */
       const int64_t nkr = CKIR_MIN(nk, p0 + r + 1 - j0);
       if (nkr > 0)
-        attn_pv(acc + r * W, vb + j0 * stride, stride, pt + r, CKV_W, nkr, dd, ckv_set1(vec[r]));
+        attn_pv(acc + r * W, vch, st, pt + r, CKV_W, nkr, dd, ckv_set1(vec[r]));
     }
   }
   ckv_store(vec, l);
@@ -316,12 +398,12 @@ typedef struct {
 /* part s of n: its share of the L keys (whole blocks of CKV_W), every head;
  * then (n > 1: after a barrier) the merge of heads [H * s / n, H * (s + 1) / n)
  * from every part into out */
-static void attn_decode_part(const float *q, const float *kc, const float *vc, float *out,
-                             int64_t L, int64_t H, int64_t KV, int64_t D, int s, int n,
-                             attn_parts *parts) {
+static void attn_decode_part(const float *q, attn_src kv, float *out, int64_t L, int64_t H,
+                             int64_t KV, int64_t D, int s, int n, attn_parts *parts) {
   const attn_dims dd = attn_dims_of(D);
   const int64_t W = dd.nc * CKV_W, group = H / KV, stride = KV * D;
   float qs[H * W + CKV_W], acc[H * W + CKV_W]; /* VLAs, vector-aligned below */
+  float kbuf[kv.kq ? ATTN_CHUNK * D : 1], vbuf[kv.kq ? ATTN_CHUNK * D : 1];
   const uintptr_t va = sizeof(float) * CKV_W;
   float *qsa = (float *)(((uintptr_t)qs + va - 1) & ~(va - 1));
   float *acca = (float *)(((uintptr_t)acc + va - 1) & ~(va - 1));
@@ -331,17 +413,21 @@ static void attn_decode_part(const float *q, const float *kc, const float *vc, f
   const int64_t nblk = (L + CKV_W - 1) / CKV_W;
   const int64_t j0 = nblk * s / n * CKV_W, j1 = CKIR_MIN(L, nblk * (s + 1) / n * CKV_W);
   float sc[ATTN_CHUNK] __attribute__((aligned(64)));
-  attn_prefetch(kc, vc, stride, j0, CKIR_MIN(ATTN_CHUNK, j1 - j0), stride);
+  if (!kv.kq) attn_prefetch(kv.k, kv.v, stride, j0, CKIR_MIN(ATTN_CHUNK, j1 - j0), stride);
   for (int64_t jc = j0; jc < j1; jc += ATTN_CHUNK) {
     const int64_t nk = CKIR_MIN(ATTN_CHUNK, j1 - jc), next = jc + ATTN_CHUNK;
     /* the next chunk's rows (every KV head), one slice of them per head */
     const int64_t pn = CKIR_MAX(0, CKIR_MIN(ATTN_CHUNK, j1 - next)), per = (pn + H - 1) / H;
-    for (int64_t h = 0; h < H; h++) {
-      const int64_t g = h / group;
-      const int64_t ph = CKIR_MAX(0, CKIR_MIN(per, pn - h * per));
-      attn_prefetch(kc, vc, stride, next + h * per, ph, stride);
-      attn_scores(qsa + h * W, kc + jc * stride + g * D, stride, nk, dd, sc);
-      attn_chunk(sc, vc + jc * stride + g * D, stride, nk, dd, acca + h * W, &m[h], &l[h]);
+    for (int64_t g = 0; g < KV; g++) {
+      const float *kr, *vr;
+      int64_t st;
+      attn_fetch(attn_head(kv, g, D), jc, nk, D, kbuf, vbuf, &kr, &vr, &st);
+      for (int64_t h = g * group; h < (g + 1) * group; h++) {
+        const int64_t ph = CKIR_MAX(0, CKIR_MIN(per, pn - h * per));
+        if (!kv.kq) attn_prefetch(kv.k, kv.v, stride, next + h * per, ph, stride);
+        attn_scores(qsa + h * W, kr, st, nk, dd, sc);
+        attn_chunk(sc, vr, st, nk, dd, acca + h * W, &m[h], &l[h]);
+      }
     }
   }
   if (n == 1) {
@@ -369,8 +455,8 @@ static void attn_decode_part(const float *q, const float *kc, const float *vc, f
   /* the other parts read acca until the region's closing barrier */
 }
 
-static void attn_decode(const float *q, const float *kc, const float *vc, float *out, int64_t L,
-                        int64_t H, int64_t KV, int64_t D, int par) {
+static void attn_decode(const float *q, attn_src kv, float *out, int64_t L, int64_t H, int64_t KV,
+                        int64_t D, int par) {
   attn_parts parts;
   int n = 1;
 #ifdef _OPENMP
@@ -378,14 +464,14 @@ static void attn_decode(const float *q, const float *kc, const float *vc, float 
 #endif
   n = (int)CKIR_MIN(CKIR_MIN(n, ATTN_SPLIT_MAX), CKIR_MAX(1, L / (4 * CKV_W)));
   if (n == 1) {
-    attn_decode_part(q, kc, vc, out, L, H, KV, D, 0, 1, &parts);
+    attn_decode_part(q, kv, out, L, H, KV, D, 0, 1, &parts);
     return;
   }
 #pragma omp parallel num_threads(n)
   {
     int s, nt;
     ckir_team(&s, &nt);
-    attn_decode_part(q, kc, vc, out, L, H, KV, D, s, nt, &parts);
+    attn_decode_part(q, kv, out, L, H, KV, D, s, nt, &parts);
   }
 }
 
@@ -399,9 +485,8 @@ typedef struct {
 
 /* the units of rows [r0, r1), longest rows first: all of them, or those a
  * shared counter hands out one at a time */
-static void attn_prefill_rows(const float *q, const float *kcache, const float *vcache,
-                              float *out, int64_t r0, int64_t r1, int64_t P, int64_t H,
-                              int64_t group, int64_t stride, int64_t D, int64_t *next) {
+static void attn_prefill_rows(const float *q, attn_src kv, float *out, int64_t r0, int64_t r1,
+                              int64_t P, int64_t H, int64_t group, int64_t D, int64_t *next) {
   const int64_t nblk = (r1 - r0 + CKV_W - 1) / CKV_W, units = nblk * H;
   for (int64_t i = 0;; i++) {
     int64_t u = i;
@@ -411,20 +496,19 @@ static void attn_prefill_rows(const float *q, const float *kcache, const float *
     }
     if (u >= units) return;
     const int64_t b = nblk - 1 - u / H, h = u % H, g = h / group, t0 = r0 + b * CKV_W;
-    attn_prefill_block(q + (t0 * H + h) * D, H * D, CKIR_MIN(CKV_W, r1 - t0), kcache + g * D,
-                       vcache + g * D, stride, P + t0, D, out + (t0 * H + h) * D, H * D);
+    attn_prefill_block(q + (t0 * H + h) * D, H * D, CKIR_MIN(CKV_W, r1 - t0), attn_head(kv, g, D),
+                       P + t0, D, out + (t0 * H + h) * D, H * D);
   }
 }
 
-void ckir_attention_f32(const float *q, const float *kcache, const float *vcache, float *out,
-                        int64_t T, int64_t P, int64_t H, int64_t KV, int64_t D) {
-  CKIR_REQUIRE(T >= 1 && P >= 0 && KV >= 1 && H % KV == 0 && D >= 1 && D <= ATTN_MAX_D,
-               "attention_f32");
-  const int64_t group = H / KV, stride = KV * D, pairs = T * H;
+/* attention over the cache rows kv (fp32 or Q8_0): decode or prefill */
+static void attn_run(const float *q, attn_src kv, float *out, int64_t T, int64_t P, int64_t H,
+                     int64_t KV, int64_t D) {
+  const int64_t group = H / KV, pairs = T * H;
   /* work ~ pairs * context * D; stay serial for tiny calls */
   const int par = pairs * (P + T) * D >= CKIR_PAR_MIN_WORK && pairs > 1;
   if (T == 1 && H * D <= ATTN_DEC_MAX_HD && H <= ATTN_DEC_MAX_H) {
-    attn_decode(q, kcache, vcache, out, P + 1, H, KV, D, par);
+    attn_decode(q, kv, out, P + 1, H, KV, D, par);
     return;
   }
   if (T == 1) {
@@ -432,10 +516,8 @@ void ckir_attention_f32(const float *q, const float *kcache, const float *vcache
      * heads of one KV group mostly share a thread and its K and V rows come
      * from DRAM once */
 #pragma omp parallel for schedule(static) if (par)
-    for (int64_t h = 0; h < H; h++) {
-      const int64_t g = h / group;
-      attn_row(q + h * D, kcache + g * D, vcache + g * D, stride, P + 1, D, out + h * D);
-    }
+    for (int64_t h = 0; h < H; h++)
+      attn_row(q + h * D, attn_head(kv, h / group, D), P + 1, D, out + h * D);
     return;
   }
   /* prefill: units of CKV_W rows of one head, the longest (last) rows first.
@@ -443,7 +525,7 @@ void ckir_attention_f32(const float *q, const float *kcache, const float *vcache
    * with what is left of the others' (the causal mask gives later rows more
    * keys, so the owner of the first rows is done first). */
   if (!par) {
-    attn_prefill_rows(q, kcache, vcache, out, 0, T, P, H, group, stride, D, NULL);
+    attn_prefill_rows(q, kv, out, 0, T, P, H, group, D, NULL);
     return;
   }
   int nt = 1;
@@ -460,7 +542,22 @@ void ckir_attention_f32(const float *q, const float *kcache, const float *vcache
 #pragma omp barrier
     for (int k = 0; k < n; k++) { /* its own rows, then the others' */
       attn_queue *qq = &qs[(t + k) % n];
-      attn_prefill_rows(q, kcache, vcache, out, qq->r0, qq->r1, P, H, group, stride, D, &qq->next);
+      attn_prefill_rows(q, kv, out, qq->r0, qq->r1, P, H, group, D, &qq->next);
     }
   }
+}
+
+void ckir_attention_f32(const float *q, const float *kcache, const float *vcache, float *out,
+                        int64_t T, int64_t P, int64_t H, int64_t KV, int64_t D) {
+  CKIR_REQUIRE(T >= 1 && P >= 0 && KV >= 1 && H % KV == 0 && D >= 1 && D <= ATTN_MAX_D,
+               "attention_f32");
+  attn_run(q, attn_src_f32(kcache, vcache, KV * D), out, T, P, H, KV, D);
+}
+
+void ckir_attention_q8_0(const float *q, const uint8_t *kcache, const uint8_t *vcache, float *out,
+                         int64_t T, int64_t P, int64_t H, int64_t KV, int64_t D) {
+  CKIR_REQUIRE(T >= 1 && P >= 0 && KV >= 1 && H % KV == 0 && D >= CKIR_QK &&
+                   D % CKIR_QK == 0 && D <= ATTN_MAX_D,
+               "attention_q8_0");
+  attn_run(q, attn_src_q8_0(kcache, vcache, KV, D), out, T, P, H, KV, D);
 }

@@ -57,6 +57,10 @@ static void q8_0_deq_ref(const uint8_t *blocks, int64_t nb, float *dst) {
 
 CKIR_BLOCK_ROWS(q8_0, q8_0_deq, BLK)
 
+void ckir_internal_q8_0_deq(const uint8_t *blocks, int64_t nb, float *dst) {
+  q8_0_deq(blocks, nb, dst);
+}
+
 /* ---- gemv ---------------------------------------------------------------- */
 
 /* sum over blocks of (int dot of block b) * d_w * d_x, one row, scalar */
