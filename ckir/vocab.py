@@ -419,7 +419,7 @@ GRAPH_OPS: Mapping[str, OpSignature] = MappingProxyType(
             2, 1, (0, 0), elementwise=True, doc="Add, used for explicit residuals: ``a + b``."
         ),
         "mul": OpSignature(2, 1, (0, 0), elementwise=True, doc="Product: ``a * b``."),
-        "lm_head": OpSignature(1, 1, (1, 1), kernel="linear"),  # its own kind: the footer's
+        "lm_head": OpSignature(1, 1, (1, 2), kernel="linear"),  # its own kind: the footer's
         "cross_entropy": OpSignature(2, 1, (0, 0)),
         "matmul": OpSignature(2, 1, (0, 0), _SCHEDULE),
         "fused_matmul_relu": OpSignature(2, 1, (0, 0), _SCHEDULE),

@@ -1653,7 +1653,8 @@ def mul_scalar_factor(op: MulScalarOp) -> float | None:
 
 @irdl_op_definition
 class LMHeadOp(ComputeOp):
-    """Projection to vocabulary logits: ``x [T, E] -> logits [T, V]``; weights ``[w [V, E]]``.
+    """Projection to vocabulary logits: ``x [T, E] -> logits [T, V]``; weights ``[w [V, E]]``
+    or ``[w [V, E], b [V]]`` (a head with a bias).
 
     ``%logits = graph.lm_head %h {weights = [@lm_head]} : (!graph.tensor<[T, E], f32>)
     -> !graph.tensor<[T, V], f32>``
@@ -1666,6 +1667,8 @@ class LMHeadOp(ComputeOp):
         n = self._last(self._out_type(0), "result")
         self._weight_dim(weights[0], 0, n, "the result's last dim", symbols)
         self._weight_dim(weights[0], 1, k, "the operand's last dim", symbols)
+        if len(weights) == 2:
+            self._vector_weight(weights[1], n, symbols, "bias")
 
 
 @irdl_op_definition

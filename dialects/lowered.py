@@ -1192,16 +1192,15 @@ def _param_value(attr: Attribute) -> int | float | str:
 
 
 def _parse_param_value(parser: Parser) -> Attribute:
-    """``64 : i64`` / ``1.0e-05 : f64`` with cached attributes; anything else generically."""
-    value = parser.parse_optional_integer(allow_boolean=False)
-    if value is not None:
+    """``64 : i64`` / ``-5.0e-01 : f64`` with cached attributes; anything else generically."""
+    value = parser.parse_optional_number()  # either sign, integer or float
+    if isinstance(value, int):
         parser.parse_punctuation(":")
         ty = parser.parse_type()
         return _i64(value) if ty == i64 else IntegerAttr(value, ty)
-    fvalue = parser.parse_optional_float()
-    if fvalue is not None:
+    if value is not None:
         parser.parse_punctuation(":")
-        return FloatAttr(fvalue, parser.parse_type())
+        return FloatAttr(value, parser.parse_type())
     return parser.parse_attribute()
 
 

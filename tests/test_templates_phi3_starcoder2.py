@@ -1,4 +1,4 @@
-"""The phi3 and starcoder2 templates against transformers, fp32, tiny random configs.
+"""The phi3, starcoder2 and phi templates against transformers, fp32, tiny random configs.
 
 Each template was added as YAML alone.  Oracles (HF transformers, PyTorch CPU):
 prefill logits, decode logits step by step with HF's KV cache, and the gradient
@@ -7,7 +7,9 @@ reader, so the fused ``qkv_proj`` / ``gate_up_proj`` rows of Phi-3 are compared
 slice by slice), all within 1e-4 of the largest reference entry.
 ``save_pretrained`` must give back the checkpoint bit for bit (the fused
 tensors put together again) and load in transformers.  Configs the ops cannot
-serve yet (RoPE scaling, partial rotary) are refused with a message.
+serve yet (RoPE scaling, partial rotary for phi3) are refused with a message.
+phi rotates part of each head (``partial_rotary_factor``) and has an LM head
+with a bias.
 """
 
 from __future__ import annotations
@@ -96,6 +98,36 @@ CASES: dict[str, tuple[str, str, dict[str, object]]] = {
             **_TOKENS,
         ),
     ),
+    # phi (phi-1 / 1.5 / 2): a parallel block, partial rotary, an LM head with a bias
+    "phi_gqa": (
+        "PhiConfig",
+        "PhiForCausalLM",
+        dict(
+            hidden_size=48,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=61,
+            num_hidden_layers=2,
+            vocab_size=151,
+            max_position_embeddings=64,
+            rope_parameters={"rope_theta": 10000.0, "partial_rotary_factor": 0.4},
+            **_TOKENS,
+        ),
+    ),
+    "phi_mha": (  # head_dim 8, rotary dims int(8 * 0.5) = 4
+        "PhiConfig",
+        "PhiForCausalLM",
+        dict(
+            hidden_size=40,
+            num_attention_heads=5,
+            intermediate_size=52,
+            num_hidden_layers=3,
+            vocab_size=131,
+            max_position_embeddings=64,
+            layer_norm_eps=1e-6,
+            **_TOKENS,
+        ),
+    ),
 }
 MAX_CONTEXT = 48
 
@@ -140,7 +172,8 @@ def test_template_is_selected_by_model_type(key: str, checkpoints) -> None:
     module, warnings = import_hf(checkpoints[key])
     assert warnings == []
     model = next(op for op in module.ops if op.name == "graph.model")
-    assert model.arch.data == ("phi3" if key.startswith("phi3") else "starcoder2")
+    # each of these templates is named after the model_type it serves
+    assert model.arch.data == getattr(transformers, CASES[key][0]).model_type
 
 
 @pytest.mark.parametrize("key", list(CASES))
@@ -215,6 +248,13 @@ def _edited(src: Path, dst: Path, **changes: object) -> Path:
             "RoPE scaling .* is not supported yet",
         ),
         ("starcoder2", {"hidden_act": "gelu"}, "supports only gelu_pytorch_tanh"),
+        ("phi_mha", {"qk_layernorm": True}, "qk_layernorm is true"),
+        ("phi_mha", {"tie_word_embeddings": True}, "lm_head has a bias of its own"),
+        (
+            "phi_mha",
+            {"rope_parameters": {"rope_type": "linear", "factor": 2.0}},
+            "RoPE scaling .* is not supported for phi",
+        ),
     ],
 )
 def test_unserved_configs_are_refused(

@@ -1,4 +1,5 @@
 // RUN: ckir-opt %s --lower-decode{max-context=8} --fuse-add-rmsnorm | filecheck %s
+// RUN: ckir-opt %s --lower-decode{max-context=8} --fuse-add-rmsnorm | ckir-opt | filecheck %s
 // RUN: ckir-opt %s --lower-prefill{max-context=8} --fuse-add-rmsnorm | filecheck %s --check-prefix=PRE
 // RUN: ckir-opt %s --lower-backward{max-context=8} | filecheck %s --check-prefix=BWD
 

@@ -1062,6 +1062,21 @@ graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
 
 // -----
 
+// lm_head bias shape
+// CHECK: graph.lm_head: bias @b has shape [E], expected [V]
+graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
+  graph.weight @b : [E] f32 hf "b"
+  graph.weight @emb : [V, E] f32 hf "emb"
+  graph.header {
+    %t = graph.input "tokens" : !graph.tensor<[T], i32>
+    %x = graph.input "x" : !graph.tensor<[T, E], f32>
+    %y = graph.lm_head %x {weights = [@emb, @b]} : (!graph.tensor<[T, E], f32>) -> !graph.tensor<[T, V], f32>
+    graph.yield %x : !graph.tensor<[T, E], f32>
+  }
+}
+
+// -----
+
 // rope theta not positive
 // CHECK: graph.rope: theta = -1.0 must be positive
 graph.model @m arch "test" symbols {E = 4, H = 2, KV = 2, D = 2, L = 2, V = 8} {
