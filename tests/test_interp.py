@@ -48,6 +48,7 @@ CASES: dict[str, Callable[[Path], Path]] = {
     "gemma3": lambda out: make_gemma3("gemma3_gqa_scaled", out),
     "phi3": lambda out: make_phi3_starcoder2("phi3_gqa", out),
     "starcoder2": lambda out: make_phi3_starcoder2("starcoder2", out),
+    "phi": lambda out: make_phi3_starcoder2("phi_gqa", out),
 }
 
 
