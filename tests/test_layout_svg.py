@@ -101,9 +101,14 @@ def test_svg_draws_every_live_slot_and_the_bound(build: Path) -> None:
     modes = {s.live_range[0] for s in state.slots() if s.live_range}
     live = sum(1 for s in state.slots() if s.live_range)
     permanent = sum(1 for s in state.slots() if s.live_range is None)
-    # one box per live slot, and the permanent ones in every mode's panel
-    assert svg.count("<title>") - 1 == live + permanent * len(modes) + len(state.views())
-    assert svg.count("mode prefill") == 1 and svg.count("mode decode") == 1
+    by_name = {s.buffer_name: s for s in state.slots()}
+    views = [v for v in state.views() if by_name[v.root_name].live_range]
+    perm_views = len(state.views()) - len(views)
+    # two panels per mode (whole arena, transient slots alone): a box per live slot and
+    # view in both, the permanent ones in every mode's first panel
+    boxes = 2 * (live + len(views)) + (permanent + perm_views) * len(modes)
+    assert svg.count("<title>") - 1 == boxes
+    assert svg.count("mode prefill") == 2 and svg.count("mode decode") == 2
     assert "lower bound" in svg or "arena = bound" in svg
     for role in ("kv_cache", "activation", "io"):
         assert ROLE_COLOURS[role] in svg
