@@ -145,6 +145,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     text = layout_map.read_text()
     # totals first: they are what a user asks for most
     sys.stdout.write(text if args.full else _totals_section(text))
+    _memory_report(build / "layout.mlir", args.svg)
     kernels, fused = _kernel_counts(build / "layout.mlir")
     if kernels:
         print("kernel calls per mode:")
@@ -155,6 +156,25 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     for mode in kernels:
         print(f"  {mode}: {fused.get(mode) or 'none'}")
     return 0
+
+
+def _memory_report(path: Path, svg: str | None) -> None:
+    """Per mode, the arena against its lower bound; with ``svg``, the picture of memory."""
+    from ckir.backend.layout_svg import arena_lines, plan_to_svg
+    from ckir.dialects import layout as ly
+    from ckir.ir_io import load_module
+
+    if not path.exists():
+        if svg:
+            raise CkirError(f"{path}: missing, so there is no plan to draw")
+        return
+    plan = next((op for op in load_module(path).ops if isinstance(op, ly.PlanOp)), None)
+    if plan is None:
+        raise CkirError(f"{path}: no layout.plan in it")
+    print("\n".join(arena_lines(plan)))
+    if svg:
+        Path(svg).write_text(plan_to_svg(plan))
+        print(f"wrote {svg}")
 
 
 def _totals_section(text: str) -> str:
@@ -520,6 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("inspect", help="layout totals and kernel choices of a build")
     s.add_argument("build")
     s.add_argument("--full", action="store_true", help="print the whole layout map")
+    s.add_argument("--svg", metavar="FILE", help="draw each arena per mode as an SVG file")
     s.set_defaults(func=cmd_inspect)
 
     s = sub.add_parser("generate", help="compile (cached) and generate text")

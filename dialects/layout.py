@@ -89,6 +89,10 @@ STRATEGIES: tuple[str, ...] = ("bump", "liveness")
 _ROLE_SET = frozenset(ROLES)
 #: the totals key for the bytes the liveness strategy saved over bump
 SAVED = "saved"
+#: totals key prefixes, followed by a mode: the bytes of the arena that mode uses
+#: (``arena.decode``) and the most bytes live at once in it (``bound.decode``)
+ARENA_KEY = "arena."
+BOUND_KEY = "bound."
 
 _I1 = IntegerType(1)
 
@@ -239,7 +243,7 @@ class PlanOp(SingleBody, IRDLOperation):
             raise VerifyException(f"{where}: needs a layout.totals as its last op")
         values = totals.values()
         for role in sorted(set(values) | set(sums)):
-            if role == SAVED:
+            if role == SAVED or _mode_key(role) is not None:
                 continue
             got = values.get(role)
             want = sums.get(role, 0)
@@ -255,6 +259,8 @@ class PlanOp(SingleBody, IRDLOperation):
         if model is not None:
             _ModelCheck(self, model, where).run()
         _check_manifest(self, model, where)
+        # after the model check: a live range the program contradicts is named as such
+        _check_bounds(self, values, where)
 
     def places(self) -> dict[str, tuple[str, int, int]]:
         """Slot or view name -> (arena, byte offset in it, bytes); a view's offset is its
@@ -639,14 +645,106 @@ class TotalsOp(IRDLOperation):
 
     def verify_(self) -> None:
         for k, v in self.totals.data.items():
-            if k != SAVED and k not in _ROLE_SET:
+            if k != SAVED and k not in _ROLE_SET and _mode_key(k) is None:
                 raise VerifyException(
-                    f"layout.totals: unknown key '{k}' (expected a role or '{SAVED}')"
+                    f"layout.totals: unknown key '{k}' (expected a role, '{SAVED}', "
+                    f"'{ARENA_KEY}<mode>' or '{BOUND_KEY}<mode>')"
                 )
             if not isinstance(v, IntegerAttr):
                 raise VerifyException(f"layout.totals: {k} must be an integer")
             if v.value.data < 0:
                 raise VerifyException(f"layout.totals: {k} = {v.value.data} must be >= 0")
+
+
+# --------------------------------------------------------------------------- lower bound
+
+
+def _mode_key(key: str) -> tuple[str, str] | None:
+    """``("arena" | "bound", mode)`` for a per-mode totals key, else None."""
+    for prefix in (ARENA_KEY, BOUND_KEY):
+        if key.startswith(prefix) and key[len(prefix) :] in MODES:
+            return prefix[:-1], key[len(prefix) :]
+    return None
+
+
+def footprint(size: int, align: int, canaries: bool) -> int:
+    """The bytes a slot of ``size`` bytes takes from an aligned offset to the next aligned
+    offset after it: its size rounded up to ``align``, plus its canary (also rounded up).
+
+    This is how alignment counts in the lower bound: no plan with this alignment and
+    canary setting can place a slot in fewer bytes, so a plan can reach the bound."""
+    fp = -(-size // align) * align
+    if canaries:
+        fp += -(-CANARY_BYTES // align) * align
+    return fp
+
+
+def mode_usage(plan: PlanOp) -> dict[str, tuple[int, int]]:
+    """Per mode: ``(arena bytes, lower bound)`` of the arenas holding that mode's slots.
+
+    A mode's arena bytes are the end of the last slot (canary included, rounded up to
+    ``align``) among the permanent slots and the slots live in that mode: what the arena
+    would need if only that mode ran.  The lower bound is the most bytes live at once:
+    the footprints (:func:`footprint`) of the permanent slots plus the maximum, over the
+    mode's call indices, of the footprints of the slots whose ``live`` range contains
+    the call.  It uses the ``live`` ranges the planner derived and the verifier checks
+    against the program, so it holds for any placement of these slots.  Arenas without
+    ``live`` slots (``@weights``) have no modes.
+    """
+    align = plan.align_bytes
+    canaries = plan.has_canaries
+    out: dict[str, tuple[int, int]] = {}
+    for arena in plan.arenas().values():
+        perm_end = 0
+        perm_fp = 0
+        ends: dict[str, int] = {}
+        events: dict[str, list[tuple[int, int]]] = {}
+        for slot in arena.slots():
+            live = slot.live_range
+            fp = footprint(slot.size_bytes, align, canaries)
+            if live is None:
+                perm_end = max(perm_end, slot.end_bytes)
+                perm_fp += fp
+                continue
+            mode, first, last = live
+            ends[mode] = max(ends.get(mode, 0), slot.end_bytes)
+            ev = events.setdefault(mode, [])
+            ev.append((first, fp))
+            ev.append((last + 1, -fp))
+        for mode, ev in events.items():
+            ev.sort()
+            cur = peak = 0
+            for _, delta in ev:
+                cur += delta
+                peak = max(peak, cur)
+            used = -(-max(perm_end, ends[mode]) // align) * align
+            a, b = out.get(mode, (0, 0))
+            out[mode] = (a + used, b + perm_fp + peak)
+    return dict(sorted(out.items()))
+
+
+def usage_totals(plan: PlanOp) -> dict[str, int]:
+    """The ``arena.<mode>`` / ``bound.<mode>`` totals entries of a plan."""
+    out: dict[str, int] = {}
+    for mode, (used, bound) in mode_usage(plan).items():
+        out[ARENA_KEY + mode] = used
+        out[BOUND_KEY + mode] = bound
+    return out
+
+
+def _check_bounds(plan: PlanOp, values: Mapping[str, int], where: str) -> None:
+    """Per-mode totals, where present, equal what the slots say."""
+    keys = [k for k in values if _mode_key(k) is not None]
+    if not keys:
+        return
+    want = usage_totals(plan)
+    for k in sorted(keys):
+        if k not in want:
+            raise VerifyException(f"{where}: totals give {k} but no slot is live in that mode")
+        if values[k] != want[k]:
+            raise VerifyException(
+                f"{where}: totals say {k} = {values[k]} bytes but the slots give {want[k]}"
+            )
 
 
 # --------------------------------------------------------------------------- plan vs model

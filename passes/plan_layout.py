@@ -27,6 +27,7 @@ aligned offset; the guard belongs to the slot for overlap purposes.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -110,19 +111,102 @@ class Planner:
             cur = p.end
         return out
 
+    def footprint(self, item: Item) -> int:
+        """Bytes the item takes from its aligned offset to the next aligned offset."""
+        return ly.footprint(item.size, self.align, self.canaries)
+
     def best_fit(self, items: Iterable[Item], start: int) -> list[Placed]:
-        """Lowest aligned offset >= start that overlaps no conflicting placed item."""
+        """Place transient items: the modes apart (they never conflict), each mode by the
+        first of :data:`ORDERS` x :data:`FITS` whose extent reaches the mode's lower
+        bound, else by the one with the smallest extent (ties: the earlier one)."""
+        by_mode: dict[str, list[Item]] = {}
+        for item in items:
+            by_mode.setdefault(item.live[0] if item.live else "", []).append(item)
         placed: list[Placed] = []
-        for item in sorted(items, key=lambda i: (-i.size, i.name)):
-            rivals = sorted((p for p in placed if conflicts(p.item, item)), key=lambda p: p.offset)
-            offset = align_up(start, self.align)
-            for p in rivals:
-                trial = self._placed(item, offset)
-                if trial.end <= p.offset or p.end <= offset:
-                    continue
-                offset = max(offset, align_up(p.end, self.align))
+        base = align_up(start, self.align)
+        for group in by_mode.values():
+            goal = base + self.peak(group)
+            best: list[Placed] | None = None
+            breadth = self.breadth(group)
+            orders = [lambda i, b=breadth: (-b[i.name], -i.size, i.name), *ORDERS.values()]
+            for order in orders:
+                ranked = sorted(group, key=order)
+                for fit in FITS:
+                    trial = self.place(ranked, base, fit)
+                    if best is None or extent(trial, base) < extent(best, base):
+                        best = trial
+                    if extent(best, base) <= goal:
+                        break
+                if best is not None and extent(best, base) <= goal:
+                    break
+            placed += best or []
+        return placed
+
+    def breadth(self, items: list[Item]) -> dict[str, int]:
+        """Per item, the most footprint bytes live at any one call of its lifetime: placing
+        the items of the busiest calls first packs those calls tightly (greedy by breadth)."""
+        span = max((i.live[2] for i in items if i.live), default=0) + 2
+        diff = [0] * span
+        for item in items:
+            assert item.live is not None
+            fp = self.footprint(item)
+            diff[item.live[1]] += fp
+            diff[item.live[2] + 1] -= fp
+        live = list(itertools.accumulate(diff))
+        out: dict[str, int] = {}
+        for item in items:
+            assert item.live is not None
+            out[item.name] = max(live[item.live[1] : item.live[2] + 1])
+        return out
+
+    def peak(self, items: list[Item]) -> int:
+        """The most footprint bytes of ``items`` (one mode's) live at one call."""
+        events: list[tuple[int, int]] = []
+        for item in items:
+            assert item.live is not None
+            fp = self.footprint(item)
+            events += [(item.live[1], fp), (item.live[2] + 1, -fp)]
+        cur = peak = 0
+        for _, delta in sorted(events):
+            cur += delta
+            peak = max(peak, cur)
+        return peak
+
+    def place(self, ranked: list[Item], base: int, fit: str) -> list[Placed]:
+        """Place ``ranked`` in order at ``base`` or above, never over a conflicting placed
+        item: ``first`` takes the lowest offset that fits, ``best`` the smallest free gap
+        between conflicting items that fits (else the top of them)."""
+        placed: list[Placed] = []
+        for item in ranked:
+            need = self.footprint(item)
+            spans = sorted(
+                (p.offset, align_up(p.end, self.align)) for p in placed if conflicts(p.item, item)
+            )
+            offset = base
+            choice: tuple[int, int] | None = None  # (gap size, offset)
+            for lo, hi in spans:
+                if lo - offset >= need:
+                    if fit == "first":
+                        break
+                    if choice is None or lo - offset < choice[0]:
+                        choice = (lo - offset, offset)
+                offset = max(offset, hi)
+            else:
+                if fit == "best" and choice is not None:
+                    offset = choice[1]
             placed.append(self._placed(item, offset))
         return placed
+
+
+#: orderings tried by the liveness planner, in this order (keys of ``sorted``)
+ORDERS = {
+    "size": lambda i: (-i.size, i.name),
+    "lifetime": lambda i: (-(i.live[2] - i.live[1]), -i.size, i.name),
+    "area": lambda i: (-i.size * (i.live[2] - i.live[1] + 1), i.name),
+    "first-use": lambda i: (i.live[1], -i.size, i.name),
+}
+#: offset choices tried for each ordering (:meth:`Planner.place`)
+FITS = ("first", "best")
 
 
 def extent(placed: list[Placed], start: int) -> int:
@@ -233,6 +317,7 @@ def plan(model: lw.LoweredModelOp, strategy: str, align: int, canaries: bool) ->
     for role in REPORTED_ROLES:
         totals.setdefault(role, 0)
     totals["saved"] = saved
+    totals.update(ly.usage_totals(plan_op))
     plan_op.body_block.add_op(ly.TotalsOp.make(totals))
     return plan_op
 

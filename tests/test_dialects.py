@@ -690,6 +690,16 @@ def _set_live(slot: ly.SlotOp, live: tuple[str, int, int]) -> None:
     slot.properties["live"] = ly.SlotOp.make("x", 0, 0, "activation", None, live).live
 
 
+def _refresh_totals(plan: ly.PlanOp) -> None:
+    """Recompute the ``arena.<mode>`` / ``bound.<mode>`` totals after a hand edit."""
+    old = plan.body_block.last_op
+    assert isinstance(old, ly.TotalsOp)
+    values = {k: v for k, v in old.values().items() if "." not in k}
+    plan.body_block.add_op(ly.TotalsOp.make({**values, **ly.usage_totals(plan)}))
+    old.detach()
+    old.erase()
+
+
 @pytest.mark.parametrize("strategy", ["bump", "liveness"])
 @pytest.mark.parametrize("fuse", [False, True])
 def test_planned_pipelines_verify_against_their_model(strategy: str, fuse: bool) -> None:
@@ -742,6 +752,7 @@ def test_plan_cross_checks_need_the_model() -> None:
     """Alone, a plan is checked as a layout only; next to one model of another name, against it."""
     module, model, plan = _tiny_with_plan("bump")
     _set_live(_slot(plan, "decode.x"), ("prefill", 0, 1))
+    _refresh_totals(plan)  # the per-mode arena / bound entries follow the edit
     wrong_mode = r'call 0 \(@embed_f32\) of lowered.program @decode writes @decode.x, .*"prefill"'
     with pytest.raises(VerifyException, match=wrong_mode):
         module.verify()

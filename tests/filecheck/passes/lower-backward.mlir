@@ -75,7 +75,7 @@
 // OPTS-NEXT:  lowered.call @adamw_f32(@grad.embed, @optimize.coef) -> (@w.embed, @adam.m.embed, @adam.v.embed) {{.*}}weight_decay = 0.000000e+00 : f64
 
 // Totals for every role: gradients and moments are permanent state.
-// PLAN:       layout.totals {activation = {{[0-9]+}} : i64, grad = 494848 : i64, io = {{[0-9]+}} : i64, kv_cache = 8192 : i64, optimizer_state = 989696 : i64,
+// PLAN:       layout.totals {activation = {{[0-9]+}} : i64, {{.*}}grad = 494848 : i64, io = {{[0-9]+}} : i64, kv_cache = 8192 : i64, optimizer_state = 989696 : i64,
 // PLAN-SAME:  weight = 494848 : i64}
 
 // Emitted: one function per program; the optimizer reads lr and step from the model handle.

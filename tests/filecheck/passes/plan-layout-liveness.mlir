@@ -12,7 +12,8 @@
 // layers.1.gate (live 26..28) does not overlap layers.0.gate (live 11..13): same offset.
 // CHECK:          layout.slot @decode.layers.1.gate offset 9664 size 688 role activation canary 10368 live "decode" 26 28
 // Activation totals are the same bytes as bump; the saving is reported separately.
-// CHECK:        layout.totals {activation = 9248 : i64, io = 1028 : i64, kv_cache = 8192 : i64, saved = {{[1-9][0-9]*}} : i64, weight = 494848 : i64}
+// The liveness plan reaches the lower bound: its decode arena is the most bytes live at once.
+// CHECK:        layout.totals {activation = 9248 : i64, arena.decode = 12288 : i64, bound.decode = 12288 : i64, io = 1028 : i64, kv_cache = 8192 : i64, saved = {{[1-9][0-9]*}} : i64, weight = 494848 : i64}
 
 // Prefill and decode activations may share bytes: the first prefill and decode activations
 // are both placed right after the io buffers.

@@ -35,7 +35,8 @@
 // activation, per layer: 8 x [1, 64] (h, q, a, o, x1, h2, d, x2: 256 bytes; rope updates q
 //   and k in place) + 2 x [1, 32] (k, v: 128) + 3 x [1, 172] (gate, up, m: 688) = 4368;
 //   2 layers + header x (256) + footer h (256) = 9248.
-// CHECK:        layout.totals {activation = 9248 : i64, io = 1028 : i64, kv_cache = 8192 : i64, saved = 0 : i64, weight = 494848 : i64}
+// Bump's decode arena (every slot its own bytes) against the most bytes live at once.
+// CHECK:        layout.totals {activation = 9248 : i64, arena.decode = 20800 : i64, bound.decode = 12288 : i64, io = 1028 : i64, kv_cache = 8192 : i64, saved = 0 : i64, weight = 494848 : i64}
 
 // Without canaries, slots are packed at the alignment.
 // NOCAN:      layout.plan @llama strategy "bump" align 128 canaries false {
@@ -56,4 +57,4 @@
 // = 8192; io = 16 tokens x 4 + [16, 256] logits x 4 = 64 + 16384 = 16448; activations,
 // 16 rows each: per layer 8 x [16, 64] (4096) + 2 x [16, 32] (2048: k, v) + 3 x [16, 172]
 // (11008: gate, up, m) = 69888, two layers 139776, + header x 4096 + footer h 4096 = 147968.
-// PREFILL: layout.totals {activation = 147968 : i64, io = 16448 : i64, kv_cache = 8192 : i64, saved = 0 : i64, weight = 494848 : i64}
+// PREFILL: layout.totals {activation = 147968 : i64, arena.prefill = {{[0-9]+}} : i64, bound.prefill = {{[0-9]+}} : i64, io = 16448 : i64, kv_cache = 8192 : i64, saved = 0 : i64, weight = 494848 : i64}

@@ -448,7 +448,7 @@ layout.plan @p strategy "bump" align 64 canaries false {
 // -----
 
 // unknown totals key
-// CHECK: layout.totals: unknown key 'activations' (expected a role or 'saved')
+// CHECK: layout.totals: unknown key 'activations' (expected a role, 'saved', 'arena.<mode>' or 'bound.<mode>')
 layout.plan @p strategy "bump" align 64 canaries false {
   layout.arena @weights size 4096 {
   }
@@ -941,4 +941,39 @@ layout.plan @llama strategy "liveness" align 64 canaries true {
     layout.view @decode.footer.h.hi of @decode.footer.h offset 128 size 128
   }
   layout.totals {activation = 512 : i64, io = 1028 : i64, kv_cache = 0 : i64, saved = 0 : i64, weight = 131328 : i64}
+}
+
+// -----
+
+// a lower bound that is not the most bytes live at once (prefill: 1024 + 1024)
+// CHECK: layout.plan @p: totals say bound.prefill = 1024 bytes but the slots give 2048
+layout.plan @p strategy "liveness" align 64 canaries false {
+  layout.arena @state size 2048 {
+    layout.slot @"kv.0.k" offset 0 size 1024 role kv_cache
+    layout.slot @"prefill.x" offset 1024 size 1024 role activation live "prefill" 0 2
+    layout.slot @"prefill.h" offset 1024 size 1024 role activation live "prefill" 3 7
+  }
+  layout.totals {activation = 2048 : i64, arena.prefill = 2048 : i64, bound.prefill = 1024 : i64, kv_cache = 1024 : i64}
+}
+
+// -----
+
+// an arena size for a mode no slot is live in
+// CHECK: layout.plan @p: totals give arena.decode but no slot is live in that mode
+layout.plan @p strategy "liveness" align 64 canaries false {
+  layout.arena @state size 2048 {
+    layout.slot @"prefill.x" offset 0 size 1024 role activation live "prefill" 0 2
+  }
+  layout.totals {activation = 1024 : i64, arena.decode = 1024 : i64}
+}
+
+// -----
+
+// a per-mode key of an unknown mode
+// CHECK: layout.totals: unknown key 'bound.sample' (expected a role, 'saved', 'arena.<mode>' or 'bound.<mode>')
+layout.plan @p strategy "liveness" align 64 canaries false {
+  layout.arena @state size 2048 {
+    layout.slot @"prefill.x" offset 0 size 1024 role activation live "prefill" 0 2
+  }
+  layout.totals {activation = 1024 : i64, bound.sample = 1024 : i64}
 }

@@ -22,7 +22,8 @@ layout.plan @tiny strategy "bump" align 64 canaries true {
 }
 
 // liveness: prefill.x and prefill.h share bytes (disjoint call ranges); decode.x
-// reuses them too (different mode).
+// reuses them too (different mode).  Per mode, the arena bytes it uses and the lower
+// bound (permanent slots + the most live at one call): prefill 1024 + 1024, decode 1024 + 256.
 layout.plan @tiny strategy "liveness" align 64 canaries false {
   layout.arena @weights size 65536 {
     layout.slot @"w.embed" offset 0 size 65536 role weight
@@ -34,7 +35,7 @@ layout.plan @tiny strategy "liveness" align 64 canaries false {
     layout.slot @"decode.x" offset 1024 size 256 role activation live "decode" 0 9
     layout.view @"decode.x.half" of @"decode.x" offset 128 size 128
   }
-  layout.totals {activation = 2304 : i64, io = 0 : i64, kv_cache = 1024 : i64, saved = 1280 : i64, weight = 65536 : i64}
+  layout.totals {activation = 2304 : i64, arena.decode = 1280 : i64, arena.prefill = 2048 : i64, bound.decode = 1280 : i64, bound.prefill = 2048 : i64, io = 0 : i64, kv_cache = 1024 : i64, saved = 1280 : i64, weight = 65536 : i64}
 }
 
 layout.plan @empty strategy "bump" align 8 canaries false {
@@ -71,7 +72,7 @@ layout.plan @empty strategy "bump" align 8 canaries false {
 // CHECK-NEXT: layout.slot @decode.x offset 1024 size 256 role activation live "decode" 0 9
 // CHECK-NEXT: layout.view @decode.x.half of @decode.x offset 128 size 128
 // CHECK-NEXT: }
-// CHECK-NEXT: layout.totals {activation = 2304 : i64, io = 0 : i64, kv_cache = 1024 : i64, saved = 1280 : i64, weight = 65536 : i64}
+// CHECK-NEXT: layout.totals {activation = 2304 : i64, arena.decode = 1280 : i64, arena.prefill = 2048 : i64, bound.decode = 1280 : i64, bound.prefill = 2048 : i64, io = 0 : i64, kv_cache = 1024 : i64, saved = 1280 : i64, weight = 65536 : i64}
 // CHECK-NEXT: }
 // CHECK-NEXT: layout.plan @empty strategy "bump" align 8 canaries false {
 // CHECK-NEXT: layout.totals {}
