@@ -37,6 +37,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     from ckir.frontend.hf import import_hf
     from ckir.ir_io import print_module
 
+    if Path(args.model).suffix.lower() == ".onnx":
+        from ckir.onnx_cli import cmd_import_onnx
+
+        return cmd_import_onnx(args)
+
     module, warnings = import_hf(Path(args.model), args.template, tuple(args.allow_unused))
     for w in warnings:
         _warn(w)
@@ -413,6 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", help="write the graph IR here (default: stdout)")
     s.add_argument("--template", help="template name or path (default: by model_type)")
     _allow_unused_option(s)
+    s.add_argument("--explain", action="store_true", help="ONNX: matches and misses per rule")
     s.set_defaults(func=cmd_import)
 
     s = sub.add_parser("compile", help="HF checkpoint folder -> build folder with C + library")

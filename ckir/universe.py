@@ -19,6 +19,7 @@ DIALECTS: dict[str, str] = {
     "graph": "ckir.dialects.graph:Graph",
     "lowered": "ckir.dialects.lowered:Lowered",
     "layout": "ckir.dialects.layout:Layout",
+    "onnx": "ckir.dialects.onnx:Onnx",
 }
 
 #: pass flag -> "module:class"; one file per pass, named after its flag
@@ -32,6 +33,15 @@ PASSES: dict[str, str] = {
     "fuse-qkv": "ckir.passes.fuse_qkv:FuseQkvPass",
     "fuse-gate-up": "ckir.passes.fuse_gate_up:FuseGateUpPass",
     "fuse-add-rmsnorm": "ckir.passes.fuse_add_rmsnorm:FuseAddRmsnormPass",
+    "onnx-fold-constants": "ckir.passes.onnx_fold_constants:OnnxFoldConstantsPass",
+    "onnx-cleanup": "ckir.passes.onnx_cleanup:OnnxCleanupPass",
+    "onnx-drop-views": "ckir.passes.onnx_drop_views:OnnxDropViewsPass",
+    "onnx-fuse-embedding": "ckir.passes.onnx_fuse_embedding:OnnxFuseEmbeddingPass",
+    "onnx-fuse-linear": "ckir.passes.onnx_fuse_linear:OnnxFuseLinearPass",
+    "onnx-fuse-layernorm": "ckir.passes.onnx_fuse_layernorm:OnnxFuseLayernormPass",
+    "onnx-fuse-gelu": "ckir.passes.onnx_fuse_gelu:OnnxFuseGeluPass",
+    "onnx-fuse-attention": "ckir.passes.onnx_fuse_attention:OnnxFuseAttentionPass",
+    "onnx-to-graph": "ckir.passes.onnx_to_graph:OnnxToGraphPass",
 }
 
 #: target name -> "module:class"
