@@ -90,12 +90,12 @@ class OnnxFuseLayernormPass(ModulePass):
                 need(n.attr("axis", -1) == -1, "axis is not -1")
                 need(len(n.args) == 3, "no bias")
                 need(all(init(a) is not None for a in n.args[1:]), "scale/bias not initializers")
-                need(len(n.results) == 1 or not list(n.results[1].uses), "mean output is used")
+                need(all(not list(r.uses) for r in n.results[1:]), "mean/inv-std output is used")
             except Miss as m:
                 rec.miss(n, str(m))
                 continue
             new = fused("LayerNorm", list(n.args), n, {"eps": float(n.attr("epsilon", 1e-5))})  # type: ignore[arg-type]
-            replace(n, [new], [new.results[0]] + list(n.results[1:]))
+            replace(n, [new], [new.results[0]])
             rec.matched += 1
         for n in nodes(op, "ReduceMean"):
             # candidates: the mean whose Sub feeds a normalisation

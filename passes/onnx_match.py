@@ -75,6 +75,8 @@ def missed(module: ModuleOp) -> list[str]:
 def nodes(module: ModuleOp, kind: str | None = None) -> Iterator[ox.NodeOp]:
     """The ``onnx.node`` ops of ``module`` (of ``kind`` only, e.g. ``"Softmax"``), a snapshot."""
     for op in list(module.ops):
+        if op.parent is None:  # erased by an earlier rewrite of this walk
+            continue
         if isinstance(op, ox.NodeOp) and (kind is None or op.kind == kind):
             yield op
 
@@ -125,13 +127,17 @@ def is_close(a: float | None, b: float, rel: float = 1e-4) -> bool:
 
 
 def replace(old: ox.NodeOp, new: list[Operation], results: list[SSAValue]) -> None:
-    """Insert ``new`` before ``old`` and redirect ``old``'s results to ``results``."""
+    """Insert ``new`` before ``old``, redirect ``old``'s results to ``results``, erase ``old``
+    (the nodes it read stay until :func:`remove_dead`)."""
     block = old.parent_block()
     assert block is not None
     for op in new:
         block.insert_op_before(op, old)
-    for r, n in zip(old.results, results, strict=True):
+    for r, n in zip(old.results, results, strict=False):
         r.replace_all_uses_with(n)
+    assert all(not list(r.uses) for r in old.results[len(results) :]), "unused results only"
+    old.detach()
+    old.erase(safe_erase=False)
 
 
 def remove_dead(module: ModuleOp) -> None:
