@@ -113,7 +113,10 @@ def match_attention(sm: ox.NodeOp) -> tuple[list[SSAValue], dict[str, object], o
     q, h, d, sq = _side(mm.args[0], [0, 2, 1, 3])
     k, kv, dk, sk = _side(mm.args[1], [0, 2, 3, 1])
     need(d == dk, "q and k head dims differ")
-    need(is_close(scale * sq * sk, 1 / math.sqrt(d)), f"scale {scale * sq * sk:.6g} is not 1/√{d}")
+    need(
+        is_close(scale * sq * sk, 1 / math.sqrt(d)),
+        f"scale {scale * sq * sk:.6g} is not 1/sqrt({d})",
+    )
     users = [u.operation for u in sm.results[0].uses]
     need(len(users) == 1 and isinstance(users[0], ox.NodeOp), "softmax has other users")
     pv = users[0]

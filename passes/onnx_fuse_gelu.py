@@ -63,12 +63,12 @@ def _inner(t: ox.NodeOp, x: SSAValue) -> None:
     k, rest = _split(factors(t.args[0]))
     if t.kind == "Erf":
         if len(rest) == 1 and rest[0] == x:
-            need(is_close(k, 1 / math.sqrt(2)), "Erf argument is not x/√2")
+            need(is_close(k, 1 / math.sqrt(2)), "Erf argument is not x/sqrt(2)")
             return
         div = node_of(t.args[0], "Div")
-        need(div.args[0] == x and is_close(scalar(div.args[1]), math.sqrt(2)), "not Erf(x/√2)")
+        need(div.args[0] == x and is_close(scalar(div.args[1]), math.sqrt(2)), "not Erf(x/sqrt(2))")
         return
-    need(is_close(k, math.sqrt(2 / math.pi)), "Tanh scale is not √(2/π)")
+    need(is_close(k, math.sqrt(2 / math.pi)), "Tanh scale is not sqrt(2/pi)")
     need(len(rest) == 1, "Tanh argument is not a scaled sum")
     add = node_of(rest[0], "Add")
     for a, b in ((0, 1), (1, 0)):
