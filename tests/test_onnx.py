@@ -1,0 +1,211 @@
+"""The ONNX frontend on a real export: a random-weight tiny GPT-2 (odd sizes) exported by
+``torch.onnx.export(dynamo=True)`` at opset 18, imported, fused, compiled.
+
+Oracles: onnxruntime on the same file and transformers on the same weights for prefill
+logits (<= 1e-4 relative, fp32), transformers with its KV cache for decode, and the
+prefill's own rows for decode from an empty cache.  Fusion counts are asserted per
+layer (as ORT's transformer-optimizer tests do).  Bad inputs fail with one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from test_bad_inputs import ckir as ckir_cli  # noqa: E402
+from test_bad_inputs import clean_error  # noqa: E402
+from test_parity import assert_close, assert_decode_matches  # noqa: E402
+
+import ckir  # noqa: E402
+from ckir.errors import CkirError  # noqa: E402
+from ckir.frontend.onnx import PIPELINE, import_onnx, load_onnx, run_pipeline  # noqa: E402
+from ckir.passes.onnx_match import nodes  # noqa: E402
+from ckir.tools.zoo import make_tiny_model  # noqa: E402
+
+LAYERS = 3
+MAX_CONTEXT = 40
+#: ONNX op types that would mean a norm, GELU or attention was left decomposed
+DECOMPOSED = {
+    "LayerNormalization",
+    "ReduceMean",
+    "Sqrt",
+    "Pow",
+    "Tanh",
+    "Erf",
+    "Softmax",
+    "MatMul",
+    "Gemm",
+    "Transpose",
+    "Split",
+}
+
+
+class _Logits(torch.nn.Module):
+    """input_ids -> logits, without a KV cache (the prefill graph)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=ids, use_cache=False).logits
+
+
+def export_dynamo(model: torch.nn.Module, path: Path, opset: int = 18) -> Path:
+    """``torch.onnx.export(dynamo=True)`` with a dynamic sequence length."""
+    ids = torch.zeros((1, 7), dtype=torch.long)
+    seq = torch.export.Dim("T", min=2, max=MAX_CONTEXT)
+    torch.onnx.export(
+        _Logits(model).eval(),
+        (ids,),
+        str(path),
+        dynamo=True,
+        opset_version=opset,
+        input_names=["input_ids"],
+        output_names=["logits"],
+        dynamic_shapes={"ids": {1: seq}},
+        optimize=True,
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(HF folder, .onnx file) of a tiny GPT-2: E = 36, 3 heads (D = 12), I = 4E, V = 97."""
+    root = tmp_path_factory.mktemp("onnx_gpt2")
+    hf = make_tiny_model(
+        "gpt2", root / "hf", seed=11, n_embd=36, n_head=3, n_layer=LAYERS, vocab_size=97
+    )
+    model = transformers.AutoModelForCausalLM.from_pretrained(hf, attn_implementation="eager")
+    model.eval()
+    return hf, export_dynamo(model, root / "gpt2.onnx")
+
+
+@pytest.fixture(scope="module")
+def build(gpt2: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory):
+    model = ckir.compile(gpt2[1], tmp_path_factory.mktemp("onnx_build"), max_context=MAX_CONTEXT)
+    yield model
+    model.close()
+
+
+def test_every_pattern_matches_once_per_layer(gpt2: tuple[Path, Path]) -> None:
+    _, counts, misses = import_onnx(gpt2[1])
+    assert counts["attention"] == LAYERS
+    assert counts["gelu"] == LAYERS
+    assert counts["layernorm"] == 2 * LAYERS + 1
+    assert counts["split-linear"] == LAYERS  # c_attn -> q, k, v
+    assert counts["linear"] == 4 * LAYERS + 1  # c_attn, c_proj, c_fc, mlp c_proj; the head
+    assert counts["tied-lm-head"] == 1
+    assert counts["embed"] == 1 and counts["pos-embed"] == 1
+    # what did not match: only the two activation MatMuls of each attention
+    assert len(misses) == 2 * LAYERS, misses
+    assert all("the weight is not an initializer" in m for m in misses), misses
+
+
+def test_no_decomposed_op_left(gpt2: tuple[Path, Path]) -> None:
+    module = load_onnx(gpt2[1])
+    before = {n.kind for n in nodes(module)}
+    assert {"Softmax", "Tanh", "LayerNormalization", "MatMul"} <= before
+    run_pipeline(module, PIPELINE[:-1])
+    left = {n.kind for n in nodes(module)}
+    assert not left & DECOMPOSED, left
+    assert left <= {"ckir.Embed", "ckir.PosEmbed", "ckir.LayerNorm", "ckir.Linear",
+                    "ckir.Gelu", "ckir.Attention", "Add"}, left  # fmt: skip
+
+
+def test_graph_matches_the_template_import(gpt2: tuple[Path, Path]) -> None:
+    """The ONNX graph has the ops of the gpt2 template's graph, in the same order."""
+    from ckir.dialects import graph as g
+    from ckir.frontend import import_model
+
+    def kinds(module) -> list[str]:
+        return [op.name for op in module.walk() if isinstance(op, g.ComputeOp)]
+
+    onnx_graph, _, _ = import_model(gpt2[1])
+    hf_graph, _, _ = import_model(gpt2[0])
+    assert kinds(onnx_graph) == kinds(hf_graph)
+
+
+def test_prefill_matches_onnxruntime_and_transformers(gpt2: tuple[Path, Path], build) -> None:
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, 97, size=13)
+    build.reset()
+    ours = build.prefill(tokens)
+    sess = ort.InferenceSession(str(gpt2[1]), providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {"input_ids": tokens[None].astype(np.int64)})[0][0]
+    assert_close(ours, ref, "prefill vs onnxruntime")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(gpt2[0]).eval()
+    with torch.no_grad():
+        ref_hf = hf(torch.tensor(tokens[None])).logits[0].numpy()
+    assert_close(ours, ref_hf, "prefill vs transformers")
+
+
+def test_decode_with_ckir_kv_cache(gpt2: tuple[Path, Path], build) -> None:
+    rng = np.random.default_rng(2)
+    tokens = rng.integers(0, 97, size=9)
+    build.reset()
+    full = build.prefill(tokens)
+    build.reset()
+    rows = np.stack([build.decode(int(t)) for t in tokens])
+    assert_close(rows, full, "decode from empty vs prefill rows")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(gpt2[0]).eval()
+    assert_decode_matches(build, hf, tokens[:4], tokens[4:], "onnx gpt2")
+
+
+def test_explain_cli(gpt2: tuple[Path, Path]) -> None:
+    proc = ckir_cli("import", str(gpt2[1]), "--explain")
+    assert proc.returncode == 0, proc.stderr
+    assert f"attention: {LAYERS} matched" in proc.stdout
+    assert f"gelu: {LAYERS} matched" in proc.stdout
+    assert "miss: linear: " in proc.stdout and "the weight is not an initializer" in proc.stdout
+
+
+# --------------------------------------------------------------------------- bad inputs
+
+
+def _tiny_onnx(path: Path, op_type: str) -> Path:
+    """ids -> Gather(table) -> ``op_type`` -> output: an op after the embedding."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    table = numpy_helper.from_array(np.ones((10, 4), np.float32), "table")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Gather", ["table", "ids"], ["e"], name="emb"),
+            helper.make_node(op_type, ["e"], ["y"], name="the_node"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, "T"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [table],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return path
+
+
+def test_unsupported_op_is_one_line(tmp_path: Path) -> None:
+    path = _tiny_onnx(tmp_path / "sin.onnx", "Sin")
+    with pytest.raises(CkirError, match=r"ONNX node 'the_node': op_type Sin \(opset 18\)"):
+        import_onnx(path)
+    clean_error(ckir_cli("import", str(path)), r"ONNX node 'the_node': op_type Sin \(opset 18\)")
+
+
+def test_truncated_file_is_one_line(gpt2: tuple[Path, Path], tmp_path: Path) -> None:
+    bad = tmp_path / "cut.onnx"
+    data = gpt2[1].read_bytes()
+    bad.write_bytes(data[: len(data) // 2])
+    clean_error(ckir_cli("import", str(bad)), r"cut\.onnx: not a readable ONNX model")
+    clean_error(
+        ckir_cli("compile", str(bad), "-o", str(tmp_path / "b")),
+        r"cut\.onnx: not a readable ONNX model",
+    )
+
+
+def test_onnx_takes_no_template(gpt2: tuple[Path, Path]) -> None:
+    clean_error(ckir_cli("import", str(gpt2[1]), "--template", "gpt2"), r"takes no --template")
