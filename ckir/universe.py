@@ -40,6 +40,9 @@ PASSES: dict[str, str] = {
     "onnx-fuse-linear": "ckir.passes.onnx_fuse_linear:OnnxFuseLinearPass",
     "onnx-fuse-layernorm": "ckir.passes.onnx_fuse_layernorm:OnnxFuseLayernormPass",
     "onnx-fuse-gelu": "ckir.passes.onnx_fuse_gelu:OnnxFuseGeluPass",
+    "onnx-fuse-rmsnorm": "ckir.passes.onnx_fuse_rmsnorm:OnnxFuseRmsnormPass",
+    "onnx-fuse-swiglu": "ckir.passes.onnx_fuse_swiglu:OnnxFuseSwigluPass",
+    "onnx-fuse-rope": "ckir.passes.onnx_fuse_rope:OnnxFuseRopePass",
     "onnx-fuse-attention": "ckir.passes.onnx_fuse_attention:OnnxFuseAttentionPass",
     "onnx-to-graph": "ckir.passes.onnx_to_graph:OnnxToGraphPass",
 }

@@ -117,7 +117,8 @@ class InitOp(IRDLOperation):
 
     ``same_as``/``transposed``: the loader found its data equal to another
     initializer's (transposed, for 2-D), e.g. an exporter's transposed copy of
-    a tied embedding.
+    a tied embedding.  ``value``: the data too, for a 1-D one of at most
+    ``CONST_MAX`` elements (a rotary ``inv_freq`` the rope rule reads).
 
     ``%w = "onnx.init"() <{name = "wte", shape = ["101", "24"], elem = "float32"}>
     : () -> !onnx.value``
@@ -129,6 +130,7 @@ class InitOp(IRDLOperation):
     elem = prop_def(StringAttr)
     same_as = opt_prop_def(StringAttr)
     transposed = opt_prop_def(IntegerAttr)
+    value = opt_prop_def(ArrayAttr[FloatAttr])
     result = result_def(ValueType)
 
     @staticmethod
@@ -138,6 +140,7 @@ class InitOp(IRDLOperation):
         elem: str,
         same_as: str | None = None,
         transposed: bool = False,
+        value: Sequence[float] | None = None,
     ) -> InitOp:
         props: dict[str, Attribute] = {
             "name": StringAttr(name),
@@ -147,6 +150,8 @@ class InitOp(IRDLOperation):
         if same_as is not None:
             props["same_as"] = StringAttr(same_as)
             props["transposed"] = IntegerAttr(int(transposed), 64)
+        if value is not None:
+            props["value"] = ArrayAttr(tuple(FloatAttr(float(v), 64) for v in value))
         return InitOp.create(properties=props, result_types=[ValueType()])
 
     @property

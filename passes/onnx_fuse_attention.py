@@ -5,6 +5,7 @@ Matched from each ``Softmax`` (last axis)::
     q4 = Transpose[0,2,1,3](Reshape(q, [1, -1, H, D]))
     k4 = Transpose[0,2,3,1](Reshape(k, [1, -1, KV, D]))      (or [0,2,1,3] then [0,1,3,2])
     v4 = Transpose[0,2,1,3](Reshape(v, [1, -1, KV, D]))
+    (GQA: k and v views repeated by Reshape(Expand(Unsqueeze(view, 2)), [1, H, -1, D]))
     s  = MatMul(q4, k4) · scale                              (Mul or Div; or √scale on q4 and k4)
     p  = Softmax(s + mask)                     (mask: ckir.CausalMask; or Where(mask, s, -inf))
     o  = Reshape(Transpose[0,2,1,3](MatMul(p, v4)), [.., H·D])   (Reshape optional)
@@ -68,16 +69,42 @@ def _heads(v: SSAValue) -> tuple[SSAValue, int, int]:
     return r.args[0], s[2], s[3]
 
 
-def _side(v: SSAValue, perm: list[int]) -> tuple[SSAValue, int, int, float]:
-    """q/k/v side: (projection value, heads, head_dim, scale folded on this side)."""
+def _view(v: SSAValue) -> tuple[SSAValue, int, int, float]:
+    """A ``[1, N, T, D]`` head view: (token-major value, N, D, scale folded on the way).
+
+    ``Transpose[0,2,1,3](Reshape(x, [1, -1, N, D]))``, or GQA's repeat_kv of one:
+    ``Reshape(Expand(Unsqueeze(view, 2)), [1, H, -1, D])`` (then N is the kv heads)."""
     v, k = _scaled(v)
+    p = v.owner
+    if isinstance(p, ox.NodeOp) and p.kind == "Reshape":
+        shape = const(p.args[1])
+        need(shape is not None and shape.size == 4, "head view shape is not constant")
+        exp = node_of(p.args[0], "Expand")
+        uns = node_of(exp.args[0], "Unsqueeze")
+        axes = const(uns.args[1]) if len(uns.args) > 1 else None
+        need(axes is not None and [int(a) for a in axes.ravel()] == [2], "repeat_kv axis is not 2")
+        x, n, d, k2 = _view(uns.args[0])
+        assert shape is not None
+        h = int(shape.ravel()[1])
+        need(h % n == 0 and int(shape.ravel()[3]) == d, f"repeat_kv to [1, {h}, -1, {d}]")
+        return x, n, d, k * k2
     t = node_of(v, "Transpose")
-    if _perm(t) == [0, 1, 3, 2] and perm == [0, 2, 3, 1]:  # K^T as two transposes
-        t = node_of(t.args[0], "Transpose")
-        perm = [0, 2, 1, 3]
-    need(_perm(t) == perm, f"transpose perm {_perm(t)} is not {perm}")
+    need(_perm(t) == [0, 2, 1, 3], f"transpose perm {_perm(t)} is not [0, 2, 1, 3]")
     inner, k2 = _scaled(t.args[0])
     x, n, d = _heads(inner)
+    return x, n, d, k * k2
+
+
+def _key(v: SSAValue) -> tuple[SSAValue, int, int, float]:
+    """Kᵀ: ``Transpose[0,2,3,1](Reshape(k, [1, -1, KV, D]))`` or ``Transpose[0,1,3,2](view)``."""
+    v, k = _scaled(v)
+    t = node_of(v, "Transpose")
+    if _perm(t) == [0, 2, 3, 1]:
+        inner, k2 = _scaled(t.args[0])
+        x, n, d = _heads(inner)
+        return x, n, d, k * k2
+    need(_perm(t) == [0, 1, 3, 2], f"K transpose perm {_perm(t)}")
+    x, n, d, k2 = _view(t.args[0])
     return x, n, d, k * k2
 
 
@@ -110,8 +137,8 @@ def match_attention(sm: ox.NodeOp) -> tuple[list[SSAValue], dict[str, object], o
         raise Miss(f"expected a causal mask (Add or Where) before the softmax, found {pre.kind}")
     scores, scale = _scaled(scores)
     mm = node_of(scores, "MatMul")
-    q, h, d, sq = _side(mm.args[0], [0, 2, 1, 3])
-    k, kv, dk, sk = _side(mm.args[1], [0, 2, 3, 1])
+    q, h, d, sq = _view(mm.args[0])
+    k, kv, dk, sk = _key(mm.args[1])
     need(d == dk, "q and k head dims differ")
     need(
         is_close(scale * sq * sk, 1 / math.sqrt(d)),
@@ -122,7 +149,8 @@ def match_attention(sm: ox.NodeOp) -> tuple[list[SSAValue], dict[str, object], o
     pv = users[0]
     assert isinstance(pv, ox.NodeOp)
     need(pv.kind == "MatMul" and pv.args[0] == sm.results[0], "softmax is not multiplied by V")
-    v, kv2, dv = _side(pv.args[1], [0, 2, 1, 3])[:3]
+    v, kv2, dv, sv = _view(pv.args[1])
+    need(sv == 1.0, "V is scaled")
     need(kv2 == kv and dv == d, "v heads differ from k heads")
     need(h % kv == 0, f"{h} heads is not a multiple of {kv} kv heads")
     outs = [u.operation for u in pv.results[0].uses]

@@ -61,6 +61,9 @@ class OnnxFuseEmbeddingPass(ModulePass):
                 e = producer(n.args[a])
                 if not (isinstance(e, ox.NodeOp) and e.kind == "ckir.Embed"):
                     continue
+                g = n.args[b].owner
+                if not (isinstance(g, ox.NodeOp) and g.kind == "Gather"):
+                    break  # a residual add, not a position embedding
                 try:
                     gather = node_of(n.args[b], "Gather")
                     need(

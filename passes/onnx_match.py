@@ -104,6 +104,14 @@ def const(v: SSAValue) -> np.ndarray | None:
     return None
 
 
+def init_value(v: SSAValue) -> np.ndarray | None:
+    """The data an ``onnx.init`` carries (small 1-D ones), else None."""
+    p = producer(v)
+    if isinstance(p, ox.InitOp) and p.value is not None:
+        return np.array([x.value.data for x in p.value.data], dtype=np.float64)
+    return None
+
+
 def scalar(v: SSAValue) -> float | None:
     """A constant holding one value (any shape of size 1), else None."""
     c = const(v)

@@ -38,6 +38,9 @@ from ckir.errors import CkirError
 #: ckir-domain node -> graph op kind (Linear is linear or, as the footer's last op, lm_head)
 KINDS = {
     "ckir.LayerNorm": "layernorm",
+    "ckir.RMSNorm": "rmsnorm",
+    "ckir.SwiGLU": "swiglu",
+    "ckir.Rope": "rope",
     "ckir.Linear": "linear",
     "ckir.Gelu": "gelu",
     "ckir.Attention": "attention",
@@ -331,8 +334,33 @@ def _emit(
 ) -> None:
     for j, op in enumerate(ops):
         kind = KINDS.get(op.kind)
-        ins = [values[a] for a in op.args if not isinstance(a.owner, ox.InitOp)]
         layer_ops = [layer[j] for layer in per_layer]
+        if kind == "rope":
+            continue  # emitted with the attention that reads it (graph.rope takes q and k)
+        if kind == "attention":
+            q, k = (a.owner for a in op.args[:2])
+            ropes = [x for x in (q, k) if isinstance(x, ox.NodeOp) and x.kind == "ckir.Rope"]
+            if len(ropes) == 1:
+                raise CkirError(f"ONNX node '{op.label}': rotary embedding on only one of q, k")
+            if ropes:
+                assert isinstance(q, ox.NodeOp) and isinstance(k, ox.NodeOp)
+                if q.attr("theta") != k.attr("theta"):
+                    raise CkirError(f"ONNX node '{op.label}': q and k rotate with different theta")
+                qin, kin = values[q.args[0]], values[k.args[0]]
+                rope = g.compute_op(
+                    "rope",
+                    [qin, kin],
+                    [qin.type, kin.type],  # type: ignore[list-item]
+                    attrs={
+                        "heads": "H",
+                        "kv_heads": "KV",
+                        "head_dim": "D",
+                        "theta": float(q.attr("theta")),  # type: ignore[arg-type]
+                    },
+                )
+                block.add_op(rope)
+                values[q.results[0]], values[k.results[0]] = rope.results
+        ins = [values[a] for a in op.args if not isinstance(a.owner, ox.InitOp)]
         in_type = ins[0].type
         assert isinstance(in_type, g.TensorType)
         out_type = in_type
@@ -349,6 +377,13 @@ def _emit(
             attrs["eps"] = float(op.attr("eps"))  # type: ignore[arg-type]
         elif kind == "gelu":
             attrs["approximate"] = op.attr("approximate")
+        elif kind == "rmsnorm":
+            name = b.fresh(prefix, "norm")
+            weights = [name]
+            b.weights.append(_Weight(name, ["E"], [lo.args[1].owner for lo in layer_ops]))  # type: ignore[misc]
+            attrs["eps"] = float(op.attr("eps"))  # type: ignore[arg-type]
+        elif kind == "swiglu":
+            pass
         elif kind == "attention":
             attrs = {"heads": "H", "kv_heads": "KV", "head_dim": "D", "causal": True}
             hd = int(op.attr("heads")) * int(op.attr("head_dim"))  # type: ignore[arg-type]

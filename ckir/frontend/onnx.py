@@ -33,7 +33,10 @@ PIPELINE: tuple[str, ...] = (
     "onnx-fuse-embedding",
     "onnx-fuse-linear",
     "onnx-fuse-layernorm",
+    "onnx-fuse-rmsnorm",
     "onnx-fuse-gelu",
+    "onnx-fuse-swiglu",
+    "onnx-fuse-rope",
     "onnx-fuse-attention",
     "onnx-to-graph",
 )
@@ -157,7 +160,9 @@ def load_onnx(path: str | Path) -> ModuleOp:
                 key = (np.ascontiguousarray(arr.T).tobytes(), arr.T.shape)
                 if key in digests and digests[key] != name:
                     same, tr = digests[key], True
-            op = ox.InitOp.make(name, list(t.dims), elem, same, tr)
+            small = arr.ndim == 1 and arr.size <= ox.CONST_MAX
+            value = arr.astype(np.float64).ravel() if small else None
+            op = ox.InitOp.make(name, list(t.dims), elem, same, tr, value)
         else:
             arr = numpy_helper.to_array(t)
             op = ox.ConstOp.make(name, list(t.dims), elem, arr.astype(np.float64).ravel())
