@@ -162,7 +162,7 @@ def match_attention(sm: ox.NodeOp) -> tuple[list[SSAValue], dict[str, object], o
     outs = [u.operation for u in tr.results[0].uses]
     if len(outs) == 1 and isinstance(outs[0], ox.NodeOp) and outs[0].kind == "Reshape":
         shape = const(outs[0].args[1])
-        need(shape is not None and int(shape.ravel()[-1]) == h * d, "head merge is not [.., H·D]")
+        need(shape is not None and int(shape.ravel()[-1]) == h * d, "head merge is not [.., H*D]")
         last = outs[0]
     return [q, k, v], {"heads": h, "kv_heads": kv, "head_dim": d}, last
 

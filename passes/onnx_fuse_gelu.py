@@ -79,7 +79,7 @@ def _inner(t: ox.NodeOp, x: SSAValue) -> None:
                 pw = node_of(cube[0], "Pow")
                 need(pw.args[0] == x and scalar(pw.args[1]) == 3.0, "not Pow(x, 3)")
             else:
-                need(cube == [x, x, x], "not x·x·x")
+                need(cube == [x, x, x], "not x*x*x")
             return
     raise Miss("Tanh argument does not add x")
 
@@ -88,7 +88,7 @@ def match_gelu(root: ox.NodeOp) -> tuple[SSAValue, str]:
     """(x, approximate) of a GELU product rooted at the Mul ``root``."""
     k, rest = _split(factors(root.results[0]))
     need(is_close(k, 0.5), "no factor 0.5")
-    need(len(rest) == 2, "not x · (1 + f(x))")
+    need(len(rest) == 2, "not x * (1 + f(x))")
     for a, b in ((0, 1), (1, 0)):
         p = rest[b].owner
         if not (isinstance(p, ox.NodeOp) and p.kind == "Add"):

@@ -49,7 +49,7 @@ def _affine(v: SSAValue) -> tuple[ox.NodeOp, SSAValue, SSAValue, SSAValue]:
             for c, d in ((0, 1), (1, 0)):
                 if init(mul.args[d]) is not None:
                     return add, mul.args[c], mul.args[d], add.args[b]
-    raise Miss("no Mul(·, scale) + bias initializers")
+    raise Miss("no Mul(n, scale) + bias initializers")
 
 
 def _decomposed(norm: SSAValue) -> tuple[SSAValue, float]:

@@ -74,7 +74,7 @@ def _table(v: SSAValue, fn: str) -> np.ndarray:
             need(inv is not None, "inv_freq is not a constant")
             assert inv is not None
             return inv.ravel()
-    raise Miss("the angles are not positions · inv_freq")
+    raise Miss("the angles are not positions * inv_freq")
 
 
 def match_rope(neg: ox.NodeOp) -> tuple[SSAValue, ox.NodeOp, ox.NodeOp, int, int, float]:

@@ -36,7 +36,7 @@ class OnnxFuseSwigluPass(ModulePass):
                 need(len(users) == 1 and isinstance(users[0], ox.NodeOp), "Sigmoid has other users")
                 silu = users[0]
                 assert isinstance(silu, ox.NodeOp)
-                need(silu.kind == "Mul" and a in silu.args, "not a · Sigmoid(a)")
+                need(silu.kind == "Mul" and a in silu.args, "not a * Sigmoid(a)")
                 outs = [u.operation for u in silu.results[0].uses]
                 need(len(outs) == 1 and isinstance(outs[0], ox.NodeOp), "SiLU has other users")
                 mul = outs[0]
