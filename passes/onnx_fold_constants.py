@@ -10,8 +10,10 @@ Two rules:
   ConstantOfShape / Trilu / Where masks …) is evaluated at two sequence
   lengths and classified: the same at both → a constant; ``arange(T)`` →
   ``ckir.Positions``; 0 on and below the diagonal and ≤ -1e4 above (or a
-  boolean lower triangle) → ``ckir.CausalMask``.  Anything else stays (and
-  ``--onnx-to-graph`` names it).
+  boolean lower triangle) → ``ckir.CausalMask``; a shape vector holding ``T``
+  stays for the rule that reads it (repeat_kv's ``Expand``).  Anything else
+  stays, is recorded as a miss, and ``--onnx-to-graph`` names it if it is
+  still used.
 
 Example::
 
@@ -153,12 +155,21 @@ def fold_constant_nodes(module: ModuleOp, rec: Record) -> None:
 
 
 def _classify(samples: list[np.ndarray]) -> str | None:
-    """``constant`` / ``positions`` / ``causal`` / ``causal_bool`` or None."""
+    """``constant`` / ``shape`` / ``positions`` / ``causal`` / ``causal_bool`` or None."""
     if all(s.shape == samples[0].shape and np.array_equal(s, samples[0]) for s in samples):
         return "constant"
     kinds = set()
     for t, s in zip(PROBE_T, samples, strict=True):
         sq = np.squeeze(s)
+        if s.ndim == 1 and s.dtype == np.int64 and s.shape == samples[0].shape:
+            same = s == samples[0]
+            if (
+                np.all(same | (s == t))
+                and np.any(s == t)
+                and np.all(samples[0][~same] == PROBE_T[0])
+            ):
+                kinds.add("shape")  # a shape vector with T in it (an Expand's target)
+                continue
         if sq.shape == (t,) and np.array_equal(sq, np.arange(t)):
             kinds.add("positions")
         elif sq.shape == (t, t):
@@ -230,6 +241,8 @@ def fold_shape_subgraphs(module: ModuleOp, rec: Record) -> None:
             new = fused("Positions", [tokens.result], owner)
         elif kind in ("causal", "causal_bool"):
             new = fused("CausalMask", [tokens.result], owner, {"boolean": kind == "causal_bool"})
+        elif kind == "shape":
+            continue  # the rule that reads it checks it structurally (repeat_kv's Expand)
         else:
             rec.miss(owner, f"shape-only value not recognised (classified {kind})")
             continue

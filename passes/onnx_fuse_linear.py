@@ -1,12 +1,12 @@
 """``--onnx-fuse-linear``: MatMul / Gemm (+ bias Add, + Split) → ``ckir.Linear``.
 
 * ``Gemm(x, W[, b])`` (alpha = beta = 1, no transA) and ``MatMul(x, W)``
-  followed by ``Add(·, b)`` (its only user) with ``W`` a 2-D initializer and
-  ``b`` a 1-D one → ``ckir.Linear(x, W[, b])`` with ``w_layout = "kn"`` (W
+  followed by ``Add(·, b)`` (its only user) with ``W`` a 2-D initializer (or a
+  ``Transpose`` of one) and ``b`` a 1-D one → ``ckir.Linear(x, W[, b])`` with ``w_layout = "kn"`` (W
   stored ``[in, out]``) or ``"nk"`` (``transB``, PyTorch's layout);
 * a ``Split`` of the last axis of a linear's output (its only user) becomes
   one linear per part, each with ``slice = [start, stop]`` of the out axis
-  (GPT-2's fused ``c_attn``);
+  (a fused q/k/v projection);
 * a bias-free linear whose ``W`` is the embedding table (the loader's
   ``same_as``) carries ``tied_to = <table>``: the tied LM head::
 
@@ -40,12 +40,17 @@ from ckir.passes.onnx_match import (
 )
 
 
-def _weight(v: SSAValue) -> ox.InitOp:
+def _weight(v: SSAValue) -> tuple[ox.InitOp, bool]:
+    """The weight initializer, and whether it is read through a ``Transpose[1, 0]``."""
+    p = v.owner
+    flipped = False
+    if isinstance(p, ox.NodeOp) and p.kind == "Transpose" and p.attr("perm") in (None, [1, 0]):
+        v, flipped = p.args[0], True
     w = init(v)
     need(w is not None, "the weight is not an initializer")
     assert w is not None
     need(len(w.dims) == 2, "the weight is not 2-D")
-    return w
+    return w, flipped
 
 
 def _bias(v: SSAValue, n: int) -> bool:
@@ -78,20 +83,19 @@ class OnnxFuseLinearPass(ModulePass):
             if n.kind not in ("MatMul", "Gemm"):
                 continue
             try:
-                w = _weight(n.args[1])
-                layout = "kn"
-                ins = [n.args[0], n.args[1]]
+                w, flipped = _weight(n.args[1])
+                trans_b = n.kind == "Gemm" and bool(n.attr("transB", 0))
+                layout = "nk" if trans_b != flipped else "kn"
+                ins = [n.args[0], w.result]
                 out = n
+                nout = w.dims[0] if layout == "nk" else w.dims[1]
                 if n.kind == "Gemm":
                     need(n.attr("transA", 0) == 0, "transA is set")
                     need(n.attr("alpha", 1.0) == 1.0 and n.attr("beta", 1.0) == 1.0, "alpha/beta")
-                    layout = "nk" if n.attr("transB", 0) else "kn"
-                    nout = w.dims[0] if layout == "nk" else w.dims[1]
                     if len(n.args) == 3:
                         need(_bias(n.args[2], nout), "C is not a 1-D bias of the out size")
                         ins.append(n.args[2])
                 else:
-                    nout = w.dims[1]
                     users = list(n.results[0].uses)
                     if len(users) == 1:
                         add = users[0].operation

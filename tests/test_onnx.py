@@ -1,5 +1,6 @@
-"""The ONNX frontend on a real export: a random-weight tiny GPT-2 (odd sizes) exported by
-``torch.onnx.export(dynamo=True)`` at opset 18, imported, fused, compiled.
+"""The ONNX frontend on real exports: random-weight tiny GPT-2 (odd sizes), Llama (GQA) and
+Qwen2 (q/k/v biases, tied head) models exported by ``torch.onnx.export(dynamo=True)`` at
+opset 18, imported, fused, compiled.
 
 Oracles: onnxruntime on the same file and transformers on the same weights for prefill
 logits (<= 1e-4 relative, fp32), transformers with its KV cache for decode, and the
@@ -76,94 +77,159 @@ def export_dynamo(model: torch.nn.Module, path: Path, opset: int = 18) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def gpt2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(HF folder, .onnx file) of a tiny GPT-2: E = 36, 3 heads (D = 12), I = 4E, V = 97."""
-    root = tmp_path_factory.mktemp("onnx_gpt2")
-    hf = make_tiny_model(
-        "gpt2", root / "hf", seed=11, n_embd=36, n_head=3, n_layer=LAYERS, vocab_size=97
-    )
-    model = transformers.AutoModelForCausalLM.from_pretrained(hf, attn_implementation="eager")
-    model.eval()
-    return hf, export_dynamo(model, root / "gpt2.onnx")
+#: key -> (zoo arch, config overrides, expected matches per rule)
+MODELS: dict[str, tuple[str, dict, dict[str, int]]] = {
+    "gpt2": (
+        "gpt2",
+        {"n_embd": 36, "n_head": 3, "n_layer": LAYERS, "vocab_size": 97},
+        {
+            "attention": LAYERS,
+            "gelu": LAYERS,
+            "layernorm": 2 * LAYERS + 1,
+            "split-linear": LAYERS,  # c_attn -> q, k, v
+            "linear": 4 * LAYERS + 1,  # c_attn, attn c_proj, c_fc, mlp c_proj; the head
+            "tied-lm-head": 1,
+            "embed": 1,
+            "pos-embed": 1,
+        },
+    ),
+    "llama": (
+        "llama",
+        {"num_hidden_layers": LAYERS},
+        {
+            "attention": LAYERS,
+            "rope": 2 * LAYERS,  # q and k
+            "rmsnorm": 2 * LAYERS + 1,
+            "swiglu": LAYERS,
+            "linear": 7 * LAYERS + 1,
+            "tied-lm-head": 0,
+            "embed": 1,
+        },
+    ),
+    "qwen2": (
+        "qwen2",
+        {"num_hidden_layers": LAYERS},
+        {
+            "attention": LAYERS,
+            "rope": 2 * LAYERS,
+            "rmsnorm": 2 * LAYERS + 1,
+            "swiglu": LAYERS,
+            "linear": 7 * LAYERS + 1,
+            "tied-lm-head": 1,
+            "embed": 1,
+        },
+    ),
+}
+#: what may be left of a fused graph before --onnx-to-graph
+FUSED = {
+    "ckir.Embed",
+    "ckir.PosEmbed",
+    "ckir.LayerNorm",
+    "ckir.RMSNorm",
+    "ckir.Linear",
+    "ckir.Gelu",
+    "ckir.SwiGLU",
+    "ckir.Rope",
+    "ckir.Attention",
+    "Add",
+}
 
 
 @pytest.fixture(scope="module")
-def build(gpt2: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory):
-    model = ckir.compile(gpt2[1], tmp_path_factory.mktemp("onnx_build"), max_context=MAX_CONTEXT)
-    yield model
-    model.close()
+def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    """key -> (HF folder, .onnx file)."""
+    root = tmp_path_factory.mktemp("onnx_exports")
+    out = {}
+    for key, (arch, overrides, _) in MODELS.items():
+        hf = make_tiny_model(arch, root / key, seed=11, **overrides)
+        model = transformers.AutoModelForCausalLM.from_pretrained(hf, attn_implementation="eager")
+        out[key] = (hf, export_dynamo(model.eval(), root / f"{key}.onnx"))
+    return out
 
 
-def test_every_pattern_matches_once_per_layer(gpt2: tuple[Path, Path]) -> None:
-    _, counts, misses = import_onnx(gpt2[1])
-    assert counts["attention"] == LAYERS
-    assert counts["gelu"] == LAYERS
-    assert counts["layernorm"] == 2 * LAYERS + 1
-    assert counts["split-linear"] == LAYERS  # c_attn -> q, k, v
-    assert counts["linear"] == 4 * LAYERS + 1  # c_attn, c_proj, c_fc, mlp c_proj; the head
-    assert counts["tied-lm-head"] == 1
-    assert counts["embed"] == 1 and counts["pos-embed"] == 1
+@pytest.fixture(scope="module")
+def builds(exports: dict[str, tuple[Path, Path]], tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("onnx_builds")
+    models = {
+        key: ckir.compile(onnx_path, root / key, max_context=MAX_CONTEXT)
+        for key, (_, onnx_path) in exports.items()
+    }
+    yield models
+    for m in models.values():
+        m.close()
+
+
+@pytest.mark.parametrize("key", list(MODELS))
+def test_every_pattern_matches_once_per_layer(key: str, exports) -> None:
+    _, counts, misses = import_onnx(exports[key][1])
+    for rule, n in MODELS[key][2].items():
+        assert counts[rule] == n, (rule, counts)
     # what did not match: only the two activation MatMuls of each attention
     assert len(misses) == 2 * LAYERS, misses
     assert all("the weight is not an initializer" in m for m in misses), misses
 
 
-def test_no_decomposed_op_left(gpt2: tuple[Path, Path]) -> None:
-    module = load_onnx(gpt2[1])
+@pytest.mark.parametrize("key", list(MODELS))
+def test_no_decomposed_op_left(key: str, exports) -> None:
+    module = load_onnx(exports[key][1])
     before = {n.kind for n in nodes(module)}
-    assert {"Softmax", "Tanh", "LayerNormalization", "MatMul"} <= before
+    assert {"Softmax", "MatMul"} <= before
     run_pipeline(module, PIPELINE[:-1])
     left = {n.kind for n in nodes(module)}
     assert not left & DECOMPOSED, left
-    assert left <= {"ckir.Embed", "ckir.PosEmbed", "ckir.LayerNorm", "ckir.Linear",
-                    "ckir.Gelu", "ckir.Attention", "Add"}, left  # fmt: skip
+    assert left <= FUSED, left
 
 
-def test_graph_matches_the_template_import(gpt2: tuple[Path, Path]) -> None:
-    """The ONNX graph has the ops of the gpt2 template's graph, in the same order."""
+@pytest.mark.parametrize("key", list(MODELS))
+def test_graph_matches_the_template_import(key: str, exports) -> None:
+    """The ONNX graph has the ops of the template's graph of the same checkpoint, in order."""
     from ckir.dialects import graph as g
     from ckir.frontend import import_model
 
     def kinds(module) -> list[str]:
         return [op.name for op in module.walk() if isinstance(op, g.ComputeOp)]
 
-    onnx_graph, _, _ = import_model(gpt2[1])
-    hf_graph, _, _ = import_model(gpt2[0])
+    onnx_graph, _, _ = import_model(exports[key][1])
+    hf_graph, _, _ = import_model(exports[key][0])
     assert kinds(onnx_graph) == kinds(hf_graph)
 
 
-def test_prefill_matches_onnxruntime_and_transformers(gpt2: tuple[Path, Path], build) -> None:
+@pytest.mark.parametrize("key", list(MODELS))
+def test_prefill_matches_onnxruntime_and_transformers(key: str, exports, builds) -> None:
+    hf_dir, onnx_path = exports[key]
+    model = builds[key]
     rng = np.random.default_rng(1)
-    tokens = rng.integers(0, 97, size=13)
-    build.reset()
-    ours = build.prefill(tokens)
-    sess = ort.InferenceSession(str(gpt2[1]), providers=["CPUExecutionProvider"])
+    tokens = rng.integers(0, model.vocab_size, size=13)
+    model.reset()
+    ours = model.prefill(tokens)
+    sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     ref = sess.run(None, {"input_ids": tokens[None].astype(np.int64)})[0][0]
-    assert_close(ours, ref, "prefill vs onnxruntime")
-    hf = transformers.AutoModelForCausalLM.from_pretrained(gpt2[0]).eval()
+    assert_close(ours, ref, f"{key} prefill vs onnxruntime")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(hf_dir).eval()
     with torch.no_grad():
         ref_hf = hf(torch.tensor(tokens[None])).logits[0].numpy()
-    assert_close(ours, ref_hf, "prefill vs transformers")
+    assert_close(ours, ref_hf, f"{key} prefill vs transformers")
 
 
-def test_decode_with_ckir_kv_cache(gpt2: tuple[Path, Path], build) -> None:
+@pytest.mark.parametrize("key", list(MODELS))
+def test_decode_with_ckir_kv_cache(key: str, exports, builds) -> None:
+    model = builds[key]
     rng = np.random.default_rng(2)
-    tokens = rng.integers(0, 97, size=9)
-    build.reset()
-    full = build.prefill(tokens)
-    build.reset()
-    rows = np.stack([build.decode(int(t)) for t in tokens])
-    assert_close(rows, full, "decode from empty vs prefill rows")
-    hf = transformers.AutoModelForCausalLM.from_pretrained(gpt2[0]).eval()
-    assert_decode_matches(build, hf, tokens[:4], tokens[4:], "onnx gpt2")
+    tokens = rng.integers(0, model.vocab_size, size=9)
+    model.reset()
+    full = model.prefill(tokens)
+    model.reset()
+    rows = np.stack([model.decode(int(t)) for t in tokens])
+    assert_close(rows, full, f"{key} decode from empty vs prefill rows")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(exports[key][0]).eval()
+    assert_decode_matches(model, hf, tokens[:4], tokens[4:], f"onnx {key}")
 
 
-def test_explain_cli(gpt2: tuple[Path, Path]) -> None:
-    proc = ckir_cli("import", str(gpt2[1]), "--explain")
+def test_explain_cli(exports) -> None:
+    proc = ckir_cli("import", str(exports["llama"][1]), "--explain")
     assert proc.returncode == 0, proc.stderr
     assert f"attention: {LAYERS} matched" in proc.stdout
-    assert f"gelu: {LAYERS} matched" in proc.stdout
+    assert f"rope: {2 * LAYERS} matched" in proc.stdout
     assert "miss: linear: " in proc.stdout and "the weight is not an initializer" in proc.stdout
 
 
@@ -196,9 +262,9 @@ def test_unsupported_op_is_one_line(tmp_path: Path) -> None:
     clean_error(ckir_cli("import", str(path)), r"ONNX node 'the_node': op_type Sin \(opset 18\)")
 
 
-def test_truncated_file_is_one_line(gpt2: tuple[Path, Path], tmp_path: Path) -> None:
+def test_truncated_file_is_one_line(exports, tmp_path: Path) -> None:
     bad = tmp_path / "cut.onnx"
-    data = gpt2[1].read_bytes()
+    data = exports["gpt2"][1].read_bytes()
     bad.write_bytes(data[: len(data) // 2])
     clean_error(ckir_cli("import", str(bad)), r"cut\.onnx: not a readable ONNX model")
     clean_error(
@@ -207,5 +273,7 @@ def test_truncated_file_is_one_line(gpt2: tuple[Path, Path], tmp_path: Path) -> 
     )
 
 
-def test_onnx_takes_no_template(gpt2: tuple[Path, Path]) -> None:
-    clean_error(ckir_cli("import", str(gpt2[1]), "--template", "gpt2"), r"takes no --template")
+def test_onnx_takes_no_template(exports) -> None:
+    clean_error(
+        ckir_cli("import", str(exports["gpt2"][1]), "--template", "gpt2"), r"takes no --template"
+    )
