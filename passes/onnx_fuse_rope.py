@@ -6,7 +6,8 @@ Matched from each ``Neg``, on a head view ``x4 = Transpose[0,2,1,3](Reshape(x, [
     cos, sin = [Unsqueeze] Cos / Sin (Concat(f, f)),  f = ckir.Positions · inv_freq
 
 with ``inv_freq = theta^(-2i/D)`` (the default rope; scaled tables are not
-recognised).  The rotation is rewritten on the token-major value, and the
+recognised); and the native ``RotaryEmbedding(x4, Cos(f), Sin(f))`` (opset 23,
+not interleaved, full rotary dim).  The rotation is rewritten on the token-major value, and the
 head view re-made after it, so that ``--onnx-fuse-attention`` sees its
 usual pattern::
 
@@ -57,14 +58,18 @@ def _half(s: ox.NodeOp, d: int) -> str:
     raise Miss(f"slice [{starts}:{ends}] is not a half of {d}")
 
 
-def _table(v: SSAValue, fn: str) -> np.ndarray:
-    """``[Unsqueeze] fn(Concat(f, f))``, ``f = Positions · inv_freq`` -> inv_freq."""
+def _table(v: SSAValue, fn: str, doubled: bool = True) -> np.ndarray:
+    """``[Unsqueeze] fn(Concat(f, f))`` (or ``fn(f)``), ``f = Positions · inv_freq`` ->
+    inv_freq."""
     p = v.owner
     if isinstance(p, ox.NodeOp) and p.kind == "Unsqueeze":
         v = p.args[0]
-    c = node_of(node_of(v, fn).args[0], "Concat")
-    need(len(c.args) == 2 and c.args[0] == c.args[1], f"{fn} argument is not Concat(f, f)")
-    f = node_of(c.args[0], "Mul")
+    arg = node_of(v, fn).args[0]
+    if doubled:
+        c = node_of(arg, "Concat")
+        need(len(c.args) == 2 and c.args[0] == c.args[1], f"{fn} argument is not Concat(f, f)")
+        arg = c.args[0]
+    f = node_of(arg, "Mul")
     for a, b in ((0, 1), (1, 0)):
         pos = f.args[a].owner
         if isinstance(pos, ox.NodeOp) and pos.kind == "ckir.Positions":
@@ -112,6 +117,11 @@ def match_rope(neg: ox.NodeOp) -> tuple[SSAValue, ox.NodeOp, ox.NodeOp, int, int
     need(x4 in mc.args, "cos term is not of x4")
     cos = mc.args[1] if mc.args[0] == x4 else mc.args[0]
     inv_c = _table(cos, "Cos")
+    return rs.args[0], rs, add, heads, d, _theta(inv_c, inv_s, d)
+
+
+def _theta(inv_c: np.ndarray, inv_s: np.ndarray, d: int) -> float:
+    """theta of a default rope table ``inv_freq = theta^(-2i/D)`` (``Miss`` otherwise)."""
     need(np.array_equal(inv_c, inv_s), "cos and sin use different frequencies")
     need(inv_c.size == d // 2 and inv_c.size > 1, "inv_freq does not have D/2 entries")
     i = np.arange(1, d // 2)
@@ -120,7 +130,38 @@ def match_rope(neg: ox.NodeOp) -> tuple[SSAValue, ox.NodeOp, ox.NodeOp, int, int
         theta = float(round(theta))
     want = theta ** (-np.arange(0, d, 2) / d)
     need(bool(np.allclose(inv_c, want, rtol=1e-5)), "inv_freq is not theta^(-2i/D) (scaled rope)")
-    return rs.args[0], rs, add, heads, d, theta
+    return theta
+
+
+def match_native(n: ox.NodeOp) -> tuple[SSAValue, ox.NodeOp, int, int, float]:
+    """``RotaryEmbedding(x4, Cos(f), Sin(f))`` (opset 23): (x, head reshape, N, D, theta)."""
+    need(n.attr("interleaved", 0) == 0, "interleaved (GPT-J) rotation")
+    need(len(n.args) == 3, "explicit position_ids")
+    tr = node_of(n.args[0], "Transpose")
+    need([int(i) for i in tr.attr("perm")] == [0, 2, 1, 3], "not a head view")  # type: ignore[union-attr]
+    rs = node_of(tr.args[0], "Reshape")
+    shape = const(rs.args[1])
+    need(shape is not None and shape.size == 4, "head reshape is not constant")
+    assert shape is not None
+    heads, d = int(shape.ravel()[2]), int(shape.ravel()[3])
+    need(n.attr("rotary_embedding_dim", 0) in (0, d), "partial rotary dim")
+    inv_c = _table(n.args[1], "Cos", doubled=False)
+    inv_s = _table(n.args[2], "Sin", doubled=False)
+    return rs.args[0], rs, heads, d, _theta(inv_c, inv_s, d)
+
+
+def _rewrite(x: SSAValue, rs: ox.NodeOp, at: ox.NodeOp, heads: int, d: int, theta: float) -> None:
+    """``at`` (a [1, N, T, D] rotation of x's head view) -> ckir.Rope(x) + the head view."""
+    r = fused("Rope", [x], at, {"heads": heads, "head_dim": d, "theta": theta})
+    r3 = ox.NodeOp.make("Reshape", [r.results[0], rs.args[1]], 1, node=at.label + ".view")
+    r4 = ox.NodeOp.make(
+        "Transpose",
+        [r3.results[0]],
+        1,
+        node=at.label + ".heads",
+        attrs={"perm": ox.to_attr([0, 2, 1, 3])},
+    )
+    replace(at, [r, r3, r4], [r4.results[0]])
 
 
 @dataclass(frozen=True)
@@ -137,16 +178,15 @@ class OnnxFuseRopePass(ModulePass):
             except Miss as m:
                 rec.miss(neg, str(m))
                 continue
-            r = fused("Rope", [x], add, {"heads": heads, "head_dim": d, "theta": theta})
-            r3 = ox.NodeOp.make("Reshape", [r.results[0], rs.args[1]], 1, node=add.label + ".view")
-            r4 = ox.NodeOp.make(
-                "Transpose",
-                [r3.results[0]],
-                1,
-                node=add.label + ".heads",
-                attrs={"perm": ox.to_attr([0, 2, 1, 3])},
-            )
-            replace(add, [r, r3, r4], [r4.results[0]])
+            _rewrite(x, rs, add, heads, d, theta)
+            rec.matched += 1
+        for n in nodes(op, "RotaryEmbedding"):
+            try:
+                x, rs, heads, d, theta = match_native(n)
+            except Miss as m:
+                rec.miss(n, str(m))
+                continue
+            _rewrite(x, rs, n, heads, d, theta)
             rec.matched += 1
         remove_dead(op)
         rec.save(op)
