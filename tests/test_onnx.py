@@ -1,6 +1,7 @@
 """The ONNX frontend on real exports: random-weight tiny GPT-2 (odd sizes), Llama (GQA) and
 Qwen2 (q/k/v biases, tied head) models exported by ``torch.onnx.export(dynamo=True)`` at
-opset 18, imported, fused, compiled.
+opsets 18 and 23 (which has native RMSNormalization and RotaryEmbedding ops), imported,
+fused, compiled.
 
 Oracles: onnxruntime on the same file and transformers on the same weights for prefill
 logits (<= 1e-4 relative, fp32), transformers with its KV cache for decode, and the
@@ -45,6 +46,8 @@ DECOMPOSED = {
     "Gemm",
     "Transpose",
     "Split",
+    "RMSNormalization",
+    "RotaryEmbedding",
 }
 
 
@@ -135,15 +138,21 @@ FUSED = {
 }
 
 
+#: the exports tested: "<model>-<opset>"
+EXPORTS = [f"{key}-{opset}" for key in MODELS for opset in (18, 23)]
+
+
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
-    """key -> (HF folder, .onnx file)."""
+    """export key ("llama-23") -> (HF folder, .onnx file)."""
     root = tmp_path_factory.mktemp("onnx_exports")
     out = {}
     for key, (arch, overrides, _) in MODELS.items():
         hf = make_tiny_model(arch, root / key, seed=11, **overrides)
         model = transformers.AutoModelForCausalLM.from_pretrained(hf, attn_implementation="eager")
-        out[key] = (hf, export_dynamo(model.eval(), root / f"{key}.onnx"))
+        for opset in (18, 23):
+            path = export_dynamo(model.eval(), root / f"{key}-{opset}.onnx", opset)
+            out[f"{key}-{opset}"] = (hf, path)
     return out
 
 
@@ -159,17 +168,17 @@ def builds(exports: dict[str, tuple[Path, Path]], tmp_path_factory: pytest.TempP
         m.close()
 
 
-@pytest.mark.parametrize("key", list(MODELS))
+@pytest.mark.parametrize("key", EXPORTS)
 def test_every_pattern_matches_once_per_layer(key: str, exports) -> None:
     _, counts, misses = import_onnx(exports[key][1])
-    for rule, n in MODELS[key][2].items():
+    for rule, n in MODELS[key.split("-")[0]][2].items():
         assert counts[rule] == n, (rule, counts)
     # what did not match: only the two activation MatMuls of each attention
     assert len(misses) == 2 * LAYERS, misses
     assert all("the weight is not an initializer" in m for m in misses), misses
 
 
-@pytest.mark.parametrize("key", list(MODELS))
+@pytest.mark.parametrize("key", EXPORTS)
 def test_no_decomposed_op_left(key: str, exports) -> None:
     module = load_onnx(exports[key][1])
     before = {n.kind for n in nodes(module)}
@@ -180,7 +189,7 @@ def test_no_decomposed_op_left(key: str, exports) -> None:
     assert left <= FUSED, left
 
 
-@pytest.mark.parametrize("key", list(MODELS))
+@pytest.mark.parametrize("key", EXPORTS)
 def test_graph_matches_the_template_import(key: str, exports) -> None:
     """The ONNX graph has the ops of the template's graph of the same checkpoint, in order."""
     from ckir.dialects import graph as g
@@ -194,7 +203,7 @@ def test_graph_matches_the_template_import(key: str, exports) -> None:
     assert kinds(onnx_graph) == kinds(hf_graph)
 
 
-@pytest.mark.parametrize("key", list(MODELS))
+@pytest.mark.parametrize("key", EXPORTS)
 def test_prefill_matches_onnxruntime_and_transformers(key: str, exports, builds) -> None:
     hf_dir, onnx_path = exports[key]
     model = builds[key]
@@ -211,7 +220,7 @@ def test_prefill_matches_onnxruntime_and_transformers(key: str, exports, builds)
     assert_close(ours, ref_hf, f"{key} prefill vs transformers")
 
 
-@pytest.mark.parametrize("key", list(MODELS))
+@pytest.mark.parametrize("key", EXPORTS)
 def test_decode_with_ckir_kv_cache(key: str, exports, builds) -> None:
     model = builds[key]
     rng = np.random.default_rng(2)
@@ -226,7 +235,7 @@ def test_decode_with_ckir_kv_cache(key: str, exports, builds) -> None:
 
 
 def test_explain_cli(exports) -> None:
-    proc = ckir_cli("import", str(exports["llama"][1]), "--explain")
+    proc = ckir_cli("import", str(exports["llama-18"][1]), "--explain")
     assert proc.returncode == 0, proc.stderr
     assert f"attention: {LAYERS} matched" in proc.stdout
     assert f"rope: {2 * LAYERS} matched" in proc.stdout
@@ -264,7 +273,7 @@ def test_unsupported_op_is_one_line(tmp_path: Path) -> None:
 
 def test_truncated_file_is_one_line(exports, tmp_path: Path) -> None:
     bad = tmp_path / "cut.onnx"
-    data = exports["gpt2"][1].read_bytes()
+    data = exports["gpt2-18"][1].read_bytes()
     bad.write_bytes(data[: len(data) // 2])
     clean_error(ckir_cli("import", str(bad)), r"cut\.onnx: not a readable ONNX model")
     clean_error(
@@ -275,5 +284,5 @@ def test_truncated_file_is_one_line(exports, tmp_path: Path) -> None:
 
 def test_onnx_takes_no_template(exports) -> None:
     clean_error(
-        ckir_cli("import", str(exports["gpt2"][1]), "--template", "gpt2"), r"takes no --template"
+        ckir_cli("import", str(exports["gpt2-18"][1]), "--template", "gpt2"), r"takes no --template"
     )
