@@ -21,7 +21,6 @@ from xdsl.ir import SSAValue
 
 from ckir.dialects import graph as g
 from ckir.dialects import onnx as ox
-from ckir.dialects.dims import evaluate_dim
 from ckir.errors import CkirError
 from ckir.passes.onnx_to_graph import NAMES_ATTR
 
@@ -262,26 +261,14 @@ class OnnxSource:
     def bytes_for(
         self, decl: g.WeightOp, layer: int | None, symbols: Mapping[str, int], dtype: str
     ) -> np.ndarray:
-        from ckir.backend.weights import encode
+        from ckir.backend.weights import encode, pack_tensor
 
         names = decl.attributes.get(NAMES_ATTR)
         if isinstance(names, ArrayAttr) and layer is not None:
             name = names.data[layer].data  # type: ignore[attr-defined]
         else:
             name = decl.source_tensor("hf", layer)
-        arr = self.array(name).astype(np.float32)
-        spec = decl.slice_spec
-        if spec is not None:
-            axis, start, stop = spec
-            index = [slice(None)] * arr.ndim
-            index[axis] = slice(evaluate_dim(start, symbols), evaluate_dim(stop, symbols))
-            arr = arr[tuple(index)]
-        if decl.is_transposed:
-            arr = arr.T
-        want = tuple(evaluate_dim(d, symbols) for d in decl.shape_dims)
-        if tuple(arr.shape) != want:
-            raise CkirError(
-                f"weights.bin: initializer '{name}' packs to shape {list(arr.shape)}, "
-                f"graph.weight @{decl.weight_name} needs {list(want)}"
-            )
+        arr = pack_tensor(
+            self.array(name).astype(np.float32), decl, symbols, f"initializer '{name}'"
+        )
         return encode(np.ascontiguousarray(arr), dtype, name)
