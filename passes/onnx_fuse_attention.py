@@ -28,16 +28,15 @@ from xdsl.passes import ModulePass
 
 from ckir.dialects import onnx as ox
 from ckir.passes.onnx_match import (
+    Match,
     Miss,
     Record,
     const,
-    fused,
+    fuse_each,
     is_close,
     need,
     node_of,
-    nodes,
     remove_dead,
-    replace,
     scalar,
 )
 
@@ -175,14 +174,11 @@ class OnnxFuseAttentionPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         rec = Record("attention")
-        for sm in nodes(op, "Softmax"):
-            try:
-                ins, attrs, last = match_attention(sm)
-            except Miss as m:
-                rec.miss(sm, str(m))
-                continue
-            new = fused("Attention", ins, sm, attrs)
-            replace(last, [new], [new.results[0]])
-            rec.matched += 1
+
+        def match(sm: ox.NodeOp) -> Match:
+            ins, attrs, last = match_attention(sm)
+            return "Attention", ins, last, attrs
+
+        fuse_each(op, "Softmax", rec, match)
         remove_dead(op)
         rec.save(op)

@@ -24,8 +24,10 @@ from xdsl.passes import ModulePass
 
 from ckir.dialects import onnx as ox
 from ckir.passes.onnx_match import (
+    Match,
     Miss,
     Record,
+    fuse_each,
     fused,
     init,
     is_close,
@@ -85,18 +87,15 @@ class OnnxFuseLayernormPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         rec = Record("layernorm")
-        for n in nodes(op, "LayerNormalization"):
-            try:
-                need(n.attr("axis", -1) == -1, "axis is not -1")
-                need(len(n.args) == 3, "no bias")
-                need(all(init(a) is not None for a in n.args[1:]), "scale/bias not initializers")
-                need(all(not list(r.uses) for r in n.results[1:]), "mean/inv-std output is used")
-            except Miss as m:
-                rec.miss(n, str(m))
-                continue
-            new = fused("LayerNorm", list(n.args), n, {"eps": float(n.attr("epsilon", 1e-5))})  # type: ignore[arg-type]
-            replace(n, [new], [new.results[0]])
-            rec.matched += 1
+
+        def native(n: ox.NodeOp) -> Match:
+            need(n.attr("axis", -1) == -1, "axis is not -1")
+            need(len(n.args) == 3, "no bias")
+            need(all(init(a) is not None for a in n.args[1:]), "scale/bias not initializers")
+            need(all(not list(r.uses) for r in n.results[1:]), "mean/inv-std output is used")
+            return "LayerNorm", list(n.args), n, {"eps": float(n.attr("epsilon", 1e-5))}  # type: ignore[arg-type]
+
+        fuse_each(op, "LayerNormalization", rec, native)
         for n in nodes(op, "ReduceMean"):
             # candidates: the mean whose Sub feeds a normalisation
             subs = [u.operation for u in n.results[0].uses]

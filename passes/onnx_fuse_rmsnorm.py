@@ -25,15 +25,13 @@ from xdsl.passes import ModulePass
 
 from ckir.dialects import onnx as ox
 from ckir.passes.onnx_match import (
-    Miss,
+    Match,
     Record,
-    fused,
+    fuse_each,
     init,
     need,
     node_of,
-    nodes,
     remove_dead,
-    replace,
     scalar,
 )
 
@@ -97,29 +95,20 @@ class OnnxFuseRmsnormPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         rec = Record("rmsnorm")
-        for n in nodes(op, "RMSNormalization"):
-            try:
-                need(n.attr("axis", -1) == -1, "axis is not -1")
-                need(init(n.args[1]) is not None, "the gain is not an initializer")
-            except Miss as m:
-                rec.miss(n, str(m))
-                continue
-            new = fused("RMSNorm", list(n.args[:2]), n, {"eps": float(n.attr("epsilon", 1e-5))})  # type: ignore[arg-type]
-            replace(n, [new], [new.results[0]])
-            rec.matched += 1
-        for mean in nodes(op, "ReduceMean"):
-            if mean.parent is None:
-                continue
+
+        def native(n: ox.NodeOp) -> Match:
+            need(n.attr("axis", -1) == -1, "axis is not -1")
+            need(init(n.args[1]) is not None, "the gain is not an initializer")
+            return "RMSNorm", list(n.args[:2]), n, {"eps": float(n.attr("epsilon", 1e-5))}  # type: ignore[arg-type]
+
+        def decomposed(mean: ox.NodeOp) -> Match | None:
             sq = mean.args[0].owner
             if not (isinstance(sq, ox.NodeOp) and sq.kind in ("Pow", "Mul")):
-                continue  # not a mean of squares (a LayerNorm's mean, say)
-            try:
-                x, g, eps, last = match_rms(mean)
-            except Miss as m:
-                rec.miss(mean, str(m))
-                continue
-            new = fused("RMSNorm", [x, g], last, {"eps": eps})
-            replace(last, [new], [new.results[0]])
-            rec.matched += 1
+                return None  # not a mean of squares (a LayerNorm's mean, say)
+            x, g, eps, last = match_rms(mean)
+            return "RMSNorm", [x, g], last, {"eps": eps}
+
+        fuse_each(op, "RMSNormalization", rec, native)
+        fuse_each(op, "ReduceMean", rec, decomposed)
         remove_dead(op)
         rec.save(op)

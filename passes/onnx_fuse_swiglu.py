@@ -18,7 +18,30 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from ckir.dialects import onnx as ox
-from ckir.passes.onnx_match import Miss, Record, fused, need, nodes, remove_dead, replace
+from ckir.passes.onnx_match import (
+    Match,
+    Record,
+    fuse_each,
+    need,
+    remove_dead,
+)
+
+
+def match_swiglu(sig: ox.NodeOp) -> Match:
+    """From ``Sigmoid(a)``: ``a · Sigmoid(a) · b``."""
+    a = sig.args[0]
+    users = [u.operation for u in sig.results[0].uses]
+    need(len(users) == 1 and isinstance(users[0], ox.NodeOp), "Sigmoid has other users")
+    silu = users[0]
+    assert isinstance(silu, ox.NodeOp)
+    need(silu.kind == "Mul" and a in silu.args, "not a * Sigmoid(a)")
+    outs = [u.operation for u in silu.results[0].uses]
+    need(len(outs) == 1 and isinstance(outs[0], ox.NodeOp), "SiLU has other users")
+    mul = outs[0]
+    assert isinstance(mul, ox.NodeOp)
+    need(mul.kind == "Mul", "SiLU is not multiplied (no gate)")
+    b = mul.args[1] if mul.args[0] == silu.results[0] else mul.args[0]
+    return "SwiGLU", [a, b], mul, {}
 
 
 @dataclass(frozen=True)
@@ -29,25 +52,6 @@ class OnnxFuseSwigluPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         rec = Record("swiglu")
-        for sig in nodes(op, "Sigmoid"):
-            a = sig.args[0]
-            try:
-                users = [u.operation for u in sig.results[0].uses]
-                need(len(users) == 1 and isinstance(users[0], ox.NodeOp), "Sigmoid has other users")
-                silu = users[0]
-                assert isinstance(silu, ox.NodeOp)
-                need(silu.kind == "Mul" and a in silu.args, "not a * Sigmoid(a)")
-                outs = [u.operation for u in silu.results[0].uses]
-                need(len(outs) == 1 and isinstance(outs[0], ox.NodeOp), "SiLU has other users")
-                mul = outs[0]
-                assert isinstance(mul, ox.NodeOp)
-                need(mul.kind == "Mul", "SiLU is not multiplied (no gate)")
-                b = mul.args[1] if mul.args[0] == silu.results[0] else mul.args[0]
-            except Miss as m:
-                rec.miss(sig, str(m))
-                continue
-            new = fused("SwiGLU", [a, b], mul)
-            replace(mul, [new], [new.results[0]])
-            rec.matched += 1
+        fuse_each(op, "Sigmoid", rec, match_swiglu)
         remove_dead(op)
         rec.save(op)

@@ -11,7 +11,7 @@ A miss is "``rule``: ``node``: ``check that failed``".
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr
@@ -174,3 +174,26 @@ def fused(
         node=at.label,
         attrs={k: ox.to_attr(v) for k, v in (attrs or {}).items()},
     )
+
+
+#: what a rule's matcher returns: (fused op_type, its inputs, the node it replaces, attributes)
+Match = tuple[str, list[SSAValue], ox.NodeOp, dict[str, object]]
+
+
+def fuse_each(
+    module: ModuleOp, kind: str, rec: Record, match: Callable[[ox.NodeOp], Match | None]
+) -> None:
+    """For each node of ``kind``: ``match`` it (``None``: not a candidate; :class:`Miss`:
+    recorded with its check) and replace the node it names by the fused node."""
+    for n in nodes(module, kind):
+        try:
+            found = match(n)
+        except Miss as m:
+            rec.miss(n, str(m))
+            continue
+        if found is None:
+            continue
+        op_type, ins, at, attrs = found
+        new = fused(op_type, ins, at, attrs)
+        replace(at, [new], [new.results[0]])
+        rec.matched += 1

@@ -5,7 +5,7 @@
 // second copy scales by 1/8 (not 1/√D): a miss that names the check.
 // CHECK: onnx.matched = {attention = 1 : i64}
 // CHECK-SAME: onnx.missed = ["attention: sm_bad (Softmax): scale 0.125 is not 1/sqrt(8)"]
-// CHECK: %[[A:.*]] = "onnx.node"(%[[Q:.*]], %[[K:.*]], %[[V:.*]]) <{op_type = "Attention", domain = "ckir", node = "sm", attrs = {heads = 3 : i64, kv_heads = 3 : i64, head_dim = 8 : i64}}>
+// CHECK: %[[A:.*]] = "onnx.node"(%[[Q:.*]], %[[K:.*]], %[[V:.*]]) <{op_type = "Attention", domain = "ckir", node = "merge", attrs = {heads = 3 : i64, kv_heads = 3 : i64, head_dim = 8 : i64}}>
 // CHECK: "onnx.output"(%[[A]], %{{.*}})
 builtin.module {
   %q = "onnx.input"() <{name = "q", shape = ["1", "T", "24"], elem = "float32"}> : () -> !onnx.value
