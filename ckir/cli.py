@@ -37,6 +37,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     from ckir.frontend import import_model
     from ckir.ir_io import print_module
 
+    if Path(args.model).suffix.lower() == ".onnx":
+        from ckir.onnx_cli import cmd_import_onnx
+
+        return cmd_import_onnx(args)
+
     # every source compile takes (a HF folder, a GGUF file); the weights are not read here
     module, warnings, _ = import_model(Path(args.model), args.template, tuple(args.allow_unused))
     for w in warnings:
@@ -456,6 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", help="write the graph IR here (default: stdout)")
     s.add_argument("--template", help="template name or path (default: by model_type)")
     _allow_unused_option(s)
+    s.add_argument("--explain", action="store_true", help="ONNX: matches and misses per rule")
     s.set_defaults(func=cmd_import)
 
     s = sub.add_parser("compile", help="HF checkpoint folder -> build folder with C + library")

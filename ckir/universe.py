@@ -20,6 +20,7 @@ DIALECTS: dict[str, str] = {
     "lowered": "ckir.dialects.lowered:Lowered",
     "layout": "ckir.dialects.layout:Layout",
     "kernel": "ckir.dialects.kernel:Kernel",
+    "onnx": "ckir.dialects.onnx:Onnx",
 }
 
 #: pass flag -> "module:class"; one file per pass, named after its flag
@@ -37,6 +38,18 @@ PASSES: dict[str, str] = {
     "lower-kernel": "ckir.passes.lower_kernel:LowerKernelPass",
     "fuse-kernel-matmul-relu": "ckir.passes.fuse_kernel_matmul_relu:FuseKernelMatmulReluPass",
     "kv-cache-dtype": "ckir.passes.kv_cache_dtype:KvCacheDtypePass",
+    "onnx-fold-constants": "ckir.passes.onnx_fold_constants:OnnxFoldConstantsPass",
+    "onnx-cleanup": "ckir.passes.onnx_cleanup:OnnxCleanupPass",
+    "onnx-drop-views": "ckir.passes.onnx_drop_views:OnnxDropViewsPass",
+    "onnx-fuse-embedding": "ckir.passes.onnx_fuse_embedding:OnnxFuseEmbeddingPass",
+    "onnx-fuse-linear": "ckir.passes.onnx_fuse_linear:OnnxFuseLinearPass",
+    "onnx-fuse-layernorm": "ckir.passes.onnx_fuse_layernorm:OnnxFuseLayernormPass",
+    "onnx-fuse-gelu": "ckir.passes.onnx_fuse_gelu:OnnxFuseGeluPass",
+    "onnx-fuse-rmsnorm": "ckir.passes.onnx_fuse_rmsnorm:OnnxFuseRmsnormPass",
+    "onnx-fuse-swiglu": "ckir.passes.onnx_fuse_swiglu:OnnxFuseSwigluPass",
+    "onnx-fuse-rope": "ckir.passes.onnx_fuse_rope:OnnxFuseRopePass",
+    "onnx-fuse-attention": "ckir.passes.onnx_fuse_attention:OnnxFuseAttentionPass",
+    "onnx-to-graph": "ckir.passes.onnx_to_graph:OnnxToGraphPass",
 }
 
 #: target name -> "module:class"

@@ -435,7 +435,7 @@ def test_import_model_dispatch(hf_llama: Path, llama_f32: Path, tmp_path: Path) 
     other.write_text("hello")
     with pytest.raises(CkirError) as err:
         import_model(other)
-    assert "not a HF checkpoint folder or a GGUF file" in _one_line(err)
+    assert "not a HF checkpoint folder, a GGUF file or an .onnx file" in _one_line(err)
     with pytest.raises(CkirError, match="missing.gguf: no such GGUF file"):
         import_model(tmp_path / "missing.gguf")
 

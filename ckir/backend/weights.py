@@ -163,22 +163,29 @@ class SafetensorsSource:
         stored = self.tensors.get(hf)
         if stored is None:
             raise CkirError(f"checkpoint has no tensor '{hf}' (graph.weight @{decl.weight_name})")
-        arr = read_tensor(stored, hf)
-        spec = decl.slice_spec
-        if spec is not None:
-            axis, start, stop = spec  # stop is exclusive
-            index = [slice(None)] * arr.ndim
-            index[axis] = slice(evaluate_dim(start, symbols), evaluate_dim(stop, symbols))
-            arr = arr[tuple(index)]
-        if decl.is_transposed:
-            arr = arr.T
-        want = tuple(evaluate_dim(d, symbols) for d in decl.shape_dims)
-        if tuple(arr.shape) != want:
-            raise CkirError(
-                f"weights.bin: '{hf}' packs to shape {list(arr.shape)}, "
-                f"graph.weight @{decl.weight_name} needs {list(want)}"
-            )
-        return encode(arr, dtype, hf)
+        return encode(pack_tensor(read_tensor(stored, hf), decl, symbols, f"'{hf}'"), dtype, hf)
+
+
+def pack_tensor(
+    arr: np.ndarray, decl: g.WeightOp, symbols: Mapping[str, int], what: str
+) -> np.ndarray:
+    """``arr`` (the source tensor ``what``) sliced and transposed as ``decl`` declares,
+    checked against the weight's shape."""
+    spec = decl.slice_spec
+    if spec is not None:
+        axis, start, stop = spec  # stop is exclusive
+        index = [slice(None)] * arr.ndim
+        index[axis] = slice(evaluate_dim(start, symbols), evaluate_dim(stop, symbols))
+        arr = arr[tuple(index)]
+    if decl.is_transposed:
+        arr = arr.T
+    want = tuple(evaluate_dim(d, symbols) for d in decl.shape_dims)
+    if tuple(arr.shape) != want:
+        raise CkirError(
+            f"weights.bin: {what} packs to shape {list(arr.shape)}, "
+            f"graph.weight @{decl.weight_name} needs {list(want)}"
+        )
+    return arr
 
 
 def weight_instances(model: g.ModelOp) -> dict[str, tuple[g.WeightOp, int | None]]:

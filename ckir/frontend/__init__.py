@@ -40,7 +40,8 @@ def import_model(
 
     A directory is a HF checkpoint folder (``import_hf`` + ``SafetensorsSource``);
     a file ending in ``.gguf`` (or starting with the GGUF magic) is a GGUF file
-    (``import_gguf``'s module + ``GGUFSource``).
+    (``import_gguf``'s module + ``GGUFSource``); a file ending in ``.onnx`` is an
+    ONNX model (``import_onnx``'s module + ``OnnxSource``).
     """
     from ckir.errors import CkirError
     from ckir.integrity import restore_interrupted
@@ -58,9 +59,13 @@ def import_model(
 
     if path.suffix.lower() == ".gguf" or is_gguf_file(path):
         return import_gguf_model(path, template, allow_unused)
+    if path.suffix.lower() == ".onnx":
+        from ckir.frontend.onnx import import_onnx_model
+
+        return import_onnx_model(path, template)
     if not path.exists():
         raise CkirError(f"{path}: no such file or folder")
-    raise CkirError(f"{path}: not a HF checkpoint folder or a GGUF file")
+    raise CkirError(f"{path}: not a HF checkpoint folder, a GGUF file or an .onnx file")
 
 
 def __getattr__(name: str) -> Any:

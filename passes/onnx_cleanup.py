@@ -1,0 +1,60 @@
+"""``--onnx-cleanup``: remove nodes that do nothing at inference.
+
+``Identity``, ``Dropout`` (its first output; the mask output must be unused)
+and a ``Cast`` to the element type its input already has (an ``onnx.input``,
+``onnx.const`` or another ``Cast`` of that type) are replaced by their input;
+unused nodes are erased::
+
+    %y = "onnx.node"(%x) <{op_type = "Identity", ...}>
+    %z = "onnx.node"(%y, %w) <{op_type = "MatMul", ...}>
+  becomes
+    %z = "onnx.node"(%x, %w) <{op_type = "MatMul", ...}>
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from ckir.dialects import onnx as ox
+from ckir.passes.onnx_match import Record, nodes, producer, remove_dead
+
+#: ONNX TensorProto element type number -> name (the ones a no-op Cast can keep)
+_TO = {1: "float32", 6: "int32", 7: "int64", 9: "bool", 10: "float16", 11: "float64"}
+
+
+def _elem(op: ox.NodeOp) -> str | None:
+    p = producer(op.args[0])
+    if isinstance(p, (ox.InputOp, ox.ConstOp, ox.InitOp)):
+        return p.elem.data
+    if isinstance(p, ox.NodeOp) and p.kind == "Cast":
+        return _TO.get(int(p.attr("to", -1)))  # type: ignore[arg-type]
+    return None
+
+
+@dataclass(frozen=True)
+class OnnxCleanupPass(ModulePass):
+    """Remove Identity, Dropout and no-op Cast nodes (see the module docstring)."""
+
+    name = "onnx-cleanup"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        rec = Record("cleanup")
+        for n in nodes(op):
+            kind = n.kind
+            if kind == "Identity" or (
+                kind == "Cast" and _elem(n) == _TO.get(int(n.attr("to", -1)))  # type: ignore[arg-type]
+            ):
+                n.results[0].replace_all_uses_with(n.args[0])
+                rec.matched += 1
+            elif kind == "Dropout":
+                if len(n.results) > 1 and list(n.results[1].uses):
+                    rec.miss(n, "its mask output is used")
+                    continue
+                n.results[0].replace_all_uses_with(n.args[0])
+                rec.matched += 1
+        remove_dead(op)
+        rec.save(op)
