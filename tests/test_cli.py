@@ -179,7 +179,8 @@ def test_import_a_gguf_file(llama_dir: Path, tmp_path: Path) -> None:
     junk.write_bytes(b"not a model")
     proc = run("ckir", "import", str(junk))
     assert proc.returncode == 1
-    assert proc.stderr.strip() == f"error: {junk}: not a HF checkpoint folder, a GGUF file or an .onnx file"
+    want = f"error: {junk}: not a HF checkpoint folder, a GGUF file or an .onnx file"
+    assert proc.stderr.strip() == want
 
 
 @pytest.mark.parametrize(
