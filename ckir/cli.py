@@ -34,10 +34,12 @@ def _warn(message: str) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from ckir.frontend import annotate
     from ckir.frontend.hf import import_hf
     from ckir.ir_io import print_module
 
     module, warnings = import_hf(Path(args.model), args.template, tuple(args.allow_unused))
+    annotate(module)  # the tensor table, as every import gets it
     for w in warnings:
         _warn(w)
     text = print_module(module)

@@ -32,6 +32,8 @@ PASSES: dict[str, str] = {
     "fuse-qkv": "ckir.passes.fuse_qkv:FuseQkvPass",
     "fuse-gate-up": "ckir.passes.fuse_gate_up:FuseGateUpPass",
     "fuse-add-rmsnorm": "ckir.passes.fuse_add_rmsnorm:FuseAddRmsnormPass",
+    "annotate-tensors": "ckir.passes.annotate_tensors:AnnotateTensorsPass",
+    "annotate-quant": "ckir.passes.annotate_quant:AnnotateQuantPass",
 }
 
 #: target name -> "module:class"
