@@ -217,6 +217,60 @@ def activation_layout(
     return "[" + ", ".join(axes) + "]"
 
 
+#: weight dtypes whose linear kernels read int8 activations (the Q8_0 / Q4 GEMVs quantize
+#: x; the block panels' prefill GEMMs do too unless int8 prefill is switched off)
+INT8_X_FORMATS = frozenset({"q8_0", "q4_0", "q4_1", "q8_0p", "q4_0p", "q4_1p"})
+
+
+def linear_weights(value: SSAValue) -> list[g.WeightOp] | None:
+    """The (tie-resolved) weights of the linear layers that multiply ``value``, or None
+    when something else reads it too (or nothing does)."""
+    model = None
+    out: list[g.WeightOp] = []
+    for use in value.uses:
+        op = use.operation
+        if not (isinstance(op, g.ComputeOp) and op.kind in MATRIX_KINDS and use.index == 0):
+            return None
+        model = model or op.parent_op()
+        while model is not None and not isinstance(model, g.ModelOp):
+            model = model.parent_op()
+        assert isinstance(model, g.ModelOp)
+        weights = model.weights()
+        decl = weights[op.weight_names[0]]
+        while decl.tied_to_name is not None:
+            decl = weights[decl.tied_to_name]
+        out.append(decl)
+    return out or None
+
+
+def used_activation_bits(value: SSAValue, layer: int | None) -> int:
+    """The bits a kernel holds ``value`` in: 8 where only linear layers with Q8_0 / Q4
+    weights read it (they quantize it to int8), else its dtype's."""
+    decls = linear_weights(value)
+    if decls and all(d.layer_dtype(layer) in INT8_X_FORMATS for d in decls):
+        return 8
+    t = value.type
+    assert isinstance(t, g.TensorType)
+    return QBITS[t.dtype_name]
+
+
+def _layer_list(model: g.ModelOp, op: Operation) -> list[int | None]:
+    if section_prefix(op) != "layers.{i}":
+        return [None]
+    _, body, _ = model.sections()
+    assert body is not None
+    n = try_evaluate_dim(body.repeat.text, model.symbol_values())
+    return list(range(n)) if n else [None]
+
+
+def activation_bits(
+    model: g.ModelOp, op: Operation, value: SSAValue
+) -> tuple[int, tuple[int, ...] | None]:
+    """:func:`used_activation_bits` of a value of ``op``, and per layer where they differ."""
+    per = [used_activation_bits(value, layer) for layer in _layer_list(model, op)]
+    return per[0], (tuple(per) if len(set(per)) > 1 else None)
+
+
 def _returned(model: g.ModelOp) -> set[SSAValue]:
     return {v for op in model.walk() if isinstance(op, g.OutputOp) for v in op.operands}
 
@@ -276,7 +330,9 @@ def annotate_model(model: g.ModelOp, *, overwrite: bool = False) -> int:
                 assert isinstance(t, g.TensorType)
                 role = "io" if r in returned else "activation"
                 layout = activation_layout(t.dims, splits.get(r), symbols)
-                entries.append(entry(role, layout, QBITS[t.dtype_name]))
+                bits, layer_bits = activation_bits(model, op, r)
+                extra = {"layer_qbits": layer_bits} if layer_bits else {}
+                entries.append(entry(role, layout, bits, **extra))
             op.attributes[TENSOR_ATTR] = entries[0] if len(entries) == 1 else ArrayAttr(entries)
             count += 1
     return count

@@ -48,6 +48,7 @@ from ckir.dialects import graph as g
 from ckir.errors import CkirError
 from ckir.passes.convert_weights import _why_not, matrix_weights, set_weight_dtype, source_dtypes
 from ckir.tensor_table import (
+    INT8_X_FORMATS,
     KV_ATTR,
     KV_NAME,
     QBITS,
@@ -57,6 +58,7 @@ from ckir.tensor_table import (
     read_entry,
     section_prefix,
     sync_weight_qbits,
+    used_activation_bits,
     value_name,
 )
 from ckir.vocab import PANEL_OF, PANEL_VALUES, WEIGHT_DTYPES
@@ -76,8 +78,6 @@ DEFAULT_FORMATS: Mapping[int, str] = {
     5: "q5_k",
     4: "q4_0",
 }
-#: weight formats whose linear layers read int8 activations (decode GEMV, int8 prefill)
-INT8_X_FORMATS = frozenset({"q8_0", "q4_0", "q4_1", "q8_0p", "q4_0p", "q4_1p"})
 #: what a KV cache of each qbits is stored as
 KV_FORMATS: Mapping[int, str] = {32: "f32", 8: "q8_0"}
 TOP_KEYS = ("weights", "activations", "kv", "formats", "layers", "tensors")
@@ -379,6 +379,12 @@ def _activation_why_not(
 ) -> str | None:
     """Why activation ``value`` cannot be held at ``bits`` (None: a kernel serves it)."""
     if bits == 32:
+        if used_activation_bits(value, layer) == 8:
+            return (
+                "the linear layers reading it take int8 activations with their Q8_0 / Q4 "
+                "weights (decode's GEMV quantizes x; prefill can keep fp32 x at run time: "
+                "int8_prefill = False)"
+            )
         return None
     if bits != 8:
         return "the runtime computes activations in fp32, and in int8 only as a linear's input"
@@ -488,6 +494,8 @@ def _finish(
         asked_unserved: int | None = None
         defaults = kind != "activations" or _read_by_linear(op.results[i])
         for inst, layer in _instances(name, layers):
+            if kind == "activations" and isinstance(op, g.ComputeOp):
+                cur = used_activation_bits(op.results[i], layer)  # after the weights' change
             asked = config.requested(kind, name, inst, layer, defaults)
             if asked is None or asked == cur:
                 per.append(cur)
