@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ckir.errors import CkirError, one_line
 from ckir.fileio import write_text_atomically
+from ckir.inspect_tensors import inspect_tensors, register_tensors_options
 from ckir.integrity import restore_interrupted
 from ckir.runtime_build import ISAS, RuntimeBuildError
 from ckir.vocab import INFERENCE_MODES, LOWERED_MODES, WEIGHT_DTYPES
@@ -72,6 +73,7 @@ def _options(args: argparse.Namespace):  # -> CompileOptions
         isa=args.isa,
         allow_unused=tuple(args.allow_unused),
         strict=args.strict,
+        qconfig=getattr(args, "qconfig", None),
     )
 
 
@@ -129,6 +131,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    if args.tensors or args.json:
+        return inspect_tensors(Path(args.build), args.json)
     build = Path(args.build)
     layout_map = build / "layout.map"
     if not layout_map.exists():
@@ -476,6 +480,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="a --dtype that some weight matrix cannot take (e.g. K not a multiple of the "
         "block) is an error (default: a warning naming each, and a summary line)",
     )
+    s.add_argument(
+        "--qconfig",
+        help="QConfig YAML: qbits of weights / activations / KV cache, per layer and per "
+        "tensor (docs/quantization.md); --dtype is then its weights' shorthand",
+    )
     s.add_argument("-q", "--quiet", action="store_true")
     s.set_defaults(func=cmd_compile)
 
@@ -490,6 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("inspect", help="layout totals and kernel choices of a build")
     s.add_argument("build")
     s.add_argument("--full", action="store_true", help="print the whole layout map")
+    register_tensors_options(s)
     s.set_defaults(func=cmd_inspect)
 
     s = sub.add_parser("generate", help="compile (cached) and generate text")

@@ -46,6 +46,7 @@ from ckir.integrity import (
     staging_dir,
 )
 from ckir.ir_io import print_module
+from ckir.passes.annotate_quant import apply_qconfig, sync_table
 from ckir.passes.convert_weights import (
     ConvertWeightsPass,
     convert_weights,
@@ -154,10 +155,24 @@ class CompileOptions:
     #: a ``dtype`` that some weight matrix cannot take (``--strict``) is an error, not a
     #: warning per matrix and a summary line
     strict: bool = False
+    #: a QConfig YAML file (``--qconfig``, docs/quantization.md): the qbits of weights,
+    #: activations and KV cache, per layer and per tensor; ``dtype`` is then its shorthand
+    #: for the weights' default.  ``qconfig_text``: its content, read when the options are
+    #: made (what the compile cache keys on)
+    qconfig: str | None = None
+    qconfig_text: str | None = None
 
     def __post_init__(self) -> None:
         self._check_kinds()
         self._check_values()
+        if isinstance(self.qconfig, Path):
+            object.__setattr__(self, "qconfig", str(self.qconfig))
+        if self.qconfig is not None and self.qconfig_text is None:
+            from ckir.passes.annotate_quant import read_qconfig_text
+
+            object.__setattr__(self, "qconfig_text", read_qconfig_text(self.qconfig))
+        if self.qconfig is not None and self.training:
+            raise CkirError(f"--qconfig {self.qconfig}: training builds need f32 weights")
         self.adamw.check("training options")
         if not self.modes:
             raise CkirError(f"--modes: give at least one mode ({', '.join(LOWERED_MODES)})")
@@ -193,9 +208,10 @@ class CompileOptions:
             need(isinstance(getattr(self, name), bool), name, "a bool")
         need(self.panels is None or isinstance(self.panels, bool), "panels", "a bool or None")
         need(isinstance(self.logits, str), "logits", "a str")
-        for name in ("strategy", "dtype"):
+        for name in ("strategy", "dtype", "qconfig_text"):
             need(getattr(self, name) is None or isinstance(getattr(self, name), str), name, "a str")
         need(self.template is None or isinstance(self.template, (str, Path)), "template", "a path")
+        need(self.qconfig is None or isinstance(self.qconfig, (str, Path)), "qconfig", "a path")
         need(isinstance(self.isa, str), "isa", "a str")
         need(isinstance(self.adamw, AdamWOptions), "adamw", "an AdamWOptions")
         need(
@@ -342,9 +358,9 @@ def fallback_messages(
 def lower(module: ModuleOp, options: CompileOptions) -> None:
     """Convert weights, lower every mode and plan the layout, in place (one process)."""
     ctx = Context()
-    if options.dtype == "f32":  # --convert-weights{dtype=f32} would keep bf16 / q8_0 / ...
+    if options.dtype == "f32" and options.qconfig is None:  # convert-weights keeps bf16 / ...
         WidenWeightsPass().apply(ctx, module)
-    elif options.dtype is not None:
+    elif options.dtype is not None and options.qconfig is None:  # else: apply_qconfig did it
         ConvertWeightsPass(dtype=options.dtype).apply(ctx, module)
     if options.uses_panels:
         pack_panels(module)
@@ -373,6 +389,7 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
     PlanLayoutPass(
         strategy=options.layout_strategy, align=options.align, canaries=options.canaries
     ).apply(ctx, module)
+    sync_table(module)  # the tensor table says what the build stores
     try:
         module.verify()
     except Exception as err:  # a verifier failure here is a compiler bug or a bad template
@@ -426,8 +443,11 @@ def prepare(
         for w in warnings:
             (on_warning or (lambda s: None))(w)
         graph_text = graph_only(module)
-    fallbacks = dtype_fallbacks(module, options.dtype)
-    if fallbacks:
+    if options.qconfig is not None:
+        fallbacks = apply_qconfig(module, options, on_warning or (lambda s: None))
+    else:
+        fallbacks = dtype_fallbacks(module, options.dtype)
+    if fallbacks and options.qconfig is None:
         assert options.dtype is not None
         lines, summary = fallback_messages(module, options.dtype, fallbacks)
         if options.strict:
@@ -502,6 +522,7 @@ def build(
             "max_context": options.max_context,
             "debug": options.debug,
             "dtype": options.dtype,
+            "qconfig": None if options.qconfig is None else Path(options.qconfig).name,
             # graph.weight declarations stored in panels -> their panel dtype
             # (CompiledModel.weight_arrays; builds before bf16p wrote "f32p_weights", a list)
             PANEL_WEIGHTS_KEY: {

@@ -33,11 +33,11 @@ from __future__ import annotations
 import fnmatch
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
@@ -61,6 +61,9 @@ from ckir.tensor_table import (
     used_activation_bits,
     value_name,
 )
+
+if TYPE_CHECKING:
+    from ckir.compiler import CompileOptions
 from ckir.vocab import PANEL_OF, PANEL_VALUES, WEIGHT_DTYPES
 
 #: the QConfig keys of the three kinds of tensor, and the table roles each covers
@@ -210,22 +213,33 @@ def parse_qconfig(data: Any, source: str = "QConfig") -> QConfig:
     return QConfig(defaults, formats, tuple(layers), tuple(tensors), source)
 
 
-def load_qconfig(path: str | Path) -> QConfig:
-    """Read a QConfig YAML file (errors name the file and the key)."""
-    import yaml
-
+def read_qconfig_text(path: str | Path) -> str:
+    """The text of a QConfig file, checked (:func:`parse_qconfig_text`)."""
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as err:
         raise CkirError(f"{path}: cannot read the QConfig ({err.strerror or err})") from None
+    parse_qconfig_text(text, str(path))
+    return text
+
+
+def parse_qconfig_text(text: str, source: str) -> QConfig:
+    """A QConfig from YAML text (errors name ``source`` and the key, or the line)."""
+    import yaml
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" (line {mark.line + 1})" if mark is not None else ""
-        raise CkirError(f"{path}: not valid YAML{at}") from None
-    return parse_qconfig(data, str(path))
+        raise CkirError(f"{source}: not valid YAML{at}") from None
+    return parse_qconfig(data, source)
+
+
+def load_qconfig(path: str | Path) -> QConfig:
+    """Read a QConfig YAML file (errors name the file and the key)."""
+    return parse_qconfig_text(read_qconfig_text(path), str(path))
 
 
 # -------------------------------------------------------------------- finalising
@@ -240,6 +254,8 @@ class QuantReport:
     tensors: int = 0
     #: weight name -> the dtype of each layer (one entry for a weight that is not per layer)
     weight_dtypes: dict[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
+    #: weights that keep another storage than their qbits ask: name -> (dtype kept, why)
+    weight_fallbacks: dict[str, tuple[str, str]] = field(default_factory=dict[str, tuple[str, str]])
 
     @property
     def summary(self) -> str:
@@ -307,6 +323,7 @@ def _weight_decisions(
             chosen.append(cur)
             if asked_any is None:
                 asked_any = asked
+                report.weight_fallbacks[name] = (cur, why)
                 source = decl.hf_name or decl.gguf_name
                 tensor = f" (tensor '{source}')" if source else ""
                 report.unserved.append(
@@ -516,8 +533,35 @@ def _finish(
             extra["layer_qbits"] = per
         if asked_unserved is not None:
             extra["requested"] = asked_unserved
+        elif isinstance(info.get("requested"), int) and info["requested"] not in per:
+            extra["requested"] = int(info["requested"])  # type: ignore[arg-type]
         new.append(entry(str(info["role"]), str(info["layout"]), per[0] if per else cur, **extra))
     op.attributes[attr] = new[0] if not isinstance(old, ArrayAttr) else ArrayAttr(new)
+
+
+def apply_qconfig(
+    module: ModuleOp, options: CompileOptions, warn: Callable[[str], None]
+) -> dict[str, tuple[str, str]]:
+    """``ckir compile --qconfig``: :func:`annotate_quant` with the options' QConfig
+    (``--dtype`` as its weights' shorthand, ``--strict``), each unserved qbits passed to
+    ``warn``; returns the weights that keep another storage: name -> (dtype, why)."""
+    assert options.qconfig is not None and options.qconfig_text is not None
+    config = parse_qconfig_text(options.qconfig_text, str(options.qconfig))
+    if options.dtype is not None:
+        config = config.with_format(options.dtype)
+    report = annotate_quant(module, config, panels=options.uses_panels, strict=options.strict)
+    for line in report.unserved:
+        warn(line)
+    if report.unserved:
+        warn(f"{report.summary} (--strict makes this an error)")
+    return report.weight_fallbacks
+
+
+def sync_table(module: ModuleOp) -> None:
+    """Bring the tensor table in line with what the module stores after its weights
+    were converted or packed (``ckir compile``): weights' and activations' qbits,
+    earlier ``requested`` entries kept."""
+    annotate_quant(module, QConfig())
 
 
 @dataclass(frozen=True)

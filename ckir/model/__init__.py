@@ -63,6 +63,7 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     allow_unused: Sequence[str] = (),
     strict: bool = False,
     quiet: bool = True,
+    qconfig: str | Path | None = None,
 ) -> CompiledModel:
     """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it.
 
@@ -74,6 +75,8 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     other tensor no weight uses is an error naming it; ``--allow-unused``).
     ``strict``: a ``dtype`` some weight matrix cannot take is an error (otherwise a
     warning per matrix; build.json ``weight_dtypes`` records what each weight got).
+    ``qconfig``: a QConfig YAML file (docs/quantization.md): the qbits of weights,
+    activations and KV cache, per layer and per tensor (``dtype``: its weights' shorthand).
     """
     model_dir, out_dir = as_path(model_dir, "model_dir"), as_path(out_dir, "out_dir")
     if isinstance(modes, (str, bytes)):
@@ -90,6 +93,7 @@ def compile(  # noqa: A001 - the public name is ckir.compile
         panels=panels,
         allow_unused=tuple(allow_unused),
         strict=strict,
+        qconfig=qconfig,
     )
     compile_model(model_dir, out_dir, options, quiet=quiet)
     return CompiledModel(out_dir)
