@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ckir.errors import CkirError, one_line
 from ckir.fileio import write_text_atomically
-from ckir.inspect_tensors import inspect_tensors, register_tensors_options
+from ckir.inspect_tensors import INT8_PREFILL_KEY, inspect_tensors, register_tensors_options
 from ckir.integrity import restore_interrupted
 from ckir.runtime_build import ISAS, RuntimeBuildError
 from ckir.vocab import INFERENCE_MODES, LOWERED_MODES, WEIGHT_DTYPES
@@ -111,7 +111,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if logits_out is not None and (logits_out.is_dir() or str(args.logits_out).endswith("/")):
         raise CkirError(f"--logits-out {args.logits_out}: is a folder; give a file name (.npy)")
     with load(args.build) as model:
-        model.int8_prefill = args.int8_prefill  # (_int8_prefill_option)
+        # (_int8_prefill_option), or a QConfig's activations: 8 (build.json)
+        model.int8_prefill = args.int8_prefill or model.info.get(INT8_PREFILL_KEY) is True
         logits = model.prefill(tokens)
         rows = [logits]
         out: list[int] = []

@@ -36,6 +36,7 @@ from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError, is_int
+from ckir.inspect_tensors import INT8_PREFILL_KEY
 from ckir.integrity import (
     BUILD_INFO,
     BUILD_MARKER,
@@ -46,7 +47,7 @@ from ckir.integrity import (
     staging_dir,
 )
 from ckir.ir_io import print_module
-from ckir.passes.annotate_quant import apply_qconfig, sync_table
+from ckir.passes.annotate_quant import apply_qconfig, asks_int8_activations, sync_table
 from ckir.passes.convert_weights import (
     ConvertWeightsPass,
     convert_weights,
@@ -523,6 +524,7 @@ def build(
             "debug": options.debug,
             "dtype": options.dtype,
             "qconfig": None if options.qconfig is None else Path(options.qconfig).name,
+            INT8_PREFILL_KEY: asks_int8_activations(options),
             # graph.weight declarations stored in panels -> their panel dtype
             # (CompiledModel.weight_arrays; builds before bf16p wrote "f32p_weights", a list)
             PANEL_WEIGHTS_KEY: {

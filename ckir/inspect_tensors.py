@@ -16,6 +16,10 @@ from pathlib import Path
 from ckir.errors import CkirError
 from ckir.fileio import write_text_atomically
 
+#: build.json: the build's QConfig asked for int8 activations (``ckir run`` then runs its
+#: prefill on int8 x, as ``--int8-prefill`` does)
+INT8_PREFILL_KEY = "qconfig_int8_prefill"
+
 
 def register_tensors_options(parser: argparse.ArgumentParser) -> None:
     """``--tensors`` and ``--json FILE`` on ``ckir inspect``."""

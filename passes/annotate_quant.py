@@ -306,6 +306,7 @@ def _weight_decisions(
     out: dict[str, tuple[str, ...]] = {}
     for name, decl in weights.items():
         if decl.tied_to_name is not None:
+            report.tensors += 1
             continue  # takes its target's storage
         info = read_entry(decl.attributes[TENSOR_ATTR])
         cur_dtypes = [decl.layer_dtype(layer) for _, layer in _instances(name, layers)]
@@ -555,6 +556,18 @@ def apply_qconfig(
     if report.unserved:
         warn(f"{report.summary} (--strict makes this an error)")
     return report.weight_fallbacks
+
+
+def asks_int8_activations(options: CompileOptions) -> bool:
+    """Whether the options' QConfig asks for 8-bit activations anywhere (its defaults,
+    a layer or a tensor): the build then prefers the int8 prefill path."""
+    if options.qconfig is None or options.qconfig_text is None:
+        return False
+    config = parse_qconfig_text(options.qconfig_text, str(options.qconfig))
+    asked = [config.defaults.get("activations")]
+    asked += [over.get("activations") for _, over in config.layers]
+    asked += [over.get("activations") for _, over in config.tensors]
+    return 8 in asked
 
 
 def sync_table(module: ModuleOp) -> None:

@@ -180,3 +180,40 @@ def test_qconfig_strict_and_bad_files(llama_dir: Path, tmp_path: Path) -> None:
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def test_qconfig_activations_8_is_the_int8_prefill(llama_dir: Path, tmp_path: Path) -> None:
+    """``activations: 8`` is served by the int8 path: the table says 8 where Q8_0 linear
+    layers read, build.json asks for int8 prefill and ``ckir run`` runs it (as
+    ``--int8-prefill``); without it ``ckir run`` keeps fp32 x."""
+    cfg = _write(tmp_path / "q.yaml", "weights: 8\nactivations: 8\n")
+    plain = _write(tmp_path / "p.yaml", "weights: 8\n")
+    builds = {}
+    for name, c in (("int8", cfg), ("plain", plain)):
+        opts = CompileOptions(max_context=32, qconfig=str(c))
+        builds[name] = compile_model(llama_dir, tmp_path / name, opts)
+    infos = {k: json.loads((b / "build.json").read_text()) for k, b in builds.items()}
+    assert infos["int8"]["qconfig_int8_prefill"] is True
+    assert infos["plain"]["qconfig_int8_prefill"] is False
+    with ckir.load(builds["int8"]) as m:
+        if not m.int8_prefill_dot:
+            pytest.skip("this runtime has no int8 prefill GEMM")
+        m.int8_prefill = True
+        int8 = m.prefill(TOKENS).copy()
+        m.reset()
+        m.int8_prefill = False
+        fp32 = m.prefill(TOKENS).copy()
+    assert not np.array_equal(int8, fp32)
+    for name, want in (("int8", int8), ("plain", fp32)):
+        npy = tmp_path / f"{name}.npy"
+        tokens = ",".join(map(str, TOKENS))
+        subprocess.run(
+            ["ckir", "run", str(builds[name]), "--tokens", tokens, "--steps", "0",
+             "--logits-out", str(npy)],
+            check=True,
+        )  # fmt: skip
+        np.testing.assert_array_equal(np.load(npy)[: len(TOKENS)], want)
+    rows = _rows(load_module(builds["int8"] / "layout.mlir"))
+    assert rows["layers.{i}.h"].qbits == 8 and rows["layers.{i}.h"].requested is None
+    assert rows["footer.h"].qbits == 8  # the q8_0 LM head reads it
+    assert rows["layers.{i}.m"].requested == 8  # mlp.down stays f32 (K = 172)
