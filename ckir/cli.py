@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ckir.errors import CkirError, one_line
 from ckir.fileio import write_text_atomically
+from ckir.inspect_tensors import INT8_PREFILL_KEY, inspect_tensors, register_tensors_options
 from ckir.integrity import restore_interrupted
 from ckir.runtime_build import ISAS, RuntimeBuildError
 from ckir.vocab import INFERENCE_MODES, LOWERED_MODES, WEIGHT_DTYPES
@@ -77,6 +78,7 @@ def _options(args: argparse.Namespace):  # -> CompileOptions
         allow_unused=tuple(args.allow_unused),
         strict=args.strict,
         kv_dtype=args.kv_dtype,
+        qconfig=getattr(args, "qconfig", None),
     )
 
 
@@ -120,7 +122,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise CkirError(f"--read {spec}: give HANDLE=FILE.npy (e.g. decode.logits=l.npy)")
         reads.append((name, Path(file)))
     with load(args.build) as model:
-        model.int8_prefill = args.int8_prefill  # (_int8_prefill_option)
+        # (_int8_prefill_option), or a QConfig's activations: 8 (build.json)
+        model.int8_prefill = args.int8_prefill or model.info.get(INT8_PREFILL_KEY) is True
         logits = model.prefill(tokens)
         rows = [logits]
         out: list[int] = []
@@ -143,6 +146,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    if args.tensors or args.json:
+        return inspect_tensors(Path(args.build), args.json)
     build = Path(args.build)
     layout_map = build / "layout.map"
     if not layout_map.exists():
@@ -524,6 +529,11 @@ def build_parser() -> argparse.ArgumentParser:
         "block) is an error (default: a warning naming each, and a summary line)",
     )
     _kv_dtype_option(s)
+    s.add_argument(
+        "--qconfig",
+        help="QConfig YAML: qbits of weights / activations / KV cache, per layer and per "
+        "tensor (docs/quantization.md); --dtype is then its weights' shorthand",
+    )
     s.add_argument("-q", "--quiet", action="store_true")
     s.set_defaults(func=cmd_compile)
 
@@ -547,6 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("build")
     s.add_argument("--full", action="store_true", help="print the whole layout map")
     s.add_argument("--svg", metavar="FILE", help="draw each arena per mode as an SVG file")
+    register_tensors_options(s)
     s.set_defaults(func=cmd_inspect)
 
     s = sub.add_parser("generate", help="compile (cached) and generate text")

@@ -38,6 +38,7 @@ from ckir.dialects import graph as g
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError, is_int
+from ckir.inspect_tensors import INT8_PREFILL_KEY
 from ckir.integrity import (
     BUILD_INFO,
     BUILD_MARKER,
@@ -48,6 +49,7 @@ from ckir.integrity import (
     staging_dir,
 )
 from ckir.ir_io import print_module
+from ckir.passes.annotate_quant import apply_qconfig, asks_int8_activations, sync_table
 from ckir.passes.convert_weights import (
     ConvertWeightsPass,
     convert_weights,
@@ -161,10 +163,24 @@ class CompileOptions:
     #: storage dtype of the KV cache (``--kv-dtype``): "f32", or "q8_0" (Q8_0 blocks of
     #: 32 along head_dim, head_dim % 32 == 0; inference builds only): pass kv-cache-dtype
     kv_dtype: str = "f32"
+    #: a QConfig YAML file (``--qconfig``, docs/quantization.md): the qbits of weights,
+    #: activations and KV cache, per layer and per tensor; ``dtype`` is then its shorthand
+    #: for the weights' default.  ``qconfig_text``: its content, read when the options are
+    #: made (what the compile cache keys on)
+    qconfig: str | None = None
+    qconfig_text: str | None = None
 
     def __post_init__(self) -> None:
         self._check_kinds()
         self._check_values()
+        if isinstance(self.qconfig, Path):
+            object.__setattr__(self, "qconfig", str(self.qconfig))
+        if self.qconfig is not None and self.qconfig_text is None:
+            from ckir.passes.annotate_quant import read_qconfig_text
+
+            object.__setattr__(self, "qconfig_text", read_qconfig_text(self.qconfig))
+        if self.qconfig is not None and self.training:
+            raise CkirError(f"--qconfig {self.qconfig}: training builds need f32 weights")
         self.adamw.check("training options")
         if not self.modes:
             raise CkirError(f"--modes: give at least one mode ({', '.join(LOWERED_MODES)})")
@@ -200,9 +216,10 @@ class CompileOptions:
             need(isinstance(getattr(self, name), bool), name, "a bool")
         need(self.panels is None or isinstance(self.panels, bool), "panels", "a bool or None")
         need(isinstance(self.logits, str), "logits", "a str")
-        for name in ("strategy", "dtype"):
+        for name in ("strategy", "dtype", "qconfig_text"):
             need(getattr(self, name) is None or isinstance(getattr(self, name), str), name, "a str")
         need(self.template is None or isinstance(self.template, (str, Path)), "template", "a path")
+        need(self.qconfig is None or isinstance(self.qconfig, (str, Path)), "qconfig", "a path")
         need(isinstance(self.isa, str), "isa", "a str")
         need(isinstance(self.kv_dtype, str), "kv_dtype", "a str")
         need(isinstance(self.adamw, AdamWOptions), "adamw", "an AdamWOptions")
@@ -359,9 +376,9 @@ def fallback_messages(
 def lower(module: ModuleOp, options: CompileOptions) -> None:
     """Convert weights, lower every mode and plan the layout, in place (one process)."""
     ctx = Context()
-    if options.dtype == "f32":  # --convert-weights{dtype=f32} would keep bf16 / q8_0 / ...
+    if options.dtype == "f32" and options.qconfig is None:  # convert-weights keeps bf16 / ...
         WidenWeightsPass().apply(ctx, module)
-    elif options.dtype is not None:
+    elif options.dtype is not None and options.qconfig is None:  # else: apply_qconfig did it
         ConvertWeightsPass(dtype=options.dtype).apply(ctx, module)
     if options.uses_panels:
         pack_panels(module)
@@ -393,6 +410,7 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
         strategy=options.layout_strategy, align=options.align, canaries=options.canaries
     ).apply(ctx, module)
     IoManifestPass().apply(ctx, module)
+    sync_table(module)  # the tensor table says what the build stores
     try:
         module.verify()
     except Exception as err:  # a verifier failure here is a compiler bug or a bad template
@@ -446,8 +464,11 @@ def prepare(
         for w in warnings:
             (on_warning or (lambda s: None))(w)
         graph_text = graph_only(module)
-    fallbacks = dtype_fallbacks(module, options.dtype)
-    if fallbacks:
+    if options.qconfig is not None:
+        fallbacks = apply_qconfig(module, options, on_warning or (lambda s: None))
+    else:
+        fallbacks = dtype_fallbacks(module, options.dtype)
+    if fallbacks and options.qconfig is None:
         assert options.dtype is not None
         lines, summary = fallback_messages(module, options.dtype, fallbacks)
         if options.strict:
@@ -532,6 +553,8 @@ def build(
             "max_context": options.max_context,
             "debug": options.debug,
             "dtype": options.dtype,
+            "qconfig": None if options.qconfig is None else Path(options.qconfig).name,
+            INT8_PREFILL_KEY: asks_int8_activations(options),
             # graph.weight declarations stored in panels -> their panel dtype
             # (CompiledModel.weight_arrays; builds before bf16p wrote "f32p_weights", a list)
             PANEL_WEIGHTS_KEY: {

@@ -50,6 +50,8 @@ PASSES: dict[str, str] = {
     "onnx-fuse-rope": "ckir.passes.onnx_fuse_rope:OnnxFuseRopePass",
     "onnx-fuse-attention": "ckir.passes.onnx_fuse_attention:OnnxFuseAttentionPass",
     "onnx-to-graph": "ckir.passes.onnx_to_graph:OnnxToGraphPass",
+    "annotate-tensors": "ckir.passes.annotate_tensors:AnnotateTensorsPass",
+    "annotate-quant": "ckir.passes.annotate_quant:AnnotateQuantPass",
 }
 
 #: target name -> "module:class"

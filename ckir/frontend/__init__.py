@@ -43,11 +43,29 @@ def import_model(
     (``import_gguf``'s module + ``GGUFSource``); a file ending in ``.onnx`` is an
     ONNX model (``import_onnx``'s module + ``OnnxSource``).
     """
-    from ckir.errors import CkirError
     from ckir.integrity import restore_interrupted
 
     path = Path(path)
     restore_interrupted(path)  # a saved folder whose replacement was killed
+    module, warnings, source = _import_source(path, template, allow_unused)
+    annotate(module)
+    return module, warnings, source
+
+
+def annotate(module: ModuleOp) -> None:
+    """The graph-level steps every frontend's module takes: the tensor table
+    (``--annotate-tensors``, :mod:`ckir.tensor_table`)."""
+    from ckir.tensor_table import annotate_module
+
+    annotate_module(module)
+
+
+def _import_source(
+    path: Path, template: str | Path | None, allow_unused: Sequence[str]
+) -> tuple[ModuleOp, list[str], WeightSource]:
+    """``import_model`` before the graph-level steps: by the kind of ``path``."""
+    from ckir.errors import CkirError
+
     if path.is_dir():
         from ckir.backend.weights import SafetensorsSource
         from ckir.frontend.hf import import_hf

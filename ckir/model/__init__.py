@@ -64,6 +64,7 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     strict: bool = False,
     kv_dtype: str = "f32",
     quiet: bool = True,
+    qconfig: str | Path | None = None,
 ) -> CompiledModel:
     """Compile a HF checkpoint folder (or GGUF file) into ``out_dir`` and load it.
 
@@ -77,6 +78,8 @@ def compile(  # noqa: A001 - the public name is ckir.compile
     warning per matrix; build.json ``weight_dtypes`` records what each weight got).
     ``kv_dtype``: the KV cache's storage, ``"f32"`` or ``"q8_0"`` (``--kv-dtype``;
     head_dim % 32 == 0, inference builds only).
+    ``qconfig``: a QConfig YAML file (docs/quantization.md): the qbits of weights,
+    activations and KV cache, per layer and per tensor (``dtype``: its weights' shorthand).
     """
     model_dir, out_dir = as_path(model_dir, "model_dir"), as_path(out_dir, "out_dir")
     if isinstance(modes, (str, bytes)):
@@ -94,6 +97,7 @@ def compile(  # noqa: A001 - the public name is ckir.compile
         allow_unused=tuple(allow_unused),
         strict=strict,
         kv_dtype=kv_dtype,
+        qconfig=qconfig,
     )
     compile_model(model_dir, out_dir, options, quiet=quiet)
     return CompiledModel(out_dir)

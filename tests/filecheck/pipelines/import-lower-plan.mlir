@@ -14,7 +14,11 @@
 // Qwen2: q/k/v with bias, tied head (no lm_head tensor), RoPE theta from config.
 // GRAPH:     graph.model @qwen2 arch "qwen2"
 // GRAPH:     graph.weight @lm_head : [V, E] f32 tied_to @embed
-// GRAPH:     graph.linear %h {weights = [@"layers.{i}.attn.wq", @"layers.{i}.attn.bq"]}
+// The import writes the tensor table (--annotate-tensors): the tied head is a [N, K] matrix,
+// q is read per head.
+// GRAPH-SAME: attributes {tensor = {role = "weight", layout = "[N, K]", qbits = 32 : i64}}
+// GRAPH:     %tokens = graph.input "tokens" {tensor = {role = "io", layout = "[T]", qbits = 32 : i64}}
+// GRAPH:     graph.linear %h {tensor = {role = "activation", layout = "[T, H, D]", qbits = 32 : i64}, weights = [@"layers.{i}.attn.wq", @"layers.{i}.attn.bq"]}
 // GRAPH:     graph.rope
 
 // DECODE:     lowered.call @gemv_bias_f32(@decode.layers.0.h, @w.layers.0.attn.wq, @w.layers.0.attn.bq) -> (@decode.layers.0.q)
