@@ -49,7 +49,12 @@ from ckir.integrity import (
     staging_dir,
 )
 from ckir.ir_io import print_module
-from ckir.passes.annotate_quant import apply_qconfig, asks_int8_activations, sync_table
+from ckir.passes.annotate_quant import (
+    apply_qconfig,
+    asks_int8_activations,
+    kv_cache_dtype,
+    sync_table,
+)
 from ckir.passes.convert_weights import (
     ConvertWeightsPass,
     convert_weights,
@@ -400,8 +405,11 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
                 max_grad_norm=a.max_grad_norm,
             )
         )
-    if options.kv_dtype != "f32":
-        passes.append(KvCacheDtypePass(dtype=options.kv_dtype))
+    kv_dtype = options.kv_dtype
+    if options.qconfig is not None and kv_dtype == "f32":  # the table's kv qbits (kv: 8)
+        kv_dtype = kv_cache_dtype(module)
+    if kv_dtype != "f32":
+        passes.append(KvCacheDtypePass(dtype=kv_dtype))
     if options.fuse:
         passes += [FuseQkvPass(), FuseGateUpPass(), FuseAddRmsnormPass()]
     for p in passes:

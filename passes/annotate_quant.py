@@ -570,6 +570,24 @@ def asks_int8_activations(options: CompileOptions) -> bool:
     return 8 in asked
 
 
+def kv_cache_dtype(module: ModuleOp) -> str:
+    """The KV-cache dtype the tensor table of ``module`` asks for (``kv`` qbits of every
+    ``graph.attention``, every layer): ``"q8_0"`` when all are 8, else ``"f32"``.  A
+    table whose layers differ is an error: the cache has one format for the whole model."""
+    bits: set[int] = set()
+    for op in module.walk():
+        if isinstance(op, g.ComputeOp) and op.kind == "attention" and KV_ATTR in op.attributes:
+            info = read_entry(op.attributes[KV_ATTR])
+            per = info.get("layer_qbits") or (info["qbits"],)
+            bits.update(int(b) for b in per)  # type: ignore[union-attr, arg-type]
+    if len(bits) > 1:
+        raise CkirError(
+            f"--qconfig: the KV cache is asked for {' and '.join(map(str, sorted(bits)))} bits "
+            "on different layers; it takes one format for the whole model"
+        )
+    return KV_FORMATS.get(next(iter(bits)), "f32") if bits else "f32"
+
+
 def sync_table(module: ModuleOp) -> None:
     """Bring the tensor table in line with what the module stores after its weights
     were converted or packed (``ckir compile``): weights' and activations' qbits,

@@ -184,3 +184,22 @@ def test_refusals(llama_dir: Path, tmp_path: Path) -> None:
         CompileOptions(kv_dtype="q4_0")
     with pytest.raises(TypeError, match="kv_dtype"):
         CompileOptions(kv_dtype=8)  # type: ignore[arg-type]
+
+
+def test_qconfig_kv_8_builds_the_q8_0_cache(checkpoint, builds, tokens, tmp_path: Path) -> None:
+    """A QConfig's ``kv: 8`` (the tensor table's kv qbits) is the Q8_0 cache: the same
+    KV bytes and logits as ``kv_dtype="q8_0"``; kv: 8 on one layer only is refused."""
+    qconfig = tmp_path / "q.yaml"
+    qconfig.write_text("kv: 8\n")
+    model = ckir.compile(checkpoint, tmp_path / "b", max_context=MAX_CONTEXT, qconfig=qconfig)
+    try:
+        totals = json.loads((Path(model.build_dir) / "layout.json").read_text())["totals"]
+        want = json.loads((Path(builds["q8_0"].build_dir) / "layout.json").read_text())["totals"]
+        assert totals["kv_cache"] == want["kv_cache"]
+        for ours, ref in zip(_run(model, tokens), _run(builds["q8_0"], tokens), strict=True):
+            np.testing.assert_array_equal(ours, ref)
+    finally:
+        model.close()
+    qconfig.write_text("layers:\n  0: {kv: 8}\n")
+    with pytest.raises(CkirError, match="KV cache is asked for 8 and 32 bits on different"):
+        ckir.compile(checkpoint, tmp_path / "c", max_context=MAX_CONTEXT, qconfig=qconfig)
