@@ -45,8 +45,10 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from ckir.dialects import graph as g
+from ckir.dialects.dims import try_evaluate_dim
 from ckir.errors import CkirError
 from ckir.passes.convert_weights import _why_not, matrix_weights, set_weight_dtype, source_dtypes
+from ckir.passes.kv_cache_dtype import KV_BLOCK
 from ckir.tensor_table import (
     INT8_X_FORMATS,
     KV_ATTR,
@@ -430,12 +432,28 @@ def _input_why_not(i: int, bits: int, layer: int | None) -> str | None:
     return None if bits == 32 else "an input is given as i32 token ids"
 
 
-def _kv_why_not(kv_formats: frozenset[str], i: int, bits: int, layer: int | None) -> str | None:
+def _kv_why_not(
+    kv_formats: frozenset[str],
+    symbols: Mapping[str, int],
+    op: Operation,
+    i: int,
+    bits: int,
+    layer: int | None,
+) -> str | None:
     fmt = KV_FORMATS.get(bits)
     if fmt is None:
         return f"no KV cache format has {bits} bits (32: f32, 8: q8_0)"
     if fmt not in kv_formats:
         return f"no kernel stores a {fmt} KV cache (the registry has no kv_store_{fmt})"
+    block = KV_BLOCK.get(fmt)
+    if block is not None and isinstance(op, g.AttentionOp):
+        d = try_evaluate_dim(op.head_dim.text, symbols)
+        if d is not None and d % block:
+            return f"head_dim {d} is not a multiple of {block} ({fmt} blocks run along head_dim)"
+        props = {"scale_dim": op.scale_dim, "softcap": op.softcap, "window": op.window}
+        ext = [name for name, attr in props.items() if attr is not None and attr.value.data]
+        if ext:
+            return f"only plain attention reads a {fmt} KV cache (this one has {', '.join(ext)})"
     return None
 
 
@@ -458,7 +476,7 @@ def _annotate_values(
             if op.kind == "attention":
                 report.tensors += 1
                 kv_names = [f"{section_prefix(op)}.{KV_NAME}"]
-                kv = partial(_kv_why_not, kv_formats)
+                kv = partial(_kv_why_not, kv_formats, model.symbol_values(), op)
                 _finish(op, KV_ATTR, kv_names, config, "kv", layers, report, kv)
 
 

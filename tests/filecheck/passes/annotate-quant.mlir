@@ -33,7 +33,7 @@
 // CHECK:      %m = graph.swiglu %gate, %up {tensor = {role = "activation", layout = "[T, I]", qbits = 32 : i64, requested = 8 : i64}}
 
 // WARN:      warning: graph.weight lm_head (tensor 'lm_head.weight'): weights: 3 asked, stays 32 (f32): no weight format has 3 bits
-// WARN-NEXT: warning: graph.attention layers.{i}.kv: kv: 8 asked, stays 32: no kernel stores a q8_0 KV cache
+// WARN-NEXT: warning: graph.attention layers.{i}.kv: kv: 8 asked, stays 32: head_dim 16 is not a multiple of 32 (q8_0 blocks run along head_dim)
 // WARN-NEXT: warning: graph.swiglu layers.{i}.m: activations: 8 asked, stays 32: graph.linear reads it with weight layers.{i}.mlp.down in bf16; int8 activations go with q8_0 / q4_0 / q4_1 weights only
 // WARN-NEXT: warning: graph.rmsnorm footer.h: activations: 8 asked, stays 32: graph.lm_head reads it with weight lm_head in f32
 // WARN-NEXT: warning: --annotate-quant: 4 of 32 tensors keep other qbits than asked (no kernel serves them)
