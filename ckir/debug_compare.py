@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ckir.errors import CkirError
+from ckir.vocab import INFERENCE_MODES
 
 #: what the hook returns to stop the C run (CKIR_ERR_ARG: the run ended on request)
 STOP = 10
@@ -108,8 +109,8 @@ def compare(
     from ckir.model import load
 
     build = Path(build)
-    if mode not in ("prefill", "decode"):
-        raise CkirError(f"--mode: prefill or decode, not {mode!r}")
+    if mode not in INFERENCE_MODES:
+        raise CkirError(f"--mode: {' or '.join(INFERENCE_MODES)}, not {mode!r}")
     if not tokens:
         raise CkirError("--tokens: give at least one token id")
     interp = PlanInterpreter(build)
@@ -224,7 +225,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="name the first kernel call whose output differs beyond --tol",
     )
     s.add_argument("--tokens", required=True, help="comma-separated token ids, e.g. 1,2,3")
-    s.add_argument("--mode", default="prefill", choices=["prefill", "decode"])
+    s.add_argument("--mode", default="prefill", choices=list(INFERENCE_MODES))
     s.add_argument(
         "--tol",
         type=float,

@@ -48,14 +48,14 @@ from ckir.dialects.dims import CONTEXT, LR, POSITION, STEP, TOKENS, evaluate_dim
 from ckir.errors import CkirError
 from ckir.ir_io import load_module
 from ckir.reference.kernels import REFERENCE
+from ckir.vocab import BLOCK_DTYPES
 
 #: dtypes whose values the interpreter reads in place (everything else is dequantized)
 _PLAIN = {"f32": np.float32, "i32": np.int32}
 #: weight dtype -> the block x is quantized in by the decode GEMVs (docs/quantization.md)
-INT8_X_BLOCK = {
-    **dict.fromkeys(("q8_0", "q4_0", "q4_1", "q8_0p", "q4_0p", "q4_1p"), 32),
-    **dict.fromkeys(("q4_k", "q5_k", "q6_k"), 256),
-}
+#: (every block format's GEMV quantizes x per block of its own length: 32, or 256 for the
+#: K-quants' Q8_K)
+INT8_X_BLOCK = {name: values for name, (_, values) in BLOCK_DTYPES.items()}
 #: panel dtypes whose prefill GEMMs run on int8 x (when int8 prefill is on)
 INT8_PREFILL = ("q8_0p", "q4_0p", "q4_1p")
 _PRODUCTS = ("linear", "fused_qkv", "fused_gate_up")

@@ -167,19 +167,21 @@ def test_interpreter_refuses_bad_tokens_and_overflow(builds) -> None:
 
 def test_interpreter_of_a_module_in_memory(builds) -> None:
     """from_module: a pass author's module with the build's weights (same weights layout),
-    walked call by call; a weights.bin of another layout is refused."""
+    walked call by call; a weights.bin of another build is refused, naming both
+    fingerprints."""
     build = builds["qwen3"].build_dir
     module = load_module(build / "layout.mlir")
-    _, plan = find_model_and_plan(module, "test")
-    mine = PlanInterpreter.from_module(module, read_weights_bin(build / "weights.bin", plan))
+    model, plan = find_model_and_plan(module, "test")
+    weights = read_weights_bin(build / "weights.bin", model, plan)
+    mine = PlanInterpreter.from_module(module, weights)
     tokens = [9, 8, 7, 6]
     calls = list(mine.steps("prefill", tokens))
     assert [c.index for c in calls] == list(range(len(mine.calls("prefill"))))
     assert calls[0].kind == "embed" and calls[0].outputs[0][1] == 4 * 48  # T * E
     builds["qwen3"].reset()
     assert_close(mine.logits("prefill", 4), builds["qwen3"].prefill(tokens), "from_module")
-    with pytest.raises(CkirError, match="written for another layout"):
-        read_weights_bin(builds["llama"].build_dir / "weights.bin", plan)
+    with pytest.raises(CkirError, match="written for build fingerprint 0x[0-9a-f]{16}, but this"):
+        read_weights_bin(builds["llama"].build_dir / "weights.bin", model, plan)
 
 
 def test_a_kind_without_reference_is_named(builds, monkeypatch) -> None:

@@ -47,7 +47,10 @@ NO_MODULE = {
     "dialects/graph/invalid.mlir": "verifier failures only",
     "dialects/graph/rope-invalid.mlir": "verifier failures only",
     "dialects/graph/rope-local-invalid.mlir": "verifier failures only",
+    "dialects/kernel/invalid.mlir": "verifier failures only",
     "dialects/layout/invalid.mlir": "verifier failures only",
+    "dialects/layout/io-invalid.mlir": "verifier failures only",
+    "passes/annotate-quant.mlir": "its RUN lines write their modules to %t files",
     "dialects/lowered/invalid.mlir": "verifier failures only",
     "pipelines/import-lower-plan.mlir": "the graph is imported from a checkpoint into %t",
     "tools/ckir-opt-errors.mlir": "an unclosed module, by design",
@@ -73,19 +76,22 @@ def test_lit_module_round_trips(case: LitModule) -> None:
         as_json = dumps(module)
         back = parse_json_module(as_json, label(case))
         assert print_module(back) == case.text  # text -> JSON -> text
-        assert dumps(parse_module(print_module(back))) == as_json  # JSON -> text -> JSON
+        # JSON -> text -> JSON: the same objects (JSON objects are unordered: an op a pass
+        # built may hold its properties in another order than the parser inserts them)
+        assert json.loads(dumps(parse_module(print_module(back)))) == json.loads(as_json)
         if case.json is not None:
-            assert case.json == as_json  # ckir-opt -t json writes the same
+            # ckir-opt -t json writes the same objects (from the pass-built module)
+            assert json.loads(case.json) == json.loads(as_json)
     if case.json is not None:
         from_run = parse_json_module(case.json, label(case))
         assert print_module(from_run) == case.text
         assert dumps(from_run) == case.json
 
 
-def test_some_lit_outputs_only_round_trip_through_json() -> None:
-    # xDSL cannot re-read a negative float in a lowered.call attribute dict
-    # (`s = -5.000000e-01 : f64`); JSON keeps those modules exact all the same
-    assert any(not m.reparses for m in MODULES)
+def test_every_lit_output_reparses_as_text() -> None:
+    # lowered.call parameters with a negative float (`s = -5.000000e-01 : f64`) once
+    # did not parse back; every printed module of the suite now does
+    assert [label(m) for m in MODULES if not m.reparses] == []
 
 
 @functools.cache

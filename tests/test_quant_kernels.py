@@ -192,13 +192,25 @@ def dequant64(wq, dtype):
 
 def test_registry_matches_kernel_table():
     """The quant section of ckir_kernels.def (ckir_quant.h's prototypes and their
-    reference twins) is exactly this registry, signature by signature."""
+    reference twins) is exactly this registry plus the KV-cache kernels of Q8_0 caches
+    (runtime/registry_kv.yaml), signature by signature."""
     table = kernel_table(("CKIR_KERNELS_QUANT",))
     names = set(SPECS)
     for dt in ("bf16", "f32p", *QTYPES):
         for k in ("gemv", "gemv_bias", "gemm", "gemm_bias", "embed"):
             assert f"{k}_{dt}" in names
-    assert set(table) == {spec.c_name.removeprefix("ckir_") for spec in SPECS.values()}
+    kv = {
+        name: spec
+        for name, spec in ALL_SPECS.items()
+        if spec.op in ("kv_store", "attention") and any(o.dtype == "q8_0" for o in spec.operands)
+    }
+    assert set(kv) == {"kv_store_q8_0", "attention_q8_0"}
+    assert set(table) == {
+        spec.c_name.removeprefix("ckir_") for spec in (*SPECS.values(), *kv.values())
+    }
+    for name, spec in kv.items():
+        sig = spec.c_signature()
+        assert table[name] == norm_params(sig[sig.index("(") + 1 : sig.rindex(")")]), name
     for name, spec in SPECS.items():
         sig = spec.c_signature()
         assert table[spec.c_name.removeprefix("ckir_")] == norm_params(

@@ -545,7 +545,7 @@ def test_value_of_disabled_op(tmp_path: Path) -> None:
 def test_weight_of_disabled_variant_is_dropped_but_arity_checked(tmp_path: Path) -> None:
     text = FLAGGED.replace("    - if: not tied\n", "    - if: tied and not tied\n")
     tpl = load_template(write(tmp_path, text))
-    with pytest.raises(CkirError, match="lm_head needs 1 to 1 weights, but this config leaves out"):
+    with pytest.raises(CkirError, match="lm_head needs 1 to 2 weights, but this config leaves out"):
         tpl.instantiate({"dim": 8, "vocab": 16, "tie": False})
 
 

@@ -25,6 +25,7 @@ from ckir.dialects import layout as ly
 from ckir.frontend.hf import import_tensors
 from ckir.frontend.safetensors_header import TensorInfo
 from ckir.template import select_template
+from ckir.vocab import LOWERED_MODES
 
 #: safetensors dtype names of the torch dtypes a meta model has
 _ST_DTYPES = {"torch.float32": "F32", "torch.bfloat16": "BF16", "torch.float16": "F16"}
@@ -74,7 +75,7 @@ def plan_of(module: ModuleOp) -> ly.PlanOp:
 
 def measure(
     cfg: Any,
-    modes: Sequence[str] = ("prefill", "decode", "backward"),
+    modes: Sequence[str] = LOWERED_MODES,
     max_context: int | None = None,
     strategy: str | None = None,
 ) -> tuple[dict[str, tuple[int, int]], float]:
