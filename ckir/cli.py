@@ -1,10 +1,12 @@
 """``ckir``: the front door.
 
-    ckir import MODEL [-o graph.mlir] [--template T]     (a HF folder or a .gguf file)
-    ckir compile MODEL_DIR -o BUILD [--modes prefill,decode] [--max-context N] [--debug]
+    ckir import MODEL [-o graph.mlir] [--template T] [--explain]   (HF folder, .gguf, .onnx)
+    ckir compile MODEL -o BUILD [--modes prefill,decode] [--max-context N] [--debug]
                  [--logits all|last]
     ckir run BUILD --tokens 1,2,3 [--steps N] [--logits-out F.npy]
-    ckir inspect BUILD
+    ckir inspect BUILD [--full] [--svg FILE] [--tensors [--json FILE]]
+    ckir debug BUILD --compare --tokens 1,2,3 [--mode prefill|decode] [--tol X]
+    ckir kernel lower|build|validate|bench FILE [--shape-set A=MxK,B=KxN ...]
     ckir generate [MODEL] --prompt TEXT [--chat] [--max-tokens N] [sampling options]
     ckir train [MODEL] --out DIR [--data FILE] [--steps N] [--seq-len T] [--lr X]
                [--weight-decay W] [--max-grad-norm G]
@@ -461,15 +463,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ckir", description="Compile HF transformers to C.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("import", help="HF checkpoint folder or GGUF file -> graph IR")
-    s.add_argument("model", help="folder with config.json and *.safetensors, or a .gguf file")
+    s = sub.add_parser("import", help="HF checkpoint folder, GGUF or ONNX file -> graph IR")
+    s.add_argument(
+        "model", help="folder with config.json and *.safetensors, or a .gguf or .onnx file"
+    )
     s.add_argument("-o", "--output", help="write the graph IR here (default: stdout)")
     s.add_argument("--template", help="template name or path (default: by model_type)")
     _allow_unused_option(s)
     s.add_argument("--explain", action="store_true", help="ONNX: matches and misses per rule")
     s.set_defaults(func=cmd_import)
 
-    s = sub.add_parser("compile", help="HF checkpoint folder -> build folder with C + library")
+    s = sub.add_parser(
+        "compile", help="HF checkpoint folder, GGUF or ONNX file -> build folder with C + library"
+    )
     s.add_argument("model")
     s.add_argument("-o", "--output", required=True, help="build folder")
     s.add_argument(
