@@ -198,6 +198,19 @@ def parse_keyed_entries(
     return entries
 
 
+def parse_one_of(parser: AttrParser, choices: Sequence[str], what: str, hint: str) -> str:
+    """An identifier that must be one of ``choices``; another is a parse error at it,
+    ``unknown <what> '<word>' (expected one of ...)``.  ``hint`` completes the message
+    of a missing identifier."""
+    start = parser.pos
+    word = parser.parse_identifier(hint)
+    if word not in choices:
+        parser.raise_error(
+            f"unknown {what} '{word}' (expected one of {', '.join(choices)})", start, parser.pos
+        )
+    return word
+
+
 def parse_schedule_fields(
     parser: AttrParser,
     attr: str,
@@ -213,13 +226,7 @@ def parse_schedule_fields(
 
     def entry() -> None:
         start = parser.pos
-        key = parser.parse_identifier(f" (a {attr} field)")
-        if key not in fields:
-            parser.raise_error(
-                f"unknown {attr} field '{key}' (expected one of {', '.join(fields)})",
-                start,
-                parser.pos,
-            )
+        key = parse_one_of(parser, fields, f"{attr} field", f" (a {attr} field)")
         if key in found:
             parser.raise_error(f"duplicate {attr} field '{key}'", start, parser.pos)
         parser.parse_punctuation("=")
@@ -267,15 +274,9 @@ class _Role(Ident):
     WHAT: ClassVar[str] = ""
 
     def read(self, parser: Parser) -> Attribute:
-        start = parser.pos
-        role = parser.parse_identifier(f" (the {self.WHAT} role)")
-        if role not in ROLES:
-            parser.raise_error(
-                f"unknown {self.WHAT} role '{role}' (expected one of {', '.join(ROLES)})",
-                start,
-                parser.pos,
-            )
-        return StringAttr(role)
+        return StringAttr(
+            parse_one_of(parser, ROLES, f"{self.WHAT} role", f" (the {self.WHAT} role)")
+        )
 
 
 @irdl_custom_directive
