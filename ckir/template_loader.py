@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ckir import metadata_expr
 from ckir.dialects.dims import TOKENS, Dim, DimError
 from ckir.errors import CkirError
 from ckir.template_conditions import Condition, TemplateError, parse_condition, parse_dim
@@ -266,12 +267,18 @@ class _Loader:
                 raise self.err(where, "expected a GGUF key or a list of them")
             for v in sources:
                 special = v == "@token_count" or v.startswith(_GGUF_TENSOR_SOURCES)
+                if v.startswith("@expr:"):
+                    try:
+                        metadata_expr.parse(v.removeprefix("@expr:"))
+                    except metadata_expr.MetadataExprError as e:
+                        raise self.err(where, str(e)) from None
+                    special = True
                 if v.startswith("@") and not special:
                     raise self.err(
                         where,
                         f"unknown source '{v}' (sources: a GGUF key, @token_count, "
                         "@tensor_absent:<name>, @tensor_present:<name>, "
-                        "@wavelength_factors:<name>)",
+                        "@wavelength_factors:<name>, @expr:<arithmetic over GGUF keys>)",
                     )
                 if v.startswith(_GGUF_TENSOR_SOURCES) and not v.split(":", 1)[1]:
                     raise self.err(where, f"'{v}' names no tensor")

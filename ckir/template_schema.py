@@ -277,6 +277,7 @@ class GGUFMap:
     embeddings), ``@token_count`` (length of ``tokenizer.ggml.tokens``) and
     ``@wavelength_factors:<gguf tensor>`` (the wavelength-band RoPE scaling whose
     per-pair frequency divisors the tensor holds, as a ``rope_scaling`` object).
+    ``@expr:<arithmetic over metadata keys>`` (:mod:`ckir.metadata_expr`).
     ``tensors``: GGUF tensor name -> HF tensor name (``{i}`` per layer).
     ``unpermute``: HF tensor name -> the head count (a dim expression) whose
     rotary row interleave the GGUF converter applied and the writer undoes.

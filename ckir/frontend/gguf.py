@@ -126,6 +126,9 @@ def gguf_config(
             elif src.startswith("@tensor_present:"):
                 value = src.split(":", 1)[1] in tensor_names
                 label = src
+            elif src.startswith("@expr:"):
+                label = src.replace("{arch}", arch)
+                value = _expr_value(reader, label.removeprefix("@expr:"), source)
             elif src.startswith("@wavelength_factors:"):
                 value = _wavelength_scaling(reader, src.split(":", 1)[1], arch, source)
                 label = src
@@ -141,6 +144,24 @@ def gguf_config(
                 provenance[key] = label
                 break
     return config, provenance
+
+
+def _expr_value(reader: Any, text: str, source: str) -> float | None:
+    """An ``@expr:`` source's value (:mod:`ckir.metadata_expr`); None when a key it
+    names is absent."""
+    from ckir import metadata_expr
+
+    tree, keys = metadata_expr.parse(text)
+    values = [metadata(reader, k, source) for k in keys]
+    if any(v is None for v in values):
+        return None
+    for k, v in zip(keys, values, strict=True):
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise CkirError(f"{source}: metadata '{k}' is {v!r}, not a number ('@expr:{text}')")
+    try:
+        return metadata_expr.evaluate(tree, [float(v) for v in values])
+    except ZeroDivisionError:
+        raise CkirError(f"{source}: '@expr:{text}' divides by zero") from None
 
 
 def _wavelength_scaling(reader: Any, name: str, arch: str, source: str) -> dict[str, Any] | None:
