@@ -7,7 +7,10 @@ the same call in the interpreter (:class:`ckir.interp.PlanInterpreter`, one step
 program) and compares every buffer the call wrote, C's arena against the interpreter's
 at the same offsets.  The first call whose output differs beyond the tolerance stops
 both runs and is named: its index in the program, kernel, the op it came from (its
-origin) and the output slot.  ``--mode decode`` runs the tokens one decode step each.
+origin) and the output slot.  ``--mode decode`` runs the tokens one decode step each;
+``--mode backward`` runs one training backward (forward, loss and every gradient) of
+the tokens against their targets (default: the tokens shifted by one), and compares
+the loss at the end.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ import numpy as np
 
 from ckir.errors import CkirError
 from ckir.vocab import INFERENCE_MODES
+
+#: the modes ``--compare`` runs: the inference modes and the training backward
+COMPARE_MODES = (*INFERENCE_MODES, "backward")
 
 #: what the hook returns to stop the C run (CKIR_ERR_ARG: the run ended on request)
 STOP = 10
@@ -67,7 +73,7 @@ class Comparison:
         rel = max(self.logits, default=0.0)
         return (
             f"{self.mode}: {self.calls} calls agree (largest relative difference "
-            f"{self.worst:.3g}; logits {rel:.3g})"
+            f"{self.worst:.3g}; {'loss' if self.mode == 'backward' else 'logits'} {rel:.3g})"
         )
 
 
@@ -101,18 +107,27 @@ def compare(
     tol: float = DEFAULT_TOL,
     edit: Callable[[str], str] | None = None,
     work: Path | None = None,
+    targets: Sequence[int] | None = None,
 ) -> Comparison:
     """Run ``tokens`` through the C build and the interpreter call by call (``mode``
-    "prefill": one prefill; "decode": one decode step per token) and stop at the first
-    call whose written output differs by more than ``tol`` times its largest value."""
+    "prefill": one prefill; "decode": one decode step per token; "backward": one
+    backward against ``targets``, default ``tokens[1:]`` with ``tokens[:-1]`` as the
+    input) and stop at the first call whose written output differs by more than ``tol``
+    times its largest value."""
     from ckir.interp import PlanInterpreter
     from ckir.model import load
 
     build = Path(build)
-    if mode not in INFERENCE_MODES:
-        raise CkirError(f"--mode: {' or '.join(INFERENCE_MODES)}, not {mode!r}")
+    if mode not in COMPARE_MODES:
+        raise CkirError(f"--mode: {' or '.join(COMPARE_MODES)}, not {mode!r}")
     if not tokens:
         raise CkirError("--tokens: give at least one token id")
+    if mode != "backward" and targets is not None:
+        raise CkirError("--targets: only --mode backward takes targets")
+    if mode == "backward" and targets is None:
+        if len(tokens) < 2:
+            raise CkirError("--tokens: backward without --targets needs at least two tokens")
+        tokens, targets = tokens[:-1], tokens[1:]
     interp = PlanInterpreter(build)
     interp.program(mode)  # a CkirError naming the mode when the build lacks it
     tmp = Path(tempfile.mkdtemp(prefix="ckir-compare-")) if work is None else None
@@ -123,9 +138,10 @@ def compare(
         result = Comparison(mode)
         with load(out) as model:
             interp.int8_prefill = model.int8_prefill
-            runs = [list(tokens)] if mode == "prefill" else [[t] for t in tokens]
+            whole = mode in ("prefill", "backward")
+            runs = [list(tokens)] if whole else [[t] for t in tokens]
             for step, run in enumerate(runs):
-                if _compare_run(model, interp, mode, run, step, tol, result):
+                if _compare_run(model, interp, mode, run, step, tol, result, targets):
                     break
         return result
     finally:
@@ -141,13 +157,18 @@ def _compare_run(
     step: int,
     tol: float,
     result: Comparison,
+    targets: Sequence[int] | None = None,
 ) -> bool:
     """One C run beside one interpreter run; True when it stopped at a mismatch."""
     from ckir.interp import PlanInterpreter
     from ckir.model import CompiledModel
 
     assert isinstance(model, CompiledModel) and isinstance(interp, PlanInterpreter)
-    steps: Iterator = interp.steps(mode, tokens)
+    steps: Iterator = (
+        interp.backward_steps(tokens, targets or ())
+        if mode == "backward"
+        else interp.steps(mode, tokens)
+    )
     state = ctypes.addressof(model.arena(1).contents)
     failure: list[BaseException] = []
 
@@ -181,7 +202,12 @@ def _compare_run(
     set_hook.argtypes = [ctypes.c_void_p]
     set_hook(ctypes.cast(callback, ctypes.c_void_p))
     try:
-        logits = model.prefill(tokens) if mode == "prefill" else model.decode(tokens[0])[None]
+        if mode == "backward":
+            logits = np.array([[model.backward(tokens, targets or ())]], dtype=np.float32)
+        elif mode == "prefill":
+            logits = model.prefill(tokens)
+        else:
+            logits = model.decode(tokens[0])[None]
     except CkirError:
         if failure:
             raise failure[0] from None
@@ -194,23 +220,32 @@ def _compare_run(
         raise failure[0]
     for _ in steps:  # the interpreter's position advances past the run
         pass
-    mine = interp.logits(mode, len(tokens))
+    if mode == "backward":
+        mine = np.array([[interp.loss()]], dtype=np.float32)
+    else:
+        mine = interp.logits(mode, len(tokens))
     err, scale = relative(logits, mine)
     result.logits.append(err / scale if scale > 0 else err)
     return False
 
 
 def cmd_debug(args: argparse.Namespace) -> int:
-    """``ckir debug BUILD --compare --tokens 1,2,3 [--mode M] [--tol X]``."""
+    """``ckir debug BUILD --compare --tokens 1,2,3 [--mode M] [--targets 2,3,4] [--tol X]``."""
     if not args.compare:
         raise CkirError("ckir debug: give --compare (the one check it runs so far)")
     try:
         tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
     except ValueError:
         raise CkirError(f"--tokens: comma-separated token ids, got {args.tokens!r}") from None
+    targets = None
+    if args.targets is not None:
+        try:
+            targets = [int(t) for t in args.targets.split(",") if t.strip()]
+        except ValueError:
+            raise CkirError(f"--targets: comma-separated token ids, got {args.targets!r}") from None
     if args.tol <= 0:
         raise CkirError(f"--tol must be > 0, got {args.tol}")
-    result = compare(Path(args.build), tokens, mode=args.mode, tol=args.tol)
+    result = compare(Path(args.build), tokens, mode=args.mode, tol=args.tol, targets=targets)
     print(result.summary())
     return 1 if result.mismatch is not None else 0
 
@@ -225,7 +260,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="name the first kernel call whose output differs beyond --tol",
     )
     s.add_argument("--tokens", required=True, help="comma-separated token ids, e.g. 1,2,3")
-    s.add_argument("--mode", default="prefill", choices=list(INFERENCE_MODES))
+    s.add_argument("--mode", default="prefill", choices=list(COMPARE_MODES))
+    s.add_argument(
+        "--targets",
+        help="backward: comma-separated target ids, one per token "
+        "(default: --tokens shifted by one)",
+    )
     s.add_argument(
         "--tol",
         type=float,

@@ -440,6 +440,15 @@ class PlanInterpreter:
     def backward(self, tokens: Sequence[int], targets: Sequence[int]) -> float:
         """The ``backward`` program from position 0: forward, mean cross-entropy against
         ``targets`` and every weight's gradient (in the plan's grad buffers); the loss."""
+        for _ in self.backward_steps(tokens, targets):
+            pass
+        return self.loss()
+
+    def backward_steps(
+        self, tokens: Sequence[int], targets: Sequence[int]
+    ) -> Iterator[CallInfo]:
+        """:meth:`backward` one call at a time, as :meth:`steps` runs the inference
+        modes; :meth:`loss` reads the loss once all have run."""
         tok = np.asarray(tokens, dtype=np.int64).reshape(-1)
         tgt = np.asarray(targets, dtype=np.int64).reshape(-1)
         if tok.size != tgt.size:
@@ -450,10 +459,15 @@ class PlanInterpreter:
             raise CkirError(f"backward: target {bad[0]} is outside the vocabulary [0, {bound})")
         self.position = 0
         self._check_tokens("backward", tok)
+        return self._backward_steps(tok, tgt)
+
+    def _backward_steps(self, tok: np.ndarray, tgt: np.ndarray) -> Iterator[CallInfo]:
         targets_buf = self._io_named("backward", "targets")
-        for _ in self._steps("backward", tok, {targets_buf: tgt}):
-            pass
+        yield from self._steps("backward", tok, {targets_buf: tgt})
         self.position = 0
+
+    def loss(self) -> float:
+        """The loss the last backward run wrote."""
         return float(self.memory.values(self._io_named("backward", "output"), 1)[0])
 
     def optimizer_step(self, lr: float) -> None:

@@ -246,3 +246,45 @@ def test_debug_command(builds, capsys) -> None:
     assert "outside the vocabulary" in capsys.readouterr().err
     assert cli.main(["debug", build, "--tokens", "1"]) != 0
     assert "give --compare" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def train_build(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A llama build with the backward mode (the gradient calls to compare)."""
+    import ckir
+
+    out = tmp_path_factory.mktemp("interp_train") / "llama"
+    modes = ("prefill", "decode", "backward")
+    ckir.compile(checkpoints["llama"], out, max_context=MAX_CONTEXT, modes=modes).close()
+    return out
+
+
+def test_compare_backward_agrees_and_names_a_broken_kernel(train_build: Path, tmp_path) -> None:
+    """--mode backward: every call of one backward (forward, loss, every gradient) agrees;
+    a broken forward attention is named at its first call in the backward program."""
+    tokens = [3, 1, 4, 1, 5, 9]
+    result = compare(train_build, tokens, mode="backward")
+    assert result.mismatch is None, result.summary()
+    assert result.calls == len(PlanInterpreter(train_build).calls("backward"))
+    assert result.summary().startswith("backward: ") and "; loss " in result.summary()
+    calls = PlanInterpreter(train_build).calls("backward")
+    first = next(i for i, c in enumerate(calls) if c.kernel_name == "attention_f32")
+    broken = compare(
+        train_build, tokens, mode="backward", edit=broken_attention, work=tmp_path / "t"
+    )
+    m = broken.mismatch
+    assert m is not None, broken.summary()
+    assert (m.index, m.kernel, m.slot) == (first, "attention_f32", "backward.layers.0.a")
+
+
+def test_debug_command_backward(train_build: Path, capsys) -> None:
+    build = str(train_build)
+    args = ["debug", build, "--compare", "--mode", "backward", "--tokens", "1,2,3"]
+    assert cli.main([*args, "--targets", "2,3,4"]) == 0
+    assert "calls agree" in capsys.readouterr().out
+    assert cli.main([*args, "--targets", "2,3"]) != 0
+    assert "3 tokens but 2 targets" in capsys.readouterr().err
+    assert cli.main([*args[:-1], "1"]) != 0
+    assert "needs at least two tokens" in capsys.readouterr().err
+    assert cli.main(["debug", build, "--compare", "--tokens", "1,2", "--targets", "3,4"]) != 0
+    assert "only --mode backward takes targets" in capsys.readouterr().err
