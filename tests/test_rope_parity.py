@@ -1,6 +1,6 @@
 """RoPE scaling through the templates: parity with transformers on tiny random models.
 
-For each kind of rope scaling the llama and qwen2 templates map (linear, llama3,
+For each kind of rope scaling the llama and qwen2 templates map (dynamic, linear, llama3,
 yarn with and without an explicit attention factor), a random-weight model with
 odd sizes whose scaling matters at the positions used (small original contexts,
 factors > 1): prefill logits, decode logits with the KV cache, and the training
@@ -39,6 +39,17 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "llama_linear": (
         "llama",
         dict(_SIZES, vocab_size=157, rope_parameters={"rope_type": "linear", "factor": 3.0}),
+    ),
+    # dynamic NTK: plain RoPE up to max_position_embeddings (48 = MAX_CONTEXT here), the
+    # longest context ckir compiles, so the decode steps reach the last position
+    "llama_dynamic": (
+        "llama",
+        dict(
+            _SIZES,
+            vocab_size=143,
+            max_position_embeddings=MAX_CONTEXT,
+            rope_parameters={"rope_type": "dynamic", "factor": 2.0},
+        ),
     ),
     "llama_llama3": (
         "llama",
@@ -155,6 +166,9 @@ def test_scaling_reaches_the_ir(builds) -> None:
     for key, model in builds.items():
         kind = key.split("_", 1)[1]
         text = (Path(model.build_dir) / "graph.mlir").read_text()
+        if kind == "dynamic":  # plain RoPE
+            assert "graph.rope" in text and "rope_type" not in text, key
+            continue
         assert f'rope_type = "{want[kind]}"' in text, key
 
 
@@ -191,7 +205,11 @@ def test_gradients_match_autograd(key: str, checkpoints, builds, tmp_path: Path)
 @pytest.mark.parametrize(
     "rope,match",
     [
-        ({"rope_type": "dynamic", "factor": 2.0}, "key 'rope_parameters.rope_type' is 'dynamic'"),
+        (
+            {"rope_type": "longrope", "factor": 2.0},
+            "key 'rope_parameters.rope_type' is 'longrope'",
+        ),
+        ({"rope_type": "dynamic"}, "rope scaling needs its factor"),
         ({"rope_type": "linear"}, "rope scaling needs its factor"),
         (
             {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 32},
