@@ -97,11 +97,15 @@ def default_root() -> Path:
 
 
 def canonical_names(module: ModuleOp) -> ModuleOp:
-    """A copy of ``module`` whose kernel inputs are named ``in0, in1, ...`` per func."""
+    """A copy of ``module`` whose kernel inputs are named ``in0, in1, ...`` per func and
+    whose SSA values have no names (the C quotes them in comments)."""
     copy = module.clone()
     for func in kt.funcs(copy):
         for i, inp in enumerate(func.inputs()):
             inp.properties["input_name"] = StringAttr(f"in{i}")
+    for op in copy.walk():
+        for value in op.results:
+            value.name_hint = None
     return copy
 
 

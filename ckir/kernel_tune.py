@@ -218,8 +218,15 @@ class _Tuner:
         ratio = max(statistics.median(ratios), min(times) / min(inc_times))
         return ratio, statistics.median(times), statistics.median(inc_times)
 
+    def compare(
+        self, inc_values: Values, inc: Call, values: Values, call: Call, calls: int
+    ) -> tuple[float, float]:
+        """A candidate's time over the incumbent's (:meth:`paired`) and its seconds per call."""
+        ratio, secs, _ = self.paired(inc, call, calls)
+        return ratio, secs
+
     def try_batch(
-        self, inc: Call, candidates: list[Values], calls: int
+        self, inc_values: Values, inc: Call, candidates: list[Values], calls: int
     ) -> tuple[Values, Call] | None:
         candidates = [c for c in candidates if _key(c) not in self.seen]
         candidates = candidates[: self.budget - self.trials]
@@ -233,7 +240,7 @@ class _Tuner:
             if call is None:
                 self.rejected += 1
                 continue
-            ratio, secs, _ = self.paired(inc, call, calls)
+            ratio, secs = self.compare(inc_values, inc, values, call, calls)
             verdict = ""
             if ratio < ACCEPT_RATIO and (best is None or ratio < best[0]):
                 best, verdict = (ratio, values, call), "  (best of batch)"
@@ -275,7 +282,7 @@ class _Tuner:
                 if self.trials >= self.budget:
                     break
                 cands = _neighbours(inc_values, field, self.space[field])
-                found = self.try_batch(inc, cands, calls)
+                found = self.try_batch(inc_values, inc, cands, calls)
                 if found:
                     inc_values, inc = found
                     improved = True
@@ -284,7 +291,7 @@ class _Tuner:
                 cands = self.mutants(inc_values, 4)
                 if not cands:
                     break
-                found = self.try_batch(inc, cands, calls)
+                found = self.try_batch(inc_values, inc, cands, calls)
                 if found:
                     inc_values, inc = found
                     improved = True
@@ -293,7 +300,7 @@ class _Tuner:
                 break  # the space is exhausted
         if inc is not start_call:  # confirm against the start with twice the rounds
             self.rounds *= 2
-            ratio, _, _ = self.paired(start_call, inc, calls)
+            ratio, _ = self.compare(start, start_call, inc_values, inc, calls)
             if ratio >= 1.0:
                 self.log(f" {_key(inc_values)} is not faster than the start: keeping the start")
                 inc_values, inc = start, start_call
