@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import math
 import random
 import statistics
 import sys
@@ -50,6 +51,7 @@ from ckir import kernel_tools as kt
 from ckir.backend import kernel_c
 from ckir.backend.kernel_c import KernelCodegenError
 from ckir.dialects import kernel as k
+from ckir.dialects.dims import evaluate_dim
 from ckir.errors import CkirError
 from ckir.kernel_cache import KernelCache, kernel_cache_options
 from ckir.kernel_records import (
@@ -64,7 +66,7 @@ from ckir.kernel_records import (
 )
 from ckir.runtime_build import ISAS, isa_vector_width
 
-__all__ = ["INT_LADDER", "register_tune", "schedule_space", "tune_func", "tune_module"]
+__all__ = ["INT_LADDER", "register_tune", "schedule_space", "tune_func", "tune_module", "work"]
 
 #: the values an integer hint is searched over (those the dialect accepts)
 INT_LADDER: tuple[int, ...] = (
@@ -80,6 +82,20 @@ DEFAULT_TRIALS = 50
 Values = dict[str, int | str]
 #: ``batch(n)``: n calls of a compiled kernel, returning the seconds they took
 Call = Callable[[int], float]
+
+
+def work(func: k.FuncOp, symbols: dict[str, int]) -> int:
+    """What a GFLOP/s figure counts: 2·M·N·K per matmul-like op, or for a func without
+    one (a relu) its output elements (G elements/s)."""
+    flops = kt.func_flops(func, symbols)
+    if flops:
+        return flops
+    out = func.output()
+    assert out is not None
+    return sum(
+        math.prod(evaluate_dim(d, symbols) for d in v.type.dims)  # type: ignore[attr-defined]
+        for v in out.values
+    )
 
 
 def _is_string_field(field: str) -> bool:
@@ -154,6 +170,7 @@ class TuneResult:
     best: Values
     gflops: float
     start_gflops: float
+    seconds: float  # the best schedule's median seconds per call
     trials: int
     rejected: int
 
@@ -170,7 +187,7 @@ class _Tuner:
         self.symbols = kt.bind_shapes(func, kt.parse_shape_set(shape_set), shape_set)
         self.inputs = kt.random_inputs(func, self.symbols, seed)
         self.want = kt.reference(func, self.inputs)
-        self.flops = kt.func_flops(func, self.symbols) or 1
+        self.flops = work(func, self.symbols)
         self.space = schedule_space(func, isa, self.symbols)
         self.seen: set[str] = set()
         self.trials = 0
@@ -312,6 +329,7 @@ class _Tuner:
             best=inc_values,
             gflops=self.flops / best_secs / 1e9,
             start_gflops=self.flops / start_secs / 1e9,
+            seconds=best_secs,
             trials=self.trials,
             rejected=self.rejected,
         )
@@ -351,6 +369,7 @@ def tune_module(
                     schedule=result.best,
                     gflops=round(result.gflops, 3),
                     baseline_gflops=round(result.start_gflops, 3),
+                    ms=round(result.seconds * 1e3, 4),
                     trials=result.trials,
                 )
             )
