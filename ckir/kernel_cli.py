@@ -1,4 +1,4 @@
-"""``ckir kernel lower | build | validate | bench``: kernel IR files from the command line.
+"""``ckir kernel lower | build | validate | bench | tune | serve``: kernel IR from the command line.
 
 ::
 
@@ -14,7 +14,9 @@ shape and exits 1 when any fails; ``bench`` times every schedule on every shape
 set in one library and prints GFLOP/s and the fraction of the one-thread fp32 FMA
 peak measured in the same run (``ckir.tools.bandwidth.fma_peak``).  Notes about
 normalised schedule hints go to stderr; bad input is one ``error:`` line naming the
-file, op or tensor.
+file, op or tensor.  ``build``, ``validate`` and ``bench`` compile through the kernel
+cache (:mod:`ckir.kernel_cache`); ``tune`` is :mod:`ckir.kernel_tune`, ``serve``
+:mod:`ckir.kernel_serve`.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ from ckir.errors import CkirError, one_line
 from ckir.ir_io import parse_module
 from ckir.ir_json import module_from_json
 from ckir.kernel_cache import KernelCache, kernel_cache_options
+from ckir.kernel_tune import tune_module, work
 from ckir.runtime_build import ISAS, RuntimeBuildError
 
 __all__ = ["ERROR_TYPES", "OPS", "KernelServer", "register_serve"]
@@ -99,7 +100,7 @@ class KernelServer:
         ident: JSON = None
         try:
             try:
-                req = json.loads(line)
+                req = json.loads(line.strip())
             except (json.JSONDecodeError, RecursionError) as err:
                 raise RequestError("malformed_json", f"not JSON: {one_line(err)}") from None
             if not isinstance(req, dict):
@@ -209,7 +210,7 @@ class KernelServer:
                 symbols = kt.bind_shapes(func, kt.parse_shape_set(text), text)
                 inputs = kt.random_inputs(func, symbols, 0)
                 want = kt.reference(func, inputs)
-                flops = kt.func_flops(func, symbols)
+                flops = work(func, symbols)
                 for i, sched in enumerate(texts):
                     variant = variants[f"{func.func_name}_s{i}"]
                     got = kt.run(lib, variant, inputs, symbols)
@@ -225,7 +226,6 @@ class KernelServer:
         return {**info, "results": rows}
 
     def _tune(self, req: dict[str, JSON], module: ModuleOp, isa: str) -> JSON:
-        from ckir.kernel_tune import tune_module
 
         trials = _field(req, "trials", int, 20)
         rounds = _field(req, "rounds", int, 5)
