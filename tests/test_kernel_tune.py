@@ -15,6 +15,7 @@ from ckir import kernel_cache as kc
 from ckir import kernel_records as kr
 from ckir import kernel_tools as kt
 from ckir import kernel_tune as ktu
+from ckir.backend import kernel_c
 from ckir.dialects import kernel as k
 from ckir.errors import CkirError
 from ckir.ir_io import parse_module
@@ -298,9 +299,10 @@ def test_tune_records_the_best_within_the_budget(tmp_path: Path) -> None:
         )  # fmt: skip
     assert rec["trials"] <= 6 and rec["func"] == "mm" and rec["bucket"] == "K=64,M=64,N=32"
     assert rec["gflops"] > 0 and rec["baseline_gflops"] > 0
-    assert log[0] == "@mm A=33x40,B=40x21: start tile_m=16,tile_n=256,tile_k=256,vectorize=" + (
-        f"{isa_vector_width('native')},unroll=2,order=mnk"
-    )  # the IR's schedule over the C generator's defaults
+    width = isa_vector_width("native")
+    start = {f: width if v is None else v for f, v in kernel_c.DEFAULTS["matmul"].items()}
+    start.update(tile_m=16, unroll=2)  # the IR's schedule over the C generator's defaults
+    assert log[0] == f"@mm A=33x40,B=40x21: start {kr.schedule_text(start)}"
     assert sum("GFLOP/s" in line for line in log) == rec["trials"]
     tuned = kr.apply_records(module, _write([rec], tmp_path), ["A=33x40,B=40x21"], "native", "")
     [r] = kt.validate(tuned, kt.build(tuned, tmp_path / "t", name="t"), ["A=33x40,B=40x21"])
