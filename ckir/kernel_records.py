@@ -76,7 +76,10 @@ def func_key(func: k.FuncOp) -> str:
 
 
 def shape_bucket(symbols: Mapping[str, int]) -> str:
-    """``{"M": 97, "N": 1}`` -> ``"M=128,N=1"``: each size rounded up to a power of two."""
+    """``{"M": 97, "N": 1}`` -> ``"M=128,N=1"``: each size rounded up to a power of two;
+    ``"static"`` for a kernel whose dims are all constants."""
+    if not symbols:
+        return "static"
     return ",".join(f"{s}={1 << max(v - 1, 0).bit_length()}" for s, v in sorted(symbols.items()))
 
 

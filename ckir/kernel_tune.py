@@ -41,7 +41,7 @@ import math
 import random
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,9 +107,10 @@ def _applicable(func: k.FuncOp) -> list[str]:
     return [f for f in k.SCHEDULE_FIELDS if any(f in op.SCHEDULE_APPLIES for op in ops)]
 
 
-def schedule_space(func: k.FuncOp, isa: str, symbols: dict[str, int]) -> dict[str, list[int | str]]:
-    """The values each applicable hint of ``func`` is searched over (module docstring)."""
-    largest = 1 << max(max(symbols.values(), default=1) - 1, 0).bit_length()
+def schedule_space(func: k.FuncOp, isa: str, sizes: Iterable[int]) -> dict[str, list[int | str]]:
+    """The values each applicable hint of ``func`` is searched over (module docstring);
+    ``sizes`` are the dims of the shapes tuned for (tiles stop above the largest)."""
+    largest = 1 << max(max(sizes, default=1) - 1, 0).bit_length()
     space: dict[str, list[int | str]] = {}
     for field in _applicable(func):
         if _is_string_field(field):
@@ -188,7 +189,8 @@ class _Tuner:
         self.inputs = kt.random_inputs(func, self.symbols, seed)
         self.want = kt.reference(func, self.inputs)
         self.flops = work(func, self.symbols)
-        self.space = schedule_space(func, isa, self.symbols)
+        sizes = [d for dims in kt.parse_shape_set(shape_set).values() for d in dims]
+        self.space = schedule_space(func, isa, sizes)
         self.seen: set[str] = set()
         self.trials = 0
         self.rejected = 0

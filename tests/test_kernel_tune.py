@@ -269,6 +269,7 @@ def test_records_apply_to_renamed_kernels_per_bucket(tmp_path: Path) -> None:
     with pytest.raises(CkirError, match=r"x.mlir: kernel.func @other: no record in .* for this"):
         kr.apply_records(renamed, path, ["P=500x33,Q=33x64"], "native", "x.mlir")
     assert kr.shape_bucket({"M": 97, "N": 1, "K": 64}) == "K=64,M=128,N=1"
+    assert kr.shape_bucket({}) == "static"
 
 
 # --------------------------------------------------------------------------- tune
@@ -280,10 +281,10 @@ def test_schedule_space_comes_from_the_dialect() -> None:
         "  %y = kernel.relu %x : (!graph.tensor<[R, C], f32>) -> !graph.tensor<[R, C], f32>\n"
         "  kernel.output %y : !graph.tensor<[R, C], f32>\n}\n"
     )
-    space = ktu.schedule_space(kt.funcs(relu)[0], "native", {"R": 5, "C": 300})
+    space = ktu.schedule_space(kt.funcs(relu)[0], "native", [5, 300])
     assert set(space) == set(k.ReluOp.SCHEDULE_APPLIES)
     assert max(space["tile_n"]) == 512 and max(space["vectorize"]) == isa_vector_width("native")
-    mm = ktu.schedule_space(kt.funcs(_module(_mm()))[0], "avx2", {"M": 9, "K": 9, "N": 9})
+    mm = ktu.schedule_space(kt.funcs(_module(_mm()))[0], "avx2", [9, 9, 9])
     assert list(mm) == list(k.SCHEDULE_FIELDS) and mm["order"] == list(k.LOOP_ORDERS)
     assert max(mm["vectorize"]) == 8 and max(mm["unroll"]) == k.MAX_UNROLL
     assert all(k.field_problem(f, v) is None for f, vs in mm.items() for v in vs)
