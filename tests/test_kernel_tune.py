@@ -193,6 +193,10 @@ def test_cli_build_validate_bench_share_the_cache(tmp_path: Path) -> None:
     assert out.returncode == 0 and "kernel cache: hit" in out.stderr, out.stderr
     out = _ckir("kernel", "build", str(f), "-o", str(tmp_path / "b4"), "--no-cache")
     assert out.returncode == 0 and "kernel cache" not in out.stderr, out.stderr
+    out = _ckir(
+        "kernel", "validate", str(f), "--shape-set", "A=5x7,B=7x9", "--cache-dir", "/proc/x"
+    )
+    assert out.returncode == 1 and out.stderr.startswith("error: kernel cache /proc/x: cannot use")
 
 
 # --------------------------------------------------------------------------- records
