@@ -54,6 +54,7 @@ _IDENT_RE = re.compile(rf"^{_IDENT}$")
 # ---------------------------------------------------------------------------
 
 
+
 _TOP_KEYS = (
     "name",
     "model_types",
@@ -357,7 +358,9 @@ class _Loader:
         config = dict(self.mapping(raw.get("config", {}), "gguf.config"))
         for part, key, value in extra:
             if key in config:
-                raise self.err("gguf.config", f"'{key}' is also given by {display_path(part.path)}")
+                raise self.err(
+                    "gguf.config", f"'{key}' is also given by {display_path(part.path)}"
+                )
             config[key] = value
         return {**raw, "config": config}
 
@@ -459,7 +462,9 @@ class _Loader:
                         raise self.err(f"{where}.{k}", f"{v!r} is not one of the choices")
             period_of = spec.get("period_of")
             if period_of is not None and (typ != "int" or not isinstance(period_of, str)):
-                raise self.err(f"{where}.period_of", "needs type int and a string (the list entry)")
+                raise self.err(
+                    f"{where}.period_of", "needs type int and a string (the list entry)"
+                )
             out.append(ParamDef(name, typ, keys, default, value, choices, period_of))
             self.names[name] = typ
             self.defined_in[name] = self.file
