@@ -50,7 +50,9 @@ from ckir.runtime_build import build_standalone_library, isa_vector_width
 __all__ = [
     "ShapeResult",
     "bind_shapes",
+    "bound_call",
     "build",
+    "calls_per_batch",
     "funcs",
     "generate",
     "func_flops",
