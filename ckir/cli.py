@@ -6,7 +6,7 @@
     ckir run BUILD --tokens 1,2,3 [--steps N] [--logits-out F.npy]
     ckir inspect BUILD [--full] [--svg FILE] [--tensors [--json FILE]]
     ckir debug BUILD --compare --tokens 1,2,3 [--mode prefill|decode] [--tol X]
-    ckir kernel lower|build|validate|bench FILE [--shape-set A=MxK,B=KxN ...]
+    ckir kernel lower|build|validate|bench|tune FILE [--shape-set A=MxK,B=KxN ...]; kernel serve
     ckir generate [MODEL] --prompt TEXT [--chat] [--max-tokens N] [sampling options]
     ckir train [MODEL] --out DIR [--data FILE] [--steps N] [--seq-len T] [--lr X]
                [--weight-decay W] [--max-grad-norm G]

@@ -52,6 +52,7 @@ LABELS: frozenset[tuple[str, str]] = frozenset(
     {
         ("graph.weight", "hf"),  # the checkpoint tensor a weight is loaded from
         ("graph.input", "input_name"),  # the name of a model input
+        ("kernel.input", "input_name"),  # a kernel's parameter (inputs are positional)
     }
 )
 

@@ -27,7 +27,7 @@ import ctypes
 import math
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,20 +44,25 @@ from ckir.dialects.graph import TensorType
 from ckir.errors import CkirError
 from ckir.fileio import write_text_atomically
 from ckir.ir_io import parse_module
+from ckir.ir_json import looks_like_json, parse_json_module
 from ckir.runtime_build import build_standalone_library, isa_vector_width
 
 __all__ = [
     "ShapeResult",
     "bind_shapes",
+    "bound_call",
     "build",
+    "calls_per_batch",
     "funcs",
     "generate",
     "func_flops",
     "load_kernels",
+    "prepare_kernels",
     "parse_schedule",
     "parse_shape_set",
     "reference",
     "run",
+    "set_schedule",
     "time_call",
     "validate",
     "with_schedule",
@@ -68,19 +73,29 @@ WARNING_FLAGS = ("-Wall", "-Werror")
 
 
 def load_kernels(path: Path, *, fuse: bool = True) -> ModuleOp:
-    """Parse and verify a kernel IR file, lowering graph ops and fusing matmul + relu."""
+    """Parse and verify a kernel IR file (text or IR JSON), lowering graph ops and fusing
+    matmul + relu."""
     try:
         text = path.read_text()
     except OSError as err:
         raise CkirError(f"{path}: {err.strerror or err}") from None
     try:
-        module = parse_module(text, str(path))
+        if looks_like_json(text):  # IR JSON (docs/ir-json.md); its errors name the JSON path
+            module = parse_json_module(text, str(path))
+        else:
+            module = parse_module(text, str(path))
         module.verify()
     except ParseError as err:
         loc = err.span.get_location()
         raise CkirError(f"{path}:{loc.line}:{loc.col}: {err.msg}") from None
     except (VerifyException, DiagnosticException) as err:
         raise CkirError(f"{path}: {str(err).strip().splitlines()[0]}") from None
+    return prepare_kernels(module, str(path), fuse=fuse)
+
+
+def prepare_kernels(module: ModuleOp, path: str, *, fuse: bool = True) -> ModuleOp:
+    """Lower graph ops to kernel ops (and fuse matmul + relu) in a verified module;
+    errors name ``path``."""
     from ckir.passes.fuse_kernel_matmul_relu import FuseKernelMatmulReluPass
     from ckir.passes.lower_kernel import LowerKernelPass
 
@@ -351,16 +366,22 @@ def with_schedule(
     accepts; None: keep the IR's schedules) as their schedule, and whose funcs are
     renamed ``<name><suffix>``."""
     copy = module.clone()
-    for op in copy.walk():
-        if isinstance(op, k.FuncOp):
-            op.properties["sym_name"] = StringAttr(op.func_name + suffix)
-        elif isinstance(op, k.KernelComputeOp) and values is not None:
+    for func in funcs(copy):
+        func.properties["sym_name"] = StringAttr(func.func_name + suffix)
+        if values is not None:
+            set_schedule(func, values)
+    return copy
+
+
+def set_schedule(func: k.FuncOp, values: Mapping[str, int | str]) -> None:
+    """Give every compute op of ``func`` the fields of ``values`` it accepts (in place)."""
+    for op in func.body_block.ops:
+        if isinstance(op, k.KernelComputeOp):
             fields = {f: v for f, v in values.items() if f in op.SCHEDULE_APPLIES}
             if fields:
                 op.properties["schedule"] = k.ScheduleAttr.from_values(fields)
             else:
                 op.properties.pop("schedule", None)
-    return copy
 
 
 def func_flops(func: k.FuncOp, symbols: Mapping[str, int]) -> int:
@@ -378,6 +399,17 @@ def time_call(
     *, min_seconds: float = 0.2, reps: int = 5,
 ) -> float:  # fmt: skip
     """Best seconds per call over ``reps`` batches (each batch runs ≥ ``min_seconds``)."""
+    batch = bound_call(lib, func, inputs, symbols)
+    batch(1)  # warm-up
+    calls = calls_per_batch(batch, min_seconds)
+    return min(batch(calls) / calls for _ in range(reps))
+
+
+def bound_call(
+    lib: ctypes.CDLL, func: k.FuncOp, inputs: Sequence[np.ndarray], symbols: Mapping[str, int]
+) -> Callable[[int], float]:
+    """``batch(n)``: call the compiled ``func`` n times on ``inputs`` (output buffers
+    allocated once), returning the seconds the n calls took."""
     out_op = func.output()
     assert out_op is not None
     names, n_out, syms = func_signature(func)
@@ -387,20 +419,19 @@ def time_call(
     fn.argtypes = [ctypes.c_void_p] * (len(names) + n_out) + [ctypes.c_int64] * len(syms)
     args = [a.ctypes.data for a in inputs] + [o.ctypes.data for o in outs]
     args += [symbols[s] for s in syms]
-    fn(*args)  # warm-up
+
+    def batch(n: int, _keep: object = (inputs, outs)) -> float:  # the buffers outlive batch
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn(*args)
+        return time.perf_counter() - t0
+
+    return batch
+
+
+def calls_per_batch(batch: Callable[[int], float], min_seconds: float) -> int:
+    """The number of calls (a power of two) for which one batch lasts ``min_seconds``."""
     calls = 1
-    while True:  # calls per batch so that a batch lasts min_seconds
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn(*args)
-        dt = time.perf_counter() - t0
-        if dt >= min_seconds or calls >= 1 << 20:
-            break
+    while batch(calls) < min_seconds and calls < 1 << 20:
         calls *= 2
-    best = dt / calls
-    for _ in range(reps - 1):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn(*args)
-        best = min(best, (time.perf_counter() - t0) / calls)
-    return best
+    return calls

@@ -296,3 +296,8 @@ def isa_vector_width(isa: str = "native") -> int:
     cc = _cc()
     macros = _compiler_identity(cc, tuple(isa_flags(isa)))
     return 16 if re.search(r"^#define __AVX512F__ 1$", macros, re.M) else 8
+
+
+def compiler_version() -> str:
+    """The first line of ``cc --version`` (``$CC``), e.g. ``gcc (Debian 12.2.0-14) 12.2.0``."""
+    return _compiler_identity(_cc(), ()).splitlines()[0].strip()
