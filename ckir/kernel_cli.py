@@ -25,12 +25,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ckir import kernel_opencl_cli
 from ckir import kernel_tools as kt
 from ckir.runtime_build import ISAS
 
 __all__ = ["register"]
 
-TARGETS = ("c",)
+TARGETS = ("c", "opencl")  # opencl: ckir.kernel_opencl_cli
 
 
 def _common(s: argparse.ArgumentParser) -> None:
@@ -65,6 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     s.add_argument("--tol", type=float, default=1e-4, help="max relative error (default 1e-4)")
     s.add_argument("--seed", type=int, default=0, help="random inputs' seed")
+    s.add_argument("--target", choices=TARGETS, default="c", help="run the C or the OpenCL")
     s.set_defaults(func=cmd_validate)
 
     s = ksub.add_parser("bench", help="GFLOP/s per schedule and shape, vs this CPU's FMA peak")
@@ -77,6 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="a schedule for every op (repeat to compare; 'ir' = as written; default: ir)",
     )
     s.add_argument("--reps", type=int, default=5, help="timed batches per case (best is kept)")
+    s.add_argument("--target", choices=TARGETS, default="c", help="time the C or the OpenCL")
     s.set_defaults(func=cmd_bench)
 
 
@@ -86,6 +89,8 @@ def _notes(notes: list[str]) -> None:
 
 
 def cmd_lower(args: argparse.Namespace) -> int:
+    if args.target == "opencl":
+        return kernel_opencl_cli.cmd_lower(args)
     module = kt.load_kernels(args.file, fuse=not args.no_fuse)
     gen = kt.generate(module, args.isa, str(args.file))
     _notes(gen.notes)
@@ -102,6 +107,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    if args.target == "opencl":
+        return kernel_opencl_cli.cmd_validate(args)
     module = kt.load_kernels(args.file, fuse=not args.no_fuse)
     for func in kt.funcs(module):  # shape errors before the compiler runs
         for text in args.shape_set:
@@ -118,6 +125,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.target == "opencl":
+        return kernel_opencl_cli.cmd_bench(args)
     from xdsl.dialects.builtin import ModuleOp
 
     from ckir.tools.bandwidth import fma_peak
