@@ -254,17 +254,17 @@ def _matmul_kernel(w: _Writer, launch: Launch, bias: bool, act: str) -> None:
     def init(from_c: bool) -> None:
         for i in range(u):
             c = f"col + {i * v}"
-            if from_c:
-                base, n = "C + (row < m1 ? row : 0) * N", f"row < m1 ? n1 - ({c}) : 0"
-            elif bias:
-                base, n = "bias", f"n1 - ({c})"
-            else:
+            if not from_c and not bias:
                 w(f"acc{i} = ({ty})(0.0f);")
-                continue
-            if v == 1:
-                w(f"acc{i} = ({n}) > 0 ? ({base})[{c}] : 0.0f;")
+            elif v == 1 and from_c:
+                w(f"acc{i} = (row < m1 && {c} < n1) ? C[row * N + {c}] : 0.0f;")
+            elif v == 1:
+                w(f"acc{i} = {c} < n1 ? bias[{c}] : 0.0f;")
+            elif from_c:
+                src = f"C + (row < m1 ? row : 0) * N + {c}"
+                w(f"acc{i} = ckir_load{v}({src}, row < m1 ? n1 - ({c}) : 0);")
             else:
-                w(f"acc{i} = ckir_load{v}({base} + {c}, {n});")
+                w(f"acc{i} = ckir_load{v}(bias + {c}, n1 - ({c}));")
 
     if k_inner:
         init(False)
