@@ -28,8 +28,9 @@ __all__ = ["DROPPED_ENV", "numpy_sgemm_seconds"]
 DROPPED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 _CHILD = r"""
-import json, sys, time
+import json, sys
 import numpy as np
+from ckir.kernel_tools import best_seconds
 shapes, reps, min_seconds = json.loads(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 try:
     from threadpoolctl import threadpool_info
@@ -46,23 +47,7 @@ for m, k, n in shapes:
     a = rng.standard_normal((m, k), dtype=np.float32)
     b = rng.standard_normal((k, n), dtype=np.float32)
     c = np.empty((m, n), dtype=np.float32)
-    np.matmul(a, b, out=c)
-    calls = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            np.matmul(a, b, out=c)
-        dt = time.perf_counter() - t0
-        if dt >= min_seconds or calls >= 1 << 20:
-            break
-        calls *= 2
-    best = dt / calls
-    for _ in range(reps - 1):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            np.matmul(a, b, out=c)
-        best = min(best, (time.perf_counter() - t0) / calls)
-    out.append(best)
+    out.append(best_seconds(lambda: np.matmul(a, b, out=c), min_seconds=min_seconds, reps=reps))
 print(json.dumps({"seconds": out, "blas": blas}))
 """
 

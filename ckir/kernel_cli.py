@@ -127,17 +127,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.target == "opencl":
         return kernel_opencl_cli.cmd_bench(args)
-    from xdsl.dialects.builtin import ModuleOp
-
     from ckir.tools.bandwidth import fma_peak
 
     module = kt.load_kernels(args.file, fuse=not args.no_fuse)
     texts = args.schedule or ["ir"]
-    combined = ModuleOp([])
-    for i, text in enumerate(texts):
-        values = None if text == "ir" else kt.parse_schedule(text)
-        for func in kt.funcs(kt.with_schedule(module, values, f"_s{i}")):
-            combined.body.block.add_op(func.clone())
+    combined = kt.schedule_variants(module, texts)
     shape_sets = [(t, kt.parse_shape_set(t)) for t in args.shape_set]
     base = kt.funcs(module)
     for func in base:

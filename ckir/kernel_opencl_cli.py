@@ -93,21 +93,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     module = kt.load_kernels(args.file, fuse=not args.no_fuse)
     texts = args.schedule or ["ir"]
-    combined = ModuleOp([])
-    for i, text in enumerate(texts):
-        values = None if text == "ir" else kt.parse_schedule(text)
-        for func in kt.funcs(kt.with_schedule(module, values, f"_s{i}")):
-            combined.body.block.add_op(func.clone())
-    shape_sets = [(t, kt.parse_shape_set(t)) for t in args.shape_set]
-    base = kt.funcs(module)
-    for func in base:
-        for text, shapes in shape_sets:
-            kt.bind_shapes(func, shapes, text)
+    combined = kt.schedule_variants(module, texts)
+    cases = [  # shape errors before the device is touched
+        (f, t, kt.bind_shapes(f, kt.parse_shape_set(t), t))
+        for f in kt.funcs(module)
+        for t in args.shape_set
+    ]
     gen = generate(combined, str(args.file))
     _notes(gen)
     dev = open_device()
     prog = OpenCLProgram(gen, str(args.file))
-    cases = [(f, t, kt.bind_shapes(f, s, t)) for f in base for t, s in shape_sets]
     gemms = sorted({g for f, _, sy in cases for g in _matmul_shapes(f, sy)})
     secs, blas = numpy_sgemm_seconds(gemms, reps=args.reps)
     numpy_time = dict(zip(gemms, secs, strict=True))

@@ -27,7 +27,7 @@ import ctypes
 import math
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +58,7 @@ __all__ = [
     "parse_shape_set",
     "reference",
     "run",
+    "schedule_variants",
     "time_call",
     "validate",
     "with_schedule",
@@ -363,6 +364,17 @@ def with_schedule(
     return copy
 
 
+def schedule_variants(module: ModuleOp, texts: Sequence[str]) -> ModuleOp:
+    """One module with every func of ``module`` once per schedule text (``ir``: as
+    written, else :func:`parse_schedule`'s fields), the i-th renamed ``<name>_s<i>``."""
+    combined = ModuleOp([])
+    for i, text in enumerate(texts):
+        values = None if text == "ir" else parse_schedule(text)
+        for func in funcs(with_schedule(module, values, f"_s{i}")):
+            combined.body.block.add_op(func.clone())
+    return combined
+
+
 def func_flops(func: k.FuncOp, symbols: Mapping[str, int]) -> int:
     """Multiply-add flops (2·M·N·K) of the func's matmul-like ops for these sizes."""
     total = 0
@@ -387,20 +399,28 @@ def time_call(
     fn.argtypes = [ctypes.c_void_p] * (len(names) + n_out) + [ctypes.c_int64] * len(syms)
     args = [a.ctypes.data for a in inputs] + [o.ctypes.data for o in outs]
     args += [symbols[s] for s in syms]
-    fn(*args)  # warm-up
+    return best_seconds(lambda: fn(*args), min_seconds=min_seconds, reps=reps)
+
+
+def best_seconds(
+    call: Callable[[], object], *, min_seconds: float = 0.2, reps: int = 5, max_calls: int = 1 << 20
+) -> float:
+    """Best seconds per ``call()`` over ``reps`` batches, after one warm-up call; the
+    calls per batch double until a batch lasts ``min_seconds`` (or ``max_calls``)."""
+    call()
     calls = 1
-    while True:  # calls per batch so that a batch lasts min_seconds
+    while True:
         t0 = time.perf_counter()
         for _ in range(calls):
-            fn(*args)
+            call()
         dt = time.perf_counter() - t0
-        if dt >= min_seconds or calls >= 1 << 20:
+        if dt >= min_seconds or calls >= max_calls:
             break
         calls *= 2
     best = dt / calls
     for _ in range(reps - 1):
         t0 = time.perf_counter()
         for _ in range(calls):
-            fn(*args)
+            call()
         best = min(best, (time.perf_counter() - t0) / calls)
     return best

@@ -15,7 +15,6 @@ Example::
 from __future__ import annotations
 
 import itertools
-import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -245,21 +244,7 @@ class OpenCLProgram:
         *, min_seconds: float = 0.2, reps: int = 5,
     ) -> float:  # fmt: skip
         """Best seconds per call over ``reps`` batches (each batch runs ≥ ``min_seconds``)."""
+        from ckir.kernel_tools import best_seconds
+
         call, _ = self.prepare(func, inputs, symbols)
-        call()  # warm-up
-        calls = 1
-        while True:
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                call()
-            dt = time.perf_counter() - t0
-            if dt >= min_seconds or calls >= 1 << 16:
-                break
-            calls *= 2
-        best = dt / calls
-        for _ in range(reps - 1):
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                call()
-            best = min(best, (time.perf_counter() - t0) / calls)
-        return best
+        return best_seconds(call, min_seconds=min_seconds, reps=reps, max_calls=1 << 16)

@@ -404,13 +404,7 @@ def _plan_func(
         dims = (at.dims[0], bt.dims[1], at.dims[1])
         s = _schedule(func, op, dims, notes)
         bias = isinstance(op, k.LinearOp) and op.bias is not None
-        act = (
-            "relu"
-            if isinstance(op, k.MatmulReluOp)
-            else op.activation_name
-            if isinstance(op, k.LinearOp)
-            else "none"
-        )
+        act = op.epilogue
         args = [names[op.a], names[op.b]]
         if isinstance(op, k.LinearOp) and op.bias is not None:
             args.append(names[op.bias])
