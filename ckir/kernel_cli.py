@@ -2,7 +2,7 @@
 
 ::
 
-    ckir kernel lower mm.mlir [--target c] [--isa native|avx2|scalar]
+    ckir kernel lower mm.mlir [--target c|opencl] [--isa native|avx2|scalar]
     ckir kernel build mm.mlir -o out/ [--isa ...]
     ckir kernel validate mm.mlir --shape-set A=64x128,B=128x64 [--shape-set ...] [--tol 1e-4]
     ckir kernel bench mm.mlir --shape-set A=256x256,B=256x256 --schedule tile_m=8,unroll=4 ...
@@ -14,7 +14,8 @@ shape and exits 1 when any fails; ``bench`` times every schedule on every shape
 set in one library and prints GFLOP/s and the fraction of the one-thread fp32 FMA
 peak measured in the same run (``ckir.tools.bandwidth.fma_peak``).  Notes about
 normalised schedule hints go to stderr; bad input is one ``error:`` line naming the
-file, op or tensor.
+file, op or tensor.  ``--target opencl`` (lower, validate, bench) is
+``ckir.kernel_opencl_cli``'s.
 """
 
 from __future__ import annotations
