@@ -2,7 +2,7 @@
 
 ::
 
-    ckir kernel lower mm.mlir [--target c] [--isa native|avx2|scalar]
+    ckir kernel lower mm.mlir [--target c|opencl] [--isa native|avx2|scalar]
     ckir kernel build mm.mlir -o out/ [--isa ...]
     ckir kernel validate mm.mlir --shape-set A=64x128,B=128x64 [--shape-set ...] [--tol 1e-4]
     ckir kernel bench mm.mlir --shape-set A=256x256,B=256x256 --schedule tile_m=8,unroll=4 ...
@@ -16,7 +16,8 @@ peak measured in the same run (``ckir.tools.bandwidth.fma_peak``).  Notes about
 normalised schedule hints go to stderr; bad input is one ``error:`` line naming the
 file, op or tensor.  ``build``, ``validate`` and ``bench`` compile through the kernel
 cache (:mod:`ckir.kernel_cache`); ``tune`` is :mod:`ckir.kernel_tune`, ``serve``
-:mod:`ckir.kernel_serve`.
+:mod:`ckir.kernel_serve`.  ``--target opencl`` (lower, validate, bench) is
+``ckir.kernel_opencl_cli``'s.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import ctypes
 import sys
 from pathlib import Path
 
+from ckir import kernel_opencl_cli
 from ckir import kernel_tools as kt
 from ckir.kernel_cache import export, kernel_cache_options, open_cache
 from ckir.kernel_records import apply_records, schedule_text, tuned_schedules
@@ -35,7 +37,7 @@ from ckir.runtime_build import ISAS
 
 __all__ = ["register"]
 
-TARGETS = ("c",)
+TARGETS = ("c", "opencl")  # opencl: ckir.kernel_opencl_cli
 
 
 def _common(s: argparse.ArgumentParser, *, compiles: bool = True) -> None:
@@ -74,6 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     s.add_argument("--tol", type=float, default=1e-4, help="max relative error (default 1e-4)")
     s.add_argument("--seed", type=int, default=0, help="random inputs' seed")
+    s.add_argument("--target", choices=TARGETS, default="c", help="run the C or the OpenCL")
     s.set_defaults(func=cmd_validate)
 
     s = ksub.add_parser("bench", help="GFLOP/s per schedule and shape, vs this CPU's FMA peak")
@@ -87,6 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     s.add_argument("--reps", type=int, default=5, help="timed batches per case (best is kept)")
     s.add_argument("--records", type=Path, help="add each shape's tuned schedule ('tuned')")
+    s.add_argument("--target", choices=TARGETS, default="c", help="time the C or the OpenCL")
     s.set_defaults(func=cmd_bench)
     register_tune(ksub)
     register_serve(ksub)
@@ -98,6 +102,8 @@ def _notes(notes: list[str]) -> None:
 
 
 def cmd_lower(args: argparse.Namespace) -> int:
+    if args.target == "opencl":
+        return kernel_opencl_cli.cmd_lower(args)
     module = kt.load_kernels(args.file, fuse=not args.no_fuse)
     gen = kt.generate(module, args.isa, str(args.file))
     _notes(gen.notes)
@@ -119,6 +125,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    if args.target == "opencl":
+        return kernel_opencl_cli.cmd_validate(args)
     module = kt.load_kernels(args.file, fuse=not args.no_fuse)
     for func in kt.funcs(module):  # shape errors before the compiler runs
         for text in args.shape_set:
@@ -135,17 +143,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from xdsl.dialects.builtin import ModuleOp
-
+    if args.target == "opencl":
+        return kernel_opencl_cli.cmd_bench(args)
     from ckir.tools.bandwidth import fma_peak
 
     module = kt.load_kernels(args.file, fuse=not args.no_fuse)
     texts = args.schedule or ["ir"]
-    combined = ModuleOp([])
-    for i, text in enumerate(texts):
-        values = None if text == "ir" else kt.parse_schedule(text)
-        for func in kt.funcs(kt.with_schedule(module, values, f"_s{i}")):
-            combined.body.block.add_op(func.clone())
+    combined = kt.schedule_variants(module, texts)
     shape_sets = [(t, kt.parse_shape_set(t)) for t in args.shape_set]
     base = kt.funcs(module)
     for func in base:

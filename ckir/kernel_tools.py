@@ -50,6 +50,8 @@ from ckir.runtime_build import build_standalone_library, isa_vector_width
 __all__ = [
     "ShapeResult",
     "bind_shapes",
+    "best_of_batches",
+    "best_seconds",
     "bound_call",
     "build",
     "calls_per_batch",
@@ -62,6 +64,7 @@ __all__ = [
     "parse_shape_set",
     "reference",
     "run",
+    "schedule_variants",
     "set_schedule",
     "time_call",
     "validate",
@@ -384,6 +387,17 @@ def set_schedule(func: k.FuncOp, values: Mapping[str, int | str]) -> None:
                 op.properties.pop("schedule", None)
 
 
+def schedule_variants(module: ModuleOp, texts: Sequence[str]) -> ModuleOp:
+    """One module with every func of ``module`` once per schedule text (``ir``: as
+    written, else :func:`parse_schedule`'s fields), the i-th renamed ``<name>_s<i>``."""
+    combined = ModuleOp([])
+    for i, text in enumerate(texts):
+        values = None if text == "ir" else parse_schedule(text)
+        for func in funcs(with_schedule(module, values, f"_s{i}")):
+            combined.body.block.add_op(func.clone())
+    return combined
+
+
 def func_flops(func: k.FuncOp, symbols: Mapping[str, int]) -> int:
     """Multiply-add flops (2·M·N·K) of the func's matmul-like ops for these sizes."""
     total = 0
@@ -400,9 +414,7 @@ def time_call(
 ) -> float:  # fmt: skip
     """Best seconds per call over ``reps`` batches (each batch runs ≥ ``min_seconds``)."""
     batch = bound_call(lib, func, inputs, symbols)
-    batch(1)  # warm-up
-    calls = calls_per_batch(batch, min_seconds)
-    return min(batch(calls) / calls for _ in range(reps))
+    return best_of_batches(batch, min_seconds=min_seconds, reps=reps)
 
 
 def bound_call(
@@ -429,9 +441,37 @@ def bound_call(
     return batch
 
 
-def calls_per_batch(batch: Callable[[int], float], min_seconds: float) -> int:
-    """The number of calls (a power of two) for which one batch lasts ``min_seconds``."""
+def calls_per_batch(
+    batch: Callable[[int], float], min_seconds: float, max_calls: int = 1 << 20
+) -> int:
+    """The number of calls (a power of two) for which one batch lasts ``min_seconds``
+    (at most ``max_calls``)."""
     calls = 1
-    while batch(calls) < min_seconds and calls < 1 << 20:
+    while batch(calls) < min_seconds and calls < max_calls:
         calls *= 2
     return calls
+
+
+def best_of_batches(
+    batch: Callable[[int], float], *, min_seconds: float, reps: int, max_calls: int = 1 << 20
+) -> float:
+    """Best seconds per call over ``reps`` batches of ``batch`` (seconds of n calls),
+    after one warm-up call; the calls per batch double until a batch lasts
+    ``min_seconds`` (or ``max_calls``)."""
+    batch(1)
+    calls = calls_per_batch(batch, min_seconds, max_calls)
+    return min(batch(calls) / calls for _ in range(reps))
+
+
+def best_seconds(
+    call: Callable[[], object], *, min_seconds: float = 0.2, reps: int = 5, max_calls: int = 1 << 20
+) -> float:
+    """:func:`best_of_batches` of a plain ``call()``."""
+
+    def batch(n: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            call()
+        return time.perf_counter() - t0
+
+    return best_of_batches(batch, min_seconds=min_seconds, reps=reps, max_calls=max_calls)

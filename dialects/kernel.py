@@ -325,6 +325,12 @@ class _MatmulLike(KernelComputeOp):
     a = operand_def(TensorType)
     b = operand_def(TensorType)
 
+    @property
+    def epilogue(self) -> str:
+        """The activation applied to the product: ``none`` here, ``relu`` for
+        ``kernel.matmul_relu``, the ``activation`` of ``kernel.linear``."""
+        return "none"
+
     def verify_(self) -> None:
         a, b, c = self.a.type, self.b.type, self.out.type
         assert isinstance(a, TensorType) and isinstance(b, TensorType)
@@ -369,6 +375,10 @@ class MatmulReluOp(_MatmulLike):
 
     name = "kernel.matmul_relu"
 
+    @property
+    def epilogue(self) -> str:
+        return "relu"
+
     assembly_format = "$a `,` $b attr-dict `:` `(` type($a) `,` type($b) `)` `->` type($out)"
 
 
@@ -395,6 +405,10 @@ class LinearOp(_MatmulLike):
     @property
     def activation_name(self) -> str:
         return "none" if self.activation is None else self.activation.data
+
+    @property
+    def epilogue(self) -> str:
+        return self.activation_name
 
     def verify_(self) -> None:
         super().verify_()

@@ -26,3 +26,17 @@ elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 else
   echo "setup: chromium missing and not installable here (not root or no apt-get); the SVG rendering test will skip"
 fi
+# PoCL, an OpenCL CPU device, runs `ckir kernel ... --target opencl` (tests/test_kernel_opencl.py
+# skips without it); same pattern: only when missing, as root, with apt-get
+if compgen -G "/etc/OpenCL/vendors/*.icd" >/dev/null; then
+  echo "setup: an OpenCL ICD is present ($(ls /etc/OpenCL/vendors/*.icd | tr '\n' ' '))"
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "setup: installing pocl-opencl-icd with apt-get (for the OpenCL kernel target)"
+  if (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pocl-opencl-icd ocl-icd-libopencl1) >/dev/null 2>&1; then
+    echo "setup: pocl-opencl-icd installed"
+  else
+    echo "setup: could not install pocl-opencl-icd (apt unreachable?); the OpenCL tests will skip"
+  fi
+else
+  echo "setup: no OpenCL ICD and not installable here (not root or no apt-get); the OpenCL tests will skip"
+fi

@@ -449,13 +449,7 @@ def _emit_func(w: _Writer, func: k.FuncOp, vector_width: int | None, notes: list
             m, kk, n = at.dims[0], at.dims[1], bt.dims[1]
             s = resolve_schedule(func, op, (m, n, kk), vector_width, notes)
             bias = isinstance(op, k.LinearOp) and op.bias is not None
-            act = (
-                "relu"
-                if isinstance(op, k.MatmulReluOp)
-                else op.activation_name
-                if isinstance(op, k.LinearOp)
-                else "none"
-            )
+            act = op.epilogue
             _matmul_fn(w, sub, s, bias, act, what)
             args = [names[op.a], names[op.b]]
             if bias:
