@@ -7,7 +7,8 @@ tests/test_onnx.py:
 - ``torchscript``: the TorchScript exporter (``dynamo=False``, opset 18), through an
   export wrapper that hands the model a plain causal 4-D mask (the harness, not ckir:
   without it transformers' mask code calls ``torch.diff``, which that exporter cannot
-  export).
+  export).  GPT-2's imports end to end; Llama's and Qwen2's export but do not import yet
+  (their rmsnorm / rotary / repeat_kv subgraphs are spelled otherwise: docs/onnx.md).
 
 Asserted as for the dynamo exports: every pattern matched once per layer, nothing
 decomposed left, prefill logits within 1e-4 relative of onnxruntime on the same file and
@@ -36,8 +37,9 @@ from ckir.frontend.onnx import PIPELINE, import_onnx, load_onnx, run_pipeline  #
 from ckir.passes.onnx_match import nodes  # noqa: E402
 from ckir.tools.zoo import make_tiny_model  # noqa: E402
 
-WAYS = ("sdpa-23",)
-EXPORTS = [f"{key}-{way}" for key in MODELS for way in WAYS]
+#: the exports imported end to end (the TorchScript Llama / Qwen2 exports are not yet:
+#: test_torchscript_llama_qwen2_not_yet, docs/onnx.md)
+EXPORTS = [f"{key}-sdpa-23" for key in MODELS] + ["gpt2-torchscript"]
 
 
 class _CausalMaskLogits(torch.nn.Module):
@@ -154,3 +156,12 @@ def test_decode_equals_prefill_rows(key: str, builds) -> None:
     model.reset()
     rows = np.stack([model.decode(int(t)) for t in tokens])
     assert_close(rows, full, f"{key} decode from empty vs prefill rows")
+
+
+@pytest.mark.parametrize("key", ["llama", "qwen2"])
+def test_torchscript_llama_qwen2_not_yet(key: str, exports) -> None:
+    """They export (the wrapper avoids aten::diff) but the import stops with one line."""
+    from ckir.errors import CkirError
+
+    with pytest.raises(CkirError, match=r"^ONNX node '.*': op_type "):
+        import_onnx(exports[f"{key}-torchscript"][1])
