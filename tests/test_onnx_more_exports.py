@@ -21,7 +21,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -29,8 +28,16 @@ transformers = pytest.importorskip("transformers")
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from test_onnx import DECOMPOSED, FUSED, LAYERS, MAX_CONTEXT, MODELS, export_dynamo  # noqa: E402
-from test_parity import assert_close  # noqa: E402
+from test_onnx import (  # noqa: E402
+    DECOMPOSED,
+    FUSED,
+    LAYERS,
+    MAX_CONTEXT,
+    MODELS,
+    check_decode_rows,
+    check_prefill,
+    export_dynamo,
+)
 
 import ckir  # noqa: E402
 from ckir.frontend.onnx import PIPELINE, import_onnx, load_onnx, run_pipeline  # noqa: E402
@@ -133,29 +140,12 @@ def test_no_decomposed_op_left(key: str, exports) -> None:
 
 @pytest.mark.parametrize("key", EXPORTS)
 def test_prefill_matches_onnxruntime_and_transformers(key: str, exports, builds) -> None:
-    hf_dir, onnx_path = exports[key]
-    model = builds(key)
-    tokens = np.random.default_rng(1).integers(0, model.vocab_size, size=13)
-    model.reset()
-    ours = model.prefill(tokens)
-    sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    ref = sess.run(None, {"input_ids": tokens[None].astype(np.int64)})[0][0]
-    assert_close(ours, ref, f"{key} prefill vs onnxruntime")
-    hf = transformers.AutoModelForCausalLM.from_pretrained(hf_dir).eval()
-    with torch.no_grad():
-        ref_hf = hf(torch.tensor(tokens[None])).logits[0].numpy()
-    assert_close(ours, ref_hf, f"{key} prefill vs transformers")
+    check_prefill(builds(key), *exports[key], key)
 
 
 @pytest.mark.parametrize("key", EXPORTS)
 def test_decode_equals_prefill_rows(key: str, builds) -> None:
-    model = builds(key)
-    tokens = np.random.default_rng(2).integers(0, model.vocab_size, size=9)
-    model.reset()
-    full = model.prefill(tokens)
-    model.reset()
-    rows = np.stack([model.decode(int(t)) for t in tokens])
-    assert_close(rows, full, f"{key} decode from empty vs prefill rows")
+    check_decode_rows(builds(key), key)
 
 
 @pytest.mark.parametrize("key", ["llama", "qwen2"])
