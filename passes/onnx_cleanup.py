@@ -2,7 +2,8 @@
 
 ``Identity``, ``Dropout`` (its first output; the mask output must be unused)
 and a ``Cast`` to the element type its input already has (an ``onnx.input``,
-``onnx.const`` or another ``Cast`` of that type) are replaced by their input;
+``onnx.const`` or another ``Cast`` of that type, or an op that keeps its first
+input's type, e.g. a ``Softmax`` of one) are replaced by their input;
 unused nodes are erased::
 
     %y = "onnx.node"(%x) <{op_type = "Identity", ...}>
@@ -26,13 +27,55 @@ from ckir.passes.onnx_match import Record, nodes, producer, remove_dead
 _TO = {1: "float32", 6: "int32", 7: "int64", 9: "bool", 10: "float16", 11: "float64"}
 
 
-def _elem(op: ox.NodeOp) -> str | None:
-    p = producer(op.args[0])
+#: op types whose result has the element type of their first input
+_SAME_ELEM = {
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Neg",
+    "Pow",
+    "Sqrt",
+    "Reciprocal",
+    "ReduceMean",
+    "Softmax",
+    "Tanh",
+    "Erf",
+    "Sigmoid",
+    "MatMul",
+    "Gemm",
+    "Transpose",
+    "Reshape",
+    "Slice",
+    "Concat",
+    "Split",
+    "Unsqueeze",
+    "Squeeze",
+    "Expand",
+    "LayerNormalization",
+    "Identity",
+    "Relu",
+}
+
+
+def _value_elem(v: object, depth: int = 0) -> str | None:
+    """The element type of a value: read off an input / constant / initializer / Cast, or
+    carried through ops that keep their first input's type (TorchScript writes
+    ``Cast(to=float)`` after float ops: a Softmax, a norm's sum)."""
+    p = producer(v)  # type: ignore[arg-type]
     if isinstance(p, (ox.InputOp, ox.ConstOp, ox.InitOp)):
         return p.elem.data
     if isinstance(p, ox.NodeOp) and p.kind == "Cast":
         return _TO.get(int(p.attr("to", -1)))  # type: ignore[arg-type]
+    if isinstance(p, ox.NodeOp) and p.kind == "Gather" and depth < 64:
+        return _value_elem(p.args[0], depth + 1)  # the table's type
+    if isinstance(p, ox.NodeOp) and p.kind in _SAME_ELEM and p.args and depth < 64:
+        return _value_elem(p.args[0], depth + 1)
     return None
+
+
+def _elem(op: ox.NodeOp) -> str | None:
+    return _value_elem(op.args[0])
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,11 @@ Two rules:
   boolean lower triangle) → ``ckir.CausalMask``; a shape vector holding ``T``
   stays for the rule that reads it (repeat_kv's ``Expand``).  Anything else
   stays, is recorded as a miss, and ``--onnx-to-graph`` names it if it is
-  still used.
+  still used.  A ``Shape`` of an activation (TorchScript exports take
+  ``x.size()``) is probed by running the graph up to it with every
+  initializer as zeros; a shape vector that only ``Reshape`` nodes read as
+  their target becomes a constant with -1 for T (the Reshape's output shape at
+  the two lengths, so a -1 already in it is resolved).
 
 Example::
 
@@ -76,7 +80,21 @@ class _Model:
     def add_const(self, op: ox.ConstOp) -> None:
         from onnx import numpy_helper
 
-        arr = np.array(op.values, dtype=_NP.get(op.elem.data, np.float32)).reshape(op.dims)
+        if op.result in self.names:
+            return
+        dt = np.dtype(_NP.get(op.elem.data, np.float32))
+        vals = np.array(op.values, dtype=np.float64)
+        if dt.kind in "iu":  # INT64_MAX (Slice ends) is not exact in float64
+            info = np.iinfo(dt)
+            vals = np.clip(vals, float(info.min), float(info.max) - 1024.0)
+        arr = vals.astype(dt).reshape(op.dims)
+        self.inits.append(numpy_helper.from_array(arr, self.name(op.result)))
+
+    def add_init(self, op: ox.InitOp) -> None:
+        """An initializer as zeros of its shape (a shape probe does not read weights)."""
+        from onnx import numpy_helper
+
+        arr = np.zeros(op.dims, dtype=_NP.get(op.elem.data, np.float32))
         self.inits.append(numpy_helper.from_array(arr, self.name(op.result)))
 
     def add_input(self, op: ox.InputOp) -> None:
@@ -185,6 +203,41 @@ def _classify(samples: list[np.ndarray]) -> str | None:
     return kinds.pop() if len(kinds) == 1 and "?" not in kinds else None
 
 
+def _reshape_target(runs: list[list], probes: list[SSAValue], out: SSAValue) -> np.ndarray | None:
+    """The target of a Reshape whose output shape differs between the probes in exactly one
+    dim (T): that shape with -1 for T; else None."""
+    shapes = [np.array(np.asarray(r[probes.index(out)]).shape, dtype=np.int64) for r in runs]
+    varies = shapes[0] != shapes[1]
+    if len(shapes[0]) != len(shapes[1]) or int(varies.sum()) != 1:
+        return None
+    target = shapes[0].copy()
+    target[varies] = -1
+    return target
+
+
+def _upstream(starts: list[Operation | None], tokens: ox.InputOp, inside: set) -> set[Operation]:
+    """``starts`` and every op they read, up to the input and the ops ``inside``."""
+    need: set[Operation] = set()
+    todo = list(starts)
+    while todo:
+        op = todo.pop()
+        if not isinstance(op, Operation) or op in need or op is tokens or op in inside:
+            continue
+        need.add(op)
+        todo.extend(a.owner for a in op.operands)  # type: ignore[misc]
+    return need
+
+
+def _reshapes(v: SSAValue) -> list[ox.NodeOp]:
+    """The ``Reshape`` nodes reading ``v`` as their target shape, if only they read it."""
+    users = [u.operation for u in v.uses]
+    ok = all(
+        isinstance(u.operation, ox.NodeOp) and u.operation.kind == "Reshape" and u.index == 1
+        for u in v.uses
+    )
+    return users if users and ok else []  # type: ignore[return-value]
+
+
 def fold_shape_subgraphs(module: ModuleOp, rec: Record) -> None:
     """Classify the values that depend on the inputs only through their shapes."""
     inputs = [op for op in module.ops if isinstance(op, ox.InputOp)]
@@ -196,7 +249,7 @@ def fold_shape_subgraphs(module: ModuleOp, rec: Record) -> None:
     for op in module.ops:
         if not isinstance(op, ox.NodeOp):
             continue
-        if op.kind == "Shape" and op.args[0] == tokens.result:
+        if op.kind == "Shape":  # of the input, or of an activation (TorchScript's x.size())
             ok = True
         else:
             args = [a for a in op.args if not isinstance(a.owner, ox.ConstOp)]
@@ -214,21 +267,31 @@ def fold_shape_subgraphs(module: ModuleOp, rec: Record) -> None:
         return
     m = _Model()
     m.add_input(tokens)
-    seen: set[ox.ConstOp] = set()
-    for op in sub:
-        for a in op.args:
-            if isinstance(a.owner, ox.ConstOp) and a.owner not in seen:
-                seen.add(a.owner)
-                m.add_const(a.owner)
-        m.add_node(op)
+    inside = set(sub)
+    # TorchScript exports take x.size() of activations and view(x.size(0), x.size(1), H, D):
+    # the probe runs the activations' upstream graph (weights as zeros) and those Reshapes
+    reshapes = {v: _reshapes(v)[0] for v in frontier if _reshapes(v)}
+    starts = [op.args[0].owner for op in sub if op.kind == "Shape" and op.args[0] != tokens.result]
+    starts += [r.args[0].owner for r in reshapes.values()]
+    need = _upstream(starts, tokens, inside) | set(reshapes.values())
+    probes = frontier + [r.results[0] for r in reshapes.values()]
+    for op in module.ops:  # in order; initializers a shape probe reads are zeros
+        reads = isinstance(op, ox.ConstOp) and any(u.operation in inside for u in op.result.uses)
+        if isinstance(op, ox.ConstOp) and (op in need or reads):
+            m.add_const(op)
+        elif isinstance(op, ox.InitOp) and op in need:
+            m.add_init(op)
+        elif isinstance(op, ox.NodeOp) and (op in need or op in inside):
+            m.add_node(op)
     try:
         runs = [
-            m.run(_opset(module), frontier, {m.name(tokens.result): np.zeros((1, t), np.int64)})
+            m.run(_opset(module), probes, {m.name(tokens.result): np.zeros((1, t), np.int64)})
             for t in PROBE_T
         ]
     except Exception as e:
         rec.miss(sub[0], f"shape subgraph not evaluated ({type(e).__name__}: {e})")
         return
+    targets = {v: _reshape_target(runs, probes, r.results[0]) for v, r in reshapes.items()}
     for k, v in enumerate(frontier):
         owner = v.owner
         assert isinstance(owner, ox.NodeOp)
@@ -241,6 +304,8 @@ def fold_shape_subgraphs(module: ModuleOp, rec: Record) -> None:
             new = fused("Positions", [tokens.result], owner)
         elif kind in ("causal", "causal_bool"):
             new = fused("CausalMask", [tokens.result], owner, {"boolean": kind == "causal_bool"})
+        elif kind == "shape" and v in reshapes and targets.get(v) is not None:
+            new = _to_const(targets[v], f"{owner.label}.folded")  # type: ignore[arg-type]
         elif kind == "shape":
             continue  # the rule that reads it checks it structurally (repeat_kv's Expand)
         else:

@@ -14,6 +14,19 @@ Matched from each ``Softmax`` (last axis)::
                                    attrs = {heads = H, kv_heads = KV, head_dim = D}}>
 
 The scale must be 1/√D (applied once, or split as √scale on both sides).
+
+The native ``Attention`` op (opset 23) becomes the same node::
+
+    o = Attention(q4, k4, v4[, mask]) {is_causal, scale, softcap, q_num_heads, kv_num_heads}
+    (q4, k4, v4: head views as above, GQA's repeat_kv included, then o's heads merged;
+     or 3-D token-major q, k, v with q_num_heads / kv_num_heads)
+  becomes
+    o  = "onnx.node"(%q, %k, %v) <{op_type = "Attention", domain = "ckir",
+           attrs = {heads = H, kv_heads = KV, head_dim = D[, scale_dim = S][, softcap = C]}}>
+
+when it is causal (``is_causal = 1``, or a ``ckir.CausalMask`` as ``attn_mask``) and reads
+no past KV cache; a ``scale`` other than 1/√D becomes ``scale_dim = 1/scale²`` (the
+graph's ``q·k / √scale_dim``).
 """
 
 from __future__ import annotations
@@ -33,6 +46,7 @@ from ckir.passes.onnx_match import (
     Record,
     const,
     fuse_each,
+    init,
     is_close,
     need,
     node_of,
@@ -152,7 +166,13 @@ def match_attention(sm: ox.NodeOp) -> tuple[list[SSAValue], dict[str, object], o
     need(sv == 1.0, "V is scaled")
     need(kv2 == kv and dv == d, "v heads differ from k heads")
     need(h % kv == 0, f"{h} heads is not a multiple of {kv} kv heads")
-    outs = [u.operation for u in pv.results[0].uses]
+    return [q, k, v], {"heads": h, "kv_heads": kv, "head_dim": d}, _merged(pv, h, d)
+
+
+def _merged(o: ox.NodeOp, h: int, d: int) -> ox.NodeOp:
+    """The node after ``o`` (``[1, H, T, D]``) that merges the heads:
+    ``Transpose[0,2,1,3]``, then an optional ``Reshape`` to ``[.., H·D]``."""
+    outs = [u.operation for u in o.results[0].uses]
     need(len(outs) == 1 and isinstance(outs[0], ox.NodeOp), "attention output has other users")
     tr = outs[0]
     assert isinstance(tr, ox.NodeOp)
@@ -163,7 +183,76 @@ def match_attention(sm: ox.NodeOp) -> tuple[list[SSAValue], dict[str, object], o
         shape = const(outs[0].args[1])
         need(shape is not None and int(shape.ravel()[-1]) == h * d, "head merge is not [.., H*D]")
         last = outs[0]
-    return [q, k, v], {"heads": h, "kv_heads": kv, "head_dim": d}, last
+    return last
+
+
+def _width(v: SSAValue) -> int | None:
+    """The last dim of a token-major value a ``ckir.Linear`` (through ``ckir.Rope``) writes."""
+    p = v.owner
+    while isinstance(p, ox.NodeOp) and p.kind == "ckir.Rope":
+        p = p.args[0].owner
+    if not (isinstance(p, ox.NodeOp) and p.kind == "ckir.Linear"):
+        return None
+    sl = p.attr("slice")
+    if isinstance(sl, list) and len(sl) == 2:
+        return int(sl[1]) - int(sl[0])
+    w = init(p.args[1])
+    if w is None:
+        return None
+    return w.dims[1] if p.attr("w_layout", "kn") == "kn" else w.dims[0]
+
+
+#: inputs of the native Attention op (opset 23), by position
+_NATIVE_INPUTS = ("Q", "K", "V", "attn_mask", "past_key", "past_value", "nonpad_kv_seqlen")
+
+
+def match_native(att: ox.NodeOp) -> tuple[list[SSAValue], dict[str, object], ox.NodeOp]:
+    """The native ``Attention`` op (opset 23) of a causal decoder: (q, k, v), attributes,
+    and the node whose result the fused op replaces."""
+    absent = {int(a.value.data) for a in att.absent.data} if att.absent else set()
+    pos = [i for i in range(len(att.args) + len(absent)) if i not in absent]
+    arg = dict(zip(pos, att.args, strict=True))
+    for i in (4, 5, 6):
+        need(i not in arg, f"{_NATIVE_INPUTS[i]} input (ckir keeps its own KV cache)")
+    need(att.attr("qk_matmul_output_mode", 0) == 0, "qk_matmul_output_mode is not 0")
+    for r in att.results[1:]:
+        need(not list(r.uses), "present_key / present_value / qk_matmul_output are read")
+    for w in ("left_window_size", "right_window_size"):
+        need(int(att.attr(w, -1)) == -1, f"{w}: sliding windows are not matched")  # type: ignore[arg-type]
+    causal = bool(att.attr("is_causal", 0))
+    if 3 in arg:
+        # a causal mask (boolean or additive) as attn_mask: the same as is_causal
+        node_of(arg[3], "ckir.CausalMask")
+    else:
+        need(causal, "is_causal = 0 and no mask: not a causal decoder's attention")
+    q, k, v = arg[0], arg[1], arg[2]
+    four = isinstance(q.owner, ox.NodeOp) and q.owner.kind in ("Transpose", "Reshape", "Mul", "Div")
+    if four:
+        q, h, d, sq = _view(q)
+        k, kv, dk, sk = _view(k)
+        v, kv2, dv, sv = _view(v)
+        need(sv == 1.0, "V is scaled")
+        need(d == dk == dv and kv == kv2, "q, k and v head shapes differ")
+        last = _merged(att, h, d)
+    else:
+        h = int(att.attr("q_num_heads", 0))  # type: ignore[arg-type]
+        kv = int(att.attr("kv_num_heads", 0))  # type: ignore[arg-type]
+        need(h > 0 and kv > 0, "3-D inputs without q_num_heads / kv_num_heads")
+        width = _width(q)
+        need(width is not None, "the width of Q is unknown (not a ckir.Linear)")
+        assert width is not None
+        need(width % h == 0, f"Q width {width} is not a multiple of {h} heads")
+        d, sq, sk, last = width // h, 1.0, 1.0, att
+    need(h % kv == 0, f"{h} heads is not a multiple of {kv} kv heads")
+    scale = att.attr("scale")
+    total = (float(scale) if scale else 1.0 / math.sqrt(d)) * sq * sk  # type: ignore[arg-type]
+    attrs: dict[str, object] = {"heads": h, "kv_heads": kv, "head_dim": d}
+    if not is_close(total, 1 / math.sqrt(d)):
+        attrs["scale_dim"] = 1.0 / (total * total)
+    cap = float(att.attr("softcap", 0.0))  # type: ignore[arg-type]
+    if cap > 0:
+        attrs["softcap"] = cap
+    return [q, k, v], attrs, last
 
 
 @dataclass(frozen=True)
@@ -179,6 +268,11 @@ class OnnxFuseAttentionPass(ModulePass):
             ins, attrs, last = match_attention(sm)
             return "Attention", ins, last, attrs
 
+        def native(att: ox.NodeOp) -> Match:
+            ins, attrs, last = match_native(att)
+            return "Attention", ins, last, attrs
+
         fuse_each(op, "Softmax", rec, match)
+        fuse_each(op, "Attention", rec, native)
         remove_dead(op)
         rec.save(op)

@@ -386,6 +386,9 @@ def _emit(
             pass
         elif kind == "attention":
             attrs = {"heads": "H", "kv_heads": "KV", "head_dim": "D", "causal": True}
+            for extra in ("scale_dim", "softcap"):  # the native Attention op's scale / softcap
+                if op.attr(extra) is not None:
+                    attrs[extra] = float(op.attr(extra))  # type: ignore[arg-type]
             hd = int(op.attr("heads")) * int(op.attr("head_dim"))  # type: ignore[arg-type]
             out_type = b.tt(b.dim(hd))
         elif kind == "add":

@@ -203,10 +203,8 @@ def test_graph_matches_the_template_import(key: str, exports) -> None:
     assert kinds(onnx_graph) == kinds(hf_graph)
 
 
-@pytest.mark.parametrize("key", EXPORTS)
-def test_prefill_matches_onnxruntime_and_transformers(key: str, exports, builds) -> None:
-    hf_dir, onnx_path = exports[key]
-    model = builds[key]
+def check_prefill(model, hf_dir: Path, onnx_path: Path, key: str) -> None:
+    """Prefill logits of a compiled export vs onnxruntime on the file and transformers."""
     rng = np.random.default_rng(1)
     tokens = rng.integers(0, model.vocab_size, size=13)
     model.reset()
@@ -220,9 +218,8 @@ def test_prefill_matches_onnxruntime_and_transformers(key: str, exports, builds)
     assert_close(ours, ref_hf, f"{key} prefill vs transformers")
 
 
-@pytest.mark.parametrize("key", EXPORTS)
-def test_decode_with_ckir_kv_cache(key: str, exports, builds) -> None:
-    model = builds[key]
+def check_decode_rows(model, key: str) -> np.ndarray:
+    """Decode from an empty ckir KV cache equals the prefill's rows; returns the tokens."""
     rng = np.random.default_rng(2)
     tokens = rng.integers(0, model.vocab_size, size=9)
     model.reset()
@@ -230,6 +227,18 @@ def test_decode_with_ckir_kv_cache(key: str, exports, builds) -> None:
     model.reset()
     rows = np.stack([model.decode(int(t)) for t in tokens])
     assert_close(rows, full, f"{key} decode from empty vs prefill rows")
+    return tokens
+
+
+@pytest.mark.parametrize("key", EXPORTS)
+def test_prefill_matches_onnxruntime_and_transformers(key: str, exports, builds) -> None:
+    check_prefill(builds[key], *exports[key], key)
+
+
+@pytest.mark.parametrize("key", EXPORTS)
+def test_decode_with_ckir_kv_cache(key: str, exports, builds) -> None:
+    model = builds[key]
+    tokens = check_decode_rows(model, key)
     hf = transformers.AutoModelForCausalLM.from_pretrained(exports[key][0]).eval()
     assert_decode_matches(model, hf, tokens[:4], tokens[4:], f"onnx {key}")
 

@@ -117,10 +117,14 @@ def _attr_value(a: Any) -> object:
 
 def load_onnx(path: str | Path) -> ModuleOp:
     """The ``onnx``-dialect module of an ONNX file (functions inlined, nothing fused)."""
+    path = Path(path)
+    return module_of_model(_read_model(path, load_data=True), path)
+
+
+def module_of_model(model: Any, path: Path) -> ModuleOp:
+    """The ``onnx``-dialect module of a loaded ``ModelProto`` (``path`` names it in errors)."""
     from onnx import numpy_helper
 
-    path = Path(path)
-    model = _read_model(path, load_data=True)
     if len(model.functions):
         from onnx import inliner
 
