@@ -75,8 +75,8 @@ SUPPORTED: dict[str, frozenset[str]] = {
 #: the schedule an op gets for the fields its IR leaves unset (vectorize None: CKV_W)
 DEFAULTS: dict[str, dict[str, int | str | None]] = {
     "matmul": {
-        "tile_m": 32,
-        "tile_n": 256,
+        "tile_m": 96,
+        "tile_n": 512,
         "tile_k": 256,
         "vectorize": None,
         "unroll": 2,
