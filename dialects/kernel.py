@@ -79,11 +79,15 @@ __all__ = [
 ]
 
 #: the fields of ``#kernel.schedule``, in printing order
-SCHEDULE_FIELDS: tuple[str, ...] = ("tile_m", "tile_n", "tile_k", "vectorize", "unroll", "order")
+SCHEDULE_FIELDS: tuple[str, ...] = (
+    "tile_m", "tile_n", "tile_k", "vectorize", "unroll", "order", "mr",
+)  # fmt: skip
 #: the vector widths ``vectorize`` may ask for (lanes of f32)
 VECTOR_WIDTHS: tuple[int, ...] = (1, 2, 4, 8, 16)
 #: the largest ``unroll`` (vector accumulators per row of a tile)
 MAX_UNROLL = 16
+#: the most rows ``mr`` a matmul's register block may have
+MAX_MR = 16
 #: the loop orders of the three tile loops (outermost first)
 LOOP_ORDERS: tuple[str, ...] = ("mnk", "mkn", "nmk", "nkm", "kmn", "knm")
 #: the epilogues of ``kernel.linear``
@@ -99,11 +103,12 @@ class ScheduleAttr(ParametrizedAttribute):
     """Schedule hints of a kernel op; every field is optional.
 
     ``#kernel.schedule<tile_m = 32, tile_n = 64, tile_k = 128, vectorize = 16,
-    unroll = 2, order = mnk>``
+    unroll = 2, order = mnk, mr = 6>``
 
     ``tile_*`` are positive, ``vectorize`` is one of 1, 2, 4, 8, 16 lanes,
     ``unroll`` is 1..16 vector accumulators, ``order`` a permutation of ``m``,
-    ``n``, ``k`` (the tile loops, outermost first).
+    ``n``, ``k`` (the tile loops, outermost first), ``mr`` 1..16 rows of a
+    matmul's register block (``mr x (vectorize * unroll)`` accumulators).
     """
 
     name = "kernel.schedule"
@@ -114,6 +119,7 @@ class ScheduleAttr(ParametrizedAttribute):
     vectorize: IntAttr | NoneAttr
     unroll: IntAttr | NoneAttr
     order: StringAttr | NoneAttr
+    mr: IntAttr | NoneAttr
 
     @staticmethod
     def make(
@@ -123,11 +129,12 @@ class ScheduleAttr(ParametrizedAttribute):
         vectorize: int | None = None,
         unroll: int | None = None,
         order: str | None = None,
+        mr: int | None = None,
     ) -> ScheduleAttr:
         """Build a schedule from the fields that are set."""
         ints = (tile_m, tile_n, tile_k, vectorize, unroll)
         o: StringAttr | NoneAttr = NoneAttr() if order is None else StringAttr(order)
-        return ScheduleAttr(*(_int_or_none(v) for v in ints), o)
+        return ScheduleAttr(*(_int_or_none(v) for v in ints), o, _int_or_none(mr))
 
     @staticmethod
     def from_values(values: dict[str, int | str]) -> ScheduleAttr:
@@ -178,6 +185,8 @@ def field_problem(field: str, value: int | str) -> str | None:
         return f"vectorize = {value} must be one of {', '.join(map(str, VECTOR_WIDTHS))}"
     if field == "unroll" and value > MAX_UNROLL:
         return f"unroll = {value} must be at most {MAX_UNROLL}"
+    if field == "mr" and value > MAX_MR:
+        return f"mr = {value} must be at most {MAX_MR}"
     return None
 
 
@@ -432,7 +441,7 @@ class ReluOp(KernelComputeOp):
     """``y = max(x, 0)`` element-wise; the last dim is the row, the others are rows.
 
     Takes ``tile_m`` (rows per tile), ``tile_n`` (columns per tile), ``vectorize``
-    and ``unroll``; ``tile_k`` and ``order`` do not apply.
+    and ``unroll``; ``tile_k``, ``order`` and ``mr`` do not apply.
 
     ``%y = kernel.relu %x {schedule = #kernel.schedule<vectorize = 8, unroll = 4>}
     : (!graph.tensor<[M, N], f32>) -> !graph.tensor<[M, N], f32>``

@@ -3,7 +3,7 @@
 Each ``graph.matmul``, ``graph.fused_matmul_relu`` and ``graph.relu`` becomes
 ``kernel.matmul``, ``kernel.matmul_relu`` and ``kernel.relu`` on the same
 operands and types; its ``#graph.schedule<tile_m, tile_n, tile_k, vectorize>``
-becomes a ``#kernel.schedule`` with the same fields (``unroll`` and ``order``
+becomes a ``#kernel.schedule`` with the same fields (``unroll``, ``order`` and ``mr``
 are kernel-only and left unset).  A hint that does not apply to the kernel op
 (``tile_k`` on a relu) is an error naming the op.  Other ops are left alone.
 

@@ -23,7 +23,9 @@ MK, KN, MN = (
 )
 
 #: one variant per hint, against BASE: each differs from it in exactly that hint
-BASE = {"tile_m": 4, "tile_n": 24, "tile_k": 8, "vectorize": 8, "unroll": 2, "order": "mnk"}
+BASE = {
+    "tile_m": 4, "tile_n": 24, "tile_k": 8, "vectorize": 8, "unroll": 2, "order": "mnk", "mr": 2,
+}  # fmt: skip
 VARIANTS = {
     "tile_m": 3,
     "tile_n": 40,
@@ -31,6 +33,7 @@ VARIANTS = {
     "vectorize": 4,
     "unroll": 3,
     "order": "knm",
+    "mr": 3,
 }
 #: vectorize = 1 (plain scalar C) and the build's full width (unset) are variants too
 EXTRA = [{**BASE, "vectorize": 1}, {k: v for k, v in BASE.items() if k != "vectorize"}]
@@ -151,8 +154,8 @@ def test_scalar_and_default_width_match_bitwise(native_lib: tuple) -> None:
     want = kt.run(lib, funcs["base"], inputs, symbols)[0]
     for name in ("x_0", "x_1"):
         np.testing.assert_array_equal(kt.run(lib, funcs[name], inputs, symbols)[0], want)
-    assert "KFMA(av" in _c_body(_func("f", "matmul_relu", EXTRA[0]))  # vectorize 1: scalar
-    assert "ckv_load_n(b + 0 * CKV_W, CKV_W)" in _c_body(_func("f", "matmul_relu", EXTRA[1]))
+    assert "KFMA(a0, b0" in _c_body(_func("f", "matmul_relu", EXTRA[0]))  # vectorize 1: scalar
+    assert "ckv_load_n(pb + 0 * CKV_W, CKV_W)" in _c_body(_func("f", "matmul_relu", EXTRA[1]))
 
 
 def test_epilogue_placement_follows_the_order() -> None:
@@ -194,6 +197,17 @@ def test_validate_every_op_over_edge_shapes(isa: str, tmp_path: Path) -> None:
         module, kt.build(module, tmp_path, name="lin", isa=isa), _shape_sets(True), tol=1e-5
     )
     assert len(results) == 4 * len(SHAPES)
+    assert all(r.passed for r in results), [r.line() for r in results if not r.passed]
+
+    # register blocks as a fast build uses them: the defaults (6 x 2 vectors), tall
+    # 14 x 2 and 4 x 4 blocks whose tiles are not multiples of the block
+    fast = [{}, {"mr": 14, "unroll": 2, "tile_m": 30, "tile_n": 50, "tile_k": 20},
+            {"mr": 4, "unroll": 4, "tile_m": 9, "tile_k": 7, "order": "kmn"}]  # fmt: skip
+    text = "".join(_func(f"fast{i}", "matmul", v) for i, v in enumerate(fast))
+    module = parse_module(text)
+    sets = _shape_sets() + ["A=67x129,B=129x97", "A=100x300,B=300x70"]
+    results = kt.validate(module, kt.build(module, tmp_path, name="fast", isa=isa), sets, tol=1e-5)
+    assert len(results) == len(fast) * len(sets)
     assert all(r.passed for r in results), [r.line() for r in results if not r.passed]
 
     module = parse_module(_relu_func("relu", {"tile_m": 3, "tile_n": 20, "vectorize": 8}))
@@ -357,3 +371,25 @@ def test_parse_schedule_and_with_schedule() -> None:
     assert "kernel.func @mm_x" in printed and "kernel.func @r_x" in printed
     assert "#kernel.schedule<tile_k = 4, unroll = 3>" in printed  # the matmul: both fields
     assert "#kernel.schedule<unroll = 3>" in printed  # the relu: tile_k does not apply
+
+
+@pytest.mark.parametrize("width", [16, 8])
+def test_default_schedule_fits_the_register_file_and_verifies(width: int) -> None:
+    from ckir.backend.kernel_c import default_schedule
+    from ckir.dialects.kernel import field_problem
+
+    registers = 32 if width == 16 else 16
+    for m, n, kk in [(1, 1, 1), (512, 512, 512), (97, 53, 301), (4096, 16, 128), (8, 2048, 4096)]:
+        s = default_schedule(m, n, kk, width)
+        assert all(field_problem(f, v) is None for f, v in s.items()), s
+        mr, unroll = int(s["mr"]), int(s["unroll"])
+        assert mr * unroll + unroll + 1 <= registers, s  # accumulators + B vectors + A
+        assert int(s["tile_m"]) % mr == 0
+    assert default_schedule(64, 8, 64, 16)["unroll"] == 1  # one vector covers N
+
+
+def test_mr_larger_than_tile_m_is_cut_with_a_note() -> None:
+    text = _func("mm", "matmul", {"tile_m": 4, "mr": 6})
+    gen = emit_module(parse_module(text), 16)
+    assert any("mr = 6 exceeds tile_m = 4: using mr = 4" in n for n in gen.notes)
+    assert "enum { MR = 4," in gen.source

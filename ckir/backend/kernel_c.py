@@ -24,16 +24,22 @@ What each hint does in the C (``docs/kernel-ir.md`` has the full story):
   AVX-512, AVX2 or scalar picked by the ISA macros at compile time); 1 is plain
   scalar C; unset is the build's full width ``CKV_W``.  Columns that do not fill a
   vector go through masked loads and stores;
-- ``unroll``: vector accumulators (or vectors per step, for a relu) per row:
-  the inner loop covers ``vectorize * unroll`` columns, the rest run one vector
-  at a time.
+- ``unroll``: vector accumulators per row of a matmul's register block, which
+  is ``mr x (vectorize * unroll)`` (``NR`` columns); vectors per step of a relu;
+- ``mr``: rows of a matmul's register block: the micro-kernel keeps
+  ``mr * unroll`` accumulators in registers over a whole ``tile_k`` step.
+
+A matmul packs its tiles: the B tile ``[tile_k, tile_n]`` into ``NR``-column
+panels as soon as its n and k tile loops are open, the A tile ``[tile_m, tile_k]``
+into ``mr``-row panels as soon as its m and k loops are (both zero-padded, so the
+micro-kernel never needs a mask); edge blocks run on a padded copy of C's block.
 
 Each output element is accumulated over ``k`` in increasing order with one
 fused multiply-add per step whatever the schedule, so every schedule gives the
 same bits on a given build.  Hints that cannot apply are normalised with a note
 (a tile larger than a dim known in the type, a ``tile_n`` narrower than one
-vector) or refused with a :class:`KernelCodegenError` (``vectorize`` wider than
-the build's vectors).
+vector, an ``mr`` larger than ``tile_m``) or refused with a
+:class:`KernelCodegenError` (``vectorize`` wider than the build's vectors).
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ __all__ = [
     "GeneratedC",
     "KernelCodegenError",
     "Schedule",
+    "default_schedule",
     "emit_module",
     "func_signature",
     "resolve_schedule",
@@ -68,12 +75,13 @@ SUPPORTED: dict[str, frozenset[str]] = {
 #: the schedule an op gets for the fields its IR leaves unset (vectorize None: CKV_W)
 DEFAULTS: dict[str, dict[str, int | str | None]] = {
     "matmul": {
-        "tile_m": 32,
-        "tile_n": 256,
+        "tile_m": 96,
+        "tile_n": 512,
         "tile_k": 256,
         "vectorize": None,
-        "unroll": 4,
-        "order": "mnk",
+        "unroll": 2,
+        "order": "nkm",
+        "mr": 6,
     },  # fmt: skip
     "relu": {
         "tile_m": 64,
@@ -82,6 +90,7 @@ DEFAULTS: dict[str, dict[str, int | str | None]] = {
         "vectorize": None,
         "unroll": 4,
         "order": "mnk",
+        "mr": 1,
     },  # fmt: skip
 }
 
@@ -89,6 +98,32 @@ DEFAULTS: dict[str, dict[str, int | str | None]] = {
 def supports(kind: str, dtype: str) -> bool:
     """The generator emits ``kind`` (``matmul_relu``, ...) for tensors of ``dtype``."""
     return kind in SUPPORTED.get(dtype, frozenset())
+
+
+def default_schedule(m: int, n: int, k: int, vector_width: int) -> dict[str, int | str]:
+    """A matmul schedule for an ``m x k @ k x n`` product on a build with
+    ``vector_width`` f32 lanes (16 AVX-512, 8 AVX2 / scalar): the starting point of a
+    search, from the register file and cache sizes of common x86 cores.
+
+    The register block takes ``mr * unroll`` accumulators plus ``unroll`` B vectors
+    and a broadcast of A: 12 x 2 vectors of 32 zmm registers, 6 x 2 of 16 ymm; a
+    product no wider than one vector takes 1 vector and more rows.  The packed B
+    tile (``tile_k x tile_n``) is sized for L2, the packed A tile for L1/L2, and
+    ``order = nkm`` packs each B tile once for every m tile.
+    """
+    wide = vector_width >= 16
+    if n <= vector_width:
+        mr, unroll = (14 if wide else 8), 1
+    else:
+        mr, unroll = (12 if wide else 6), 2
+    return {
+        "tile_m": mr * 8,
+        "tile_n": 512,
+        "tile_k": 512 if k <= 512 else 256,
+        "unroll": unroll,
+        "order": "nkm",
+        "mr": mr,
+    }
 
 
 class KernelCodegenError(CkirError):
@@ -108,6 +143,7 @@ class Schedule:
     vectorize: int | None
     unroll: int
     order: str
+    mr: int = 1
 
     def describe(self, fields: Sequence[str] = k.SCHEDULE_FIELDS) -> str:
         """``tile_m=32 tile_n=256 ...`` over ``fields`` (an op's applicable ones)."""
@@ -174,6 +210,11 @@ def resolve_schedule(
             f"{where}: tile_n = {tile_n} is narrower than vectorize = {vec}: using tile_n = {vec}"
         )
         values["tile_n"] = vec
+    mr, tile_m = values["mr"], values["tile_m"]
+    assert isinstance(mr, int) and isinstance(tile_m, int)
+    if mr > tile_m and "mr" in op.schedule_values():
+        notes.append(f"{where}: mr = {mr} exceeds tile_m = {tile_m}: using mr = {tile_m}")
+        values["mr"] = tile_m
     return Schedule(
         tile_m=int(values["tile_m"]),  # type: ignore[arg-type]
         tile_n=int(values["tile_n"]),  # type: ignore[arg-type]
@@ -181,6 +222,7 @@ def resolve_schedule(
         vectorize=None if vec is None else int(vec),
         unroll=int(values["unroll"]),  # type: ignore[arg-type]
         order=str(values["order"]),
+        mr=int(values["mr"]),  # type: ignore[arg-type]
     )
 
 
@@ -290,40 +332,99 @@ class _Lanes:
         return x if self.width is None else f"ckv_set1({x})"
 
 
-def _micro(w: _Writer, s: Schedule) -> None:
-    """Rows [m0, m1) x columns [n0, n1) of C += A[:, k0:k1] @ B[k0:k1, :]."""
-    u = s.unroll
+def _nr(s: Schedule) -> str:
+    """Columns of the register block (``vectorize * unroll``) as a C constant expression."""
+    return str(s.unroll) if s.vectorize == 1 else f"({s.unroll} * {_vec(s)})"
+
+
+def _micro_fn(w: _Writer, name: str, s: Schedule) -> None:
+    """The register-blocked micro-kernel: an ``mr x NR`` block of C (row stride ``ldc``)
+    += a packed A panel (``mr`` floats per k) @ a packed B panel (``NR`` floats per k).
+
+    ``mr * unroll`` accumulators live in registers for the whole ``kc`` loop; every
+    element still takes one fused multiply-add per k, in increasing k."""
+    u, mr = s.unroll, s.mr
     lanes = _Lanes(None if s.vectorize == 1 else _vec(s))
     width = lanes.width or "1"
-    step = str(u) if lanes.width is None else f"{u} * {width}"
-    w.open("for (int64_t i = m0; i < m1; i++)")
-    w("const float *restrict a = A + i * K;")
-    w("float *restrict c = C + i * N;")
-    w("int64_t j = n0;")
-    w.open(f"for (; j + {step} <= n1; j += {step})")
+    w.open(
+        f"CKIR_INLINE void {name}(int64_t kc, const float *restrict pa, "
+        "const float *restrict pb, float *restrict c, int64_t ldc)"
+    )
+    for r in range(mr):
+        for i in range(u):
+            w(f"{lanes.ty} c{r}_{i} = {lanes.load('c', f'{r} * ldc + {lanes.off(i)}', width)};")
+    w.open("for (int64_t k = 0; k < kc; k++)")
     for i in range(u):
-        w(f"{lanes.ty} acc{i} = {lanes.load('c', f'j + {lanes.off(i)}', width)};")
-    w.open("for (int64_t k = k0; k < k1; k++)")
-    w(f"const {lanes.ty} av = {lanes.splat('a[k]')};")
-    w("const float *restrict b = B + k * N + j;")
-    for i in range(u):
-        w(f"acc{i} = {lanes.fma}(av, {lanes.load('b', lanes.off(i), width)}, acc{i});")
+        w(f"const {lanes.ty} b{i} = {lanes.load('pb', lanes.off(i), width)};")
+    for r in range(mr):
+        w(f"const {lanes.ty} a{r} = {lanes.splat(f'pa[{r}]')};")
+        for i in range(u):
+            w(f"c{r}_{i} = {lanes.fma}(a{r}, b{i}, c{r}_{i});")
+    w(f"pa += {mr};")
+    w(f"pb += {_nr(s)};")
     w.close()
-    for i in range(u):
-        w(lanes.store("c", f"j + {lanes.off(i)}", width, f"acc{i}"))
+    for r in range(mr):
+        for i in range(u):
+            w(lanes.store("c", f"{r} * ldc + {lanes.off(i)}", width, f"c{r}_{i}"))
     w.close()
-    if lanes.width is None:  # the columns left: one at a time
-        w.open("for (; j < n1; j++)")
-        n = "1"
-    else:  # the columns left: one vector at a time, the last one masked
-        w.open(f"for (; j < n1; j += {width})")
-        w(f"const int64_t ln = CKIR_MIN((int64_t){width}, n1 - j);")
-        n = "ln"
-    w(f"{lanes.ty} acc = {lanes.load('c', 'j', n)};")
-    w.open("for (int64_t k = k0; k < k1; k++)")
-    w(f"acc = {lanes.fma}({lanes.splat('a[k]')}, {lanes.load('B', 'k * N + j', n)}, acc);")
+    w("")
+
+
+def _pack_b(w: _Writer) -> None:
+    """B[k0:k1, n0:n1] -> pb: panels of ``nr`` columns, k-major, the last one zero-padded."""
+    w("/* pack B[k0:k1, n0:n1] into panels of NR columns (k-major, zero-padded) */")
+    w.open("for (int64_t q = 0; q < n1 - n0; q += NR)")
+    w("const int64_t wd = CKIR_MIN(NR, n1 - n0 - q);")
+    w("float *restrict dst = pb + q * (k1 - k0);")
+    w.open("for (int64_t kk = 0; kk < k1 - k0; kk++)")
+    w("const float *restrict src = B + (k0 + kk) * N + n0 + q;")
+    w("float *restrict d = dst + kk * NR;")
+    w("if (wd == NR) for (int64_t j = 0; j < NR; j++) d[j] = src[j];")
+    w("else for (int64_t j = 0; j < NR; j++) d[j] = j < wd ? src[j] : 0.0f;")
     w.close()
-    w(lanes.store("c", "j", n, "acc"))
+    w.close()
+
+
+def _pack_a(w: _Writer) -> None:
+    """A[m0:m1, k0:k1] -> pa: panels of ``MR`` rows, k-major, the last one zero-padded."""
+    w("/* pack A[m0:m1, k0:k1] into panels of MR rows (k-major, zero-padded) */")
+    w.open("for (int64_t p = 0; p < m1 - m0; p += MR)")
+    w("const int64_t ht = CKIR_MIN(MR, m1 - m0 - p);")
+    w("float *restrict dst = pa + p * (k1 - k0);")
+    w.open("for (int64_t r = 0; r < MR; r++)")
+    w.open("if (r < ht)")
+    w("const float *restrict src = A + (m0 + p + r) * K + k0;")
+    w("for (int64_t kk = 0; kk < k1 - k0; kk++) dst[kk * MR + r] = src[kk];")
+    w.close()
+    w("else for (int64_t kk = 0; kk < k1 - k0; kk++) dst[kk * MR + r] = 0.0f;")
+    w.close()
+    w.close()
+
+
+def _blocks(w: _Writer, micro: str) -> None:
+    """Every MR x NR block of the tile [m0, m1) x [n0, n1): whole blocks straight on C,
+    edge blocks through a zero-padded copy of C's block."""
+    w.open("for (int64_t jp = n0; jp < n1; jp += NR)")
+    w("const int64_t nr = CKIR_MIN(NR, n1 - jp);")
+    w("const float *restrict pbp = pb + (jp - n0) * (k1 - k0);")
+    w.open("for (int64_t ip = m0; ip < m1; ip += MR)")
+    w("const int64_t mr = CKIR_MIN(MR, m1 - ip);")
+    w("const float *restrict pap = pa + (ip - m0) * (k1 - k0);")
+    w("float *restrict c = C + ip * N + jp;")
+    w.open("if (mr == MR && nr == NR)")
+    w(f"{micro}(k1 - k0, pap, pbp, c, N);")
+    w.close()
+    w.open("else")
+    w("/* an edge block: its part of C in a padded MR x NR copy */")
+    w("_Alignas(64) float ct[MR * NR];")
+    w.open("for (int64_t r = 0; r < MR; r++)")
+    w("for (int64_t j = 0; j < NR; j++) ct[r * NR + j] = r < mr && j < nr ? c[r * N + j] : 0.0f;")
+    w.close()
+    w(f"{micro}(k1 - k0, pap, pbp, ct, NR);")
+    w.open("for (int64_t r = 0; r < mr; r++)")
+    w("for (int64_t j = 0; j < nr; j++) c[r * N + j] = ct[r * NR + j];")
+    w.close()
+    w.close()
     w.close()
     w.close()
 
@@ -336,31 +437,60 @@ _LOOP = {
 
 
 def _matmul_fn(w: _Writer, name: str, s: Schedule, bias: bool, act: str, what: str) -> None:
+    """A matmul-like op: packed A and B tiles, ``mr x NR`` register blocks, an epilogue.
+
+    B's tile is packed as soon as its n and k tile loops are open, A's as soon as its
+    m and k loops are: with ``order = nkm`` a packed B tile serves every m tile."""
     b = ", const float *restrict bias" if bias else ""
+    nr = _nr(s)
+    micro = f"{name}_micro"
+    _micro_fn(w, micro, s)
     w(f"/* {what}: {s.describe()} */")
     w.open(
-        f"static void {name}(const float *restrict A, const float *restrict B{b}, "
+        f"static int {name}(const float *restrict A, const float *restrict B{b}, "
         "float *restrict C, int64_t M, int64_t N, int64_t K)"
     )
+    w(f"enum {{ MR = {s.mr}, NR = {nr} }};")
     w.open("for (int64_t i = 0; i < M; i++)")
     w(f"for (int64_t j = 0; j < N; j++) C[i * N + j] = {'bias[j]' if bias else '0.0f'};")
     w.close()
+    w(f"const int64_t mc = CKIR_MIN((int64_t){s.tile_m}, M);")
+    w(f"const int64_t nc = CKIR_MIN((int64_t){s.tile_n}, N);")
+    w(f"const int64_t kc = CKIR_MIN((int64_t){s.tile_k}, K);")
+    w("const size_t a_bytes = sizeof(float) * (size_t)(((mc + MR - 1) / MR) * MR * kc);")
+    w("const size_t b_bytes = sizeof(float) * (size_t)(((nc + NR - 1) / NR) * NR * kc);")
+    w("float *pa = (float *)aligned_alloc(64, (a_bytes + 63) / 64 * 64);")
+    w("float *pb = (float *)aligned_alloc(64, (b_bytes + 63) / 64 * 64);")
+    w.open("if (!pa || !pb)")
+    w("free(pa);")
+    w("free(pb);")
+    w("return 1;")
+    w.close()
     fused_epilogue = act != "none" and s.order[2] == "k"
-    for axis in s.order:
+    pack_b_at = max(s.order.index("n"), s.order.index("k"))
+    pack_a_at = max(s.order.index("m"), s.order.index("k"))
+    for level, axis in enumerate(s.order):
         var, dim, tile_field, end = _LOOP[axis]
         tile = getattr(s, tile_field)
         w.open(f"for (int64_t {var} = 0; {var} < {dim}; {var} += {tile})")
         w(f"const int64_t {end} = CKIR_MIN({var} + {tile}, {dim});")
-    _micro(w, s)
+        if level == pack_b_at:
+            _pack_b(w)
+        if level == pack_a_at:
+            _pack_a(w)
+    _blocks(w, micro)
     w.close()  # the innermost tile loop
     if fused_epilogue:
         w(f"/* the {act} epilogue of this tile: k is the innermost tile loop */")
         _epilogue(w, s, act, ("m0", "m1"), ("n0", "n1"))
     w.close()
     w.close()
+    w("free(pa);")
+    w("free(pb);")
     if act != "none" and not fused_epilogue:
         w(f"/* the {act} epilogue, after the nest: k is not the innermost tile loop */")
         _epilogue(w, s, act, ("0", "M"), ("0", "N"))
+    w("return 0;")
     w.close()
 
 
@@ -422,7 +552,7 @@ def _emit_func(w: _Writer, func: k.FuncOp, vector_width: int | None, notes: list
     for i, v in enumerate(out_op.values):
         if v not in names and v not in direct:
             direct[v] = f"out{i}"
-    calls: list[str] = []
+    calls: list[tuple[str, bool]] = []  # (the call, it returns 1 when out of memory)
     temps: list[tuple[str, TensorType]] = []
     for index, op in enumerate(func.body_block.ops):
         if not isinstance(op, k.KernelComputeOp):
@@ -442,7 +572,7 @@ def _emit_func(w: _Writer, func: k.FuncOp, vector_width: int | None, notes: list
             rows_dim = "*".join(f"({d})" for d in t.dims[:-1]) or "1"
             s = resolve_schedule(func, op, (rows_dim, t.dims[-1], "1"), vector_width, notes)
             _relu_fn(w, sub, s, what)
-            calls.append(f"{sub}({names[op.x]}, {dst}, {rows}, {_c_dim(t.dims[-1])});")
+            calls.append((f"{sub}({names[op.x]}, {dst}, {rows}, {_c_dim(t.dims[-1])})", False))
         else:
             assert isinstance(op, k.MatmulOp | k.MatmulReluOp | k.LinearOp)
             at, bt = _type(op.a), _type(op.b)
@@ -456,7 +586,7 @@ def _emit_func(w: _Writer, func: k.FuncOp, vector_width: int | None, notes: list
                 assert isinstance(op, k.LinearOp) and op.bias is not None
                 args.append(names[op.bias])
             dims = ", ".join(_c_dim(d) for d in (m, n, kk))
-            calls.append(f"{sub}({', '.join(args)}, {dst}, {dims});")
+            calls.append((f"{sub}({', '.join(args)}, {dst}, {dims})", True))
         w("")
     params = [f"const float *restrict {n}" for n in inputs]
     params += [f"float *restrict out{i}" for i in range(n_out)]
@@ -472,8 +602,9 @@ def _emit_func(w: _Writer, func: k.FuncOp, vector_width: int | None, notes: list
         w("  " + " ".join(f"free({n});" for n, _ in temps))
         w("  return 1;")
         w("}")
-    for call in calls:
-        w(call)
+    fail = " ".join([*(f"free({n});" for n, _ in temps), "return 1;"])
+    for call, may_fail in calls:
+        w(f"if ({call}) {{ {fail} }}" if may_fail else f"{call};")
     for i, v in enumerate(out_op.values):
         if direct.get(v) != f"out{i}":
             numel = _numel(_type(v))

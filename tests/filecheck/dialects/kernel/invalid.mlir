@@ -3,7 +3,7 @@
 // One case per verifier message and parse error of the kernel dialect.
 
 // unknown schedule field (parse error)
-// CHECK: unknown kernel.schedule field 'tile_x' (expected one of tile_m, tile_n, tile_k, vectorize, unroll, order)
+// CHECK: unknown kernel.schedule field 'tile_x' (expected one of tile_m, tile_n, tile_k, vectorize, unroll, order, mr)
 kernel.func @k {
   %a = kernel.input "A" : !graph.tensor<[M, K], f32>
   %b = kernel.input "B" : !graph.tensor<[K, N], f32>
@@ -207,4 +207,25 @@ kernel.func @k {
   %z = kernel.input "z" : !graph.tensor<[M], f32>
   %c = kernel.linear %a, %b, %z : (!graph.tensor<[M, K], f32>, !graph.tensor<[K, N], f32>, !graph.tensor<[M], f32>) -> !graph.tensor<[M, N], f32>
   kernel.output %c : !graph.tensor<[M, N], f32>
+}
+
+// -----
+
+// register block rows bound
+// CHECK: kernel.schedule: mr = 17 must be at most 16
+kernel.func @k {
+  %a = kernel.input "A" : !graph.tensor<[M, K], f32>
+  %b = kernel.input "B" : !graph.tensor<[K, N], f32>
+  %c = kernel.matmul %a, %b {schedule = #kernel.schedule<mr = 17>} : (!graph.tensor<[M, K], f32>, !graph.tensor<[K, N], f32>) -> !graph.tensor<[M, N], f32>
+  kernel.output %c : !graph.tensor<[M, N], f32>
+}
+
+// -----
+
+// mr does not apply to a relu
+// CHECK: kernel.relu: schedule field mr does not apply (this op takes tile_m, tile_n, vectorize, unroll)
+kernel.func @k {
+  %a = kernel.input "A" : !graph.tensor<[M, K], f32>
+  %r = kernel.relu %a {schedule = #kernel.schedule<mr = 4>} : (!graph.tensor<[M, K], f32>) -> !graph.tensor<[M, K], f32>
+  kernel.output %r : !graph.tensor<[M, K], f32>
 }
