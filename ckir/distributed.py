@@ -95,19 +95,24 @@ def check_same_build(fingerprint: str) -> None:
 @dataclass
 class AllReduce:
     """The ``reduce`` hook of ``train_step``: sums the gradient views and the
-    ``(loss sum, target count)`` over the process group (gloo, in place), and keeps the
-    wall time of each call (:attr:`seconds`)."""
+    ``(loss sum, target count)`` over the process group (gloo, in place).  A barrier
+    first, so that :attr:`seconds` (each call's all-reduce) is the transfer and sum
+    alone and :attr:`waits` the time spent waiting for the slowest process."""
 
     seconds: list[float] = field(default_factory=list)
+    waits: list[float] = field(default_factory=list)
 
     def __call__(self, regions: list[np.ndarray], loss_sum: float, count: int) -> tuple[float, int]:
         import torch
 
         dist = _dist()
         t0 = time.perf_counter()
+        dist.barrier()
+        t1 = time.perf_counter()
         for region in regions:
             dist.all_reduce(torch.from_numpy(region), op=dist.ReduceOp.SUM)  # shares memory
         sums = torch.tensor([loss_sum, float(count)], dtype=torch.float64)
         dist.all_reduce(sums, op=dist.ReduceOp.SUM)
-        self.seconds.append(time.perf_counter() - t0)
+        self.waits.append(t1 - t0)
+        self.seconds.append(time.perf_counter() - t1)
         return float(sums[0]), int(round(float(sums[1])))

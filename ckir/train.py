@@ -114,15 +114,14 @@ class StepPrinter:
             isatty = getattr(self.stream, "isatty", None)
             self.tty = bool(isatty and isatty())
 
-    def line(self, step: int, loss: float, tok_s: float, reduce_s: float | None = None) -> str:
+    def line(self, step: int, loss: float, tok_s: float, reduce: str = "") -> str:
         digits = len(str(self.total))
         text = f"step {step:>{digits}}/{self.total}  loss {loss:.4f}  {tok_s:,.0f} tok/s"
-        if reduce_s is not None:
-            text += f"  all-reduce {reduce_s * 1e3:.2f} ms"
-        return text
+        return f"{text}  {reduce}" if reduce else text
 
-    def step(self, step: int, loss: float, tok_s: float, reduce_s: float | None = None) -> None:
-        text = self.line(step, loss, tok_s, reduce_s)
+    def step(self, step: int, loss: float, tok_s: float, reduce: str = "") -> None:
+        """Print one step's line (``reduce``: its all-reduce's times, when data-parallel)."""
+        text = self.line(step, loss, tok_s, reduce)
         if not self.tty:
             print(text, file=self.stream, flush=True)
             return
@@ -150,6 +149,8 @@ class TrainResult:
     windows_per_step: int = 1
     #: wall time of each step's all-reduce (data-parallel runs)
     reduce_seconds: list[float] = field(default_factory=list)
+    #: of each step's wait for the slowest process before it
+    reduce_waits: list[float] = field(default_factory=list)
 
 
 #: the largest weight magnitude a saved model may hold (float16's largest finite value)
@@ -259,8 +260,11 @@ def run_steps(
             dt = time.perf_counter() - t0
             losses.append(loss)
             tokens = per_step * (data.shape[1] - 1)
-            reduce_s = reduce.seconds[-1] if reduce is not None else None
-            printer.step(k + 1, loss, tokens / dt if dt > 0 else float("inf"), reduce_s)
+            times = ""
+            if reduce is not None:
+                times = f"all-reduce {reduce.seconds[-1] * 1e3:.2f} ms"
+                times += f" (waited {reduce.waits[-1] * 1e3:.2f} ms)"
+            printer.step(k + 1, loss, tokens / dt if dt > 0 else float("inf"), times)
     finally:
         printer.close()
     done = len(losses)
@@ -272,6 +276,7 @@ def run_steps(
         failure,
         per_step,
         list(reduce.seconds) if reduce is not None else [],
+        list(reduce.waits) if reduce is not None else [],
     )
 
 
@@ -356,8 +361,11 @@ class TrainGroup:
         )
 
     def summary(self, result: TrainResult) -> str:
-        """The all-reduce's mean time per step, for the run's last line."""
+        """The all-reduce's median time per step, for the run's last line."""
         if not result.reduce_seconds:
             return ""
-        mean = sum(result.reduce_seconds) / len(result.reduce_seconds)
-        return f"; all-reduce {mean * 1e3:.2f} ms/step over {self.world} processes"
+        reduce, wait = np.median(result.reduce_seconds), np.median(result.reduce_waits)
+        return (
+            f"; all-reduce {reduce * 1e3:.2f} ms/step (median) over {self.world} processes, "
+            f"waited {wait * 1e3:.2f} ms/step for the slowest"
+        )
