@@ -48,25 +48,17 @@ def test_two_processes_equal_one_that_accumulates(tmp_path: Path) -> None:
     write_byte_tokenizer(src)
     env = {**os.environ, "CKIR_CACHE_DIR": str(tmp_path / "cache")}
     common = ["train", str(src), "--steps", "20", "--seq-len", "16", "--lr", "1e-3", "-q"]
-    one = subprocess.run(
-        [str(BIN / "ckir"), *common, "--accumulate", "2", "--out", str(tmp_path / "one")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert one.returncode == 0, one.stderr
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
+        assert proc.returncode == 0, proc.stderr
+        return proc
+
+    one = run(str(BIN / "ckir"), *common, "--accumulate", "2", "--out", str(tmp_path / "one"))
     assert "2 windows per step" in one.stderr
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
     launcher += ["--master_addr", "127.0.0.1", "--master_port", str(free_port())]
-    two = subprocess.run(
-        [*launcher, "-m", "ckir", *common, "--distributed", "--out", str(tmp_path / "two")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert two.returncode == 0, two.stderr
+    two = run(*launcher, "-m", "ckir", *common, "--distributed", "--out", str(tmp_path / "two"))
     assert "2 processes (torch.distributed, gloo) x 1 window per step" in two.stderr
     steps = [STEP.match(line) for line in two.stdout.splitlines()]
     assert len(steps) == 20 and all(steps), two.stdout  # rank 0 prints, once per step

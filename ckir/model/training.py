@@ -96,7 +96,8 @@ class Training(LoadedBuild):
             ctypes.byref(loss),
         )
         self._check(rc)
-        return float(loss.value)
+        handle = self.manifest.get("backward.loss")  # where the runtime wrote it (checked)
+        return float(self._handle_array(handle)[0] if handle else loss.value)
 
     def optimizer_step(self, lr: float) -> None:
         """One AdamW step from the gradients of the last :meth:`backward` (global-norm
