@@ -7,7 +7,9 @@ steps with the weights of one process that accumulates the gradients of both win
 (``--accumulate 2``): within 1e-5 of each tensor's largest entry (the all-reduce sums
 the same two token-weighted gradients the accumulation sums, so they agree to the
 last bit when both processes compute the same gradients).  Every step line reports
-the all-reduce's time, and the last line its median.  Slow (two compiles' worth of
+the all-reduce's time, and the last line its median.  A run whose gradient norm
+overflows (``--lr 1e30``) stops on every rank at the same step, with rank 0's error
+line, instead of leaving a rank waiting in the all-reduce.  Slow (two compiles' worth of
 processes and a torchrun start-up: over a minute on the 2-vCPU machine).
 """
 
@@ -49,9 +51,9 @@ def test_two_processes_equal_one_that_accumulates(tmp_path: Path) -> None:
     env = {**os.environ, "CKIR_CACHE_DIR": str(tmp_path / "cache")}
     common = ["train", str(src), "--steps", "20", "--seq-len", "16", "--lr", "1e-3", "-q"]
 
-    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+    def run(*argv: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
-        assert proc.returncode == 0, proc.stderr
+        assert (proc.returncode == 0) == ok, proc.stderr
         return proc
 
     one = run(str(BIN / "ckir"), *common, "--accumulate", "2", "--out", str(tmp_path / "one"))
@@ -76,3 +78,14 @@ def test_two_processes_equal_one_that_accumulates(tmp_path: Path) -> None:
         assert not np.array_equal(ref, original[name]) or "norm" in name, name
         err = float(np.abs(b[name] - ref).max())
         assert err <= WEIGHT_TOL * float(np.abs(ref).max()), (name, err)
+    # a step whose gradient norm overflows on every rank stops every rank at that step
+    # (none waits for ever in the all-reduce); rank 0 says why nothing was saved
+    launcher[-1] = str(free_port())
+    bad = ["train", str(src), "--steps", "6", "--seq-len", "16", "--lr", "1e30", "-q"]
+    stop = run(
+        *launcher, "-m", "ckir", *bad, "--distributed", "--out", str(tmp_path / "x"), ok=False
+    )
+    assert "error: step 2/6: the gradient norm is not finite; weights unchanged; stopped." in (
+        stop.stderr
+    )
+    assert "Nothing was saved" in stop.stderr and not (tmp_path / "x").exists()
