@@ -222,23 +222,35 @@ class Training(LoadedBuild):
         if not batches:
             raise CkirError("accumulate: expects at least one (tokens, targets) micro-batch")
         regions = self.gradient_regions()
-        sums: list[np.ndarray] | None = None
+        sums: list[np.ndarray] | None = None  # the running sum, once a second batch comes
         loss_sum, count = 0.0, 0
-        for tokens, targets in batches:
+        for i, (tokens, targets) in enumerate(batches):
+            if i == 1:  # the first batch's n * g moves out of the arena (the next overwrites it)
+                sums = self._accumulator(regions)
+                for acc, r in zip(sums, regions, strict=True):
+                    acc[...] = r
             loss = self.backward(tokens, targets)
             n = int(np.asarray(targets).size)
             weight = np.float32(n)
-            if sums is None:
-                sums = [np.multiply(r, weight) for r in regions]
-            else:
-                for acc, r in zip(sums, regions, strict=True):
-                    acc += r * weight
+            for j, r in enumerate(regions):
+                r *= weight
+                if sums is not None:
+                    sums[j] += r
             loss_sum += n * loss
             count += n
-        assert sums is not None
-        for acc, r in zip(sums, regions, strict=True):
-            r[...] = acc
+        if sums is not None:
+            for acc, r in zip(sums, regions, strict=True):
+                r[...] = acc
         return loss_sum, count
+
+    def _accumulator(self, regions: list[np.ndarray]) -> list[np.ndarray]:
+        """f32 arrays shaped like ``regions``, kept for the next accumulated step (a
+        second copy of the gradients, allocated once)."""
+        found: list[np.ndarray] | None = getattr(self, "_sums", None)
+        if found is None or [a.shape for a in found] != [r.shape for r in regions]:
+            found = [np.empty_like(r) for r in regions]
+            self._sums = found
+        return found
 
     def scale_gradients(self, count: int) -> None:
         """Divide the gradient arena by ``count`` (a token-weighted sum becomes a mean)."""
