@@ -9,7 +9,7 @@
     ckir kernel lower|build|validate|bench|tune FILE [--shape-set A=MxK,B=KxN ...]; kernel serve
     ckir generate [MODEL] --prompt TEXT [--chat] [--max-tokens N] [sampling options]
     ckir train [MODEL] --out DIR [--data FILE] [--steps N] [--seq-len T] [--lr X]
-               [--weight-decay W] [--max-grad-norm G]
+               [--weight-decay W] [--max-grad-norm G] [--accumulate N] [--distributed]
     ckir bench MODEL [--modes prefill,decode] [--dtype f32,bf16] [--against torch,...]
     ckir demo [--arch llama] [--out DIR]
 
@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ckir.errors import CkirError, one_line
 from ckir.fileio import write_text_atomically
@@ -30,6 +31,9 @@ from ckir.inspect_tensors import INT8_PREFILL_KEY, inspect_tensors, register_ten
 from ckir.integrity import restore_interrupted
 from ckir.runtime_build import ISAS, RuntimeBuildError
 from ckir.vocab import INFERENCE_MODES, LOWERED_MODES, WEIGHT_DTYPES
+
+if TYPE_CHECKING:
+    from ckir.train import TrainGroup
 
 
 def _warn(message: str) -> None:
@@ -319,7 +323,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Compile for training (through the cache, or into --build-dir), train on a text
-    file, save the trained model as a HF folder (docs/training.md)."""
+    file, save the trained model as a HF folder (docs/training.md); with --distributed
+    (or under torchrun), one process of a data-parallel run (ckir.distributed)."""
+    from ckir.train import TrainGroup
+
+    with TrainGroup.start(args.distributed) as group:
+        return _train(args, group)
+
+
+def _train(args: argparse.Namespace, group: TrainGroup) -> int:
+    """:func:`cmd_train` in one process of ``group`` (:class:`ckir.train.TrainGroup`)."""
     from ckir.backend.hf_export import check_pretrained_dir
     from ckir.cache import cached_build, cached_tokenizer
     from ckir.compiler import CompileOptions, compile_model
@@ -329,6 +342,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from ckir.passes.lowering.optimizer import AdamWOptions
     from ckir.resources import corpus_path
     from ckir.train import (
+        Shard,
         StepPrinter,
         check_numbers,
         model_limits,
@@ -340,6 +354,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from ckir.vocab import INFERENCE_MODES
 
     check_numbers(args.steps, args.seq_len, args.lr)
+    if args.accumulate < 1:
+        raise CkirError(f"--accumulate must be >= 1, got {args.accumulate}")
     AdamWOptions(weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm).check("train")
     source = Path(args.model) if args.model else default_model()
     if not source.exists():
@@ -374,7 +390,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     data = windows(ids, t)
     print(
         f"[{data_path.name}: {len(ids):,d} tokens, {len(data)} windows of {t + 1}]",
-        file=sys.stderr,
+        file=group.err,
     )
 
     options = CompileOptions(
@@ -386,18 +402,27 @@ def cmd_train(args: argparse.Namespace) -> int:
         allow_unused=tuple(args.allow_unused),
     )
     t0 = time.perf_counter()
-    if build_dir is not None:
-        compile_model(source, build_dir, options, quiet=args.quiet, on_warning=_warn)
-        cached = False
-    else:
-        build_dir, cached = cached_build(source, options, quiet=args.quiet, on_warning=_warn)
+
+    def build() -> tuple[Path, bool]:
+        if build_dir is not None:
+            compile_model(source, build_dir, options, quiet=args.quiet, on_warning=_warn)
+            return build_dir, False
+        return cached_build(source, options, quiet=args.quiet, on_warning=_warn)
+
+    build_dir, cached = group.on_rank0(build)  # the others load rank 0's build
     with load(build_dir) as model:
+        group.check_same_build(model)
         print(
             f"[{source.name}: {'cached build' if cached else 'compiled'} in "
-            f"{time.perf_counter() - t0:.2f}s; training {args.steps} steps, lr {args.lr:g}]",
-            file=sys.stderr,
+            f"{time.perf_counter() - t0:.2f}s; training {args.steps} steps, lr {args.lr:g}"
+            f"{group.describe(args.accumulate)}]",
+            file=group.err,
         )
-        result = run_steps(model, data, args.steps, args.lr, StepPrinter(args.steps))
+        printer = StepPrinter(args.steps, stream=group.out)
+        shard = Shard(args.accumulate, group.rank, group.world)
+        result = run_steps(model, data, args.steps, args.lr, printer, shard, group.reduce)
+        if group.rank != 0:  # rank 0 checks and saves the weights (every rank has them)
+            return 0 if result.failure is None else 1
         stopped = (
             f"step {result.steps_done + 1}/{args.steps}: {result.failure}; stopped. "
             if result.failure is not None
@@ -416,7 +441,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     first, last = result.losses[0], result.losses[-1]
     print(
         f"[{result.steps_done} steps, {result.tokens:,d} tokens in {result.seconds:.2f}s "
-        f"({rate:,.0f} tok/s); loss {first:.4f} -> {last:.4f}; saved to {saved}]",
+        f"({rate:,.0f} tok/s); loss {first:.4f} -> {last:.4f}{group.summary(result)}; "
+        f"saved to {saved}]",
         file=sys.stderr,
     )
     return 0
@@ -602,6 +628,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--build-dir",
         help="compile into this folder (default: the compile cache, $CKIR_CACHE_DIR)",
+    )
+    s.add_argument(
+        "--accumulate",
+        type=int,
+        default=1,
+        help="windows per step, their gradients accumulated (default: 1)",
+    )
+    s.add_argument(
+        "--distributed",
+        action="store_true",
+        help="data-parallel over torch.distributed (gloo); start with torchrun",
     )
     _allow_unused_option(s)
     s.add_argument("-q", "--quiet", action="store_true", help="no compile progress")

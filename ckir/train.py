@@ -21,18 +21,22 @@ and the error says so (docs/training.md, "Bad input").
 
 from __future__ import annotations
 
+import io
 import math
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 import numpy as np
 
+from ckir.distributed import AllReduce
 from ckir.errors import CkirError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -110,12 +114,14 @@ class StepPrinter:
             isatty = getattr(self.stream, "isatty", None)
             self.tty = bool(isatty and isatty())
 
-    def line(self, step: int, loss: float, tok_s: float) -> str:
+    def line(self, step: int, loss: float, tok_s: float, reduce: str = "") -> str:
         digits = len(str(self.total))
-        return f"step {step:>{digits}}/{self.total}  loss {loss:.4f}  {tok_s:,.0f} tok/s"
+        text = f"step {step:>{digits}}/{self.total}  loss {loss:.4f}  {tok_s:,.0f} tok/s"
+        return f"{text}  {reduce}" if reduce else text
 
-    def step(self, step: int, loss: float, tok_s: float) -> None:
-        text = self.line(step, loss, tok_s)
+    def step(self, step: int, loss: float, tok_s: float, reduce: str = "") -> None:
+        """Print one step's line (``reduce``: its all-reduce's times, when data-parallel)."""
+        text = self.line(step, loss, tok_s, reduce)
         if not self.tty:
             print(text, file=self.stream, flush=True)
             return
@@ -139,6 +145,12 @@ class TrainResult:
     seconds: float
     #: the error of the step that stopped the run (a non-finite loss or gradient), if any
     failure: str | None = None
+    #: windows each step trains on, over every process (micro-batches x processes)
+    windows_per_step: int = 1
+    #: wall time of each step's all-reduce (data-parallel runs)
+    reduce_seconds: list[float] = field(default_factory=list)
+    #: of each step's wait for the slowest process before it
+    reduce_waits: list[float] = field(default_factory=list)
 
 
 #: the largest weight magnitude a saved model may hold (float16's largest finite value)
@@ -181,7 +193,7 @@ def unsaveable(model: object, data: np.ndarray, result: TrainResult) -> str | No
             f"the weights after step {done} are out of range ({name} reaches {amax:.3g}; "
             f"float16, the type of the block formats' scales, holds up to {F16_MAX:g})"
         )
-    w = data[(done - 1) % len(data)]
+    w = data[((done - 1) * result.windows_per_step) % len(data)]  # the step's first window
     try:
         loss = model.backward(w[:-1], w[1:])
     except CkirError as err:
@@ -197,32 +209,163 @@ def unsaveable(model: object, data: np.ndarray, result: TrainResult) -> str | No
     return None
 
 
+@dataclass(frozen=True)
+class Shard:
+    """Which windows a process trains on: step ``k`` takes the ``accumulate``
+    consecutive windows from ``(k * world + rank) * accumulate`` (mod the count), so
+    one process with ``accumulate = A * W`` sees the same windows per step as ``W``
+    processes with ``A`` each."""
+
+    accumulate: int = 1
+    rank: int = 0
+    world: int = 1
+
+    def windows(self, step: int, count: int) -> list[int]:
+        first = (step * self.world + self.rank) * self.accumulate
+        return [(first + i) % count for i in range(self.accumulate)]
+
+
 def run_steps(
-    model: object, data: np.ndarray, steps: int, lr: float, printer: StepPrinter
+    model: object,
+    data: np.ndarray,
+    steps: int,
+    lr: float,
+    printer: StepPrinter,
+    shard: Shard = Shard(),
+    reduce: AllReduce | None = None,
 ) -> TrainResult:
-    """Train ``steps`` steps cycling over the windows ``data``; stops at the first step
-    whose loss or gradient norm is not finite (that step changed no weight)."""
+    """Train ``steps`` steps cycling over the windows ``data`` (each step the windows of
+    ``shard``: micro-batches whose gradients are accumulated; with ``reduce``, summed
+    over the processes of a data-parallel run); stops at the first step whose loss or
+    gradient norm is not finite (that step changed no weight)."""
     from ckir.model import CompiledModel, NonFiniteError
 
     assert isinstance(model, CompiledModel)
     losses: list[float] = []
     start = time.perf_counter()
     failure = None
+    per_step = shard.accumulate * shard.world
     try:
         for k in range(steps):
-            w = data[k % len(data)]
+            ws = data[shard.windows(k, len(data))]
             t0 = time.perf_counter()
             try:
-                loss = model.train_step(w[:-1], w[1:], lr=lr)
+                if len(ws) == 1 and reduce is None:
+                    loss = model.train_step(ws[0, :-1], ws[0, 1:], lr=lr)
+                else:
+                    loss = model.train_step(ws[:, :-1], ws[:, 1:], lr=lr, reduce=reduce)
             except NonFiniteError as err:
                 failure = _reason(err)
                 break
             dt = time.perf_counter() - t0
             losses.append(loss)
-            printer.step(k + 1, loss, (len(w) - 1) / dt if dt > 0 else float("inf"))
+            tokens = per_step * (data.shape[1] - 1)
+            times = ""
+            if reduce is not None:
+                times = f"all-reduce {reduce.seconds[-1] * 1e3:.2f} ms"
+                times += f" (waited {reduce.waits[-1] * 1e3:.2f} ms)"
+            printer.step(k + 1, loss, tokens / dt if dt > 0 else float("inf"), times)
     finally:
         printer.close()
     done = len(losses)
     return TrainResult(
-        done, losses, done * (data.shape[1] - 1), time.perf_counter() - start, failure
+        done,
+        losses,
+        done * per_step * (data.shape[1] - 1),
+        time.perf_counter() - start,
+        failure,
+        per_step,
+        list(reduce.seconds) if reduce is not None else [],
+        list(reduce.waits) if reduce is not None else [],
     )
+
+
+@dataclass
+class TrainGroup:
+    """The processes of one ``ckir train`` run: this one alone, or one rank of a
+    data-parallel run over ``torch.distributed`` (gloo; :mod:`ckir.distributed`).  Rank
+    0 compiles, prints and saves; every rank trains on its shard (:class:`Shard`)."""
+
+    rank: int = 0
+    world: int = 1
+    #: the all-reduce before each update (a data-parallel run), else None
+    reduce: AllReduce | None = None
+
+    @classmethod
+    def start(cls, distributed: bool) -> TrainGroup:
+        """Join torchrun's process group when asked (``--distributed``) or started by
+        torchrun with more than one process; else this process alone."""
+        from ckir import distributed as dp
+
+        if not (distributed or dp.under_torchrun()):
+            return cls()
+        rank, world = dp.init_group()
+        return cls(rank, world, AllReduce())
+
+    def __enter__(self) -> TrainGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.reduce is not None:
+            from ckir.distributed import close_group
+
+            close_group()
+
+    @property
+    def out(self) -> TextIO:
+        """Where progress lines go: stdout on rank 0, nowhere on the others."""
+        return sys.stdout if self.rank == 0 else io.StringIO()
+
+    @property
+    def err(self) -> TextIO:
+        """Where notes go: stderr on rank 0, nowhere on the others."""
+        return sys.stderr if self.rank == 0 else io.StringIO()
+
+    def on_rank0(self, make: Callable[[], T]) -> T:
+        """``make()`` on rank 0, its result sent to every rank (the others wait for it);
+        when rank 0 fails, the others stop with one line instead of waiting for ever."""
+        if self.reduce is None:
+            return make()
+        from ckir.distributed import broadcast
+
+        if self.rank == 0:
+            try:
+                value = make()
+            except BaseException:
+                broadcast(None)
+                raise
+            broadcast(value)
+            return value
+        value = broadcast(None)
+        if value is None:
+            raise CkirError(
+                "--distributed: rank 0 could not compile the model (its error says why)"
+            )
+        return value  # type: ignore[return-value]
+
+    def check_same_build(self, model: object) -> None:
+        """Every rank loaded a build of the same fingerprint."""
+        if self.reduce is not None:
+            from ckir.backend.abi import fingerprint_hex
+            from ckir.distributed import check_same_build
+
+            check_same_build(fingerprint_hex(int(model.desc.fingerprint)))  # type: ignore[attr-defined]
+
+    def describe(self, accumulate: int) -> str:
+        """What a step trains on, for the run's first line ("" for one window, alone)."""
+        if self.reduce is None:
+            return f"; {accumulate} windows per step" if accumulate > 1 else ""
+        return (
+            f"; {self.world} processes (torch.distributed, gloo) x {accumulate} "
+            f"window{'s' if accumulate > 1 else ''} per step"
+        )
+
+    def summary(self, result: TrainResult) -> str:
+        """The all-reduce's median time per step, for the run's last line."""
+        if not result.reduce_seconds:
+            return ""
+        reduce, wait = np.median(result.reduce_seconds), np.median(result.reduce_waits)
+        return (
+            f"; all-reduce {reduce * 1e3:.2f} ms/step (median) over {self.world} processes, "
+            f"waited {wait * 1e3:.2f} ms/step for the slowest"
+        )

@@ -133,6 +133,12 @@ BAD_CASES = {
         r"not UTF-8 text \(byte 0xe9 at offset 3\)",
     ),
     "too-short": (["--seq-len", "32"], b"only twenty tokens.", r"19 tokens; --seq-len 32 needs"),
+    "accumulate-zero": (["--accumulate", "0"], None, r"--accumulate must be >= 1, got 0"),
+    "distributed-without-torchrun": (
+        ["--distributed"],
+        None,
+        r"--distributed: RANK is not set; start the processes with torchrun",
+    ),
 }
 
 

@@ -255,6 +255,9 @@ class LoadedBuild:
         self._handle: int | None = handle
         #: the build's I/O manifest: handle name -> :class:`Handle` (``ckir_io_desc``)
         self.manifest: dict[str, Handle] = read_manifest(lib)
+        from ckir.model.io_check import check_manifest  # (it imports Handle from here)
+
+        check_manifest(self.build_dir.name, self.desc, self.manifest)
 
     @property
     def vocab_size(self) -> int:

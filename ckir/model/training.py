@@ -1,17 +1,44 @@
-"""Training a loaded build: ``backward``, ``optimizer_step``, ``train_step`` and the
-trained weights and their gradients, read in place from the arenas
-(``ckir_describe()->train.params``)."""
+"""Training a loaded build: ``backward``, ``optimizer_step``, ``train_step`` (one
+sequence, or micro-batches whose gradients are accumulated) and the trained weights
+and their gradients, read in place from the arenas through the I/O manifest's param
+and ``grad.`` handles (:mod:`ckir.model.io_check`)."""
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ckir.errors import CkirError
-from ckir.model.bindings import LoadedBuild
+from ckir.model.bindings import LoadedBuild, NonFiniteError
+from ckir.model.io_check import TrainedWeight, span, trained_weights
+
+#: ``reduce(regions, loss_sum, count) -> (loss_sum, count)`` of :meth:`Training.train_step`
+GradientReduce = Callable[[list[np.ndarray], float, int], tuple[float, int]]
+
+
+def _micro_batches(tokens: Any, targets: Any) -> list[tuple[Any, Any]]:
+    """``[(tokens, targets), ...]``: one pair for a 1-D sequence, else one per row of a
+    2-D array or per item of a list of sequences."""
+
+    def nested(x: Any) -> bool:
+        if isinstance(x, np.ndarray):
+            return x.ndim == 2
+        return isinstance(x, list | tuple) and len(x) > 0 and hasattr(x[0], "__len__")
+
+    if not nested(tokens) and not nested(targets):
+        return [(tokens, targets)]
+    if not (nested(tokens) and nested(targets)) or len(tokens) != len(targets):
+        raise CkirError(
+            "train_step: micro-batches need as many target sequences as token sequences "
+            f"(got {len(tokens)} and {len(targets)})"
+        )
+    if len(tokens) == 0:
+        raise CkirError("train_step: expects at least one micro-batch")
+    return list(zip(tokens, targets, strict=True))
 
 
 def _check_lr(what: str, lr: float) -> None:
@@ -69,7 +96,8 @@ class Training(LoadedBuild):
             ctypes.byref(loss),
         )
         self._check(rc)
-        return float(loss.value)
+        handle = self.manifest.get("backward.loss")  # where the runtime wrote it (checked)
+        return float(self._handle_array(handle)[0] if handle else loss.value)
 
     def optimizer_step(self, lr: float) -> None:
         """One AdamW step from the gradients of the last :meth:`backward` (global-norm
@@ -78,58 +106,154 @@ class Training(LoadedBuild):
         self._check(self._lib.ckir_optimizer_step(self._ptr, float(lr)))
 
     def train_step(
-        self, tokens: Sequence[int] | np.ndarray, targets: Sequence[int] | np.ndarray, *, lr: float
+        self,
+        tokens: Sequence[int] | Sequence[Sequence[int]] | np.ndarray,
+        targets: Sequence[int] | Sequence[Sequence[int]] | np.ndarray,
+        *,
+        lr: float,
+        reduce: GradientReduce | None = None,
     ) -> float:
-        """:meth:`backward` then :meth:`optimizer_step`; returns the loss of the batch
-        (computed before the update).  A non-finite loss raises and leaves the weights."""
+        """One AdamW step; returns the loss of the batch (computed before the update).
+
+        ``tokens`` / ``targets``: one sequence (:meth:`backward` then
+        :meth:`optimizer_step`), or micro-batches, a list of sequences (lengths may
+        differ) or a 2-D array with one per row: their gradients are accumulated
+        (:meth:`accumulate`) and averaged over every target, so the update is the one
+        of a single batch holding them all (the mean cross-entropy over all targets).
+
+        ``reduce(regions, loss_sum, count) -> (loss_sum, count)``, when given, is
+        called before the update with views of the gradient arena (holding this
+        process's token-weighted sum, :meth:`accumulate`) and its sums; it combines
+        them with other processes' in place (an all-reduce: :mod:`ckir.distributed`)
+        and returns the totals.  It gets one f32 view of the state arena from the first
+        gradient to the end of the last (the manifest's ``grad.`` handles); the bytes
+        between gradients are restored after it.  A non-finite loss raises
+        NonFiniteError and leaves the weights (with ``reduce``: on every process, after
+        the reduction, so that none waits for ever)."""
         _check_lr("train_step", lr)
-        loss = self.backward(tokens, targets)
+        batches = _micro_batches(tokens, targets)
+        if len(batches) == 1 and reduce is None:
+            loss = self.backward(*batches[0])
+            self.optimizer_step(lr)
+            return loss
+        failure: NonFiniteError | None = None
+        try:
+            loss_sum, count = self.accumulate(batches)
+        except NonFiniteError as err:
+            if reduce is None:
+                raise
+            failure = err
+            loss_sum, count = math.nan, sum(int(np.asarray(t).size) for _, t in batches)
+        if reduce is not None:
+            loss_sum, count = self._reduce(reduce, loss_sum, count)
+        if failure is not None:
+            raise failure
+        if not math.isfinite(loss_sum):
+            raise NonFiniteError(
+                f"{self.build_dir.name}: the loss is not finite on another process at step "
+                f"{self.steps + 1}; weights unchanged"
+            )
+        self.scale_gradients(count)
         self.optimizer_step(lr)
-        return loss
+        return loss_sum / count
 
     def gradients(self) -> dict[str, np.ndarray]:
         """Weight name (``layers.0.attn.wq``) -> a copy of its gradient from the last
-        :meth:`backward` (f32, the weight's shape)."""
-        return self._param_copies(1, "grad_offset")
+        :meth:`backward` (f32, the weight's shape), read through its ``grad.`` handle."""
+        return {w.name: self._handle_array(w.grad).copy() for w in self.trained()}
 
     def largest_weight(self) -> tuple[str, float]:
         """``(name, max |w|)`` of the trained weight with the largest magnitude, or of the
         first one holding a NaN or an infinity (one tensor at a time: never a copy of
         every weight at once)."""
         best = ("", 0.0)
-        for p in self._params():
-            amax = float(np.abs(self._f32(0, p.weight_offset, p.numel, (p.numel,))).max())
-            name = self._param_name(p)
+        for w in self.trained():
+            amax = float(np.abs(self._handle_array(w.param)).max())
             if not np.isfinite(amax):
-                return name, amax
-            best = max(best, (name, amax), key=lambda t: t[1])
+                return w.name, amax
+            best = max(best, (w.name, amax), key=lambda t: t[1])
         return best
 
     def weights(self) -> dict[str, np.ndarray]:
-        """Weight name -> a copy of its current (trained) values, for every trained weight."""
-        return self._param_copies(0, "weight_offset")
+        """Weight name -> a copy of its current (trained) values, for every trained weight
+        (read through its param handle)."""
+        return {w.name: self._handle_array(w.param).copy() for w in self.trained()}
 
-    def _param_name(self, p: Any) -> str:
-        """The manifest name (the weight's source name) of a trained weight's
-        ckir_param_desc: the param handle at its offset in the weights arena."""
-        names = getattr(self, "_param_names", None)
-        if names is None:
-            names = {h.offset: n for n, h in self.manifest.items() if h.role == "param"}
-            self._param_names = names
-        name = names.get(int(p.weight_offset))
-        if name is None:
-            raise CkirError(
-                f"{self.build_dir.name}: trained weight {p.name.decode()} has no param handle "
-                "in the manifest; recompile"
-            )
-        return name
+    def trained(self) -> list[TrainedWeight]:
+        """The trained weights, each with the manifest handles of its value, gradient and
+        AdamW moments (checked against the runtime's description when the build was
+        loaded; none unless trainable)."""
+        found = getattr(self, "_trained", None)
+        if found is None:
+            found = trained_weights(self.build_dir.name, self.desc, self.manifest)
+            self._trained = found
+        return found
 
-    def _param_copies(self, arena: int, field: str) -> dict[str, np.ndarray]:
-        """Weight name -> a copy of the f32 values at ``field`` of its ckir_param_desc in
-        ``arena``: the weight (0, ``weight_offset``) or its gradient (1,
-        ``grad_offset``), in the weight's shape."""
-        out: dict[str, np.ndarray] = {}
-        for p in self._params():
-            shape = tuple(p.shape[: p.ndim])
-            out[self._param_name(p)] = self._f32(arena, getattr(p, field), p.numel, shape).copy()
-        return out
+    def gradient_regions(self) -> list[np.ndarray]:
+        """Views (no copy) of the state arena's gradients, one f32 array per trained
+        weight (its ``grad.`` handle, flat).  Writing them changes what the next
+        :meth:`optimizer_step` applies."""
+        return [
+            self._bytes_view(1, w.grad.offset, w.grad.bytes).view(np.float32)
+            for w in self.trained()
+        ]
+
+    def _reduce(self, reduce: GradientReduce, loss_sum: float, count: int) -> tuple[float, int]:
+        """``reduce`` over one f32 view (no copy) of the state arena from the first
+        gradient to the end of the last (one collective per step, not one per weight);
+        the bytes between gradients (alignment padding, canaries) are put back after."""
+        arena, offset, size, gaps = span(w.grad for w in self.trained())
+        raw = self._bytes_view(arena, offset, size)
+        kept = [raw[o : o + n].copy() for o, n in gaps]
+        try:
+            return reduce([raw.view(np.float32)], loss_sum, count)
+        finally:
+            for (o, n), b in zip(gaps, kept, strict=True):
+                raw[o : o + n] = b
+
+    def accumulate(self, batches: Sequence[tuple[Any, Any]]) -> tuple[float, int]:
+        """:meth:`backward` over each ``(tokens, targets)`` micro-batch, leaving in the
+        gradient arena their token-weighted sum ``sum_i n_i * g_i`` (``n_i`` targets,
+        ``g_i`` the gradient of micro-batch ``i``'s mean cross-entropy).  Returns
+        ``(sum_i n_i * loss_i, sum_i n_i)``: divided by ``sum_i n_i`` they are the loss
+        and gradient of the mean cross-entropy over every target of every micro-batch,
+        which is what one batch holding all of them would give.  A micro-batch whose
+        loss is not finite raises NonFiniteError (no weight changes)."""
+        if not batches:
+            raise CkirError("accumulate: expects at least one (tokens, targets) micro-batch")
+        regions = self.gradient_regions()
+        sums: list[np.ndarray] | None = None  # the running sum, once a second batch comes
+        loss_sum, count = 0.0, 0
+        for i, (tokens, targets) in enumerate(batches):
+            if i == 1:  # the first batch's n * g moves out of the arena (the next overwrites it)
+                sums = self._accumulator(regions)
+                for acc, r in zip(sums, regions, strict=True):
+                    acc[...] = r
+            loss = self.backward(tokens, targets)
+            n = int(np.asarray(targets).size)
+            weight = np.float32(n)
+            for j, r in enumerate(regions):
+                r *= weight
+                if sums is not None:
+                    sums[j] += r
+            loss_sum += n * loss
+            count += n
+        if sums is not None:
+            for acc, r in zip(sums, regions, strict=True):
+                r[...] = acc
+        return loss_sum, count
+
+    def _accumulator(self, regions: list[np.ndarray]) -> list[np.ndarray]:
+        """f32 arrays shaped like ``regions``, kept for the next accumulated step (a
+        second copy of the gradients, allocated once)."""
+        found: list[np.ndarray] | None = getattr(self, "_sums", None)
+        if found is None or [a.shape for a in found] != [r.shape for r in regions]:
+            found = [np.empty_like(r) for r in regions]
+            self._sums = found
+        return found
+
+    def scale_gradients(self, count: int) -> None:
+        """Divide the gradient arena by ``count`` (a token-weighted sum becomes a mean)."""
+        divisor = np.float32(count)
+        for r in self.gradient_regions():
+            r /= divisor
