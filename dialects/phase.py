@@ -30,6 +30,8 @@ from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
+from ckir.dialects.syntax import parse_one_of
+
 PROLOGUE = "prologue"
 STEADY = "steady"
 EPILOGUE = "epilogue"
@@ -84,7 +86,7 @@ class PhaseAttr(ParametrizedAttribute):
         kind, layer = self.kind.data, self.layer.data
         if kind not in PHASE_KINDS:
             raise VerifyException(
-                f"lowered.phase: unknown phase '{kind}' (expected {', '.join(PHASE_KINDS)})"
+                f"lowered.phase: unknown phase '{kind}' (expected one of {', '.join(PHASE_KINDS)})"
             )
         if kind == STEADY and layer < 0:
             raise VerifyException(f"lowered.phase: a steady phase needs a layer >= 0, got {layer}")
@@ -96,14 +98,7 @@ class PhaseAttr(ParametrizedAttribute):
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         with parser.in_angle_brackets():
-            start = parser.pos
-            kind = parser.parse_optional_identifier()
-            if kind not in PHASE_KINDS:
-                parser.raise_error(
-                    f"unknown phase '{kind}' (expected {', '.join(PHASE_KINDS)})",
-                    start,
-                    parser.pos,
-                )
+            kind = parse_one_of(parser, PHASE_KINDS, "phase", " (the phase)")
             layer = -1
             if kind == STEADY:
                 layer = parser.parse_integer(

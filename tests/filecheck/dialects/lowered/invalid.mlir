@@ -765,7 +765,7 @@ lowered.model @m {
 // -----
 
 // an unknown phase (parse error)
-// CHECK: unknown phase 'middle' (expected prologue, steady, epilogue)
+// CHECK: unknown phase 'middle' (expected one of prologue, steady, epilogue)
 lowered.model @m {
   lowered.program @prefill mode "prefill" max_context 4 {
     lowered.buffer @x activation : !lowered.buf<[4], f32> {phase = #lowered.phase<middle>}
