@@ -166,6 +166,13 @@ def test_phases_out_of_order_are_refused(models) -> None:
     assert not model._lib.ckir_prefill_hidden(h, -1)
     # a bad token is refused by the prologue, as by ckir_prefill
     assert prologue(model, "prefill", [100000]) == 1
+    # a whole step or a reset abandons a step in progress
+    for abandon in (lambda: model.prefill(TOKENS), model.reset):
+        model.reset()
+        assert prologue(model, "prefill", TOKENS) == 0
+        assert call(model, "prefill", "layer", 0) == 0
+        abandon()
+        assert call(model, "prefill", "layer", 1) == CKIR_ERR_ARG
     model.reset()
 
 

@@ -304,6 +304,7 @@ static int check_ids(ckir_model *m, const char *what, const int32_t *ids, int64_
 int ckir_model_backward(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t n,
                         float *loss) {
   const ckir_train_desc *t = &m->desc->train;
+  m->phase_mode = NULL; /* its activations may share slots with a step run phase by phase */
   if (!t->backward) return no_training(m);
   if (n < 1 || n > t->rows) {
     snprintf(m->error, sizeof m->error,
