@@ -127,7 +127,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not sep or not name or not file:
             raise CkirError(f"--read {spec}: give HANDLE=FILE.npy (e.g. decode.logits=l.npy)")
         reads.append((name, Path(file)))
-    with load(args.build) as model:
+    build, profiled = _profiled(Path(args.build), args.profile)
+    with load(build) as model:
         # (_int8_prefill_option), or a QConfig's activations: 8 (build.json)
         model.int8_prefill = args.int8_prefill or model.info.get(INT8_PREFILL_KEY) is True
         logits = model.prefill(tokens)
@@ -147,8 +148,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         for name, path in reads:
             path.parent.mkdir(parents=True, exist_ok=True)
             np.save(path, model.read(name))  # a CkirError naming an unknown handle
+        _print_profile(model, profiled)
     print(" ".join(str(t) for t in out))
     return 0
+
+
+def _profiled(build: Path, profile: bool) -> tuple[Path, list | None]:
+    """``--profile``: a profiling copy of the build and its timed calls (ckir.profile_report)."""
+    if not profile:
+        return build, None
+    from ckir.profile_report import profiling_build
+
+    return profiling_build(build)
+
+
+def _print_profile(model: object, profiled: list | None) -> None:
+    if profiled is not None:
+        from ckir.profile_report import read_timers, report
+
+        print(report(profiled, *read_timers(model)), file=sys.stderr)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -264,6 +282,15 @@ def _int8_prefill_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _profile_option(s: argparse.ArgumentParser) -> None:
+    s.add_argument(
+        "--profile",
+        action="store_true",
+        help="time every kernel call (a profiling copy of the build, BUILD-profile) and "
+        "print the time per phase, per layer and per kernel kind (stderr)",
+    )
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     """Compile (through the cache), then stream generated text."""
     from ckir.cache import cached_build, cached_tokenizer
@@ -299,6 +326,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     )
     t0 = time.perf_counter()
     build_dir, cached = cached_build(source, options, quiet=args.quiet, on_warning=_warn)
+    build_dir, profiled = _profiled(build_dir, args.profile)
     with load(build_dir) as model:
         model.int8_prefill = args.int8_prefill  # (_int8_prefill_option)
         ready = time.perf_counter() - t0
@@ -317,6 +345,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 sys.stdout.write(piece)
                 sys.stdout.flush()
         sys.stdout.write(stream.flush() + "\n")
+        _print_profile(model, profiled)
     print(f"[{stats.summary()}]", file=sys.stderr)
     return 0
 
@@ -583,6 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(repeatable; docs/manifest.md)",
     )
     _int8_prefill_option(s)
+    _profile_option(s)
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("inspect", help="layout totals and kernel choices of a build")
@@ -607,6 +637,7 @@ def build_parser() -> argparse.ArgumentParser:
     _allow_unused_option(s)
     _kv_dtype_option(s)
     s.add_argument("-q", "--quiet", action="store_true", help="no compile progress")
+    _profile_option(s)
     s.set_defaults(func=cmd_generate)
 
     s = sub.add_parser("train", help="train a model on a text file, save it as a HF folder")

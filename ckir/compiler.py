@@ -78,6 +78,7 @@ from ckir.passes.plan_layout import (
     DEFAULT_STRATEGY,
     PlanLayoutPass,
 )
+from ckir.passes.tag_phases import TagPhasesPass
 from ckir.passes.widen_weights import WidenWeightsPass
 from ckir.runtime_build import ISAS
 from ckir.vocab import (
@@ -412,6 +413,7 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
         passes.append(KvCacheDtypePass(dtype=kv_dtype))
     if options.fuse:
         passes += [FuseQkvPass(), FuseGateUpPass(), FuseAddRmsnormPass()]
+    passes.append(TagPhasesPass())  # after every pass that adds or replaces calls
     for p in passes:
         p.apply(ctx, module)
     PlanLayoutPass(

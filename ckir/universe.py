@@ -52,6 +52,7 @@ PASSES: dict[str, str] = {
     "onnx-to-graph": "ckir.passes.onnx_to_graph:OnnxToGraphPass",
     "annotate-tensors": "ckir.passes.annotate_tensors:AnnotateTensorsPass",
     "annotate-quant": "ckir.passes.annotate_quant:AnnotateQuantPass",
+    "tag-phases": "ckir.passes.tag_phases:TagPhasesPass",
 }
 
 #: target name -> "module:class"

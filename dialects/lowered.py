@@ -97,6 +97,7 @@ from ckir.dialects.dims import (
     TOKENS,
     dim_symbols,
 )
+from ckir.dialects.phase import PhaseAttr
 from ckir.dialects.syntax import DIRECTIVES, parse_keyed_entries
 from ckir.registry import (
     ACCESSES,
@@ -1509,5 +1510,5 @@ class CallOp(IRDLOperation):
 Lowered = Dialect(
     "lowered",
     [LoweredModelOp, ProgramOp, BufferOp, ViewOp, KernelOp, CallOp],
-    [BufferType, RuntimeSymAttr, KernelArgAttr, OriginAttr],
+    [BufferType, RuntimeSymAttr, KernelArgAttr, OriginAttr, PhaseAttr],
 )

@@ -29,7 +29,7 @@ WEIGHTS_VERSION = 1
 WEIGHTS_HEADER_BYTES = 4096
 CANARY_WORD = 0xDEADBEEF
 #: bumped whenever the generated-model ABI (ckir_model.h) changes
-MODEL_ABI_VERSION = 4
+MODEL_ABI_VERSION = 5
 
 ARENA_INDEX = {"weights": 0, "state": 1}
 
@@ -112,6 +112,7 @@ DESC_STRUCTS: dict[str, tuple[Field, ...]] = {
         Field("n_slots", "int64_t"),
         *(Field(mode, "ckir_mode_desc") for mode in INFERENCE_MODES),
         Field("train", "ckir_train_desc"),
+        Field("n_layers", "int64_t"),
     ),
 }
 

@@ -35,10 +35,12 @@ from ckir.backend.abi import (
     declared,
     placed_offsets,
 )
+from ckir.backend.phases_c import PhasedProgram, entry_points, layer_count
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.dialects.dims import CONTEXT, LR, POSITION, STEP, TOKENS
 from ckir.errors import CkirError
+from ckir.passes.tag_phases import phase_of
 from ckir.registry import load_registry
 from ckir.vocab import DTYPE_TABLE, INFERENCE_MODES
 
@@ -61,6 +63,8 @@ class ProfiledCall:
     label: str
     #: weight buffers the call reads
     weights: tuple[str, ...]
+    #: the phase it runs in (``prologue``, ``layer 3``, ``epilogue (grad)``: PhaseAttr.label)
+    phase: str = ""
 
 
 @dataclass(frozen=True)
@@ -191,6 +195,10 @@ class CEmitter:
         self.trace = trace
         self.trace_index = 0
         self.timed: list[ProfiledCall] = []
+        #: each program's phases (filled by mode_function)
+        self.phased: dict[str, PhasedProgram] = {}
+        #: model.h lines of the steady phase (filled by source)
+        self.phase_header: list[str] = []
         self.kernels: dict[str, lw.KernelOp] = {}
         self.places: dict[str, Place] = {}
         self.types: dict[str, lw.BufferType] = {}
@@ -284,6 +292,7 @@ class CEmitter:
                 kind=decl.kind_name,
                 label=op.origin.label if op.origin is not None else op.kernel_name,
                 weights=weights,
+                phase=phase_of(op).label,
             )
         )
         out.append("  { double ckir_prof_t0 = ckir_prof_now();")
@@ -311,6 +320,8 @@ class CEmitter:
         for bname, place in self.places.items():
             lines.append(f"#define {place.macro} {place.offset}LL /* {place.arena}: {bname} */")
         lines += manifest.header_lines(self.plan)
+        lines += ["", "/* the steady phase: its layers, the floats per row a layer hands on */"]
+        lines += self.phase_header
         lines += ["", "#endif", ""]
         return "\n".join(lines)
 
@@ -320,27 +331,10 @@ class CEmitter:
         }
 
     def mode_function(self, program: lw.ProgramOp) -> list[str]:
-        mode = program.mode_name
-        out = [
-            f"static int ckir_run_{mode}(ckir_model *m, int64_t T) {{",
-            "  uint8_t *W = m->weights;",
-            "  uint8_t *S = m->state;",
-            "  const int64_t P = m->pos;",
-            "  (void)W; (void)S; (void)P; (void)T;",
-        ]
-        scope: str | None = None
+        """One static function per phase of the program and ``ckir_run_<mode>`` (phases_c)."""
         self.trace_index = 0
-        for op in program.body_block.ops:
-            if isinstance(op, lw.CallOp):
-                op_scope = op.scope_name
-                if scope is not None and op_scope != scope:
-                    out.append(f"  CKIR_SCOPE_END(m); /* end of {scope} */")
-                scope = op_scope
-            self.emit_op(op, out)
-        if scope is not None:
-            out.append(f"  CKIR_SCOPE_END(m); /* end of {scope} */")
-        out += ["  return CKIR_OK;", "}", ""]
-        return out
+        self.phased[program.mode_name] = phased = PhasedProgram(program)
+        return phased.functions(self.emit_op)
 
     def io_of(self, program: lw.ProgramOp) -> tuple[str, str, int]:
         """(tokens buffer, output buffer, token bound) of a program."""
@@ -516,13 +510,19 @@ class CEmitter:
             "n_slots": str(n_slots),
             **modes,
             "train": train,
+            "n_layers": str(layer_count(self.phased)),
         }
         model_desc = c_initializer("ckir_model_desc", desc, indent=0)
+        self.phase_header, phase_source = entry_points(
+            self.phased, self.types, lambda b: self.places[b].macro
+        )
         out += [
             f"static const ckir_model_desc ckir_desc = {model_desc};",
             "",
             *manifest.source_lines(self.plan),
             *ENTRY_POINTS,
+            "",
+            *phase_source,
         ]
         return "\n".join(out)
 
@@ -581,7 +581,7 @@ float ckir_train_step(ckir_model *m, const int32_t *tokens, const int32_t *targe
   return loss;
 }
 int64_t ckir_position(const ckir_model *m) { return m->pos; }
-void ckir_reset(ckir_model *m) { m->pos = 0; m->last_rows = 0; }
+void ckir_reset(ckir_model *m) { m->pos = 0; m->last_rows = 0; m->phase_mode = NULL; }
 const char *ckir_error(const ckir_model *m) { return m->error; }
 int ckir_check_canaries(ckir_model *m) { return ckir_model_check_canaries(m); }
 uint8_t *ckir_arena(ckir_model *m, int arena) { return arena == 0 ? m->weights : m->state; }
@@ -601,5 +601,5 @@ def emit_c(
     (:func:`ckir.backend.abi.build_fingerprint` of the module's model and plan).
     """
     emitter = CEmitter(module, profile=profile, trace=trace, fingerprint=fingerprint)
-    source = emitter.source() + "\n"
+    source = emitter.source() + "\n"  # before header(): it fills the phase lines
     return CSources(header=emitter.header(), source=source, profile=tuple(emitter.timed))

@@ -131,6 +131,7 @@ typedef struct ckir_model_desc {
   ckir_mode_desc prefill;
   ckir_mode_desc decode;
   ckir_train_desc train;
+  int64_t n_layers;        /* layers of the steady phase (ckir_<mode>_layer) */
 } ckir_model_desc;
 
 struct ckir_model {
@@ -146,6 +147,11 @@ struct ckir_model {
   int64_t step;            /* optimizer steps applied (AdamW's step is step + 1 while one runs) */
   float lr;                /* the learning rate of the running optimizer step */
   int fp32_x;              /* 1: q8_0p / q4_1p prefill GEMMs on fp32 x (ckir_set_int8_prefill) */
+  /* a step run phase by phase (ckir_<mode>_prologue ... _epilogue): its mode (NULL when
+   * none runs), its tokens and the next layer to run */
+  const ckir_mode_desc *phase_mode;
+  int64_t phase_rows;
+  int64_t phase_next;
 };
 
 /* Implemented once in runtime/support/ckir_model.c. */
@@ -160,6 +166,14 @@ int ckir_model_backward(ckir_model *m, const int32_t *tokens, const int32_t *tar
                         float *loss);
 int ckir_model_optimize(ckir_model *m, float lr);
 int ckir_model_set_int8_prefill(ckir_model *m, int on);
+/* A step phase by phase (what ckir_<mode>_prologue / _layer / _epilogue call): the checks
+ * and the prologue, layer i (in order, from 0), then the epilogue and the bookkeeping of
+ * ckir_model_run (position, logits). */
+int ckir_model_phase_begin(ckir_model *m, const ckir_mode_desc *mode, const int32_t *tokens,
+                           int64_t n, ckir_mode_fn prologue);
+int ckir_model_phase_layer(ckir_model *m, const ckir_mode_desc *mode, int64_t i,
+                           const ckir_mode_fn *layers);
+int ckir_model_phase_end(ckir_model *m, const ckir_mode_desc *mode, ckir_mode_fn epilogue);
 
 /* Exported by every generated model.c. */
 /* checks the CPU first (ckir_isa_missing): CKIR_ERR_ISA */
@@ -184,6 +198,24 @@ int ckir_io_desc(int64_t i, ckir_handle_desc *out);
  * for; weights.bin carries the one it was written for, and ckir_open refuses a file
  * whose fingerprint differs (CKIR_ERR_LAYOUT). */
 uint64_t ckir_fingerprint(void);
+
+/* A step one phase at a time (docs/runtime.md, "Running one layer at a time"):
+ * ckir_<mode>_prologue checks and copies the tokens as ckir_prefill / ckir_decode do
+ * and runs the prologue (the embedding); ckir_<mode>_layer(m, i) runs layer i, for
+ * i = 0 .. ckir_describe()->n_layers - 1 in order (CKIR_ERR_ARG out of order or without
+ * a prologue); ckir_<mode>_epilogue runs the rest and then, as a whole step would, moves
+ * the position on and makes the logits readable.  Stopping before the epilogue leaves
+ * the position where it was (the next prologue starts over); the layers run so far have
+ * written their KV-cache rows.  ckir_<mode>_hidden(m, i): the state layer i hands on
+ * (n rows of CKIR_HIDDEN_SIZE floats), NULL if i is out of range. */
+int ckir_prefill_prologue(ckir_model *m, const int32_t *tokens, int64_t n);
+int ckir_prefill_layer(ckir_model *m, int64_t i);
+int ckir_prefill_epilogue(ckir_model *m);
+const float *ckir_prefill_hidden(const ckir_model *m, int64_t i);
+int ckir_decode_prologue(ckir_model *m, const int32_t *tokens, int64_t n);
+int ckir_decode_layer(ckir_model *m, int64_t i);
+int ckir_decode_epilogue(ckir_model *m);
+const float *ckir_decode_hidden(const ckir_model *m, int64_t i);
 
 /* on = 1 (the default): prefill's q8_0p / q4_1p GEMMs quantize x per block of 32 and
  * compute each row as decode's GEMV does (int8 dot products, about twice the fp32

@@ -152,8 +152,10 @@ int ckir_model_check_canaries(ckir_model *m) {
   return -1;
 }
 
-int ckir_model_run(ckir_model *m, const ckir_mode_desc *mode, const int32_t *tokens, int64_t n) {
+/* The checks of a step of n tokens and the copy of the tokens into the mode's io buffer. */
+static int step_begin(ckir_model *m, const ckir_mode_desc *mode, const int32_t *tokens, int64_t n) {
   const ckir_model_desc *d = m->desc;
+  m->phase_mode = NULL; /* a new step ends any step run phase by phase */
   if (!mode->run) {
     snprintf(m->error, sizeof m->error, "mode %s was not compiled into model %s", mode->name,
              d->name);
@@ -175,15 +177,87 @@ int ckir_model_run(ckir_model *m, const ckir_mode_desc *mode, const int32_t *tok
     }
   }
   memcpy(m->state + mode->tokens_offset, tokens, (size_t)n * sizeof(int32_t));
+  return CKIR_OK;
+}
+
+/* Runs fn (a whole step or one phase of it) with the model's int8-prefill choice. */
+static int step_run(ckir_model *m, ckir_mode_fn fn, int64_t n) {
   const int fp32_x = ckir_runtime_qp_fp32_x(m->fp32_x); /* this thread, for this call */
-  int rc = mode->run(m, n);
+  int rc = fn(m, n);
   ckir_runtime_qp_fp32_x(fp32_x);
-  if (rc != CKIR_OK) return rc;
+  return rc;
+}
+
+/* After the last call of a step: the tokens are in the KV cache, the logits in place. */
+static void step_end(ckir_model *m, const ckir_mode_desc *mode, int64_t n) {
   m->pos += n;
   /* a one-row output of a many-row mode holds the last token's logits only */
   m->last_rows = mode->logits_rows < mode->tokens_rows ? mode->logits_rows : n;
   m->last_logits = mode->logits_offset;
   m->error[0] = 0;
+}
+
+int ckir_model_run(ckir_model *m, const ckir_mode_desc *mode, const int32_t *tokens, int64_t n) {
+  int rc = step_begin(m, mode, tokens, n);
+  if (rc != CKIR_OK) return rc;
+  rc = step_run(m, mode->run, n);
+  if (rc != CKIR_OK) return rc;
+  step_end(m, mode, n);
+  return CKIR_OK;
+}
+
+int ckir_model_phase_begin(ckir_model *m, const ckir_mode_desc *mode, const int32_t *tokens,
+                           int64_t n, ckir_mode_fn prologue) {
+  int rc = step_begin(m, mode, tokens, n);
+  if (rc == CKIR_OK && prologue) rc = step_run(m, prologue, n);
+  if (rc != CKIR_OK) return rc;
+  m->phase_mode = mode;
+  m->phase_rows = n;
+  m->phase_next = 0;
+  m->error[0] = 0;
+  return CKIR_OK;
+}
+
+/* The step begun by ckir_<mode>_prologue is this mode's, and `what` may run now. */
+static int phase_check(ckir_model *m, const ckir_mode_desc *mode, const char *what,
+                       int64_t layer, int64_t expected) {
+  if (m->phase_mode != mode) {
+    snprintf(m->error, sizeof m->error,
+             "%s %s: no %s step is running (call ckir_%s_prologue first)", mode->name, what,
+             mode->name, mode->name);
+    return CKIR_ERR_ARG;
+  }
+  if (layer != expected) {
+    snprintf(m->error, sizeof m->error, "%s %s: the next phase is %s %lld", mode->name, what,
+             expected < m->desc->n_layers ? "layer" : "the epilogue, after layer",
+             (long long)(expected < m->desc->n_layers ? expected : expected - 1));
+    return CKIR_ERR_ARG;
+  }
+  return CKIR_OK;
+}
+
+int ckir_model_phase_layer(ckir_model *m, const ckir_mode_desc *mode, int64_t i,
+                           const ckir_mode_fn *layers) {
+  char what[48];
+  snprintf(what, sizeof what, "layer %lld", (long long)i);
+  if (i < 0 || i >= m->desc->n_layers) {
+    snprintf(m->error, sizeof m->error, "%s %s: the model has layers 0 to %lld", mode->name,
+             what, (long long)m->desc->n_layers - 1);
+    return CKIR_ERR_ARG;
+  }
+  int rc = phase_check(m, mode, what, i, m->phase_next);
+  if (rc == CKIR_OK) rc = step_run(m, layers[i], m->phase_rows);
+  if (rc != CKIR_OK) return rc;
+  m->phase_next = i + 1;
+  return CKIR_OK;
+}
+
+int ckir_model_phase_end(ckir_model *m, const ckir_mode_desc *mode, ckir_mode_fn epilogue) {
+  int rc = phase_check(m, mode, "epilogue", m->desc->n_layers, m->phase_next);
+  if (rc == CKIR_OK && epilogue) rc = step_run(m, epilogue, m->phase_rows);
+  if (rc != CKIR_OK) return rc;
+  m->phase_mode = NULL;
+  step_end(m, mode, m->phase_rows);
   return CKIR_OK;
 }
 
@@ -230,6 +304,7 @@ static int check_ids(ckir_model *m, const char *what, const int32_t *ids, int64_
 int ckir_model_backward(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t n,
                         float *loss) {
   const ckir_train_desc *t = &m->desc->train;
+  m->phase_mode = NULL; /* its activations may share slots with a step run phase by phase */
   if (!t->backward) return no_training(m);
   if (n < 1 || n > t->rows) {
     snprintf(m->error, sizeof m->error,

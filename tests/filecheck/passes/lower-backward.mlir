@@ -78,10 +78,23 @@
 // PLAN:       layout.totals {activation = {{[0-9]+}} : i64, {{.*}}grad = 494848 : i64, io = {{[0-9]+}} : i64, kv_cache = 8192 : i64, optimizer_state = 989696 : i64,
 // PLAN-SAME:  weight = 494848 : i64}
 
-// Emitted: one function per program; the optimizer reads lr and step from the model handle.
+// Emitted: one function per phase and one per program; the backward program
+// runs the forward phases, then the gradients' in reverse; the optimizer (all
+// epilogue) reads lr and step from the model handle.
 // EMITC:        static int ckir_run_backward(ckir_model *m, int64_t T) {
-// EMITC:        static int ckir_run_optimize(ckir_model *m, int64_t T) {
+// EMITC-NEXT:     int rc;
+// EMITC-NEXT:     if ((rc = ckir_ph_backward_prologue(m, T)) != CKIR_OK) return rc;
+// EMITC-NEXT:     if ((rc = ckir_ph_backward_layer_0(m, T)) != CKIR_OK) return rc;
+// EMITC-NEXT:     if ((rc = ckir_ph_backward_layer_1(m, T)) != CKIR_OK) return rc;
+// EMITC-NEXT:     if ((rc = ckir_ph_backward_epilogue(m, T)) != CKIR_OK) return rc;
+// EMITC-NEXT:     if ((rc = ckir_ph_backward_epilogue_grad(m, T)) != CKIR_OK) return rc;
+// EMITC-NEXT:     if ((rc = ckir_ph_backward_layer_1_grad(m, T)) != CKIR_OK) return rc;
+// EMITC-NEXT:     if ((rc = ckir_ph_backward_layer_0_grad(m, T)) != CKIR_OK) return rc;
+// EMITC-NEXT:     if ((rc = ckir_ph_backward_prologue_grad(m, T)) != CKIR_OK) return rc;
+// EMITC-NEXT:     return CKIR_OK;
+// EMITC:        static int ckir_ph_optimize_epilogue(ckir_model *m, int64_t T) {
 // EMITC:        ckir_adamw_f32((const float *)(S + CKIR_OFF_GRAD_EMBED), (const float *)(S + CKIR_OFF_OPTIMIZE_COEF), (float *)(W + CKIR_OFF_W_EMBED), (float *)(S + CKIR_OFF_ADAM_M_EMBED), (float *)(S + CKIR_OFF_ADAM_V_EMBED), 16384, m->lr, 0.9f, 0.999f, 1e-08f, 0.01f, m->step);
+// EMITC:        static int ckir_run_optimize(ckir_model *m, int64_t T) {
 // EMITC:        static const ckir_param_desc ckir_params[] = {
 // EMITC-NEXT:    {"w.embed", CKIR_OFF_W_EMBED, CKIR_OFF_GRAD_EMBED, CKIR_OFF_ADAM_M_EMBED, CKIR_OFF_ADAM_V_EMBED, 16384LL, 2, {256LL, 64LL}},
 // EMITC:        .train = {

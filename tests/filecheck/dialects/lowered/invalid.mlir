@@ -761,3 +761,23 @@ lowered.model @m {
     lowered.call @k(@x, @w) -> (@y) {N = 33 : i64, K = 64 : i64}
   }
 }
+
+// -----
+
+// an unknown phase (parse error)
+// CHECK: unknown phase 'middle' (expected one of prologue, steady, epilogue)
+lowered.model @m {
+  lowered.program @prefill mode "prefill" max_context 4 {
+    lowered.buffer @x activation : !lowered.buf<[4], f32> {phase = #lowered.phase<middle>}
+  }
+}
+
+// -----
+
+// a steady phase needs its layer (parse error)
+// CHECK: Expected integer literal (the layer index)
+lowered.model @m {
+  lowered.program @prefill mode "prefill" max_context 4 {
+    lowered.buffer @x activation : !lowered.buf<[4], f32> {phase = #lowered.phase<steady>}
+  }
+}
