@@ -306,8 +306,9 @@ def plan(model: lw.LoweredModelOp, strategy: str, align: int, canaries: bool) ->
             if v.root_name not in root_of:
                 raise CkirError(f"plan-layout: view @{v.view_name} has no root @{v.root_name}")
             size = v.view_type.byte_size
+            inplace = ly.INPLACE_ATTR in v.attributes
             arena.body_block.add_op(
-                ly.LayoutViewOp.make(v.view_name, v.root_name, v.offset_bytes, size)
+                ly.LayoutViewOp.make(v.view_name, v.root_name, v.offset_bytes, size, inplace)
             )
         plan_op.body_block.add_op(arena)
 
@@ -318,6 +319,10 @@ def plan(model: lw.LoweredModelOp, strategy: str, align: int, canaries: bool) ->
         totals.setdefault(role, 0)
     totals["saved"] = saved
     totals.update(ly.usage_totals(plan_op))
+    recorded = [ly.views_recorded(p) for p in model.programs().values()]
+    if any(recorded):  # --plan-views ran: what it removed and saved
+        totals[ly.COPIES_KEY] = sum(r.get("copies", 0) for r in recorded)
+        totals.update(ly.view_totals(plan_op))
     plan_op.body_block.add_op(ly.TotalsOp.make(totals))
     return plan_op
 
