@@ -78,6 +78,7 @@ from ckir.passes.plan_layout import (
     DEFAULT_STRATEGY,
     PlanLayoutPass,
 )
+from ckir.passes.plan_views import PlanViewsPass
 from ckir.passes.tag_phases import TagPhasesPass
 from ckir.passes.widen_weights import WidenWeightsPass
 from ckir.runtime_build import ISAS
@@ -154,6 +155,8 @@ class CompileOptions:
     panels: bool | None = None
     #: run the fusion passes (each fires only where the registry has the fused kernel)
     fuse: bool = True
+    #: run --plan-views (elementwise outputs written over inputs that die there)
+    views: bool = True
     #: prefill logits: "all" rows ([T, V]: scoring, training) or the "last" row ([1, V]:
     #: generation; the footer runs on one row)
     logits: str = "all"
@@ -218,7 +221,7 @@ class CompileOptions:
         )
         need(self.max_context is None or is_int(self.max_context), "max_context", "an int or None")
         need(is_int(self.align) and self.align > 0, "align", "a positive int")
-        for name in ("debug", "canaries", "fuse", "strict"):
+        for name in ("debug", "canaries", "fuse", "strict", "views"):
             need(isinstance(getattr(self, name), bool), name, "a bool")
         need(self.panels is None or isinstance(self.panels, bool), "panels", "a bool or None")
         need(isinstance(self.logits, str), "logits", "a str")
@@ -413,6 +416,8 @@ def lower(module: ModuleOp, options: CompileOptions) -> None:
         passes.append(KvCacheDtypePass(dtype=kv_dtype))
     if options.fuse:
         passes += [FuseQkvPass(), FuseGateUpPass(), FuseAddRmsnormPass()]
+    if options.views:  # in-place reuse: views instead of slots of their own
+        passes.append(PlanViewsPass())
     passes.append(TagPhasesPass())  # after every pass that adds or replaces calls
     for p in passes:
         p.apply(ctx, module)

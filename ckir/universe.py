@@ -31,6 +31,7 @@ PASSES: dict[str, str] = {
     "lower-backward": "ckir.passes.lower_backward:LowerBackwardPass",
     "lower-decode": "ckir.passes.lower_decode:LowerDecodePass",
     "plan-layout": "ckir.passes.plan_layout:PlanLayoutPass",
+    "plan-views": "ckir.passes.plan_views:PlanViewsPass",
     "io-manifest": "ckir.passes.io_manifest:IoManifestPass",
     "fuse-qkv": "ckir.passes.fuse_qkv:FuseQkvPass",
     "fuse-gate-up": "ckir.passes.fuse_gate_up:FuseGateUpPass",

@@ -48,6 +48,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     SymbolNameConstraint,
     SymbolRefAttr,
+    UnitAttr,
     i64,
 )
 from xdsl.ir import Attribute, Block, Dialect, Region
@@ -93,6 +94,13 @@ SAVED = "saved"
 #: (``arena.decode``) and the most bytes live at once in it (``bound.decode``)
 ARENA_KEY = "arena."
 BOUND_KEY = "bound."
+#: totals keys of ``--plan-views`` (passes/plan_views.py): the copy calls it removed
+#: (recorded on the programs), and the bytes of the buffers that became pure views
+#: or in-place aliases instead of slots of their own (the sizes of the plan's views)
+COPIES_KEY = "copies_removed"
+VIEW_BYTES_KEY = "saved.views"
+INPLACE_BYTES_KEY = "saved.inplace"
+_VIEW_KEYS = (COPIES_KEY, VIEW_BYTES_KEY, INPLACE_BYTES_KEY)
 
 _I1 = IntegerType(1)
 
@@ -243,7 +251,7 @@ class PlanOp(SingleBody, IRDLOperation):
             raise VerifyException(f"{where}: needs a layout.totals as its last op")
         values = totals.values()
         for role in sorted(set(values) | set(sums)):
-            if role == SAVED or _mode_key(role) is not None:
+            if role == SAVED or role in _VIEW_KEYS or _mode_key(role) is not None:
                 continue
             got = values.get(role)
             want = sums.get(role, 0)
@@ -259,6 +267,7 @@ class PlanOp(SingleBody, IRDLOperation):
         if model is not None:
             _ModelCheck(self, model, where).run()
         _check_manifest(self, model, where)
+        _check_view_totals(self, values, where)
         # after the model check: a live range the program contradicts is named as such
         _check_bounds(self, values, where)
 
@@ -584,6 +593,12 @@ class LayoutViewOp(ViewOf, Sized, IRDLOperation):
     ``layout.view @prefill.k of @prefill.qkv offset 1024 size 512``
 
     ``0 <= offset`` and ``offset + size <= root size``; the root is a slot, not a view.
+
+    ``inplace`` marks an in-place reuse made by ``--plan-views``: an elementwise call's
+    output written over an input that dies at that call, so it aliases the input's
+    root from offset 0 (its own bytes never needed a slot):
+
+    ``layout.view @prefill.layers.0.x1 of @prefill.layers.0.o offset 0 size 32768 inplace``
     """
 
     name = "layout.view"
@@ -592,26 +607,39 @@ class LayoutViewOp(ViewOf, Sized, IRDLOperation):
     root = prop_def(SymbolRefAttr)
     offset = prop_def(IntegerAttr[I64])
     size = prop_def(IntegerAttr[I64])
+    inplace = opt_prop_def(UnitAttr)
 
     traits = traits_def(SymbolOpInterface(), HasParent(ArenaOp))
 
-    assembly_format = "$sym_name `of` $root `offset` $offset `size` $size attr-dict-with-keyword"
+    assembly_format = (
+        "$sym_name `of` $root `offset` $offset `size` $size (`inplace` $inplace^)? "
+        "attr-dict-with-keyword"
+    )
 
     @staticmethod
-    def make(name: str, root: str, offset: int, size: int) -> LayoutViewOp:
-        return LayoutViewOp.create(
-            properties={
-                "sym_name": StringAttr(name),
-                "root": _ref(root.data if isinstance(root, StringAttr) else root),
-                "offset": _int(offset),
-                "size": _int(size),
-            }
-        )
+    def make(name: str, root: str, offset: int, size: int, inplace: bool = False) -> LayoutViewOp:
+        props: dict[str, Attribute] = {
+            "sym_name": StringAttr(name),
+            "root": _ref(root.data if isinstance(root, StringAttr) else root),
+            "offset": _int(offset),
+            "size": _int(size),
+        }
+        if inplace:
+            props["inplace"] = UnitAttr()
+        return LayoutViewOp.create(properties=props)
+
+    @property
+    def is_inplace(self) -> bool:
+        return self.inplace is not None
 
     def verify_(self) -> None:
+        where = f"layout.view {sym(self.view_name)}"
         if self.size_bytes < 0:
+            raise VerifyException(f"{where}: size {self.size_bytes} is negative")
+        if self.is_inplace and self.offset_bytes != 0:
             raise VerifyException(
-                f"layout.view {sym(self.view_name)}: size {self.size_bytes} is negative"
+                f"{where}: an inplace view writes over its root from offset 0, "
+                f"not {self.offset_bytes}"
             )
 
 
@@ -645,10 +673,11 @@ class TotalsOp(IRDLOperation):
 
     def verify_(self) -> None:
         for k, v in self.totals.data.items():
-            if k != SAVED and k not in _ROLE_SET and _mode_key(k) is None:
+            known = k == SAVED or k in _ROLE_SET or k in _VIEW_KEYS
+            if not known and _mode_key(k) is None:
                 raise VerifyException(
                     f"layout.totals: unknown key '{k}' (expected a role, '{SAVED}', "
-                    f"'{ARENA_KEY}<mode>' or '{BOUND_KEY}<mode>')"
+                    f"'{ARENA_KEY}<mode>', '{BOUND_KEY}<mode>' or one of {', '.join(_VIEW_KEYS)})"
                 )
             if not isinstance(v, IntegerAttr):
                 raise VerifyException(f"layout.totals: {k} must be an integer")
@@ -745,6 +774,50 @@ def _check_bounds(plan: PlanOp, values: Mapping[str, int], where: str) -> None:
             raise VerifyException(
                 f"{where}: totals say {k} = {values[k]} bytes but the slots give {want[k]}"
             )
+
+
+def view_totals(plan: PlanOp) -> dict[str, int]:
+    """``saved.views`` / ``saved.inplace``: the bytes of the plan's pure and in-place views
+    (what their buffers would have taken as slots of their own)."""
+    pure = inplace = 0
+    for arena in plan.arenas().values():
+        for view in arena.views():
+            if view.is_inplace:
+                inplace += view.size_bytes
+            else:
+                pure += view.size_bytes
+    return {VIEW_BYTES_KEY: pure, INPLACE_BYTES_KEY: inplace}
+
+
+def _check_view_totals(plan: PlanOp, values: Mapping[str, int], where: str) -> None:
+    """``saved.views`` / ``saved.inplace``, where present, equal the sizes of the views;
+    next to the model, ``copies_removed`` equals what its programs record."""
+    want = view_totals(plan)
+    for key, bytes_ in want.items():
+        if key in values and values[key] != bytes_:
+            raise VerifyException(
+                f"{where}: totals say {key} = {values[key]} bytes but the views give {bytes_}"
+            )
+    model = plan.planned_model()
+    if COPIES_KEY in values and model is not None:
+        copies = sum(views_recorded(p).get("copies", 0) for p in model.programs().values())
+        if values[COPIES_KEY] != copies:
+            raise VerifyException(
+                f"{where}: totals say {COPIES_KEY} = {values[COPIES_KEY]} but the programs "
+                f"record {copies} copies removed"
+            )
+
+
+#: the attribute ``--plan-views`` records on a ``lowered.program`` (``{copies, inplace}``
+#: counts) and the unit attribute it puts on the ``lowered.view`` of an in-place reuse
+VIEWS_ATTR = "views"
+INPLACE_ATTR = "inplace"
+
+
+def views_recorded(program: lw.ProgramOp) -> dict[str, int]:
+    """The counts ``--plan-views`` recorded on ``program`` (empty when it did not run)."""
+    attr = program.attributes.get(VIEWS_ATTR)
+    return int_entries(attr) if isinstance(attr, DictionaryAttr) else {}
 
 
 # --------------------------------------------------------------------------- plan vs model
@@ -848,6 +921,12 @@ class _ModelCheck:
                 f"{ref} has role {op.role}"
             )
         if isinstance(placed, LayoutViewOp) and isinstance(op, lw.ViewOp):
+            if placed.is_inplace != (INPLACE_ATTR in op.attributes):
+                plan_says, ir_says = ("is", "is not") if placed.is_inplace else ("is not", "is")
+                raise VerifyException(
+                    f"{self.where}: layout.view {name} {plan_says} inplace but view {name} "
+                    f"of {ref} {ir_says}"
+                )
             at = (op.root_name, op.offset_bytes)
             if (placed.root_name, placed.offset_bytes) != at:
                 raise VerifyException(

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ckir.backend.layout_svg import ROLE_COLOURS, plan_to_svg
+from ckir.backend.layout_svg import INPLACE_STROKE, ROLE_COLOURS, plan_to_svg
 from ckir.dialects import layout as ly
 from ckir.ir_io import load_module
 from ckir.tools.zoo import make_numpy_model
@@ -112,6 +112,30 @@ def test_svg_draws_every_live_slot_and_the_bound(build: Path) -> None:
     assert "lower bound" in svg or "arena = bound" in svg
     for role in ("kv_cache", "activation", "io"):
         assert ROLE_COLOURS[role] in svg
+
+
+def test_svg_and_inspect_show_views_and_inplace_reuse(build: Path) -> None:
+    """--plan-views made in-place reuses (the residual adds, swiglu): the plan marks them,
+    the SVG draws each as a hatched box with its own outline (not the pure views' dashed
+    one), the legend names it, and ``ckir inspect`` prints the counts and bytes."""
+    plan = next(op for op in load_module(build / "layout.mlir").ops if isinstance(op, ly.PlanOp))
+    state = plan.arenas()["state"]
+    inplace = [v for v in state.views() if v.is_inplace]
+    assert inplace, "the build has no in-place reuse"
+    totals = plan.totals()
+    assert totals[ly.INPLACE_BYTES_KEY] == sum(v.size_bytes for v in inplace) > 0
+    assert totals[ly.COPIES_KEY] == 0
+    svg = plan_to_svg(plan)
+    # both panels of its mode draw every in-place view (their roots are transient)
+    assert svg.count('class="inplace"') == 2 * len(inplace)
+    assert svg.count('class="view"') == 2 * (len(state.views()) - len(inplace))
+    assert f'stroke="{INPLACE_STROKE}"' in svg and "in-place reuse</text>" in svg
+    assert "url(#inplace-hatch)" in svg
+    proc = _inspect(build)
+    assert proc.returncode == 0, proc.stderr
+    want = f"{len(inplace)} in-place reuses, {totals[ly.INPLACE_BYTES_KEY]:,} bytes"
+    assert want in proc.stdout
+    assert "saved.inplace" in proc.stdout  # the totals section prints the key too
 
 
 def test_svg_renders_in_headless_chromium(build: Path, tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Arena size against its lower bound, per mode, for model shapes compiled without weights.
 
-    python -m ckir.tools.arena_bound [smollm-135m qwen2-0.5b gpt2-small] [--strategy S]
+    python -m ckir.tools.arena_bound [smollm-135m qwen2-0.5b gpt2-small] [--strategy S] [--no-views]
 
 For each built-in shape of ``tools/bench_build.py`` (or a HF ``config.json`` path),
 the graph is imported from the config and the tensor shapes of a transformers model
@@ -78,6 +78,7 @@ def measure(
     modes: Sequence[str] = LOWERED_MODES,
     max_context: int | None = None,
     strategy: str | None = None,
+    views: bool = True,
 ) -> tuple[dict[str, tuple[int, int]], float]:
     """``({mode: (arena bytes, bound)}, seconds spent lowering and planning)`` of
     transformers config ``cfg``: one build per mode (training builds need f32 weights
@@ -93,6 +94,7 @@ def measure(
             strategy=strategy,
             dtype="f32" if train else None,
             panels=False if train else None,
+            views=views,
         )
         t0 = time.perf_counter()
         lower(module, opts)
@@ -110,12 +112,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("models", nargs="*", default=list(SHAPES))
     ap.add_argument("--strategy", default=None)
     ap.add_argument("--max-context", type=int, default=None)
+    ap.add_argument("--no-views", action="store_true", help="without --plan-views")
     args = ap.parse_args(argv)
     print(f"{'model':<14} {'mode':<9} {'arena':>14} {'bound':>14} {'ratio':>6}")
     for name in args.models:
         arch, cfg = SHAPES[name]
         usage, secs = measure(
-            hf_config(arch, cfg), max_context=args.max_context, strategy=args.strategy
+            hf_config(arch, cfg),
+            max_context=args.max_context,
+            strategy=args.strategy,
+            views=not args.no_views,
         )
         for mode, (used, bound) in usage.items():
             print(f"{name:<14} {mode:<9} {used:>14,} {bound:>14,} {used / bound:>6.3f}")

@@ -3,13 +3,14 @@
 Each panel draws the arena as call index (x) x byte offset (y, 0 at the top): a slot
 live for calls ``first..last`` is a box over those calls and its bytes (canary
 included), coloured by role; permanent slots (KV cache, io, gradients, optimizer
-moments) span every call; a ``layout.view`` is a dashed outline inside its root's box;
-slots that reuse bytes another slot of the mode held earlier are visible as boxes
-stacked at the same offsets.  The lower bound (``bound.<mode>``, the most bytes live
-at once) is a red line, the mode's arena end a black one.  Each mode has two panels: the whole
-arena, then its transient slots alone (from the lowest transient offset), where the
-reuse shows when permanent buffers dwarf the activations.  Plain SVG text, written
-here (no plotting library): ``ckir inspect BUILD --svg FILE``.
+moments) span every call; a ``layout.view`` is a dashed outline inside its root's box,
+and an in-place reuse (an ``inplace`` view, ``--plan-views``) a gold hatched box with a
+solid magenta outline; slots that reuse bytes another slot of the mode held earlier
+are visible as boxes stacked at the same offsets.  The lower bound (``bound.<mode>``,
+the most bytes live at once) is a red line, the mode's arena end a black one.  Each
+mode has two panels: the whole arena, then its transient slots alone (from the lowest
+transient offset), where the reuse shows when permanent buffers dwarf the activations.
+Plain SVG text, written here (no plotting library): ``ckir inspect BUILD --svg FILE``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from html import escape
 
 from ckir.dialects import layout as ly
 
-__all__ = ["ROLE_COLOURS", "plan_to_svg"]
+__all__ = ["INPLACE_STROKE", "ROLE_COLOURS", "VIEW_STROKE", "plan_to_svg"]
 
 #: fill colour per role (the roles of the layout dialect)
 ROLE_COLOURS: dict[str, str] = {
@@ -30,6 +31,15 @@ ROLE_COLOURS: dict[str, str] = {
     "grad": "#d62728",
     "optimizer_state": "#8c564b",
 }
+#: outline of a pure view (dashed) and of an in-place reuse (solid, over a hatched fill)
+VIEW_STROKE = "#000000"
+INPLACE_STROKE = "#c2188b"
+_HATCH = (
+    '<defs><pattern id="inplace-hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
+    'patternTransform="rotate(45)"><rect width="6" height="6" fill="#ffd54f" '
+    'fill-opacity="0.55"/><line x1="0" y1="0" x2="0" y2="6" stroke="#c2188b" '
+    'stroke-width="2"/></pattern></defs>'
+)
 _W = 900  # plot width of a panel
 _H = 420  # plot height of a panel
 _LEFT = 110
@@ -54,6 +64,7 @@ def plan_to_svg(plan: ly.PlanOp) -> str:
     state = [a for a in plan.arenas().values() if any(s.live_range for s in a.slots())]
     panels: list[str] = []
     roles_seen: set[str] = set()
+    views_seen: set[str] = set()
     y0 = _TOP
     for arena in state:
         slots = arena.slots()
@@ -103,10 +114,23 @@ def plan_to_svg(plan: ly.PlanOp) -> str:
                     first, last = (0, calls - 1) if live is None else (live[1], live[2])
                     b0 = root.offset_bytes + v.offset_bytes
                     x, y, w, h = _box(sx, sy, y0, first, last + 1, b0 - lo, b0 - lo + v.size_bytes)
+                    if v.is_inplace:
+                        views_seen.add("inplace")
+                        style = (
+                            f'class="inplace" fill="url(#inplace-hatch)" stroke="{INPLACE_STROKE}" '
+                            'stroke-width="1.2"'
+                        )
+                        what = "in-place reuse"
+                    else:
+                        views_seen.add("view")
+                        style = (
+                            f'class="view" fill="none" stroke="{VIEW_STROKE}" '
+                            'stroke-dasharray="3,2" stroke-width="0.8"'
+                        )
+                        what = "view"
                     out.append(
-                        f'<rect x="{x:.2f}" y="{y:.2f}" width="{w:.2f}" height="{h:.2f}" '
-                        'fill="none" stroke="#000000" stroke-dasharray="3,2" stroke-width="0.8">'
-                        f"<title>view {escape(v.view_name)} of {escape(v.root_name)} + "
+                        f'<rect x="{x:.2f}" y="{y:.2f}" width="{w:.2f}" height="{h:.2f}" {style}>'
+                        f"<title>{what} {escape(v.view_name)} of {escape(v.root_name)} + "
                         f"{v.offset_bytes}, {v.size_bytes} bytes</title></rect>"
                     )
                 lines = [(used, "#000000", "arena end"), (bound, "#e41a1c", "lower bound")]
@@ -141,9 +165,16 @@ def plan_to_svg(plan: ly.PlanOp) -> str:
         )
         lx += 40 + 9 * len(role)
     legend.append(
-        f'<rect x="{lx}" y="{y0 - 20}" width="14" height="14" fill="none" stroke="#000000" '
-        f'stroke-dasharray="3,2"/><text x="{lx + 20}" y="{y0 - 9}">view</text>'
+        f'<rect x="{lx}" y="{y0 - 20}" width="14" height="14" fill="none" '
+        f'stroke="{VIEW_STROKE}" stroke-dasharray="3,2"/>'
+        f'<text x="{lx + 20}" y="{y0 - 9}">view</text>'
     )
+    if "inplace" in views_seen:
+        lx += 70
+        legend.append(
+            f'<rect x="{lx}" y="{y0 - 20}" width="14" height="14" fill="url(#inplace-hatch)" '
+            f'stroke="{INPLACE_STROKE}"/><text x="{lx + 20}" y="{y0 - 9}">in-place reuse</text>'
+        )
     legend.append("</g>")
     width = _LEFT + _W + 40
     height = y0 + 10
@@ -151,7 +182,7 @@ def plan_to_svg(plan: ly.PlanOp) -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif">\n'
-        f"<title>{title}</title>\n"
+        f"<title>{title}</title>\n{_HATCH}\n"
         f'<rect width="{width}" height="{height}" fill="#ffffff"/>\n'
         + "\n".join(panels)
         + "\n"
@@ -165,4 +196,14 @@ def arena_lines(plan: ly.PlanOp) -> list[str]:
     lines = ["arena per mode (bytes used / lower bound = most bytes live at once):"]
     for mode, (used, bound) in ly.mode_usage(plan).items():
         lines.append(f"  {mode:<9} {used:>14,} / {bound:>14,}  {used / bound:.2f}x")
+    totals = plan.totals()
+    if ly.COPIES_KEY in totals:
+        views = [v for a in plan.arenas().values() for v in a.views()]
+        inplace = sum(1 for v in views if v.is_inplace)
+        lines.append(
+            f"views (--plan-views): {totals[ly.COPIES_KEY]} copies removed; "
+            f"{len(views) - inplace} views, {totals.get(ly.VIEW_BYTES_KEY, 0):,} bytes; "
+            f"{inplace} in-place reuses, {totals.get(ly.INPLACE_BYTES_KEY, 0):,} bytes "
+            "(bytes: what those buffers would take as slots of their own)"
+        )
     return lines

@@ -448,7 +448,7 @@ layout.plan @p strategy "bump" align 64 canaries false {
 // -----
 
 // unknown totals key
-// CHECK: layout.totals: unknown key 'activations' (expected a role, 'saved', 'arena.<mode>' or 'bound.<mode>')
+// CHECK: layout.totals: unknown key 'activations' (expected a role, 'saved', 'arena.<mode>', 'bound.<mode>' or one of copies_removed, saved.views, saved.inplace)
 layout.plan @p strategy "bump" align 64 canaries false {
   layout.arena @weights size 4096 {
   }
@@ -970,10 +970,57 @@ layout.plan @p strategy "liveness" align 64 canaries false {
 // -----
 
 // a per-mode key of an unknown mode
-// CHECK: layout.totals: unknown key 'bound.sample' (expected a role, 'saved', 'arena.<mode>' or 'bound.<mode>')
+// CHECK: layout.totals: unknown key 'bound.sample' (expected a role, 'saved', 'arena.<mode>', 'bound.<mode>' or one of copies_removed, saved.views, saved.inplace)
 layout.plan @p strategy "liveness" align 64 canaries false {
   layout.arena @state size 2048 {
     layout.slot @"prefill.x" offset 0 size 1024 role activation live "prefill" 0 2
   }
   layout.totals {activation = 1024 : i64, bound.sample = 1024 : i64}
 }
+
+// -----
+
+// an inplace view (--plan-views) writes over its root from offset 0
+// CHECK: layout.view @x1: an inplace view writes over its root from offset 0, not 64
+layout.plan @p strategy "liveness" align 64 canaries false {
+  layout.arena @state size 2048 {
+    layout.slot @o offset 0 size 1024 role activation live "prefill" 0 4
+    layout.view @x1 of @o offset 64 size 512 inplace
+  }
+  layout.totals {activation = 1024 : i64}
+}
+
+// -----
+
+// saved.inplace is the bytes of the inplace views
+// CHECK: layout.plan @p: totals say saved.inplace = 4096 bytes but the views give 1024
+layout.plan @p strategy "liveness" align 64 canaries false {
+  layout.arena @state size 2048 {
+    layout.slot @o offset 0 size 1024 role activation live "prefill" 0 4
+    layout.view @x1 of @o offset 0 size 1024 inplace
+  }
+  layout.totals {activation = 1024 : i64, saved.inplace = 4096 : i64, saved.views = 0 : i64}
+}
+
+// -----
+
+// saved.views is the bytes of the other views
+// CHECK: layout.plan @p: totals say saved.views = 0 bytes but the views give 512
+layout.plan @p strategy "liveness" align 64 canaries false {
+  layout.arena @state size 2048 {
+    layout.slot @o offset 0 size 1024 role activation live "prefill" 0 4
+    layout.view @h of @o offset 512 size 512
+  }
+  layout.totals {activation = 1024 : i64, saved.views = 0 : i64}
+}
+
+// -----
+
+// an unknown totals key names the known ones
+// CHECK: layout.totals: unknown key 'saved.copies' (expected a role, 'saved', 'arena.<mode>', 'bound.<mode>' or one of copies_removed, saved.views, saved.inplace)
+layout.plan @p strategy "liveness" align 64 canaries false {
+  layout.arena @state size 2048 {
+  }
+  layout.totals {saved.copies = 0 : i64}
+}
+

@@ -42,6 +42,17 @@ layout.plan @empty strategy "bump" align 8 canaries false {
   layout.totals {}
 }
 
+// --plan-views' marks: an inplace view (an elementwise output written over its dying
+// input, from offset 0) and the totals of what views and in-place reuse saved.
+layout.plan @views strategy "liveness" align 64 canaries false {
+  layout.arena @state size 2048 {
+    layout.slot @"prefill.o" offset 0 size 1024 role activation live "prefill" 0 4
+    layout.view @"prefill.x1" of @"prefill.o" offset 0 size 1024 inplace
+    layout.view @"prefill.o.half" of @"prefill.o" offset 512 size 512
+  }
+  layout.totals {activation = 1024 : i64, copies_removed = 0 : i64, saved = 0 : i64, saved.inplace = 1024 : i64, saved.views = 512 : i64}
+}
+
 // The printed form (identical for both RUN lines):
 // CHECK: builtin.module {
 // CHECK-NEXT: layout.plan @tiny strategy "bump" align 64 canaries true {
@@ -76,5 +87,13 @@ layout.plan @empty strategy "bump" align 8 canaries false {
 // CHECK-NEXT: }
 // CHECK-NEXT: layout.plan @empty strategy "bump" align 8 canaries false {
 // CHECK-NEXT: layout.totals {}
+// CHECK-NEXT: }
+// CHECK-NEXT: layout.plan @views strategy "liveness" align 64 canaries false {
+// CHECK-NEXT: layout.arena @state size 2048 {
+// CHECK-NEXT: layout.slot @prefill.o offset 0 size 1024 role activation live "prefill" 0 4
+// CHECK-NEXT: layout.view @prefill.x1 of @prefill.o offset 0 size 1024 inplace
+// CHECK-NEXT: layout.view @prefill.o.half of @prefill.o offset 512 size 512
+// CHECK-NEXT: }
+// CHECK-NEXT: layout.totals {activation = 1024 : i64, copies_removed = 0 : i64, saved = 0 : i64, saved.inplace = 1024 : i64, saved.views = 512 : i64}
 // CHECK-NEXT: }
 // CHECK-NEXT: }
