@@ -146,6 +146,9 @@ ckir_wread ckir_internal_wread_q4_0p(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q4_k(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q5_k(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q6_k(int64_t M, int64_t K);
+/* 1 when this thread's GEMMs take fp32 x (ckir_runtime_qp_fp32_x): the block panels'
+ * and the K-quants' int8 prefill switched off (quant_panels.c) */
+int ckir_internal_qp_fp32_x_on(void);
 /* the GEMM_B_ROWS reading of row converter `row` at M rows (GEMM_B_NONE up to
  * CKIR_WGEMM_SMALL_M) */
 ckir_wread ckir_internal_wread_rows(int64_t M, ckir_wrow_fn row);
