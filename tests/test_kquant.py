@@ -239,9 +239,10 @@ def test_gemm_and_embed(lib, kq_x: str, dtype: str, m: int, n: int, k: int) -> N
     mag = np.abs(x).astype(np.float64) @ np.abs(wd).astype(np.float64).T
     tol = 1e-5 * mag + 1e-6
     qbound = np.zeros((m, n))
+    wsum = np.abs(wd.astype(np.float64)).reshape(n, -1, 256).sum(axis=2)  # [n, K/256]
     for i in range(m):
         _, dx = quantize_x(x[i])
-        qbound[i] = (np.abs(wd.astype(np.float64)).reshape(n, -1, 256).sum(axis=2) * dx / 2).sum(axis=1)
+        qbound[i] = (wsum * dx / 2).sum(axis=1)
     for threads in (1, 2):
         lib.set_num_threads(threads)
         for run in (lib.call, lib.ref):
@@ -251,7 +252,8 @@ def test_gemm_and_embed(lib, kq_x: str, dtype: str, m: int, n: int, k: int) -> N
             yb = np.zeros((m, n), F32)
             run(f"gemm_bias_{dtype}", x, wq, b, yb, m, n, k)
             if int8:
-                assert np.array_equal(y.view(np.uint32), gemv_rows(lib, dtype, x, wq, n).view(np.uint32))
+                ref = gemv_rows(lib, dtype, x, wq, n)
+                assert np.array_equal(y.view(np.uint32), ref.view(np.uint32))
                 ref_b = gemv_rows(lib, dtype, x, wq, n, b)
                 assert np.array_equal(yb.view(np.uint32), ref_b.view(np.uint32))
                 assert np.all(np.abs(y - exact) <= qbound + tol)
@@ -276,7 +278,8 @@ def test_fused_gemms(lib, kq_x: str, dtype: str, m: int) -> None:
     x = rng.standard_normal((m, k)).astype(F32)
 
     def mag(wq: np.ndarray) -> np.ndarray:
-        return np.abs(x).astype(np.float64) @ np.abs(quant.dequantize(wq, dtype)).astype(np.float64).T
+        wd = np.abs(quant.dequantize(wq, dtype)).astype(np.float64)
+        return np.abs(x).astype(np.float64) @ wd.T
 
     lib.set_num_threads(2)
     outs = [np.zeros((m, nn), F32) for nn in (nq, nk, nk)]
