@@ -4,7 +4,7 @@ default) against fp32 x (rows of w dequantized, gemm.c's driver; the path
 and one process.
 
     python benchmarks/bench_kquant_gemm.py [--isa native] [--threads 2] [--rounds 15]
-        [--dtypes q4_k,q6_k] [--m 128]
+        [--dtypes q4_k,q6_k] [--m 128] [--cpu]
 
 Shapes: a 135M-class layer (hidden 768, intermediate 2048, 12 / 4 heads of 64): q, o
 (768 x 768), k / v (256 x 768), gate / up (2048 x 768) and down (768 x 2048), each a
@@ -43,7 +43,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--dtypes", default="q4_k,q6_k")
     ap.add_argument("--m", type=int, default=128, help="prompt rows (M)")
+    ap.add_argument(
+        "--cpu",
+        action="store_true",
+        help="time the calling thread's CPU time instead of the wall clock (with --threads 1: "
+        "the kernel's own time, whatever the host's other jobs take from the core)",
+    )
     args = ap.parse_args()
+    if args.cpu and args.threads != 1:
+        sys.exit("--cpu measures the calling thread only: use it with --threads 1")
+    clock = time.thread_time if args.cpu else time.perf_counter
     lib = build_runtime(args.isa, Path(tempfile.mkdtemp(prefix="kq_gemm_")))
     if not lib.qp_int8:
         sys.exit(f"the {args.isa} runtime has no int8 GEMM (scalar build?)")
@@ -52,7 +61,9 @@ def main() -> None:
     m = args.m
     x = {k: rng.standard_normal((m, k)).astype(np.float32) for k in {k for _, k in SHAPES}}
     flops = sum(2 * m * n * k for n, k in SHAPES)
-    print(f"isa {args.isa}, {args.threads} threads, M = {m}, {flops / 1e9:.2f} GFLOP a pass")
+    what = "CPU time" if args.cpu else "wall clock"
+    gflop = flops / 1e9
+    print(f"isa {args.isa}, {args.threads} threads, M = {m}, {gflop:.2f} GFLOP a pass, {what}")
     for dtype in args.dtypes.split(","):
         ws = [
             quant.quantize(rng.standard_normal((n, k)).astype(np.float32), dtype) for n, k in SHAPES
@@ -61,10 +72,10 @@ def main() -> None:
 
         def one_pass(fp32: bool, ws=ws, ys=ys, dtype=dtype) -> float:
             lib.qp_fp32_x(fp32)
-            t0 = time.perf_counter()
+            t0 = clock()
             for (n, k), w, y in zip(SHAPES, ws, ys, strict=True):
                 lib.call(f"gemm_{dtype}", x[k], w, y, m, n, k)
-            dt = time.perf_counter() - t0
+            dt = clock() - t0
             lib.qp_fp32_x(False)
             return dt
 

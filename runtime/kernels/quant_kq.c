@@ -44,6 +44,7 @@
  * accumulators of one row kernel (GEMV: 2 rows of w x 1 row of x) */
 #define KQ_TX 4
 #define KQ_TILE 4
+_Static_assert(KQ_TX == 4, "gemm_<k> dispatches a tail of 1 to 3 rows of x");
 /* bytes of x's quantized rows (Q8_K) a GEMM thread keeps on its stack at once */
 #define KQ_XB (96 * 1024)
 
@@ -348,29 +349,32 @@ CKIR_INLINE void q45_k_row256(const uint8_t *row, int64_t nb, const kq_act *s, i
     const __m128i scm = kq_scm(hdr);
     const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
     const uint8_t *qs = p + (q5 ? 48 : 16);
-    __m256i q[8], sv[8]; /* chunk c: q[2c] sub-block 2c (low nibbles), q[2c + 1] 2c + 1 */
-    for (int c = 0; c < 4; c++) {
+    __m256i isum[KQ_TX]; /* x row i's int32 lanes; each chunk unpacked once for the X rows */
+    for (int i = 0; i < X; i++) isum[i] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) { /* chunk c: sub-blocks 2c (low nibbles) and 2c + 1 */
       const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-      q[2 * c] = _mm256_and_si256(v, mask);
-      q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+      __m256i lo = _mm256_and_si256(v, mask);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
       if (q5) {
         const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
         const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
         const __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
-        q[2 * c] = _mm256_or_si256(q[2 * c], _mm256_slli_epi16(h0, 4));
-        q[2 * c + 1] = _mm256_or_si256(q[2 * c + 1], _mm256_slli_epi16(h1, 4));
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
       }
-      sv[2 * c] = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(KQ_WORD(2 * c)));
-      sv[2 * c + 1] = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(KQ_WORD(2 * c + 1)));
+      const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(KQ_WORD(2 * c)));
+      const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(KQ_WORD(2 * c + 1)));
+      for (int i = 0; i < X; i++) {
+        const int8_t *a = s[i].a + b * QKK + 64 * c;
+        isum[i] = _mm256_add_epi32(isum[i], kq_dot256(lo, a, s0));
+        isum[i] = _mm256_add_epi32(isum[i], kq_dot256(hi, a + 32, s1));
+      }
     }
     const __m128 dh = _mm_cvtph_ps(hdr);
     for (int i = 0; i < X; i++) {
-      const int8_t *a = s[i].a + b * QKK;
-      __m256i isum = kq_dot256(q[0], a, sv[0]);
-      for (int j = 1; j < 8; j++) isum = _mm256_add_epi32(isum, kq_dot256(q[j], a + 32 * j, sv[j]));
       const __m256i mt = kq_min_terms(scm, s[i].bs + b * 16);
       const __m128 dd = _mm_mul_ps(dh, _mm_set1_ps(s[i].dx[b])); /* d dx, dmin dx */
-      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_broadcastss_ps(dd), acc[i]);
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_broadcastss_ps(dd), acc[i]);
       accm[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
                                 accm[i]);
     }
@@ -387,7 +391,8 @@ CKIR_INLINE void q6_k_row256(const uint8_t *row, int64_t nb, const kq_act *s, in
     const uint8_t *p = row + b * CKIR_Q6_K_BYTES;
     kq_prefetch(p + pfd, CKIR_Q6_K_BYTES);
     const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192)));
-    __m256i q[8], sv[8]; /* q[4h + t]: elements 128h + 32t + l, sub-blocks 8h + 2t, + 1 */
+    __m256i isum[KQ_TX]; /* x row i's int32 lanes; each run unpacked once for the X rows */
+    for (int i = 0; i < X; i++) isum[i] = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
       const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
       const __m256i l0 = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
@@ -400,20 +405,20 @@ CKIR_INLINE void q6_k_row256(const uint8_t *row, int64_t nb, const kq_act *s, in
         const __m256i lo = t >> 1 ? _mm256_and_si256(_mm256_srli_epi16(lv, 4), mask)
                                   : _mm256_and_si256(lv, mask);
         const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * t)), three);
-        q[4 * h + t] = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
-        sv[4 * h + t] = _mm256_shuffle_epi8(
+        /* elements 128h + 32t + l: sub-blocks 8h + 2t, + 1 */
+        const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
+        const __m256i sv = _mm256_shuffle_epi8(
             sch, _mm256_setr_m128i(_mm_set1_epi16(KQ_WORD(2 * t)), _mm_set1_epi16(KQ_WORD(2 * t + 1))));
+        for (int i = 0; i < X; i++)
+          isum[i] = _mm256_add_epi32(isum[i], kq_dot256(q, s[i].a + b * QKK + 128 * h + 32 * t, sv));
       }
     }
     const float d = ckir_q_f16(p + 208);
     for (int i = 0; i < X; i++) {
-      const int8_t *a = s[i].a + b * QKK;
-      __m256i isum = kq_dot256(q[0], a, sv[0]);
-      for (int j = 1; j < 8; j++) isum = _mm256_add_epi32(isum, kq_dot256(q[j], a + 32 * j, sv[j]));
       const __m256i mt =
           _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(s[i].bs + b * 16)), sc16y);
       const float ddx = d * s[i].dx[b];
-      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ddx), acc[i]);
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_set1_ps(ddx), acc[i]);
       accm[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(32.0f * ddx), accm[i]);
     }
   }
