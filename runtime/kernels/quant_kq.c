@@ -27,8 +27,12 @@
  * computed exactly as the scalar code computes it and the rows agree bit for
  * bit with the reference twins'.
  *
- * gemm (prefill): rows of w dequantized to fp32 (exactly the embed values) on
- * ckir_internal_wgemm, as gemm_q4_0 / gemm_q4_1 do.
+ * gemm (prefill), SIMD builds: x's rows quantized as the GEMV quantizes x, and every
+ * output computed by the GEMV's row kernels, one row of w against up to KQ_TX rows of
+ * x per unpacked super-block: row m of y == gemv(row m of x) bit for bit.  On fp32 x
+ * (ckir_runtime_qp_fp32_x, the block panels' switch; and scalar builds): rows of w
+ * dequantized to fp32 (exactly the embed values) on ckir_internal_wgemm, as
+ * gemm_q4_0 / gemm_q4_1 do.
  *
  * Dequantization equals gguf.quants.dequantize bit for bit: d*sc is exact in
  * fp32 (an 11-bit significand times at most 8 bits), q4_k / q5_k's (d*sc)*q too
@@ -598,7 +602,8 @@ CKIR_INLINE void q6_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const 
 /* ---- the kernels of one dtype ------------------------------------------------ */
 
 /* Everything of K-quant dtype D (BYTES per super-block): gemv (x as Q8_K, one
- * contiguous range of rows per thread), gemm (rows dequantized, wgemm), embed,
+ * contiguous range of rows per thread), gemm (int8 x: D##_gemm_i8; fp32 x: rows
+ * dequantized, wgemm), embed,
  * the wgemm row reader and the reference twins. */
 #if defined(KQ_ROWS)
 #define KQ_FAST 1
