@@ -30,7 +30,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -76,16 +75,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=41)
     ap.add_argument("--isa", default="native")
-    ap.add_argument(
-        "--cpu",
-        action="store_true",
-        help="time the calling thread's CPU time (with --threads 1 only): the kernels' own "
-        "time on a host whose other jobs take the core away",
-    )
+    bk.add_cpu_option(ap)
     args = ap.parse_args()
-    if args.cpu and args.threads != 1:
-        sys.exit("--cpu measures the calling thread only: use it with --threads 1")
-    clock = time.thread_time if args.cpu else time.perf_counter
+    clock = bk.clock_of(args)
     rng = np.random.default_rng(0)
     if args.dtype in KQUANTS:
         # (kernel, operand arrays, int parameters); arrays kept here: bound_call holds pointers

@@ -22,13 +22,12 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from kernel_lib import build_runtime  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_kernels as bk  # noqa: E402
 
 from ckir import quant  # noqa: E402
 
@@ -43,17 +42,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--dtypes", default="q4_k,q6_k")
     ap.add_argument("--m", type=int, default=128, help="prompt rows (M)")
-    ap.add_argument(
-        "--cpu",
-        action="store_true",
-        help="time the calling thread's CPU time instead of the wall clock (with --threads 1: "
-        "the kernel's own time, whatever the host's other jobs take from the core)",
-    )
+    bk.add_cpu_option(ap)
     args = ap.parse_args()
-    if args.cpu and args.threads != 1:
-        sys.exit("--cpu measures the calling thread only: use it with --threads 1")
-    clock = time.thread_time if args.cpu else time.perf_counter
-    lib = build_runtime(args.isa, Path(tempfile.mkdtemp(prefix="kq_gemm_")))
+    clock = bk.clock_of(args)
+    lib = bk.build_runtime(args.isa, Path(tempfile.mkdtemp(prefix="kq_gemm_")))
     if not lib.qp_int8:
         sys.exit(f"the {args.isa} runtime has no int8 GEMM (scalar build?)")
     lib.set_num_threads(args.threads)
