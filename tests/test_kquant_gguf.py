@@ -136,8 +136,10 @@ def test_k_not_multiple_of_256_stays_f32(tmp_path: Path) -> None:
 def test_hf_dtype_kquant_matches_dequantized_transformers(tmp_path: Path, dtype: str) -> None:
     """``--dtype q4_k`` / ``q6_k`` on an HF folder: ckir's quantizer, its kernels; prefill
     on fp32 x equals PyTorch fp32 on the same dequantized matrices (those with K % 256 ==
-    0), on int8 x (the default of SIMD runtimes) within decode's tolerance."""
+    0), on int8 x (the default of SIMD runtimes) within decode's tolerance; the plan
+    interpreter follows the C build on both x."""
     from ckir import quant
+    from ckir.interp import PlanInterpreter
 
     hf = tiny_llama(tmp_path / "hf", 4, 2)
     model = ckir.compile(hf, tmp_path / "b", max_context=16, dtype=dtype)
@@ -161,4 +163,13 @@ def test_hf_dtype_kquant_matches_dequantized_transformers(tmp_path: Path, dtype:
     if model.int8_prefill:  # SIMD runtimes: x as Q8_K, decode's tolerance (test above)
         ours = model.prefill(tokens)
         assert float(np.abs(ours - ref).max()) <= 0.08 * scale
+    # the interpreter rounds x where the C GEMMs do (int8 prefill on and off)
+    interp = PlanInterpreter(model.build_dir)
+    for int8 in (True, False):
+        model.reset()
+        interp.reset()
+        model.int8_prefill = int8
+        interp.int8_prefill = model.int8_prefill
+        got, want = interp.prefill(tokens), model.prefill(tokens)
+        assert float(np.abs(got - want).max()) <= 1e-4 * float(np.abs(want).max()), int8
     model.close()
