@@ -488,11 +488,12 @@ CKIR_INLINE void q45_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const
       const __m128i scm = kq_scm(hdr);
       const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(scm));
       const uint8_t *qs = p + (q5 ? 48 : 16);
-      __m512i lo[2], hi[2];
+      __m512i isum[KQ_TX]; /* x row i's int32 lanes; each 64 bytes unpacked once for the X rows */
+      for (int i = 0; i < X; i++) isum[i] = _mm512_setzero_si512();
       for (int h = 0; h < 2; h++) { /* chunks 2h, 2h + 1: sub-blocks 4h .. 4h + 3 */
         const __m512i v = _mm512_loadu_si512((const void *)(qs + 64 * h));
-        lo[h] = _mm512_and_si512(v, mask);                      /* 4h, 4h + 2 */
-        hi[h] = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask); /* 4h + 1, 4h + 3 */
+        __m512i lo = _mm512_and_si512(v, mask);                    /* 4h, 4h + 2 */
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask); /* 4h + 1, 4h + 3 */
         if (q5) {
           const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
           const __m128i c0 = _mm_cvtsi32_si128(4 * h), c1 = _mm_cvtsi32_si128(4 * h + 2);
@@ -501,23 +502,22 @@ CKIR_INLINE void q45_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const
                                                 _mm256_srl_epi16(qh, c1), 1);
           const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srl_epi16(qh, c2)),
                                                 _mm256_srl_epi16(qh, c3), 1);
-          lo[h] = _mm512_or_si512(lo[h], _mm512_slli_epi16(_mm512_and_si512(hl, one), 4));
-          hi[h] = _mm512_or_si512(hi[h], _mm512_slli_epi16(_mm512_and_si512(hh, one), 4));
+          lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(hl, one), 4));
+          hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(hh, one), 4));
+        }
+        const __m512i s_lo = kq_sc2(sc16, 4 * h, 4 * h + 2), s_hi = kq_sc2(sc16, 4 * h + 1, 4 * h + 3);
+        for (int i = 0; i < X; i++) {
+          const int8_t *a = s[i].a + b * QKK + 128 * h;
+          isum[i] = _mm512_add_epi32(isum[i], kq_dot512(lo, a, s_lo));
+          isum[i] = _mm512_add_epi32(isum[i], kq_dot512(hi, a + 64, s_hi));
         }
       }
-      const __m512i s_lo0 = kq_sc2(sc16, 0, 2), s_hi0 = kq_sc2(sc16, 1, 3);
-      const __m512i s_lo1 = kq_sc2(sc16, 4, 6), s_hi1 = kq_sc2(sc16, 5, 7);
       const __m128 dh = _mm_cvtph_ps(hdr); /* d, dmin from one vcvtph2ps */
       for (int i = 0; i < X; i++) {
-        const int8_t *a = s[i].a + b * QKK;
-        __m512i isum = kq_dot512(lo[0], a, s_lo0);
-        isum = _mm512_add_epi32(isum, kq_dot512(hi[0], a + 64, s_hi0));
-        isum = _mm512_add_epi32(isum, kq_dot512(lo[1], a + 128, s_lo1));
-        isum = _mm512_add_epi32(isum, kq_dot512(hi[1], a + 192, s_hi1));
         const __m256i mt = kq_min_terms(scm, s[i].bs + b * 16);
         const __m128 dd = _mm_mul_ps(dh, _mm_set1_ps(s[i].dx[b])); /* d dx, dmin dx */
         const int o = r * X + i;
-        acc[o] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(dd), acc[o]);
+        acc[o] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_broadcastss_ps(dd), acc[o]);
         accm[o] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
                                   accm[o]);
       }
