@@ -461,8 +461,16 @@ CKIR_INLINE __m512i kq_sc2(__m512i sc16, int j0, int j1) {
   return _mm512_shuffle_epi8(sc16, ctl);
 }
 
-CKIR_INLINE __m512i kq_dot512(__m512i q, const int8_t *a, __m512i scale) {
-  return _mm512_madd_epi16(_mm512_maddubs_epi16(q, _mm512_loadu_si512((const void *)a)), scale);
+/* acc + the int32 lanes of (q . a) pairs times scale: vpmaddubsw, then vpdpwssd
+ * (AVX512-VNNI: the vpmaddwd and the add in one) or vpmaddwd + vpaddd; the same exact
+ * integers either way (vpdpwssd does not saturate) */
+CKIR_INLINE __m512i kq_dot512(__m512i acc, __m512i q, const int8_t *a, __m512i scale) {
+  const __m512i pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512((const void *)a));
+#if defined(__AVX512VNNI__)
+  return _mm512_dpwssd_epi32(acc, pairs, scale);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, scale));
+#endif
 }
 
 /* q4_k (q5 = 0) and q5_k (q5 = 1): R rows of w (rb bytes apart) against X rows of x
@@ -508,17 +516,21 @@ CKIR_INLINE void q45_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const
         const __m512i s_lo = kq_sc2(sc16, 4 * h, 4 * h + 2), s_hi = kq_sc2(sc16, 4 * h + 1, 4 * h + 3);
         for (int i = 0; i < X; i++) {
           const int8_t *a = s[i].a + b * QKK + 128 * h;
-          isum[i] = _mm512_add_epi32(isum[i], kq_dot512(lo, a, s_lo));
-          isum[i] = _mm512_add_epi32(isum[i], kq_dot512(hi, a + 64, s_hi));
+          isum[i] = kq_dot512(isum[i], lo, a, s_lo);
+          isum[i] = kq_dot512(isum[i], hi, a + 64, s_hi);
         }
       }
-      const __m128 dh = _mm_cvtph_ps(hdr); /* d, dmin from one vcvtph2ps */
+      /* d and dmin from one vcvtph2ps, spread once; per row of x one product each with
+       * d_x (a broadcast load): d d_x and dmin d_x, as the scalar code rounds them */
+      const __m128 dh = _mm_cvtph_ps(hdr);
+      const __m512 vd = _mm512_broadcastss_ps(dh);
+      const __m256 vdm = _mm256_broadcastss_ps(_mm_movehdup_ps(dh));
       for (int i = 0; i < X; i++) {
         const __m256i mt = kq_min_terms(scm, s[i].bs + b * 16);
-        const __m128 dd = _mm_mul_ps(dh, _mm_set1_ps(s[i].dx[b])); /* d dx, dmin dx */
+        const __m512 vx = _mm512_set1_ps(s[i].dx[b]);
         const int o = r * X + i;
-        acc[o] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_broadcastss_ps(dd), acc[o]);
-        accm[o] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
+        acc[o] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(vd, vx), acc[o]);
+        accm[o] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_mul_ps(vdm, _mm512_castps512_ps256(vx)),
                                   accm[o]);
       }
     }
@@ -566,24 +578,26 @@ CKIR_INLINE void q6_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const 
         s_lo[h] = _mm512_shuffle_epi8(sch, ctl_lo);
         s_hi[h] = _mm512_shuffle_epi8(sch, ctl_hi);
       }
-      const float d = ckir_q_f16(p + 208);
+      const __m512 vd = _mm512_set1_ps(ckir_q_f16(p + 208));
       for (int i = 0; i < X; i++) {
         const int8_t *a = s[i].a + b * QKK;
-        __m512i isum = kq_dot512(lo[0], a, s_lo[0]);
-        isum = _mm512_add_epi32(isum, kq_dot512(hi[0], a + 64, s_hi[0]));
-        isum = _mm512_add_epi32(isum, kq_dot512(lo[1], a + 128, s_lo[1]));
-        isum = _mm512_add_epi32(isum, kq_dot512(hi[1], a + 192, s_hi[1]));
+        __m512i isum = kq_dot512(_mm512_setzero_si512(), lo[0], a, s_lo[0]);
+        isum = kq_dot512(isum, hi[0], a + 64, s_hi[0]);
+        isum = kq_dot512(isum, lo[1], a + 128, s_lo[1]);
+        isum = kq_dot512(isum, hi[1], a + 192, s_hi[1]);
         /* 32 sc[i] (bs[2i] + ...): the -32 term, pairs of sub-blocks per int32 lane */
         const __m256i mt =
             _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(s[i].bs + b * 16)), sc16y);
-        const float ddx = d * s[i].dx[b];
+        const __m512 ddx = _mm512_mul_ps(vd, _mm512_set1_ps(s[i].dx[b])); /* d d_x */
         const int o = r * X + i;
-        acc[o] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ddx), acc[o]);
-        accm[o] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(32.0f * ddx), accm[o]);
+        acc[o] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), ddx, acc[o]);
+        accm[o] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm512_castps512_ps256(ddx), accm[o]);
       }
     }
-  for (int o = 0; o < R * X; o++) /* one reduction: acc - accm */
-    out[o] = _mm512_reduce_add_ps(_mm512_sub_ps(acc[o], _mm512_zextps256_ps512(accm[o])));
+  /* one reduction: acc - 32 accm (the -32 term, scaled at the end: exact, a power of 2) */
+  for (int o = 0; o < R * X; o++)
+    out[o] = _mm512_reduce_add_ps(
+        _mm512_fnmadd_ps(_mm512_zextps256_ps512(accm[o]), _mm512_set1_ps(32.0f), acc[o]));
 }
 #define KQ_PERM_q4_k 1
 #define KQ_PERM_q5_k 1
