@@ -46,6 +46,24 @@ from ckir import quant  # noqa: E402
 from ckir.runtime_build import BASE_CFLAGS, LINK_LIBS, isa_flags  # noqa: E402
 
 
+def add_cpu_option(ap: argparse.ArgumentParser) -> None:
+    """``--cpu``: time the calling thread's CPU time instead of the wall clock."""
+    ap.add_argument(
+        "--cpu",
+        action="store_true",
+        help="time the calling thread's CPU time (with --threads 1 only): the kernels' own "
+        "time on a host whose other jobs take the core away (stalls on memory included)",
+    )
+
+
+def clock_of(args: argparse.Namespace):
+    """The clock ``--cpu`` asks for (``time.thread_time``, refused unless ``--threads 1``),
+    else ``time.perf_counter``."""
+    if args.cpu and args.threads != 1:
+        sys.exit("--cpu measures the calling thread only: use it with --threads 1")
+    return time.thread_time if args.cpu else time.perf_counter
+
+
 def best_time(lib, name: str, args: list, reps: int) -> float:
     lib.call(name, *args)
     best = float("inf")

@@ -56,8 +56,9 @@ _PLAIN = {"f32": np.float32, "i32": np.int32}
 #: (every block format's GEMV quantizes x per block of its own length: 32, or 256 for the
 #: K-quants' Q8_K)
 INT8_X_BLOCK = {name: values for name, (_, values) in BLOCK_DTYPES.items()}
-#: panel dtypes whose prefill GEMMs run on int8 x (when int8 prefill is on)
-INT8_PREFILL = ("q8_0p", "q4_0p", "q4_1p")
+#: weight dtypes whose prefill GEMMs run on int8 x (when int8 prefill is on): the block
+#: panels (x per block of 32) and the K-quants (Q8_K, per super-block of 256)
+INT8_PREFILL = ("q8_0p", "q4_0p", "q4_1p", "q4_k", "q5_k", "q6_k")
 _PRODUCTS = ("linear", "fused_qkv", "fused_gate_up")
 
 
@@ -168,7 +169,8 @@ class LoweredFunctions(InterpreterFunctions):
     T: int = 1
     P: int = 0
     last: CallInfo | None = None
-    #: prefill GEMMs of q8_0p / q4_0p / q4_1p weights on int8 x (the C runtime's default)
+    #: prefill GEMMs of q8_0p / q4_0p / q4_1p and K-quant weights on int8 x (the C
+    #: runtime's default)
     int8_prefill: bool = True
     #: the optimizer program's run-time values: AdamW's 1-based step, the learning rate
     step: int = 0
@@ -228,7 +230,8 @@ class LoweredFunctions(InterpreterFunctions):
 
     def int8_block(self, decl: lw.KernelOp, gemm: bool) -> int:
         """The block in which a product kernel quantizes x (0: fp32 x): decode GEMVs of
-        block-quantized weights always, prefill GEMMs of block panels with int8 prefill."""
+        block-quantized weights always, prefill GEMMs of block panels and K-quants with
+        int8 prefill."""
         wdtypes = {a.dtype_name for a in decl.arg_list if a.name_text.startswith("w")}
         for dtype in wdtypes:
             block = INT8_X_BLOCK.get(dtype, 0)
@@ -312,7 +315,8 @@ class PlanInterpreter:
     @property
     def int8_prefill(self) -> bool:
         """Whether prefill GEMMs of q8_0p / q4_1p / q4_0p weights quantize x per block of
-        32, as the C runtime does by default (:attr:`ckir.CompiledModel.int8_prefill`)."""
+        32 (K-quants: per super-block of 256), as the C runtime does by default
+        (:attr:`ckir.CompiledModel.int8_prefill`)."""
         return self.functions.int8_prefill
 
     @int8_prefill.setter

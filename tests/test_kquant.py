@@ -15,8 +15,12 @@ Oracles:
   block of 256 to int8, integer super-block sums), tolerance 1e-5 of the magnitude of
   the partial sums; and the float64 product on the dequantized weights within the activation-
   quantization bound sum_b (d_x[b] / 2) sum |w|;
-- gemm_<k>: the float64 product on the dequantized weights, 1e-5 of sum |x| |w|.
-Edge shapes: N = 1, odd N, N not a multiple of any tile; K = 256 .. 2048.
+- gemm_<k>: on fp32 x the float64 product on the dequantized weights, 1e-5 of sum |x| |w|;
+  on int8 x (the SIMD builds' default) every row bit-equal to gemv_<k> of that row of x;
+- fused GEMMs: the unfused gemm_<k> on either x.
+Edge shapes: N = 1, odd N, N not a multiple of any tile; M of every tail of the GEMM's
+4-row tile and more than one tile of quantized x; K = 256 .. 2048 (1, 2, 3, 5 and 8
+super-blocks).
 """
 
 from __future__ import annotations
@@ -187,30 +191,118 @@ def test_gemv(lib, dtype: str, n: int, k: int) -> None:
     assert np.all(np.abs(y1 - y2) <= 2e-6 * scale + 1e-30)
 
 
+@pytest.fixture(params=["int8", "fp32"])
+def kq_x(request: pytest.FixtureRequest, lib):
+    """The x of gemm_<k>: int8 (Q8_K rows, every SIMD build by default) or fp32
+    (ckir_runtime_qp_fp32_x, on every build); set back afterwards."""
+    if request.param == "int8" and not lib.qp_int8:
+        pytest.skip(f"the {lib.isa} build has no int8 GEMM: fp32 x only")
+    lib.qp_fp32_x(request.param == "fp32")
+    yield request.param
+    lib.qp_fp32_x(False)
+
+
+def gemv_rows(lib, dtype: str, x: np.ndarray, wq: np.ndarray, n: int, b=None) -> np.ndarray:
+    """gemv_<k> (or gemv_bias_<k>) of every row of x, stacked."""
+    out = np.zeros((x.shape[0], n), F32)
+    for m in range(x.shape[0]):
+        if b is None:
+            lib.call(f"gemv_{dtype}", x[m].copy(), wq, out[m], n, x.shape[1])
+        else:
+            lib.call(f"gemv_bias_{dtype}", x[m].copy(), wq, b, out[m], n, x.shape[1])
+    return out
+
+
+# M: every tail of the 4-row tile (1, 2, 3, 0 rows left), and 300 rows at K = 2048, more
+# than one tile of quantized x rows (KQ_XB); K: 1, 2, 3 and 5 super-blocks and 8
+GEMM_SHAPES = [(1, 7, 256), (2, 1, 512), (3, 9, 768), (5, 33, 512), (6, 65, 1280), (40, 65, 768),
+               (97, 3, 1024), (300, 5, 2048)]
+
+
 @pytest.mark.parametrize("dtype", list(KTYPES))
-@pytest.mark.parametrize("m,n,k", [(1, 7, 256), (5, 33, 512), (40, 65, 768), (97, 3, 1024)])
-def test_gemm_and_embed(lib, dtype: str, m: int, n: int, k: int) -> None:
+@pytest.mark.parametrize("m,n,k", GEMM_SHAPES)
+def test_gemm_and_embed(lib, kq_x: str, dtype: str, m: int, n: int, k: int) -> None:
+    """gemm_<k> on fp32 x: the float64 product on the dequantized weights, 1e-5 of sum
+    |x| |w|; on int8 x (the SIMD builds' default): row m is gemv_<k>(row m) bit for bit,
+    within the activation-quantization bound of the exact product. The reference twin
+    is the fp32-x product on both."""
     rng = np.random.default_rng(m + n + k)
     w = rng.standard_normal((n, k)).astype(F32)
     wq = quant.quantize(w, dtype)
     wd = quant.dequantize(wq, dtype)
     x = rng.standard_normal((m, k)).astype(F32)
+    x[0, 5] = 11.0  # an outlier: a coarse d_x for its super-block
+    if k >= 512:
+        x[m - 1, 256:512] = 0.0  # an all-zero super-block (d_x = 0)
     b = rng.standard_normal(n).astype(F32)
     exact = x.astype(np.float64) @ wd.astype(np.float64).T
-    tol = 1e-5 * (np.abs(x).astype(np.float64) @ np.abs(wd).astype(np.float64).T) + 1e-6
+    mag = np.abs(x).astype(np.float64) @ np.abs(wd).astype(np.float64).T
+    tol = 1e-5 * mag + 1e-6
+    qbound = np.zeros((m, n))
+    wsum = np.abs(wd.astype(np.float64)).reshape(n, -1, 256).sum(axis=2)  # [n, K/256]
+    for i in range(m):
+        _, dx = quantize_x(x[i])
+        qbound[i] = (wsum * dx / 2).sum(axis=1)
     for threads in (1, 2):
         lib.set_num_threads(threads)
         for run in (lib.call, lib.ref):
+            int8 = kq_x == "int8" and run == lib.call
             y = np.zeros((m, n), F32)
             run(f"gemm_{dtype}", x, wq, y, m, n, k)
-            assert np.all(np.abs(y - exact) <= tol)
-            y = np.zeros((m, n), F32)
-            run(f"gemm_bias_{dtype}", x, wq, b, y, m, n, k)
-            assert np.all(np.abs(y - exact - b) <= tol + 1e-6 * np.abs(b))
-            tokens = np.array([n - 1, 0, n // 2, 0], dtype=np.int32)
-            out = np.zeros((4, k), F32)
-            run(f"embed_{dtype}", tokens, wq, out, 4, k)
-            assert np.array_equal(out.view(np.uint32), wd[tokens].view(np.uint32))
+            yb = np.zeros((m, n), F32)
+            run(f"gemm_bias_{dtype}", x, wq, b, yb, m, n, k)
+            if int8:
+                ref = gemv_rows(lib, dtype, x, wq, n)
+                assert np.array_equal(y.view(np.uint32), ref.view(np.uint32))
+                ref_b = gemv_rows(lib, dtype, x, wq, n, b)
+                assert np.array_equal(yb.view(np.uint32), ref_b.view(np.uint32))
+                assert np.all(np.abs(y - exact) <= qbound + tol)
+            else:
+                assert np.all(np.abs(y - exact) <= tol)
+                assert np.all(np.abs(yb - exact - b) <= tol + 1e-6 * np.abs(b))
+    tokens = np.array([n - 1, 0, n // 2, 0], dtype=np.int32)
+    for run in (lib.call, lib.ref):
+        out = np.zeros((4, k), F32)
+        run(f"embed_{dtype}", tokens, wq, out, 4, k)
+        assert np.array_equal(out.view(np.uint32), wd[tokens].view(np.uint32))
+
+
+@pytest.mark.parametrize("dtype", list(KTYPES))
+@pytest.mark.parametrize("m", [3, 300])
+def test_fused_gemms(lib, kq_x: str, dtype: str, m: int) -> None:
+    """gemm_qkv / gemm_gate_up: the unfused gemm_<k>'s numerics on either x (M = 300: the
+    gate_up tiles run on two threads; M = 3: below the fp32 GEMM's small-M switch)."""
+    rng = np.random.default_rng(m)
+    k, nq, nk = 512, 33, 17
+    ws = [quant.quantize(rng.standard_normal((nn, k)).astype(F32), dtype) for nn in (nq, nk, nk)]
+    x = rng.standard_normal((m, k)).astype(F32)
+
+    def mag(wq: np.ndarray) -> np.ndarray:
+        wd = np.abs(quant.dequantize(wq, dtype)).astype(np.float64)
+        return np.abs(x).astype(np.float64) @ wd.T
+
+    lib.set_num_threads(2)
+    outs = [np.zeros((m, nn), F32) for nn in (nq, nk, nk)]
+    lib.call(f"gemm_qkv_{dtype}", x, *ws, *outs, m, nq, nk, nk, k)
+    for wq, out, nn in zip(ws, outs, (nq, nk, nk), strict=True):
+        y = np.zeros((m, nn), F32)
+        lib.call(f"gemm_{dtype}", x, wq, y, m, nn, k)
+        if kq_x == "int8":  # the same gemm_<k> calls
+            assert np.array_equal(out, y)
+        else:  # the fp32 driver against gemm_<k>'s own: summation order
+            assert np.all(np.abs(out - y) <= 1e-5 * mag(wq) + 1e-6)
+    g = np.zeros((m, nk), F32)
+    lib.call(f"gemm_gate_up_{dtype}", x, ws[1], ws[2], g, m, nk, k)
+    y1, y2 = np.zeros((m, nk), F32), np.zeros((m, nk), F32)
+    lib.call(f"gemm_{dtype}", x, ws[1], y1, m, nk, k)
+    lib.call(f"gemm_{dtype}", x, ws[2], y2, m, nk, k)
+    sig = 1 / (1 + np.exp(-y1.astype(np.float64)))
+    want = y1 * sig * y2
+    if kq_x == "int8":
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-30)
+    else:  # the gate's and up's rounding, carried by silu(g) u
+        err = 1e-5 * (mag(ws[1]) * np.abs(sig * y2) * 1.2 + mag(ws[2]) * np.abs(y1 * sig)) + 1e-6
+        assert np.all(np.abs(g - want) <= err)
 
 
 @pytest.mark.parametrize("dtype", list(KTYPES))

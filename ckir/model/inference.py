@@ -65,7 +65,8 @@ class Inference(LoadedBuild):
     @property
     def int8_prefill(self) -> bool:
         """Whether this model's q8_0p / q4_1p / q4_0p prefill GEMMs quantize x per block of 32
-        and compute every row exactly as the decode GEMVs do: the default where the
+        (q4_k / q5_k / q6_k: per super-block of 256, Q8_K) and compute every row exactly
+        as the decode GEMVs do: the default where the
         runtime has that GEMM (every AVX2 or AVX-512 runtime: ``int8_prefill_dot``),
         about twice the speed of fp32 x.  Otherwise (a scalar runtime, or set to False)
         they multiply fp32 x by the dequantized weights: logits within ~1e-5 of the

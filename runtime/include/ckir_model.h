@@ -217,7 +217,8 @@ int ckir_decode_layer(ckir_model *m, int64_t i);
 int ckir_decode_epilogue(ckir_model *m);
 const float *ckir_decode_hidden(const ckir_model *m, int64_t i);
 
-/* on = 1 (the default): prefill's q8_0p / q4_1p GEMMs quantize x per block of 32 and
+/* on = 1 (the default): prefill's q8_0p / q4_1p / q4_0p GEMMs quantize x per block of 32
+ * (q4_k / q5_k / q6_k: per super-block of 256, Q8_K) and
  * compute each row as decode's GEMV does (int8 dot products, about twice the fp32
  * speed) where the runtime has that GEMM (ckir_runtime_qp_int8_gemm); on = 0: they
  * multiply fp32 x by the dequantized weights, as exact as the weights allow.  Returns

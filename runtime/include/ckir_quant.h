@@ -32,7 +32,9 @@
  *     AVX-512): there every row of x is quantized as gemv_<q> quantizes it,
  *     and each row of y is bit-identical to gemv_<q> of that row of x (prefill
  *     and decode agree exactly); ckir_runtime_qp_int8_gemm() says whether the
- *     build does this.
+ *     build does this.  gemm_q4_k / q5_k / q6_k likewise on Q8_K x (x per
+ *     super-block of 256, each row bit-identical to gemv_<k>) in every SIMD build
+ *     (quant_kq.c); ckir_runtime_qp_fp32_x(1) puts all of them back on fp32 x.
  *   gemv_bf16: bf16 -> fp32 in registers, fp32 FMA.
  *   embed_<q>, embed_bf16: out = the dequantized rows, bit-identical to
  *     gguf.quants.dequantize: d*q is exact in fp32 (an 11-bit f16 mantissa
@@ -146,6 +148,9 @@ ckir_wread ckir_internal_wread_q4_0p(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q4_k(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q5_k(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q6_k(int64_t M, int64_t K);
+/* 1 when this thread's GEMMs take fp32 x (ckir_runtime_qp_fp32_x): the block panels'
+ * and the K-quants' int8 prefill switched off (quant_panels.c) */
+int ckir_internal_qp_fp32_x_on(void);
 /* the GEMM_B_ROWS reading of row converter `row` at M rows (GEMM_B_NONE up to
  * CKIR_WGEMM_SMALL_M) */
 ckir_wread ckir_internal_wread_rows(int64_t M, ckir_wrow_fn row);

@@ -42,14 +42,16 @@ const char *ckir_runtime_isa(void);
 int ckir_runtime_bf16_dot(void);
 
 /* Non-zero when gemm_q8_0p / gemm_q4_1p quantize x per block of 32 and compute
- * every row exactly as gemv_q8_0p / gemv_q4_1p do: 1 with int8 dot products by
+ * every row exactly as gemv_q8_0p / gemv_q4_1p do (and gemm_q4_k / q5_k / q6_k on Q8_K
+ * x, as gemv_<k>; the same nonzero values, their dot products vpmaddubsw + vpmaddwd): 1 with int8 dot products by
  * vpdpbusd (AVX512-VNNI or AVX-VNNI), 2 by vpmaddubsw + vpmaddwd (AVX2, AVX-512
  * without VNNI); 0 in a scalar build (fp32 x against the dequantized weights).
  * See ckir_quant.h, Numerics. */
 int ckir_runtime_qp_int8_gemm(void);
 
-/* on = 1: the calling thread's q8_0p / q4_1p GEMMs multiply fp32 x by the dequantized
- * panels even where ckir_runtime_qp_int8_gemm() is nonzero (prefill as exact as f32
+/* on = 1: the calling thread's q8_0p / q4_1p / q4_0p GEMMs multiply fp32 x by the
+ * dequantized panels, and its q4_k / q5_k / q6_k GEMMs fp32 x by the dequantized rows,
+ * even where ckir_runtime_qp_int8_gemm() is nonzero (prefill as exact as f32
  * weights, about half the int8 speed); on = 0: back to the int8 GEMM.  Returns the
  * previous setting.  Thread-local; ckir_model_run sets it from the model's choice
  * (ckir_set_int8_prefill) for each call. */

@@ -27,8 +27,12 @@
  * computed exactly as the scalar code computes it and the rows agree bit for
  * bit with the reference twins'.
  *
- * gemm (prefill): rows of w dequantized to fp32 (exactly the embed values) on
- * ckir_internal_wgemm, as gemm_q4_0 / gemm_q4_1 do.
+ * gemm (prefill), SIMD builds: x's rows quantized as the GEMV quantizes x, and every
+ * output computed by the GEMV's row kernels, one row of w against up to KQ_TX rows of
+ * x per unpacked super-block: row m of y == gemv(row m of x) bit for bit.  On fp32 x
+ * (ckir_runtime_qp_fp32_x, the block panels' switch; and scalar builds): rows of w
+ * dequantized to fp32 (exactly the embed values) on ckir_internal_wgemm, as
+ * gemm_q4_0 / gemm_q4_1 do.
  *
  * Dequantization equals gguf.quants.dequantize bit for bit: d*sc is exact in
  * fp32 (an 11-bit significand times at most 8 bits), q4_k / q5_k's (d*sc)*q too
@@ -40,6 +44,13 @@
 
 #define QKK CKIR_QK_K
 #define KQ_MAX_NB (CKIR_QUANT_MAX_K / CKIR_QK_K)
+/* the int8 GEMM's tile: one row of w against up to KQ_TX rows of x; KQ_TILE bounds the
+ * accumulators of one row kernel (GEMV: 2 rows of w x 1 row of x) */
+#define KQ_TX 4
+#define KQ_TILE 4
+_Static_assert(KQ_TX == 4, "gemm_<k> dispatches a tail of 1 to 3 rows of x");
+/* bytes of x's quantized rows (Q8_K) a GEMM thread keeps on its stack at once */
+#define KQ_XB (96 * 1024)
 
 /* ---- scales --------------------------------------------------------------- */
 
@@ -327,21 +338,24 @@ CKIR_INLINE __m256i kq_dot256(__m256i q, const int8_t *a, __m256i scale) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)a)), scale);
 }
 
-CKIR_INLINE float q45_k_row256(const uint8_t *row, int64_t nb, const kq_act *s, int64_t pfd,
-                               const int q5) {
+/* one row of w against X rows of x (s[0 .. X)) -> out[0 .. X); each pair computed as
+ * the GEMV (X = 1) computes it */
+CKIR_INLINE void q45_k_row256(const uint8_t *row, int64_t nb, const kq_act *s, int64_t pfd,
+                              const int q5, const int X, float *out) {
   const int64_t bytes = q5 ? CKIR_Q5_K_BYTES : CKIR_Q4_K_BYTES;
   const __m256i mask = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
-  __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+  __m256 acc[KQ_TX], accm[KQ_TX];
+  for (int i = 0; i < X; i++) acc[i] = accm[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *p = row + b * bytes;
     kq_prefetch(p + pfd, bytes);
-    const int8_t *a = s->a + b * QKK;
     const __m128i hdr = _mm_loadu_si128((const __m128i *)p);
     const __m128i scm = kq_scm(hdr);
     const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
     const uint8_t *qs = p + (q5 ? 48 : 16);
-    __m256i isum = _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++) {
+    __m256i isum[KQ_TX]; /* x row i's int32 lanes; each chunk unpacked once for the X rows */
+    for (int i = 0; i < X; i++) isum[i] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) { /* chunk c: sub-blocks 2c (low nibbles) and 2c + 1 */
       const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
       __m256i lo = _mm256_and_si256(v, mask);
       __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
@@ -354,26 +368,35 @@ CKIR_INLINE float q45_k_row256(const uint8_t *row, int64_t nb, const kq_act *s, 
       }
       const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(KQ_WORD(2 * c)));
       const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(KQ_WORD(2 * c + 1)));
-      isum = _mm256_add_epi32(isum, kq_dot256(lo, a + 64 * c, s0));
-      isum = _mm256_add_epi32(isum, kq_dot256(hi, a + 64 * c + 32, s1));
+      for (int i = 0; i < X; i++) {
+        const int8_t *a = s[i].a + b * QKK + 64 * c;
+        isum[i] = _mm256_add_epi32(isum[i], kq_dot256(lo, a, s0));
+        isum[i] = _mm256_add_epi32(isum[i], kq_dot256(hi, a + 32, s1));
+      }
     }
-    const __m256i mt = kq_min_terms(scm, s->bs + b * 16);
-    const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(hdr), _mm_set1_ps(s->dx[b])); /* d dx, dmin dx */
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_broadcastss_ps(dd), acc);
-    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_broadcastss_ps(_mm_movehdup_ps(dd)), accm);
+    const __m128 dh = _mm_cvtph_ps(hdr);
+    for (int i = 0; i < X; i++) {
+      const __m256i mt = kq_min_terms(scm, s[i].bs + b * 16);
+      const __m128 dd = _mm_mul_ps(dh, _mm_set1_ps(s[i].dx[b])); /* d dx, dmin dx */
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_broadcastss_ps(dd), acc[i]);
+      accm[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
+                                accm[i]);
+    }
   }
-  return ckir_hsum_ps256(acc) - ckir_hsum_ps256(accm);
+  for (int i = 0; i < X; i++) out[i] = ckir_hsum_ps256(acc[i]) - ckir_hsum_ps256(accm[i]);
 }
 
-static float q6_k_row256(const uint8_t *row, int64_t nb, const kq_act *s, int64_t pfd) {
+CKIR_INLINE void q6_k_row256(const uint8_t *row, int64_t nb, const kq_act *s, int64_t pfd,
+                             const int X, float *out) {
   const __m256i mask = _mm256_set1_epi8(15), three = _mm256_set1_epi8(3);
-  __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+  __m256 acc[KQ_TX], accm[KQ_TX];
+  for (int i = 0; i < X; i++) acc[i] = accm[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *p = row + b * CKIR_Q6_K_BYTES;
     kq_prefetch(p + pfd, CKIR_Q6_K_BYTES);
-    const int8_t *a = s->a + b * QKK;
     const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192)));
-    __m256i isum = _mm256_setzero_si256();
+    __m256i isum[KQ_TX]; /* x row i's int32 lanes; each run unpacked once for the X rows */
+    for (int i = 0; i < X; i++) isum[i] = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
       const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
       const __m256i l0 = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
@@ -381,34 +404,44 @@ static float q6_k_row256(const uint8_t *row, int64_t nb, const kq_act *s, int64_
       /* every 128-bit lane: sc[8h .. 8h + 8) as int16 */
       const __m256i sch = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16y, 1)
                                                         : _mm256_castsi256_si128(sc16y));
-      for (int t = 0; t < 4; t++) { /* elements 128h + 32t + l: sub-blocks 8h + 2t, + 1 */
+      for (int t = 0; t < 4; t++) {
         const __m256i lv = t & 1 ? l1 : l0;
         const __m256i lo = t >> 1 ? _mm256_and_si256(_mm256_srli_epi16(lv, 4), mask)
                                   : _mm256_and_si256(lv, mask);
         const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * t)), three);
+        /* elements 128h + 32t + l: sub-blocks 8h + 2t, + 1 */
         const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
         const __m256i sv = _mm256_shuffle_epi8(
             sch, _mm256_setr_m128i(_mm_set1_epi16(KQ_WORD(2 * t)), _mm_set1_epi16(KQ_WORD(2 * t + 1))));
-        isum = _mm256_add_epi32(isum, kq_dot256(q, a + 128 * h + 32 * t, sv));
+        for (int i = 0; i < X; i++)
+          isum[i] = _mm256_add_epi32(isum[i], kq_dot256(q, s[i].a + b * QKK + 128 * h + 32 * t, sv));
       }
     }
-    const __m256i mt = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(s->bs + b * 16)), sc16y);
-    const float ddx = ckir_q_f16(p + 208) * s->dx[b];
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ddx), acc);
-    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(32.0f * ddx), accm);
+    const float d = ckir_q_f16(p + 208);
+    for (int i = 0; i < X; i++) {
+      const __m256i mt =
+          _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(s[i].bs + b * 16)), sc16y);
+      const float ddx = d * s[i].dx[b];
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_set1_ps(ddx), acc[i]);
+      accm[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(32.0f * ddx), accm[i]);
+    }
   }
-  return ckir_hsum_ps256(acc) - ckir_hsum_ps256(accm);
+  for (int i = 0; i < X; i++) out[i] = ckir_hsum_ps256(acc[i]) - ckir_hsum_ps256(accm[i]);
 }
 #define KQ_PERM_q4_k 0
 #define KQ_PERM_q5_k 0
 #define KQ_PERM_q6_k 0
 /* rows row, row + rb (R = 2) or row alone (R = 1) -> out[0 .. R) */
 #define KQ_ROWS_q4_k(row, rb, nb, s, pfd, R, out) \
-  for (int r_ = 0; r_ < (R); r_++) (out)[r_] = q45_k_row256((row) + r_ * (rb), nb, s, pfd, 0)
+  for (int r_ = 0; r_ < (R); r_++) q45_k_row256((row) + r_ * (rb), nb, s, pfd, 0, 1, (out) + r_)
 #define KQ_ROWS_q5_k(row, rb, nb, s, pfd, R, out) \
-  for (int r_ = 0; r_ < (R); r_++) (out)[r_] = q45_k_row256((row) + r_ * (rb), nb, s, pfd, 1)
+  for (int r_ = 0; r_ < (R); r_++) q45_k_row256((row) + r_ * (rb), nb, s, pfd, 1, 1, (out) + r_)
 #define KQ_ROWS_q6_k(row, rb, nb, s, pfd, R, out) \
-  for (int r_ = 0; r_ < (R); r_++) (out)[r_] = q6_k_row256((row) + r_ * (rb), nb, s, pfd)
+  for (int r_ = 0; r_ < (R); r_++) q6_k_row256((row) + r_ * (rb), nb, s, pfd, 1, (out) + r_)
+/* the GEMM's tile: one row of w against X rows of x (s[0 .. X)) */
+#define KQ_TILE_q4_k(row, nb, s, pfd, X, out) q45_k_row256(row, nb, s, pfd, 0, X, out)
+#define KQ_TILE_q5_k(row, nb, s, pfd, X, out) q45_k_row256(row, nb, s, pfd, 1, X, out)
+#define KQ_TILE_q6_k(row, nb, s, pfd, X, out) q6_k_row256(row, nb, s, pfd, X, out)
 #endif
 
 /* ---- rows: AVX-512 (BW + VL) --------------------------------------------------
@@ -428,130 +461,179 @@ CKIR_INLINE __m512i kq_sc2(__m512i sc16, int j0, int j1) {
   return _mm512_shuffle_epi8(sc16, ctl);
 }
 
-CKIR_INLINE __m512i kq_dot512(__m512i q, const int8_t *a, __m512i scale) {
-  return _mm512_madd_epi16(_mm512_maddubs_epi16(q, _mm512_loadu_si512((const void *)a)), scale);
+/* acc + the int32 lanes of (q . a) pairs times scale: vpmaddubsw, then vpdpwssd
+ * (AVX512-VNNI: the vpmaddwd and the add in one) or vpmaddwd + vpaddd; the same exact
+ * integers either way (vpdpwssd does not saturate) */
+CKIR_INLINE __m512i kq_dot512(__m512i acc, __m512i q, const int8_t *a, __m512i scale) {
+  const __m512i pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512((const void *)a));
+#if defined(__AVX512VNNI__)
+  return _mm512_dpwssd_epi32(acc, pairs, scale);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, scale));
+#endif
 }
 
-/* q4_k (q5 = 0) and q5_k (q5 = 1) rows */
+/* q4_k (q5 = 0) and q5_k (q5 = 1): R rows of w (rb bytes apart) against X rows of x
+ * (s[0 .. X)), out[r * X + i] = row r . x row i.  Each super-block of a row is unpacked
+ * once for the X rows of x; every (row, x row) pair is computed exactly as the GEMV's
+ * (R = 2 or 1, X = 1) and the GEMM's (R = 1, X <= KQ_TX) use of it: the same integers,
+ * the same fp32 operations in the same order. */
 CKIR_INLINE void q45_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const kq_act *s,
-                               int64_t pfd, const int q5, const int R, float out[2]) {
+                               int64_t pfd, const int q5, const int R, const int X, float *out) {
   const int64_t bytes = q5 ? CKIR_Q5_K_BYTES : CKIR_Q4_K_BYTES;
   const __m512i mask = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
-  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-  __m256 accm[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m512 acc[KQ_TILE];
+  __m256 accm[KQ_TILE];
+  for (int i = 0; i < R * X; i++) {
+    acc[i] = _mm512_setzero_ps();
+    accm[i] = _mm256_setzero_ps();
+  }
   for (int64_t b = 0; b < nb; b++)
     for (int r = 0; r < R; r++) {
-    const uint8_t *p = row + r * rb + b * bytes;
-    kq_prefetch(p + pfd, bytes);
-    const int8_t *a = s->a + b * QKK;
-    const int16_t *bs = s->bs + b * 16;
-    const __m128i hdr = _mm_loadu_si128((const __m128i *)p);
-    const __m128i scm = kq_scm(hdr);
-    const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(scm));
-    const uint8_t *qs = p + (q5 ? 48 : 16);
-    __m512i isum = _mm512_setzero_si512();
-    for (int h = 0; h < 2; h++) { /* chunks 2h, 2h + 1: sub-blocks 4h .. 4h + 3 */
-      const __m512i v = _mm512_loadu_si512((const void *)(qs + 64 * h));
-      __m512i lo = _mm512_and_si512(v, mask);                      /* 4h, 4h + 2 */
-      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask); /* 4h + 1, 4h + 3 */
-      if (q5) {
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
-        const __m128i c0 = _mm_cvtsi32_si128(4 * h), c1 = _mm_cvtsi32_si128(4 * h + 2);
-        const __m128i c2 = _mm_cvtsi32_si128(4 * h + 1), c3 = _mm_cvtsi32_si128(4 * h + 3);
-        const __m512i hl = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srl_epi16(qh, c0)),
-                                              _mm256_srl_epi16(qh, c1), 1);
-        const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srl_epi16(qh, c2)),
-                                              _mm256_srl_epi16(qh, c3), 1);
-        lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(hl, one), 4));
-        hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(hh, one), 4));
+      const uint8_t *p = row + r * rb + b * bytes;
+      kq_prefetch(p + pfd, bytes);
+      const __m128i hdr = _mm_loadu_si128((const __m128i *)p);
+      const __m128i scm = kq_scm(hdr);
+      const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(scm));
+      const uint8_t *qs = p + (q5 ? 48 : 16);
+      __m512i isum[KQ_TX]; /* x row i's int32 lanes; each 64 bytes unpacked once for the X rows */
+      for (int i = 0; i < X; i++) isum[i] = _mm512_setzero_si512();
+      for (int h = 0; h < 2; h++) { /* chunks 2h, 2h + 1: sub-blocks 4h .. 4h + 3 */
+        const __m512i v = _mm512_loadu_si512((const void *)(qs + 64 * h));
+        __m512i lo = _mm512_and_si512(v, mask);                    /* 4h, 4h + 2 */
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask); /* 4h + 1, 4h + 3 */
+        if (q5) {
+          const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
+          const __m128i c0 = _mm_cvtsi32_si128(4 * h), c1 = _mm_cvtsi32_si128(4 * h + 2);
+          const __m128i c2 = _mm_cvtsi32_si128(4 * h + 1), c3 = _mm_cvtsi32_si128(4 * h + 3);
+          const __m512i hl = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srl_epi16(qh, c0)),
+                                                _mm256_srl_epi16(qh, c1), 1);
+          const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srl_epi16(qh, c2)),
+                                                _mm256_srl_epi16(qh, c3), 1);
+          lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(hl, one), 4));
+          hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(hh, one), 4));
+        }
+        const __m512i s_lo = kq_sc2(sc16, 4 * h, 4 * h + 2), s_hi = kq_sc2(sc16, 4 * h + 1, 4 * h + 3);
+        for (int i = 0; i < X; i++) {
+          const int8_t *a = s[i].a + b * QKK + 128 * h;
+          isum[i] = kq_dot512(isum[i], lo, a, s_lo);
+          isum[i] = kq_dot512(isum[i], hi, a + 64, s_hi);
+        }
       }
-      isum = _mm512_add_epi32(isum, kq_dot512(lo, a + 128 * h, kq_sc2(sc16, 4 * h, 4 * h + 2)));
-      isum = _mm512_add_epi32(isum,
-                              kq_dot512(hi, a + 128 * h + 64, kq_sc2(sc16, 4 * h + 1, 4 * h + 3)));
+      /* d and dmin from one vcvtph2ps, spread once; per row of x one product each with
+       * d_x (a broadcast load): d d_x and dmin d_x, as the scalar code rounds them */
+      const __m128 dh = _mm_cvtph_ps(hdr);
+      const __m512 vd = _mm512_broadcastss_ps(dh);
+      const __m256 vdm = _mm256_broadcastss_ps(_mm_movehdup_ps(dh));
+      for (int i = 0; i < X; i++) {
+        const __m256i mt = kq_min_terms(scm, s[i].bs + b * 16);
+        const __m512 vx = _mm512_set1_ps(s[i].dx[b]);
+        const int o = r * X + i;
+        acc[o] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(vd, vx), acc[o]);
+        accm[o] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_mul_ps(vdm, _mm512_castps512_ps256(vx)),
+                                  accm[o]);
+      }
     }
-    const __m256i mt = kq_min_terms(scm, bs);
-    /* (d dx, dmin dx) from one vcvtph2ps */
-    const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(hdr), _mm_set1_ps(s->dx[b]));
-    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(dd), acc[r]);
-    accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_broadcastss_ps(_mm_movehdup_ps(dd)), accm[r]);
-    }
-  for (int r = 0; r < R; r++) /* one reduction: acc - accm */
-    out[r] = _mm512_reduce_add_ps(_mm512_sub_ps(acc[r], _mm512_zextps256_ps512(accm[r])));
+  for (int o = 0; o < R * X; o++) /* one reduction: acc - accm */
+    out[o] = _mm512_reduce_add_ps(_mm512_sub_ps(acc[o], _mm512_zextps256_ps512(accm[o])));
 }
 
+/* q6_k: R rows of w against X rows of x, as q45_k_rows512 */
 CKIR_INLINE void q6_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const kq_act *s,
-                              int64_t pfd, const int R, float out[2]) {
+                              int64_t pfd, const int R, const int X, float *out) {
   const __m512i mask = _mm512_set1_epi8(15), three = _mm512_set1_epi8(3);
-  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-  __m256 accm[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m512 acc[KQ_TILE];
+  __m256 accm[KQ_TILE];
+  for (int i = 0; i < R * X; i++) {
+    acc[i] = _mm512_setzero_ps();
+    accm[i] = _mm256_setzero_ps();
+  }
+  /* 128-bit lane k of lo covers sub-block 8h + k, of hi 8h + 4 + k: every lane holds
+   * sc[8h .. 8h + 8) as int16, a vpshufb picks word k (lo) or 4 + k (hi) */
+  const __m512i ctl_lo = _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_set_m128i(_mm512_castsi512_si128(kq_word_ctl(1)),
+                                              _mm512_castsi512_si128(kq_word_ctl(0)))),
+      _mm256_set_m128i(_mm512_castsi512_si128(kq_word_ctl(3)), _mm512_castsi512_si128(kq_word_ctl(2))),
+      1);
+  const __m512i ctl_hi = _mm512_add_epi8(ctl_lo, _mm512_set1_epi8(8));
   for (int64_t b = 0; b < nb; b++)
     for (int r = 0; r < R; r++) {
-    const uint8_t *p = row + r * rb + b * CKIR_Q6_K_BYTES;
-    kq_prefetch(p + pfd, CKIR_Q6_K_BYTES);
-    const int8_t *a = s->a + b * QKK;
-    const int16_t *bs = s->bs + b * 16;
-    const int8_t *sc = (const int8_t *)(p + 192);
-    const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-    __m512i isum = _mm512_setzero_si512();
-    for (int h = 0; h < 2; h++) { /* elements 128h .. 128h + 127: sub-blocks 8h .. 8h + 7 */
-      const __m512i v = _mm512_loadu_si512((const void *)(p + 64 * h));
-      const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
-      const __m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
-      const __m512i h23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(qh, 4)),
-                                             _mm256_srli_epi16(qh, 6), 1);
-      const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, mask),
-                                         _mm512_slli_epi16(_mm512_and_si512(h01, three), 4));
-      const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), mask),
-                                         _mm512_slli_epi16(_mm512_and_si512(h23, three), 4));
-      /* 128-bit lane k of lo covers sub-block 8h + k, of hi 8h + 4 + k: every lane holds
-       * sc[8h .. 8h + 8) as int16, a vpshufb picks word k (lo) or 4 + k (hi) */
-      const __m512i sch = _mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(sc16y, 1)
-                                                   : _mm256_castsi256_si128(sc16y));
-      const __m512i ctl_lo = _mm512_inserti64x4(
-          _mm512_castsi256_si512(_mm256_set_m128i(_mm512_castsi512_si128(kq_word_ctl(1)),
-                                                  _mm512_castsi512_si128(kq_word_ctl(0)))),
-          _mm256_set_m128i(_mm512_castsi512_si128(kq_word_ctl(3)),
-                           _mm512_castsi512_si128(kq_word_ctl(2))), 1);
-      const __m512i ctl_hi = _mm512_add_epi8(ctl_lo, _mm512_set1_epi8(8));
-      const __m512i s_lo = _mm512_shuffle_epi8(sch, ctl_lo);
-      const __m512i s_hi = _mm512_shuffle_epi8(sch, ctl_hi);
-      isum = _mm512_add_epi32(isum, kq_dot512(lo, a + 128 * h, s_lo));
-      isum = _mm512_add_epi32(isum, kq_dot512(hi, a + 128 * h + 64, s_hi));
+      const uint8_t *p = row + r * rb + b * CKIR_Q6_K_BYTES;
+      kq_prefetch(p + pfd, CKIR_Q6_K_BYTES);
+      const int8_t *sc = (const int8_t *)(p + 192);
+      const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+      __m512i lo[2], hi[2], s_lo[2], s_hi[2];
+      for (int h = 0; h < 2; h++) { /* elements 128h .. 128h + 127: sub-blocks 8h .. 8h + 7 */
+        const __m512i v = _mm512_loadu_si512((const void *)(p + 64 * h));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+        const __m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+        const __m512i h23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(qh, 4)),
+                                               _mm256_srli_epi16(qh, 6), 1);
+        lo[h] = _mm512_or_si512(_mm512_and_si512(v, mask),
+                                _mm512_slli_epi16(_mm512_and_si512(h01, three), 4));
+        hi[h] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), mask),
+                                _mm512_slli_epi16(_mm512_and_si512(h23, three), 4));
+        const __m512i sch = _mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(sc16y, 1)
+                                                     : _mm256_castsi256_si128(sc16y));
+        s_lo[h] = _mm512_shuffle_epi8(sch, ctl_lo);
+        s_hi[h] = _mm512_shuffle_epi8(sch, ctl_hi);
+      }
+      const __m512 vd = _mm512_set1_ps(ckir_q_f16(p + 208));
+      for (int i = 0; i < X; i++) {
+        const int8_t *a = s[i].a + b * QKK;
+        __m512i isum = kq_dot512(_mm512_setzero_si512(), lo[0], a, s_lo[0]);
+        isum = kq_dot512(isum, hi[0], a + 64, s_hi[0]);
+        isum = kq_dot512(isum, lo[1], a + 128, s_lo[1]);
+        isum = kq_dot512(isum, hi[1], a + 192, s_hi[1]);
+        /* 32 sc[i] (bs[2i] + ...): the -32 term, pairs of sub-blocks per int32 lane */
+        const __m256i mt =
+            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(s[i].bs + b * 16)), sc16y);
+        const __m512 ddx = _mm512_mul_ps(vd, _mm512_set1_ps(s[i].dx[b])); /* d d_x */
+        const int o = r * X + i;
+        acc[o] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), ddx, acc[o]);
+        accm[o] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm512_castps512_ps256(ddx), accm[o]);
+      }
     }
-    /* 32 sc[i] (bs[2i] + ...): the -32 term, pairs of sub-blocks per int32 lane */
-    const __m256i mt = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), sc16y);
-    const float ddx = ckir_q_f16(p + 208) * s->dx[b];
-    const __m512 vd = _mm512_set1_ps(ddx);
-    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), vd, acc[r]);
-    accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(32.0f * ddx), accm[r]);
-    }
-  for (int r = 0; r < R; r++) /* one reduction: acc - accm */
-    out[r] = _mm512_reduce_add_ps(_mm512_sub_ps(acc[r], _mm512_zextps256_ps512(accm[r])));
+  /* one reduction: acc - 32 accm (the -32 term, scaled at the end: exact, a power of 2) */
+  for (int o = 0; o < R * X; o++)
+    out[o] = _mm512_reduce_add_ps(
+        _mm512_fnmadd_ps(_mm512_zextps256_ps512(accm[o]), _mm512_set1_ps(32.0f), acc[o]));
 }
 #define KQ_PERM_q4_k 1
 #define KQ_PERM_q5_k 1
 #define KQ_PERM_q6_k 0
 /* two rows a pass where there are two (their blocks interleaved: more independent work
  * in flight per activation block, the a loads shared) */
-#define KQ_ROWS_q4_k(row, rb, nb, s, pfd, R, out) q45_k_rows512(row, rb, nb, s, pfd, 0, R, out)
-#define KQ_ROWS_q5_k(row, rb, nb, s, pfd, R, out) q45_k_rows512(row, rb, nb, s, pfd, 1, R, out)
-#define KQ_ROWS_q6_k(row, rb, nb, s, pfd, R, out) q6_k_rows512(row, rb, nb, s, pfd, R, out)
+#define KQ_ROWS_q4_k(row, rb, nb, s, pfd, R, out) q45_k_rows512(row, rb, nb, s, pfd, 0, R, 1, out)
+#define KQ_ROWS_q5_k(row, rb, nb, s, pfd, R, out) q45_k_rows512(row, rb, nb, s, pfd, 1, R, 1, out)
+#define KQ_ROWS_q6_k(row, rb, nb, s, pfd, R, out) q6_k_rows512(row, rb, nb, s, pfd, R, 1, out)
+/* the GEMM's tile: one row of w against X rows of x (s[0 .. X)) */
+#define KQ_TILE_q4_k(row, nb, s, pfd, X, out) q45_k_rows512(row, 0, nb, s, pfd, 0, 1, X, out)
+#define KQ_TILE_q5_k(row, nb, s, pfd, X, out) q45_k_rows512(row, 0, nb, s, pfd, 1, 1, X, out)
+#define KQ_TILE_q6_k(row, nb, s, pfd, X, out) q6_k_rows512(row, 0, nb, s, pfd, 1, X, out)
 #endif
 
 /* ---- the kernels of one dtype ------------------------------------------------ */
 
 /* Everything of K-quant dtype D (BYTES per super-block): gemv (x as Q8_K, one
- * contiguous range of rows per thread), gemm (rows dequantized, wgemm), embed,
+ * contiguous range of rows per thread), gemm (int8 x: D##_gemm_i8; fp32 x: rows
+ * dequantized, wgemm), embed,
  * the wgemm row reader and the reference twins. */
 #if defined(KQ_ROWS)
 #define KQ_FAST 1
 #define KQ_FAST_ROWS(D, row, rb, nb, s, pfd, R, out) KQ_ROWS_##D(row, rb, nb, s, pfd, R, out)
+#define KQ_FAST_TILE(D, row, nb, s, pfd, X, out) KQ_TILE_##D(row, nb, s, pfd, X, out)
 #define KQ_PERM(D) KQ_PERM_##D
 #else
 #define KQ_FAST 0
 #define KQ_FAST_ROWS(D, row, rb, nb, s, pfd, R, out) ((void)(pfd), (void)(out))
+#define KQ_FAST_TILE(D, row, nb, s, pfd, X, out) ((void)(s), (void)(out))
 #define KQ_PERM(D) 0
 #endif
+/* gemm_<k> on int8 x (Q8_K rows, every row as gemv_<k> computes it) now: a SIMD build
+ * whose calling thread has not asked for fp32 x (ckir_runtime_qp_fp32_x, the switch of
+ * the block panels' int8 prefill) */
+#define KQ_I8_NOW (KQ_FAST && !ckir_internal_qp_fp32_x_on())
 #define KQ_KERNELS(D, BYTES)                                                                     \
   static float D##_row(const uint8_t *row, int64_t nb, const kq_act *s, int64_t pfd, int ref) { \
     float acc = 0.0f;                                                                            \
@@ -610,13 +692,59 @@ CKIR_INLINE void q6_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const 
       k += take;                                                                                 \
     }                                                                                            \
   }                                                                                              \
+  /* the fused GEMMs' reader: none on int8 x (they call gemm_<k>: gemm_qkv three times,  \
+   * gate_up in tiles on worker threads, whose thread-local switch is the default, int8); \
+   * on fp32 x gemm.c's driver at every M in a SIMD build, so the gate_up tiles (and      \
+   * their worker threads) never run gemm_<k> then */                                      \
   ckir_wread ckir_internal_wread_##D(int64_t M, int64_t K) {                                     \
     (void)K;                                                                                     \
-    return ckir_internal_wread_rows(M, D##_wrow);                                                \
+    if (!KQ_FAST) return ckir_internal_wread_rows(M, D##_wrow);                                  \
+    return KQ_I8_NOW ? (ckir_wread){GEMM_B_NONE, NULL} : (ckir_wread){GEMM_B_ROWS, D##_wrow};    \
+  }                                                                                              \
+  /* int8 x: each thread one contiguous range of the N rows of w; for every tile of x's   \
+   * rows (quantized by each thread as gemv_<k> quantizes x, <= KQ_XB bytes), every row  \
+   * of the range meets the tile's rows KQ_TX at a time, each super-block unpacked once  \
+   * per KQ_TX rows of x (KQ_FAST_TILE); row m of y == gemv_<k>(row m of x), bit for bit */ \
+  static void D##_gemm_i8(const float *x, const uint8_t *w, const float *bias, float *y,        \
+                          int64_t M, int64_t N, int64_t K) {                                     \
+    const int64_t nb = K / QKK, rb = nb * (BYTES), xb = KQ_ACT_BYTES(K);                         \
+    const int64_t mt = CKIR_MIN(M, CKIR_MAX(KQ_TX, KQ_XB / xb / KQ_TX * KQ_TX));                \
+    const int par = M * N * K >= CKIR_GEMV_PAR_MIN && N > 1 && !ckir_in_parallel();             \
+    _Pragma("omp parallel if (par)") {                                                           \
+      int64_t lo, hi;                                                                            \
+      ckir_thread_share(N, &lo, &hi);                                                            \
+      uint8_t buf[mt * xb];                                                                      \
+      kq_act s[mt];                                                                              \
+      for (int64_t m0 = 0; m0 < M && hi > lo; m0 += mt) {                                        \
+        const int64_t rows = CKIR_MIN(mt, M - m0);                                               \
+        for (int64_t r = 0; r < rows; r++)                                                       \
+          s[r] = kq_prepare(x + (m0 + r) * K, K, buf + r * xb, KQ_PERM(D), 0);                   \
+        for (int64_t n = lo; n < hi; n++) {                                                      \
+          const float bn = bias ? bias[n] : 0.0f;                                                \
+          for (int64_t r = 0; r < rows; r += KQ_TX) {                                            \
+            float o[KQ_TX];                                                                      \
+            const int64_t X = CKIR_MIN(KQ_TX, rows - r);                                         \
+            const uint8_t *row = w + n * rb;                                                     \
+            if (X == KQ_TX)                                                                      \
+              KQ_FAST_TILE(D, row, nb, s + r, rb, KQ_TX, o);                                     \
+            else if (X == 3)                                                                     \
+              KQ_FAST_TILE(D, row, nb, s + r, rb, 3, o);                                         \
+            else if (X == 2)                                                                     \
+              KQ_FAST_TILE(D, row, nb, s + r, rb, 2, o);                                         \
+            else                                                                                 \
+              KQ_FAST_TILE(D, row, nb, s + r, rb, 1, o);                                         \
+            for (int64_t i = 0; i < X; i++) y[(m0 + r + i) * N + n] = o[i] + bn;                 \
+          }                                                                                      \
+        }                                                                                        \
+      }                                                                                          \
+    }                                                                                            \
   }                                                                                              \
   CKIR_GEMM_PAIR(D, uint8_t, {                                                                   \
     CKIR_REQUIRE(M >= 1 && N >= 1 && K >= 1 && K % QKK == 0, "gemm_" #D);                       \
-    ckir_internal_wgemm(x, w, D##_wrow, b, y, M, N, K);                                          \
+    if (KQ_I8_NOW && K <= CKIR_QUANT_MAX_K)                                                      \
+      D##_gemm_i8(x, w, b, y, M, N, K);                                                          \
+    else                                                                                         \
+      ckir_internal_wgemm(x, w, D##_wrow, b, y, M, N, K);                                        \
   })                                                                                             \
   void ckir_embed_##D(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,        \
                       int64_t E) {                                                               \

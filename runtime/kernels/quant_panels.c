@@ -1068,6 +1068,7 @@ int ckir_runtime_qp_fp32_x(int on) {
   return prev;
 }
 #define QP_I8_NOW (QP_GEMM_I8 && !qp_fp32_x)
+int ckir_internal_qp_fp32_x_on(void) { return qp_fp32_x; }
 
 int ckir_internal_gemm_qkv_qp(const float *x, const uint8_t *const w[3], const float *const b[3],
                               float *const y[3], const int64_t N[3], int64_t M, int64_t K,
