@@ -7,7 +7,8 @@ OpenBLAS on one thread, on this machine.
 For every shape (M x K x N) every schedule of ``--schedules`` is built into one
 OpenCL program, checked against NumPy and timed (best of ``--reps`` batches of at
 least 0.2 s); the table gives the best schedule's GFLOP/s with PoCL on all its
-compute units and on one (``POCL_MAX_PTHREAD_COUNT=1``, in a child process), and
+compute units and on one (``POCL_MAX_PTHREAD_COUNT=1``, in a child process; a second
+table gives every schedule's one-thread figure), and
 NumPy's one-thread GFLOP/s measured in the same run by ``ckir.blas_baseline``
 (``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` removed from its environment; the
 OpenBLAS kernel named through threadpoolctl).  Prints a markdown table.
@@ -29,6 +30,8 @@ SCHEDULES = [
     "tile_m=16,tile_n=128,tile_k=128,vectorize=16,unroll=2",
     "tile_m=32,tile_n=64,tile_k=128,vectorize=16,unroll=4",
     "tile_m=32,tile_n=128,tile_k=256,vectorize=8,unroll=4",
+    "tile_m=32,tile_n=64,tile_k=128,vectorize=16,unroll=4,mr=1",  # one row per work-item
+    "tile_m=32,tile_n=128,tile_k=128,vectorize=16,unroll=2,mr=8",
 ]
 MK, KN, MN = (
     "!graph.tensor<[M, K], f32>",
@@ -159,6 +162,13 @@ def main() -> None:
             f"| {m} x {k} x {n} | {many[bm]:.1f} (s{bm}) | {one[bo]:.1f} (s{bo}) | "
             f"{blas_gf:.1f} | {one[bo] / blas_gf:.2f} |"
         )
+    print()
+    print("PoCL 1 thread, GFLOP/s per schedule:")
+    print()
+    print("| M x K x N | " + " | ".join(f"s{i}" for i in range(len(args.schedules))) + " |")
+    print("|---|" + "---|" * len(args.schedules))
+    for (m, k, n), one in zip(shapes, one_unit["gflops"], strict=True):
+        print(f"| {m} x {k} x {n} | " + " | ".join(f"{g:.1f}" for g in one) + " |")
 
 
 if __name__ == "__main__":

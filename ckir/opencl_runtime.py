@@ -146,7 +146,7 @@ class OpenCLProgram:
             how = (
                 "tile_m rows"
                 if la.kind == "relu"
-                else "ceil(tile_n / (vectorize x unroll)) x tile_m"
+                else "ceil(tile_n / (vectorize x unroll)) x ceil(tile_m / mr)"
             )
             raise CkirError(
                 f"{pre}{la.where}: {la.local[0]} x {la.local[1]} = {la.work_group_size} "

@@ -91,11 +91,12 @@ def test_every_order_scalar_and_default_width_give_the_same_bits(variants: tuple
         want = prog.run("base", inputs, symbols)[0]
         for name in names:
             np.testing.assert_array_equal(prog.run(name, inputs, symbols)[0], want, err_msg=name)
-    assert "fma(av, b[0], acc0)" in _cl_body(_func("f", "matmul_relu", {**BASE, "vectorize": 1}))
+    scalar = _cl_body(_func("f", "matmul_relu", {**BASE, "vectorize": 1}))
+    assert "const float b0 = b[0], b1 = b[1];" in scalar and "fma(a1, b0, acc1_0)" in scalar
     default = _cl_body(
         _func("f", "matmul_relu", {k: v for k, v in BASE.items() if k != "vectorize"})
     )
-    assert f"float{DEFAULT_VECTORIZE} acc0" in default
+    assert f"float{DEFAULT_VECTORIZE} acc0_0" in default
 
 
 def test_order_places_the_k_loop_and_the_epilogue() -> None:
@@ -136,7 +137,8 @@ def test_vectorised_loads_with_a_guarded_fallback() -> None:
     src = emit_module(parse_module(_func("f", "matmul", {**BASE, "vectorize": 4}))).source
     assert "if (n >= 4) return vload4(0, p);" in src  # whole vector inside: vload4
     assert "t[l] = l < n ? p[l] : 0.0f;" in src  # at an edge: lane by lane, zeros outside
-    assert "ckir_stage4(Bs + i * " in src and "acc1 = fma(av, vload4(1, b), acc1);" in src
+    assert "ckir_stage4(Bs + i * " in src and "b1 = vload4(1, b);" in src
+    assert "acc1_1 = fma(a1, b1, acc1_1);" in src  # mr = 2 rows share each B vector
     assert "barrier(CLK_LOCAL_MEM_FENCE);" in src and "__local float As[" in src
     scalar = emit_module(parse_module(_func("f", "matmul", {**BASE, "vectorize": 1}))).source
     assert "vload" not in scalar and "Bs[i * 24 + j] = (gr < k1 && gc < n1)" in scalar
@@ -147,6 +149,7 @@ def test_validate_every_op_over_edge_shapes() -> None:
     assert len(SHAPES) >= 20
     ops = [("mm", "matmul"), ("mm_relu", "matmul_relu"), ("lin", "linear")]
     text = "".join(_func(name, op, BASE) for name, op in ops)
+    text += _func("mm_mr3", "matmul", {**BASE, "mr": 3})  # mr does not divide tile_m = 4
     text += "".join(_func(f"lin_{a}", "linear", BASE, bias=True, act=a) for a in kt_acts())
     text += _relu_func("relu", {"tile_m": 3, "tile_n": 20, "vectorize": 8})
     module = parse_module(text)
@@ -166,7 +169,7 @@ def test_validate_every_op_over_edge_shapes() -> None:
             err = kt.relative_error(got[0], want[0])
             assert err <= (0 if name == "relu" else 1e-5), f"@{name} {text_set}: {err:.2e}"
             counts[name] = counts.get(name, 0) + 1
-    assert all(c >= 20 for c in counts.values()) and len(counts) == 8
+    assert all(c >= 20 for c in counts.values()) and len(counts) == 9
 
 
 def test_chained_ops_use_temporaries(tmp_path: Path) -> None:
@@ -188,6 +191,19 @@ def test_chained_ops_use_temporaries(tmp_path: Path) -> None:
         assert kt.relative_error(got, want) < 1e-5
 
 
+def test_mr_rows_per_work_item_pad_a_tile_they_do_not_divide() -> None:
+    gen = emit_module(parse_module(_func("f", "matmul", {**BASE, "tile_m": 5, "mr": 2})))
+    assert any("tile_m = 5 is not a multiple of mr = 2: each work-group computes 1 padded"
+               in n for n in gen.notes)  # fmt: skip
+    (launch,) = gen.funcs[0].launches
+    assert launch.local == (2, 3)  # 24 / (8 * 2) x ceil(5 / 2)
+    assert "__local float As[48];" in gen.source  # 6 rows (one of zeros) x tile_k = 8
+    assert "const long row = m0 + ly * 2;" in gen.source
+    assert "if (row + 1 >= m1) return;" in gen.source
+    unset = emit_module(parse_module(_func("f", "matmul", {"tile_m": 6, "tile_n": 16})))
+    assert unset.funcs[0].launches[0].schedule.mr == 3 and not unset.notes  # divides 6
+
+
 def test_tiles_larger_than_a_constant_dim_are_cut_with_the_c_targets_note() -> None:
     t = "!graph.tensor<[3, 5], f32>"
     text = (
@@ -206,7 +222,7 @@ def test_schedules_past_the_device_limits_are_refused() -> None:
     _device_or_skip()
     dev = open_device().device
     wide = _func("mm", "matmul", {"tile_m": 4096, "tile_n": 64, "vectorize": 1, "unroll": 1})
-    with pytest.raises(CkirError, match=r"kernel.func @mm: kernel.matmul %c: 64 x 4096 = 262144 "
+    with pytest.raises(CkirError, match=r"kernel.func @mm: kernel.matmul %c: 64 x 1024 = 65536 "
                        r"work-items per work-group .* use smaller tiles"):  # fmt: skip
         OpenCLProgram(emit_module(parse_module(wide)), "w.mlir")
     big = {"tile_m": 1, "tile_n": 4096, "tile_k": 4096, "vectorize": 16, "unroll": 16}

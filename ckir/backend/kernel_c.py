@@ -44,7 +44,7 @@ vector, an ``mr`` larger than ``tile_m``) or refused with a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import ModuleOp
@@ -179,16 +179,19 @@ def resolve_schedule(
     dims: tuple[str, str, str],
     vector_width: int | None,
     notes: list[str],
+    defaults: Mapping[str, int | str | None] | None = None,
 ) -> Schedule:
     """The op's schedule with defaults filled in and out-of-range hints normalised.
 
     ``dims`` are the (m, n, k) dim expressions; a tile larger than a dim that is a
     constant is cut to the dim, with a note.  ``vector_width`` is the build's
     ``CKV_W`` (None: unknown, the C checks it at compile time); a wider
-    ``vectorize`` is refused.
+    ``vectorize`` is refused.  ``defaults``: another target's values for the unset
+    fields (else :data:`DEFAULTS`).
     """
     kind = "relu" if isinstance(op, k.ReluOp) else "matmul"
-    values: dict[str, int | str | None] = {**DEFAULTS[kind], **op.schedule_values()}
+    base = DEFAULTS[kind] if defaults is None else defaults
+    values: dict[str, int | str | None] = {**base, **op.schedule_values()}
     where = _op_ref(func, op)
     vec = values["vectorize"]
     if isinstance(vec, int) and vector_width is not None and vec > vector_width:

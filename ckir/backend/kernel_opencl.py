@@ -7,16 +7,21 @@ it (:mod:`ckir.opencl_runtime` does, through pyopencl).  A matmul-like op is a t
 local-memory matmul:
 
 - ``tile_m`` x ``tile_n``: the output tile of one work-group.  A work-group has
-  ``ceil(tile_n / (vectorize * unroll))`` x ``tile_m`` work-items; each owns one row
-  of the tile and ``unroll`` vectors of ``vectorize`` columns (its accumulators,
-  manually unrolled);
+  ``ceil(tile_n / (vectorize * unroll))`` x ``ceil(tile_m / mr)`` work-items; each owns
+  ``mr`` rows of the tile and ``unroll`` vectors of ``vectorize`` columns in each
+  (its ``mr * unroll`` accumulators, manually unrolled);
 - ``tile_k``: the reduction runs in steps of ``tile_k``; each step stages
   ``A[tile_m, tile_k]`` and ``B[tile_k, tile_n]`` in ``__local`` memory (loaded
   cooperatively by the work-group, zero outside the matrices) between two barriers;
 - ``vectorize``: the lanes of the accumulators (``floatN``) and of the staging
   loads and the stores (``vloadN`` / ``vstoreN`` where all N values lie inside the
   matrix, a guarded per-lane fallback at the edges); 1 is scalar code;
-- ``unroll``: vector accumulators per work-item (columns ``vectorize * unroll``);
+- ``unroll``: vector accumulators per row of a work-item (columns ``vectorize * unroll``);
+- ``mr``: rows per work-item (register blocking): each B vector read from local
+  memory is used for ``mr`` rows; rows past the matrix's edge or the tile's (an
+  explicit ``mr`` that does not divide ``tile_m``, with a note; the local A tile is
+  padded with zero rows) are computed on zeros and not stored.  An unset ``mr`` is
+  the largest divisor of ``tile_m`` up to :data:`DEFAULT_MR`;
 - ``order``: the tile loops, outermost first.  The m and n tile loops are the
   NDRange's work-groups: the inner of the two is dimension 0 (consecutive
   work-groups walk it).  With ``k`` innermost the kernel runs the whole
@@ -28,6 +33,8 @@ local-memory matmul:
 
 A relu gives every work-group ``tile_m`` rows (one work-item each) of ``tile_n``
 columns, walked ``vectorize * unroll`` columns per step.
+
+A matmul's unset hints take :data:`MATMUL_DEFAULTS` (not the C target's).
 
 Numbers: every output element starts at 0 (or its bias) and takes one ``fma`` per
 ``k`` in increasing order, whatever the schedule, so every schedule gives the same
@@ -61,7 +68,9 @@ from ckir.dialects import kernel as k
 from ckir.dialects.graph import TensorType
 
 __all__ = [
+    "DEFAULT_MR",
     "DEFAULT_VECTORIZE",
+    "MATMUL_DEFAULTS",
     "GeneratedOpenCL",
     "Launch",
     "OpenCLFunc",
@@ -72,6 +81,19 @@ __all__ = [
 DEFAULT_VECTORIZE = 8
 #: the widest ``floatN`` of OpenCL C (every ``vectorize`` the verifier allows)
 MAX_VECTOR = 16
+#: the most rows per work-item of a schedule that leaves ``mr`` unset
+DEFAULT_MR = 4
+#: a matmul's unset fields (the C target's packed-GEMM defaults would give work-groups
+#: of thousands of work-items); ``mr`` is then resolved by :func:`_rows_per_item`
+MATMUL_DEFAULTS: dict[str, int | str | None] = {
+    "tile_m": 32,
+    "tile_n": 128,
+    "tile_k": 128,
+    "vectorize": None,
+    "unroll": 2,
+    "order": "mnk",
+    "mr": DEFAULT_MR,
+}
 
 
 @dataclass(frozen=True)
@@ -192,6 +214,14 @@ class _Tile:
         return _ceil(self.s.tile_n, self.vu)
 
     @property
+    def ly(self) -> int:  # work-items along m
+        return _ceil(self.s.tile_m, self.s.mr)
+
+    @property
+    def tmp(self) -> int:  # the local A tile's rows (padded to whole work-items)
+        return self.ly * self.s.mr
+
+    @property
     def tnp(self) -> int:  # the local B tile's row (padded to whole work-items)
         return self.lx * self.vu
 
@@ -209,7 +239,7 @@ def _stage(w: _Writer, t: _Tile, dst: str, src: str, rows: tuple[str, str, str],
     chunks = width // v
     r0, r1, rn = rows
     c0, c1, _ = cols
-    w.open(f"for (int e = lid; e < {rn} * {chunks}; e += {t.lx * t.s.tile_m})")
+    w.open(f"for (int e = lid; e < {rn} * {chunks}; e += {t.lx * t.ly})")
     w(f"const int i = e / {chunks}, j = (e % {chunks}) * {v};")
     w(f"const long gr = {r0} + i, gc = {c0} + j;")
     if v == 1:
@@ -222,49 +252,52 @@ def _stage(w: _Writer, t: _Tile, dst: str, src: str, rows: tuple[str, str, str],
 
 def _matmul_kernel(w: _Writer, launch: Launch, bias: bool, act: str) -> None:
     s, t = launch.schedule, _Tile(launch.schedule, launch.schedule.vectorize or 1)
-    v, u = t.v, s.unroll
+    v, u, mr = t.v, s.unroll, s.mr
     ty = "float" if v == 1 else f"float{v}"
     k_inner = s.order[2] == "k"
     b = ", __global const float *restrict bias" if bias else ""
     m_dim, n_dim = launch.m_dim, 1 - launch.m_dim
+    accs = [[f"acc{r}_{i}" for i in range(u)] for r in range(mr)]
     w(f"/* {launch.where}: {s.describe()} */")
-    w(f"/* work-groups of {t.lx} x {s.tile_m} work-items, each {u} x {ty} of one row; */")
+    w(f"/* work-groups of {t.lx} x {t.ly} work-items, each {mr} rows x {u} x {ty}; */")
     w(f"/* NDRange dim {m_dim} = m tiles, dim {n_dim} = n tiles; " + (
         "one launch: the whole K loop and the epilogue in registers */"
         if k_inner
         else f"the host runs the tile loops {'/'.join(launch.host_loops)}, one launch each */"
     ))  # fmt: skip
-    w(f"__kernel __attribute__((reqd_work_group_size({t.lx}, {s.tile_m}, 1)))")
+    w(f"__kernel __attribute__((reqd_work_group_size({t.lx}, {t.ly}, 1)))")
     w.open(
         f"void {launch.kernel}(__global const float *restrict A, __global const float *restrict B"
         f"{b}, __global float *restrict C, const long M, const long N, const long K, "
         "const long m_off, const long n_off, const long k_lo, const long k_hi)"
     )
-    w(f"__local float As[{s.tile_m * t.tkp}];")
+    w(f"__local float As[{t.tmp * t.tkp}];")
     w(f"__local float Bs[{s.tile_k * t.tnp}];")
     w("const int lx = get_local_id(0), ly = get_local_id(1);")
     w(f"const int lid = ly * {t.lx} + lx;")
     w(f"const long m0 = m_off + (long)get_group_id({m_dim}) * {s.tile_m};")
     w(f"const long n0 = n_off + (long)get_group_id({n_dim}) * {s.tile_n};")
     w(f"const long m1 = min(m0 + {s.tile_m}, M), n1 = min(n0 + {s.tile_n}, N);")
-    w("const long row = m0 + ly;")
+    w("const long row = m0 + ly" + ("" if mr == 1 else f" * {mr}") + ";")
     w(f"const long col = n0 + (long)lx * {t.vu};")
-    w(f"{ty} " + ", ".join(f"acc{i}" for i in range(u)) + ";")
+    w(f"{ty} " + ", ".join(a for row in accs for a in row) + ";")
 
     def init(from_c: bool) -> None:
-        for i in range(u):
-            c = f"col + {i * v}"
-            if not from_c and not bias:
-                w(f"acc{i} = ({ty})(0.0f);")
-            elif v == 1 and from_c:
-                w(f"acc{i} = (row < m1 && {c} < n1) ? C[row * N + {c}] : 0.0f;")
-            elif v == 1:
-                w(f"acc{i} = {c} < n1 ? bias[{c}] : 0.0f;")
-            elif from_c:
-                src = f"C + (row < m1 ? row : 0) * N + {c}"
-                w(f"acc{i} = ckir_load{v}({src}, row < m1 ? n1 - ({c}) : 0);")
-            else:
-                w(f"acc{i} = ckir_load{v}(bias + {c}, n1 - ({c}));")
+        for r in range(mr):
+            rr = "row" if r == 0 else f"(row + {r})"
+            for i in range(u):
+                c, acc = f"col + {i * v}", accs[r][i]
+                if not from_c and not bias:
+                    w(f"{acc} = ({ty})(0.0f);")
+                elif v == 1 and from_c:
+                    w(f"{acc} = ({rr} < m1 && {c} < n1) ? C[{rr} * N + {c}] : 0.0f;")
+                elif v == 1:
+                    w(f"{acc} = {c} < n1 ? bias[{c}] : 0.0f;")
+                elif from_c:
+                    src = f"C + ({rr} < m1 ? {rr} : 0) * N + {c}"
+                    w(f"{acc} = ckir_load{v}({src}, {rr} < m1 ? n1 - ({c}) : 0);")
+                else:
+                    w(f"{acc} = ckir_load{v}(bias + {c}, n1 - ({c}));")
 
     if k_inner:
         init(False)
@@ -279,31 +312,38 @@ def _matmul_kernel(w: _Writer, launch: Launch, bias: bool, act: str) -> None:
     w.open(f"for (long k0 = k_lo; k0 < k_hi; k0 += {s.tile_k})")
     w(f"const long k1 = min(k0 + {s.tile_k}, k_hi);")
     w(f"/* stage A[m0:m1, k0:k1] and B[k0:k1, n0:n1] in local memory ({ty} loads) */")
-    _stage(w, t, "As", "A", ("m0", "m1", str(s.tile_m)), ("k0", "k1", ""), t.tkp, "K")
+    _stage(w, t, "As", "A", ("m0", "m1", str(t.tmp)), ("k0", "k1", ""), t.tkp, "K")
     _stage(w, t, "Bs", "B", ("k0", "k1", str(s.tile_k)), ("n0", "n1", ""), t.tnp, "N")
     w("barrier(CLK_LOCAL_MEM_FENCE);")
     w("const int kn = (int)(k1 - k0);")
-    w(f"__local const float *a = As + ly * {t.tkp};")
+    w("__local const float *a = As + ly" + ("" if mr == 1 else f" * {mr}") + f" * {t.tkp};")
     w(f"__local const float *b = Bs + lx * {t.vu};")
     w.open(f"for (int kk = 0; kk < kn; kk++, b += {t.tnp})")
-    w(f"const {ty} av = ({ty})(a[kk]);")
-    for i in range(u):
-        load = f"b[{i}]" if v == 1 else f"vload{v}({i}, b)"
-        w(f"acc{i} = fma(av, {load}, acc{i});")
+    w(f"/* the {u} B loads of this k, each used for the {mr} row(s) */")
+    loads = [f"b[{i}]" if v == 1 else f"vload{v}({i}, b)" for i in range(u)]
+    w(f"const {ty} " + ", ".join(f"b{i} = {load}" for i, load in enumerate(loads)) + ";")
+    for r in range(mr):
+        at = "kk" if r == 0 else f"{r * t.tkp} + kk"
+        w(f"const {ty} a{r} = ({ty})(a[{at}]);")
+        for i in range(u):
+            w(f"{accs[r][i]} = fma(a{r}, b{i}, {accs[r][i]});")
     w.close()
     w("barrier(CLK_LOCAL_MEM_FENCE);")
     w.close()
     if k_inner and act != "none":
         w(f"/* the {act} epilogue, in registers */")
+        for acc in (a for row in accs for a in row):
+            w(f"{acc} = {_act(act, acc, v)};")
+    w("/* rows from the M edge on are not stored */")
+    for r in range(mr):
+        rr = "row" if r == 0 else f"(row + {r})"
+        w("if (row" + ("" if r == 0 else f" + {r}") + " >= m1) return;")
         for i in range(u):
-            w(f"acc{i} = {_act(act, f'acc{i}', v)};")
-    w("if (row >= m1) return;")
-    for i in range(u):
-        c = f"col + {i * v}"
-        if v == 1:
-            w(f"if ({c} < n1) C[row * N + {c}] = acc{i};")
-        else:
-            w(f"if ({c} < n1) ckir_store{v}(acc{i}, C + row * N + {c}, n1 - ({c}));")
+            c, acc = f"col + {i * v}", accs[r][i]
+            if v == 1:
+                w(f"if ({c} < n1) C[{rr} * N + {c}] = {acc};")
+            else:
+                w(f"if ({c} < n1) ckir_store{v}({acc}, C + {rr} * N + {c}, n1 - ({c}));")
     w.close()
     if launch.epilogue is not None:
         w(f"/* the {act} epilogue of {launch.kernel}, after the nest: k is not innermost */")
@@ -363,11 +403,35 @@ def _relu_kernel(w: _Writer, launch: Launch) -> None:
 
 def _schedule(func: k.FuncOp, op: k.KernelComputeOp, dims: tuple[str, str, str],
               notes: list[str]) -> Schedule:  # fmt: skip
-    s = resolve_schedule(func, op, dims, MAX_VECTOR, notes)
+    if isinstance(op, k.ReluOp):
+        s = resolve_schedule(func, op, dims, MAX_VECTOR, notes)
+    else:
+        s = resolve_schedule(func, op, dims, MAX_VECTOR, notes, MATMUL_DEFAULTS)
+        s = _rows_per_item(func, op, s, notes)
     if s.vectorize is None:
         s = dataclasses.replace(s, vectorize=DEFAULT_VECTORIZE)
         if s.tile_n < DEFAULT_VECTORIZE and "tile_n" in op.schedule_values():
             s = dataclasses.replace(s, tile_n=DEFAULT_VECTORIZE)
+    return s
+
+
+def _rows_per_item(func: k.FuncOp, op: k.KernelComputeOp, s: Schedule,
+                   notes: list[str]) -> Schedule:  # fmt: skip
+    """``s`` with the OpenCL target's ``mr`` (a work-item's rows).
+
+    An unset ``mr`` becomes the largest divisor of ``tile_m`` up to DEFAULT_MR (no
+    padded rows).  An explicit one that does not divide ``tile_m`` is kept, with a
+    note: the work-group's last work-item computes rows past its tile on zeros and
+    does not store them."""
+    if "mr" not in op.schedule_values():
+        mr = max(d for d in range(1, min(DEFAULT_MR, s.tile_m) + 1) if s.tile_m % d == 0)
+        return dataclasses.replace(s, mr=mr)
+    if s.tile_m % s.mr:
+        pad = _ceil(s.tile_m, s.mr) * s.mr - s.tile_m
+        notes.append(
+            f"{_op_ref(func, op)}: tile_m = {s.tile_m} is not a multiple of mr = {s.mr}: "
+            f"each work-group computes {pad} padded row(s) on zeros and does not store them"
+        )
     return s
 
 
@@ -413,8 +477,8 @@ def _plan_func(
         mn = [a for a in order if a != "k"]
         host = "" if order[2] == "k" else order[: order.index("k") + 1]
         launch = Launch(
-            "matmul", kname, where, tuple(args), out, dims, s, (t.lx, s.tile_m),
-            4 * (s.tile_m * t.tkp + s.tile_k * t.tnp),
+            "matmul", kname, where, tuple(args), out, dims, s, (t.lx, t.ly),
+            4 * (t.tmp * t.tkp + s.tile_k * t.tnp),
             m_dim=1 if mn[0] == "m" else 0, host_loops=host,
             epilogue=f"{kname}_epilogue" if host and act != "none" else None,
         )  # fmt: skip
