@@ -22,6 +22,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import ckir  # noqa: E402
+from ckir.errors import CkirError  # noqa: E402
 from ckir.resources import runtime_dir  # noqa: E402
 from ckir.tools.zoo import make_tiny_model  # noqa: E402
 
@@ -245,3 +246,58 @@ def test_run_profile_reports_phases_layers_kinds(
     assert layer_rows == [str(i) for i in range(n_layers(model))]
     kinds = lines.index(next(ln for ln in lines if ln.startswith("kernel kind")))
     assert {"attention", "embed"} <= {ln.split()[0] for ln in lines[kinds + 1 :]}
+
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_python_layer_steps(arch: str, models) -> None:
+    """``prefill_layers`` / ``decode_layers``: each layer's hidden state is the C
+    entry point's, ``finish`` gives the whole step's logits bit for bit, and the
+    position moves only when a step finishes."""
+    path, model = models[arch]
+    _, config = hf_hidden(path, TOKENS)
+    model.reset()
+    whole = model.prefill(TOKENS).copy()
+    after = model.decode(7).copy()
+    model.reset()
+    step = model.prefill_layers(TOKENS)
+    assert (step.n_layers, step.width) == (config.num_hidden_layers, config.hidden_size)
+    for i in range(model.n_layers):
+        h = step.run_layer()
+        assert h.shape == (len(TOKENS), config.hidden_size)
+        np.testing.assert_array_equal(h, hidden(model, "prefill", i, len(TOKENS), h.shape[1]))
+    assert model.position == 0
+    np.testing.assert_array_equal(step.finish(), whole)
+    assert model.position == len(TOKENS)
+    step = model.decode_layers(7)
+    for _ in range(model.n_layers):
+        assert step.run_layer().shape == (1, config.hidden_size)
+    np.testing.assert_array_equal(step.finish(), after)
+    model.reset()
+
+
+def test_python_layer_steps_refuse_misuse(models) -> None:
+    _, model = models["llama"]
+    model.reset()
+    step = model.prefill_layers(TOKENS)
+    with pytest.raises(CkirError, match="the next phase is layer 0"):
+        step.finish()  # before the layers: the C names the phase that is next
+    for _ in range(model.n_layers):
+        step.run_layer()
+    with pytest.raises(CkirError, match=f"all {model.n_layers} layers have run"):
+        step.run_layer()
+    step.finish()
+    with pytest.raises(CkirError, match="the step has finished"):
+        step.finish()
+    stopped = model.prefill_layers(TOKENS)  # stopped early: dropped, the position stays
+    stopped.run_layer()
+    assert model.position == len(TOKENS)
+    model.prefill([1])  # a whole step abandons it
+    with pytest.raises(CkirError, match="no prefill step is running"):
+        stopped.run_layer()
+    with pytest.raises(CkirError, match="outside the vocabulary"):
+        model.prefill_layers([1, 10**6])
+    with pytest.raises(CkirError, match="prefill_layers: expects a non-empty"):
+        model.prefill_layers([])
+    with pytest.raises(TypeError, match="decode_layers: token must be an int"):
+        model.decode_layers("a")  # type: ignore[arg-type]
+    model.reset()

@@ -12,6 +12,7 @@ also exports (docs/runtime.md, "Running one layer at a time")::
     int ckir_<mode>_layer(ckir_model *m, int64_t i);       /* i = 0, 1, ... in order */
     int ckir_<mode>_epilogue(ckir_model *m);
     const float *ckir_<mode>_hidden(const ckir_model *m, int64_t i);
+    int64_t ckir_hidden_size(void);                          /* CKIR_HIDDEN_SIZE */
 
 ``ckir_<mode>_hidden(m, i)`` points at the state layer ``i`` hands on to the next
 phase (the residual stream: ``n`` rows of ``CKIR_HIDDEN_SIZE`` floats), valid
@@ -184,4 +185,10 @@ def entry_points(
             "",
         ]
     header.append(f"#define CKIR_HIDDEN_SIZE {hidden_size}")
+    source += [
+        "int64_t ckir_hidden_size(void) {",
+        "  return CKIR_HIDDEN_SIZE;",
+        "}",
+        "",
+    ]
     return header, source

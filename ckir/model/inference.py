@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from ckir.errors import CkirError, is_int
+from ckir.model import layers
 from ckir.model.bindings import LoadedBuild
+from ckir.model.layers import LayerStep
 
 #: logits arrays of at least this many bytes are reused between calls once their caller
 #: has dropped them (Inference._logits_array); CPython's reference counts say when
@@ -148,22 +150,26 @@ class Inference(LoadedBuild):
         (:attr:`logits_rows`).  The array is yours for as long as you refer to it (or
         to a view of it); once you drop it, the model may copy a later call's logits
         into it instead of faulting in a new one (:meth:`_logits_array`)."""
-        if isinstance(tokens, (str, bytes)):
-            kind = type(tokens).__name__
-            raise TypeError(f"prefill: tokens must be a sequence of ints, got {kind}")
-        arr = np.asarray(tokens)
-        if arr.ndim != 1 or arr.size == 0:
-            raise CkirError("prefill: expects a non-empty 1-D sequence of token ids")
-        if arr.dtype == object and all(is_int(t) for t in arr):
-            self._check_token(max((int(t) for t in arr), key=abs))  # a huge int: out of range
-        if arr.dtype.kind not in "iu":
-            raise TypeError(f"prefill: tokens must be ints, got {arr.dtype} values")
-        self._check_token(int(arr.min()))
-        self._check_token(int(arr.max()))
-        arr32 = np.ascontiguousarray(arr, dtype=np.int32)
+        arr32 = self._token_array(tokens, "prefill")
         ptr = arr32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
         self._check(self._lib.ckir_prefill(self._ptr, ptr, len(arr32)))
         return self._logits("prefill")
+
+    def _token_array(self, tokens: Sequence[int] | np.ndarray, what: str) -> np.ndarray:
+        """``tokens`` checked (a non-empty 1-D sequence of ids in the vocabulary) as int32."""
+        if isinstance(tokens, (str, bytes)):
+            kind = type(tokens).__name__
+            raise TypeError(f"{what}: tokens must be a sequence of ints, got {kind}")
+        arr = np.asarray(tokens)
+        if arr.ndim != 1 or arr.size == 0:
+            raise CkirError(f"{what}: expects a non-empty 1-D sequence of token ids")
+        if arr.dtype == object and all(is_int(t) for t in arr):
+            self._check_token(max((int(t) for t in arr), key=abs))  # a huge int: out of range
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"{what}: tokens must be ints, got {arr.dtype} values")
+        self._check_token(int(arr.min()))
+        self._check_token(int(arr.max()))
+        return np.ascontiguousarray(arr, dtype=np.int32)
 
     def decode(self, token: int) -> np.ndarray:
         """Run one token at the next position (uses the KV cache); logits [V]."""
@@ -172,6 +178,32 @@ class Inference(LoadedBuild):
         self._check_token(int(token))
         self._check(self._lib.ckir_decode(self._ptr, int(token)))
         return self._logits("decode")[0]
+
+    @property
+    def n_layers(self) -> int:
+        """Layers of the steady phase (the template's repeated body)."""
+        return int(self.desc.n_layers)
+
+    def prefill_layers(self, tokens: Sequence[int] | np.ndarray) -> LayerStep:
+        """A prefill of ``tokens`` run one layer at a time (:mod:`ckir.model.layers`):
+        the prologue has run; ``run_layer()`` each layer, then ``finish()``."""
+        return self._layer_step("prefill", self._token_array(tokens, "prefill_layers"))
+
+    def decode_layers(self, token: int) -> LayerStep:
+        """One decode step of ``token`` run one layer at a time (as :meth:`prefill_layers`;
+        ``finish()`` returns [V])."""
+        if not is_int(token):
+            raise TypeError(f"decode_layers: token must be an int, got {type(token).__name__}")
+        self._check_token(int(token))
+        return self._layer_step("decode", np.array([int(token)], dtype=np.int32))
+
+    def _layer_step(self, mode: str, tokens: np.ndarray) -> LayerStep:
+        if not layers.bind(self._lib, mode):
+            raise CkirError(
+                f"{self.build_dir.name}: this build has no phase entry points (compiled by an "
+                "older ckir): compile it again"
+            )
+        return LayerStep(self, mode, tokens, self._check, self._logits)
 
     def _check_token(self, token: int) -> None:
         if not 0 <= token < self.vocab_size:

@@ -216,6 +216,8 @@ int ckir_decode_prologue(ckir_model *m, const int32_t *tokens, int64_t n);
 int ckir_decode_layer(ckir_model *m, int64_t i);
 int ckir_decode_epilogue(ckir_model *m);
 const float *ckir_decode_hidden(const ckir_model *m, int64_t i);
+/* CKIR_HIDDEN_SIZE, for callers without model.h (ckir's Python API) */
+int64_t ckir_hidden_size(void);
 
 /* on = 1 (the default): prefill's q8_0p / q4_1p / q4_0p GEMMs quantize x per block of 32
  * (q4_k / q5_k / q6_k: per super-block of 256, Q8_K) and

@@ -1,0 +1,96 @@
+"""A step run one layer at a time, over the phase entry points of the generated C
+(docs/runtime.md, "Running one layer at a time").
+
+    step = model.prefill_layers([1, 2, 3])   # the checks of prefill, then the prologue
+    for i in range(model.n_layers):
+        h = step.run_layer()                 # layer i; its hidden state [T, E], a copy
+    logits = step.finish()                   # the epilogue: what prefill returns
+
+``model.decode_layers(token)`` is the same for one decode step (``finish`` returns
+[V]).  A step may stop early: drop it, and the next step (or ``reset``) starts
+over; the position moves on only when ``finish`` runs.  Layers must run in order,
+and the C refuses anything else with a message naming the phase that is next.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ckir.errors import CkirError
+
+i32p = ctypes.POINTER(ctypes.c_int32)
+
+
+def bind(lib: Any, mode: str) -> bool:
+    """Declare the phase entry points of ``mode``; False for a build without them."""
+    names = [f"ckir_{mode}_{p}" for p in ("prologue", "layer", "epilogue", "hidden")]
+    if not all(hasattr(lib, n) for n in [*names, "ckir_hidden_size"]):
+        return False
+    prologue, layer, epilogue, hidden = (getattr(lib, n) for n in names)
+    prologue.argtypes = [ctypes.c_void_p, i32p, ctypes.c_int64]
+    layer.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+    epilogue.argtypes = [ctypes.c_void_p]
+    hidden.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+    hidden.restype = ctypes.POINTER(ctypes.c_float)
+    lib.ckir_hidden_size.restype = ctypes.c_int64
+    lib.ckir_hidden_size.argtypes = []
+    return True
+
+
+class LayerStep:
+    """One prefill or decode step in progress (made by ``prefill_layers`` /
+    ``decode_layers``); its prologue has run."""
+
+    def __init__(
+        self,
+        model: Any,
+        mode: str,
+        tokens: np.ndarray,
+        check: Callable[[int], None],
+        logits: Callable[[str], np.ndarray],
+    ) -> None:
+        self._model, self._mode, self._check, self._logits = model, mode, check, logits
+        self._lib = model._lib
+        self.rows = int(tokens.size)
+        self.n_layers = int(model.n_layers)
+        self.width = int(self._lib.ckir_hidden_size())
+        self.next_layer = 0
+        self._done = False
+        ptr = tokens.ctypes.data_as(i32p)
+        self._check(getattr(self._lib, f"ckir_{mode}_prologue")(model._ptr, ptr, tokens.size))
+
+    def run_layer(self) -> np.ndarray:
+        """Run the next layer; its hidden state (the residual stream it hands on,
+        [T, E] float32, a copy)."""
+        if self._done:
+            raise CkirError(f"{self._mode}_layers: the step has finished")
+        if self.next_layer >= self.n_layers:
+            raise CkirError(
+                f"{self._mode}_layers: all {self.n_layers} layers have run; call finish()"
+            )
+        i = self.next_layer
+        self._check(getattr(self._lib, f"ckir_{self._mode}_layer")(self._model._ptr, i))
+        self.next_layer += 1
+        return self.hidden(i)
+
+    def hidden(self, layer: int) -> np.ndarray:
+        """The hidden state layer ``layer`` handed on, while the next phase has not
+        overwritten it ([T, E] float32, a copy)."""
+        ptr = getattr(self._lib, f"ckir_{self._mode}_hidden")(self._model._ptr, layer)
+        if not ptr:
+            raise CkirError(f"{self._mode}_layers: layer {layer} has no hidden state here")
+        size = self.rows * self.width
+        return np.ctypeslib.as_array(ptr, shape=(size,)).reshape(self.rows, self.width).copy()
+
+    def finish(self) -> np.ndarray:
+        """Run the epilogue (after every layer): the logits the whole step returns."""
+        if self._done:
+            raise CkirError(f"{self._mode}_layers: the step has finished")
+        self._check(getattr(self._lib, f"ckir_{self._mode}_epilogue")(self._model._ptr))
+        self._done = True
+        out = self._logits(self._mode)
+        return out if self._mode == "prefill" else out[0]
