@@ -138,8 +138,8 @@ def compare(
         result = Comparison(mode)
         with load(out) as model:
             interp.int8_prefill = model.int8_prefill
-            whole = mode in ("prefill", "backward")
-            runs = [list(tokens)] if whole else [[t] for t in tokens]
+            # decode runs one step per token; prefill and backward take them all at once
+            runs = [[t] for t in tokens] if mode == "decode" else [list(tokens)]
             for step, run in enumerate(runs):
                 if _compare_run(model, interp, mode, run, step, tol, result, targets):
                     break

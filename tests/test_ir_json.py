@@ -52,6 +52,7 @@ NO_MODULE = {
     "dialects/layout/io-invalid.mlir": "verifier failures only",
     "passes/annotate-quant.mlir": "its RUN lines write their modules to %t files",
     "dialects/lowered/invalid.mlir": "verifier failures only",
+    "inputs/kernel-opencl-bad.mlir": "an out-of-range schedule hint: the verifier refuses it",
     "pipelines/import-lower-plan.mlir": "the graph is imported from a checkpoint into %t",
     "tools/ckir-opt-errors.mlir": "an unclosed module, by design",
 }

@@ -267,8 +267,8 @@ def test_gpt2_binding() -> None:
         ({"tie_word_embeddings": "yes"}, "key 'tie_word_embeddings': expected true/false"),
         ({"hidden_act": "gelu"}, "key 'hidden_act' is 'gelu'; template llama supports only silu"),
         (
-            {"rope_parameters": {"rope_theta": 1.0, "rope_type": "dynamic"}},
-            "key 'rope_parameters.rope_type' is 'dynamic'",
+            {"rope_parameters": {"rope_theta": 1.0, "rope_type": "longrope"}},
+            "key 'rope_parameters.rope_type' is 'longrope'",
         ),
     ],
 )
