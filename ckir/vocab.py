@@ -476,6 +476,9 @@ KERNEL_ONLY_OPS: frozenset[str] = frozenset(
         # attention with a scale, soft-capping or a sliding window (their own kernels)
         "attention_ext",
         "attention_ext_bwd",
+        # rope with per-pair frequency divisors (rope_type longrope; their own kernels)
+        "rope_ext",
+        "rope_ext_bwd",
     }
 )
 #: every ``op`` a registry kernel may implement
