@@ -60,7 +60,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     SymbolNameConstraint,
     SymbolRefAttr,
-    TensorType,
+    UnrankedTensorType,
     f32,
     f64,
     i64,
@@ -345,7 +345,7 @@ class RuntimeSymAttr(ParametrizedAttribute):
 
 
 #: ``f32s``: a table of f32 fixed at compile time (a call's value is an ``array<f32: ...>``)
-_BUILTIN_SCALARS: dict[str, Attribute] = {"i64": i64, "f32": f32, "f32s": TensorType(f32, [-1])}
+_BUILTIN_SCALARS: dict[str, Attribute] = {"i64": i64, "f32": f32, "f32s": UnrankedTensorType(f32)}
 #: the builtin types that spell the registry's scalar parameter types in the IR
 IR_PARAM_TYPES: dict[str, Attribute] = {name: _BUILTIN_SCALARS[name] for name in PARAM_TYPES}
 _BARE_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

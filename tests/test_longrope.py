@@ -24,12 +24,12 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from test_parity import assert_close, assert_decode_matches, compiled  # noqa: E402
+from test_templates_phi3_starcoder2 import hf_model, save_random_model  # noqa: E402
 from test_training import assert_gradients_match  # noqa: E402
 
 import ckir  # noqa: E402
 from ckir.errors import CkirError  # noqa: E402
 from ckir.frontend.hf import import_hf  # noqa: E402
-from ckir.tools.zoo import _init_law  # noqa: E402
 
 ORIGINAL = 32
 MAX_CONTEXT = 32
@@ -72,31 +72,13 @@ CASES: dict[str, dict[str, object]] = {
 }
 
 
-def make_model(key: str, out: Path, seed: int = 5) -> Path:
-    config = transformers.Phi3Config(**CASES[key])
-    torch.manual_seed(seed)
-    model = transformers.Phi3ForCausalLM(config)
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            offset, scale = _init_law(name, 0.08)
-            p.copy_(offset + scale * torch.randn(p.shape, generator=gen))
-    model.save_pretrained(out)
-    return out
-
-
-def hf_model(path: Path, train: bool = False):
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        path, dtype=torch.float32, attn_implementation="eager"
-    )
-    model.train() if train else model.eval()
-    return model
-
-
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("longrope_models")
-    return {key: make_model(key, root / key) for key in CASES}
+    return {
+        key: save_random_model(transformers.Phi3Config(**kw), "Phi3ForCausalLM", root / key)
+        for key, kw in CASES.items()
+    }
 
 
 @pytest.fixture(scope="module")

@@ -55,6 +55,20 @@ def _oracle(x, n, D, P, T, theta, R, scaling, sign):
     return rope_oracle(x, n, D, pos, theta, sign, R=R, factor=factor, ramp=ramp, mscale=mscale)
 
 
+def _checker(q0, k0, eq, ek, T, P, H, KV, D, R):
+    """The check of a rotation of q0, k0 against the oracle's eq, ek: float32 angles
+    (as test_rope), and the dims past R passed through bit for bit."""
+    atol = 2e-6 + 16 * float(np.spacing(F32(P + T)))
+
+    def check(q, k):
+        close(q, eq, rtol=1e-5, atol=atol)
+        close(k, ek, rtol=1e-5, atol=atol)
+        np.testing.assert_array_equal(q.reshape(T, H, D)[:, :, R:], q0.reshape(T, H, D)[:, :, R:])
+        np.testing.assert_array_equal(k.reshape(T, KV, D)[:, :, R:], k0.reshape(T, KV, D)[:, :, R:])
+
+    return check
+
+
 @pytest.mark.parametrize("H,KV,D,R", SHAPES, ids=lambda v: str(v))
 @pytest.mark.parametrize("T,P", [(1, 0), (40, 4070)])
 @pytest.mark.parametrize("scaling", SCALINGS, ids=[f"s{i}" for i in range(len(SCALINGS))])
@@ -65,19 +79,11 @@ def test_rope_scaled_partial(lib, kernel, sign, scaling, T, P, H, KV, D, R):
     q0, k0 = rand(rng, T, H * D), rand(rng, T, KV * D)
     eq = _oracle(q0, H, D, P, T, theta, R, scaling, sign)
     ek = _oracle(k0, KV, D, P, T, theta, R, scaling, sign)
-    atol = 2e-6 + 16 * float(np.spacing(F32(P + T)))  # float32 angles, as test_rope
-
-    def check(q, k):
-        close(q, eq, rtol=1e-5, atol=atol)
-        close(k, ek, rtol=1e-5, atol=atol)
-        # the dims past R pass through bit for bit
-        np.testing.assert_array_equal(q.reshape(T, H, D)[:, :, R:], q0.reshape(T, H, D)[:, :, R:])
-        np.testing.assert_array_equal(k.reshape(T, KV, D)[:, :, R:], k0.reshape(T, KV, D)[:, :, R:])
 
     def make():
         return _args(q0.copy(), k0.copy(), T, H, KV, D, P, theta, R, scaling)
 
-    both(lib, kernel, [0, 1], make, check)
+    both(lib, kernel, [0, 1], make, _checker(q0, k0, eq, ek, T, P, H, KV, D, R))
 
 
 def test_rope_bwd_is_the_transpose_when_scaled(lib):
@@ -156,18 +162,11 @@ def test_rope_ext_divisors(lib, kernel, sign, mscale, T, P, H, KV, D, R):
     kw = dict(R=R, mscale=mscale, ext=ext)
     eq = rope_oracle(q0, H, D, pos, theta, sign, **kw)
     ek = rope_oracle(k0, KV, D, pos, theta, sign, **kw)
-    atol = 2e-6 + 16 * float(np.spacing(F32(P + T)))
-
-    def check(q, k):
-        close(q, eq, rtol=1e-5, atol=atol)
-        close(k, ek, rtol=1e-5, atol=atol)
-        np.testing.assert_array_equal(q.reshape(T, H, D)[:, :, R:], q0.reshape(T, H, D)[:, :, R:])
-        np.testing.assert_array_equal(k.reshape(T, KV, D)[:, :, R:], k0.reshape(T, KV, D)[:, :, R:])
 
     def make():
         return [q0.copy(), k0.copy(), T, H, KV, D, P, theta, R, mscale, ext]
 
-    both(lib, kernel, [0, 1], make, check)
+    both(lib, kernel, [0, 1], make, _checker(q0, k0, eq, ek, T, P, H, KV, D, R))
 
 
 def test_rope_ext_table_cache_keyed_by_contents(lib):

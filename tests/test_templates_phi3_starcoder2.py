@@ -134,10 +134,14 @@ MAX_CONTEXT = 48
 
 
 def make_model(key: str, out: Path, seed: int = 5) -> Path:
-    """A random tiny transformers model of case ``key`` saved in ``out`` (the zoo's
-    initialization law: norm gains around 1, biases and norm biases non-zero)."""
+    """A random tiny transformers model of case ``key`` saved in ``out``."""
     config_cls, model_cls, kwargs = CASES[key]
-    config = getattr(transformers, config_cls)(**kwargs)
+    return save_random_model(getattr(transformers, config_cls)(**kwargs), model_cls, out, seed)
+
+
+def save_random_model(config, model_cls: str, out: Path, seed: int = 5) -> Path:
+    """A random transformers ``model_cls`` of ``config`` saved in ``out`` (the zoo's
+    initialization law: norm gains around 1, biases and norm biases non-zero)."""
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(config)
     gen = torch.Generator().manual_seed(seed)
