@@ -142,3 +142,17 @@ def test_a_table_of_the_wrong_length_is_refused(checkpoints, tmp_path: Path) -> 
     (dst / "config.json").write_text(json.dumps(config))
     with pytest.raises(CkirError, match="ext_factors has 2 values; .* need 7"):
         import_hf(dst)
+
+
+def test_interpreter_equals_the_c_build(builds) -> None:
+    """The plan interpreter's NumPy reference of rope_ext (ckir.reference.kernels) gives
+    the C build's logits, prefill and decode."""
+    from ckir.interp import PlanInterpreter
+
+    model = builds["attention_factor"]
+    interp = PlanInterpreter(model.build_dir)
+    tokens = np.random.default_rng(6).integers(0, model.vocab_size, size=9)
+    model.reset()
+    assert_close(interp.prefill(tokens), model.prefill(tokens), "interpreter prefill")
+    for token in (3, model.vocab_size - 1):
+        assert_close(interp.decode(token), model.decode(token), "interpreter decode")
