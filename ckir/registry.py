@@ -61,7 +61,7 @@ __all__ = [
 ]
 
 ACCESSES = ("read", "write", "readwrite")
-PARAM_TYPES = {"i64": "int64_t", "f32": "float"}
+PARAM_TYPES = {"i64": "int64_t", "f32": "float", "f32s": "const float *"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -138,7 +138,8 @@ class OperandSpec:
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """A scalar argument: name and type ("i64" → int64_t, "f32" → float)."""
+    """A scalar argument: name and type ("i64" → int64_t, "f32" → float; "f32s" → const
+    float *, a small table of floats fixed at compile time)."""
 
     name: str
     type: str

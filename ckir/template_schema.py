@@ -39,7 +39,7 @@ def display_path(path: Path) -> str:
 # ---------------------------------------------------------------------------
 
 #: the types a param may have (``params: {x: {type: ...}}``)
-PARAM_TYPES = ("float", "int", "bool", "str")
+PARAM_TYPES = ("float", "int", "bool", "str", "floats")
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,18 @@ def kind_of(value: Any) -> str:
 
 
 def coerce(value: Any, typ: str) -> Any:
-    """Check/convert a YAML or JSON scalar to a param type."""
+    """Check/convert a YAML or JSON scalar to a param type (``floats``: a list of numbers,
+    as a tuple of floats)."""
+    if typ == "floats":
+        if not isinstance(value, list | tuple):
+            raise TemplateError(f"expected a list of numbers, got {kind_of(value)}")
+        out = []
+        for n, v in enumerate(value):
+            try:
+                out.append(coerce(v, "float"))
+            except TemplateError as e:
+                raise TemplateError(f"item {n}: {e}") from None
+        return tuple(out)
     if typ == "bool":
         if not isinstance(value, bool):
             raise TemplateError(f"expected true/false, got {kind_of(value)}")

@@ -292,7 +292,7 @@ REPORTED_ROLES: tuple[str, ...] = ("weight", "kv_cache", "activation", "io")
 
 #: kinds of op attributes: python value kinds plus ``dim`` (a dim expression) and
 #: ``schedule`` (a ``#graph.schedule`` hint)
-ATTR_KINDS: tuple[str, ...] = ("float", "int", "bool", "str", "dim", "schedule")
+ATTR_KINDS: tuple[str, ...] = ("float", "int", "bool", "str", "dim", "schedule", "floats")
 
 
 @dataclass(frozen=True)
@@ -340,7 +340,7 @@ SCHEDULE_KEYS: tuple[str, ...] = ("tile_m", "tile_n", "tile_k", "vectorize")
 _HEADS = {"heads": ("dim", True), "kv_heads": ("dim", True), "head_dim": ("dim", True)}
 _SCHEDULE = {"schedule": ("schedule", False)}
 #: graph.rope's kinds of frequency scaling (absent: ``default``, plain RoPE)
-ROPE_TYPES: tuple[str, ...] = ("default", "linear", "wavelength", "yarn")
+ROPE_TYPES: tuple[str, ...] = ("default", "linear", "wavelength", "yarn", "longrope")
 #: graph.rope's optional attributes: the scaling of ``rope_type`` and partial rotation
 #: (which ones each type takes: ``ckir.dialects.graph.ROPE_TYPE_ATTRS``)
 _ROPE_SCALING = {
@@ -355,6 +355,11 @@ _ROPE_SCALING = {
     "mscale": ("float", False),
     "mscale_all_dim": ("float", False),
     "truncate": ("bool", False),
+    # longrope: per-pair frequency divisors (its short factors), R/2 of them
+    "ext_factors": ("floats", False),
+    # longrope: the context its long factors were made for (max_position_embeddings);
+    # its ratio to original_context is the default factor
+    "scaled_context": ("int", False),
     "partial_rotary_factor": ("float", False),
 }
 
@@ -476,6 +481,9 @@ KERNEL_ONLY_OPS: frozenset[str] = frozenset(
         # attention with a scale, soft-capping or a sliding window (their own kernels)
         "attention_ext",
         "attention_ext_bwd",
+        # rope with per-pair frequency divisors (rope_type longrope; their own kernels)
+        "rope_ext",
+        "rope_ext_bwd",
     }
 )
 #: every ``op`` a registry kernel may implement

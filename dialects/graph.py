@@ -48,6 +48,7 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DenseArrayBase,
     DictionaryAttr,
     FloatAttr,
     IntAttr,
@@ -1359,6 +1360,12 @@ ROPE_TYPE_ATTRS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("factor", "original_context"),
         ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"),
     ),
+    # the short factors: exact for every sequence up to original_context, which the
+    # lowering requires of max_context (the long ones are never used)
+    "longrope": (
+        ("ext_factors", "original_context"),
+        ("factor", "attention_factor", "scaled_context"),
+    ),
 }
 #: graph.rope's optional attributes that belong to a scaling type
 ROPE_SCALING_ATTRS: tuple[str, ...] = tuple(
@@ -1394,7 +1401,16 @@ class RopeOp(ComputeOp):
     ``factor``, ``low_freq_factor``, ``high_freq_factor``, ``original_context``;
     ``yarn`` ``factor``, ``original_context`` and optionally ``beta_fast``
     (default 32), ``beta_slow`` (1), ``attention_factor``, ``mscale``,
-    ``mscale_all_dim`` and ``truncate``.  ``partial_rotary_factor`` (0 < f <= 1)
+    ``mscale_all_dim`` and ``truncate``; ``longrope`` ``ext_factors`` (one divisor of
+    the frequency per rotated pair, ``array<f64: ...>``) and ``original_context``, and
+    optionally ``factor`` (for the default attention factor; absent: ``scaled_context /
+    original_context``, ``scaled_context`` being the context the model was scaled to)
+    and ``attention_factor`` (the scale of cos and sin)::
+
+      {rope_type = "longrope", ext_factors = array<f64: 1.0, 1.5, 3.0>,
+       original_context = 32 : i64, factor = 2.0 : f64}
+
+    ``partial_rotary_factor`` (0 < f <= 1)
     rotates only the first ``int(head_dim * f)`` dims of each head.
 
     Local layers: with ``local_theta`` (f64) and ``local_pattern`` (i64 n >= 1), the
@@ -1419,6 +1435,8 @@ class RopeOp(ComputeOp):
     mscale = opt_prop_def(FloatAttr)
     mscale_all_dim = opt_prop_def(FloatAttr)
     truncate = opt_prop_def(UnitAttr)
+    ext_factors = opt_prop_def(DenseArrayBase)
+    scaled_context = opt_prop_def(IntegerAttr)
     partial_rotary_factor = opt_prop_def(FloatAttr)
     local_theta = opt_prop_def(FloatAttr)
     local_pattern = opt_prop_def(IntegerAttr)
@@ -1484,6 +1502,10 @@ class RopeOp(ComputeOp):
                 f"graph.rope: beta_fast = {fast or 32.0} must not be smaller than "
                 f"beta_slow = {slow or 1.0}"
             )
+        if self.scaled_context is not None and self.scaled_context.value.data <= 0:
+            raise VerifyException(
+                f"graph.rope: scaled_context = {self.scaled_context.value.data} must be positive"
+            )
         if self.original_context is not None and self.original_context.value.data <= 0:
             raise VerifyException(
                 f"graph.rope: original_context = {self.original_context.value.data} "
@@ -1492,7 +1514,21 @@ class RopeOp(ComputeOp):
         frac = self._float("partial_rotary_factor")
         if frac is not None and not 0 < frac <= 1:
             raise VerifyException(f"graph.rope: partial_rotary_factor = {frac} must be in (0, 1]")
+        ext = self.ext_factors
+        if ext is not None:
+            if ext.elt_type != f64:
+                raise VerifyException("graph.rope: ext_factors must be an array<f64: ...>")
+            for v in ext.get_values():
+                if not (math.isfinite(float(v)) and float(v) > 0):
+                    raise VerifyException(f"graph.rope: ext_factors has {v}; each must be positive")
         d = try_evaluate_dim(self.head_dim.text, symbols)
+        if d is not None and ext is not None:
+            r = rope_rotary_dim(d, frac)
+            if len(ext.get_values()) != r // 2:
+                raise VerifyException(
+                    f"graph.rope: ext_factors has {len(ext.get_values())} values; the "
+                    f"{r} rotated dims of head_dim = {self.head_dim.text} ({d}) need {r // 2}"
+                )
         if d is not None:
             r = rope_rotary_dim(d, frac)
             if r < 2 or r % 2:
@@ -1798,7 +1834,9 @@ ComputeOp.kind = ""  # type: ignore[attr-defined]
 
 
 def _to_prop(
-    cls: type[ComputeOp], key: str, value: Attribute | float | int | str | bool
+    cls: type[ComputeOp],
+    key: str,
+    value: Attribute | float | int | str | bool | list[float] | tuple[float, ...],
 ) -> Attribute:
     if isinstance(value, Attribute):
         return value
@@ -1809,6 +1847,8 @@ def _to_prop(
     if key in cls.DIM_PROPS:
         return DimAttr.get(value)
     kind = GRAPH_OPS[cls.kind].attrs.get(key, ("",))[0] if cls.kind in GRAPH_OPS else ""
+    if kind == "floats" and isinstance(value, list | tuple):
+        return DenseArrayBase.from_list(f64, [float(v) for v in value])
     if isinstance(value, float) or kind == "float":
         return FloatAttr(float(value), f64)
     if isinstance(value, int) and kind == "int":

@@ -52,6 +52,7 @@ from functools import lru_cache
 from xdsl.dialects.builtin import (
     I64,
     ArrayAttr,
+    DenseArrayBase,
     DictionaryAttr,
     FloatAttr,
     IntAttr,
@@ -59,6 +60,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     SymbolNameConstraint,
     SymbolRefAttr,
+    UnrankedTensorType,
     f32,
     f64,
     i64,
@@ -342,7 +344,8 @@ class RuntimeSymAttr(ParametrizedAttribute):
         printer.print_string("<" + self.symbol.data + ">")
 
 
-_BUILTIN_SCALARS: dict[str, Attribute] = {"i64": i64, "f32": f32}
+#: ``f32s``: a table of f32 fixed at compile time (a call's value is an ``array<f32: ...>``)
+_BUILTIN_SCALARS: dict[str, Attribute] = {"i64": i64, "f32": f32, "f32s": UnrankedTensorType(f32)}
 #: the builtin types that spell the registry's scalar parameter types in the IR
 IR_PARAM_TYPES: dict[str, Attribute] = {name: _BUILTIN_SCALARS[name] for name in PARAM_TYPES}
 _BARE_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -1168,9 +1171,11 @@ class KernelOp(IRDLOperation):
 # --------------------------------------------------------------------------- calls
 
 
-def _param_attr(value: int | float | str | Attribute) -> Attribute:
+def _param_attr(value: int | float | str | tuple[float, ...] | Attribute) -> Attribute:
     if isinstance(value, Attribute):
         return value
+    if isinstance(value, tuple):
+        return DenseArrayBase.from_list(f32, [float(v) for v in value])
     if isinstance(value, bool):
         return _i64(int(value))
     if isinstance(value, int):
@@ -1182,13 +1187,15 @@ def _param_attr(value: int | float | str | Attribute) -> Attribute:
     raise ValueError(f"lowered.call: cannot make a parameter from {value!r}")
 
 
-def _param_value(attr: Attribute) -> int | float | str:
+def _param_value(attr: Attribute) -> int | float | str | tuple[float, ...]:
     if isinstance(attr, IntegerAttr):
         return attr.value.data
     if isinstance(attr, FloatAttr):
         return attr.value.data
     if isinstance(attr, RuntimeSymAttr):
         return attr.symbol.data
+    if isinstance(attr, DenseArrayBase) and attr.elt_type == f32:
+        return tuple(float(v) for v in attr.get_values())
     raise VerifyException(f"lowered.call: unsupported parameter value {attr}")
 
 
@@ -1248,7 +1255,7 @@ class CallOp(IRDLOperation):
         kernel: str,
         ins: Sequence[str],
         outs: Sequence[str],
-        params: Mapping[str, int | float | str],
+        params: Mapping[str, int | float | str | tuple[float, ...]],
         *,
         origin: OriginAttr | None = None,
     ) -> CallOp:
@@ -1275,8 +1282,9 @@ class CallOp(IRDLOperation):
         return tuple(r.root_reference.data for r in self.outs.data)
 
     @property
-    def param_values(self) -> dict[str, int | float | str]:
-        """Parameters as Python values; a ``str`` is a run-time symbol (``"T"``, ``"T*64"``)."""
+    def param_values(self) -> dict[str, int | float | str | tuple[float, ...]]:
+        """Parameters as Python values; a ``str`` is a run-time symbol (``"T"``, ``"T*64"``),
+        a tuple an ``f32s`` table."""
         return {k: _param_value(v) for k, v in self.params.data.items()}
 
     @property
@@ -1305,10 +1313,11 @@ class CallOp(IRDLOperation):
                 raise VerifyException(
                     f"{where}: 'origin' is reserved for the call's origin, not a parameter"
                 )
-            if not isinstance(v, IntegerAttr | FloatAttr | RuntimeSymAttr):
+            f32_table = isinstance(v, DenseArrayBase) and v.elt_type == f32
+            if not (isinstance(v, IntegerAttr | FloatAttr | RuntimeSymAttr) or f32_table):
                 raise VerifyException(
-                    f"{where}: parameter {k} = {v} must be an integer, a float or a "
-                    "#lowered.rt<..> run-time symbol"
+                    f"{where}: parameter {k} = {v} must be an integer, a float, an "
+                    "array<f32: ...> or a #lowered.rt<..> run-time symbol"
                 )
         program = self.parent_op()
         if program is None:
@@ -1394,7 +1403,15 @@ class CallOp(IRDLOperation):
                     )
             elif ptype == i64 and not isinstance(self.params.data[pname], IntegerAttr):
                 raise VerifyException(f"{where}: parameter {pname} must be an i64 integer")
-        concrete = {k: v for k, v in values.items() if not isinstance(v, str)}
+            elif (ptype == IR_PARAM_TYPES["f32s"]) != isinstance(value, tuple):
+                raise VerifyException(
+                    f"{where}: parameter {pname} is {_param_type_name(ptype)}; "
+                    f"{'an array<f32: ...>' if isinstance(value, tuple) else 'a scalar'} "
+                    "does not fit it"
+                )
+        concrete = {
+            k: v for k, v in values.items() if not isinstance(v, str) and not isinstance(v, tuple)
+        }
         # partial: constraints over run-time symbols are checked at run time
         for problem in decl.spec().check(concrete, partial=True):
             prefix = f"{decl.kernel_name}: "

@@ -158,8 +158,9 @@ class RuntimeLib:
         if c_name not in self._fns:
             fn = getattr(self.dll, c_name)
             fn.restype = None
+            ctypes_of = {"i64": ctypes.c_int64, "f32": ctypes.c_float, "f32s": ctypes.c_void_p}
             fn.argtypes = [ctypes.c_void_p] * len(spec.operands) + [
-                ctypes.c_int64 if p.type == "i64" else ctypes.c_float for p in spec.params
+                ctypes_of[p.type] for p in spec.params
             ]
             self._fns[c_name] = fn
         return self._fns[c_name]
@@ -177,8 +178,13 @@ class RuntimeLib:
             if op.access != "read" and not arr.flags.writeable:
                 raise TypeError(f"{spec.name}: operand {op.name} must be writeable")
             cargs.append(arr.ctypes.data)
+        tables = []  # f32s tables: alive until the call returns
         for p, v in zip(spec.params, args[nb:], strict=True):
-            cargs.append(int(v) if p.type == "i64" else float(v))
+            if p.type == "f32s":
+                tables.append(np.ascontiguousarray(v, dtype=np.float32))
+                cargs.append(tables[-1].ctypes.data)
+            else:
+                cargs.append(int(v) if p.type == "i64" else float(v))
         self._fn(c_name, spec)(*cargs)
 
     def call(self, name: str, *args) -> None:

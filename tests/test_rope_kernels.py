@@ -55,6 +55,20 @@ def _oracle(x, n, D, P, T, theta, R, scaling, sign):
     return rope_oracle(x, n, D, pos, theta, sign, R=R, factor=factor, ramp=ramp, mscale=mscale)
 
 
+def _checker(q0, k0, eq, ek, T, P, H, KV, D, R):
+    """The check of a rotation of q0, k0 against the oracle's eq, ek: float32 angles
+    (as test_rope), and the dims past R passed through bit for bit."""
+    atol = 2e-6 + 16 * float(np.spacing(F32(P + T)))
+
+    def check(q, k):
+        close(q, eq, rtol=1e-5, atol=atol)
+        close(k, ek, rtol=1e-5, atol=atol)
+        np.testing.assert_array_equal(q.reshape(T, H, D)[:, :, R:], q0.reshape(T, H, D)[:, :, R:])
+        np.testing.assert_array_equal(k.reshape(T, KV, D)[:, :, R:], k0.reshape(T, KV, D)[:, :, R:])
+
+    return check
+
+
 @pytest.mark.parametrize("H,KV,D,R", SHAPES, ids=lambda v: str(v))
 @pytest.mark.parametrize("T,P", [(1, 0), (40, 4070)])
 @pytest.mark.parametrize("scaling", SCALINGS, ids=[f"s{i}" for i in range(len(SCALINGS))])
@@ -65,19 +79,11 @@ def test_rope_scaled_partial(lib, kernel, sign, scaling, T, P, H, KV, D, R):
     q0, k0 = rand(rng, T, H * D), rand(rng, T, KV * D)
     eq = _oracle(q0, H, D, P, T, theta, R, scaling, sign)
     ek = _oracle(k0, KV, D, P, T, theta, R, scaling, sign)
-    atol = 2e-6 + 16 * float(np.spacing(F32(P + T)))  # float32 angles, as test_rope
-
-    def check(q, k):
-        close(q, eq, rtol=1e-5, atol=atol)
-        close(k, ek, rtol=1e-5, atol=atol)
-        # the dims past R pass through bit for bit
-        np.testing.assert_array_equal(q.reshape(T, H, D)[:, :, R:], q0.reshape(T, H, D)[:, :, R:])
-        np.testing.assert_array_equal(k.reshape(T, KV, D)[:, :, R:], k0.reshape(T, KV, D)[:, :, R:])
 
     def make():
         return _args(q0.copy(), k0.copy(), T, H, KV, D, P, theta, R, scaling)
 
-    both(lib, kernel, [0, 1], make, check)
+    both(lib, kernel, [0, 1], make, _checker(q0, k0, eq, ek, T, P, H, KV, D, R))
 
 
 def test_rope_bwd_is_the_transpose_when_scaled(lib):
@@ -136,3 +142,44 @@ def test_debug_build_refuses_bad_rotary_dims(tmp_path):
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert proc.returncode != 0, R
         assert "rope_f32: constraint violated" in proc.stderr, R
+
+
+# (H, KV, D, R) for the per-pair divisor table (LongRoPE): R = 2, odd D with a
+# pass-through tail, R/2 off the vector widths, halves past the table chunk
+EXT_SHAPES = [(1, 1, 2, 2), (2, 1, 9, 6), (3, 1, 35, 34), (2, 2, 64, 64), (1, 1, 161, 146)]
+
+
+@pytest.mark.parametrize("H,KV,D,R", EXT_SHAPES, ids=lambda v: str(v))
+@pytest.mark.parametrize("T,P", [(1, 0), (1, 31), (40, 4070)])
+@pytest.mark.parametrize("mscale", [1.0, 1.19])
+@pytest.mark.parametrize("kernel,sign", [("rope_ext_f32", 1.0), ("rope_ext_bwd_f32", -1.0)])
+def test_rope_ext_divisors(lib, kernel, sign, mscale, T, P, H, KV, D, R):
+    theta = 10000.0
+    rng = np.random.default_rng(T + H + D + R + P)
+    ext = (1.0 + 40.0 * rng.random(R // 2)).astype(F32)  # LongRoPE factors are >= 1
+    q0, k0 = rand(rng, T, H * D), rand(rng, T, KV * D)
+    pos = [P + t for t in range(T)]
+    kw = dict(R=R, mscale=mscale, ext=ext)
+    eq = rope_oracle(q0, H, D, pos, theta, sign, **kw)
+    ek = rope_oracle(k0, KV, D, pos, theta, sign, **kw)
+
+    def make():
+        return [q0.copy(), k0.copy(), T, H, KV, D, P, theta, R, mscale, ext]
+
+    both(lib, kernel, [0, 1], make, _checker(q0, k0, eq, ek, T, P, H, KV, D, R))
+
+
+def test_rope_ext_table_cache_keyed_by_contents(lib):
+    """The per-thread table cache compares the divisors' contents: a second call at the
+    same positions with other divisors in the same memory rotates by the new ones."""
+    H, KV, D, R, T, P, theta = 2, 1, 8, 8, 3, 5, 10000.0
+    rng = np.random.default_rng(7)
+    q0, k0 = rand(rng, T, H * D), rand(rng, T, KV * D)
+    ext = np.ones(R // 2, F32)
+    pos = [P + t for t in range(T)]
+    for fill in (1.0, 3.0, 1.0):
+        ext[:] = fill
+        q, k = q0.copy(), k0.copy()
+        lib.call("rope_ext_f32", q, k, T, H, KV, D, P, theta, R, 1.0, ext)
+        close(q, rope_oracle(q0, H, D, pos, theta, R=R, ext=ext), rtol=1e-5, atol=1e-5)
+        close(k, rope_oracle(k0, KV, D, pos, theta, R=R, ext=ext), rtol=1e-5, atol=1e-5)

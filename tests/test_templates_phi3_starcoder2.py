@@ -7,7 +7,8 @@ reader, so the fused ``qkv_proj`` / ``gate_up_proj`` rows of Phi-3 are compared
 slice by slice), all within 1e-4 of the largest reference entry.
 ``save_pretrained`` must give back the checkpoint bit for bit (the fused
 tensors put together again) and load in transformers.  Configs the ops cannot
-serve yet (RoPE scaling, partial rotary for phi3) are refused with a message.
+serve yet (RoPE scaling other than phi3's LongRoPE, partial rotary for phi3) are
+refused with a message; LongRoPE's parity is tests/test_longrope.py's.
 phi rotates part of each head (``partial_rotary_factor``) and has an LM head
 with a bias.
 """
@@ -133,10 +134,14 @@ MAX_CONTEXT = 48
 
 
 def make_model(key: str, out: Path, seed: int = 5) -> Path:
-    """A random tiny transformers model of case ``key`` saved in ``out`` (the zoo's
-    initialization law: norm gains around 1, biases and norm biases non-zero)."""
+    """A random tiny transformers model of case ``key`` saved in ``out``."""
     config_cls, model_cls, kwargs = CASES[key]
-    config = getattr(transformers, config_cls)(**kwargs)
+    return save_random_model(getattr(transformers, config_cls)(**kwargs), model_cls, out, seed)
+
+
+def save_random_model(config, model_cls: str, out: Path, seed: int = 5) -> Path:
+    """A random transformers ``model_cls`` of ``config`` saved in ``out`` (the zoo's
+    initialization law: norm gains around 1, biases and norm biases non-zero)."""
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(config)
     gen = torch.Generator().manual_seed(seed)
@@ -235,7 +240,12 @@ def _edited(src: Path, dst: Path, **changes: object) -> Path:
         (
             "phi3_gqa",
             {"rope_parameters": {"rope_type": "longrope", "rope_theta": 10000.0}},
-            "RoPE scaling .* is not supported yet",
+            "ext_factors has 0 values",  # longrope without its short_factor
+        ),
+        (
+            "phi3_gqa",
+            {"rope_parameters": {"rope_type": "linear", "factor": 2.0}},
+            "other than longrope is not supported yet",
         ),
         (
             "phi3_gqa",

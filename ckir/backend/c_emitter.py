@@ -228,7 +228,9 @@ class CEmitter:
         return f"({qual}{ctype} *)({base} + {place.macro})"
 
     @staticmethod
-    def scalar(value: int | float | str, ctype: str) -> str:
+    def scalar(value: int | float | str | tuple[float, ...], ctype: str) -> str:
+        if isinstance(value, tuple):  # an f32s table: a compound literal
+            return "(const float[]){" + ", ".join(repr(float(v)) + "f" for v in value) + "}"
         if isinstance(value, str):
             if value in RUNTIME_SCALARS:
                 return RUNTIME_SCALARS[value]

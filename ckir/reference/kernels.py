@@ -17,7 +17,7 @@ Two layers:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -25,7 +25,7 @@ F32 = np.float32
 F64 = np.float64
 
 Operands = Mapping[str, np.ndarray]
-Params = Mapping[str, int | float]
+Params = Mapping[str, int | float | tuple[float, ...]]
 Outputs = dict[str, np.ndarray]
 
 
@@ -82,11 +82,20 @@ def attention_oracle(
 
 
 def rope_inv_freq(
-    R: int, theta: float, factor: float = 1.0, ramp: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    R: int,
+    theta: float,
+    factor: float = 1.0,
+    ramp: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    ext: Sequence[float] | None = None,
 ) -> np.ndarray:
     """ckir_rope.h's inverse frequencies in float32: b = theta^(-2i/R), m = clamp(ramp_w b +
-    ramp_i i + ramp_0, 0, 1), b ((1 - m) / factor + m)."""
+    ramp_i i + ramp_0, 0, 1), b ((1 - m) / factor + m); with per-pair divisors ``ext``
+    (R/2 of them) 1 / (ext[i] theta^(2i/R)) instead."""
     expo = np.arange(0, R, 2, dtype=F32) / F32(R)
+    if ext is not None:
+        e = np.asarray(ext, dtype=F32)
+        p = np.array([F32(math.pow(float(theta), float(x))) for x in expo], F32)
+        return (F32(1.0) / (e * p)).astype(F32)
     b = np.array([F32(1.0) / F32(math.pow(float(theta), float(e))) for e in expo], F32)
     if factor == 1.0:
         return b
@@ -106,13 +115,15 @@ def rope_oracle(
     factor: float = 1.0,
     ramp: tuple[float, float, float] = (0.0, 0.0, 0.0),
     mscale: float = 1.0,
+    ext: Sequence[float] | None = None,
 ) -> np.ndarray:
     """HF rotate_half over the first R dims of each head (the rest pass through), with
     float32 inv_freq and angle, float64 cos/sin and products, cos and sin scaled by
-    mscale; ``sign=-1`` rotates by the opposite angle (rope's transpose: its backward)."""
+    mscale; ``sign=-1`` rotates by the opposite angle (rope's transpose: its backward);
+    ``ext``: per-pair frequency divisors (:func:`rope_inv_freq`)."""
     R = D if R is None else R
     half = R // 2
-    inv = rope_inv_freq(R, theta, factor, ramp)
+    inv = rope_inv_freq(R, theta, factor, ramp, ext)
     out = x.astype(F64).reshape(len(positions), nheads, D).copy()
     for t, pos in enumerate(positions):
         ang = (F32(pos) * inv).astype(F64)
@@ -344,6 +355,22 @@ def _rope(ops: Operands, p: Params) -> Outputs:
     return {"q": q.reshape(-1), "k": k.reshape(-1)}
 
 
+def _rope_ext(q_name: str, k_name: str, sign: float) -> Callable[[Operands, Params], Outputs]:
+    """rope_ext (``sign`` 1) and rope_ext_bwd (-1): the rotation by per-pair divisors."""
+
+    def run(ops: Operands, p: Params) -> Outputs:
+        T, H, KV, D, P = (_int(p, s) for s in ("T", "H", "KV", "D", "P"))
+        ext = p["ext"]
+        assert isinstance(ext, tuple)
+        kw = dict(R=_int(p, "R"), mscale=float(p["mscale"]), ext=ext, sign=sign)
+        pos, theta = range(P, P + T), float(p["theta"])
+        q = rope_oracle(_rows(ops[q_name], T, H * D), H, D, pos, theta, **kw)
+        k = rope_oracle(_rows(ops[k_name], T, KV * D), KV, D, pos, theta, **kw)
+        return {q_name: q.reshape(-1), k_name: k.reshape(-1)}
+
+    return run
+
+
 def _kv_store(ops: Operands, p: Params) -> Outputs:
     T, P, KVD = _int(p, "T"), _int(p, "P", 0), _int(p, "KVD")
     out: Outputs = {}
@@ -547,6 +574,7 @@ REFERENCE: dict[str, Callable[[Operands, Params], Outputs]] = {
     "matmul": _matmul,
     "fused_matmul_relu": _matmul_relu,
     "rope": _rope,
+    "rope_ext": _rope_ext("q", "k", 1.0),
     "kv_store": _kv_store,
     "attention": _attention,
     "attention_ext": _attention,
@@ -567,6 +595,7 @@ REFERENCE: dict[str, Callable[[Operands, Params], Outputs]] = {
     "linear_bwd_weight": _linear_bwd_weight,
     "rmsnorm_bwd": _rmsnorm_bwd,
     "rope_bwd": _rope_bwd,
+    "rope_ext_bwd": _rope_ext("dq", "dk", -1.0),
     "attention_bwd": _attention_bwd,
     "swiglu_bwd": _gated_bwd(_silu, _silu_grad),
     "geglu_bwd": _gated_bwd(gelu_tanh, gelu_tanh_grad),

@@ -294,7 +294,8 @@ def _rope(b: GradientBuilder, op: g.ComputeOp) -> None:
     if missing:
         raise CkirError(f"{b.where(op)}: the loss does not depend on %{missing[0]}")
     dq, dk = b.owned_grad(qr, op), b.owned_grad(kr, op)
-    b.emit(op, "rope_bwd", [], [dq, dk], b.params(op))
+    params = b.params(op)
+    b.emit(op, "rope_ext_bwd" if "ext" in params else "rope_bwd", [], [dq, dk], params)
     b.contribute(q, dq, op)
     b.contribute(k, dk, op)
 

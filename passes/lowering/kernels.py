@@ -20,7 +20,7 @@ from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.registry import KernelSpec, load_registry
 
-ParamValue = int | float | str
+ParamValue = int | float | str | tuple[float, ...]
 
 
 def select_kernel(

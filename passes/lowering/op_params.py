@@ -181,6 +181,15 @@ def _rope(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamV
     params = _heads(ctx, op, where)
     coeffs = rope_coefficients(op, int(params["D"]), where)
     theta = float_attr(op, "theta")
+    if coeffs.ext is not None:
+        original = int_attr(op, "original_context", 0)
+        if ctx.max_context > original:
+            raise CkirError(
+                f"{where}: LongRoPE's short factors hold up to original_max_position_embeddings "
+                f"= {original} tokens, but the model is compiled for {ctx.max_context} "
+                f"(beyond it the long factors apply, and ckir keeps one set per build); "
+                f"use --max-context {original} or less"
+            )
     if _on_pattern_layer(ctx, op, int_attr(op, "local_pattern", 0), "local_pattern", where):
         theta = float_attr(op, "local_theta")
         coeffs = RopeCoefficients(coeffs.R)

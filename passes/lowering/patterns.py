@@ -112,10 +112,18 @@ class LowerPosEmbed(GraphOpLowering):
 
 
 class LowerRope(GraphOpLowering):
-    """rope rotates q and k in their own buffers (in place)."""
+    """rope rotates q and k in their own buffers (in place); with a per-pair divisor
+    table (longrope) through the ``rope_ext`` kernels."""
 
     kind = "rope"
     inplace = {0: 0, 1: 1}
+
+    def lower(self, op: Operation) -> list[Operation]:
+        assert isinstance(op, g.ComputeOp)
+        params = self.params(op)
+        kind = "rope_ext" if "ext" in params else "rope"
+        bufs = [self.ctx.buffer(r) for r in op.results]
+        return [self.call(op, kind, [], bufs, params)]
 
 
 class LowerRMSNorm(GraphOpLowering):

@@ -7,12 +7,14 @@ the inverse frequency of pair ``i`` of the ``R`` rotated dims of a head::
     m = clamp(ramp_w * b + ramp_i * i + ramp_0, 0, 1)
     inv_freq(i) = b * ((1 - m) / factor + m)
 
-and scale cos and sin by ``mscale``.  Every ``rope_type`` of graph.rope is an
-instance: this module computes the coefficients at compile time from the op's
-attributes, following the definitions in transformers' ``modeling_rope_utils``
-(plain, linear, the wavelength-band smoothing, and YaRN), so C needs no case
-per type, and the forward kernel and its backward (``rope_bwd``) take the very
-same numbers.
+and scale cos and sin by ``mscale``.  ``longrope`` instead gives a table of
+per-pair divisors (``ext``, kernels ``rope_ext_f32`` / ``rope_ext_bwd_f32``):
+``inv_freq(i) = 1 / (ext[i] * theta ** (2i / R))``.  Every other ``rope_type`` of
+graph.rope is an instance of the formula: this module computes the coefficients
+at compile time from the op's attributes, following the definitions in
+transformers' ``modeling_rope_utils`` (plain, linear, the wavelength-band
+smoothing, YaRN and LongRoPE), so C needs no case per type, and the forward
+kernel and its backward (``rope_bwd``) take the very same numbers.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr, UnitAttr
+from xdsl.dialects.builtin import DenseArrayBase, FloatAttr, IntegerAttr, StringAttr, UnitAttr
 from xdsl.ir import Operation
 
 from ckir.dialects.graph import rope_rotary_dim
@@ -38,9 +40,18 @@ class RopeCoefficients:
     ramp_i: float = 0.0
     ramp_0: float = 0.0
     mscale: float = 1.0
+    #: longrope: per-pair divisors of the frequencies (R/2), replacing the formula
+    ext: tuple[float, ...] | None = None
 
-    def params(self) -> dict[str, int | float]:
+    @property
+    def kernel(self) -> str:
+        """The op kind of the rope kernels that take these coefficients."""
+        return "rope" if self.ext is None else "rope_ext"
+
+    def params(self) -> dict[str, int | float | tuple[float, ...]]:
         """As kernel parameters."""
+        if self.ext is not None:
+            return {"R": self.R, "mscale": self.mscale, "ext": self.ext}
         return {
             "R": self.R,
             "factor": self.factor,
@@ -110,6 +121,8 @@ def rope_coefficients(op: Operation, head_dim: int, where: str) -> RopeCoefficie
         raise CkirError(f"{where}: rotates {r} of {head_dim} dims; that must be even and >= 2")
     if kind == "default":
         return RopeCoefficients(r)
+    if kind == "longrope":
+        return _longrope(op, r, where)
     factor = _need(op, "factor", kind, where)
     if kind == "linear":
         return RopeCoefficients(r, factor)
@@ -145,6 +158,35 @@ def rope_coefficients(op: Operation, head_dim: int, where: str) -> RopeCoefficie
             r, factor, ramp_i=-1.0 / (high - low), ramp_0=high / (high - low), mscale=mscale
         )
     raise CkirError(f'{where}: rope_type = "{kind}" has no kernel coefficients')
+
+
+def longrope_attention_factor(factor: float, original_context: float) -> float:
+    """LongRoPE's default scale of cos and sin: ``sqrt(1 + ln(factor) / ln(original))``
+    when ``factor > 1``, else 1."""
+    if factor <= 1.0:
+        return 1.0
+    return math.sqrt(1.0 + math.log(factor) / math.log(original_context))
+
+
+def _longrope(op: Operation, r: int, where: str) -> RopeCoefficients:
+    """longrope: the divisor table ``ext_factors`` and the attention factor."""
+    ext_attr = op.properties.get("ext_factors")
+    if not isinstance(ext_attr, DenseArrayBase):
+        raise CkirError(f'{where}: rope_type = "longrope" needs ext_factors')
+    ext = tuple(float(v) for v in ext_attr.get_values())
+    if len(ext) != r // 2:
+        raise CkirError(
+            f"{where}: ext_factors has {len(ext)} values; {r} rotated dims need {r // 2}"
+        )
+    context = _need(op, "original_context", "longrope", where)
+    mscale = _float(op, "attention_factor")
+    if mscale is None:
+        factor = _float(op, "factor")
+        scaled = op.properties.get("scaled_context")
+        if factor is None:
+            factor = scaled.value.data / context if isinstance(scaled, IntegerAttr) else 1.0
+        mscale = longrope_attention_factor(factor, context)
+    return RopeCoefficients(r, mscale=mscale, ext=ext)
 
 
 def wavelength_from_factors(factors: np.ndarray, theta: float) -> dict[str, float | int] | None:

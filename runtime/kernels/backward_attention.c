@@ -143,6 +143,20 @@ void ckir_rope_bwd_f32(float *dq, float *dk, int64_t T, int64_t H, int64_t KV, i
   ckir_rope_rotate(dq, dk, T, H, KV, P, &cfg);
 }
 
+/* rope_ext_f32's transpose: the same divisor table, the opposite angle */
+void ckir_ref_rope_ext_bwd_f32(float *dq, float *dk, int64_t T, int64_t H, int64_t KV, int64_t D,
+                               int64_t P, float theta, int64_t R, float mscale, const float *ext) {
+  const ckir_rope_cfg cfg = ckir_rope_make_ext_cfg(D, theta, R, mscale, ext, -1.0f);
+  ckir_rope_rotate_ref(dq, dk, T, H, KV, P, &cfg);
+}
+
+void ckir_rope_ext_bwd_f32(float *dq, float *dk, int64_t T, int64_t H, int64_t KV, int64_t D,
+                           int64_t P, float theta, int64_t R, float mscale, const float *ext) {
+  ckir_rope_require_ext(D, R, P, theta, mscale, ext, "rope_ext_bwd_f32");
+  const ckir_rope_cfg cfg = ckir_rope_make_ext_cfg(D, theta, R, mscale, ext, -1.0f);
+  ckir_rope_rotate(dq, dk, T, H, KV, P, &cfg);
+}
+
 /* ======================================================================
  * position-table backward
  * ====================================================================== */

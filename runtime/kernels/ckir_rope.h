@@ -19,6 +19,11 @@
  * linear scaling is m = 0, llama3's smoothing a ramp over b (ramp_w), YaRN's a
  * ramp over the pair index (ramp_i).
  *
+ * A table of per-pair divisors ext[R/2] (LongRoPE's factors; rope_ext_f32 and
+ * rope_ext_bwd_f32, factor = 1, no ramp) replaces the scaling:
+ *
+ *   inv_freq(i) = 1 / (ext[i] * powf(theta, (float)(2i) / (float)R))
+ *
  * `sign` is +1 for the forward rotation and -1 for the backward one: the
  * transpose of a (scaled) rotation is the same scaled rotation by the opposite
  * angle, and negating sin is exact, so both directions use the very same
@@ -43,12 +48,21 @@
 typedef struct {
   int64_t D, R; /* head dim, rotated dims (even, <= D); D == 0: an empty cache slot */
   float theta, factor, ramp_w, ramp_i, ramp_0, mscale, sign;
+  const float *ext; /* per-pair divisors [R/2], or NULL */
 } ckir_rope_cfg;
 
 static inline ckir_rope_cfg ckir_rope_make_cfg(int64_t D, float theta, int64_t R, float factor,
                                                float ramp_w, float ramp_i, float ramp_0,
                                                float mscale, float sign) {
-  return (ckir_rope_cfg){D, R, theta, factor, ramp_w, ramp_i, ramp_0, mscale, sign};
+  return (ckir_rope_cfg){D, R, theta, factor, ramp_w, ramp_i, ramp_0, mscale, sign, NULL};
+}
+
+/* the configuration of rope_ext_f32 / rope_ext_bwd_f32: divisors ext[R/2] */
+static inline ckir_rope_cfg ckir_rope_make_ext_cfg(int64_t D, float theta, int64_t R, float mscale,
+                                                   const float *ext, float sign) {
+  ckir_rope_cfg cfg = ckir_rope_make_cfg(D, theta, R, 1.0f, 0.0f, 0.0f, 0.0f, mscale, sign);
+  cfg.ext = ext;
+  return cfg;
 }
 
 /* the argument checks of rope_f32 and rope_bwd_f32 */
@@ -57,13 +71,26 @@ static inline ckir_rope_cfg ckir_rope_make_cfg(int64_t D, float theta, int64_t R
                    (factor) > 0.0f && (mscale) > 0.0f,                                          \
                name)
 
+/* the argument checks of rope_ext_f32 and rope_ext_bwd_f32 */
+static inline void ckir_rope_require_ext(int64_t D, int64_t R, int64_t P, float theta,
+                                         float mscale, const float *ext, const char *name) {
+  CKIR_ROPE_REQUIRE(D, R, P, theta, 1.0f, mscale, name);
+  CKIR_REQUIRE(ext != NULL, name);
+  for (int64_t i = 0; i < R / 2; i++) CKIR_REQUIRE(ext[i] > 0.0f, name);
+}
+
+/* equal scalars and both with or both without a divisor table (the cache compares
+ * the tables' contents: ckir_rope_cached) */
 static inline int ckir_rope_cfg_eq(const ckir_rope_cfg *a, const ckir_rope_cfg *b) {
-  return a->D == b->D && a->R == b->R && a->theta == b->theta && a->factor == b->factor &&
+  return (a->ext == NULL) == (b->ext == NULL) && a->D == b->D && a->R == b->R &&
+         a->theta == b->theta && a->factor == b->factor &&
          a->ramp_w == b->ramp_w && a->ramp_i == b->ramp_i && a->ramp_0 == b->ramp_0 &&
          a->mscale == b->mscale && a->sign == b->sign;
 }
 
 CKIR_INLINE float ckir_rope_inv_freq(int64_t i, const ckir_rope_cfg *cfg) {
+  if (cfg->ext != NULL)
+    return 1.0f / (cfg->ext[i] * powf(cfg->theta, (float)(2 * i) / (float)cfg->R));
   const float b = 1.0f / powf(cfg->theta, (float)(2 * i) / (float)cfg->R);
   if (cfg->factor == 1.0f) return b;
   float m = cfg->ramp_w * b + cfg->ramp_i * (float)i + cfg->ramp_0;
@@ -117,7 +144,8 @@ CKIR_INLINE void ckir_rope_table(int64_t pos, int64_t i0, int64_t n, const ckir_
 #define CKIR_ROPE_ROWS 256
 typedef struct {
   int64_t pos;
-  ckir_rope_cfg cfg; /* cfg.D == 0: empty */
+  ckir_rope_cfg cfg;            /* cfg.D == 0: empty; cfg.ext points at ext below */
+  float ext[CKIR_ROPE_CHUNK];   /* a copy of the caller's divisors (cfg.ext != NULL) */
 } ckir_rope_key;
 static _Thread_local ckir_rope_key ckir_rope_keys[CKIR_ROPE_ROWS];
 static _Thread_local float ckir_rope_cs[CKIR_ROPE_ROWS][2][CKIR_ROPE_CHUNK];
@@ -128,10 +156,16 @@ static inline float (*ckir_rope_cached(int64_t pos, const ckir_rope_cfg *cfg))[C
   const int64_t slot = pos % CKIR_ROPE_ROWS;
   ckir_rope_key *key = &ckir_rope_keys[slot];
   float(*cs)[CKIR_ROPE_CHUNK] = ckir_rope_cs[slot];
-  if (key->pos != pos || !ckir_rope_cfg_eq(&key->cfg, cfg)) {
+  const size_t ext_bytes = (size_t)(cfg->R / 2) * sizeof(float);
+  if (key->pos != pos || !ckir_rope_cfg_eq(&key->cfg, cfg) ||
+      (cfg->ext != NULL && memcmp(key->ext, cfg->ext, ext_bytes) != 0)) {
     ckir_rope_table(pos, 0, cfg->R / 2, cfg, cs[0], cs[1]);
     key->pos = pos;
     key->cfg = *cfg;
+    if (cfg->ext != NULL) {
+      memcpy(key->ext, cfg->ext, ext_bytes);
+      key->cfg.ext = key->ext;
+    }
   }
   return cs;
 }

@@ -6,7 +6,8 @@
  * (matching HF's float32 computation), cos/sin from libm.  R (the rotated
  * dims of each head), factor, ramp_w, ramp_i, ramp_0 and mscale are the
  * RoPE-scaling coefficients of ckir_rope.h; R = D, factor = mscale = 1 is
- * plain RoPE. */
+ * plain RoPE.  rope_ext_f32 takes a table of per-pair divisors instead
+ * (LongRoPE): inv_freq(i) = 1 / (ext[i] theta^(2i/R)). */
 #include "ckir_internal.h"
 #include "ckir_rope.h"
 
@@ -24,5 +25,18 @@ void ckir_rope_f32(float *q, float *k, int64_t T, int64_t H, int64_t KV, int64_t
   CKIR_ROPE_REQUIRE(D, R, P, theta, factor, mscale, "rope_f32");
   const ckir_rope_cfg cfg =
       ckir_rope_make_cfg(D, theta, R, factor, ramp_w, ramp_i, ramp_0, mscale, 1.0f);
+  ckir_rope_rotate(q, k, T, H, KV, P, &cfg);
+}
+
+void ckir_ref_rope_ext_f32(float *q, float *k, int64_t T, int64_t H, int64_t KV, int64_t D,
+                           int64_t P, float theta, int64_t R, float mscale, const float *ext) {
+  const ckir_rope_cfg cfg = ckir_rope_make_ext_cfg(D, theta, R, mscale, ext, 1.0f);
+  ckir_rope_rotate_ref(q, k, T, H, KV, P, &cfg);
+}
+
+void ckir_rope_ext_f32(float *q, float *k, int64_t T, int64_t H, int64_t KV, int64_t D,
+                       int64_t P, float theta, int64_t R, float mscale, const float *ext) {
+  ckir_rope_require_ext(D, R, P, theta, mscale, ext, "rope_ext_f32");
+  const ckir_rope_cfg cfg = ckir_rope_make_ext_cfg(D, theta, R, mscale, ext, 1.0f);
   ckir_rope_rotate(q, k, T, H, KV, P, &cfg);
 }

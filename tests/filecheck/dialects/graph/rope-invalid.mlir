@@ -3,7 +3,7 @@
 // graph.rope's scaling and partial-rotation attributes: one case per verifier message.
 
 // unknown rope_type
-// CHECK: graph.rope: rope_type = "dynamic" is not one of default, linear, wavelength, yarn
+// CHECK: graph.rope: rope_type = "dynamic" is not one of default, linear, wavelength, yarn, longrope
 graph.model @m arch "test" symbols {D = 6, H = 2, KV = 1} {
   graph.header {
     %q = graph.input "q" : !graph.tensor<[T, H*D], f32>
@@ -152,6 +152,71 @@ graph.model @m arch "test" symbols {D = 6, H = 2, KV = 1} {
     %q = graph.input "q" : !graph.tensor<[T, H*D], f32>
     %k = graph.input "k" : !graph.tensor<[T, KV*D], f32>
     %q1, %k1 = graph.rope %q, %k heads H kv_heads KV head_dim D {theta = 1.0e+04 : f64, partial_rotary_factor = 0.5 : f64} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>) -> (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>)
+    graph.yield %q1 : !graph.tensor<[T, H*D], f32>
+  }
+}
+
+// -----
+
+// longrope with a divisor table of the wrong length (6 rotated dims: 3 pairs)
+// CHECK: graph.rope: ext_factors has 2 values; the 6 rotated dims of head_dim = D (6) need 3
+graph.model @m arch "test" symbols {D = 6, H = 2, KV = 1} {
+  graph.header {
+    %q = graph.input "q" : !graph.tensor<[T, H*D], f32>
+    %k = graph.input "k" : !graph.tensor<[T, KV*D], f32>
+    %q1, %k1 = graph.rope %q, %k heads H kv_heads KV head_dim D {theta = 1.0e+04 : f64, rope_type = "longrope", ext_factors = array<f64: 1.0, 2.0>, original_context = 32 : i64} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>) -> (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>)
+    graph.yield %q1 : !graph.tensor<[T, H*D], f32>
+  }
+}
+
+// -----
+
+// longrope with a divisor that is not positive
+// CHECK: graph.rope: ext_factors has 0.0; each must be positive
+graph.model @m arch "test" symbols {D = 6, H = 2, KV = 1} {
+  graph.header {
+    %q = graph.input "q" : !graph.tensor<[T, H*D], f32>
+    %k = graph.input "k" : !graph.tensor<[T, KV*D], f32>
+    %q1, %k1 = graph.rope %q, %k heads H kv_heads KV head_dim D {theta = 1.0e+04 : f64, rope_type = "longrope", ext_factors = array<f64: 1.0, 0.0, 2.0>, original_context = 32 : i64} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>) -> (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>)
+    graph.yield %q1 : !graph.tensor<[T, H*D], f32>
+  }
+}
+
+// -----
+
+// longrope without its divisor table
+// CHECK: graph.rope: rope_type = "longrope" needs ext_factors
+graph.model @m arch "test" symbols {D = 6, H = 2, KV = 1} {
+  graph.header {
+    %q = graph.input "q" : !graph.tensor<[T, H*D], f32>
+    %k = graph.input "k" : !graph.tensor<[T, KV*D], f32>
+    %q1, %k1 = graph.rope %q, %k heads H kv_heads KV head_dim D {theta = 1.0e+04 : f64, rope_type = "longrope", original_context = 32 : i64} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>) -> (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>)
+    graph.yield %q1 : !graph.tensor<[T, H*D], f32>
+  }
+}
+
+// -----
+
+// a divisor table on another type
+// CHECK: graph.rope: ext_factors does not apply to rope_type = "linear"
+graph.model @m arch "test" symbols {D = 6, H = 2, KV = 1} {
+  graph.header {
+    %q = graph.input "q" : !graph.tensor<[T, H*D], f32>
+    %k = graph.input "k" : !graph.tensor<[T, KV*D], f32>
+    %q1, %k1 = graph.rope %q, %k heads H kv_heads KV head_dim D {theta = 1.0e+04 : f64, rope_type = "linear", factor = 2.0 : f64, ext_factors = array<f64: 1.0, 1.0, 1.0>} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>) -> (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>)
+    graph.yield %q1 : !graph.tensor<[T, H*D], f32>
+  }
+}
+
+// -----
+
+// a divisor table of f32
+// CHECK: graph.rope: ext_factors must be an array<f64: ...>
+graph.model @m arch "test" symbols {D = 6, H = 2, KV = 1} {
+  graph.header {
+    %q = graph.input "q" : !graph.tensor<[T, H*D], f32>
+    %k = graph.input "k" : !graph.tensor<[T, KV*D], f32>
+    %q1, %k1 = graph.rope %q, %k heads H kv_heads KV head_dim D {theta = 1.0e+04 : f64, rope_type = "longrope", ext_factors = array<f32: 1.0, 1.0, 1.0>, original_context = 32 : i64} : (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>) -> (!graph.tensor<[T, H*D], f32>, !graph.tensor<[T, KV*D], f32>)
     graph.yield %q1 : !graph.tensor<[T, H*D], f32>
   }
 }

@@ -250,7 +250,7 @@ lowered.model @m {
 // -----
 
 // parameter of a bad kind
-// CHECK: lowered.call @relu_f32: parameter n = "many" must be an integer, a float or a #lowered.rt<..> run-time symbol
+// CHECK: lowered.call @relu_f32: parameter n = "many" must be an integer, a float, an array<f32: ...> or a #lowered.rt<..> run-time symbol
 lowered.model @m {
   lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode", "backward"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
   lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
@@ -779,5 +779,37 @@ lowered.model @m {
 lowered.model @m {
   lowered.program @prefill mode "prefill" max_context 4 {
     lowered.buffer @x activation : !lowered.buf<[4], f32> {phase = #lowered.phase<steady>}
+  }
+}
+
+// -----
+
+// an f32s table where the kernel takes a scalar
+// CHECK: lowered.call @relu_f32: parameter n must be an i64 integer
+lowered.model @m {
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode", "backward"] (x: read f32, out: write f32) params (n: i64) constraints ["n >= 1"]
+  lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
+  lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
+  lowered.program @prefill mode "prefill" max_context 4 {
+    lowered.buffer @x activation : !lowered.buf<[4, 64], f32>
+    lowered.buffer @y activation : !lowered.buf<[4, 64], f32>
+    lowered.buffer @t io : !lowered.buf<[4], i32>
+    lowered.call @relu_f32(@x) -> (@y) {n = array<f32: 1.0, 2.0>}
+  }
+}
+
+// -----
+
+// a scalar where the kernel takes an f32s table
+// CHECK: lowered.call @relu_f32: parameter t is f32s; a scalar does not fit it
+lowered.model @m {
+  lowered.kernel @relu_f32 op "relu" c "ckir_relu_f32" modes ["prefill", "decode", "backward"] (x: read f32, out: write f32) params (n: i64, t: f32s) constraints ["n >= 1"]
+  lowered.buffer @w weight : !lowered.buf<[64, 64], f32> {source = "w"}
+  lowered.buffer @b weight : !lowered.buf<[64], f32> {source = "b"}
+  lowered.program @prefill mode "prefill" max_context 4 {
+    lowered.buffer @x activation : !lowered.buf<[4, 64], f32>
+    lowered.buffer @y activation : !lowered.buf<[4, 64], f32>
+    lowered.buffer @t io : !lowered.buf<[4], i32>
+    lowered.call @relu_f32(@x) -> (@y) {n = 256 : i64, t = 1.0 : f32}
   }
 }

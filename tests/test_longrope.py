@@ -1,0 +1,158 @@
+"""LongRoPE (rope_type longrope) against transformers, fp32, tiny random Phi-3 configs.
+
+The phi3 template maps ``rope_parameters`` / ``rope_scaling`` {longrope,
+short_factor, original_max_position_embeddings, factor, attention_factor} onto
+graph.rope's ``ext_factors`` table; the lowering calls the rope_ext kernels.
+transformers switches to the long factors once a sequence passes
+original_max_position_embeddings (32 here, max_position_embeddings 64): ckir
+compiles with max_context <= 32, where the short factors are exact, and refuses
+more.  Oracles: prefill logits, decode logits with HF's KV cache and every
+weight's gradient, within 1e-4 of the largest reference entry (test_parity's
+and test_training's helpers).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from test_parity import assert_close, assert_decode_matches, compiled  # noqa: E402
+from test_templates_phi3_starcoder2 import hf_model, save_random_model  # noqa: E402
+from test_training import assert_gradients_match  # noqa: E402
+
+import ckir  # noqa: E402
+from ckir.errors import CkirError  # noqa: E402
+from ckir.frontend.hf import import_hf  # noqa: E402
+
+ORIGINAL = 32
+MAX_CONTEXT = 32
+
+
+def _factors(n: int, seed: int, high: float) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return [float(v) for v in np.sort(1.0 + (high - 1.0) * rng.random(n))]
+
+
+def _config(head_dim: int, **rope: object) -> dict[str, object]:
+    """Odd sizes: 5 heads of ``head_dim`` over 1 kv head, intermediate 61, vocab 149."""
+    return dict(
+        hidden_size=5 * head_dim,
+        num_attention_heads=5,
+        num_key_value_heads=1,
+        intermediate_size=61,
+        num_hidden_layers=2,
+        vocab_size=149,
+        max_position_embeddings=2 * ORIGINAL,
+        original_max_position_embeddings=ORIGINAL,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        rope_scaling={
+            "type": "longrope",
+            "short_factor": _factors(head_dim // 2, 3, 6.0),
+            "long_factor": _factors(head_dim // 2, 4, 40.0),
+            **rope,
+        },
+    )
+
+
+#: attention factor: from max_position_embeddings / original (sqrt(1 + ln 2 / ln 32)),
+#: from a given factor, given outright
+CASES: dict[str, dict[str, object]] = {
+    "derived": _config(14),
+    "factor": _config(10, factor=3.0),
+    "attention_factor": _config(18, attention_factor=1.31),
+}
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("longrope_models")
+    return {
+        key: save_random_model(transformers.Phi3Config(**kw), "Phi3ForCausalLM", root / key)
+        for key, kw in CASES.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def builds(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
+    yield from compiled(checkpoints, tmp_path_factory.mktemp("longrope_builds"), MAX_CONTEXT)
+
+
+def test_the_short_factors_reach_graph_rope(checkpoints) -> None:
+    module, _ = import_hf(checkpoints["derived"])
+    rope = next(op for op in module.walk() if op.name == "graph.rope")
+    assert rope.properties["rope_type"].data == "longrope"
+    got = [float(v) for v in rope.properties["ext_factors"].get_values()]
+    assert got == CASES["derived"]["rope_scaling"]["short_factor"]
+    assert rope.properties["original_context"].value.data == ORIGINAL
+
+
+@pytest.mark.parametrize("key", list(CASES))
+def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
+    model = builds[key]
+    # the whole context: every position up to original_max_position_embeddings
+    tokens = np.random.default_rng(1).integers(0, model.vocab_size, size=MAX_CONTEXT)
+    model.reset()
+    ours = model.prefill(tokens)
+    with torch.no_grad():
+        ref = hf_model(checkpoints[key])(torch.tensor(tokens[None, :])).logits[0].numpy()
+    assert_close(ours, ref, f"{key} prefill")
+
+
+@pytest.mark.parametrize("key", list(CASES))
+def test_decode_matches_hf(key: str, checkpoints, builds) -> None:
+    rng = np.random.default_rng(2)
+    model = builds[key]
+    prompt = rng.integers(0, model.vocab_size, size=5)
+    steps = rng.integers(0, model.vocab_size, size=MAX_CONTEXT - 5)
+    assert_decode_matches(model, hf_model(checkpoints[key]), prompt, steps, key)
+
+
+@pytest.mark.parametrize("key", ["derived", "attention_factor"])
+def test_gradients_match_autograd(key: str, checkpoints, tmp_path: Path) -> None:
+    model = ckir.compile(
+        checkpoints[key], tmp_path / "build", modes=("prefill", "backward"), max_context=MAX_CONTEXT
+    )
+    assert_gradients_match(key, model, hf_model(checkpoints[key], train=True), tmp_path, size=23)
+    model.close()
+
+
+def test_a_context_past_the_original_is_refused(checkpoints, tmp_path: Path) -> None:
+    with pytest.raises(CkirError) as info:
+        ckir.compile(checkpoints["derived"], tmp_path / "build", max_context=ORIGINAL + 1)
+    text = str(info.value)
+    assert f"original_max_position_embeddings = {ORIGINAL}" in text
+    assert f"compiled for {ORIGINAL + 1}" in text
+    assert f"--max-context {ORIGINAL}" in text
+
+
+def test_a_table_of_the_wrong_length_is_refused(checkpoints, tmp_path: Path) -> None:
+    dst = tmp_path / "m"
+    shutil.copytree(checkpoints["derived"], dst)
+    config = json.loads((dst / "config.json").read_text())
+    config["rope_parameters"]["short_factor"] = [1.0, 2.0]
+    (dst / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CkirError, match="ext_factors has 2 values; .* need 7"):
+        import_hf(dst)
+
+
+def test_interpreter_equals_the_c_build(builds) -> None:
+    """The plan interpreter's NumPy reference of rope_ext (ckir.reference.kernels) gives
+    the C build's logits, prefill and decode."""
+    from ckir.interp import PlanInterpreter
+
+    model = builds["attention_factor"]
+    interp = PlanInterpreter(model.build_dir)
+    tokens = np.random.default_rng(6).integers(0, model.vocab_size, size=9)
+    model.reset()
+    assert_close(interp.prefill(tokens), model.prefill(tokens), "interpreter prefill")
+    for token in (3, model.vocab_size - 1):
+        assert_close(interp.decode(token), model.decode(token), "interpreter decode")
