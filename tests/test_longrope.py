@@ -23,7 +23,12 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from test_parity import assert_close, assert_decode_matches, compiled  # noqa: E402
+from test_parity import (  # noqa: E402
+    assert_close,
+    assert_decode_matches,
+    assert_prefill_matches,
+    compiled,
+)
 from test_templates_phi3_starcoder2 import hf_model, save_random_model  # noqa: E402
 from test_training import assert_gradients_match  # noqa: E402
 
@@ -100,11 +105,7 @@ def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
     model = builds[key]
     # the whole context: every position up to original_max_position_embeddings
     tokens = np.random.default_rng(1).integers(0, model.vocab_size, size=MAX_CONTEXT)
-    model.reset()
-    ours = model.prefill(tokens)
-    with torch.no_grad():
-        ref = hf_model(checkpoints[key])(torch.tensor(tokens[None, :])).logits[0].numpy()
-    assert_close(ours, ref, f"{key} prefill")
+    assert_prefill_matches(model, hf_model(checkpoints[key]), tokens, key)
 
 
 @pytest.mark.parametrize("key", list(CASES))

@@ -76,17 +76,24 @@ def assert_close(ours: np.ndarray, ref: np.ndarray, what: str) -> None:
     assert err <= REL_TOL * scale, f"{what}: max abs error {err:.3g} > {REL_TOL} * {scale:.3g}"
 
 
-@pytest.mark.parametrize("key", list(ARCHS))
-def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
-    rng = np.random.default_rng(1)
-    model = builds[key]
-    tokens = rng.integers(0, model.vocab_size, size=11)
+def assert_prefill_matches(
+    model: ckir.CompiledModel, hf, tokens: np.ndarray, what: str
+) -> None:
+    """Prefill ``tokens`` from an empty cache; its logits (every row) against ``hf``'s
+    (a transformers model) on the same tokens."""
     model.reset()
     ours = model.prefill(tokens)
     with torch.no_grad():
-        ref = hf_model(checkpoints[key])(torch.tensor(tokens[None, :])).logits[0].numpy()
+        ref = hf(torch.tensor(tokens[None, :])).logits[0].numpy()
     assert ours.shape == ref.shape
-    assert_close(ours, ref, f"{key} prefill")
+    assert_close(ours, ref, f"{what} prefill")
+
+
+@pytest.mark.parametrize("key", list(ARCHS))
+def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
+    model = builds[key]
+    tokens = np.random.default_rng(1).integers(0, model.vocab_size, size=11)
+    assert_prefill_matches(model, hf_model(checkpoints[key]), tokens, key)
 
 
 def assert_decode_matches(

@@ -25,7 +25,11 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from test_parity import assert_close, assert_decode_matches, compiled  # noqa: E402
+from test_parity import (  # noqa: E402
+    assert_decode_matches,
+    assert_prefill_matches,
+    compiled,
+)
 
 import ckir  # noqa: E402
 from ckir.errors import CkirError  # noqa: E402
@@ -176,11 +180,7 @@ def test_scaling_reaches_the_ir(builds) -> None:
 def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
     model = builds[key]
     tokens = np.random.default_rng(1).integers(0, model.vocab_size, size=41)
-    model.reset()
-    ours = model.prefill(tokens)
-    with torch.no_grad():
-        ref = _hf(checkpoints[key])(torch.tensor(tokens[None, :])).logits[0].numpy()
-    assert_close(ours, ref, f"{key} prefill")
+    assert_prefill_matches(model, _hf(checkpoints[key]), tokens, key)
 
 
 @pytest.mark.parametrize("key", list(CONFIGS))

@@ -27,7 +27,12 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from test_hf_export import assert_same_tensors  # noqa: E402
-from test_parity import assert_close, assert_decode_matches, compiled  # noqa: E402
+from test_parity import (  # noqa: E402
+    assert_close,
+    assert_decode_matches,
+    assert_prefill_matches,
+    compiled,
+)
 from test_training import assert_gradients_match  # noqa: E402
 
 import ckir  # noqa: E402
@@ -185,12 +190,7 @@ def test_template_is_selected_by_model_type(key: str, checkpoints) -> None:
 def test_prefill_matches_hf(key: str, checkpoints, builds) -> None:
     model = builds[key]
     tokens = np.random.default_rng(1).integers(0, model.vocab_size, size=13)
-    model.reset()
-    ours = model.prefill(tokens)
-    with torch.no_grad():
-        ref = hf_model(checkpoints[key])(torch.tensor(tokens[None, :])).logits[0].numpy()
-    assert ours.shape == ref.shape
-    assert_close(ours, ref, f"{key} prefill")
+    assert_prefill_matches(model, hf_model(checkpoints[key]), tokens, key)
 
 
 @pytest.mark.parametrize("key", list(CASES))
