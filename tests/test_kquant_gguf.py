@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gguf_fixtures import gguf_from_hf, tokenizer_metadata
+from test_interp import assert_prefill_follows_int8
 
 import ckir
 from ckir.frontend.gguf import import_gguf
@@ -165,11 +166,5 @@ def test_hf_dtype_kquant_matches_dequantized_transformers(tmp_path: Path, dtype:
         assert float(np.abs(ours - ref).max()) <= 0.08 * scale
     # the interpreter rounds x where the C GEMMs do (int8 prefill on and off)
     interp = PlanInterpreter(model.build_dir)
-    for int8 in (True, False):
-        model.reset()
-        interp.reset()
-        model.int8_prefill = int8
-        interp.int8_prefill = model.int8_prefill
-        got, want = interp.prefill(tokens), model.prefill(tokens)
-        assert float(np.abs(got - want).max()) <= 1e-4 * float(np.abs(want).max()), int8
+    assert_prefill_follows_int8(model, interp, tokens, "Q4_K_M", rel_tol=1e-4)
     model.close()
