@@ -75,7 +75,12 @@ _TOP_KEYS = (
     "include",
 )
 _GGUF_KEYS = ("architectures", "config", "tensors", "unpermute", "ignore", "reject", "tokenizer")
-_GGUF_TENSOR_SOURCES = ("@tensor_absent:", "@tensor_present:", "@wavelength_factors:")
+_GGUF_TENSOR_SOURCES = (
+    "@tensor_absent:",
+    "@tensor_present:",
+    "@wavelength_factors:",
+    "@longrope_factors:",
+)
 _REQUIRED_TOP = ("name", "model_types", "symbols", "weights", "header", "body", "footer")
 
 
@@ -278,10 +283,17 @@ class _Loader:
                         where,
                         f"unknown source '{v}' (sources: a GGUF key, @token_count, "
                         "@tensor_absent:<name>, @tensor_present:<name>, "
-                        "@wavelength_factors:<name>, @expr:<arithmetic over GGUF keys>)",
+                        "@wavelength_factors:<name>, @longrope_factors:<short>,<long>, "
+                        "@expr:<arithmetic over GGUF keys>)",
                     )
                 if v.startswith(_GGUF_TENSOR_SOURCES) and not v.split(":", 1)[1]:
                     raise self.err(where, f"'{v}' names no tensor")
+                if v.startswith("@longrope_factors:") and len(
+                    [n for n in v.split(":", 1)[1].split(",") if n]
+                ) != 2:
+                    raise self.err(
+                        where, f"'{v}' must name two tensors: <short factors>,<long factors>"
+                    )
             config[str(key)] = tuple(sources)
         hf_names: dict[str, bool] = {}  # every HF name a weight may use -> per layer
         for w in weights:

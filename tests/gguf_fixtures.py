@@ -119,6 +119,26 @@ def write_gguf(
     return path
 
 
+def read_f32_gguf(
+    path: Path, arch: str
+) -> tuple[dict[str, Any], dict[str, tuple[np.ndarray, str]]]:
+    """``(metadata, tensors)`` of an all-F32 GGUF file, in :func:`write_gguf`'s form:
+    the ``{arch}.`` metadata keys and every tensor with its shape (to edit and
+    write back)."""
+    import gguf
+
+    reader = gguf.GGUFReader(path)
+    meta = {k: f.contents() for k, f in reader.fields.items() if k.startswith(f"{arch}.")}
+    tensors = {
+        t.name: (
+            np.asarray(t.data, np.float32).reshape([int(d) for d in reversed(list(t.shape))]),
+            "F32",
+        )
+        for t in reader.tensors
+    }
+    return meta, tensors
+
+
 def _hf_tensors(hf_dir: Path) -> dict[str, np.ndarray]:
     from safetensors.numpy import load_file
 

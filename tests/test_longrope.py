@@ -8,7 +8,8 @@ original_max_position_embeddings (32 here, max_position_embeddings 64): ckir
 compiles with max_context <= 32, where the short factors are exact, and refuses
 more.  Oracles: prefill logits, decode logits with HF's KV cache and every
 weight's gradient, within 1e-4 of the largest reference entry (test_parity's
-and test_training's helpers).
+and test_training's helpers).  llama.cpp's phi3 GGUF files of such checkpoints
+(factors as the tensors rope_factors_short/long.weight) compile to the same model.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from test_training import assert_gradients_match  # noqa: E402
 
 import ckir  # noqa: E402
 from ckir.errors import CkirError  # noqa: E402
+from ckir.frontend import import_model  # noqa: E402
 from ckir.frontend.hf import import_hf  # noqa: E402
 
 ORIGINAL = 32
@@ -157,3 +159,70 @@ def test_interpreter_equals_the_c_build(builds) -> None:
     assert_close(interp.prefill(tokens), model.prefill(tokens), "interpreter prefill")
     for token in (3, model.vocab_size - 1):
         assert_close(interp.decode(token), model.decode(token), "interpreter decode")
+
+
+def _longrope_gguf(src: Path, out: Path, *, attn_factor: bool, drop: str = "") -> Path:
+    """A phi3 GGUF file of a LongRoPE checkpoint as llama.cpp's converter writes one:
+    the factors as F32 tensors ``rope_factors_short`` / ``rope_factors_long``, the
+    original context and (``attn_factor``) the attention factor as metadata."""
+    from gguf_fixtures import read_f32_gguf, write_gguf
+    from test_templates_phi3_starcoder2 import PHI3_GGUF, hf_to_gguf
+
+    meta, tensors = read_f32_gguf(hf_to_gguf(src, out.with_suffix(".base.gguf"), PHI3_GGUF), "phi3")
+    config = json.loads((src / "config.json").read_text())
+    rope = config.get("rope_parameters") or config["rope_scaling"]
+    for kind in ("short", "long"):
+        tensors[f"rope_factors_{kind}.weight"] = (
+            np.asarray(rope[f"{kind}_factor"], np.float32),
+            "F32",
+        )
+    tensors.pop(drop, None)
+    meta["phi3.rope.scaling.original_context_length"] = ORIGINAL
+    if attn_factor:  # the converter's value: sqrt(1 + ln(C / original) / ln(original))
+        scale = config["max_position_embeddings"] / ORIGINAL
+        meta["phi3.rope.scaling.attn_factor"] = float(
+            rope.get("attention_factor") or np.sqrt(1 + np.log(scale) / np.log(ORIGINAL))
+        )
+    return write_gguf(out, "phi3", meta, tensors)
+
+
+@pytest.mark.parametrize(
+    ("key", "attn_factor"),
+    [("derived", True), ("derived", False), ("attention_factor", True)],
+)
+def test_gguf_file_matches_hf(key: str, attn_factor: bool, checkpoints, tmp_path: Path) -> None:
+    """llama.cpp's LongRoPE phi3 file: the short factors become graph.rope's table (the
+    attention factor from the file's metadata, or derived as from an HF config), and
+    prefill over the whole context matches transformers on the checkpoint."""
+    path = _longrope_gguf(checkpoints[key], tmp_path / "m.gguf", attn_factor=attn_factor)
+    module, _, _ = import_model(path)
+    rope = next(op for op in module.walk() if op.name == "graph.rope")
+    assert rope.properties["rope_type"].data == "longrope"
+    config = json.loads((checkpoints[key] / "config.json").read_text())
+    short = np.asarray(config["rope_parameters"]["short_factor"], np.float32)  # stored F32
+    assert [float(v) for v in rope.properties["ext_factors"].get_values()] == short.tolist()
+    with ckir.compile(path, tmp_path / "b", max_context=MAX_CONTEXT) as model:
+        tokens = np.random.default_rng(8).integers(0, model.vocab_size, size=MAX_CONTEXT)
+        assert_prefill_matches(model, hf_model(checkpoints[key]), tokens, f"{key} GGUF")
+
+
+@pytest.mark.parametrize("drop", ["rope_factors_short.weight", "rope_factors_long.weight"])
+def test_gguf_file_with_one_factor_table_is_refused(drop: str, checkpoints, tmp_path) -> None:
+    path = _longrope_gguf(checkpoints["derived"], tmp_path / "m.gguf", attn_factor=True, drop=drop)
+    with pytest.raises(CkirError, match="has no partner '" + drop.replace(".", r"\.")):
+        import_model(path)
+
+
+@pytest.mark.parametrize(
+    "source", ["@longrope_factors:rope_factors_short.weight", "@longrope_factors:a,b,c"]
+)
+def test_a_longrope_source_without_two_tensors_is_refused_at_load(source: str, tmp_path) -> None:
+    from ckir.template import TEMPLATES_DIR
+    from ckir.template_loader import load_template
+
+    original = (TEMPLATES_DIR / "phi3.yaml").read_text()
+    good = next(line for line in original.splitlines() if "@longrope_factors:" in line)
+    bad = tmp_path / "phi3.yaml"
+    bad.write_text(original.replace(good, f'    rope_scaling: "{source}"'))
+    with pytest.raises(CkirError, match="gguf.config.rope_scaling: .* must name two tensors"):
+        load_template(bad)

@@ -132,6 +132,10 @@ def gguf_config(
             elif src.startswith("@wavelength_factors:"):
                 value = _wavelength_scaling(reader, src.split(":", 1)[1], arch, source)
                 label = src
+            elif src.startswith("@longrope_factors:"):
+                short, long = src.split(":", 1)[1].split(",")
+                value = _longrope_scaling(reader, short, long, source)
+                label = src
             else:
                 label = src.replace("{arch}", arch)
                 value = metadata(reader, label, source)
@@ -195,6 +199,32 @@ def _wavelength_scaling(reader: Any, name: str, arch: str, source: str) -> dict[
         "high_freq_factor": attrs["high_freq_factor"],
         "original_max_position_embeddings": attrs["original_context"],
     }
+
+
+def _longrope_scaling(reader: Any, short: str, long: str, source: str) -> dict[str, Any] | None:
+    """``rope_scaling`` of a LongRoPE file: the per-pair frequency divisors that
+    llama.cpp's converter stores as two F32 tensors (``short`` for sequences up to the
+    original context, ``long`` past it), as transformers' config has them. None when
+    the file has neither tensor; one without the other is refused."""
+    tensors = {t.name: t for t in reader.tensors if t.name in (short, long)}
+    if not tensors:
+        return None
+    if len(tensors) == 1:
+        have, missing = (short, long) if short in tensors else (long, short)
+        raise CkirError(
+            f"{source}: tensor '{have}' has no partner '{missing}': a LongRoPE file "
+            "carries both the short and the long frequency factors"
+        )
+    factors: dict[str, list[float]] = {}
+    for key, name in (("short_factor", short), ("long_factor", long)):
+        values = np.asarray(tensors[name].data, dtype=np.float64).reshape(-1)
+        if not np.all(np.isfinite(values)) or np.any(values <= 0):
+            raise CkirError(
+                f"{source}: tensor '{name}': LongRoPE frequency factors must be finite "
+                "and positive"
+            )
+        factors[key] = [float(v) for v in values]
+    return {"rope_type": "longrope", **factors}
 
 
 def _check_required(tpl: Template, config: Mapping[str, Any], arch: str, source: str) -> None:
