@@ -287,7 +287,9 @@ class GGUFMap:
     bool: whether the file has that tensor, e.g. no ``output.weight`` means tied
     embeddings), ``@token_count`` (length of ``tokenizer.ggml.tokens``) and
     ``@wavelength_factors:<gguf tensor>`` (the wavelength-band RoPE scaling whose
-    per-pair frequency divisors the tensor holds, as a ``rope_scaling`` object).
+    per-pair frequency divisors the tensor holds, as a ``rope_scaling`` object),
+    ``@longrope_factors:<short tensor>,<long tensor>`` (LongRoPE's two tables of
+    per-pair divisors as a ``rope_scaling`` object) and
     ``@expr:<arithmetic over metadata keys>`` (:mod:`ckir.metadata_expr`).
     ``tensors``: GGUF tensor name -> HF tensor name (``{i}`` per layer).
     ``unpermute``: HF tensor name -> the head count (a dim expression) whose
