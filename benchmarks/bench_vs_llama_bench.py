@@ -7,7 +7,7 @@ own Q4_K_M mixture: Q4_K matrices with Q6_K for half of the down projections, th
 value matrices and the LM head) and its ``llama-bench`` times it.
 
     python benchmarks/bench_vs_llama_bench.py --llama-cpp ~/llama.cpp/build \\
-        [--shape smollm-135m] [--ftype Q4_K_M] [--prompt 128] [--gen 64] \\
+        [--shape tinyllama-1.1b] [--ftype Q4_K_M] [--prompt 128] [--gen 64] \\
         [--threads 2] [--rounds 5]
 
 Each round runs ckir (in this process) and ``llama-bench -r 1`` (a child process)
@@ -38,6 +38,43 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+#: shapes whose every matrix has K % 256 == 0, so llama-quantize's K-quant mixtures keep
+#: K-quants throughout (elsewhere it falls back to Q5_0 / Q8_0 per matrix): TinyLlama 1.1B
+EXTRA_SHAPES = {
+    "tinyllama-1.1b": dict(
+        hidden_size=2048,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        intermediate_size=5632,
+        num_hidden_layers=22,
+        vocab_size=32000,
+        max_position_embeddings=2048,
+        rope_theta=10000.0,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+}
+
+
+def _model(shape: str, work: Path) -> tuple[Path, str]:
+    """(checkpoint folder, name) of an EXTRA_SHAPES name (made once in ``work``), a
+    ``ckir bench`` built-in shape or a folder."""
+    if shape not in EXTRA_SHAPES:
+        from ckir.tools.bench_build import resolve_model
+
+        return resolve_model(shape)
+    out = work / f"{shape}-hf"
+    if not (out / ".complete").exists():
+        from ckir.tools.bench_build import SHAPE_STD
+        from ckir.tools.zoo import make_tiny_model
+
+        _log(f"making the random-weight {shape} checkpoint in {out}")
+        make_tiny_model("llama", out, seed=0, std=SHAPE_STD, **EXTRA_SHAPES[shape])
+        (out / ".complete").write_text("ok\n")
+    return out, shape
 
 
 def _log(msg: str) -> None:
@@ -88,7 +125,11 @@ def ckir_run(model, vocab: int, prompt: int, gen: int, seed: int) -> dict[str, f
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--llama-cpp", type=Path, required=True, help="a llama.cpp build folder")
-    p.add_argument("--shape", default="smollm-135m", help="a built-in shape of ckir bench")
+    p.add_argument(
+        "--shape",
+        default="tinyllama-1.1b",
+        help="tinyllama-1.1b, a built-in shape of ckir bench, or a HF folder",
+    )
     p.add_argument("--ftype", default="Q4_K_M", help="llama-quantize's file type")
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--gen", type=int, default=64)
@@ -101,14 +142,14 @@ def main(argv: list[str] | None = None) -> int:
 
     import ckir
     from ckir.tools.bandwidth import ReadProbe
-    from ckir.tools.bench_build import model_cost, resolve_model
+    from ckir.tools.bench_build import model_cost
     from ckir.tools.bench_runners import write_gguf
 
     bench = _tool(args.llama_cpp, "llama-bench")
     quantize = _tool(args.llama_cpp, "llama-quantize")
     work = args.work or Path(tempfile.mkdtemp(prefix="ckir-vs-llama-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    model_dir, name = resolve_model(args.shape)
+    model_dir, name = _model(args.shape, work)
     f32 = work / f"{name}-f32.gguf"
     qfile = work / f"{name}-{args.ftype}.gguf"
     if not qfile.exists():
