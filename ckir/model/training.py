@@ -13,8 +13,10 @@ from typing import Any
 import numpy as np
 
 from ckir.errors import CkirError
+from ckir.model import layers
 from ckir.model.bindings import LoadedBuild, NonFiniteError
 from ckir.model.io_check import TrainedWeight, span, trained_weights
+from ckir.model.layers import BackwardStep
 
 #: ``reduce(regions, loss_sum, count) -> (loss_sum, count)`` of :meth:`Training.train_step`
 GradientReduce = Callable[[list[np.ndarray], float, int], tuple[float, int]]
@@ -70,22 +72,30 @@ class Training(LoadedBuild):
             raise CkirError(f"{what}: id {bad} is outside the vocabulary [0, {self.vocab_size})")
         return np.ascontiguousarray(arr, dtype=np.int32)
 
+    def _train_ids(
+        self, what: str, tokens: Sequence[int] | np.ndarray, targets: Sequence[int] | np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Tokens and targets checked (a trainable build; ids in the vocabulary; as many
+        targets as tokens) as int32."""
+        if not self.trainable:
+            raise CkirError(
+                f"{self.build_dir.name}: not compiled for training (compile with modes "
+                "including 'backward')"
+            )
+        tok, tgt = self._ids(f"{what}: tokens", tokens), self._ids(f"{what}: targets", targets)
+        if tok.size != tgt.size:
+            raise CkirError(
+                f"{what}: {tok.size} tokens but {tgt.size} targets (one target per token)"
+            )
+        return tok, tgt
+
     def backward(
         self, tokens: Sequence[int] | np.ndarray, targets: Sequence[int] | np.ndarray
     ) -> float:
         """Forward over ``tokens`` from position 0, the mean cross-entropy against
         ``targets`` (same length), and the gradient of every weight (:meth:`gradients`).
         Returns the loss; CkirError when the loss is not finite."""
-        if not self.trainable:
-            raise CkirError(
-                f"{self.build_dir.name}: not compiled for training (compile with modes "
-                "including 'backward')"
-            )
-        tok, tgt = self._ids("backward: tokens", tokens), self._ids("backward: targets", targets)
-        if tok.size != tgt.size:
-            raise CkirError(
-                f"backward: {tok.size} tokens but {tgt.size} targets (one target per token)"
-            )
+        tok, tgt = self._train_ids("backward", tokens, targets)
         i32p = ctypes.POINTER(ctypes.c_int32)
         loss = ctypes.c_float(0.0)
         rc = self._lib.ckir_backward(
@@ -98,6 +108,24 @@ class Training(LoadedBuild):
         self._check(rc)
         handle = self.manifest.get("backward.loss")  # where the runtime wrote it (checked)
         return float(self._handle_array(handle)[0] if handle else loss.value)
+
+    def backward_layers(
+        self, tokens: Sequence[int] | np.ndarray, targets: Sequence[int] | np.ndarray
+    ) -> BackwardStep:
+        """A :meth:`backward` run one phase at a time (:mod:`ckir.model.layers`): the
+        prologue has run; ``run_layer()`` each layer, ``epilogue()`` (the loss),
+        ``grad_epilogue()``, ``run_grad_layer()`` each layer (the last first), then
+        ``finish()``."""
+        tok, tgt = self._train_ids("backward_layers", tokens, targets)
+        if not layers.bind_backward(self._lib):
+            raise CkirError(
+                f"{self.build_dir.name}: this build has no training phase entry points "
+                "(compiled by an older ckir): compile it again"
+            )
+        i32p = ctypes.POINTER(ctypes.c_int32)
+        return BackwardStep(
+            self, tok.ctypes.data_as(i32p), tgt.ctypes.data_as(i32p), int(tok.size), self._check
+        )
 
     def optimizer_step(self, lr: float) -> None:
         """One AdamW step from the gradients of the last :meth:`backward` (global-norm
