@@ -83,7 +83,7 @@ def layer_by_layer(model, mode: str, tokens: list[int]) -> np.ndarray:
     for i in range(n_layers(model)):
         assert call(model, mode, "layer", i) == 0, model._lib.ckir_error(model._ptr)
     assert call(model, mode, "epilogue") == 0
-    return model._logits(mode).copy()
+    return model._logits(mode, len(tokens)).copy()
 
 
 def hf_hidden(path: Path, tokens: list[int]):

@@ -84,17 +84,20 @@ class LayerStep:
         mode: str,
         tokens: np.ndarray,
         check: Callable[[int], None],
-        logits: Callable[[str], np.ndarray],
+        logits: Callable[[str, int], np.ndarray],
+        in_arena: Any = None,
     ) -> None:
+        """``in_arena``: a pointer to ``tokens`` already written into the arena (through
+        the manifest's handle), which the prologue then finds in place."""
         self._model, self._mode, self._check, self._logits = model, mode, check, logits
         self._lib = model._lib
-        self.rows = int(tokens.size)
         self.n_layers = int(model.n_layers)
         self.width = int(self._lib.ckir_hidden_size())
         self.next_layer = 0
         self._done = False
-        ptr = tokens.ctypes.data_as(i32p)
-        self._check(getattr(self._lib, f"ckir_{mode}_prologue")(model._ptr, ptr, tokens.size))
+        self.rows = int(tokens.size)
+        ptr = tokens.ctypes.data_as(i32p) if in_arena is None else in_arena
+        self._check(getattr(self._lib, f"ckir_{mode}_prologue")(model._ptr, ptr, self.rows))
 
     def run_layer(self) -> np.ndarray:
         """Run the next layer; its hidden state (the residual stream it hands on,
@@ -125,7 +128,7 @@ class LayerStep:
             raise CkirError(f"{self._mode}_layers: the step has finished")
         self._check(getattr(self._lib, f"ckir_{self._mode}_epilogue")(self._model._ptr))
         self._done = True
-        out = self._logits(self._mode)
+        out = self._logits(self._mode, self.rows)
         return out if self._mode == "prefill" else out[0]
 
 

@@ -161,6 +161,10 @@ int ckir_model_check_canaries(ckir_model *m);
 /* Copy the logits of the last call (ckir_logits_rows x vocab floats) to dst;
  * returns how many of them are NaN or infinite. */
 int64_t ckir_model_copy_logits(const ckir_model *m, float *dst);
+/* Copy n floats of an arena (0 weights, 1 state) from byte offset `offset` to dst;
+ * returns how many are NaN or infinite, or -1 when they are not inside the arena. */
+int64_t ckir_model_copy_f32(const ckir_model *m, int arena, int64_t offset, int64_t n,
+                            float *dst);
 void ckir_model_close(ckir_model *m);
 int ckir_model_backward(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t n,
                         float *loss);
@@ -207,6 +211,19 @@ const char *ckir_error(const ckir_model *m);
 int ckir_check_canaries(ckir_model *m);
 const ckir_model_desc *ckir_describe(void);
 uint8_t *ckir_arena(ckir_model *m, int arena);
+/* Runs on the inputs already in the state arena, written there through the I/O
+ * manifest (docs/manifest.md: ckir_arena(m, h.arena) + h.offset of the handles
+ * prefill.tokens, decode.tokens, backward.tokens, backward.targets): the checks and
+ * the step of ckir_prefill / ckir_decode (one token) / ckir_backward without a copy of
+ * the inputs.  The outputs are read through their handles (prefill.logits: n rows, or
+ * 1 when compiled with logits=last; decode.logits; backward.loss), e.g. with
+ * ckir_copy_f32. */
+int ckir_prefill_in_arena(ckir_model *m, int64_t n);
+int ckir_decode_in_arena(ckir_model *m);
+int ckir_backward_in_arena(ckir_model *m, int64_t n);
+/* Copy n floats of arena `arena` from byte offset `offset` (a handle's) to dst; returns
+ * how many of them are NaN or infinite, or -1 when they are not inside the arena. */
+int64_t ckir_copy_f32(const ckir_model *m, int arena, int64_t offset, int64_t n, float *dst);
 /* The I/O manifest: how many handles, and handle i (CKIR_ERR_ARG when i is out of
  * range or out is NULL). */
 int64_t ckir_io_count(void);

@@ -268,9 +268,13 @@ int ckir_model_set_int8_prefill(ckir_model *m, int on) {
   return on && ckir_runtime_qp_int8_gemm() != 0;
 }
 
-int64_t ckir_model_copy_logits(const ckir_model *m, float *dst) {
-  const float *src = (const float *)(m->state + m->last_logits);
-  const int64_t n = m->last_rows * m->desc->vocab;
+int64_t ckir_model_copy_f32(const ckir_model *m, int arena, int64_t offset, int64_t n,
+                            float *dst) {
+  const int64_t size = arena == 0 ? m->desc->weights_bytes : m->desc->state_bytes;
+  if ((arena != 0 && arena != 1) || offset < 0 || n < 0 ||
+      n > (size - offset) / (int64_t)sizeof(float) || (n > 0 && !dst))
+    return -1;
+  const float *src = (const float *)((arena == 0 ? m->weights : m->state) + offset);
   int64_t bad = 0;
   /* one pass: the copy and the test of the exponent bits (all ones: Inf or NaN),
    * split over the threads (the destination's first touch, too) */
@@ -282,6 +286,10 @@ int64_t ckir_model_copy_logits(const ckir_model *m, float *dst) {
     bad += (u & 0x7F800000u) == 0x7F800000u;
   }
   return bad;
+}
+
+int64_t ckir_model_copy_logits(const ckir_model *m, float *dst) {
+  return ckir_model_copy_f32(m, 1, m->last_logits, m->last_rows * m->desc->vocab, dst);
 }
 
 static int no_training(ckir_model *m) {
