@@ -167,3 +167,86 @@ def test_ckir_run_reads_handles(
     assert "no io handle 'kv.nope' in the manifest" in capsys.readouterr().err
     assert main([*args, "--read", "decode.logits"]) != 0
     assert "--read decode.logits: give HANDLE=FILE.npy" in capsys.readouterr().err
+
+
+def _convention_prefill(model, tokens: list[int]) -> np.ndarray:
+    """The logits of a prefill through the convention entry points (ckir_prefill,
+    ckir_copy_logits), as the API ran before it used the manifest."""
+    import ctypes
+
+    arr = (ctypes.c_int32 * len(tokens))(*tokens)
+    assert model._lib.ckir_prefill(model._ptr, arr, len(tokens)) == 0
+    out = np.empty((len(tokens), model.vocab_size), np.float32)
+    assert model._lib.ckir_copy_logits(model._ptr, out.ctypes.data) == 0
+    return out
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_api_steps_go_through_the_handles(builds: dict[str, Path], arch: str) -> None:
+    """prefill / decode write their tokens and read their logits through the manifest:
+    the logits are the arena's bytes at the handle, bit for bit those of the convention
+    entry points, and a handle moved elsewhere moves what is written and read."""
+    import dataclasses
+
+    tokens = [3, 1, 4, 1, 5]
+    with ckir.load(builds[arch]) as model:
+        m = model.manifest
+        ref = _convention_prefill(model, tokens)
+        ref_next = model.decode(9).copy()
+        model.reset()
+        got = model.prefill(tokens)
+        np.testing.assert_array_equal(got, ref)
+        h = m["prefill.logits"]
+        arena = model._bytes(h.arena, h.offset, got.nbytes).view(np.float32)
+        np.testing.assert_array_equal(arena.reshape(got.shape), got)
+        np.testing.assert_array_equal(model.decode(9), ref_next)
+        np.testing.assert_array_equal(model.read("decode.tokens")[:1], [9])
+        # logits read one row further on: the next rows
+        model.reset()
+        row = h.bytes // h.shape[0]
+        m["prefill.logits"] = dataclasses.replace(h, offset=h.offset + row)
+        shifted = model.prefill(tokens)
+        np.testing.assert_array_equal(shifted[:-1], ref[1:])
+        m["prefill.logits"] = h
+        # tokens written elsewhere (into the logits, scratch): the step runs on the ones
+        # left in the tokens buffer by the last call
+        t = m["prefill.tokens"]
+        m["prefill.tokens"] = dataclasses.replace(t, offset=h.offset)
+        model.reset()
+        stale = model.prefill([7, 7, 7, 7, 7])
+        m["prefill.tokens"] = t
+        np.testing.assert_array_equal(stale, ref)
+        model.reset()
+        assert not np.array_equal(model.prefill([7, 7, 7, 7, 7]), ref)
+        # a handle of another dtype is refused, naming it
+        m["decode.tokens"] = dataclasses.replace(m["decode.tokens"], dtype="f32")
+        with pytest.raises(CkirError, match="io handle 'decode.tokens' is f32"):
+            model.decode(1)
+
+
+def test_backward_goes_through_the_handles(builds: dict[str, Path]) -> None:
+    """backward writes tokens and targets and reads the loss through the manifest: the
+    loss is the arena's float at ``backward.loss``, and targets written elsewhere leave
+    the step on the last call's."""
+    import dataclasses
+
+    tokens, targets = [1, 2, 3, 4], [2, 3, 4, 5]
+    with ckir.load(builds["llama"]) as model:
+        m = model.manifest
+        loss = model.backward(tokens, targets)
+        assert np.float32(loss) == model.read("backward.loss")[0]
+        np.testing.assert_array_equal(model.read("backward.targets")[:4], targets)
+        other = model.backward(tokens, [9, 9, 9, 9])
+        assert other != loss
+        t = m["backward.targets"]
+        scratch = m["prefill.logits"].offset  # another mode's output
+        m["backward.targets"] = dataclasses.replace(t, offset=scratch)
+        assert model.backward(tokens, targets) == other  # the targets of the last call
+        m["backward.targets"] = t
+        assert model.backward(tokens, targets) == loss
+        # the loss read one float further on is another value
+        lh = m["backward.loss"]
+        m["backward.loss"] = dataclasses.replace(lh, offset=lh.offset + 4)
+        moved = model.backward(tokens, targets)
+        assert np.float32(moved).tobytes() == model._bytes(1, lh.offset + 4, 4).tobytes()
+        m["backward.loss"] = lh

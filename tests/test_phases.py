@@ -2,8 +2,10 @@
 
 A step run phase by phase (prologue, each layer, epilogue) gives the logits of the
 whole step; stopped after layer k, the hidden state equals transformers'
-``output_hidden_states[k + 1]``; the entry points refuse phases out of order.  The
-C example of docs/runtime.md is compiled and run against a build.
+``output_hidden_states[k + 1]``; the entry points refuse phases out of order.  A
+training step run phase by phase (forward phases, then the gradients' in reverse)
+gives the loss and gradients of ``backward`` bit for bit.  The C examples of
+docs/runtime.md are compiled and run against a build.
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple
     out: dict[str, tuple[Path, object]] = {}
     for arch, spec in ARCHS.items():
         path = make_tiny_model(arch, root / arch, seed=11, **spec)
-        model = ckir.compile(path, root / f"{arch}-build", max_context=32)
+        model = ckir.compile(
+            path, root / f"{arch}-build", max_context=32, modes=("prefill", "decode", "backward")
+        )
         lib = model._lib
         for mode in ("prefill", "decode"):
             getattr(lib, f"ckir_{mode}_prologue").argtypes = [ctypes.c_void_p, i32p, ctypes.c_int64]
@@ -79,7 +83,7 @@ def layer_by_layer(model, mode: str, tokens: list[int]) -> np.ndarray:
     for i in range(n_layers(model)):
         assert call(model, mode, "layer", i) == 0, model._lib.ckir_error(model._ptr)
     assert call(model, mode, "epilogue") == 0
-    return model._logits(mode).copy()
+    return model._logits(mode, len(tokens)).copy()
 
 
 def hf_hidden(path: Path, tokens: list[int]):
@@ -177,11 +181,23 @@ def test_phases_out_of_order_are_refused(models) -> None:
     model.reset()
 
 
-def _example_source() -> str:
+def _example_source(marker: str = "phases-example") -> str:
     text = (ROOT / "docs" / "runtime.md").read_text()
-    m = re.search(r"<!-- phases-example -->\n```c\n(.*?)```", text, re.S)
-    assert m, "docs/runtime.md has no phases example"
+    m = re.search(rf"<!-- {marker} -->\n```c\n(.*?)```", text, re.S)
+    assert m, f"docs/runtime.md has no {marker}"
     return m.group(1)
+
+
+def _compile_example(model, tmp_path: Path, marker: str) -> tuple[Path, Path]:
+    """(the build, the executable) of a C example of docs/runtime.md linked to it."""
+    build = Path(model.build_dir)
+    src = tmp_path / f"{marker}.c"
+    src.write_text(_example_source(marker))
+    exe = tmp_path / marker
+    include = runtime_dir() / "include"
+    cmd = ["cc", "-I", str(build), "-I", str(include), str(src), str(build / "libmodel.so")]
+    subprocess.run([*cmd, f"-Wl,-rpath,{build}", "-o", str(exe)], check=True)
+    return build, exe
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
@@ -189,13 +205,7 @@ def test_docs_c_example(models, tmp_path: Path) -> None:
     """The C program of docs/runtime.md: logits as ckir_prefill's; stopped after
     layer 0, HF's hidden_states[1]."""
     path, model = models["llama"]
-    build = Path(model.build_dir)
-    src = tmp_path / "run_layers.c"
-    src.write_text(_example_source())
-    exe = tmp_path / "run_layers"
-    include = runtime_dir() / "include"
-    cmd = ["cc", "-I", str(build), "-I", str(include), str(src), str(build / "libmodel.so")]
-    subprocess.run([*cmd, f"-Wl,-rpath,{build}", "-o", str(exe)], check=True)
+    build, exe = _compile_example(model, tmp_path, "phases-example")
 
     def run(stop: int) -> np.ndarray:
         out = subprocess.run(
@@ -301,3 +311,153 @@ def test_python_layer_steps_refuse_misuse(models) -> None:
     with pytest.raises(TypeError, match="decode_layers: token must be an int"):
         model.decode_layers("a")  # type: ignore[arg-type]
     model.reset()
+
+
+TARGETS = [17, 5, 9, 11, 2]  # the backward C example's
+
+
+def poison_gradients(model) -> None:
+    """NaN in every gradient, so that a phase that did not run shows."""
+    for region in model.gradient_regions():
+        region[...] = np.nan
+
+
+def backward_by_phases(model, tokens: list[int], targets: list[int]) -> tuple[float, float]:
+    step = model.backward_layers(tokens, targets)
+    for _ in range(model.n_layers):
+        step.run_layer()
+    loss = step.epilogue()
+    step.grad_epilogue()
+    for _ in range(model.n_layers):
+        step.run_grad_layer()
+    return loss, step.finish()
+
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_backward_layer_by_layer_equals_backward(arch: str, models) -> None:
+    """A training step phase by phase: the loss (after the epilogue and at the end) and
+    every gradient of ``backward``, bit for bit; an optimizer step after it moves the
+    weights as after ``backward``."""
+    _, model = models[arch]
+    whole_loss = model.backward(TOKENS, TARGETS)
+    whole = model.gradients()
+    poison_gradients(model)
+    loss, final = backward_by_phases(model, TOKENS, TARGETS)
+    assert loss == final == whole_loss
+    phased = model.gradients()
+    assert list(phased) == list(whole)
+    for name, g in whole.items():
+        np.testing.assert_array_equal(phased[name], g, err_msg=name)
+    # a shorter sequence, phase by phase, then the whole step: the same again
+    poison_gradients(model)
+    short = backward_by_phases(model, TOKENS[:3], TARGETS[:3])[1]
+    assert short == model.backward(TOKENS[:3], TARGETS[:3])
+    model.reset()
+
+
+def test_backward_phases_out_of_order_are_refused(models) -> None:
+    _, model = models["llama"]
+    lib, h = model._lib, model._ptr
+    from ckir.model import layers
+
+    assert layers.bind_backward(lib)
+    last = n_layers(model) - 1
+    tok = (ctypes.c_int32 * 5)(*TOKENS)
+    tgt = (ctypes.c_int32 * 5)(*TARGETS)
+    model.reset()
+    assert lib.ckir_backward_layer(h, 0) == CKIR_ERR_ARG
+    assert lib.ckir_error(h) == (
+        b"backward layer 0: no backward step is running (call ckir_backward_prologue first)"
+    )
+    assert lib.ckir_backward_prologue(h, tok, tgt, 5) == 0
+    assert lib.ckir_backward_grad_epilogue(h) == CKIR_ERR_ARG
+    assert lib.ckir_error(h) == b"backward grad epilogue: the next phase is layer 0"
+    assert lib.ckir_backward_layer(h, 1) == CKIR_ERR_ARG
+    assert lib.ckir_backward_layer(h, last + 1) == CKIR_ERR_ARG
+    assert (
+        lib.ckir_error(h) == f"backward layer {last + 1}: the model has layers 0 to {last}".encode()
+    )
+    for i in range(last + 1):
+        assert lib.ckir_backward_layer(h, i) == 0
+    assert lib.ckir_backward_grad_layer(h, last) == CKIR_ERR_ARG
+    assert lib.ckir_error(h) == b"backward grad layer %d: the next phase is epilogue" % last
+    assert lib.ckir_backward_epilogue(h, None) == 0
+    assert lib.ckir_backward_grad_epilogue(h) == 0
+    assert lib.ckir_backward_grad_layer(h, 0) == CKIR_ERR_ARG  # the last layer comes first
+    assert lib.ckir_error(h) == b"backward grad layer 0: the next phase is grad layer %d" % last
+    assert lib.ckir_backward_grad_layer(h, -1) == CKIR_ERR_ARG
+    assert lib.ckir_backward_grad_prologue(h, None) == CKIR_ERR_ARG
+    for i in range(last, -1, -1):
+        assert lib.ckir_backward_grad_layer(h, i) == 0
+    assert lib.ckir_backward_grad_prologue(h, None) == 0
+    assert lib.ckir_backward_grad_prologue(h, None) == CKIR_ERR_ARG  # the step is over
+    assert b"no backward step is running" in lib.ckir_error(h)
+    # bad ids are refused by the prologue, as by ckir_backward
+    bad = (ctypes.c_int32 * 5)(*TOKENS[:4], 100000)
+    assert lib.ckir_backward_prologue(h, tok, bad, 5) == 1
+    assert lib.ckir_error(h).startswith(b"target id 100000 at index 4")
+    # another mode's phases, a whole step, an optimizer step or a reset abandon a step
+    # (the weights the optimizer step moves are put back after)
+    before = model.weights()
+    for abandon in (
+        lambda: model.prefill(TOKENS),
+        lambda: model.backward(TOKENS, TARGETS),
+        lambda: model.optimizer_step(1e-9),
+        model.reset,
+    ):
+        assert lib.ckir_backward_prologue(h, tok, tgt, 5) == 0
+        assert lib.ckir_backward_layer(h, 0) == 0
+        abandon()
+        assert lib.ckir_backward_layer(h, 1) == CKIR_ERR_ARG
+    for name, values in before.items():
+        model.write(name, values)
+    assert lib.ckir_backward_prologue(h, tok, tgt, 5) == 0
+    assert call(model, "prefill", "layer", 0) == CKIR_ERR_ARG  # not a prefill step
+    model.reset()
+
+
+def test_python_backward_steps_refuse_misuse(models) -> None:
+    _, model = models["gpt2"]
+    step = model.backward_layers(TOKENS, TARGETS)
+    with pytest.raises(CkirError, match="backward epilogue: the next phase is layer 0"):
+        step.epilogue()
+    for _ in range(model.n_layers):
+        step.run_layer()
+    with pytest.raises(CkirError, match=f"all {model.n_layers} layers have run"):
+        step.run_layer()
+    with pytest.raises(CkirError, match="backward grad layer .*: the next phase is epilogue"):
+        step.run_grad_layer()
+    step.epilogue()
+    step.grad_epilogue()
+    for _ in range(model.n_layers):
+        step.run_grad_layer()
+    with pytest.raises(CkirError, match="every layer's gradients have run"):
+        step.run_grad_layer()
+    step.finish()
+    with pytest.raises(CkirError, match="the step has finished"):
+        step.finish()
+    with pytest.raises(CkirError, match="backward_layers: 5 tokens but 4 targets"):
+        model.backward_layers(TOKENS, TARGETS[:4])
+    with pytest.raises(CkirError, match="backward_layers: targets: id 1000000 is outside"):
+        model.backward_layers(TOKENS, [*TARGETS[:4], 10**6])
+    model.reset()
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_docs_backward_c_example(models, tmp_path: Path) -> None:
+    """The training C program of docs/runtime.md prints the loss and every gradient of
+    ``backward``, bit for bit."""
+    _, model = models["llama"]
+    build, exe = _compile_example(model, tmp_path, "backward-phases-example")
+    loss = model.backward(TOKENS, TARGETS)
+    grads = model.gradients()
+    model.reset()
+    out = subprocess.run(
+        [str(exe), str(build / "weights.bin")], check=True, capture_output=True, text=True
+    ).stdout.splitlines()
+    assert out[0].startswith("loss ")
+    assert np.float32(out[0].split()[1]) == np.float32(loss)
+    printed = {ln.split()[0]: np.array(ln.split()[1:], dtype=np.float32) for ln in out[1:]}
+    assert sorted(printed) == sorted(f"grad.{name}" for name in grads)
+    for name, g in grads.items():
+        np.testing.assert_array_equal(printed[f"grad.{name}"], g.reshape(-1), err_msg=name)

@@ -29,7 +29,7 @@ WEIGHTS_VERSION = 1
 WEIGHTS_HEADER_BYTES = 4096
 CANARY_WORD = 0xDEADBEEF
 #: bumped whenever the generated-model ABI (ckir_model.h) changes
-MODEL_ABI_VERSION = 5
+MODEL_ABI_VERSION = 6
 
 ARENA_INDEX = {"weights": 0, "state": 1}
 

@@ -587,6 +587,24 @@ void ckir_reset(ckir_model *m) { m->pos = 0; m->last_rows = 0; m->phase_mode = N
 const char *ckir_error(const ckir_model *m) { return m->error; }
 int ckir_check_canaries(ckir_model *m) { return ckir_model_check_canaries(m); }
 uint8_t *ckir_arena(ckir_model *m, int arena) { return arena == 0 ? m->weights : m->state; }
+
+/* the inputs already in the arena, written through the I/O manifest's handles */
+int ckir_prefill_in_arena(ckir_model *m, int64_t n) {
+  const ckir_mode_desc *d = &ckir_desc.prefill;
+  return ckir_model_run(m, d, (const int32_t *)(m->state + d->tokens_offset), n);
+}
+int ckir_decode_in_arena(ckir_model *m) {
+  const ckir_mode_desc *d = &ckir_desc.decode;
+  return ckir_model_run(m, d, (const int32_t *)(m->state + d->tokens_offset), 1);
+}
+int ckir_backward_in_arena(ckir_model *m, int64_t n) {
+  const ckir_train_desc *t = &ckir_desc.train;
+  return ckir_model_backward(m, (const int32_t *)(m->state + t->tokens_offset),
+                             (const int32_t *)(m->state + t->targets_offset), n, NULL);
+}
+int64_t ckir_copy_f32(const ckir_model *m, int arena, int64_t offset, int64_t n, float *dst) {
+  return ckir_model_copy_f32(m, arena, offset, n, dst);
+}
 """.splitlines()
 
 

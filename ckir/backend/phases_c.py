@@ -19,6 +19,19 @@ phase (the residual stream: ``n`` rows of ``CKIR_HIDDEN_SIZE`` floats), valid
 until a later phase overwrites it.  It is the buffer that layer ``i`` writes and
 the next phase reads, leaving out buffers lowering made for a later scope (a
 norm of the next layer's input fused into layer ``i``'s last add).
+
+For the backward program (a training step), the phases run in its order::
+
+    int ckir_backward_prologue(ckir_model *m, const int32_t *tokens, const int32_t *targets,
+                               int64_t n);
+    int ckir_backward_layer(ckir_model *m, int64_t i);        /* i = 0 .. L-1 */
+    int ckir_backward_epilogue(ckir_model *m, float *loss);   /* the loss */
+    int ckir_backward_grad_epilogue(ckir_model *m);
+    int ckir_backward_grad_layer(ckir_model *m, int64_t i);   /* i = L-1 .. 0 */
+    int ckir_backward_grad_prologue(ckir_model *m, float *loss);
+
+over one table of the program's phase functions in that order
+(:meth:`PhasedProgram.stages`), which the runtime's ``ckir_model_train_phase`` indexes.
 """
 
 from __future__ import annotations
@@ -89,6 +102,25 @@ class PhasedProgram:
         for seg in self.segments:
             out.append(f"  if ((rc = {self.name(seg)}(m, T)) != CKIR_OK) return rc;")
         out += ["  return CKIR_OK;", "}", ""]
+        return out
+
+    def stages(self, layers: int) -> list[str]:
+        """The phase functions of a training program in the order of its stages (what
+        ``ckir_model_train_phase`` indexes): prologue, layers 0..L-1, epilogue, grad
+        epilogue, grad layers L-1..0, grad prologue; "NULL" for a phase without calls."""
+        out = ["NULL"] * (2 * layers + 4)
+        for seg in self.segments:
+            ph = seg.phase
+            if ph.layer_index is not None:
+                at = 2 * layers + 2 - ph.layer_index if ph.is_grad else 1 + ph.layer_index
+            else:
+                at = {
+                    ("prologue", False): 0,
+                    ("epilogue", False): layers + 1,
+                    ("epilogue", True): layers + 2,
+                    ("prologue", True): 2 * layers + 3,
+                }[(ph.kind_name, ph.is_grad)]
+            out[at] = self.name(seg)
         return out
 
     def hidden(self, types: dict[str, lw.BufferType]) -> list[str | None]:
@@ -185,6 +217,7 @@ def entry_points(
             "",
         ]
     header.append(f"#define CKIR_HIDDEN_SIZE {hidden_size}")
+    source += training_entry_points(phased.get("backward"), layer_count(phased))
     source += [
         "int64_t ckir_hidden_size(void) {",
         "  return CKIR_HIDDEN_SIZE;",
@@ -192,3 +225,37 @@ def entry_points(
         "",
     ]
     return header, source
+
+
+def training_entry_points(backward: PhasedProgram | None, layers: int) -> list[str]:
+    """model.c lines of ``ckir_backward_prologue`` ... ``ckir_backward_grad_prologue``:
+    the training step one phase at a time (without a backward program they return
+    CKIR_ERR_MODE, as ``ckir_backward`` does)."""
+    table = "NULL"
+    out: list[str] = []
+    if backward is not None:
+        table = "ckir_backward_stage_fns"
+        stages = ", ".join(backward.stages(layers))
+        out.append(f"static const ckir_mode_fn {table}[] = {{{stages}}};")
+
+    def phase(kind: str, *, layer: bool = False, loss: bool = False) -> list[str]:
+        export = "ckir_backward_" + kind.lower()
+        params = "ckir_model *m" + (", int64_t i" if layer else "")
+        params += ", float *loss" if loss else ""
+        args = f"m, CKIR_PHASE_{kind}, {'i' if layer else '0'}, {table}"
+        args += ", loss" if loss else ", NULL"
+        return [f"int {export}({params}) {{", f"  return ckir_model_train_phase({args});", "}"]
+
+    out += [
+        "int ckir_backward_prologue(ckir_model *m, const int32_t *tokens, const int32_t *targets,",
+        "                           int64_t n) {",
+        f"  return ckir_model_train_phase_begin(m, tokens, targets, n, {table});",
+        "}",
+        *phase("LAYER", layer=True),
+        *phase("EPILOGUE", loss=True),
+        *phase("GRAD_EPILOGUE"),
+        *phase("GRAD_LAYER", layer=True),
+        *phase("GRAD_PROLOGUE", loss=True),
+        "",
+    ]
+    return out

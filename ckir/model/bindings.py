@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -165,6 +166,25 @@ def load_library(build_dir: Path, info: dict[str, Any]) -> ctypes.CDLL:
     lib.ckir_io_desc.argtypes = [ctypes.c_int64, ctypes.POINTER(DESC_TYPES["ckir_handle_desc"])]
     lib.ckir_fingerprint.restype = ctypes.c_uint64
     lib.ckir_fingerprint.argtypes = []
+    # the steps on inputs written through the manifest (model ABI 6)
+    for name, argtypes in (
+        ("ckir_prefill_in_arena", [ctypes.c_void_p, ctypes.c_int64]),
+        ("ckir_decode_in_arena", [ctypes.c_void_p]),
+        ("ckir_backward_in_arena", [ctypes.c_void_p, ctypes.c_int64]),
+    ):
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.argtypes = argtypes
+    copy_f32 = getattr(lib, "ckir_copy_f32", None)
+    if copy_f32 is not None:
+        copy_f32.restype = ctypes.c_int64
+        copy_f32.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_int64,
+            ctypes.c_int64,
+            ctypes.c_void_p,
+        ]
     return lib
 
 
@@ -353,6 +373,44 @@ class LoadedBuild:
                 f"(dims {list(h.dims)}), got {list(arr.shape)}"
             )
         dst[: arr.shape[0]] = arr
+
+    def io_handle(self, name: str, dtype: str, entry: str) -> Handle | None:
+        """The manifest's handle ``name`` when the library can run on inputs written
+        through it (it exports ``entry``, a ``ckir_*_in_arena`` step, and
+        ``ckir_copy_f32``); None for a build without them (an older ckir, or no
+        manifest), whose steps copy through the convention entry points.  CkirError when
+        the handle is not of ``dtype`` and rank 1 (inputs) or 1-2 (outputs)."""
+        h = self.manifest.get(name)
+        if h is None or not hasattr(self._lib, entry) or not hasattr(self._lib, "ckir_copy_f32"):
+            return None
+        if h.dtype != dtype or not 1 <= len(h.shape) <= 2:
+            raise CkirError(
+                f"{self.build_dir.name}: io handle '{name}' is {h.dtype} {list(h.shape)}, "
+                f"expected {dtype} of rank 1 or 2; the library and its manifest disagree, "
+                "recompile the build"
+            )
+        return h
+
+    def put_ids(self, h: Handle, ids: np.ndarray) -> ctypes._Pointer[ctypes.c_int32]:
+        """Write int32 ``ids`` (checked by the caller) into input handle ``h``; a pointer
+        to them in the arena."""
+        self.write(h.name, ids)
+        base = ctypes.addressof(self.arena(h.arena).contents) + h.offset
+        return ctypes.cast(base, ctypes.POINTER(ctypes.c_int32))
+
+    def get_f32(self, h: Handle, rows: int, out: np.ndarray) -> int:
+        """Copy the first ``rows`` rows of f32 output handle ``h`` into ``out`` (C
+        contiguous, ``rows`` x the handle's row); how many are NaN or infinite."""
+        n = rows * math.prod(h.shape[1:])
+        if out.dtype != np.float32 or out.size != n or not out.flags.c_contiguous:
+            raise CkirError(f"get_f32: {out.dtype} {list(out.shape)} for {n} floats of '{h.name}'")
+        bad = int(self._lib.ckir_copy_f32(self._ptr, h.arena, h.offset, n, out.ctypes.data))
+        if bad < 0:
+            raise CkirError(
+                f"{self.build_dir.name}: io handle '{h.name}': {rows} rows at "
+                f"{h.offset} are outside its arena"
+            )
+        return bad
 
     def check_canaries(self) -> str | None:
         """Name of the first slot whose canary was overwritten, or None.

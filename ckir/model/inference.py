@@ -1,6 +1,11 @@
 """Inference on a loaded build: ``prefill``, ``decode``, ``reset`` and the logits.
 
-Logits are checked for NaN / Inf before they are handed out, and a dropped [T, V]
+Tokens are written into the state arena, and logits read from it, through the I/O
+manifest's handles (``prefill.tokens``, ``prefill.logits``, ``decode.tokens``,
+``decode.logits``: docs/manifest.md); the step runs on them in place
+(``ckir_<mode>_in_arena``).  Builds without those entry points (an older ckir) run
+through the convention entry points (``ckir_prefill``, ``ckir_copy_logits``).  Logits
+are checked for NaN / Inf before they are handed out, and a dropped [T, V]
 logits array is reused by the next call (:meth:`Inference._logits_array`).
 """
 
@@ -102,14 +107,22 @@ class Inference(LoadedBuild):
         """Tokens already in the KV cache."""
         return int(self._lib.ckir_position(self._ptr))
 
-    def _logits(self, what: str) -> np.ndarray:
-        """The logits of the last call; a CkirError when any is NaN or Inf (corrupt weights
-        or a broken build: never handed out as if it were an answer)."""
-        rows = int(self._lib.ckir_logits_rows(self._ptr))
-        out = self._logits_array(rows)
-        if self._copy_logits is not None:  # one threaded pass: copy + count NaN/Inf
-            bad = int(self._copy_logits(self._ptr, out.ctypes.data))
+    def _logits(self, what: str, n: int) -> np.ndarray:
+        """The logits of the last call (``what``: prefill or decode, of ``n`` tokens), read
+        through the manifest's ``<what>.logits`` handle; a CkirError when any is NaN or
+        Inf (corrupt weights or a broken build: never handed out as if it were an
+        answer)."""
+        h = self.io_handle(f"{what}.logits", "f32", f"ckir_{what}_in_arena")
+        if h is not None:  # n rows where the rows follow T, else the handle's (logits=last)
+            rows = n if h.dims[0] else h.shape[0]
+            out = self._logits_array(rows, h.shape[-1])
+            bad = self.get_f32(h, rows, out)
+        elif self._copy_logits is not None:  # a build without the manifest's steps
+            out = self._logits_array(int(self._lib.ckir_logits_rows(self._ptr)))
+            bad = int(self._copy_logits(self._ptr, out.ctypes.data))  # copy + count NaN/Inf
         else:  # a build from before ckir_copy_logits
+            rows = int(self._lib.ckir_logits_rows(self._ptr))
+            out = self._logits_array(rows)
             ptr = self._lib.ckir_logits(self._ptr)
             out[...] = np.ctypeslib.as_array(ptr, shape=(rows, self.vocab_size))
             bad = out.size - int(np.count_nonzero(np.isfinite(out)))
@@ -120,7 +133,17 @@ class Inference(LoadedBuild):
             )
         return out
 
-    def _logits_array(self, rows: int) -> np.ndarray:
+    def _tokens_in(self, mode: str, tokens: np.ndarray) -> ctypes._Pointer[ctypes.c_int32] | None:
+        """Write checked int32 ``tokens`` into the arena through the manifest's
+        ``<mode>.tokens`` handle: a pointer to them there, or None for a build without
+        the manifest's steps (its entry points copy them).  Tokens beyond the handle's
+        rows are left out: the step refuses them, naming the bound."""
+        h = self.io_handle(f"{mode}.tokens", "i32", f"ckir_{mode}_in_arena")
+        if h is None:
+            return None
+        return self.put_ids(h, tokens[: h.shape[0]])
+
+    def _logits_array(self, rows: int, cols: int | None = None) -> np.ndarray:
         """A [rows, V] float32 array for the logits of a call.
 
         The array returned last time, when nothing outside refers to it any more (no
@@ -133,7 +156,7 @@ class Inference(LoadedBuild):
         REUSE_MIN_BYTES (decode's rows) are always new and untouched, and leave the
         spare alone: a prefill after decode steps reuses it.  So a model may hold one
         dropped [T, V] array, at most the size of its arena's logits slot."""
-        spare, shape = self._spare, (rows, self.vocab_size)
+        spare, shape = self._spare, (rows, self.vocab_size if cols is None else cols)
         if spare is not None and spare.shape == shape and sys.getrefcount(spare) == ALONE_REFS:
             return spare
         del spare
@@ -151,9 +174,12 @@ class Inference(LoadedBuild):
         to a view of it); once you drop it, the model may copy a later call's logits
         into it instead of faulting in a new one (:meth:`_logits_array`)."""
         arr32 = self._token_array(tokens, "prefill")
-        ptr = arr32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
-        self._check(self._lib.ckir_prefill(self._ptr, ptr, len(arr32)))
-        return self._logits("prefill")
+        if self._tokens_in("prefill", arr32) is not None:  # written through the manifest
+            self._check(self._lib.ckir_prefill_in_arena(self._ptr, len(arr32)))
+        else:
+            ptr = arr32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+            self._check(self._lib.ckir_prefill(self._ptr, ptr, len(arr32)))
+        return self._logits("prefill", len(arr32))
 
     def _token_array(self, tokens: Sequence[int] | np.ndarray, what: str) -> np.ndarray:
         """``tokens`` checked (a non-empty 1-D sequence of ids in the vocabulary) as int32."""
@@ -176,8 +202,11 @@ class Inference(LoadedBuild):
         if not is_int(token):
             raise TypeError(f"decode: token must be an int, got {type(token).__name__}")
         self._check_token(int(token))
-        self._check(self._lib.ckir_decode(self._ptr, int(token)))
-        return self._logits("decode")[0]
+        if self._tokens_in("decode", np.array([token], dtype=np.int32)) is not None:
+            self._check(self._lib.ckir_decode_in_arena(self._ptr))
+        else:
+            self._check(self._lib.ckir_decode(self._ptr, int(token)))
+        return self._logits("decode", 1)[0]
 
     @property
     def n_layers(self) -> int:
@@ -203,7 +232,8 @@ class Inference(LoadedBuild):
                 f"{self.build_dir.name}: this build has no phase entry points (compiled by an "
                 "older ckir): compile it again"
             )
-        return LayerStep(self, mode, tokens, self._check, self._logits)
+        in_arena = self._tokens_in(mode, tokens)  # the prologue finds them in place
+        return LayerStep(self, mode, tokens, self._check, self._logits, in_arena)
 
     def _check_token(self, token: int) -> None:
         if not 0 <= token < self.vocab_size:

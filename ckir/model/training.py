@@ -1,7 +1,9 @@
 """Training a loaded build: ``backward``, ``optimizer_step``, ``train_step`` (one
 sequence, or micro-batches whose gradients are accumulated) and the trained weights
 and their gradients, read in place from the arenas through the I/O manifest's param
-and ``grad.`` handles (:mod:`ckir.model.io_check`)."""
+and ``grad.`` handles (:mod:`ckir.model.io_check`).  Tokens and targets are written,
+and the loss read, through the ``backward.tokens``, ``backward.targets`` and
+``backward.loss`` handles (``ckir_backward_in_arena``)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ from typing import Any
 import numpy as np
 
 from ckir.errors import CkirError
+from ckir.model import layers
 from ckir.model.bindings import LoadedBuild, NonFiniteError
 from ckir.model.io_check import TrainedWeight, span, trained_weights
+from ckir.model.layers import BackwardStep
 
 #: ``reduce(regions, loss_sum, count) -> (loss_sum, count)`` of :meth:`Training.train_step`
 GradientReduce = Callable[[list[np.ndarray], float, int], tuple[float, int]]
@@ -70,34 +74,77 @@ class Training(LoadedBuild):
             raise CkirError(f"{what}: id {bad} is outside the vocabulary [0, {self.vocab_size})")
         return np.ascontiguousarray(arr, dtype=np.int32)
 
+    def _train_ids(
+        self, what: str, tokens: Sequence[int] | np.ndarray, targets: Sequence[int] | np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Tokens and targets checked (a trainable build; ids in the vocabulary; as many
+        targets as tokens) as int32."""
+        if not self.trainable:
+            raise CkirError(
+                f"{self.build_dir.name}: not compiled for training (compile with modes "
+                "including 'backward')"
+            )
+        tok, tgt = self._ids(f"{what}: tokens", tokens), self._ids(f"{what}: targets", targets)
+        if tok.size != tgt.size:
+            raise CkirError(
+                f"{what}: {tok.size} tokens but {tgt.size} targets (one target per token)"
+            )
+        return tok, tgt
+
     def backward(
         self, tokens: Sequence[int] | np.ndarray, targets: Sequence[int] | np.ndarray
     ) -> float:
         """Forward over ``tokens`` from position 0, the mean cross-entropy against
         ``targets`` (same length), and the gradient of every weight (:meth:`gradients`).
         Returns the loss; CkirError when the loss is not finite."""
-        if not self.trainable:
-            raise CkirError(
-                f"{self.build_dir.name}: not compiled for training (compile with modes "
-                "including 'backward')"
-            )
-        tok, tgt = self._ids("backward: tokens", tokens), self._ids("backward: targets", targets)
-        if tok.size != tgt.size:
-            raise CkirError(
-                f"backward: {tok.size} tokens but {tgt.size} targets (one target per token)"
-            )
-        i32p = ctypes.POINTER(ctypes.c_int32)
-        loss = ctypes.c_float(0.0)
+        tok, tgt = self._train_ids("backward", tokens, targets)
+        loss_h = self.io_handle("backward.loss", "f32", "ckir_backward_in_arena")
+        if self._ids_in(tok, tgt) is not None and loss_h is not None:
+            self._check(self._lib.ckir_backward_in_arena(self._ptr, tok.size))
+            loss = np.empty(1, np.float32)
+            self.get_f32(loss_h, 1, loss)  # (the runtime refused a non-finite loss)
+            return float(loss[0])
+        i32p = ctypes.POINTER(ctypes.c_int32)  # a build without the manifest's steps
+        value = ctypes.c_float(0.0)
         rc = self._lib.ckir_backward(
             self._ptr,
             tok.ctypes.data_as(i32p),
             tgt.ctypes.data_as(i32p),
             tok.size,
-            ctypes.byref(loss),
+            ctypes.byref(value),
         )
         self._check(rc)
-        handle = self.manifest.get("backward.loss")  # where the runtime wrote it (checked)
-        return float(self._handle_array(handle)[0] if handle else loss.value)
+        return float(value.value)
+
+    def _ids_in(self, tok: np.ndarray, tgt: np.ndarray) -> tuple[Any, Any] | None:
+        """Write checked tokens and targets into the arena through the manifest's
+        ``backward.tokens`` and ``backward.targets`` handles: pointers to them there, or
+        None for a build without the manifest's steps.  Ids beyond the handles' rows are
+        left out: the step refuses them, naming the bound."""
+        entry = "ckir_backward_in_arena"
+        th = self.io_handle("backward.tokens", "i32", entry)
+        gh = self.io_handle("backward.targets", "i32", entry)
+        if th is None or gh is None:
+            return None
+        return self.put_ids(th, tok[: th.shape[0]]), self.put_ids(gh, tgt[: gh.shape[0]])
+
+    def backward_layers(
+        self, tokens: Sequence[int] | np.ndarray, targets: Sequence[int] | np.ndarray
+    ) -> BackwardStep:
+        """A :meth:`backward` run one phase at a time (:mod:`ckir.model.layers`): the
+        prologue has run; ``run_layer()`` each layer, ``epilogue()`` (the loss),
+        ``grad_epilogue()``, ``run_grad_layer()`` each layer (the last first), then
+        ``finish()``."""
+        tok, tgt = self._train_ids("backward_layers", tokens, targets)
+        if not layers.bind_backward(self._lib):
+            raise CkirError(
+                f"{self.build_dir.name}: this build has no training phase entry points "
+                "(compiled by an older ckir): compile it again"
+            )
+        i32p = ctypes.POINTER(ctypes.c_int32)
+        ptrs = self._ids_in(tok, tgt)  # the prologue finds them in place
+        tok_p, tgt_p = ptrs or (tok.ctypes.data_as(i32p), tgt.ctypes.data_as(i32p))
+        return BackwardStep(self, tok_p, tgt_p, int(tok.size), self._check)
 
     def optimizer_step(self, lr: float) -> None:
         """One AdamW step from the gradients of the last :meth:`backward` (global-norm

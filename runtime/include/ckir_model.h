@@ -161,6 +161,10 @@ int ckir_model_check_canaries(ckir_model *m);
 /* Copy the logits of the last call (ckir_logits_rows x vocab floats) to dst;
  * returns how many of them are NaN or infinite. */
 int64_t ckir_model_copy_logits(const ckir_model *m, float *dst);
+/* Copy n floats of an arena (0 weights, 1 state) from byte offset `offset` to dst;
+ * returns how many are NaN or infinite, or -1 when they are not inside the arena. */
+int64_t ckir_model_copy_f32(const ckir_model *m, int arena, int64_t offset, int64_t n,
+                            float *dst);
 void ckir_model_close(ckir_model *m);
 int ckir_model_backward(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t n,
                         float *loss);
@@ -174,6 +178,23 @@ int ckir_model_phase_begin(ckir_model *m, const ckir_mode_desc *mode, const int3
 int ckir_model_phase_layer(ckir_model *m, const ckir_mode_desc *mode, int64_t i,
                            const ckir_mode_fn *layers);
 int ckir_model_phase_end(ckir_model *m, const ckir_mode_desc *mode, ckir_mode_fn epilogue);
+/* A training step phase by phase (what ckir_backward_prologue ... _grad_prologue call).
+ * stages: the backward program's phase functions in the order they run (NULL where a
+ * phase has no calls): prologue, layers 0..L-1, epilogue, grad epilogue, grad layers
+ * L-1..0, grad prologue (2L + 4).  ckir_model_train_phase runs phase `kind` (layer i for
+ * the layer kinds) when it is the next one; after the epilogue and the grad prologue it
+ * reads the loss into *loss (may be NULL) and checks it is finite. */
+enum {
+  CKIR_PHASE_LAYER = 1,
+  CKIR_PHASE_EPILOGUE = 2,
+  CKIR_PHASE_GRAD_EPILOGUE = 3,
+  CKIR_PHASE_GRAD_LAYER = 4,
+  CKIR_PHASE_GRAD_PROLOGUE = 5
+};
+int ckir_model_train_phase_begin(ckir_model *m, const int32_t *tokens, const int32_t *targets,
+                                 int64_t n, const ckir_mode_fn *stages);
+int ckir_model_train_phase(ckir_model *m, int kind, int64_t i, const ckir_mode_fn *stages,
+                           float *loss);
 
 /* Exported by every generated model.c. */
 /* checks the CPU first (ckir_isa_missing): CKIR_ERR_ISA */
@@ -190,6 +211,19 @@ const char *ckir_error(const ckir_model *m);
 int ckir_check_canaries(ckir_model *m);
 const ckir_model_desc *ckir_describe(void);
 uint8_t *ckir_arena(ckir_model *m, int arena);
+/* Runs on the inputs already in the state arena, written there through the I/O
+ * manifest (docs/manifest.md: ckir_arena(m, h.arena) + h.offset of the handles
+ * prefill.tokens, decode.tokens, backward.tokens, backward.targets): the checks and
+ * the step of ckir_prefill / ckir_decode (one token) / ckir_backward without a copy of
+ * the inputs.  The outputs are read through their handles (prefill.logits: n rows, or
+ * 1 when compiled with logits=last; decode.logits; backward.loss), e.g. with
+ * ckir_copy_f32. */
+int ckir_prefill_in_arena(ckir_model *m, int64_t n);
+int ckir_decode_in_arena(ckir_model *m);
+int ckir_backward_in_arena(ckir_model *m, int64_t n);
+/* Copy n floats of arena `arena` from byte offset `offset` (a handle's) to dst; returns
+ * how many of them are NaN or infinite, or -1 when they are not inside the arena. */
+int64_t ckir_copy_f32(const ckir_model *m, int arena, int64_t offset, int64_t n, float *dst);
 /* The I/O manifest: how many handles, and handle i (CKIR_ERR_ARG when i is out of
  * range or out is NULL). */
 int64_t ckir_io_count(void);
@@ -239,6 +273,21 @@ int ckir_backward(ckir_model *m, const int32_t *tokens, const int32_t *targets, 
                   float *loss);
 int ckir_optimizer_step(ckir_model *m, float lr);
 int64_t ckir_train_steps(const ckir_model *m);
+/* A training step one phase at a time (docs/runtime.md, "Running one layer at a time"),
+ * the phases ckir_backward runs, in its order: ckir_backward_prologue (the checks and
+ * copies of ckir_backward, the embedding), ckir_backward_layer(m, i) for i = 0 .. L-1,
+ * ckir_backward_epilogue (final norm, lm_head, the loss: *loss, may be NULL),
+ * ckir_backward_grad_epilogue, ckir_backward_grad_layer(m, i) for i = L-1 .. 0, and
+ * ckir_backward_grad_prologue (the embedding's gradient; *loss again).  Then every
+ * gradient is what ckir_backward leaves.  Out of order or without a prologue:
+ * CKIR_ERR_ARG, ckir_error names the phase that is next.  L = ckir_describe()->n_layers. */
+int ckir_backward_prologue(ckir_model *m, const int32_t *tokens, const int32_t *targets,
+                           int64_t n);
+int ckir_backward_layer(ckir_model *m, int64_t i);
+int ckir_backward_epilogue(ckir_model *m, float *loss);
+int ckir_backward_grad_epilogue(ckir_model *m);
+int ckir_backward_grad_layer(ckir_model *m, int64_t i);
+int ckir_backward_grad_prologue(ckir_model *m, float *loss);
 float ckir_train_step(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t T,
                       float lr);
 

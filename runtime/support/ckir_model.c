@@ -176,7 +176,9 @@ static int step_begin(ckir_model *m, const ckir_mode_desc *mode, const int32_t *
       return CKIR_ERR_TOKEN;
     }
   }
-  memcpy(m->state + mode->tokens_offset, tokens, (size_t)n * sizeof(int32_t));
+  /* tokens may already be in place (ckir_<mode>_in_arena: written through the manifest) */
+  uint8_t *dst = m->state + mode->tokens_offset;
+  if ((const uint8_t *)tokens != dst) memcpy(dst, tokens, (size_t)n * sizeof(int32_t));
   return CKIR_OK;
 }
 
@@ -266,9 +268,13 @@ int ckir_model_set_int8_prefill(ckir_model *m, int on) {
   return on && ckir_runtime_qp_int8_gemm() != 0;
 }
 
-int64_t ckir_model_copy_logits(const ckir_model *m, float *dst) {
-  const float *src = (const float *)(m->state + m->last_logits);
-  const int64_t n = m->last_rows * m->desc->vocab;
+int64_t ckir_model_copy_f32(const ckir_model *m, int arena, int64_t offset, int64_t n,
+                            float *dst) {
+  const int64_t size = arena == 0 ? m->desc->weights_bytes : m->desc->state_bytes;
+  if ((arena != 0 && arena != 1) || offset < 0 || n < 0 ||
+      n > (size - offset) / (int64_t)sizeof(float) || (n > 0 && !dst))
+    return -1;
+  const float *src = (const float *)((arena == 0 ? m->weights : m->state) + offset);
   int64_t bad = 0;
   /* one pass: the copy and the test of the exponent bits (all ones: Inf or NaN),
    * split over the threads (the destination's first touch, too) */
@@ -280,6 +286,10 @@ int64_t ckir_model_copy_logits(const ckir_model *m, float *dst) {
     bad += (u & 0x7F800000u) == 0x7F800000u;
   }
   return bad;
+}
+
+int64_t ckir_model_copy_logits(const ckir_model *m, float *dst) {
+  return ckir_model_copy_f32(m, 1, m->last_logits, m->last_rows * m->desc->vocab, dst);
 }
 
 static int no_training(ckir_model *m) {
@@ -301,8 +311,9 @@ static int check_ids(ckir_model *m, const char *what, const int32_t *ids, int64_
   return CKIR_OK;
 }
 
-int ckir_model_backward(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t n,
-                        float *loss) {
+/* The checks of a training step of n tokens and the copy of tokens and targets into
+ * their io buffers (skipped where they are in place already). */
+static int train_begin(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t n) {
   const ckir_train_desc *t = &m->desc->train;
   m->phase_mode = NULL; /* its activations may share slots with a step run phase by phase */
   if (!t->backward) return no_training(m);
@@ -315,18 +326,93 @@ int ckir_model_backward(ckir_model *m, const int32_t *tokens, const int32_t *tar
   int rc = check_ids(m, "token", tokens, n, t->token_bound);
   if (rc == CKIR_OK) rc = check_ids(m, "target", targets, n, t->token_bound);
   if (rc != CKIR_OK) return rc;
-  memcpy(m->state + t->tokens_offset, tokens, (size_t)n * sizeof(int32_t));
-  memcpy(m->state + t->targets_offset, targets, (size_t)n * sizeof(int32_t));
-  rc = t->backward(m, n);
-  if (rc != CKIR_OK) return rc;
+  uint8_t *tok = m->state + t->tokens_offset, *tgt = m->state + t->targets_offset;
+  if ((const uint8_t *)tokens != tok) memcpy(tok, tokens, (size_t)n * sizeof(int32_t));
+  if ((const uint8_t *)targets != tgt) memcpy(tgt, targets, (size_t)n * sizeof(int32_t));
+  return CKIR_OK;
+}
+
+/* After the last phase of a training step: the loss, checked finite. */
+static int train_end(ckir_model *m, float *loss) {
   float value;
-  memcpy(&value, m->state + t->loss_offset, sizeof value);
+  memcpy(&value, m->state + m->desc->train.loss_offset, sizeof value);
   if (loss) *loss = value;
   if (!isfinite(value)) {
     snprintf(m->error, sizeof m->error, "the loss is %s at step %lld", isnan(value) ? "NaN" : "infinite",
              (long long)(m->step + 1));
     return CKIR_ERR_NONFINITE;
   }
+  m->error[0] = 0;
+  return CKIR_OK;
+}
+
+int ckir_model_backward(ckir_model *m, const int32_t *tokens, const int32_t *targets, int64_t n,
+                        float *loss) {
+  int rc = train_begin(m, tokens, targets, n);
+  if (rc != CKIR_OK) return rc;
+  rc = m->desc->train.backward(m, n);
+  if (rc != CKIR_OK) return rc;
+  return train_end(m, loss);
+}
+
+/* The marker of a training step run phase by phase (m->phase_mode). */
+static const ckir_mode_desc train_phases = {.name = "backward"};
+
+/* What stage s of a training step run phase by phase is, in words ("layer 2", "grad
+ * epilogue", ...): 0 prologue, 1..L layers, L+1 epilogue, L+2 grad epilogue, L+3..2L+2
+ * grad layers L-1..0, 2L+3 grad prologue. */
+static void stage_name(char *buf, size_t size, int64_t s, int64_t layers) {
+  if (s <= 0) snprintf(buf, size, "prologue");
+  else if (s <= layers) snprintf(buf, size, "layer %lld", (long long)(s - 1));
+  else if (s == layers + 1) snprintf(buf, size, "epilogue");
+  else if (s == layers + 2) snprintf(buf, size, "grad epilogue");
+  else if (s <= 2 * layers + 2) snprintf(buf, size, "grad layer %lld", (long long)(2 * layers + 2 - s));
+  else snprintf(buf, size, "grad prologue");
+}
+
+int ckir_model_train_phase_begin(ckir_model *m, const int32_t *tokens, const int32_t *targets,
+                                 int64_t n, const ckir_mode_fn *stages) {
+  int rc = train_begin(m, tokens, targets, n);
+  if (rc == CKIR_OK && stages[0]) rc = step_run(m, stages[0], n);
+  if (rc != CKIR_OK) return rc;
+  m->phase_mode = &train_phases;
+  m->phase_rows = n;
+  m->phase_next = 1;
+  m->error[0] = 0;
+  return CKIR_OK;
+}
+
+int ckir_model_train_phase(ckir_model *m, int kind, int64_t i, const ckir_mode_fn *stages,
+                           float *loss) {
+  const int64_t layers = m->desc->n_layers, last = 2 * layers + 3;
+  int64_t stage = kind == CKIR_PHASE_LAYER        ? 1 + i
+                  : kind == CKIR_PHASE_EPILOGUE   ? layers + 1
+                  : kind == CKIR_PHASE_GRAD_EPILOGUE ? layers + 2
+                  : kind == CKIR_PHASE_GRAD_LAYER ? 2 * layers + 2 - i
+                                                  : last;
+  char what[48], next[48];
+  stage_name(what, sizeof what, stage, layers);
+  if ((kind == CKIR_PHASE_LAYER || kind == CKIR_PHASE_GRAD_LAYER) && (i < 0 || i >= layers)) {
+    snprintf(m->error, sizeof m->error, "backward %slayer %lld: the model has layers 0 to %lld",
+             kind == CKIR_PHASE_GRAD_LAYER ? "grad " : "", (long long)i, (long long)layers - 1);
+    return CKIR_ERR_ARG;
+  }
+  if (m->phase_mode != &train_phases) {
+    snprintf(m->error, sizeof m->error,
+             "backward %s: no backward step is running (call ckir_backward_prologue first)",
+             what);
+    return CKIR_ERR_ARG;
+  }
+  if (stage != m->phase_next) {
+    stage_name(next, sizeof next, m->phase_next, layers);
+    snprintf(m->error, sizeof m->error, "backward %s: the next phase is %s", what, next);
+    return CKIR_ERR_ARG;
+  }
+  int rc = stages[stage] ? step_run(m, stages[stage], m->phase_rows) : CKIR_OK;
+  if (rc != CKIR_OK) return rc;
+  m->phase_next = stage + 1;
+  if (stage == last) m->phase_mode = NULL; /* the grad prologue ends the step */
+  if (stage == layers + 1 || stage == last) return train_end(m, loss); /* the loss is in */
   m->error[0] = 0;
   return CKIR_OK;
 }
@@ -339,6 +425,7 @@ int ckir_model_optimize(ckir_model *m, float lr) {
              (double)lr);
     return CKIR_ERR_ARG;
   }
+  m->phase_mode = NULL; /* ends a step run phase by phase */
   m->lr = lr;
   m->step += 1; /* AdamW's step is 1-based */
   int rc = t->optimize(m, 0);

@@ -136,3 +136,10 @@
 // PHASES-NEXT:   if (i < 0 || i >= 2 || ckir_prefill_hidden_off[i] < 0) return NULL;
 // PHASES:      int ckir_decode_layer(ckir_model *m, int64_t i) {
 // PHASES-NEXT:   return ckir_model_phase_layer(m, &ckir_desc.decode, i, NULL);
+// Without a backward program the training step's entry points have no table: the
+// runtime refuses them as ckir_backward does (not compiled for training).
+// PHASES:      int ckir_backward_prologue(ckir_model *m, const int32_t *tokens, const int32_t *targets,
+// PHASES-NEXT:                            int64_t n) {
+// PHASES-NEXT:   return ckir_model_train_phase_begin(m, tokens, targets, n, NULL);
+// PHASES:      int ckir_backward_grad_layer(ckir_model *m, int64_t i) {
+// PHASES-NEXT:   return ckir_model_train_phase(m, CKIR_PHASE_GRAD_LAYER, i, NULL, NULL);

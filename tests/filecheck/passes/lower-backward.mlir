@@ -102,6 +102,21 @@
 // EMITC-NEXT:    .optimize = ckir_run_optimize,
 // EMITC:        .n_params = 21,
 // EMITC:        float ckir_train_step(
+// The training step's phase entry points (docs/runtime.md): one table of the phase
+// functions in the order they run (forward, then the gradients in reverse), which
+// each export indexes through the runtime.
+// EMITC:        static const ckir_mode_fn ckir_backward_stage_fns[] = {ckir_ph_backward_prologue, ckir_ph_backward_layer_0, ckir_ph_backward_layer_1, ckir_ph_backward_epilogue, ckir_ph_backward_epilogue_grad, ckir_ph_backward_layer_1_grad, ckir_ph_backward_layer_0_grad, ckir_ph_backward_prologue_grad};
+// EMITC-NEXT:   int ckir_backward_prologue(ckir_model *m, const int32_t *tokens, const int32_t *targets,
+// EMITC-NEXT:                              int64_t n) {
+// EMITC-NEXT:     return ckir_model_train_phase_begin(m, tokens, targets, n, ckir_backward_stage_fns);
+// EMITC:        int ckir_backward_layer(ckir_model *m, int64_t i) {
+// EMITC-NEXT:     return ckir_model_train_phase(m, CKIR_PHASE_LAYER, i, ckir_backward_stage_fns, NULL);
+// EMITC:        int ckir_backward_epilogue(ckir_model *m, float *loss) {
+// EMITC-NEXT:     return ckir_model_train_phase(m, CKIR_PHASE_EPILOGUE, 0, ckir_backward_stage_fns, loss);
+// EMITC:        int ckir_backward_grad_layer(ckir_model *m, int64_t i) {
+// EMITC-NEXT:     return ckir_model_train_phase(m, CKIR_PHASE_GRAD_LAYER, i, ckir_backward_stage_fns, NULL);
+// EMITC:        int ckir_backward_grad_prologue(ckir_model *m, float *loss) {
+// EMITC-NEXT:     return ckir_model_train_phase(m, CKIR_PHASE_GRAD_PROLOGUE, 0, ckir_backward_stage_fns, loss);
 
 // BAD-OPT:    lower-backward: beta1 must be in [0, 1), got 1.5
 // BAD-DTYPE:  backward footer: the gradient of graph.lm_head: weight @w.lm_head is q8_0; training needs f32 weights
