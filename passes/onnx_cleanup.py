@@ -2,8 +2,9 @@
 
 ``Identity``, ``Dropout`` (its first output; the mask output must be unused)
 and a ``Cast`` to the element type its input already has (an ``onnx.input``,
-``onnx.const`` or another ``Cast`` of that type, or an op that keeps its first
-input's type, e.g. a ``Softmax`` of one) are replaced by their input;
+``onnx.const`` or another ``Cast`` of that type, an op that keeps its first
+input's type, e.g. a ``Softmax`` or ``Cos`` of one, or an ``Add`` / ``Mul`` /
+``Concat`` … with any input of that type) are replaced by their input;
 unused nodes are erased::
 
     %y = "onnx.node"(%x) <{op_type = "Identity", ...}>
