@@ -10,8 +10,9 @@ Two rules:
   ConstantOfShape / Trilu / Where masks …) is evaluated at two sequence
   lengths and classified: the same at both → a constant; ``arange(T)`` →
   ``ckir.Positions``; 0 on and below the diagonal and ≤ -1e4 above (or a
-  boolean lower triangle) → ``ckir.CausalMask``; a shape vector holding ``T``
-  stays for the rule that reads it (repeat_kv's ``Expand``); a value computed
+  boolean lower triangle) → ``ckir.CausalMask``; any other shape vector holding
+  ``T`` → ``ckir.Shape`` with its ``dims`` (-1 for T), for the rule that reads it
+  (repeat_kv's ``Expand`` target, checked by ``--onnx-fuse-attention``); a value computed
   from one that equals ``arange(T)`` (TorchScript's rotary cos/sin tables:
   ``Cos(Concat(f, f))``, ``f = Cast(Unsqueeze(Range(0, T))) · inv_freq``)
   stays, reading a ``ckir.Positions`` in place of that ``arange(T)``.  Anything
@@ -352,7 +353,9 @@ def fold_shape_subgraphs(module: ModuleOp, rec: Record) -> None:
         elif kind == "shape" and v in reshapes and targets.get(v) is not None:
             new = _to_const(targets[v], f"{owner.label}.folded")  # type: ignore[arg-type]
         elif kind == "shape":
-            continue  # the rule that reads it checks it structurally (repeat_kv's Expand)
+            # a shape vector holding T (repeat_kv's Expand target): its dims, -1 for T
+            dims = np.where(samples[0] == samples[1], samples[0], -1)
+            new = fused("Shape", [tokens.result], owner, {"dims": [int(d) for d in dims]})
         elif _cut_positions(v, runs, probes, inside, tokens.result):
             rec.matched += 1  # v stays, computed from ckir.Positions (a rotary cos/sin table)
             continue
