@@ -2,8 +2,9 @@
 
 ``Identity``, ``Dropout`` (its first output; the mask output must be unused)
 and a ``Cast`` to the element type its input already has (an ``onnx.input``,
-``onnx.const`` or another ``Cast`` of that type, or an op that keeps its first
-input's type, e.g. a ``Softmax`` of one) are replaced by their input;
+``onnx.const`` or another ``Cast`` of that type, an op that keeps its first
+input's type, e.g. a ``Softmax`` or ``Cos`` of one, or an ``Add`` / ``Mul`` /
+``Concat`` … with any input of that type) are replaced by their input;
 unused nodes are erased::
 
     %y = "onnx.node"(%x) <{op_type = "Identity", ...}>
@@ -42,6 +43,8 @@ _SAME_ELEM = {
     "Tanh",
     "Erf",
     "Sigmoid",
+    "Cos",
+    "Sin",
     "MatMul",
     "Gemm",
     "Transpose",
@@ -58,6 +61,10 @@ _SAME_ELEM = {
 }
 
 
+#: op types whose inputs (all of them) and result have one element type
+_ALL_SAME = {"Add", "Sub", "Mul", "Div", "Concat", "MatMul", "Gemm"}
+
+
 def _value_elem(v: object, depth: int = 0) -> str | None:
     """The element type of a value: read off an input / constant / initializer / Cast, or
     carried through ops that keep their first input's type (TorchScript writes
@@ -69,6 +76,11 @@ def _value_elem(v: object, depth: int = 0) -> str | None:
         return _TO.get(int(p.attr("to", -1)))  # type: ignore[arg-type]
     if isinstance(p, ox.NodeOp) and p.kind == "Gather" and depth < 64:
         return _value_elem(p.args[0], depth + 1)  # the table's type
+    if isinstance(p, ox.NodeOp) and p.kind in _ALL_SAME and depth < 64:
+        # every input has the output's type: the first one whose type is known
+        # (a rotary table's Mul(ckir.Positions, inv_freq) is known by its constant)
+        elems = (_value_elem(a, depth + 1) for a in p.args)
+        return next((e for e in elems if e is not None), None)
     if isinstance(p, ox.NodeOp) and p.kind in _SAME_ELEM and p.args and depth < 64:
         return _value_elem(p.args[0], depth + 1)
     return None

@@ -10,9 +10,13 @@ Two rules:
   ConstantOfShape / Trilu / Where masks …) is evaluated at two sequence
   lengths and classified: the same at both → a constant; ``arange(T)`` →
   ``ckir.Positions``; 0 on and below the diagonal and ≤ -1e4 above (or a
-  boolean lower triangle) → ``ckir.CausalMask``; a shape vector holding ``T``
-  stays for the rule that reads it (repeat_kv's ``Expand``).  Anything else
-  stays, is recorded as a miss, and ``--onnx-to-graph`` names it if it is
+  boolean lower triangle) → ``ckir.CausalMask``; any other shape vector holding
+  ``T`` → ``ckir.Shape`` with its ``dims`` (-1 for T), for the rule that reads it
+  (repeat_kv's ``Expand`` target, checked by ``--onnx-fuse-attention``); a value computed
+  from one that equals ``arange(T)`` (TorchScript's rotary cos/sin tables:
+  ``Cos(Concat(f, f))``, ``f = Cast(Unsqueeze(Range(0, T))) · inv_freq``)
+  stays, reading a ``ckir.Positions`` in place of that ``arange(T)``.  Anything
+  else stays, is recorded as a miss, and ``--onnx-to-graph`` names it if it is
   still used.  A ``Shape`` of an activation (TorchScript exports take
   ``x.size()``) is probed by running the graph up to it with every
   initializer as zeros; a shape vector that only ``Reshape`` nodes read as
@@ -238,6 +242,46 @@ def _reshapes(v: SSAValue) -> list[ox.NodeOp]:
     return users if users and ok else []  # type: ignore[return-value]
 
 
+def _cut_positions(
+    v: SSAValue, runs: list[list], probes: list[SSAValue], inside: set, tokens: SSAValue
+) -> bool:
+    """For an unclassified shape-only value ``v`` (TorchScript's rotary cos/sin table, computed
+    from ``x.size()`` through ``Range`` with the ``inv_freq`` constant): find the values it
+    is computed from that equal ``arange(T)`` and feed an op that does not; those uses read
+    a ``ckir.Positions`` instead, and ``v`` stays a computation on it.  False if none."""
+
+    def is_positions(u: SSAValue) -> bool:
+        return _classify([np.asarray(r[probes.index(u)]) for r in runs]) == "positions"
+
+    seen: set[Operation] = set()
+    todo = [v.owner]
+    cuts: list[tuple[ox.NodeOp, int]] = []
+    found = False  # reads a ckir.Positions made for another table (cos, then sin)
+    while todo:
+        op = todo.pop()
+        if not isinstance(op, ox.NodeOp) or op in seen or op not in inside:
+            continue
+        seen.add(op)
+        for i, a in enumerate(op.args):
+            if a.owner in inside and a in probes and is_positions(a):
+                cuts.append((op, i))
+            elif isinstance(a.owner, ox.NodeOp) and a.owner.kind == "ckir.Positions":
+                found = True
+            else:
+                todo.append(a.owner)
+    if not cuts:
+        return found
+    for op, i in cuts:
+        src = op.args[i].owner
+        assert isinstance(src, ox.NodeOp)
+        pos = fused("Positions", [tokens], src)
+        block = src.parent_block()
+        assert block is not None
+        block.insert_op_after(pos, src)
+        op.operands[i] = pos.results[0]
+    return True
+
+
 def fold_shape_subgraphs(module: ModuleOp, rec: Record) -> None:
     """Classify the values that depend on the inputs only through their shapes."""
     inputs = [op for op in module.ops if isinstance(op, ox.InputOp)]
@@ -275,6 +319,8 @@ def fold_shape_subgraphs(module: ModuleOp, rec: Record) -> None:
     starts += [r.args[0].owner for r in reshapes.values()]
     need = _upstream(starts, tokens, inside) | set(reshapes.values())
     probes = frontier + [r.results[0] for r in reshapes.values()]
+    interior = [r for op in sub for r in op.results if r not in frontier]
+    probes += interior  # probed too: the positions inside a rotary table's subgraph
     for op in module.ops:  # in order; initializers a shape probe reads are zeros
         reads = isinstance(op, ox.ConstOp) and any(u.operation in inside for u in op.result.uses)
         if isinstance(op, ox.ConstOp) and (op in need or reads):
@@ -307,9 +353,15 @@ def fold_shape_subgraphs(module: ModuleOp, rec: Record) -> None:
         elif kind == "shape" and v in reshapes and targets.get(v) is not None:
             new = _to_const(targets[v], f"{owner.label}.folded")  # type: ignore[arg-type]
         elif kind == "shape":
-            continue  # the rule that reads it checks it structurally (repeat_kv's Expand)
+            # a shape vector holding T (repeat_kv's Expand target): its dims, -1 for T
+            dims = np.where(samples[0] == samples[1], samples[0], -1)
+            new = fused("Shape", [tokens.result], owner, {"dims": [int(d) for d in dims]})
+        elif _cut_positions(v, runs, probes, inside, tokens.result):
+            rec.matched += 1  # v stays, computed from ckir.Positions (a rotary cos/sin table)
+            continue
         else:
-            rec.miss(owner, f"shape-only value not recognised (classified {kind})")
+            why = f"classified {kind}; no arange(T) inside it"
+            rec.miss(owner, f"shape-only value not recognised ({why})")
             continue
         block = owner.parent_block()
         assert block is not None

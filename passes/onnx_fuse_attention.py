@@ -5,7 +5,8 @@ Matched from each ``Softmax`` (last axis)::
     q4 = Transpose[0,2,1,3](Reshape(q, [1, -1, H, D]))
     k4 = Transpose[0,2,3,1](Reshape(k, [1, -1, KV, D]))      (or [0,2,1,3] then [0,1,3,2])
     v4 = Transpose[0,2,1,3](Reshape(v, [1, -1, KV, D]))
-    (GQA: k and v views repeated by Reshape(Expand(Unsqueeze(view, 2)), [1, H, -1, D]))
+    (GQA: k and v views repeated by Reshape(Expand(Unsqueeze(view, 2), [1, KV, H/KV, T, D]),
+     [1, H, -1, D]), the Expand target a constant or a ckir.Shape)
     s  = MatMul(q4, k4) · scale                              (Mul or Div; or √scale on q4 and k4)
     p  = Softmax(s + mask)                     (mask: ckir.CausalMask; or Where(mask, s, -inf))
     o  = Reshape(Transpose[0,2,1,3](MatMul(p, v4)), [.., H·D])   (Reshape optional)
@@ -34,6 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
@@ -100,12 +102,29 @@ def _view(v: SSAValue) -> tuple[SSAValue, int, int, float]:
         assert shape is not None
         h = int(shape.ravel()[1])
         need(h % n == 0 and int(shape.ravel()[3]) == d, f"repeat_kv to [1, {h}, -1, {d}]")
+        _repeats(exp.args[1], n, h // n, d)
         return x, n, d, k * k2
     t = node_of(v, "Transpose")
     need(_perm(t) == [0, 2, 1, 3], f"transpose perm {_perm(t)} is not [0, 2, 1, 3]")
     inner, k2 = _scaled(t.args[0])
     x, n, d = _heads(inner)
     return x, n, d, k * k2
+
+
+def _repeats(target: SSAValue, kv: int, rep: int, d: int) -> None:
+    """repeat_kv's ``Expand`` target is ``[1, KV, H/KV, T, D]`` (T as -1 (``ckir.Shape``), 1
+    or any length when a constant)."""
+    dims = const(target)
+    p = target.owner
+    if dims is None and isinstance(p, ox.NodeOp) and p.kind == "ckir.Shape":
+        dims = np.array(p.attr("dims"), dtype=np.int64)
+    need(dims is not None, "repeat_kv's Expand target is not a known shape")
+    assert dims is not None
+    s = [int(v) for v in dims.ravel()]
+    need(
+        len(s) == 5 and s[0] == 1 and s[1] == kv and s[2] == rep and s[4] == d,
+        f"repeat_kv expands to {s}, not [1, {kv}, {rep}, T, {d}]",
+    )
 
 
 def _key(v: SSAValue) -> tuple[SSAValue, int, int, float]:

@@ -1,7 +1,8 @@
 """``--onnx-fuse-rmsnorm``: RMSNorm forms → ``ckir.RMSNorm``.
 
 * ``RMSNormalization(x, g)`` (opset 23) over the last axis;
-* ``g · (x · Reciprocal(Sqrt(ReduceMean(x²) + eps)))`` and ``g · (x / Sqrt(...))``,
+* ``g · (x · Reciprocal(Sqrt(ReduceMean(x²) + eps)))``, ``g · (x · (1 / Sqrt(...)))``
+  (TorchScript's ``torch.rsqrt``) and ``g · (x / Sqrt(...))``,
   with ``x²`` as ``Pow(x, 2)`` or ``x · x``, the products in either order,
   ``x`` possibly behind a ``Cast`` (fp16 ↔ fp32 exports);
 
@@ -65,9 +66,15 @@ def match_rms(mean: ox.NodeOp) -> tuple[SSAValue, SSAValue, float, ox.NodeOp]:
     need(len(nxt) == 1 and isinstance(nxt[0], ox.NodeOp), "Sqrt has other users")
     n = nxt[0]
     assert isinstance(n, ox.NodeOp)
-    if n.kind == "Reciprocal":
+    inverse = n.kind == "Reciprocal"
+    if n.kind == "Div" and n.args[1] == sqrt.results[0] and n.args[0] != sqrt.results[0]:
+        one = scalar(n.args[0])  # TorchScript's 1 / Sqrt(...): the inverse rms
+        if one is not None:
+            need(one == 1.0, f"the inverse rms is {one:g} / Sqrt, not 1 / Sqrt")
+            inverse = True
+    if inverse:
         users = [u.operation for u in n.results[0].uses]
-        need(len(users) == 1 and isinstance(users[0], ox.NodeOp), "Reciprocal has other users")
+        need(len(users) == 1 and isinstance(users[0], ox.NodeOp), f"{n.kind} has other users")
         n = users[0]  # type: ignore[assignment]
         assert isinstance(n, ox.NodeOp)
         need(n.kind == "Mul", "the inverse rms does not multiply x")

@@ -3,7 +3,7 @@
 Matched from each ``Neg``, on a head view ``x4 = Transpose[0,2,1,3](Reshape(x, [1, -1, N, D]))``::
 
     x4 · cos + Concat(-Slice(x4, D/2:), Slice(x4, :D/2)) · sin
-    cos, sin = [Unsqueeze] Cos / Sin (Concat(f, f)),  f = ckir.Positions · inv_freq
+    cos, sin = [Unsqueeze] [1 ·] Cos / Sin (Concat(f, f)),  f = ckir.Positions · inv_freq
 
 with ``inv_freq = theta^(-2i/D)`` (the default rope; scaled tables are not
 recognised); and the native ``RotaryEmbedding(x4, Cos(f), Sin(f))`` (opset 23,
@@ -38,6 +38,7 @@ from ckir.passes.onnx_match import (
     nodes,
     remove_dead,
     replace,
+    scalar,
 )
 
 
@@ -64,6 +65,12 @@ def _table(v: SSAValue, fn: str, doubled: bool = True) -> np.ndarray:
     p = v.owner
     if isinstance(p, ox.NodeOp) and p.kind == "Unsqueeze":
         v = p.args[0]
+    p = v.owner
+    if isinstance(p, ox.NodeOp) and p.kind == "Mul":  # HF's attention_scaling (1 by default)
+        k = next((scalar(a) for a in p.args if scalar(a) is not None), None)
+        need(k is not None, f"{fn} table multiplied by a non-constant")
+        need(k == 1.0, f"{fn} table scaled by {k:g} (a scaled rope's attention factor)")
+        v = next(a for a in p.args if scalar(a) is None)
     arg = node_of(v, fn).args[0]
     if doubled:
         c = node_of(arg, "Concat")

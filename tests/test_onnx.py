@@ -189,8 +189,7 @@ def test_no_decomposed_op_left(key: str, exports) -> None:
     assert left <= FUSED, left
 
 
-@pytest.mark.parametrize("key", EXPORTS)
-def test_graph_matches_the_template_import(key: str, exports) -> None:
+def assert_same_graph_ops(hf_dir: Path, onnx_path: Path) -> None:
     """The ONNX graph has the ops of the template's graph of the same checkpoint, in order."""
     from ckir.dialects import graph as g
     from ckir.frontend import import_model
@@ -198,9 +197,14 @@ def test_graph_matches_the_template_import(key: str, exports) -> None:
     def kinds(module) -> list[str]:
         return [op.name for op in module.walk() if isinstance(op, g.ComputeOp)]
 
-    onnx_graph, _, _ = import_model(exports[key][1])
-    hf_graph, _, _ = import_model(exports[key][0])
+    onnx_graph, _, _ = import_model(onnx_path)
+    hf_graph, _, _ = import_model(hf_dir)
     assert kinds(onnx_graph) == kinds(hf_graph)
+
+
+@pytest.mark.parametrize("key", EXPORTS)
+def test_graph_matches_the_template_import(key: str, exports) -> None:
+    assert_same_graph_ops(*exports[key])
 
 
 def check_prefill(model, hf_dir: Path, onnx_path: Path, key: str) -> None:

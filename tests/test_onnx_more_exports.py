@@ -7,8 +7,10 @@ tests/test_onnx.py:
 - ``torchscript``: the TorchScript exporter (``dynamo=False``, opset 18), through an
   export wrapper that hands the model a plain causal 4-D mask (the harness, not ckir:
   without it transformers' mask code calls ``torch.diff``, which that exporter cannot
-  export).  GPT-2's imports end to end; Llama's and Qwen2's export but do not import yet
-  (their rmsnorm / rotary / repeat_kv subgraphs are spelled otherwise: docs/onnx.md).
+  export).  Its spellings differ from dynamo's: the RMSNorm's ``x · Div(1, Sqrt(...))``
+  with ``Cast``s, rotary cos/sin tables computed from ``x.size()`` (a ``Range`` through
+  ``Unsqueeze`` / ``Cast`` / ``Mul(1)``), repeat_kv's ``Expand`` to a shape of ``Shape``
+  values, and ``view(x.size(0), x.size(1), H, D)`` head views.
 
 Asserted as for the dynamo exports: every pattern matched once per layer, nothing
 decomposed left, prefill logits within 1e-4 relative of onnxruntime on the same file and
@@ -34,6 +36,7 @@ from test_onnx import (  # noqa: E402
     LAYERS,
     MAX_CONTEXT,
     MODELS,
+    assert_same_graph_ops,
     check_decode_rows,
     check_prefill,
     export_dynamo,
@@ -44,9 +47,8 @@ from ckir.frontend.onnx import PIPELINE, import_onnx, load_onnx, run_pipeline  #
 from ckir.passes.onnx_match import nodes  # noqa: E402
 from ckir.tools.zoo import make_tiny_model  # noqa: E402
 
-#: the exports imported end to end (the TorchScript Llama / Qwen2 exports are not yet:
-#: test_torchscript_llama_qwen2_not_yet, docs/onnx.md)
-EXPORTS = [f"{key}-sdpa-23" for key in MODELS] + ["gpt2-torchscript"]
+#: the exports imported end to end
+EXPORTS = [f"{key}-sdpa-23" for key in MODELS] + [f"{key}-torchscript" for key in MODELS]
 
 
 class _CausalMaskLogits(torch.nn.Module):
@@ -139,6 +141,11 @@ def test_no_decomposed_op_left(key: str, exports) -> None:
 
 
 @pytest.mark.parametrize("key", EXPORTS)
+def test_graph_matches_the_template_import(key: str, exports) -> None:
+    assert_same_graph_ops(*exports[key])
+
+
+@pytest.mark.parametrize("key", EXPORTS)
 def test_prefill_matches_onnxruntime_and_transformers(key: str, exports, builds) -> None:
     check_prefill(builds(key), *exports[key], key)
 
@@ -146,12 +153,3 @@ def test_prefill_matches_onnxruntime_and_transformers(key: str, exports, builds)
 @pytest.mark.parametrize("key", EXPORTS)
 def test_decode_equals_prefill_rows(key: str, builds) -> None:
     check_decode_rows(builds(key), key)
-
-
-@pytest.mark.parametrize("key", ["llama", "qwen2"])
-def test_torchscript_llama_qwen2_not_yet(key: str, exports) -> None:
-    """They export (the wrapper avoids aten::diff) but the import stops with one line."""
-    from ckir.errors import CkirError
-
-    with pytest.raises(CkirError, match=r"^ONNX node '.*': op_type "):
-        import_onnx(exports[f"{key}-torchscript"][1])
