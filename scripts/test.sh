@@ -13,7 +13,15 @@ echo "== lit"
 lit -sv tests/filecheck || status=1
 
 echo "== pytest"
-python -m pytest -q "$@"
+# two pytest-xdist workers (this machine kind has 2 vCPUs); each test file runs whole on one
+# worker (--dist loadfile), so a file's module fixtures are built once and its tests never run
+# next to each other.  CKIR_TEST_WORKERS=0 runs everything in this one process.
+workers="${CKIR_TEST_WORKERS:-2}"
+if [ "$workers" = 0 ]; then
+  python -m pytest -q "$@"
+else
+  python -m pytest -q -n "$workers" --dist loadfile "$@"
+fi
 rc=$?
 # pytest exit code 5 means "no tests collected": never a pass.
 if [ $rc -eq 5 ]; then

@@ -4,16 +4,27 @@
 :func:`ckir.tools.zoo.make_tiny_model` (cached per ``(arch, tied)``); the named
 fixtures below are shortcuts.  Tests that modify a checkpoint must copy it
 first (``copy_checkpoint``).
+
+scripts/test.sh runs the suite on two pytest-xdist workers (``--dist loadfile``):
+session fixtures are then made once per worker, module fixtures once per file.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from kernel_lib import ISAS, build_runtime, isa_supported
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Under pytest-xdist (scripts/test.sh: two workers on a 2-vCPU machine) each worker's
+    # OpenMP threads (ckir's kernels, torch) share the CPUs with the other worker's: idle
+    # threads then sleep at barriers instead of spinning on a CPU the other needs.  Set
+    # before any kernel library or torch is loaded; thread counts themselves are unchanged.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 @pytest.fixture(scope="session")

@@ -7,17 +7,25 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from ckir import runtime_build as rb
 
 
+@pytest.fixture(scope="module")
+def module_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One fresh CKIR_CACHE_DIR for this file's tests: the first test to build the scalar
+    runtime (test_cache_is_reused, in file order) compiles it from nothing, the others reuse
+    its objects instead of compiling the whole runtime again (about 20 s each)."""
+    return tmp_path_factory.mktemp("rb_cache")
+
+
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    d = tmp_path / "cache"
-    monkeypatch.setenv("CKIR_CACHE_DIR", str(d))
-    return d / "runtime"
+def cache(module_cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CKIR_CACHE_DIR", str(module_cache_dir))
+    return module_cache_dir / "runtime"
 
 
 def test_isa_flags_and_dirs():
