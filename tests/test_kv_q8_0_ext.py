@@ -15,9 +15,11 @@ against transformers (eager attention) on the whole sequence:
 * the Q8_0-KV build against transformers with its keys and values rounded through
   ckir.quant's Q8_0 (each head's head_dim values zero-padded to whole blocks, as
   kv_store_q8_0 stores them): what is left is summation order and values on the
-  other side of a rounding boundary; asserted <= 2e-3;
+  other side of a rounding boundary; measured <= 3.1e-5 of max |logit| (gemma3),
+  asserted <= 5e-4;
 * the Q8_0-KV build against plain transformers and against the f32-KV build: the
-  quantization error itself, asserted between 1e-4 (it really is quantized) and 0.08.
+  quantization error itself, measured 0.005-0.025, asserted between 1e-3 (it really
+  is quantized) and 0.08.  docs/quantization.md has the numbers.
 
 Also: ``layout.totals`` counts the padded blocks (``KV * ceil(D/32) * 34`` bytes a row).
 """
@@ -43,8 +45,8 @@ from ckir import quant  # noqa: E402
 
 MAX_CONTEXT = 40
 PROMPT, STEPS = 20, 12
-ORACLE_REL = 2e-3
-QUANT_REL_MIN, QUANT_REL_MAX = 1e-4, 0.08
+ORACLE_REL = 5e-4
+QUANT_REL_MIN, QUANT_REL_MAX = 1e-3, 0.08
 
 #: key -> (config class, causal LM class, config kwargs)
 CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
