@@ -24,6 +24,11 @@ attention_q8_0 on the same values, SmolLM2 heads 9 / 3 / 64 at position
 gemv over a distinct 4 MiB matrix before its call (as a decode step's weights
 do), the two alternating per round: the cache-read part of the step, with far
 less noise than whole decode steps on a busy host.
+
+``--kernel-cpu`` times the same calls on one thread in that thread's CPU time
+(``time.thread_time``: what the call itself computed, not the time other jobs
+held the core), warm (the call's cache just read by a first call) and cold (a
+32 MiB array written in between), the two kernels alternating per round.
 """
 
 from __future__ import annotations
@@ -62,8 +67,11 @@ def main() -> None:
     ap.add_argument("--no-reference", action="store_true", help="skip transformers")
     ap.add_argument("--dir", type=Path, default=None, help="work folder (default: a temp one)")
     ap.add_argument("--kernel", action="store_true", help="time the attention kernels alone")
+    ap.add_argument(
+        "--kernel-cpu", action="store_true", help="the kernels alone, one thread, CPU time"
+    )
     args = ap.parse_args()
-    if args.kernel:
+    if args.kernel or args.kernel_cpu:
         kernel_bench(args)
         return
 
@@ -199,6 +207,10 @@ def kernel_bench(args: argparse.Namespace) -> None:
             )
         }
 
+        if args.kernel_cpu:
+            lib.set_num_threads(1)
+            kernel_cpu_rounds({kv: [a for _, a in cs] for kv, cs in calls.items()}, args)
+            return
         times, ratios = bad.paired_rounds(calls, args.rounds)
     q1, _, q3 = statistics.quantiles(ratios, n=4)
     print(
@@ -209,6 +221,34 @@ def kernel_bench(args: argparse.Namespace) -> None:
         f"range {min(ratios):.3f}-{max(ratios):.3f}); best round f32 "
         f"{min(times['f32']) * 1e6:.1f} us, q8_0 {min(times['q8_0']) * 1e6:.1f} us"
     )
+
+
+def kernel_cpu_rounds(calls: dict[str, list], args: argparse.Namespace) -> None:
+    """One thread's CPU time of each kernel's calls (one per cache), warm and cold,
+    the kernels alternating per round; prints medians and the paired ratio."""
+    flush = np.zeros(8 << 20, np.float32)
+    for mode in ("warm", "cold"):
+        times: dict[str, list[float]] = {kv: [] for kv in calls}
+        for r in range(args.rounds):
+            for kv in list(calls) if r % 2 == 0 else list(reversed(calls)):
+                total = 0.0
+                for call in calls[kv]:
+                    if mode == "cold":
+                        flush += 1.0
+                    else:
+                        call()
+                    t0 = time.thread_time()
+                    call()
+                    total += time.thread_time() - t0
+                times[kv].append(total / len(calls[kv]))
+        ratios = [q / f for q, f in zip(times["q8_0"], times["f32"], strict=True)]
+        q1, _, q3 = statistics.quantiles(ratios, n=4)
+        print(
+            f"decode attention T=1 P={args.context} H=9 KV=3 D=64, {mode}, 1 thread, CPU time, "
+            f"{args.rounds} rounds: f32 {statistics.median(times['f32']) * 1e6:.1f} us, "
+            f"q8_0 {statistics.median(times['q8_0']) * 1e6:.1f} us a call; q8_0 / f32 median "
+            f"{statistics.median(ratios):.3f} (quartiles {q1:.3f}-{q3:.3f})"
+        )
 
 
 if __name__ == "__main__":
