@@ -38,10 +38,10 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from test_gemma import random_checkpoint  # noqa: E402
+from test_kv_q8_0_model import _q8_round, _reference, _rel, _run  # noqa: E402
 from test_parity import assert_close  # noqa: E402
 
 import ckir  # noqa: E402
-from ckir import quant  # noqa: E402
 
 MAX_CONTEXT = 40
 PROMPT, STEPS = 20, 12
@@ -101,18 +101,6 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
 }
 
 
-def _q8_round(x: torch.Tensor) -> torch.Tensor:
-    """x with its last dim (head_dim) zero-padded to whole blocks of 32, rounded through
-    Q8_0 and cut back: what kv_store_q8_0 stores and attention_q8_0 reads."""
-    a = x.detach().float().numpy()
-    d = a.shape[-1]
-    dp = -(-d // 32) * 32
-    flat = np.zeros((a.size // d, dp), np.float32)
-    flat[:, :d] = a.reshape(-1, d)
-    back = quant.dequantize(quant.quantize_q8_0(flat), "q8_0").reshape(-1, dp)[:, :d]
-    return torch.from_numpy(np.ascontiguousarray(back.reshape(a.shape)))
-
-
 def _register_q8_eager() -> str:
     """An attention implementation: the model's own eager attention (scale, soft-cap,
     sliding-window mask) over Q8_0-rounded keys and values."""
@@ -126,26 +114,6 @@ def _register_q8_eager() -> str:
     AttentionInterface.register("ckir_q8_kv_eager", q8_eager)
     AttentionMaskInterface.register("ckir_q8_kv_eager", eager_mask)
     return "ckir_q8_kv_eager"
-
-
-def _reference(path: Path, tokens: np.ndarray, attn: str = "eager") -> np.ndarray:
-    hf = transformers.AutoModelForCausalLM.from_pretrained(
-        path, dtype=torch.float32, attn_implementation=attn
-    ).eval()
-    with torch.no_grad():
-        return hf(torch.tensor(tokens[None, :])).logits[0].numpy()
-
-
-def _run(model: ckir.CompiledModel, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(prefill logits of the prompt, decode logits of each following token)."""
-    model.reset()
-    pre = model.prefill(tokens[:PROMPT])
-    dec = np.stack([model.decode(int(t)) for t in tokens[PROMPT:]])
-    return pre, dec
-
-
-def _rel(ours: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.abs(ours - ref).max() / np.abs(ref).max())
 
 
 @pytest.fixture(scope="module")
@@ -204,8 +172,8 @@ def test_selected_kernels(key: str, builds) -> None:
 @pytest.mark.parametrize("key", list(CONFIGS))
 def test_f32_kv_matches_transformers(key: str, checkpoints, builds) -> None:
     tokens = _tokens(key)
-    ref = _reference(checkpoints[key], tokens)
-    pre, dec = _run(builds[key, "f32"], tokens)
+    ref = _reference(checkpoints[key], tokens, "eager")
+    pre, dec = _run(builds[key, "f32"], tokens, PROMPT)
     assert_close(pre, ref[:PROMPT], f"{key} f32 KV prefill")
     assert_close(dec, ref[PROMPT:], f"{key} f32 KV decode")
 
@@ -214,7 +182,7 @@ def test_f32_kv_matches_transformers(key: str, checkpoints, builds) -> None:
 def test_q8_kv_matches_transformers_with_q8_keys_and_values(key: str, checkpoints, builds):
     tokens = _tokens(key)
     ref = _reference(checkpoints[key], tokens, _register_q8_eager())
-    pre, dec = _run(builds[key, "q8_0"], tokens)
+    pre, dec = _run(builds[key, "q8_0"], tokens, PROMPT)
     assert _rel(pre, ref[:PROMPT]) <= ORACLE_REL, _rel(pre, ref[:PROMPT])
     assert _rel(dec, ref[PROMPT:]) <= ORACLE_REL, _rel(dec, ref[PROMPT:])
 
@@ -222,9 +190,9 @@ def test_q8_kv_matches_transformers_with_q8_keys_and_values(key: str, checkpoint
 @pytest.mark.parametrize("key", list(CONFIGS))
 def test_q8_kv_error_against_fp32(key: str, checkpoints, builds) -> None:
     tokens = _tokens(key)
-    ref = _reference(checkpoints[key], tokens)
-    pre, dec = _run(builds[key, "q8_0"], tokens)
-    _, dec_f32 = _run(builds[key, "f32"], tokens)
+    ref = _reference(checkpoints[key], tokens, "eager")
+    pre, dec = _run(builds[key, "q8_0"], tokens, PROMPT)
+    _, dec_f32 = _run(builds[key, "f32"], tokens, PROMPT)
     for what, err in (
         ("prefill vs transformers", _rel(pre, ref[:PROMPT])),
         ("decode vs transformers", _rel(dec, ref[PROMPT:])),

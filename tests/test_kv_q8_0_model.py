@@ -76,11 +76,15 @@ def builds(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory):
 
 
 def _q8_round(x: torch.Tensor) -> torch.Tensor:
-    """x with its last dim (head_dim) rounded through Q8_0 blocks, as kv_store_q8_0 does."""
+    """x with its last dim (head_dim) zero-padded to whole blocks of 32, rounded through
+    Q8_0 and cut back: what kv_store_q8_0 stores and attention_q8_0 reads."""
     a = x.detach().float().numpy()
-    flat = np.ascontiguousarray(a.reshape(-1, a.shape[-1]))
-    back = quant.dequantize(quant.quantize_q8_0(flat), "q8_0").reshape(a.shape)
-    return torch.from_numpy(np.ascontiguousarray(back))
+    d = a.shape[-1]
+    dp = -(-d // 32) * 32
+    flat = np.zeros((a.size // d, dp), np.float32)
+    flat[:, :d] = a.reshape(-1, d)
+    back = quant.dequantize(quant.quantize_q8_0(flat), "q8_0").reshape(-1, dp)[:, :d]
+    return torch.from_numpy(np.ascontiguousarray(back.reshape(a.shape)))
 
 
 def _register_q8_attention() -> str:
@@ -104,11 +108,13 @@ def _reference(checkpoint: Path, tokens: np.ndarray, attn: str | None = None) ->
         return hf(torch.tensor(tokens[None, :])).logits[0].numpy()
 
 
-def _run(model: ckir.CompiledModel, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(prefill logits of the prompt, decode logits of each following token)."""
+def _run(
+    model: ckir.CompiledModel, tokens: np.ndarray, prompt: int = PROMPT
+) -> tuple[np.ndarray, np.ndarray]:
+    """(prefill logits of the first ``prompt`` tokens, decode logits of each following one)."""
     model.reset()
-    pre = model.prefill(tokens[:PROMPT])
-    dec = np.stack([model.decode(int(t)) for t in tokens[PROMPT:]])
+    pre = model.prefill(tokens[:prompt])
+    dec = np.stack([model.decode(int(t)) for t in tokens[prompt:]])
     return pre, dec
 
 
