@@ -6,10 +6,13 @@ compiles it twice in one process (``kv_dtype`` f32 and q8_0, the same weight
 dtype), prefills the same ``--context`` random tokens into both, then runs
 ``--rounds`` rounds of ``--steps`` teacher-forced decode steps in each build,
 alternating (the order flipped every round), so both builds decode at the same
-positions under the same host load.  Prints each build's median ms per token,
-tok/s, the median and spread of the per-round q8_0 / f32 time ratios, and the
-decode logits' error of the Q8_0 build against the f32 one and against
-transformers (one forward over the whole sequence; ``--no-reference`` skips it).
+positions under the same host load.  Each round is timed in wall time and in the
+process's CPU time (all threads: what the build itself spent, less sensitive to
+other jobs on a shared host than wall time).  Prints each build's median ms per
+token and tok/s (wall and CPU), the median and quartiles of the per-round q8_0 /
+f32 ratios of both, the host's load average before and after, and the decode
+logits' error of the Q8_0 build against the f32 one and against transformers
+(one forward over the whole sequence; ``--no-reference`` skips it).
 
     python benchmarks/bench_kv_dtype.py --context 1024 --rounds 9 --steps 8
     python benchmarks/bench_kv_dtype.py --layers 4 --vocab 1031 --context 200   # quick
@@ -21,12 +24,18 @@ attention_q8_0 on the same values, SmolLM2 heads 9 / 3 / 64 at position
 gemv over a distinct 4 MiB matrix before its call (as a decode step's weights
 do), the two alternating per round: the cache-read part of the step, with far
 less noise than whole decode steps on a busy host.
+
+``--kernel-cpu`` times the same calls on one thread in that thread's CPU time
+(``time.thread_time``: what the call itself computed, not the time other jobs
+held the core), warm (the call's cache just read by a first call) and cold (a
+32 MiB array written in between), the two kernels alternating per round.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -58,8 +67,11 @@ def main() -> None:
     ap.add_argument("--no-reference", action="store_true", help="skip transformers")
     ap.add_argument("--dir", type=Path, default=None, help="work folder (default: a temp one)")
     ap.add_argument("--kernel", action="store_true", help="time the attention kernels alone")
+    ap.add_argument(
+        "--kernel-cpu", action="store_true", help="the kernels alone, one thread, CPU time"
+    )
     args = ap.parse_args()
-    if args.kernel:
+    if args.kernel or args.kernel_cpu:
         kernel_bench(args)
         return
 
@@ -97,36 +109,42 @@ def main() -> None:
         m.prefill(tokens[: args.context])
         print(f"{kv:5} KV: prefill {args.context} tokens {time.perf_counter() - t0:.2f}s")
 
-    times: dict[str, list[float]] = {kv: [] for kv in models}
+    clocks = {"wall": time.perf_counter, "cpu": time.process_time}
+    times = {c: {kv: [] for kv in models} for c in clocks}  # seconds per token, per round
     logits: dict[str, list[np.ndarray]] = {kv: [] for kv in models}
-    ratios: list[float] = []
     pos = args.context
+    load0 = os.getloadavg()
     for r in range(args.rounds):
         order = list(models) if r % 2 == 0 else list(reversed(models))
-        per: dict[str, float] = {}
         for kv in order:
             m = models[kv]
-            t0 = time.perf_counter()
+            t0 = {c: f() for c, f in clocks.items()}
             for i in range(args.steps):
                 logits[kv].append(m.decode(int(tokens[pos + i])))
-            per[kv] = (time.perf_counter() - t0) / args.steps
-            times[kv].append(per[kv])
-        ratios.append(per["q8_0"] / per["f32"])
+            for c, f in clocks.items():
+                times[c][kv].append((f() - t0[c]) / args.steps)
         pos += args.steps
+    load1 = os.getloadavg()
     print(
         f"decode at positions {args.context}..{pos - 1} ({args.rounds} rounds x {args.steps} "
-        "steps per build, alternating)"
+        f"steps per build, alternating); host load average (1 min) {load0[0]:.1f} before, "
+        f"{load1[0]:.1f} after"
     )
-    for kv, ts in times.items():
-        med = statistics.median(ts)
+    for c in clocks:
+        for kv, ts in times[c].items():
+            med = statistics.median(ts)
+            print(
+                f"{kv:5} KV, {c:4} time: median {med * 1e3:.2f} ms/token = {1 / med:.1f} tok/s "
+                f"(rounds {min(ts) * 1e3:.2f}..{max(ts) * 1e3:.2f} ms)"
+            )
+    for c in clocks:
+        ratios = [q / f for q, f in zip(times[c]["q8_0"], times[c]["f32"], strict=True)]
+        q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
         print(
-            f"{kv:5} KV: median {med * 1e3:.2f} ms/token = {1 / med:.1f} tok/s "
-            f"(rounds {min(ts) * 1e3:.2f}..{max(ts) * 1e3:.2f} ms)"
+            f"q8_0 / f32 {c} time per token (paired rounds): median "
+            f"{statistics.median(ratios):.3f} (quartiles {q1:.3f}-{q3:.3f}, "
+            f"range {min(ratios):.3f}-{max(ratios):.3f})"
         )
-    print(
-        f"q8_0 / f32 time per token: median {statistics.median(ratios):.3f} "
-        f"(rounds {min(ratios):.3f}..{max(ratios):.3f})"
-    )
 
     dec = {kv: np.stack(v) for kv, v in logits.items()}
 
@@ -179,13 +197,20 @@ def kernel_bench(args: argparse.Namespace) -> None:
             kv: [
                 (
                     bk.bound_call(lib, "gemv_f32", [x, w, y, N, K]),
-                    bk.bound_call(lib, f"attention_{kv}", [q, *c, out, 1, P, H, KV, D]),
+                    bk.bound_call(lib, f"attention_{kv}", [q, *c, out, 1, P, H, KV, D, *db]),
                 )
                 for c, w in zip(cs, ws, strict=True)
             ]
-            for kv, cs in (("f32", [tuple(c) for c in caches]), ("q8_0", qcaches))
+            for kv, cs, db in (
+                ("f32", [tuple(c) for c in caches], []),
+                ("q8_0", qcaches, [D // 32]),
+            )
         }
 
+        if args.kernel_cpu:
+            lib.set_num_threads(1)
+            kernel_cpu_rounds({kv: [a for _, a in cs] for kv, cs in calls.items()}, args)
+            return
         times, ratios = bad.paired_rounds(calls, args.rounds)
     q1, _, q3 = statistics.quantiles(ratios, n=4)
     print(
@@ -196,6 +221,34 @@ def kernel_bench(args: argparse.Namespace) -> None:
         f"range {min(ratios):.3f}-{max(ratios):.3f}); best round f32 "
         f"{min(times['f32']) * 1e6:.1f} us, q8_0 {min(times['q8_0']) * 1e6:.1f} us"
     )
+
+
+def kernel_cpu_rounds(calls: dict[str, list], args: argparse.Namespace) -> None:
+    """One thread's CPU time of each kernel's calls (one per cache), warm and cold,
+    the kernels alternating per round; prints medians and the paired ratio."""
+    flush = np.zeros(8 << 20, np.float32)
+    for mode in ("warm", "cold"):
+        times: dict[str, list[float]] = {kv: [] for kv in calls}
+        for r in range(args.rounds):
+            for kv in list(calls) if r % 2 == 0 else list(reversed(calls)):
+                total = 0.0
+                for call in calls[kv]:
+                    if mode == "cold":
+                        flush += 1.0
+                    else:
+                        call()
+                    t0 = time.thread_time()
+                    call()
+                    total += time.thread_time() - t0
+                times[kv].append(total / len(calls[kv]))
+        ratios = [q / f for q, f in zip(times["q8_0"], times["f32"], strict=True)]
+        q1, _, q3 = statistics.quantiles(ratios, n=4)
+        print(
+            f"decode attention T=1 P={args.context} H=9 KV=3 D=64, {mode}, 1 thread, CPU time, "
+            f"{args.rounds} rounds: f32 {statistics.median(times['f32']) * 1e6:.1f} us, "
+            f"q8_0 {statistics.median(times['q8_0']) * 1e6:.1f} us a call; q8_0 / f32 median "
+            f"{statistics.median(ratios):.3f} (quartiles {q1:.3f}-{q3:.3f})"
+        )
 
 
 if __name__ == "__main__":

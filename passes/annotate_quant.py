@@ -45,10 +45,8 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from ckir.dialects import graph as g
-from ckir.dialects.dims import try_evaluate_dim
 from ckir.errors import CkirError
 from ckir.passes.convert_weights import _why_not, matrix_weights, set_weight_dtype, source_dtypes
-from ckir.passes.kv_cache_dtype import KV_BLOCK
 from ckir.tensor_table import (
     INT8_X_FORMATS,
     KV_ATTR,
@@ -445,15 +443,6 @@ def _kv_why_not(
         return f"no KV cache format has {bits} bits (32: f32, 8: q8_0)"
     if fmt not in kv_formats:
         return f"no kernel stores a {fmt} KV cache (the registry has no kv_store_{fmt})"
-    block = KV_BLOCK.get(fmt)
-    if block is not None and isinstance(op, g.AttentionOp):
-        d = try_evaluate_dim(op.head_dim.text, symbols)
-        if d is not None and d % block:
-            return f"head_dim {d} is not a multiple of {block} ({fmt} blocks run along head_dim)"
-        props = {"scale_dim": op.scale_dim, "softcap": op.softcap, "window": op.window}
-        ext = [name for name, attr in props.items() if attr is not None and attr.value.data]
-        if ext:
-            return f"only plain attention reads a {fmt} KV cache (this one has {', '.join(ext)})"
     return None
 
 

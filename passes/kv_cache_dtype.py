@@ -4,12 +4,14 @@ Runs on lowered IR, after ``--lower-prefill`` / ``--lower-decode`` and before
 ``--plan-layout``: every f32 ``kv_cache`` buffer takes the new dtype, and every
 call that reads or writes one (``kv_store``, ``attention``) is re-selected
 from the registry for the new operand dtypes (``kv_store_q8_0``,
-``attention_q8_0``: runtime/registry_kv.yaml), in every program.  What cannot
-take it is refused with one line naming the call: a head_dim ``D`` that is not
-a multiple of 32 (Q8_0 blocks of 32 run along head_dim), or an attention kind
-no kernel serves over a quantized cache (``attention_ext``: scale_dim, softcap
-or a sliding window).  Training programs have no KV cache, so the pass leaves
-them alone; ``ckir compile --kv-dtype`` refuses training builds.
+``attention_q8_0``, ``attention_ext_q8_0``: runtime/registry_kv.yaml), in every
+program.  Q8_0 blocks of 32 run along head_dim: a head of ``D`` values takes
+``DB = ceil(D / 32)`` blocks, the last zero-padded, so a cache of ``KV`` heads
+becomes ``[max_context, KV*DB*32]`` (head_dim 40: 64 values a head, the padding
+counted in ``layout.totals``) and its calls take ``D`` and ``DB``.  A call no
+kernel serves over the new dtype is refused with one line naming it.  Training
+programs have no KV cache, so the pass leaves them alone; ``ckir compile
+--kv-dtype`` refuses training builds.
 
 Example::
 
@@ -19,7 +21,7 @@ Example::
     lowered.call @kv_store_f32(@k, @v) -> (@"kv.layers.0.k", @"kv.layers.0.v") {...}
     // becomes
     lowered.buffer @"kv.layers.0.k" kv_cache : !lowered.buf<[256, 64], q8_0>
-    lowered.call @kv_store_q8_0(@k, @v) -> (@"kv.layers.0.k", @"kv.layers.0.v") {...}
+    lowered.call @kv_store_q8_0(@k, @v) -> (@"kv.layers.0.k", @"kv.layers.0.v") {..., DB = 1}
 """
 
 from __future__ import annotations
@@ -51,20 +53,16 @@ def _retype_call(
     call: lw.CallOp,
     types: dict[str, lw.BufferType],
     dtype: str,
+    head_dim: int,
 ) -> lw.CallOp:
-    """``call`` re-selected for the buffers' new dtypes (declared in ``model``)."""
+    """``call`` re-selected for the buffers' new dtypes (declared in ``model``), given the
+    head_dim ``D`` of its cache and the blocks ``DB`` of a head."""
     decl = call.declaration()
     if decl is None:
         raise CkirError(f"kv-cache-dtype: lowered.call @{call.kernel_name} is not declared")
     where = _where(program, call)
-    params = call.param_values
-    head = params.get("D")
     block = KV_BLOCK[dtype]
-    if isinstance(head, int) and head % block:
-        raise CkirError(
-            f"--kv-dtype {dtype}: {where}: head_dim D = {head} is not a multiple of "
-            f"{block} ({dtype} blocks of {block} run along head_dim); use --kv-dtype f32"
-        )
+    params = {**call.param_values, "D": head_dim, "DB": -(-head_dim // block)}
     try:
         spec = select_kernel(
             decl.kind_name,
@@ -77,8 +75,7 @@ def _retype_call(
     except CkirError:
         raise CkirError(
             f"--kv-dtype {dtype}: {where}: no kernel runs {decl.kind_name} over a {dtype} "
-            f"KV cache (only plain attention does: no scale_dim, softcap or window); "
-            "use --kv-dtype f32"
+            "KV cache; use --kv-dtype f32"
         ) from None
     declare_kernel(model, spec)
     return lw.CallOp.make(
@@ -100,10 +97,15 @@ def set_kv_dtype(model: lw.LoweredModelOp, dtype: str) -> int:
     ]
     if not caches:
         return 0
+    names = {b.buffer_name for b in caches}
+    heads = _cache_heads(model, names)
+    block = KV_BLOCK[dtype]
     types: dict[str, lw.BufferType] = {n: b.buffer_type for n, b in model.buffers().items()}
     for b in caches:
-        types[b.buffer_name] = lw.BufferType.make(b.buffer_type.shape_ints, dtype)
-    names = {b.buffer_name for b in caches}
+        ctx, width = b.buffer_type.shape_ints
+        kv, d = heads.setdefault(b.buffer_name, (1, width))
+        padded = kv * -(-d // block) * block
+        types[b.buffer_name] = lw.BufferType.make([ctx, padded], dtype)
     replaced: set[str] = set()
     for program in model.programs().values():
         local = {**types}
@@ -113,7 +115,8 @@ def set_kv_dtype(model: lw.LoweredModelOp, dtype: str) -> int:
         for call in list(program.calls()):
             if names.isdisjoint((*call.in_names, *call.out_names)):
                 continue
-            new = _retype_call(model, program, call, local, dtype)
+            cache = next(n for n in (*call.in_names, *call.out_names) if n in names)
+            new = _retype_call(model, program, call, local, dtype, heads[cache][1])
             program.body_block.insert_op_before(new, call)
             program.body_block.erase_op(call)
             replaced.add(call.kernel_name)
@@ -121,6 +124,23 @@ def set_kv_dtype(model: lw.LoweredModelOp, dtype: str) -> int:
         b.properties["buffer_type"] = types[b.buffer_name]
     _drop_unused_kernels(model, replaced)
     return len(caches)
+
+
+def _cache_heads(model: lw.LoweredModelOp, names: set[str]) -> dict[str, tuple[int, int]]:
+    """(KV heads, head_dim D) of each cache in ``names``, from the calls that read it
+    with ``KV`` and ``D`` params (the attention calls); a cache no such call reads is
+    left out (set_kv_dtype takes its rows as one head of their whole width)."""
+    out: dict[str, tuple[int, int]] = {}
+    for program in model.programs().values():
+        for call in program.calls():
+            p = call.param_values
+            kv, d = p.get("KV"), p.get("D")
+            if not (isinstance(kv, int) and isinstance(d, int)):
+                continue
+            for n in call.in_names:
+                if n in names:
+                    out[n] = (kv, d)
+    return out
 
 
 def _drop_unused_kernels(model: lw.LoweredModelOp, candidates: set[str]) -> None:

@@ -202,9 +202,10 @@ def test_registry_matches_kernel_table():
     kv = {
         name: spec
         for name, spec in ALL_SPECS.items()
-        if spec.op in ("kv_store", "attention") and any(o.dtype == "q8_0" for o in spec.operands)
+        if spec.op in ("kv_store", "attention", "attention_ext")
+        and any(o.dtype == "q8_0" for o in spec.operands)
     }
-    assert set(kv) == {"kv_store_q8_0", "attention_q8_0"}
+    assert set(kv) == {"kv_store_q8_0", "attention_q8_0", "attention_ext_q8_0"}
     assert set(table) == {
         spec.c_name.removeprefix("ckir_") for spec in (*SPECS.values(), *kv.values())
     }

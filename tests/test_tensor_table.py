@@ -125,16 +125,17 @@ def test_qconfig_per_layer_and_globs(llama_dir: Path, tmp_path: Path) -> None:
     assert "@w.layers.0.attn.wq weight : !lowered.buf<[64, 64], q8_0p>" in layout
     assert "@w.layers.1.attn.wq weight : !lowered.buf<[64, 64], q4_0p>" in layout
     assert "@w.layers.1.mlp.down weight : !lowered.buf<[64, 172], bf16p>" in layout
+    # kv: 8 is the Q8_0 cache, head_dim 16 padded to one block: [ctx, KV*32]
+    assert "@kv.layers.0.k kv_cache : !lowered.buf<[32, 64], q8_0>" in layout
     # one line per unserved tensor + the summary
     assert [w.split(":")[0] for w in warnings] == [
         "graph.weight lm_head (tensor 'lm_head.weight')",
-        "graph.attention layers.{i}.kv",
         "--annotate-quant",
     ]
     rows = _rows(load_module(build / "layout.mlir"))
     assert rows["layers.{i}.attn.wq"].layer_qbits == (8, 4)
     assert rows["lm_head"].qbits == 32 and rows["lm_head"].requested == 3
-    assert rows["layers.{i}.kv"].qbits == 32 and rows["layers.{i}.kv"].requested == 8
+    assert rows["layers.{i}.kv"].qbits == 8 and rows["layers.{i}.kv"].requested is None
     # numerics: between the all-q8_0 and the all-q4_0 builds' errors against f32
     ref = _logits(compile_model(llama_dir, tmp_path / "f", CompileOptions(max_context=32)))[0]
     errs = {}

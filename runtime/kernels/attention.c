@@ -35,13 +35,23 @@
  * attention (T = 128, Zen 4, 2 threads, warm) 0.80 of the time.
  *
  * attention_q8_0 runs the same bodies over a Q8_0 KV cache (kv_store_q8_0,
- * kernels/kv_q8_0.c: each cache row KV * D / 32 blocks of 34 bytes, a head's D
- * values D / 32 whole blocks, D % 32 == 0): each chunk of keys a body visits
- * (ATTN_CHUNK in decode, ATTN_PF_CHUNK in prefill) is dequantized per KV head
- * into fp32 rows of D floats on the stack (attn_fetch), read from L1 by the
- * fp32 score and p . V code.  Decode reads 34 / 128 of the fp32 cache's bytes;
- * the dequantization is D conversions per key against the group's D FMAs per
- * query head. */
+ * kernels/kv_q8_0.c: a head's D values are ceil(D / 32) blocks of 34 bytes,
+ * the last zero-padded where D % 32 != 0; a cache row is KV of them): each
+ * chunk of keys a body visits (ATTN_CHUNK in decode, ATTN_PF_CHUNK in prefill)
+ * is dequantized per KV head into fp32 rows of ceil(D / 32) * 32 floats on the
+ * stack (attn_fetch), read from L1 by the fp32 score and p . V code, which
+ * read D lanes of each.  Decode reads 34 / 128 of the fp32 cache's bytes
+ * (times ceil(D / 32) * 32 / D with padding); the dequantization is D
+ * conversions per key against the group's D FMAs per query head.  The
+ * kernels take DB = ceil(D / 32), the blocks of a head, as a parameter (the
+ * registry's extents count the padding through it) and check it.
+ *
+ * attention_ext_q8_0 (graph.attention with scale_dim, softcap or a sliding
+ * window, over a Q8_0 cache) runs one (query, head) row at a time through the
+ * decode rows' chunked body (attn_ext_row): its own score scale, the scores of
+ * each chunk soft-capped (softcap tanh(s / softcap)) before the chunk's max,
+ * and its keys from the window's first one; rows are independent and
+ * threaded. */
 #include "ckir_internal.h"
 #include "ckir_quant.h"
 
@@ -69,14 +79,19 @@ CKIR_INLINE attn_src attn_src_f32(const float *k, const float *v, int64_t stride
   return (attn_src){k, v, stride, NULL, NULL, 0};
 }
 
+/* Q8_0 blocks of a head of D values (the last zero-padded), and the floats
+ * they dequantize to */
+#define ATTN_QBLK(D) (((D) + CKIR_QK - 1) / CKIR_QK)
+#define ATTN_QPAD(D) (ATTN_QBLK(D) * CKIR_QK)
+
 CKIR_INLINE attn_src attn_src_q8_0(const uint8_t *k, const uint8_t *v, int64_t KV, int64_t D) {
-  return (attn_src){NULL, NULL, 0, k, v, KV * (D / CKIR_QK) * CKIR_Q8_0_BYTES};
+  return (attn_src){NULL, NULL, 0, k, v, KV * ATTN_QBLK(D) * CKIR_Q8_0_BYTES};
 }
 
 CKIR_INLINE attn_src attn_head(attn_src s, int64_t g, int64_t D) {
   if (s.kq) {
-    s.kq += g * (D / CKIR_QK) * CKIR_Q8_0_BYTES;
-    s.vq += g * (D / CKIR_QK) * CKIR_Q8_0_BYTES;
+    s.kq += g * ATTN_QBLK(D) * CKIR_Q8_0_BYTES;
+    s.vq += g * ATTN_QBLK(D) * CKIR_Q8_0_BYTES;
   } else {
     s.k += g * D;
     s.v += g * D;
@@ -85,7 +100,8 @@ CKIR_INLINE attn_src attn_head(attn_src s, int64_t g, int64_t D) {
 }
 
 /* K and V rows [j, j + n) of one head (s from attn_head) as fp32 rows *st floats
- * apart: in the cache (fp32), or dequantized into kbuf / vbuf (n rows of D floats) */
+ * apart: in the cache (fp32), or dequantized into kbuf / vbuf (n rows of
+ * ATTN_QPAD(D) floats, the padding's zeros included) */
 CKIR_INLINE void attn_fetch(attn_src s, int64_t j, int64_t n, int64_t D, float *kbuf, float *vbuf,
                             const float **k, const float **v, int64_t *st) {
   if (!s.kq) {
@@ -94,13 +110,14 @@ CKIR_INLINE void attn_fetch(attn_src s, int64_t j, int64_t n, int64_t D, float *
     *st = s.stride;
     return;
   }
+  const int64_t dp = ATTN_QPAD(D);
   for (int64_t i = 0; i < n; i++) {
-    ckir_internal_q8_0_deq(s.kq + (j + i) * s.qrow, D / CKIR_QK, kbuf + i * D);
-    ckir_internal_q8_0_deq(s.vq + (j + i) * s.qrow, D / CKIR_QK, vbuf + i * D);
+    ckir_internal_q8_0_deq(s.kq + (j + i) * s.qrow, ATTN_QBLK(D), kbuf + i * dp);
+    ckir_internal_q8_0_deq(s.vq + (j + i) * s.qrow, ATTN_QBLK(D), vbuf + i * dp);
   }
   *k = kbuf;
   *v = vbuf;
-  *st = D;
+  *st = dp;
 }
 
 /* value d of K (which 0) or V (1) row j of one head, for the reference */
@@ -114,45 +131,68 @@ static double attn_ref_at(attn_src s, int which, int64_t j, int64_t d) {
 
 /* ---- reference: two passes (max, then exp-weighted sum), double precision --- */
 
-static void attn_row_ref(const float *qr, attn_src kv, int64_t L, int64_t D, float *out) {
-  double scale = 1.0 / sqrt((double)D);
+/* the score of key j: scale q.k, soft-capped when softcap > 0 */
+static double attn_ref_score(const float *qr, attn_src kv, int64_t j, int64_t D, double scale,
+                             double softcap) {
+  double s = 0.0;
+  for (int64_t d = 0; d < D; d++) s += (double)qr[d] * attn_ref_at(kv, 0, j, d);
+  s *= scale;
+  return softcap > 0.0 ? softcap * tanh(s / softcap) : s;
+}
+
+/* one row over keys j0 .. L - 1 */
+static void attn_row_ref(const float *qr, attn_src kv, int64_t j0, int64_t L, int64_t D,
+                         double scale, double softcap, float *out) {
   double mx = -INFINITY;
-  for (int64_t j = 0; j < L; j++) {
-    double s = 0.0;
-    for (int64_t d = 0; d < D; d++) s += (double)qr[d] * attn_ref_at(kv, 0, j, d);
-    s *= scale;
+  for (int64_t j = j0; j < L; j++) {
+    const double s = attn_ref_score(qr, kv, j, D, scale, softcap);
     mx = s > mx ? s : mx;
   }
   double acc[ATTN_MAX_D];
   double sum = 0.0;
   for (int64_t d = 0; d < D; d++) acc[d] = 0.0;
-  for (int64_t j = 0; j < L; j++) {
-    double s = 0.0;
-    for (int64_t d = 0; d < D; d++) s += (double)qr[d] * attn_ref_at(kv, 0, j, d);
-    double p = exp(s * scale - mx);
+  for (int64_t j = j0; j < L; j++) {
+    double p = exp(attn_ref_score(qr, kv, j, D, scale, softcap) - mx);
     sum += p;
     for (int64_t d = 0; d < D; d++) acc[d] += p * attn_ref_at(kv, 1, j, d);
   }
   for (int64_t d = 0; d < D; d++) out[d] = (float)(acc[d] / sum);
 }
 
+/* the first key a query at position pos sees (window 0: key 0) */
+CKIR_INLINE int64_t attn_first_key(int64_t pos, int64_t window) {
+  return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+}
+
 static void attn_ref(const float *q, attn_src kv, float *out, int64_t T, int64_t P, int64_t H,
-                     int64_t KV, int64_t D) {
+                     int64_t KV, int64_t D, double scale, double softcap, int64_t window) {
   int64_t group = H / KV;
   for (int64_t t = 0; t < T; t++)
     for (int64_t h = 0; h < H; h++)
-      attn_row_ref(q + (t * H + h) * D, attn_head(kv, h / group, D), P + t + 1, D,
-                   out + (t * H + h) * D);
+      attn_row_ref(q + (t * H + h) * D, attn_head(kv, h / group, D), attn_first_key(P + t, window),
+                   P + t + 1, D, scale, softcap, out + (t * H + h) * D);
 }
 
 void ckir_ref_attention_f32(const float *q, const float *kcache, const float *vcache, float *out,
                             int64_t T, int64_t P, int64_t H, int64_t KV, int64_t D) {
-  attn_ref(q, attn_src_f32(kcache, vcache, KV * D), out, T, P, H, KV, D);
+  attn_ref(q, attn_src_f32(kcache, vcache, KV * D), out, T, P, H, KV, D, 1.0 / sqrt((double)D),
+           0.0, 0);
 }
 
 void ckir_ref_attention_q8_0(const float *q, const uint8_t *kcache, const uint8_t *vcache,
-                             float *out, int64_t T, int64_t P, int64_t H, int64_t KV, int64_t D) {
-  attn_ref(q, attn_src_q8_0(kcache, vcache, KV, D), out, T, P, H, KV, D);
+                             float *out, int64_t T, int64_t P, int64_t H, int64_t KV, int64_t D,
+                             int64_t DB) {
+  (void)DB;
+  attn_ref(q, attn_src_q8_0(kcache, vcache, KV, D), out, T, P, H, KV, D, 1.0 / sqrt((double)D),
+           0.0, 0);
+}
+
+void ckir_ref_attention_ext_q8_0(const float *q, const uint8_t *kcache, const uint8_t *vcache,
+                                 float *out, int64_t T, int64_t P, int64_t H, int64_t KV,
+                                 int64_t D, int64_t DB, float scale, float softcap,
+                                 int64_t window) {
+  (void)DB;
+  attn_ref(q, attn_src_q8_0(kcache, vcache, KV, D), out, T, P, H, KV, D, scale, softcap, window);
 }
 
 /* ---- one (query, head) row, over ckir_vec.h ------------------------------ */
@@ -198,11 +238,11 @@ CKIR_INLINE attn_dims attn_dims_of(int64_t D) {
   return (attn_dims){D, nc, D - (nc - 1) * CKV_W};
 }
 
-/* a row's running state: q scaled by 1/sqrt(D) (qs), the output accumulator
+/* a row's running state: q times the score scale (qs), the output accumulator
  * (acc), the running max (m) and sum of exp (l) */
-CKIR_INLINE void attn_start(const float *qr, attn_dims dd, float *qs, float *acc, float *m,
-                            float *l) {
-  const ckv vscale = ckv_set1(1.0f / sqrtf((float)dd.D));
+CKIR_INLINE void attn_start_scaled(const float *qr, attn_dims dd, float scale, float *qs,
+                                   float *acc, float *m, float *l) {
+  const ckv vscale = ckv_set1(scale);
   for (int64_t c = 0; c < dd.nc; c++) {
     const int64_t n = c + 1 < dd.nc ? CKV_W : dd.tl;
     ckv_store(qs + CKV_W * c, ckv_mul(ckv_load_n(qr + CKV_W * c, n), vscale));
@@ -210,6 +250,12 @@ CKIR_INLINE void attn_start(const float *qr, attn_dims dd, float *qs, float *acc
   }
   *m = -INFINITY;
   *l = 0.0f;
+}
+
+/* attn_start_scaled with the plain attention's scale 1/sqrt(D) */
+CKIR_INLINE void attn_start(const float *qr, attn_dims dd, float *qs, float *acc, float *m,
+                            float *l) {
+  attn_start_scaled(qr, dd, 1.0f / sqrtf((float)dd.D), qs, acc, m, l);
 }
 
 /* prefetch the K and V rows of keys [j, j + n) (all `stride` floats of each
@@ -274,17 +320,19 @@ CKIR_INLINE void attn_finish(const float *acc, float l, attn_dims dd, float *out
                 ckv_mul(ckv_load(acc + CKV_W * c), inv));
 }
 
-/* One (query, head) row over L keys of one head (kv from attn_head), in chunks
- * of ATTN_CHUNK. */
-static void attn_row(const float *qr, attn_src kv, int64_t L, int64_t D, float *out) {
+/* One (query, head) row over keys j_first .. L - 1 of one head (kv from
+ * attn_head), in chunks of ATTN_CHUNK: scores scale q.k, soft-capped
+ * (softcap tanh(s / softcap)) when softcap > 0. */
+static void attn_ext_row(const float *qr, attn_src kv, int64_t j_first, int64_t L, int64_t D,
+                         float scale, float softcap, float *out) {
   float qs[ATTN_MAX_D + CKV_W] __attribute__((aligned(64)));
   float acc[ATTN_MAX_D + CKV_W] __attribute__((aligned(64)));
   float sc[ATTN_CHUNK] __attribute__((aligned(64)));
-  float kbuf[kv.kq ? ATTN_CHUNK * D : 1], vbuf[kv.kq ? ATTN_CHUNK * D : 1];
+  float kbuf[kv.kq ? ATTN_CHUNK * ATTN_QPAD(D) : 1], vbuf[kv.kq ? ATTN_CHUNK * ATTN_QPAD(D) : 1];
   const attn_dims dd = attn_dims_of(D);
   float m, l;
-  attn_start(qr, dd, qs, acc, &m, &l);
-  for (int64_t j0 = 0; j0 < L; j0 += ATTN_CHUNK) {
+  attn_start_scaled(qr, dd, scale, qs, acc, &m, &l);
+  for (int64_t j0 = j_first; j0 < L; j0 += ATTN_CHUNK) {
     const int64_t nk = CKIR_MIN(ATTN_CHUNK, L - j0), pf = j0 + ATTN_CHUNK;
     if (!kv.kq)
       attn_prefetch(kv.k, kv.v, kv.stride, pf, CKIR_MAX(0, CKIR_MIN(ATTN_CHUNK, L - pf)), D);
@@ -292,9 +340,16 @@ static void attn_row(const float *qr, attn_src kv, int64_t L, int64_t D, float *
     int64_t st;
     attn_fetch(kv, j0, nk, D, kbuf, vbuf, &kr, &vr, &st);
     attn_scores(qs, kr, st, nk, dd, sc);
+    if (softcap > 0.0f)
+      for (int64_t j = 0; j < nk; j++) sc[j] = softcap * tanhf(sc[j] / softcap);
     attn_chunk(sc, vr, st, nk, dd, acc, &m, &l);
   }
   attn_finish(acc, l, dd, out);
+}
+
+/* One plain (query, head) row over L keys: scale 1/sqrt(D), no cap, every key. */
+static void attn_row(const float *qr, attn_src kv, int64_t L, int64_t D, float *out) {
+  attn_ext_row(qr, kv, 0, L, D, 1.0f / sqrtf((float)D), 0.0f, out);
 }
 
 /* ---- prefill: CKV_W query rows of one head at a time ---------------------- */
@@ -318,7 +373,8 @@ static void attn_prefill_block(const float *qr, int64_t qs, int64_t nq, attn_src
   float acc[CKV_W * (ATTN_MAX_D + CKV_W)] __attribute__((aligned(64)));
   float pt[ATTN_PF_CHUNK * CKV_W] __attribute__((aligned(64)));
   float vec[CKV_W] __attribute__((aligned(64)));
-  float kbuf[kv.kq ? ATTN_PF_CHUNK * D : 1], vbuf[kv.kq ? ATTN_PF_CHUNK * D : 1];
+  float kbuf[kv.kq ? ATTN_PF_CHUNK * ATTN_QPAD(D) : 1];
+  float vbuf[kv.kq ? ATTN_PF_CHUNK * ATTN_QPAD(D) : 1];
   /* lanes r of neg + (CKV_W - k): -inf where r < k, else 0 (ckv_exp takes -inf
    * to 0, or to 2^-126 where it clamps, a weight below every rounding here) */
   float neg[2 * CKV_W];
@@ -403,7 +459,8 @@ static void attn_decode_part(const float *q, attn_src kv, float *out, int64_t L,
   const attn_dims dd = attn_dims_of(D);
   const int64_t W = dd.nc * CKV_W, group = H / KV, stride = KV * D;
   float qs[H * W + CKV_W], acc[H * W + CKV_W]; /* VLAs, vector-aligned below */
-  float kbuf[kv.kq ? ATTN_CHUNK * D : 1], vbuf[kv.kq ? ATTN_CHUNK * D : 1];
+  float kbuf[kv.kq ? ATTN_CHUNK * ATTN_QPAD(D) : 1];
+  float vbuf[kv.kq ? ATTN_CHUNK * ATTN_QPAD(D) : 1];
   const uintptr_t va = sizeof(float) * CKV_W;
   float *qsa = (float *)(((uintptr_t)qs + va - 1) & ~(va - 1));
   float *acca = (float *)(((uintptr_t)acc + va - 1) & ~(va - 1));
@@ -555,9 +612,27 @@ void ckir_attention_f32(const float *q, const float *kcache, const float *vcache
 }
 
 void ckir_attention_q8_0(const float *q, const uint8_t *kcache, const uint8_t *vcache, float *out,
-                         int64_t T, int64_t P, int64_t H, int64_t KV, int64_t D) {
-  CKIR_REQUIRE(T >= 1 && P >= 0 && KV >= 1 && H % KV == 0 && D >= CKIR_QK &&
-                   D % CKIR_QK == 0 && D <= ATTN_MAX_D,
+                         int64_t T, int64_t P, int64_t H, int64_t KV, int64_t D, int64_t DB) {
+  CKIR_REQUIRE(T >= 1 && P >= 0 && KV >= 1 && H % KV == 0 && D >= 1 && D <= ATTN_MAX_D &&
+                   DB == ATTN_QBLK(D),
                "attention_q8_0");
   attn_run(q, attn_src_q8_0(kcache, vcache, KV, D), out, T, P, H, KV, D);
+}
+
+void ckir_attention_ext_q8_0(const float *q, const uint8_t *kcache, const uint8_t *vcache,
+                             float *out, int64_t T, int64_t P, int64_t H, int64_t KV, int64_t D,
+                             int64_t DB, float scale, float softcap, int64_t window) {
+  CKIR_REQUIRE(T >= 1 && P >= 0 && KV >= 1 && H % KV == 0 && D >= 1 && D <= ATTN_MAX_D &&
+                   DB == ATTN_QBLK(D) && softcap >= 0.0f && window >= 0,
+               "attention_ext_q8_0");
+  const attn_src kv = attn_src_q8_0(kcache, vcache, KV, D);
+  const int64_t group = H / KV, rows = T * H;
+  const int64_t span = window > 0 ? CKIR_MIN(window, P + T) : P + T;
+  const int par = rows * span * D >= CKIR_PAR_MIN_WORK && rows > 1;
+#pragma omp parallel for schedule(dynamic, 1) if (par)
+  for (int64_t r = 0; r < rows; r++) {
+    const int64_t t = r / H, h = r % H, pos = P + t;
+    attn_ext_row(q + r * D, attn_head(kv, h / group, D), attn_first_key(pos, window), pos + 1, D,
+                 scale, softcap, out + r * D);
+  }
 }

@@ -1,8 +1,12 @@
 /* ckir runtime: the Q8_0 KV cache's store (compile option --kv-dtype q8_0).
  *
- * kv_store_q8_0 quantizes the T new K and V rows (KVD values each, KVD % 32
- * == 0) into cache rows P .. P + T - 1 of KVD / 32 Q8_0 blocks (34 bytes: f16
- * d, int8 q[32]; value = d * q), the format of ckir's Q8_0 weights and of
+ * kv_store_q8_0 quantizes the T new K and V rows (KVD values each: KVD / D
+ * heads of head_dim D) into cache rows P .. P + T - 1.  Each head's D values
+ * are ceil(D / 32) Q8_0 blocks (34 bytes: f16 d, int8 q[32]; value = d * q),
+ * the last one zero-padded where D % 32 != 0 (head_dim 40: two blocks, the
+ * second holding 8 values and 24 zeros), so a cache row is KVD / D * DB
+ * blocks, DB = ceil(D / 32) (a parameter, checked: the registry's extents
+ * count the padding through it).  Each block is the format of ckir's Q8_0 weights and of
  * ckir.quant.quantize_q8_0, bit for bit: d = max|x| / 127 in fp32, stored
  * rounded to nearest even as f16; q = round-half-away(x * (1 / d)) with the
  * fp32 d (0 for an all-zero block).  One row per decode step: a few hundred
@@ -37,10 +41,13 @@ static uint16_t kvq_f32_to_f16(float f) {
   return (uint16_t)(sign | h);
 }
 
-/* n values of x into n / 32 Q8_0 blocks at dst */
-static void kvq_quantize_row(const float *x, int64_t n, uint8_t *dst) {
-  for (int64_t b = 0; b < n / CKIR_QK; b++) {
-    const float *xb = x + b * CKIR_QK;
+/* one head's D values of x into ceil(D / 32) Q8_0 blocks at dst, the last
+ * block's missing values zeros */
+static void kvq_quantize_head(const float *x, int64_t D, uint8_t *dst) {
+  for (int64_t b = 0; b * CKIR_QK < D; b++) {
+    float xb[CKIR_QK];
+    const int64_t n = CKIR_MIN(CKIR_QK, D - b * CKIR_QK);
+    for (int j = 0; j < CKIR_QK; j++) xb[j] = j < n ? x[b * CKIR_QK + j] : 0.0f;
     uint8_t *o = dst + b * CKIR_Q8_0_BYTES;
     float amax = 0.0f;
     for (int j = 0; j < CKIR_QK; j++) amax = fmaxf(amax, fabsf(xb[j]));
@@ -53,21 +60,26 @@ static void kvq_quantize_row(const float *x, int64_t n, uint8_t *dst) {
 }
 
 static void kvq_store(const float *k, const float *v, uint8_t *kcache, uint8_t *vcache, int64_t T,
-                      int64_t P, int64_t KVD) {
-  const int64_t row = KVD / CKIR_QK * CKIR_Q8_0_BYTES;
-  for (int64_t t = 0; t < T; t++) {
-    kvq_quantize_row(k + t * KVD, KVD, kcache + (P + t) * row);
-    kvq_quantize_row(v + t * KVD, KVD, vcache + (P + t) * row);
-  }
+                      int64_t P, int64_t KVD, int64_t D) {
+  const int64_t head = (D + CKIR_QK - 1) / CKIR_QK * CKIR_Q8_0_BYTES, KV = KVD / D;
+  const int64_t row = KV * head;
+  for (int64_t t = 0; t < T; t++)
+    for (int64_t g = 0; g < KV; g++) {
+      kvq_quantize_head(k + t * KVD + g * D, D, kcache + (P + t) * row + g * head);
+      kvq_quantize_head(v + t * KVD + g * D, D, vcache + (P + t) * row + g * head);
+    }
 }
 
 void ckir_kv_store_q8_0(const float *k, const float *v, uint8_t *kcache, uint8_t *vcache,
-                        int64_t T, int64_t P, int64_t KVD) {
-  CKIR_REQUIRE(T >= 1 && P >= 0 && KVD >= CKIR_QK && KVD % CKIR_QK == 0, "kv_store_q8_0");
-  kvq_store(k, v, kcache, vcache, T, P, KVD);
+                        int64_t T, int64_t P, int64_t KVD, int64_t D, int64_t DB) {
+  CKIR_REQUIRE(T >= 1 && P >= 0 && D >= 1 && KVD >= D && KVD % D == 0 &&
+                   DB == (D + CKIR_QK - 1) / CKIR_QK,
+               "kv_store_q8_0");
+  kvq_store(k, v, kcache, vcache, T, P, KVD, D);
 }
 
 void ckir_ref_kv_store_q8_0(const float *k, const float *v, uint8_t *kcache, uint8_t *vcache,
-                            int64_t T, int64_t P, int64_t KVD) {
-  kvq_store(k, v, kcache, vcache, T, P, KVD);
+                            int64_t T, int64_t P, int64_t KVD, int64_t D, int64_t DB) {
+  (void)DB;
+  kvq_store(k, v, kcache, vcache, T, P, KVD, D);
 }
