@@ -111,9 +111,10 @@ def plan_to_svg(plan: ly.PlanOp) -> str:
                         f"<title>{escape(s.buffer_name)}: {s.role}, offset {s.offset_bytes}, "
                         f"{s.size_bytes} bytes, {span}</title></rect>"
                     )
+                shown = {s.buffer_name for s in mine}
                 for v in arena.views():
                     root = by_name.get(v.root_name)
-                    if root is None or (root.live_range is not None and root.live_range[0] != mode):
+                    if root is None or root.buffer_name not in shown:
                         continue
                     live = root.live_range
                     first, last = (0, calls - 1) if live is None else (live[1], live[2])
