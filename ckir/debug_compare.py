@@ -180,7 +180,7 @@ def _compare_run(
             result.calls += 1
             for name, n in info.outputs:
                 mine = interp.memory.values(name, n)
-                arena, offset = interp.memory.places[name]
+                arena, offset = interp.memory.address(name)
                 if arena != "state":
                     raise CkirError(f"@{info.kernel} writes @{name} in the {arena} arena")
                 theirs = np.ctypeslib.as_array((ctypes.c_float * n).from_address(state + offset))

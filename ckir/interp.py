@@ -41,6 +41,7 @@ from ckir.backend.abi import (
     declared,
     fingerprint_hex,
     placed_offsets,
+    row_offsets,
 )
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
@@ -81,10 +82,15 @@ class PlanMemory:
     model: lw.LoweredModelOp
     plan: ly.PlanOp
     arenas: dict[str, np.ndarray]
-    #: buffer or view name -> (arena, byte offset)
+    #: buffer or view name -> (arena, byte offset; a view at a run-time row: at P = 0)
     places: dict[str, tuple[str, int]] = field(default_factory=dict)
     types: dict[str, lw.BufferType] = field(default_factory=dict)
     kernels: dict[str, lw.KernelOp] = field(default_factory=dict)
+    #: views at a run-time row (the KV append) -> bytes per row: they start
+    #: ``position * row bytes`` after their place
+    rows: dict[str, int] = field(default_factory=dict)
+    #: the position of the program being run (P, the tokens already in the KV cache)
+    position: int = 0
     _dequantized: dict[str, np.ndarray] = field(default_factory=dict)
 
     @staticmethod
@@ -94,15 +100,22 @@ class PlanMemory:
             model, plan, {n: np.zeros(a.size_bytes, np.uint8) for n, a in arenas(plan).items()}
         )
         mem.places = placed_offsets(plan)
+        mem.rows = {name: row_bytes for name, (_, row_bytes) in row_offsets(plan).items()}
         mem.kernels, mem.types = declared(model)
         missing = sorted(set(mem.types) - set(mem.places))
         if missing:
             raise CkirError(f"interpreter: buffer @{missing[0]} has no slot in the layout plan")
         return mem
 
+    def address(self, name: str) -> tuple[str, int]:
+        """(arena, byte offset) of buffer ``name`` now: a view at a run-time row moves with
+        :attr:`position`, as model.c's pointer ``S + offset + P * row_bytes`` does."""
+        aname, offset = self.places[name]
+        return aname, offset + self.position * self.rows.get(name, 0)
+
     def raw(self, name: str) -> np.ndarray:
         """The bytes of buffer ``name`` in its arena (a view: writes go to the arena)."""
-        aname, offset = self.places[name]
+        aname, offset = self.address(name)
         return self.arenas[aname][offset : offset + self.types[name].byte_size]
 
     def values(self, name: str, count: int | None = None) -> np.ndarray:
@@ -113,7 +126,7 @@ class PlanMemory:
         if np_type is None:
             raise CkirError(f"interpreter: @{name} is {ty.dtype_name}, not f32 or i32")
         n = ty.num_elements if count is None else count
-        aname, offset = self.places[name]
+        aname, offset = self.address(name)
         return self.arenas[aname][offset : offset + 4 * n].view(np_type)
 
     def read(self, name: str, dtype: str) -> np.ndarray:
@@ -199,6 +212,7 @@ class LoweredFunctions(InterpreterFunctions):
                 "add one to ckir.reference.kernels.REFERENCE"
             )
         params = run_time_params(op, self.T, self.P, self.step, self.lr)
+        mem.position = self.P  # views at a run-time row start at row P
         ints = {k: int(v) for k, v in params.items() if isinstance(v, int)}
         bindings = op.bindings(decl)
         if kind in _PRODUCTS:

@@ -65,6 +65,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from ckir.dialects import lowered as lw
 from ckir.dialects.common import SingleBody, Sized, ViewOf, int_entries, sym
+from ckir.dialects.row_offset import RowOffset, make_rows, row_offset, rows_problem
 from ckir.dialects.syntax import DIRECTIVES
 from ckir.vocab import MODES, ROLES
 
@@ -94,9 +95,11 @@ SAVED = "saved"
 #: (``arena.decode``) and the most bytes live at once in it (``bound.decode``)
 ARENA_KEY = "arena."
 BOUND_KEY = "bound."
-#: totals keys of ``--plan-views`` (passes/plan_views.py): the copy calls it removed
-#: (recorded on the programs), and the bytes of the buffers that became pure views
-#: or in-place aliases instead of slots of their own (the sizes of the plan's views)
+#: totals keys of ``--plan-views`` (passes/plan_views.py): the copies it removed (the
+#: buffers a ``kv_store`` copied into the KV cache, now views at a run-time row of it:
+#: recorded on the programs, equal to their run-time row views), and the bytes of the
+#: buffers that became pure views or in-place aliases instead of slots of their own
+#: (the sizes of the plan's views)
 COPIES_KEY = "copies_removed"
 VIEW_BYTES_KEY = "saved.views"
 INPLACE_BYTES_KEY = "saved.inplace"
@@ -473,6 +476,15 @@ class ArenaOp(SingleBody, IRDLOperation):
                         f"{op.offset_bytes + op.size_bytes}) exceed its root "
                         f"{sym(op.root_name)} of {root.size_bytes} bytes"
                     )
+                rows = op.row_offset
+                if rows is not None and any(
+                    n % rows[1] for n in (root.size_bytes, op.size_bytes, op.offset_bytes)
+                ):
+                    raise VerifyException(
+                        f"{where}: view {v} at a run-time row of {rows[1]} bytes is no whole "
+                        f"rows of its root {sym(op.root_name)} (offset {op.offset_bytes}, "
+                        f"size {op.size_bytes}, root {root.size_bytes} bytes)"
+                    )
 
 
 # --------------------------------------------------------------------------- slot / view
@@ -599,6 +611,13 @@ class LayoutViewOp(ViewOf, Sized, IRDLOperation):
     root from offset 0 (its own bytes never needed a slot):
 
     ``layout.view @prefill.layers.0.x1 of @prefill.layers.0.o offset 0 size 32768 inplace``
+
+    A run-time row offset (``ckir.dialects.row_offset``, made by ``--plan-views`` for the
+    KV append) starts the view at root row ``P`` of the call: its first byte is
+    ``offset + P * row_bytes`` of the root.  The arena checks it at ``P = 0`` (inside
+    its root, whole rows of the root); the entry points keep ``P + T <= max_context``:
+
+    ``layout.view @decode.layers.0.k of @kv.layers.0.k offset 0 + P * 128 size 128``
     """
 
     name = "layout.view"
@@ -606,18 +625,27 @@ class LayoutViewOp(ViewOf, Sized, IRDLOperation):
     sym_name = prop_def(SymbolNameConstraint())
     root = prop_def(SymbolRefAttr)
     offset = prop_def(IntegerAttr[I64])
+    rows = opt_prop_def(ArrayAttr)
     size = prop_def(IntegerAttr[I64])
     inplace = opt_prop_def(UnitAttr)
 
     traits = traits_def(SymbolOpInterface(), HasParent(ArenaOp))
 
+    custom_directives = (RowOffset,)
     assembly_format = (
-        "$sym_name `of` $root `offset` $offset `size` $size (`inplace` $inplace^)? "
-        "attr-dict-with-keyword"
+        "$sym_name `of` $root `offset` $offset custom<RowOffset>($rows) `size` $size "
+        "(`inplace` $inplace^)? attr-dict-with-keyword"
     )
 
     @staticmethod
-    def make(name: str, root: str, offset: int, size: int, inplace: bool = False) -> LayoutViewOp:
+    def make(
+        name: str,
+        root: str,
+        offset: int,
+        size: int,
+        inplace: bool = False,
+        rows: tuple[str, int] | None = None,
+    ) -> LayoutViewOp:
         props: dict[str, Attribute] = {
             "sym_name": StringAttr(name),
             "root": _ref(root.data if isinstance(root, StringAttr) else root),
@@ -626,16 +654,31 @@ class LayoutViewOp(ViewOf, Sized, IRDLOperation):
         }
         if inplace:
             props["inplace"] = UnitAttr()
+        if rows is not None:
+            props["rows"] = make_rows(*rows)
         return LayoutViewOp.create(properties=props)
 
     @property
     def is_inplace(self) -> bool:
         return self.inplace is not None
 
+    @property
+    def row_offset(self) -> tuple[str, int] | None:
+        """``(run-time symbol, bytes per row)`` of a run-time row offset, or None."""
+        return row_offset(self.rows)
+
     def verify_(self) -> None:
         where = f"layout.view {sym(self.view_name)}"
         if self.size_bytes < 0:
             raise VerifyException(f"{where}: size {self.size_bytes} is negative")
+        problem = rows_problem(self.rows)
+        if problem is not None:
+            raise VerifyException(f"{where}: {problem}")
+        if self.is_inplace and self.rows is not None:
+            raise VerifyException(
+                f"{where}: an inplace view writes over its root from offset 0; it has no "
+                "run-time row offset"
+            )
         if self.is_inplace and self.offset_bytes != 0:
             raise VerifyException(
                 f"{where}: an inplace view writes over its root from offset 0, "
@@ -800,7 +843,21 @@ def _check_view_totals(plan: PlanOp, values: Mapping[str, int], where: str) -> N
             )
     model = plan.planned_model()
     if COPIES_KEY in values and model is not None:
-        copies = sum(views_recorded(p).get("copies", 0) for p in model.programs().values())
+        copies = 0
+        for program in model.programs().values():
+            recorded = views_recorded(program).get("copies", 0)
+            # each copy removed is a buffer now written in place at a run-time row
+            rows = sum(
+                1
+                for op in program.body_block.ops
+                if isinstance(op, lw.ViewOp) and op.row_offset is not None
+            )
+            if recorded != rows:
+                raise VerifyException(
+                    f"{where}: lowered.program {sym(program.sym_name.data)} records {recorded} "
+                    f"copies removed but has {rows} views at a run-time row"
+                )
+            copies += recorded
         if values[COPIES_KEY] != copies:
             raise VerifyException(
                 f"{where}: totals say {COPIES_KEY} = {values[COPIES_KEY]} but the programs "
@@ -821,6 +878,11 @@ def views_recorded(program: lw.ProgramOp) -> dict[str, int]:
 
 
 # --------------------------------------------------------------------------- plan vs model
+
+
+def _rows_text(rows: tuple[str, int] | None) -> str:
+    """``+ P * 128`` or ``none``, for messages."""
+    return "none" if rows is None else f"+ {rows[0]} * {rows[1]}"
 
 
 def _describe(ty: lw.BufferType) -> str:
@@ -932,6 +994,12 @@ class _ModelCheck:
                 raise VerifyException(
                     f"{self.where}: layout.view {name} is {sym(placed.root_name)} + "
                     f"{placed.offset_bytes} but view {name} of {ref} is {sym(at[0])} + {at[1]}"
+                )
+            if placed.row_offset != op.row_offset:
+                raise VerifyException(
+                    f"{self.where}: layout.view {name} has run-time row offset "
+                    f"{_rows_text(placed.row_offset)} but view {name} of {ref} has "
+                    f"{_rows_text(op.row_offset)}"
                 )
 
     def _live(self, program: lw.ProgramOp, roots: dict[str, str]) -> None:

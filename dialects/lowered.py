@@ -100,6 +100,7 @@ from ckir.dialects.dims import (
     dim_symbols,
 )
 from ckir.dialects.phase import PhaseAttr
+from ckir.dialects.row_offset import RowOffset, make_rows, row_offset, rows_problem
 from ckir.dialects.syntax import DIRECTIVES, parse_keyed_entries
 from ckir.registry import (
     ACCESSES,
@@ -885,6 +886,19 @@ class ViewOp(ViewOf, Placed, IRDLOperation):
 
     The root is a ``lowered.buffer`` (not a view) of the program or the model;
     ``0 <= offset`` and ``offset + view bytes <= root bytes``.
+
+    A view of a program may add a row offset known only at run time
+    (``ckir.dialects.row_offset``): ``offset 0 + P * 128`` starts at root row ``P``
+    (rows of 128 bytes, the root's row), where ``--plan-views`` puts the k / v rows an
+    attention layer appends to its KV cache:
+
+    ``lowered.view @"decode.layers.0.k" of @"kv.layers.0.k" offset 0 + P * 128 :
+    !lowered.buf<[1, 32], f32>``
+
+    The row size must be the root's (its bytes over its first dim), the view whole
+    rows, and it must fit in the root at ``P = 0``; at run time the calls touch rows
+    ``P .. P+T-1``, which the entry points keep inside the root (``P + T <=
+    max_context``).
     """
 
     name = "lowered.view"
@@ -892,31 +906,56 @@ class ViewOp(ViewOf, Placed, IRDLOperation):
     sym_name = prop_def(SymbolNameConstraint())
     root = prop_def(SymbolRefAttr)
     offset = prop_def(IntegerAttr[I64])
+    rows = opt_prop_def(ArrayAttr)
     view_type = prop_def(BufferType)
 
     traits = traits_def(SymbolOpInterface(), HasParent(LoweredModelOp, ProgramOp))
 
-    assembly_format = "$sym_name `of` $root `offset` $offset attr-dict `:` qualified($view_type)"
+    custom_directives = (RowOffset,)
+    assembly_format = (
+        "$sym_name `of` $root `offset` $offset custom<RowOffset>($rows) attr-dict `:` "
+        "qualified($view_type)"
+    )
 
     @staticmethod
-    def make(name: str, root: str, offset_bytes: int, type: BufferType) -> ViewOp:
-        return ViewOp.create(
-            properties={
-                "sym_name": StringAttr(name),
-                "root": _ref(root),
-                "offset": _i64(offset_bytes),
-                "view_type": type,
-            }
-        )
+    def make(
+        name: str,
+        root: str,
+        offset_bytes: int,
+        type: BufferType,
+        rows: tuple[str, int] | None = None,
+    ) -> ViewOp:
+        props: dict[str, Attribute] = {
+            "sym_name": StringAttr(name),
+            "root": _ref(root),
+            "offset": _i64(offset_bytes),
+            "view_type": type,
+        }
+        if rows is not None:
+            props["rows"] = make_rows(*rows)
+        return ViewOp.create(properties=props)
 
     @property
     def buffer_type(self) -> BufferType:
         return self.view_type
 
+    @property
+    def row_offset(self) -> tuple[str, int] | None:
+        """``(run-time symbol, bytes per row)`` of a run-time row offset, or None."""
+        return row_offset(self.rows)
+
     def verify_(self) -> None:
         where = f"lowered.view {sym(self.view_name)}"
         if self.offset_bytes < 0:
             raise VerifyException(f"{where}: offset {self.offset_bytes} is negative")
+        problem = rows_problem(self.rows)
+        if problem is not None:
+            raise VerifyException(f"{where}: {problem}")
+        if self.rows is not None and not isinstance(self.parent_op(), ProgramOp | None):
+            raise VerifyException(
+                f"{where}: a run-time row offset belongs to a view of a lowered.program "
+                "(the position is the program call's)"
+            )
         root = _resolve(self, self.root_name)
         if root is None:
             if self.parent_op() is None:
@@ -936,6 +975,30 @@ class ViewOp(ViewOf, Placed, IRDLOperation):
                 f"{where}: bytes [{self.offset_bytes}, {end}) exceed root "
                 f"{sym(self.root_name)} of {root.buffer_type.byte_size} bytes"
             )
+        rows = self.row_offset
+        if rows is not None:
+            _verify_rows(where, self, root, rows[1])
+
+
+def _verify_rows(where: str, view: ViewOp, root: BufferOp, row_bytes: int) -> None:
+    """A run-time row offset counts rows of ``root`` and ``view`` holds whole rows."""
+    rtype = root.buffer_type
+    first = rtype.shape_ints[0] if rtype.shape_ints else 0
+    root_row = rtype.byte_size // first if first and rtype.byte_size % first == 0 else 0
+    if row_bytes != root_row:
+        raise VerifyException(
+            f"{where}: row offset counts rows of {row_bytes} bytes but a row of root "
+            f"{sym(view.root_name)} ({_describe_type(rtype)}) has {root_row}"
+        )
+    if view.view_type.byte_size % row_bytes or view.offset_bytes % row_bytes:
+        raise VerifyException(
+            f"{where}: a view at a run-time row holds whole rows of {row_bytes} bytes "
+            f"(offset {view.offset_bytes}, {view.view_type.byte_size} bytes)"
+        )
+
+
+def _describe_type(ty: BufferType) -> str:
+    return f"[{', '.join(str(d) for d in ty.shape_ints)}] {ty.dtype_name}"
 
 
 # --------------------------------------------------------------------------- kernel declarations

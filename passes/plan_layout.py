@@ -343,7 +343,9 @@ def plan(model: lw.LoweredModelOp, strategy: str, align: int, canaries: bool) ->
             size = v.view_type.byte_size
             inplace = ly.INPLACE_ATTR in v.attributes
             arena.body_block.add_op(
-                ly.LayoutViewOp.make(v.view_name, v.root_name, v.offset_bytes, size, inplace)
+                ly.LayoutViewOp.make(
+                    v.view_name, v.root_name, v.offset_bytes, size, inplace, v.row_offset
+                )
             )
         plan_op.body_block.add_op(arena)
 

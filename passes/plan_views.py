@@ -48,6 +48,7 @@ from xdsl.passes import ModulePass
 from ckir.dialects import layout as ly
 from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
+from ckir.passes.kv_append_views import kv_append_views
 
 #: kernel op kind -> its output operand that may be written over an input, and the
 #: inputs it may take (the same element count, output element i computed from input
@@ -198,6 +199,7 @@ class PlanViewsPass(ModulePass):
     name = "plan-views"
 
     inplace: bool = True
+    kv: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         models = [o for o in op.ops if isinstance(o, lw.LoweredModelOp)]
@@ -208,6 +210,12 @@ class PlanViewsPass(ModulePass):
             )
         for model in models:
             kernels = {k.kernel_name: k for k in model.body_block.ops if isinstance(k, lw.KernelOp)}
+            caches = {
+                b.buffer_name: b
+                for b in model.body_block.ops
+                if isinstance(b, lw.BufferOp) and b.role == "kv_cache"
+            }
             for program in model.programs().values():
+                copies = kv_append_views(program, kernels, caches) if self.kv else 0
                 reused = inplace_reuse(program, kernels) if self.inplace else 0
-                record(program, 0, reused)
+                record(program, copies, reused)

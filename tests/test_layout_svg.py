@@ -124,11 +124,16 @@ def test_svg_and_inspect_show_views_and_inplace_reuse(build: Path) -> None:
     assert inplace, "the build has no in-place reuse"
     totals = plan.totals()
     assert totals[ly.INPLACE_BYTES_KEY] == sum(v.size_bytes for v in inplace) > 0
-    assert totals[ly.COPIES_KEY] == 0
+    rows = [v for v in state.views() if v.row_offset is not None]
+    assert rows, "the build has no KV append views"
+    assert totals[ly.COPIES_KEY] == len(rows)
     svg = plan_to_svg(plan)
-    # both panels of its mode draw every in-place view (their roots are transient)
+    # both panels of its mode draw every in-place view (their roots are transient); the
+    # KV append views (roots: the permanent caches) are in each mode's whole-arena panel
     assert svg.count('class="inplace"') == 2 * len(inplace)
-    assert svg.count('class="view"') == 2 * (len(state.views()) - len(inplace))
+    assert svg.count('class="rowview"') == 2 * len(rows)  # two modes
+    assert svg.count('class="view"') == 2 * (len(state.views()) - len(inplace) - len(rows))
+    assert "KV append (row P)</text>" in svg
     assert f'stroke="{INPLACE_STROKE}"' in svg and "in-place reuse</text>" in svg
     assert "url(#inplace-hatch)" in svg
     proc = _inspect(build)

@@ -111,3 +111,66 @@ def test_training_with_and_without_views(arch: str, tmp_path: Path) -> None:
         mine.optimizer_step(1e-3)
         ref.optimizer_step(1e-3)
         _close(mine.prefill([5, 6, 7]), ref.prefill([5, 6, 7]), f"{arch} after a step")
+
+
+def _row_views(plan: ly.PlanOp) -> list[ly.LayoutViewOp]:
+    return [v for a in plan.arenas().values() for v in a.views() if v.row_offset is not None]
+
+
+def test_kv_append_views_keep_every_position(tmp_path: Path) -> None:
+    """The KV append as views at row P (k / v written straight into the caches, no
+    kv_store): every layer's k and v of both modes are such views, copies_removed counts
+    them, and the C build equals the build without views at P > 0 too (a second prefill
+    chunk at P = 7, then decode steps), as does the plan interpreter (same rows)."""
+    layers = 3
+    src = make_numpy_model("llama", tmp_path / "src", seed=9, num_hidden_layers=layers)
+    mine, ref = _pair(src, tmp_path)
+    with mine, ref:
+        module = load_module(mine.build_dir / "layout.mlir")
+        plan = next(op for op in module.ops if isinstance(op, ly.PlanOp))
+        rows = _row_views(plan)
+        assert len(rows) == 2 * layers * 2  # k and v, per layer, prefill and decode
+        assert plan.totals()[ly.COPIES_KEY] == len(rows)
+        assert {v.root_name for v in rows} == {
+            f"kv.layers.{i}.{kv}" for i in range(layers) for kv in "kv"
+        }
+        assert "kv_store" not in (mine.build_dir / "model.c").read_text()
+        assert "kv_store" in (ref.build_dir / "model.c").read_text()
+        interp = PlanInterpreter(mine.build_dir)
+        tokens = np.random.default_rng(2).integers(0, mine.vocab_size, size=12)
+        for chunk in (tokens[:7], tokens[7:]):  # the second chunk starts at P = 7
+            got = mine.prefill(chunk)
+            _close(got, ref.prefill(chunk), "prefill chunk")
+            want = interp.prefill(chunk)
+            assert float(np.abs(got - want).max()) <= 1e-5 * float(np.abs(want).max())
+        for token in (5, 17, 2):
+            got = mine.decode(token)
+            _close(got, ref.decode(token), "decode")
+            want = interp.decode(token)
+            assert float(np.abs(got - want).max()) <= 1e-5 * float(np.abs(want).max())
+
+
+def test_q8_0_cache_keeps_its_copy(tmp_path: Path) -> None:
+    """A Q8_0 KV cache: kv_store_q8_0 quantizes, it is no copy; the pass leaves it."""
+    from ckir.compiler import import_source, lower
+    from ckir.dialects import lowered as lw
+
+    src = make_numpy_model(
+        "llama",
+        tmp_path / "src",
+        hidden_size=64,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=96,
+        num_hidden_layers=2,
+    )
+    module, _, _ = import_source(src, None)
+    lower(module, CompileOptions(max_context=MAX_CONTEXT, kv_dtype="q8_0"))
+    model = next(op for op in module.ops if isinstance(op, lw.LoweredModelOp))
+    plan = next(op for op in module.ops if isinstance(op, ly.PlanOp))
+    assert not _row_views(plan)
+    assert plan.totals()[ly.COPIES_KEY] == 0
+    stores = [
+        c for p in model.programs().values() for c in p.calls() if "kv_store" in c.kernel_name
+    ]
+    assert stores and all(c.kernel_name == "kv_store_q8_0" for c in stores)

@@ -151,6 +151,17 @@ def placed_offsets(plan: ly.PlanOp) -> dict[str, tuple[str, int]]:
     return out
 
 
+def row_offsets(plan: ly.PlanOp) -> dict[str, tuple[str, int]]:
+    """The views of ``plan`` at a run-time row -> ``(symbol, bytes per row)``: their
+    address is :func:`placed_offsets`' plus the symbol's value times the row bytes."""
+    return {
+        v.view_name: rows
+        for arena in arenas(plan).values()
+        for v in arena.views()
+        if (rows := v.row_offset) is not None
+    }
+
+
 def declared(
     model: lw.LoweredModelOp,
 ) -> tuple[dict[str, lw.KernelOp], dict[str, lw.BufferType]]:

@@ -34,6 +34,7 @@ from ckir.backend.abi import (
     c_initializer,
     declared,
     placed_offsets,
+    row_offsets,
 )
 from ckir.backend.phases_c import PhasedProgram, entry_points, layer_count
 from ckir.dialects import layout as ly
@@ -130,6 +131,8 @@ class Place:
     arena: str
     offset: int
     macro: str
+    #: a view at a run-time row: the C expression of its row offset in bytes (``P * 128``)
+    rows: str = ""
 
 
 def c_identifier(name: str) -> str:
@@ -207,13 +210,16 @@ class CEmitter:
     # -- collection -----------------------------------------------------------------
     def _collect(self) -> None:
         used: set[str] = set()
+        rows = row_offsets(self.plan)
         for name, (aname, offset) in placed_offsets(self.plan).items():
             macro = "CKIR_OFF_" + c_identifier(name)
             base, n = macro, 1
             while macro in used:
                 macro, n = f"{base}_{n}", n + 1
             used.add(macro)
-            self.places[name] = Place(aname, offset, macro)
+            row = rows.get(name)
+            extra = f"{RUNTIME_SCALARS[row[0]]} * {row[1]}LL" if row is not None else ""
+            self.places[name] = Place(aname, offset, macro, extra)
         self.kernels, self.types = declared(self.model)
         missing = sorted(set(self.types) - set(self.places))
         if missing:
@@ -225,7 +231,8 @@ class CEmitter:
         base = "W" if place.arena == "weights" else "S"
         ctype = C_TYPES.get(dtype, "uint8_t")
         qual = "const " if const else ""
-        return f"({qual}{ctype} *)({base} + {place.macro})"
+        rows = f" + {place.rows}" if place.rows else ""  # a view at a run-time row
+        return f"({qual}{ctype} *)({base} + {place.macro}{rows})"
 
     @staticmethod
     def scalar(value: int | float | str | tuple[float, ...], ctype: str) -> str:
@@ -320,7 +327,8 @@ class CEmitter:
         lines.append("")
         lines.append("/* byte offsets of every slot and view in its arena */")
         for bname, place in self.places.items():
-            lines.append(f"#define {place.macro} {place.offset}LL /* {place.arena}: {bname} */")
+            at = f", + {place.rows} at run time" if place.rows else ""
+            lines.append(f"#define {place.macro} {place.offset}LL /* {place.arena}: {bname}{at} */")
         lines += manifest.header_lines(self.plan)
         lines += ["", "/* the steady phase: its layers, the floats per row a layer hands on */"]
         lines += self.phase_header

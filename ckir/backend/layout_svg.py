@@ -4,12 +4,15 @@ Each panel draws the arena as call index (x) x byte offset (y, 0 at the top): a 
 live for calls ``first..last`` is a box over those calls and its bytes (canary
 included), coloured by role; permanent slots (KV cache, io, gradients, optimizer
 moments) span every call; a ``layout.view`` is a dashed outline inside its root's box,
-and an in-place reuse (an ``inplace`` view, ``--plan-views``) a gold hatched box with a
-solid magenta outline; slots that reuse bytes another slot of the mode held earlier
-are visible as boxes stacked at the same offsets.  The lower bound (``bound.<mode>``,
-the most bytes live at once) is a red line, the mode's arena end a black one.  Each
-mode has two panels: the whole arena, then its transient slots alone (from the lowest
-transient offset), where the reuse shows when permanent buffers dwarf the activations.
+an in-place reuse (an ``inplace`` view, ``--plan-views``) a gold hatched box with a
+solid magenta outline, and a view at a run-time row (the KV append of ``--plan-views``:
+k / v rows written straight into the cache) a dotted yellow outline over the blue KV
+cache, drawn at row 0 (at run time it moves down by ``P`` rows); slots that reuse
+bytes another slot of the mode held earlier are visible as boxes stacked at the same
+offsets.  The lower bound (``bound.<mode>``, the most bytes live at once) is a red
+line, the mode's arena end a black one.  Each mode has two panels: the whole arena,
+then its transient slots alone (from the lowest transient offset), where the reuse
+shows when permanent buffers dwarf the activations.
 Plain SVG text, written here (no plotting library): ``ckir inspect BUILD --svg FILE``.
 """
 
@@ -19,7 +22,7 @@ from html import escape
 
 from ckir.dialects import layout as ly
 
-__all__ = ["INPLACE_STROKE", "ROLE_COLOURS", "VIEW_STROKE", "plan_to_svg"]
+__all__ = ["INPLACE_STROKE", "ROLE_COLOURS", "ROW_VIEW_STROKE", "VIEW_STROKE", "plan_to_svg"]
 
 #: fill colour per role (the roles of the layout dialect)
 ROLE_COLOURS: dict[str, str] = {
@@ -34,6 +37,8 @@ ROLE_COLOURS: dict[str, str] = {
 #: outline of a pure view (dashed) and of an in-place reuse (solid, over a hatched fill)
 VIEW_STROKE = "#000000"
 INPLACE_STROKE = "#c2188b"
+#: outline of a view at a run-time row (the KV append, dotted; drawn at row 0)
+ROW_VIEW_STROKE = "#ffeb3b"
 _HATCH = (
     '<defs><pattern id="inplace-hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
     'patternTransform="rotate(45)"><rect width="6" height="6" fill="#ffd54f" '
@@ -106,15 +111,24 @@ def plan_to_svg(plan: ly.PlanOp) -> str:
                         f"<title>{escape(s.buffer_name)}: {s.role}, offset {s.offset_bytes}, "
                         f"{s.size_bytes} bytes, {span}</title></rect>"
                     )
+                shown = {s.buffer_name for s in mine}
                 for v in arena.views():
                     root = by_name.get(v.root_name)
-                    if root is None or (root.live_range is not None and root.live_range[0] != mode):
+                    if root is None or root.buffer_name not in shown:
                         continue
                     live = root.live_range
                     first, last = (0, calls - 1) if live is None else (live[1], live[2])
                     b0 = root.offset_bytes + v.offset_bytes
                     x, y, w, h = _box(sx, sy, y0, first, last + 1, b0 - lo, b0 - lo + v.size_bytes)
-                    if v.is_inplace:
+                    rows = v.row_offset
+                    if rows is not None:  # the KV append: drawn at P = 0, moves down by P rows
+                        views_seen.add("rows")
+                        style = (
+                            f'class="rowview" fill="none" stroke="{ROW_VIEW_STROKE}" '
+                            'stroke-dasharray="1,1.5" stroke-width="1.2"'
+                        )
+                        what = f"view at run-time row {rows[0]} (+ {rows[0]} * {rows[1]} bytes)"
+                    elif v.is_inplace:
                         views_seen.add("inplace")
                         style = (
                             f'class="inplace" fill="url(#inplace-hatch)" stroke="{INPLACE_STROKE}" '
@@ -169,6 +183,14 @@ def plan_to_svg(plan: ly.PlanOp) -> str:
         f'stroke="{VIEW_STROKE}" stroke-dasharray="3,2"/>'
         f'<text x="{lx + 20}" y="{y0 - 9}">view</text>'
     )
+    if "rows" in views_seen:
+        lx += 70
+        legend.append(
+            f'<rect x="{lx}" y="{y0 - 20}" width="14" height="14" fill="none" '
+            f'stroke="{ROW_VIEW_STROKE}" stroke-dasharray="1,1.5"/>'
+            f'<text x="{lx + 20}" y="{y0 - 9}">KV append (row P)</text>'
+        )
+        lx += 80
     if "inplace" in views_seen:
         lx += 70
         legend.append(
@@ -200,9 +222,11 @@ def arena_lines(plan: ly.PlanOp) -> list[str]:
     if ly.COPIES_KEY in totals:
         views = [v for a in plan.arenas().values() for v in a.views()]
         inplace = sum(1 for v in views if v.is_inplace)
+        rows = sum(1 for v in views if v.row_offset is not None)
         lines.append(
             f"views (--plan-views): {totals[ly.COPIES_KEY]} copies removed; "
-            f"{len(views) - inplace} views, {totals.get(ly.VIEW_BYTES_KEY, 0):,} bytes; "
+            f"{len(views) - inplace} views ({rows} of them the KV append at row P), "
+            f"{totals.get(ly.VIEW_BYTES_KEY, 0):,} bytes; "
             f"{inplace} in-place reuses, {totals.get(ly.INPLACE_BYTES_KEY, 0):,} bytes "
             "(bytes: what those buffers would take as slots of their own)"
         )

@@ -43,14 +43,16 @@ def plan_to_dict(plan: ly.PlanOp) -> dict[str, Any]:
                     }
                 )
             elif isinstance(op, ly.LayoutViewOp):
-                views.append(
-                    {
-                        "name": op.view_name,
-                        "root": op.root_name,
-                        "offset": op.offset_bytes,
-                        "size": op.size_bytes,
-                    }
-                )
+                view: dict[str, Any] = {
+                    "name": op.view_name,
+                    "root": op.root_name,
+                    "offset": op.offset_bytes,
+                    "size": op.size_bytes,
+                }
+                rows = op.row_offset
+                if rows is not None:  # at run time: offset + P * row_bytes
+                    view["rows"] = {"symbol": rows[0], "row_bytes": rows[1]}
+                views.append(view)
         arenas.append(
             {"name": arena.arena_name, "size": arena.size_bytes, "slots": slots, "views": views}
         )
@@ -101,9 +103,12 @@ def plan_to_map(plan: ly.PlanOp) -> str:
                 root = slots.get(op.root_name)
                 base = root.offset_bytes if root is not None else 0
                 at = base + op.offset_bytes
+                rows = op.row_offset
+                at_row = "" if rows is None else f" + {rows[0]} * {rows[1]}"
                 lines.append(
                     f"  0x{at:010x}  {at:>12}  {op.size_bytes:>12}  {'view':<15}  "
                     f"{'(root)':<20}  {op.view_name} = {op.root_name} + {op.offset_bytes}"
+                    f"{at_row}"
                 )
     lines.append("")
     lines.append("totals")
