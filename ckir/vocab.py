@@ -487,6 +487,8 @@ KERNEL_ONLY_OPS: frozenset[str] = frozenset(
         # gelu with approximate = "none" (erf; its own kernels)
         "gelu_erf",
         "gelu_erf_bwd",
+        # attention with an additive bias [H, T, S] (the ONNX backend's attn_mask)
+        "attention_bias",
     }
 )
 #: every ``op`` a registry kernel may implement
