@@ -81,6 +81,15 @@ void ckir_attention_bias_f32(const float *q, const float *k, const float *v, con
   });
 }
 
+/* the scalar twin's s (double sums) of row (h, i) and key j */
+static double ref_score(const float *q, const float *k, int64_t i, int64_t h, int64_t g,
+                        int64_t j, int64_t H, int64_t KV, int64_t D, float scale, float softcap) {
+  double s = 0.0;
+  for (int64_t c = 0; c < D; c++) s += (double)q[i * H * D + h * D + c] * k[j * KV * D + g * D + c];
+  s *= scale;
+  return softcap > 0.0f ? softcap * tanh(s / softcap) : s;
+}
+
 /* the scalar twin: the same definition with double sums, one key at a time */
 void ckir_ref_attention_bias_f32(const float *q, const float *k, const float *v,
                                  const float *bias, float *out, float *scores, int64_t T,
@@ -95,34 +104,21 @@ void ckir_ref_attention_bias_f32(const float *q, const float *k, const float *v,
     double m = -INFINITY, sum = 0.0;
     int all_masked = 1;
     for (int64_t j = 0; j < S; j++) {
-      double s = 0.0;
-      for (int64_t c = 0; c < D; c++)
-        s += (double)q[i * H * D + h * D + c] * k[j * KV * D + g * D + c];
-      s *= scale;
-      if (softcap > 0.0f) s = softcap * tanh(s / softcap);
+      const double s = ref_score(q, k, i, h, g, j, H, KV, D, scale, softcap);
       const double b = masked_bias(brow, i, j, P, causal, left, right);
       all_masked &= b == -INFINITY;
       scores[r * S + j] = (float)(mode >= 0 && mode <= 1 ? s : s + b);
       if (s + b > m) m = s + b;
     }
+    const double m0 = m == -INFINITY ? 0.0 : m;
     for (int64_t c = 0; c < Dv; c++) o[c] = 0.0f;
+    for (int64_t j = 0; j < S && !all_masked; j++)
+      sum += exp(ref_score(q, k, i, h, g, j, H, KV, D, scale, softcap) +
+                 masked_bias(brow, i, j, P, causal, left, right) - m0);
     for (int64_t j = 0; j < S && !all_masked; j++) {
-      double s = 0.0;
-      for (int64_t c = 0; c < D; c++)
-        s += (double)q[i * H * D + h * D + c] * k[j * KV * D + g * D + c];
-      s *= scale;
-      if (softcap > 0.0f) s = softcap * tanh(s / softcap);
-      sum += exp(s + masked_bias(brow, i, j, P, causal, left, right) - (m == -INFINITY ? 0 : m));
-    }
-    for (int64_t j = 0; j < S && !all_masked; j++) {
-      double s = 0.0;
-      for (int64_t c = 0; c < D; c++)
-        s += (double)q[i * H * D + h * D + c] * k[j * KV * D + g * D + c];
-      s *= scale;
-      if (softcap > 0.0f) s = softcap * tanh(s / softcap);
-      const double p =
-          exp(s + masked_bias(brow, i, j, P, causal, left, right) - (m == -INFINITY ? 0 : m)) /
-          (sum == 0.0 ? 1.0 : sum);
+      const double p = exp(ref_score(q, k, i, h, g, j, H, KV, D, scale, softcap) +
+                           masked_bias(brow, i, j, P, causal, left, right) - m0) /
+                       (sum == 0.0 ? 1.0 : sum);
       if (mode == 3 || mode < 0) scores[r * S + j] = (float)p;
       for (int64_t c = 0; c < Dv; c++) o[c] += (float)(p * v[j * KV * Dv + g * Dv + c]);
     }
