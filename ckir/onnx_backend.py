@@ -15,7 +15,7 @@ a shared library of the C runtime (built once, cached by
     Softmax            -> softmax_f32 (the axis moved last)
     LayerNormalization -> layernorm_f32 over the dims from ``axis``
     RMSNormalization   -> rmsnorm_f32 over the dims from ``axis``
-    Gelu (tanh)        -> gelu_tanh_f32
+    Gelu               -> gelu_tanh_f32 (approximate "tanh"), gelu_erf_f32 ("none")
     RotaryEmbedding    -> embed_f32 (cos/sin rows of position_ids), mul_f32, add_f32,
                           mul_scalar_f32 on the rotated halves
     Attention          -> attention_ext_f32 (causal: one call per batch and head group
@@ -295,6 +295,76 @@ def _heads(a: np.ndarray, n: int) -> np.ndarray:
     return a.reshape(b, s, n, nd // n).transpose(0, 2, 1, 3)
 
 
+def _needs_bias_kernel(node: ox.NodeOp, given: Sequence[bool], n_outputs: int) -> bool:
+    """Whether an Attention node runs on ``attention_bias_f32``: it has an attn_mask or
+    nonpad_kv_seqlen (``given``: which inputs are present), a window, or asks for
+    qk_matmul_output (V heads of another size go there too: :func:`_attention`)."""
+    given = [*given, *[False] * 7]
+    win = [int(node.attr(w, -1)) for w in ("left_window_size", "right_window_size")]  # type: ignore[arg-type]
+    return given[3] or given[6] or n_outputs > 3 or win != [-1, -1]
+
+
+def _attention_masked(
+    node: ox.NodeOp, q4: np.ndarray, k4: np.ndarray, v4: np.ndarray, args: list[np.ndarray | None]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``attention_bias_f32`` once per batch entry: (Y as [B, T, H*Dv], qk_matmul_output
+    as [B, H, T, S]).  The mask is padded to S keys (False / -inf), a boolean one turned
+    into 0 / -inf, and broadcast to [H, T, S]; the causal and window masks are the
+    kernel's, aligned after the past (or at nonpad_kv_seqlen - T)."""
+    mask = args[3] if len(args) > 3 else None
+    nonpad = args[6] if len(args) > 6 else None
+    b, h, t, d = q4.shape
+    kv, s, dv = k4.shape[1], k4.shape[2], v4.shape[3]
+    past = args[4].shape[2] if len(args) > 4 and args[4] is not None else 0
+    if mask is not None and mask.shape[-1] < s:
+        pad = [(0, 0)] * (mask.ndim - 1) + [(0, s - mask.shape[-1])]
+        mask = np.pad(mask, pad, constant_values=False if mask.dtype == np.bool_ else -np.inf)
+    if mask is not None and mask.dtype == np.bool_:
+        mask = np.where(mask, np.float32(0), np.float32(-np.inf))
+    bias = np.broadcast_to(
+        np.zeros((), np.float32) if mask is None else mask.astype(np.float32), (b, h, t, s)
+    )
+    scale = node.attr("scale")
+    prm: dict[str, float] = {
+        "H": h,
+        "KV": kv,
+        "D": d,
+        "Dv": dv,
+        "scale": float(scale) if scale is not None else 1.0 / math.sqrt(d),  # type: ignore[arg-type]
+        "softcap": float(node.attr("softcap", 0.0)),  # type: ignore[arg-type]
+        "causal": int(bool(node.attr("is_causal", 0))),
+        "left": int(node.attr("left_window_size", -1)),  # type: ignore[arg-type]
+        "right": int(node.attr("right_window_size", -1)),  # type: ignore[arg-type]
+        "mode": int(node.attr("qk_matmul_output_mode", 0)),  # type: ignore[arg-type]
+    }
+    y = np.zeros((b, t, h * dv), np.float32)
+    qk = np.zeros((b, h, t, s), np.float32)
+    for i in range(b):
+        n = int(nonpad[i]) if nonpad is not None else s  # keys past nonpad_kv_seqlen: padding
+        p = n - t if nonpad is not None else past
+        if n <= 0:
+            continue  # no key: every row fully masked, Y = 0
+        qt = _f32(q4[i].transpose(1, 0, 2).reshape(t, h * d))
+        kc = _f32(k4[i, :, :n].transpose(1, 0, 2).reshape(n, kv * d))
+        vc = _f32(v4[i, :, :n].transpose(1, 0, 2).reshape(n, kv * dv))
+        scores = np.empty((h, t, n), np.float32)
+        kernels().call(
+            "attention_bias_f32",
+            qt,
+            kc,
+            vc,
+            _f32(bias[i, :, :, :n]),
+            y[i],
+            scores,
+            T=t,
+            S=n,
+            P=p,
+            **prm,
+        )
+        qk[i, :, :, :n] = scores
+    return y, qk
+
+
 def _attention(node: ox.NodeOp, args: list[np.ndarray | None]) -> list[np.ndarray | None]:
     q, k, v = args[0], args[1], args[2]
     assert q is not None and k is not None and v is not None
@@ -306,6 +376,17 @@ def _attention(node: ox.NodeOp, args: list[np.ndarray | None]) -> list[np.ndarra
     if past_k is not None and past_v is not None:
         k4 = np.concatenate([past_k, k4], axis=2)
         v4 = np.concatenate([past_v, v4], axis=2)
+    given = [a is not None for a in args]
+    if _needs_bias_kernel(node, given, len(node.results)) or v4.shape[3] != q4.shape[3]:
+        if q4.shape[1] % k4.shape[1]:
+            raise Unsupported(
+                f"{node.label}: {q4.shape[1]} query heads is not a multiple of {k4.shape[1]}"
+            )
+        y, qk = _attention_masked(node, q4, k4, v4, args)
+        b, t = y.shape[:2]
+        h, dv = q4.shape[1], v4.shape[3]
+        out = y.reshape(b, t, h, dv).transpose(0, 2, 1, 3) if q.ndim == 4 else y
+        return [out, k4, v4, qk]
     b, h, t, d = q4.shape
     kv, s = k4.shape[1], k4.shape[2]
     if h % kv:
@@ -341,7 +422,9 @@ SUPPORTED_OPS: dict[
     "Add": lambda n, a: [_binary("add", a[0], a[1])],  # type: ignore[arg-type]
     "Mul": lambda n, a: [_binary("mul", a[0], a[1])],  # type: ignore[arg-type]
     "Relu": _unary("relu_f32"),
-    "Gelu": _unary("gelu_tanh_f32"),
+    "Gelu": lambda n, a: _unary(
+        "gelu_tanh_f32" if n.attr("approximate", "none") == "tanh" else "gelu_erf_f32"
+    )(n, a),
     "Softmax": _softmax,
     "LayerNormalization": _norm("layernorm"),
     "RMSNormalization": _norm("rmsnorm"),
@@ -369,15 +452,9 @@ def _refuse(node: ox.NodeOp, opset: int, why: str) -> Unsupported:
 
 def _check_attention(node: ox.NodeOp, opset: int, n_outputs: int, absent: set[int]) -> None:
     n_in = len(node.args) + len(absent)
-    if 3 not in absent and n_in > 3:
-        raise _refuse(node, opset, "attn_mask: ckir's attention is causal or full, no mask input")
-    if n_in > 6 and 6 not in absent:
-        raise _refuse(node, opset, "nonpad_kv_seqlen (an external padded cache) is not supported")
-    if n_outputs > 3:
-        raise _refuse(node, opset, "qk_matmul_output: the attention kernel does not write scores")
-    for w in ("left_window_size", "right_window_size"):
-        if int(node.attr(w, -1)) != -1:  # type: ignore[arg-type]
-            raise _refuse(node, opset, f"{w}: sliding windows are not supported")
+    given = [i < n_in and i not in absent for i in range(7)]
+    if given[6] and n_outputs > 3:
+        raise _refuse(node, opset, "nonpad_kv_seqlen with qk_matmul_output is not supported")
     q, k, v = (_shape(x) for x in node.args[:3])
     if q is None or k is None or v is None:
         raise _refuse(node, opset, "Q, K and V need static shapes")
@@ -388,11 +465,9 @@ def _check_attention(node: ox.NodeOp, opset: int, n_outputs: int, absent: set[in
         if len(q) == 4
         else (q[2] // max(hq, 1), k[2] // max(hkv, 1), v[2] // max(hkv, 1))
     )
-    if not dq == dk == dv:
-        raise _refuse(
-            node, opset, f"head sizes Q {dq}, K {dk}, V {dv}: ckir's attention has one head_dim"
-        )
-    if dq > 256:
+    if dq != dk:
+        raise _refuse(node, opset, f"head sizes Q {dq}, K {dk}: q.k needs one head size")
+    if dq > 256 and dq == dv and not _needs_bias_kernel(node, given, n_outputs):
         raise _refuse(node, opset, f"head size {dq} > 256")
 
 
@@ -408,12 +483,16 @@ def check_node(node: ox.NodeOp, opset: int, n_outputs: int, elems: Mapping[SSAVa
     types = {elems.get(v, "float") for i, v in enumerate(node.args)}
     if kind == "RotaryEmbedding" and len(node.args) > 3:
         types = {elems.get(v, "float") for v in node.args[:3]}
+    if kind == "Attention":  # the mask may be bool or float16, nonpad_kv_seqlen int64
+        present = [i for i in range(len(node.args) + len(absent)) if i not in absent]
+        data = {present[i]: v for i, v in enumerate(node.args)}
+        types = {elems.get(v, "float") for i, v in data.items() if i in (0, 1, 2, 4, 5)}
     if types != {"float"}:
         raise _refuse(
             node, opset, f"element type {'/'.join(sorted(types))}: ckir's kernels are float32"
         )
-    if kind == "Gelu" and node.attr("approximate", "none") != "tanh":
-        raise _refuse(node, opset, 'approximate = "none" (erf GELU): ckir has only the tanh kernel')
+    if kind == "Gelu" and node.attr("approximate", "none") not in ("none", "tanh"):
+        raise _refuse(node, opset, f"approximate = {node.attr('approximate')!r}")
     if kind in ("LayerNormalization", "RMSNormalization") and node.attr("stash_type", 1) != 1:
         raise _refuse(node, opset, "stash_type other than float32")
 

@@ -484,6 +484,11 @@ KERNEL_ONLY_OPS: frozenset[str] = frozenset(
         # rope with per-pair frequency divisors (rope_type longrope; their own kernels)
         "rope_ext",
         "rope_ext_bwd",
+        # gelu with approximate = "none" (erf; its own kernels)
+        "gelu_erf",
+        "gelu_erf_bwd",
+        # attention with an additive bias [H, T, S] (the ONNX backend's attn_mask)
+        "attention_bias",
     }
 )
 #: every ``op`` a registry kernel may implement

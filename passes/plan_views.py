@@ -60,6 +60,7 @@ ALIASABLE: dict[str, tuple[str, tuple[str, ...]]] = {
     "swiglu": ("out", ("gate", "up")),
     "geglu": ("out", ("gate", "up")),
     "gelu": ("out", ("x",)),
+    "gelu_erf": ("out", ("x",)),
     "relu": ("out", ("x",)),
     "mul_scalar": ("out", ("x",)),
     "softcap": ("out", ("x",)),

@@ -14,7 +14,6 @@ import pytest
 from xdsl.context import Context
 
 from ckir.dialects import graph as g
-from ckir.errors import CkirError
 from ckir.ir_io import parse_module, print_module
 from ckir.passes.lower_backward import LowerBackwardPass
 from ckir.passes.lower_prefill import LowerPrefillPass
@@ -60,9 +59,13 @@ def test_forward_and_gradient_share_norm_params(monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.parametrize("mode", ["prefill", "backward"])
 def test_gelu_approximation_checked_once(mode: str) -> None:
-    """gelu without the tanh approximation is refused alike by the forward and the gradient."""
+    """The forward and the gradient pick the kernels of the same approximation (gelu_kind):
+    erf for approximate = "none", tanh otherwise."""
     text = (INPUTS / "tiny_gpt2.mlir").read_text()
     assert 'approximate = "tanh"' in text
-    text = text.replace('approximate = "tanh"', 'approximate = "none"')
-    with pytest.raises(CkirError, match='only approximate = "tanh" has a kernel'):
-        _lower(text, mode)
+    tanh = _lower(text, mode)
+    erf = _lower(text.replace('approximate = "tanh"', 'approximate = "none"'), mode)
+    assert "@gelu_tanh_f32(" in tanh and "gelu_erf" not in tanh
+    assert "@gelu_erf_f32(" in erf and "gelu_tanh" not in erf
+    if mode == "backward":
+        assert "@gelu_tanh_bwd_f32(" in tanh and "@gelu_erf_bwd_f32(" in erf

@@ -257,7 +257,7 @@ def _edited(src: Path, dst: Path, **changes: object) -> Path:
             {"rope_parameters": {"rope_type": "linear", "factor": 2.0}},
             "RoPE scaling .* is not supported yet",
         ),
-        ("starcoder2", {"hidden_act": "gelu"}, "supports only gelu_pytorch_tanh"),
+        ("starcoder2", {"hidden_act": "relu"}, "supports only gelu_pytorch_tanh, gelu_new, gelu"),
         ("phi_mha", {"qk_layernorm": True}, "qk_layernorm is true"),
         ("phi_mha", {"tie_word_embeddings": True}, "lm_head has a bias of its own"),
         (

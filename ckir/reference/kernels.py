@@ -37,6 +37,19 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
 
 
+_ERFC = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def gelu_erf(x: np.ndarray) -> np.ndarray:
+    """0.5 x (1 + erf(x / sqrt 2)) (transformers' gelu), as x erfc(-x / sqrt 2) / 2."""
+    return 0.5 * x * _ERFC(-x / math.sqrt(2.0))
+
+
+def gelu_erf_grad(x: np.ndarray) -> np.ndarray:
+    """d/dx of :func:`gelu_erf`: Phi(x) + x phi(x)."""
+    return 0.5 * _ERFC(-x / math.sqrt(2.0)) + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+
+
 def silu_mul(g: np.ndarray, u: np.ndarray) -> np.ndarray:
     """silu(g) * u = g / (1 + e^-g) * u (SwiGLU)."""
     return g / (1.0 + np.exp(-g)) * u
@@ -79,6 +92,48 @@ def attention_oracle(
             e = np.exp(s - s.max())
             out[t, h * D : (h + 1) * D] = (e / e.sum()) @ v
     return out
+
+
+def attention_bias_oracle(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    bias: np.ndarray,
+    p: Mapping[str, int | float],
+) -> tuple[np.ndarray, np.ndarray]:
+    """``attention_bias_f32`` in float64: (out [T, H*Dv], scores [H, T, S] of ``mode``).
+
+    q [T, H*D], k [S, KV*D], v [S, KV*Dv], bias [H, T, S]; the mask adds -inf where
+    ``causal`` and j > i + P, and outside a ``left`` / ``right`` window (-1: none) of
+    i + P; a row whose bias is -inf everywhere gives out 0 and probabilities 0 (ONNX)."""
+    T, S, H, KV, D, Dv, P = (int(p[n]) for n in ("T", "S", "H", "KV", "D", "Dv", "P"))
+    causal, left, right, mode = (int(p[n]) for n in ("causal", "left", "right", "mode"))
+    scale, cap = float(p["scale"]), float(p["softcap"])
+    q4 = np.asarray(q, F64).reshape(T, H, D).transpose(1, 0, 2)
+    rep = H // KV
+    k4 = np.repeat(np.asarray(k, F64).reshape(S, KV, D).transpose(1, 0, 2), rep, axis=0)
+    v4 = np.repeat(np.asarray(v, F64).reshape(S, KV, Dv).transpose(1, 0, 2), rep, axis=0)
+    s = scale * q4 @ k4.transpose(0, 2, 1)
+    if cap > 0:
+        s = cap * np.tanh(s / cap)
+    diff = np.arange(T)[:, None] + P - np.arange(S)[None, :]
+    allowed = np.ones((T, S), bool)
+    if causal:
+        allowed &= diff >= 0
+    if left >= 0:
+        allowed &= diff <= left
+    if right >= 0:
+        allowed &= -diff <= right
+    b = np.where(allowed, np.asarray(bias, F64).reshape(H, T, S), -np.inf)
+    z = s + b
+    dead = np.isneginf(b.max(axis=-1, keepdims=True))
+    m = np.where(np.isneginf(z.max(axis=-1, keepdims=True)), 0.0, z.max(axis=-1, keepdims=True))
+    e = np.exp(z - m)
+    total = e.sum(axis=-1, keepdims=True)
+    prob = np.where(dead, 0.0, e / np.where(total == 0, 1.0, total))
+    out = (prob @ v4).transpose(1, 0, 2).reshape(T, H * Dv)
+    scores = {0: s, 1: s, 2: z, 3: prob}.get(mode, prob)
+    return out, scores
 
 
 def rope_inv_freq(
@@ -391,6 +446,18 @@ def _attention(ops: Operands, p: Params) -> Outputs:
     return {"out": out.reshape(-1)}
 
 
+def _attention_bias(ops: Operands, p: Params) -> Outputs:
+    T, S, H, KV, D, Dv = (_int(p, s) for s in ("T", "S", "H", "KV", "D", "Dv"))
+    args = [
+        ops["q"][: T * H * D],
+        ops["k"][: S * KV * D],
+        ops["v"][: S * KV * Dv],
+        ops["bias"][: H * T * S],
+    ]
+    out, scores = attention_bias_oracle(*args, p)  # type: ignore[arg-type]
+    return {"out": out.reshape(-1), "scores": scores.reshape(-1)}
+
+
 def _elementwise(
     f: Callable[..., np.ndarray], *names: str
 ) -> Callable[[Operands, Params], Outputs]:
@@ -578,6 +645,7 @@ REFERENCE: dict[str, Callable[[Operands, Params], Outputs]] = {
     "kv_store": _kv_store,
     "attention": _attention,
     "attention_ext": _attention,
+    "attention_bias": _attention_bias,
     "add": _elementwise(lambda a, b, p: a + b, "a", "b"),
     "mul": _elementwise(lambda a, b, p: a * b, "a", "b"),
     "mul_scalar": _elementwise(lambda x, p: x * float(p["s"]), "x"),
@@ -600,6 +668,8 @@ REFERENCE: dict[str, Callable[[Operands, Params], Outputs]] = {
     "swiglu_bwd": _gated_bwd(_silu, _silu_grad),
     "geglu_bwd": _gated_bwd(gelu_tanh, gelu_tanh_grad),
     "gelu_bwd": _unary_bwd(lambda x, p: gelu_tanh_grad(x)),
+    "gelu_erf": _elementwise(lambda x, p: gelu_erf(x), "x"),
+    "gelu_erf_bwd": _unary_bwd(lambda x, p: gelu_erf_grad(x)),
     "softcap_bwd": _unary_bwd(lambda x, p: 1.0 - np.tanh(x / float(p["cap"])) ** 2),
     "attention_ext_bwd": _attention_bwd,
     "rmsnorm_offset_bwd": _rmsnorm_bwd,

@@ -50,6 +50,7 @@ from ckir.passes.lowering.kernels import (
 from ckir.passes.lowering.op_params import (
     attention_is_plain,
     elementwise_dims_params,
+    gelu_kind,
     logits_params,
     norm_offset,
     op_params,
@@ -323,6 +324,11 @@ def _unary(kind: str) -> Rule:
     return rule
 
 
+def _gelu(b: GradientBuilder, op: g.ComputeOp) -> None:
+    """gelu: the backward kernel of the forward's approximation (tanh or erf)."""
+    _unary(f"{gelu_kind(op)}_bwd")(b, op)
+
+
 def _gated(kind: str) -> Rule:
     def rule(b: GradientBuilder, op: g.ComputeOp) -> None:
         """y = act(gate) * up (swiglu, geglu): dgate, dup from gate, up and dy."""
@@ -364,7 +370,7 @@ RULES: Mapping[str, Rule] = {
     "rope": _rope,
     "attention": _attention,
     "swiglu": _gated("swiglu_bwd"),
-    "gelu": _unary("gelu_bwd"),
+    "gelu": _gelu,
     "add": _add,
     "geglu": _gated("geglu_bwd"),
     "mul_scalar": _mul_scalar,

@@ -92,10 +92,13 @@ def elementwise_params(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dic
     return elementwise_dims_params(ctx, tensor_dims(op.results[0]), where)
 
 
+def gelu_kind(op: g.ComputeOp) -> str:
+    """The kernel kind of a graph.gelu: ``gelu`` (tanh), ``gelu_erf`` (approximate "none")."""
+    return "gelu_erf" if getattr(_attr(op, "approximate"), "data", "tanh") == "none" else "gelu"
+
+
 def _gelu(ctx: LoweringContext, op: g.ComputeOp, where: str) -> dict[str, ParamValue]:
-    """gelu: elementwise; only the tanh approximation has kernels."""
-    if getattr(_attr(op, "approximate"), "data", "tanh") != "tanh":
-        raise CkirError(f'{where}: only approximate = "tanh" has a kernel')
+    """gelu: elementwise (the tanh and the erf kernels take the same n)."""
     return elementwise_params(ctx, op, where)
 
 

@@ -34,7 +34,13 @@ from ckir.dialects import lowered as lw
 from ckir.errors import CkirError
 from ckir.passes.lowering.context import LoweringContext
 from ckir.passes.lowering.kernels import ParamValue, kernel_call
-from ckir.passes.lowering.op_params import PARAMS, attention_is_plain, norm_offset, op_params
+from ckir.passes.lowering.op_params import (
+    PARAMS,
+    attention_is_plain,
+    gelu_kind,
+    norm_offset,
+    op_params,
+)
 from ckir.vocab import GRAPH_OPS
 
 
@@ -148,6 +154,17 @@ class LowerHeadRMSNorm(LowerRMSNorm):
     kind = "head_rmsnorm"
 
 
+class LowerGelu(GraphOpLowering):
+    """gelu calls the ``gelu_erf`` kernels when ``approximate = "none"``, else the tanh ones."""
+
+    kind = "gelu"
+
+    def lower(self, op: Operation) -> list[Operation]:
+        assert isinstance(op, g.ComputeOp)
+        ins, outs = [self.ctx.buffer(op.operands[0])], [self.ctx.buffer(op.results[0])]
+        return [self.call(op, gelu_kind(op), ins, outs, self.params(op))]
+
+
 class LowerAttention(GraphOpLowering):
     """attention(q, k, v) -> kv_store into the layer's KV cache, then attention over it.
 
@@ -222,6 +239,7 @@ _HAND_WRITTEN: tuple[type[GraphOpLowering], ...] = (
     LowerAttention,
     LowerRMSNorm,
     LowerHeadRMSNorm,
+    LowerGelu,
 )
 #: one pattern per graph op kind that has kernel parameters (:mod:`op_params`): the
 #: hand-written ones above, and the default one-call pattern for every other kind

@@ -136,6 +136,9 @@ long ckir_runtime_amx_calls(void);
 /* gelu_tanh_f32: GPT-2 "gelu_new": out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)));
  * out may alias x. */
 
+/* gelu_erf_f32: transformers' "gelu": out = 0.5 x (1 + erf(x / sqrt 2)) (kernels/gelu_erf.c,
+ * about 3e-7 relative); out may alias x. */
+
 /* add_f32: out[i] = a[i] + b[i]; out may alias a or b. */
 
 /* relu_f32: out[i] = max(x[i], 0); out may alias x. */
