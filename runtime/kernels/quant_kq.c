@@ -445,9 +445,10 @@ CKIR_INLINE void q6_k_row256(const uint8_t *row, int64_t nb, const kq_act *s, in
 #endif
 
 /* ---- rows: AVX-512 (BW + VL) --------------------------------------------------
- * 64 weights per zmm: the unsigned q bytes meet a by vpmaddubsw (int16 pairs) and
- * the sub-blocks' integer scales by vpmaddwd (a vpdpbusd would need a vpmulld for
- * the scales: no fewer instructions), the super-block's int32 lanes are converted
+ * 64 weights per zmm: with AVX512-VNNI the unsigned q bytes meet a by vpdpbusd (int32
+ * sums of 4), two such runs are packed to words and meet the sub-blocks' integer scales
+ * by one vpdpwssd (kq_dot2_vnni); without it by vpmaddubsw (int16 pairs) then vpmaddwd;
+ * the super-block's int32 lanes are converted
  * and scaled by d * d_x into an fp32 accumulator, the min (q6_k: -32) term is
  * accumulated apart; one reduction per row.  q4_k / q5_k read a permuted
  * (kq_prepare). */
