@@ -240,9 +240,11 @@ static kq_act kq_prepare(const float *x, int64_t K, uint8_t *buf, int perm, int 
 
 /* prefetch the super-block of `bytes` at p (the same column pfd bytes, a few rows,
  * further on): a line every 64 bytes; the line of its last byte is the next block's
- * first (rows are contiguous) */
+ * first (rows are contiguous).  Into L2 (prefetcht1), not L1: streamed from DRAM, one
+ * thread, a decode step of 135M-class K-quant matrices took 0.86 (q4_k), 0.92 (q5_k),
+ * 0.74 (q6_k) of the time it took with prefetcht0 (paired; docs/performance-log.md) */
 CKIR_INLINE void kq_prefetch(const uint8_t *p, int64_t bytes) {
-  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
 }
 
 /* ---- super-block dot products: scalar -------------------------------------- */
