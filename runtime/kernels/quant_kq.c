@@ -588,15 +588,16 @@ CKIR_INLINE void q6_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const 
   }
   /* 128-bit lane k of lo covers sub-block 8h + k, of hi 8h + 4 + k: every lane holds
    * sc[8h .. 8h + 8) as int16, a vpshufb picks word k (lo) or 4 + k (hi) */
+#if defined(__AVX512VNNI__)
+  static const int pk_lo[4] = {0, 1, 2, 3}, pk_hi[4] = {4, 5, 6, 7};
+  const __m512i ctl_pk = kq_pack_ctl(pk_lo, pk_hi);
+#else
   const __m512i ctl_lo = _mm512_inserti64x4(
       _mm512_castsi256_si512(_mm256_set_m128i(_mm512_castsi512_si128(kq_word_ctl(1)),
                                               _mm512_castsi512_si128(kq_word_ctl(0)))),
       _mm256_set_m128i(_mm512_castsi512_si128(kq_word_ctl(3)), _mm512_castsi512_si128(kq_word_ctl(2))),
       1);
   const __m512i ctl_hi = _mm512_add_epi8(ctl_lo, _mm512_set1_epi8(8));
-#if defined(__AVX512VNNI__)
-  static const int pk_lo[4] = {0, 1, 2, 3}, pk_hi[4] = {4, 5, 6, 7};
-  const __m512i ctl_pk = kq_pack_ctl(pk_lo, pk_hi);
 #endif
   for (int64_t b = 0; b < nb; b++)
     for (int r = 0; r < R; r++) {
@@ -604,7 +605,10 @@ CKIR_INLINE void q6_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const 
       kq_prefetch(p + pfd, CKIR_Q6_K_BYTES);
       const int8_t *sc = (const int8_t *)(p + 192);
       const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-      __m512i lo[2], hi[2], s_lo[2], s_hi[2];
+      __m512i lo[2], hi[2], s_lo[2];
+#if !defined(__AVX512VNNI__)
+      __m512i s_hi[2];
+#endif
       for (int h = 0; h < 2; h++) { /* elements 128h .. 128h + 127: sub-blocks 8h .. 8h + 7 */
         const __m512i v = _mm512_loadu_si512((const void *)(p + 64 * h));
         const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
@@ -620,7 +624,6 @@ CKIR_INLINE void q6_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const 
 #if defined(__AVX512VNNI__)
         /* kq_dot2_vnni's words: lane k, sub-block 8h + k (lo) then 8h + 4 + k (hi) */
         s_lo[h] = _mm512_shuffle_epi8(sch, ctl_pk);
-        s_hi[h] = s_lo[h];
 #else
         s_lo[h] = _mm512_shuffle_epi8(sch, ctl_lo);
         s_hi[h] = _mm512_shuffle_epi8(sch, ctl_hi);
