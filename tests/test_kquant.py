@@ -191,6 +191,40 @@ def test_gemv(lib, dtype: str, n: int, k: int) -> None:
     assert np.all(np.abs(y1 - y2) <= 2e-6 * scale + 1e-30)
 
 
+def extreme_blocks(dtype: str, rows: int, nb: int, sc_byte: int) -> np.ndarray:
+    """Super-blocks whose every level is the largest (q4_k 15, q5_k 31, q6_k 63) and every
+    scale byte is sc_byte, f16 d = 1 and dmin = 0.5: the largest integer sums the kernels
+    form (q6_k: 4 * 63 * 127 = 32004 in a 4-product sum, just under int16's limit)."""
+    nbytes = kquant.KQUANT_BYTES[dtype]
+    raw = np.full((rows * nb, nbytes), 0xFF, np.uint8)
+    off, count = kquant.KQUANT_F16[dtype]
+    halves = np.array([1.0, 0.5][:count], np.float16).view(np.uint8)
+    raw[:, off : off + 2 * count] = halves
+    if dtype == "q6_k":
+        raw[:, 192:208] = sc_byte
+    else:
+        raw[:, 4:16] = sc_byte
+    return raw.reshape(rows, nb * nbytes)
+
+
+@pytest.mark.parametrize("dtype", list(KTYPES))
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_gemv_extreme_levels(lib, dtype: str, sign: float) -> None:
+    """Every level and scale at its largest against |a| = 127 everywhere: no int16 pack or
+    pair product of the SIMD rows saturates (q6_k's scale also at -128)."""
+    n, k = 3, 512
+    for sc_byte in (0xFF, 0x80) if dtype == "q6_k" else (0xFF,):
+        wq = extreme_blocks(dtype, n, k // 256, sc_byte)
+        x = np.full(k, sign, F32)
+        emu, scale = emulate_gemv(x, wq, dtype)
+        for threads in (1, 2):
+            lib.set_num_threads(threads)
+            for run in (lib.call, lib.ref):
+                y = np.zeros(n, F32)
+                run(f"gemv_{dtype}", x, wq, y, n, k)
+                assert np.all(np.abs(y - emu) <= 1e-5 * scale), (run, threads, sc_byte, y, emu)
+
+
 @pytest.fixture(params=["int8", "fp32"])
 def kq_x(request: pytest.FixtureRequest, lib):
     """The x of gemm_<k>: int8 (Q8_K rows, every SIMD build by default) or fp32

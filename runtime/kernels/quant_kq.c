@@ -240,9 +240,11 @@ static kq_act kq_prepare(const float *x, int64_t K, uint8_t *buf, int perm, int 
 
 /* prefetch the super-block of `bytes` at p (the same column pfd bytes, a few rows,
  * further on): a line every 64 bytes; the line of its last byte is the next block's
- * first (rows are contiguous) */
+ * first (rows are contiguous).  Into L2 (prefetcht1), not L1: streamed from DRAM, one
+ * thread, a decode step of 135M-class K-quant matrices took 0.86 (q4_k), 0.92 (q5_k),
+ * 0.74 (q6_k) of the time it took with prefetcht0 (paired; docs/performance-log.md) */
 CKIR_INLINE void kq_prefetch(const uint8_t *p, int64_t bytes) {
-  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
 }
 
 /* ---- super-block dot products: scalar -------------------------------------- */
@@ -445,9 +447,10 @@ CKIR_INLINE void q6_k_row256(const uint8_t *row, int64_t nb, const kq_act *s, in
 #endif
 
 /* ---- rows: AVX-512 (BW + VL) --------------------------------------------------
- * 64 weights per zmm: the unsigned q bytes meet a by vpmaddubsw (int16 pairs) and
- * the sub-blocks' integer scales by vpmaddwd (a vpdpbusd would need a vpmulld for
- * the scales: no fewer instructions), the super-block's int32 lanes are converted
+ * 64 weights per zmm: with AVX512-VNNI the unsigned q bytes meet a by vpdpbusd (int32
+ * sums of 4), two such runs are packed to words and meet the sub-blocks' integer scales
+ * by one vpdpwssd (kq_dot2_vnni); without it by vpmaddubsw (int16 pairs) then vpmaddwd;
+ * the super-block's int32 lanes are converted
  * and scaled by d * d_x into an fp32 accumulator, the min (q6_k: -32) term is
  * accumulated apart; one reduction per row.  q4_k / q5_k read a permuted
  * (kq_prepare). */
@@ -461,17 +464,38 @@ CKIR_INLINE __m512i kq_sc2(__m512i sc16, int j0, int j1) {
   return _mm512_shuffle_epi8(sc16, ctl);
 }
 
-/* acc + the int32 lanes of (q . a) pairs times scale: vpmaddubsw, then vpdpwssd
- * (AVX512-VNNI: the vpmaddwd and the add in one) or vpmaddwd + vpaddd; the same exact
- * integers either way (vpdpwssd does not saturate) */
+#if defined(__AVX512VNNI__)
+/* AVX512-VNNI: two runs of 64 q bytes (q0 against a0, q1 against a1) in 6 instructions
+ * of which 4 multiply (the multiplier ports bound these loops): a vpdpbusd each gives
+ * int32 sums of 4 q a (at most 4 * 63 * 127 = 32004: int16 without saturation), one
+ * vpackssdw packs both to words (128-bit lane k: q0's 4 dwords of lane k, then q1's),
+ * and one vpdpwssd multiplies the words by their sub-blocks' scales (`scale`, laid out
+ * as the pack lays the words) and adds the pairs to acc: the same exact integers as
+ * vpmaddubsw + vpmaddwd (which need 4 multiplications for 2 runs) */
+CKIR_INLINE __m512i kq_dot2_vnni(__m512i acc, __m512i q0, const int8_t *a0, __m512i q1,
+                                 const int8_t *a1, __m512i scale) {
+  const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q0, _mm512_loadu_si512((const void *)a0));
+  const __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q1, _mm512_loadu_si512((const void *)a1));
+  return _mm512_dpwssd_epi32(acc, _mm512_packs_epi32(p0, p1), scale);
+}
+/* vpshufb control: in 128-bit lane k (k < 4), words 0..3 pick int16 word lo[k] and words
+ * 4..7 word hi[k] of that lane (the scales of kq_dot2_vnni's two runs) */
+CKIR_INLINE __m512i kq_pack_ctl(const int lo[4], const int hi[4]) {
+  int64_t q[8];
+  for (int k = 0; k < 4; k++) {
+    q[2 * k] = (int64_t)(0x0001000100010001ull * (uint16_t)KQ_WORD(lo[k]));
+    q[2 * k + 1] = (int64_t)(0x0001000100010001ull * (uint16_t)KQ_WORD(hi[k]));
+  }
+  return _mm512_loadu_si512((const void *)q);
+}
+#else
+/* acc + the int32 lanes of (q . a) pairs times scale: vpmaddubsw, then vpmaddwd +
+ * vpaddd */
 CKIR_INLINE __m512i kq_dot512(__m512i acc, __m512i q, const int8_t *a, __m512i scale) {
   const __m512i pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512((const void *)a));
-#if defined(__AVX512VNNI__)
-  return _mm512_dpwssd_epi32(acc, pairs, scale);
-#else
   return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, scale));
-#endif
 }
+#endif
 
 /* q4_k (q5 = 0) and q5_k (q5 = 1): R rows of w (rb bytes apart) against X rows of x
  * (s[0 .. X)), out[r * X + i] = row r . x row i.  Each super-block of a row is unpacked
@@ -488,6 +512,11 @@ CKIR_INLINE void q45_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const
     acc[i] = _mm512_setzero_ps();
     accm[i] = _mm256_setzero_ps();
   }
+#if defined(__AVX512VNNI__)
+  static const int lo0[4] = {0, 0, 2, 2}, hi0[4] = {1, 1, 3, 3};
+  static const int lo1[4] = {4, 4, 6, 6}, hi1[4] = {5, 5, 7, 7};
+  const __m512i ctl0 = kq_pack_ctl(lo0, hi0), ctl1 = kq_pack_ctl(lo1, hi1);
+#endif
   for (int64_t b = 0; b < nb; b++)
     for (int r = 0; r < R; r++) {
       const uint8_t *p = row + r * rb + b * bytes;
@@ -513,12 +542,21 @@ CKIR_INLINE void q45_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const
           lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(hl, one), 4));
           hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(hh, one), 4));
         }
+#if defined(__AVX512VNNI__)
+        /* lanes 0, 1 of lo are sub-block 4h, of hi 4h + 1; lanes 2, 3: 4h + 2, 4h + 3 */
+        const __m512i sv = _mm512_shuffle_epi8(sc16, h ? ctl1 : ctl0);
+        for (int i = 0; i < X; i++) {
+          const int8_t *a = s[i].a + b * QKK + 128 * h;
+          isum[i] = kq_dot2_vnni(isum[i], lo, a, hi, a + 64, sv);
+        }
+#else
         const __m512i s_lo = kq_sc2(sc16, 4 * h, 4 * h + 2), s_hi = kq_sc2(sc16, 4 * h + 1, 4 * h + 3);
         for (int i = 0; i < X; i++) {
           const int8_t *a = s[i].a + b * QKK + 128 * h;
           isum[i] = kq_dot512(isum[i], lo, a, s_lo);
           isum[i] = kq_dot512(isum[i], hi, a + 64, s_hi);
         }
+#endif
       }
       /* d and dmin from one vcvtph2ps, spread once; per row of x one product each with
        * d_x (a broadcast load): d d_x and dmin d_x, as the scalar code rounds them */
@@ -550,19 +588,27 @@ CKIR_INLINE void q6_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const 
   }
   /* 128-bit lane k of lo covers sub-block 8h + k, of hi 8h + 4 + k: every lane holds
    * sc[8h .. 8h + 8) as int16, a vpshufb picks word k (lo) or 4 + k (hi) */
+#if defined(__AVX512VNNI__)
+  static const int pk_lo[4] = {0, 1, 2, 3}, pk_hi[4] = {4, 5, 6, 7};
+  const __m512i ctl_pk = kq_pack_ctl(pk_lo, pk_hi);
+#else
   const __m512i ctl_lo = _mm512_inserti64x4(
       _mm512_castsi256_si512(_mm256_set_m128i(_mm512_castsi512_si128(kq_word_ctl(1)),
                                               _mm512_castsi512_si128(kq_word_ctl(0)))),
       _mm256_set_m128i(_mm512_castsi512_si128(kq_word_ctl(3)), _mm512_castsi512_si128(kq_word_ctl(2))),
       1);
   const __m512i ctl_hi = _mm512_add_epi8(ctl_lo, _mm512_set1_epi8(8));
+#endif
   for (int64_t b = 0; b < nb; b++)
     for (int r = 0; r < R; r++) {
       const uint8_t *p = row + r * rb + b * CKIR_Q6_K_BYTES;
       kq_prefetch(p + pfd, CKIR_Q6_K_BYTES);
       const int8_t *sc = (const int8_t *)(p + 192);
       const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-      __m512i lo[2], hi[2], s_lo[2], s_hi[2];
+      __m512i lo[2], hi[2], s_lo[2];
+#if !defined(__AVX512VNNI__)
+      __m512i s_hi[2];
+#endif
       for (int h = 0; h < 2; h++) { /* elements 128h .. 128h + 127: sub-blocks 8h .. 8h + 7 */
         const __m512i v = _mm512_loadu_si512((const void *)(p + 64 * h));
         const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
@@ -575,16 +621,26 @@ CKIR_INLINE void q6_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const 
                                 _mm512_slli_epi16(_mm512_and_si512(h23, three), 4));
         const __m512i sch = _mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(sc16y, 1)
                                                      : _mm256_castsi256_si128(sc16y));
+#if defined(__AVX512VNNI__)
+        /* kq_dot2_vnni's words: lane k, sub-block 8h + k (lo) then 8h + 4 + k (hi) */
+        s_lo[h] = _mm512_shuffle_epi8(sch, ctl_pk);
+#else
         s_lo[h] = _mm512_shuffle_epi8(sch, ctl_lo);
         s_hi[h] = _mm512_shuffle_epi8(sch, ctl_hi);
+#endif
       }
       const __m512 vd = _mm512_set1_ps(ckir_q_f16(p + 208));
       for (int i = 0; i < X; i++) {
         const int8_t *a = s[i].a + b * QKK;
+#if defined(__AVX512VNNI__)
+        __m512i isum = kq_dot2_vnni(_mm512_setzero_si512(), lo[0], a, hi[0], a + 64, s_lo[0]);
+        isum = kq_dot2_vnni(isum, lo[1], a + 128, hi[1], a + 192, s_lo[1]);
+#else
         __m512i isum = kq_dot512(_mm512_setzero_si512(), lo[0], a, s_lo[0]);
         isum = kq_dot512(isum, hi[0], a + 64, s_hi[0]);
         isum = kq_dot512(isum, lo[1], a + 128, s_lo[1]);
         isum = kq_dot512(isum, hi[1], a + 192, s_hi[1]);
+#endif
         /* 32 sc[i] (bs[2i] + ...): the -32 term, pairs of sub-blocks per int32 lane */
         const __m256i mt =
             _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(s[i].bs + b * 16)), sc16y);
