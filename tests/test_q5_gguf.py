@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gguf_fixtures import gguf_from_hf, tokenizer_metadata
+from test_kquant_gguf import reference_logits
 
 import ckir
 from ckir.frontend.gguf import import_gguf
@@ -73,14 +74,6 @@ def q4_k_m(hf_dir: Path) -> Path:
 def q5_1(hf_dir: Path) -> Path:
     meta = {**tokenizer_metadata(), "general.file_type": 9}  # LLAMA_FTYPE_MOSTLY_Q5_1
     return gguf_from_hf(hf_dir, hf_dir.parent / "tiny-Q5_1.gguf", qtype="Q5_1", metadata=meta)
-
-
-def reference_logits(path: Path, tokens: list[int]) -> np.ndarray:
-    ref = transformers.AutoModelForCausalLM.from_pretrained(
-        path.parent, gguf_file=path.name, dtype=torch.float32
-    ).eval()
-    with torch.no_grad():
-        return ref(torch.tensor([tokens])).logits[0].numpy()
 
 
 def test_q4_k_m_fallbacks_import_with_layer_dtypes(q4_k_m: Path) -> None:
