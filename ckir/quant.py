@@ -1,5 +1,5 @@
 """Weight dtypes of the runtime: bf16, f32p / bf16p / q8_0p / q4_1p / q4_0p panels, GGUF
-blocks Q8_0, Q4_0, Q4_1 and the K-quants Q4_K, Q5_K, Q6_K (:mod:`ckir.kquant`).
+blocks Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants Q4_K, Q5_K, Q6_K (:mod:`ckir.kquant`).
 
 NumPy quantizers and dequantizers written for ckir (see docs/quantization.md).
 A quantized tensor of logical shape ``[..., K]`` is stored as a ``uint8`` array
@@ -13,6 +13,10 @@ Block layouts (the GGUF ones):
   ``(qs[j] & 0xF) - 8``, element j + 16 is ``(qs[j] >> 4) - 8``; value = d * that.
 - ``q4_1`` (20 bytes): f16 ``d``, f16 ``m``, uint8 ``qs[16]``; nibbles as in q4_0
   without the -8; value = d * q + m.
+- ``q5_0`` (22 bytes): f16 ``d``, uint32 ``qh`` (little-endian), uint8 ``qs[16]``;
+  element j has q4_0's nibble as its low 4 bits and bit j of ``qh`` as its fifth;
+  value = d * (q - 16).
+- ``q5_1`` (24 bytes): f16 ``d``, f16 ``m``, ``qh``, ``qs`` as in q5_0; value = d * q + m.
 
 The quantizers reproduce the rounding of the GGUF reference quantizers, so they
 produce the same bytes as ``gguf.quants.quantize``; the dequantizers compute in
@@ -84,7 +88,8 @@ assert all(BLOCK_DTYPES[k][1] == QK for k in _BLOCK_BYTES)
 assert all(BLOCK_DTYPES[k] == (nbytes, QK_K) for k, nbytes in KQUANT_BYTES.items())
 #: block bytes and leading f16 scale bytes of each block format of 32
 _SCALE_BYTES = {
-    k: (BLOCK_DTYPES[k][0], scale) for k, scale in {"q8_0": 2, "q4_0": 2, "q4_1": 4}.items()
+    k: (BLOCK_DTYPES[k][0], scale)
+    for k, scale in {"q8_0": 2, "q4_0": 2, "q4_1": 4, "q5_0": 2, "q5_1": 4}.items()
 }
 
 
@@ -392,6 +397,43 @@ def quantize_q4_1(arr: np.ndarray) -> np.ndarray:
     return _finish(out, shape, 20)
 
 
+def _pack_q5(q: np.ndarray) -> np.ndarray:
+    """uint8 [n, 32] in 0..31 -> uint8 [n, 20]: the 4 bytes of ``qh`` (bit j = q[j] >> 4,
+    little-endian) then the 16 nibble bytes of the low 4 bits."""
+    qh = np.packbits(q >> np.uint8(4), axis=1, bitorder="little")
+    return np.concatenate([qh, _pack_nibbles(q & np.uint8(0x0F))], axis=1)
+
+
+def _unpack_q5(b: np.ndarray) -> np.ndarray:
+    """uint8 [n, 20] (``qh`` then ``qs``) -> the 32 values 0..31 of each block, as uint8."""
+    high = np.unpackbits(b[:, :4], axis=1, bitorder="little")
+    return _unpack_nibbles(b[:, 4:]) | (high << np.uint8(4))
+
+
+def quantize_q5_0(arr: np.ndarray) -> np.ndarray:
+    """Q5_0: v = the element of largest |x| (first on ties), d = v / -16,
+    q = min(trunc(x * (1/d) + 16.5), 31)."""
+    b, shape = _blocks(arr)
+    imax = np.abs(b).argmax(axis=1)[:, None]
+    d = (np.take_along_axis(b, imax, axis=1) / np.float32(-16)).astype(np.float32)
+    v = np.trunc(b * _inverse(d) + np.float32(16.5))
+    q = np.clip(v, 0, 31).astype(np.uint8)
+    out = np.concatenate([_f16_bytes(d), _pack_q5(q)], axis=1)
+    return _finish(out, shape, 22)
+
+
+def quantize_q5_1(arr: np.ndarray) -> np.ndarray:
+    """Q5_1: m = min x, d = (max x - m) / 31, q = min(trunc((x - m) * (1/d) + 0.5), 31)."""
+    b, shape = _blocks(arr)
+    lo = b.min(axis=1, keepdims=True)
+    hi = b.max(axis=1, keepdims=True)
+    d = ((hi - lo) / np.float32(31)).astype(np.float32)
+    v = np.trunc((b - lo) * _inverse(d) + np.float32(0.5))
+    q = np.clip(v, 0, 31).astype(np.uint8)
+    out = np.concatenate([_f16_bytes(d), _f16_bytes(lo), _pack_q5(q)], axis=1)
+    return _finish(out, shape, 24)
+
+
 def _qblocks(arr: np.ndarray, dtype: str) -> tuple[np.ndarray, tuple[int, ...]]:
     return byte_blocks(arr, dtype, _BLOCK_BYTES[dtype], QK)
 
@@ -424,6 +466,12 @@ def dequantize(arr: np.ndarray, dtype: str, shape: tuple[int, ...] | None = None
     elif dtype == "q4_0":
         q = _unpack_nibbles(blk[:, 2:]).astype(np.float32) - np.float32(8)
         out = _f16(blk[:, 0:2]) * q
+    elif dtype == "q5_0":
+        q = _unpack_q5(blk[:, 2:]).astype(np.float32) - np.float32(16)
+        out = _f16(blk[:, 0:2]) * q
+    elif dtype == "q5_1":
+        q = _unpack_q5(blk[:, 4:]).astype(np.float32)
+        out = (_f16(blk[:, 0:2]) * q) + _f16(blk[:, 2:4])
     else:
         q = _unpack_nibbles(blk[:, 4:]).astype(np.float32)
         out = (_f16(blk[:, 0:2]) * q) + _f16(blk[:, 2:4])
@@ -434,8 +482,8 @@ def count_non_finite(arr: np.ndarray, dtype: str) -> int:
     """Non-finite (NaN/Inf) values in ``arr`` (float32 values, or bytes stored as ``dtype``).
 
     For the block formats only the f16 scales at the start of each block can be
-    non-finite (``d``, and ``m`` of q4_1, ``d`` and ``dmin`` of q4_k / q5_k, ``d`` of q6_k), so
-    only they are checked: a cheap pass over 2-4 bytes per block (q8_0p: the 32
+    non-finite (``d``, and ``m`` of q4_1 / q5_1, ``d`` and ``dmin`` of q4_k / q5_k, ``d`` of
+    q6_k), so only they are checked: a cheap pass over 2-4 bytes per block (q8_0p: the 32
     scales that open each 1088-byte panel block; q4_1p: the 32 d and 32 m that open
     each 640-byte one).
     """
@@ -483,6 +531,8 @@ def quantize(arr: np.ndarray, dtype: str) -> np.ndarray:
         "q8_0": quantize_q8_0,
         "q4_0": quantize_q4_0,
         "q4_1": quantize_q4_1,
+        "q5_0": quantize_q5_0,
+        "q5_1": quantize_q5_1,
         "q4_k": quantize_q4_k,
         "q5_k": quantize_q5_k,
         "q6_k": quantize_q6_k,

@@ -70,6 +70,8 @@ QBITS: Mapping[str, int] = {
     "q4_k": 4,
     "q5_k": 5,
     "q6_k": 6,
+    "q5_0": 5,
+    "q5_1": 5,
 }
 #: ops whose first weight is a matrix [N, K]
 MATRIX_KINDS = ("linear", "lm_head")

@@ -177,6 +177,9 @@ DTYPE_TABLE: tuple[DType, ...] = (
     DType("q4_k", "uint8_t", None, block=(144, 256), weight=True),
     DType("q5_k", "uint8_t", None, block=(176, 256), weight=True),
     DType("q6_k", "uint8_t", None, block=(210, 256), weight=True),
+    # GGUF 5-bit blocks of 32 (docs/quantization.md): Q5_0 (d, qh, qs) and Q5_1 (d, m, qh, qs)
+    DType("q5_0", "uint8_t", None, block=(22, 32), weight=True),
+    DType("q5_1", "uint8_t", None, block=(24, 32), weight=True),
 )
 _BY_NAME: Mapping[str, DType] = MappingProxyType({d.name: d for d in DTYPE_TABLE})
 #: every dtype name: what a graph tensor, a weight or a lowered buffer may hold

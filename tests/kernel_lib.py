@@ -309,6 +309,15 @@ def block_fields(wq: np.ndarray, dtype: str):
     d = f16(blk[..., 0:2])
     if dtype == "q8_0":
         return d, np.zeros_like(d), blk[..., 2:].view(np.int8).astype(np.int64)
+    if dtype in ("q5_0", "q5_1"):  # qh (bit j: element j's fifth bit), then q4's nibbles
+        head = 4 if dtype == "q5_1" else 2
+        qh = np.ascontiguousarray(blk[..., head : head + 4]).view("<u4").astype(np.int64)
+        qs = blk[..., head + 4 :]
+        q5 = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.int64)
+        q5 |= ((qh >> np.arange(32)) & 1) << 4
+        if dtype == "q5_0":
+            return d, np.zeros_like(d), q5 - 16
+        return d, f16(blk[..., 2:4]), q5
     qs = blk[..., 4:] if dtype == "q4_1" else blk[..., 2:]
     nib = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.int64)
     if dtype == "q4_0":

@@ -512,7 +512,7 @@ def test_template_without_gguf_block(llama_f32: Path, tmp_path: Path) -> None:
     assert "template bare has no gguf: block" in _one_line(err)
 
 
-@pytest.mark.parametrize("kind", ["Q5_0", "Q5_1"])
+@pytest.mark.parametrize("kind", ["MXFP4"])
 def test_unsupported_tensor_type(hf_llama: Path, tmp_path: Path, kind: str) -> None:
     path = gguf_from_hf(hf_llama, tmp_path / "q.gguf", qtypes={"blk.1.ffn_up.weight": kind})
     with pytest.raises(CkirError) as err:
@@ -520,7 +520,7 @@ def test_unsupported_tensor_type(hf_llama: Path, tmp_path: Path, kind: str) -> N
     msg = _one_line(err)
     assert msg == (
         f"q.gguf: tensor 'blk.1.ffn_up.weight' has type {kind}; ckir reads F32, F16, BF16, "
-        "Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K (weight layers.{i}.mlp.up)"
+        "Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1 (weight layers.{i}.mlp.up)"
     )
 
 

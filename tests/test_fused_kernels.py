@@ -289,7 +289,7 @@ def test_results_do_not_depend_on_the_thread_count(lib):
 # kernels (same build, same numerics: q8-quantized x in decode for the block
 # formats), plus a loose check against NumPy on the dequantized weights.
 
-WDTYPES = ("bf16", "q8_0", "q4_0", "q4_1")
+WDTYPES = ("bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1")
 W_QKV_SHAPES = [  # (M, Nq, Nk, Nv, K); K % 32 == 0 for the block formats
     (1, 1, 1, 1, 32),
     (1, 17, 5, 3, 64),

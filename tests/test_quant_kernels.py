@@ -1,4 +1,4 @@
-"""Weight-dtype kernels (bf16, Q8_0, Q4_0, Q4_1) against NumPy oracles, for each ISA build.
+"""Weight-dtype kernels (bf16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) against NumPy oracles, per ISA build.
 
 Oracles:
 - embed_<dtype>: bit-identical to ``ckir.quant.dequantize`` of the same bytes, itself
@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 import yaml
 from kernel_lib import (
+    block_fields,
     emulate_gemv,
     gemm_bf16_x,
     isa_supported,
@@ -45,8 +46,17 @@ except ImportError:  # pragma: no cover
 needs_gguf = pytest.mark.skipif(gguf is None, reason="the gguf package is not installed")
 if gguf is not None:
     GGML = gguf.GGMLQuantizationType
-    GG_TYPES = {"q8_0": GGML.Q8_0, "q4_0": GGML.Q4_0, "q4_1": GGML.Q4_1, "bf16": GGML.BF16}
-QTYPES = ("q8_0", "q4_0", "q4_1")
+    GG_TYPES = {
+        "q8_0": GGML.Q8_0,
+        "q4_0": GGML.Q4_0,
+        "q4_1": GGML.Q4_1,
+        "q5_0": GGML.Q5_0,
+        "q5_1": GGML.Q5_1,
+        "bf16": GGML.BF16,
+    }
+QTYPES = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1")
+#: bytes per block of each of QTYPES
+QBYTES = {"q8_0": 34, "q4_0": 18, "q4_1": 20, "q5_0": 22, "q5_1": 24}
 F32 = np.float32
 
 REGISTRY_QUANT = runtime_dir() / "registry_quant.yaml"
@@ -257,7 +267,7 @@ def test_quantize_matches_gguf(dtype):
         got = quant.dequantize(theirs, dtype)
         want = gguf.quants.dequantize(theirs, GG_TYPES[dtype])
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
-    assert quant.block_bytes(dtype) == (32, {"q8_0": 34, "q4_0": 18, "q4_1": 20}[dtype])
+    assert quant.block_bytes(dtype) == (32, QBYTES[dtype])
 
 
 @needs_gguf
@@ -379,6 +389,40 @@ def test_gemm_block_panels_rows_are_gemv_on_every_variant(qlib, threads, dtype, 
         for m in range(M):
             qlib.call(f"gemv_{p}", x[m], wq, one, n, K)
             np.testing.assert_array_equal(o[m], one)
+
+
+#: the K of the Q5 layers real Q4_K_M files hold (K % 256 != 0 falls back to Q5_0), N = 1,
+#: odd, and around the AVX-512 block pair
+Q5_SHAPES = [(1, 32), (7, 64), (33, 96), (5, 576), (2, 1536)]
+
+
+@pytest.mark.parametrize("dtype", ["q5_0", "q5_1"])
+@pytest.mark.parametrize("N,K", Q5_SHAPES)
+def test_q5_edge_shapes(qlib, threads, dtype, N, K):
+    """gemv (bias and not) and gemm (M = 1, 3, 37) of Q5_0 / Q5_1 over the K of real files."""
+    for bias in (False, True):
+        test_gemv_quant(qlib, threads, dtype, N, K, bias)
+    for M in (1, 3, 37):
+        test_gemm(qlib, threads, dtype, M, N, K, M == 3)
+
+
+def test_q5_all_levels(qlib):
+    """Every 5-bit level (q = 0..31, high bit set and clear in each lane) meets +-127."""
+    K, N = 64, 3
+    rng = np.random.default_rng(5)
+    for dtype in ("q5_0", "q5_1"):
+        w = np.tile(np.arange(-16, 16, dtype=F32), (N, K // 32))
+        w[1] = w[1][::-1]
+        w[2] = rng.permutation(w[2])
+        wq = store(w, dtype)
+        _, _, q = block_fields(wq, dtype)
+        assert {int(v) for v in q.ravel()} == set(range(-16, 16) if dtype == "q5_0" else range(32))
+        for x in (np.full(K, 127, F32), np.tile([127, -127], K // 2).astype(F32)):
+            y_emu, mag, _ = emulate_gemv(x, wq, dtype)
+            for fn in (qlib.call, qlib.ref):
+                y = np.full(N, np.nan, F32)
+                fn(f"gemv_{dtype}", x, wq, y, N, K)
+                assert np.all(np.abs(y - y_emu) <= 1e-6 * mag + 1e-30)
 
 
 @pytest.mark.parametrize("dtype", QTYPES)

@@ -309,7 +309,7 @@ def test_family_dtype_sets_follow_the_vocabulary():
     [
         ({"dtypes": "weights"}, "dtypes must be a non-empty list"),
         ({"dtypes": []}, "dtypes must be a non-empty list"),
-        ({"dtypes": ["q5_0"]}, "'q5_0' is no dtype or dtype set"),
+        ({"dtypes": ["q7_0"]}, "'q7_0' is no dtype or dtype set"),
         ({"dtypes": ["bf16", "-bf16"]}, "leave no dtype"),
         ({"where": {"blokcs": {"doc": "x"}}}, "where: 'blokcs' is no dtype or dtype set"),
         ({"where": {"f32": {"doc": "x"}}}, "where f32: names none of the row's dtypes"),
@@ -350,7 +350,7 @@ def test_cli_reports_a_broken_registry_in_one_line(tmp_path, monkeypatch, capsys
     from ckir.cli import main
 
     bad = tmp_path / "registry.yaml"
-    bad.write_text(yaml.safe_dump(_family(dtypes=["q5_0"])))
+    bad.write_text(yaml.safe_dump(_family(dtypes=["q7_0"])))
     monkeypatch.setattr(registry, "registry_paths", lambda: [bad])
     registry._load_all.cache_clear()
     try:
@@ -362,7 +362,7 @@ def test_cli_reports_a_broken_registry_in_one_line(tmp_path, monkeypatch, capsys
         registry._load_all.cache_clear()
     err = capsys.readouterr().err
     assert code == 1
-    assert "error: registry.yaml: kernel 'mv_{dtype}': dtypes: 'q5_0' is no dtype" in err
+    assert "error: registry.yaml: kernel 'mv_{dtype}': dtypes: 'q7_0' is no dtype" in err
     assert "Traceback" not in err
 
 

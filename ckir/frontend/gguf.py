@@ -13,11 +13,12 @@ frontend build the graph, so both frontends produce the same ops; only the
         attributes {gguf_unpermute = "H"}
 
 Weight dtypes: F32 / F16 / BF16 tensors are declared ``f32`` (converted when
-weights.bin is written); Q8_0 / Q4_0 / Q4_1 and Q4_K / Q5_K / Q6_K matrices keep
-their block bytes and are declared ``q8_0`` / ``q4_0`` / ``q4_1`` / ``q4_k`` /
-``q5_k`` / ``q6_k``.  A quantized tensor that is not a matrix is declared ``f32``
-(dequantized).  The layers of one weight may mix K-quants (Q4_K_M files keep some
-layers of attn_v and ffn_down in Q6_K): the declaration then carries the dtype of
+weights.bin is written); Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 and Q4_K / Q5_K / Q6_K
+matrices keep their block bytes and are declared ``q8_0`` / ``q4_0`` / ``q4_1`` /
+``q5_0`` / ``q5_1`` / ``q4_k`` / ``q5_k`` / ``q6_k``.  A quantized tensor that is not a
+matrix is declared ``f32`` (dequantized).  The layers of one weight may mix K-quants and
+their fallbacks Q5_0 / Q8_0 (Q4_K_M files keep some layers of attn_v and ffn_down in
+Q6_K, Q8_0 where K % 256 != 0): the declaration then carries the dtype of
 every layer in ``layer_dtypes`` (:data:`ckir.dialects.graph.LAYER_DTYPES_ATTR`) and
 each layer's buffer takes its own.
 
@@ -57,7 +58,7 @@ from ckir.template import (
     WeightSpec,
     select_gguf_template,
 )
-from ckir.vocab import PANEL_VALUES
+from ckir.vocab import PANEL_OF, PANEL_VALUES
 
 #: GGUF tensor type -> graph dtype of the weight (float types are converted to f32)
 GGUF_WEIGHT_DTYPES: dict[str, str] = {
@@ -70,12 +71,16 @@ GGUF_WEIGHT_DTYPES: dict[str, str] = {
     "Q4_K": "q4_k",
     "Q5_K": "q5_k",
     "Q6_K": "q6_k",
+    "Q5_0": "q5_0",
+    "Q5_1": "q5_1",
 }
 #: GGUF block formats whose bytes are kept as they are
-QUANTIZED = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K")
+QUANTIZED = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K", "Q5_0", "Q5_1")
 #: graph dtypes that the layers of one weight may mix (K-quant files such as Q4_K_M store
-#: some layers' attn_v / ffn_down in Q6_K): each layer keeps its own blocks
-MIXABLE = frozenset({"q4_k", "q5_k", "q6_k"})
+#: some layers' attn_v / ffn_down in Q6_K, and llama-quantize falls back to Q5_0 for Q4_K
+#: and to Q8_0 for Q6_K where K % 256 != 0): each layer keeps its own blocks.  At most one
+#: dtype of a mix may have a panel twin (q8_0): the weight is declared in another one
+MIXABLE = frozenset({"q4_k", "q5_k", "q6_k", "q5_0", "q5_1", "q8_0"})
 #: the attribute on graph.weight naming the head count whose rotary rows to restore
 UNPERMUTE_ATTR = "gguf_unpermute"
 
@@ -359,14 +364,16 @@ class _Checker:
                 raise CkirError(
                     f"{self.source}: tensor '{name}' is {kind} but '{first[0]}' is {first[1]}; "
                     f"all layers of weight {w.name} must share one storage type "
-                    "(only K-quants Q4_K / Q5_K / Q6_K may mix across layers)"
+                    "(only Q4_K / Q5_K / Q6_K / Q5_0 / Q5_1 / Q8_0 may mix across layers)"
                 )
             dtype = got
             per_layer.append(got)
             self.used.add(name)
         assert dtype is not None
         if len(set(per_layer)) > 1:  # declared as the most common one, each layer its own
-            common = max(sorted(set(per_layer)), key=per_layer.count)
+            # (one without a panel twin: packing converts whole declarations)
+            unpacked = sorted(set(per_layer) - set(PANEL_OF))
+            common = max(unpacked, key=per_layer.count)
             return pattern, common, heads, per_layer
         return pattern, dtype, heads, None
 

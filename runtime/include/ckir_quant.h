@@ -68,6 +68,8 @@ extern "C" {
 #define CKIR_Q4_K_BYTES 144     /* bytes per q4_k super-block */
 #define CKIR_Q5_K_BYTES 176     /* bytes per q5_k super-block */
 #define CKIR_Q6_K_BYTES 210     /* bytes per q6_k super-block */
+#define CKIR_Q5_0_BYTES 22      /* bytes per q5_0 block: f16 d, uint32 qh, uint8 qs[16] */
+#define CKIR_Q5_1_BYTES 24      /* bytes per q5_1 block: f16 d, f16 m, uint32 qh, uint8 qs[16] */
 
 /* ---- the kernels and their reference twins, from the table --------------
  * For each weight dtype D in bf16 (w is uint16_t), q8_0, q4_0, q4_1 (w and
@@ -148,6 +150,8 @@ ckir_wread ckir_internal_wread_q4_0p(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q4_k(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q5_k(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q6_k(int64_t M, int64_t K);
+ckir_wread ckir_internal_wread_q5_0(int64_t M, int64_t K);
+ckir_wread ckir_internal_wread_q5_1(int64_t M, int64_t K);
 /* 1 when this thread's GEMMs take fp32 x (ckir_runtime_qp_fp32_x): the block panels'
  * and the K-quants' int8 prefill switched off (quant_panels.c) */
 int ckir_internal_qp_fp32_x_on(void);
