@@ -67,6 +67,23 @@ def reference_logits(path: Path, tokens: list[int]) -> np.ndarray:
         return ref(torch.tensor([tokens])).logits[0].numpy()
 
 
+def fp32_prefill_and_decode(
+    model: ckir.CompiledModel, path: Path
+) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """``(tokens, reference logits, decode logits)`` of 12 random tokens: prefill on fp32
+    x (int8 prefill off) is asserted within 1e-4 of transformers on the file's
+    dequantized weights (summation order only); decode (x quantized as the GEMVs do) is
+    returned for the caller's bound."""
+    tokens = [int(t) for t in np.random.default_rng(3).integers(0, model.vocab_size, size=12)]
+    ref = reference_logits(path, tokens)
+    model.int8_prefill = False
+    ours = model.prefill(tokens)
+    assert float(np.abs(ours - ref).max()) <= 1e-4 * float(np.abs(ref).max())
+    model.reset()
+    steps = np.stack([model.decode(t) for t in tokens])
+    return tokens, ref, steps
+
+
 def test_q4_k_m_imports_with_layer_dtypes(q4_k_m: Path) -> None:
     module, _ = import_gguf(q4_k_m)
     text = str(module)
@@ -80,15 +97,8 @@ def test_q4_k_m_matches_transformers(q4_k_m: Path, tmp_path: Path) -> None:
     for kernel in ("gemv_q4_k", "gemv_q6_k", "gemv_q5_k", "gemm_q4_k", "gemm_q6_k", "embed_q4_k"):
         assert f"@{kernel}" in layout, kernel
     assert "q6_k>" in layout and "q4_k>" in layout
-    tokens = [int(t) for t in np.random.default_rng(3).integers(0, model.vocab_size, size=12)]
-    ref = reference_logits(q4_k_m, tokens)
+    tokens, ref, steps = fp32_prefill_and_decode(model, q4_k_m)
     scale = float(np.abs(ref).max())
-    model.int8_prefill = False
-    ours = model.prefill(tokens)
-    # fp32 on the exact dequantized blocks: summation order only
-    assert float(np.abs(ours - ref).max()) <= 1e-4 * scale
-    model.reset()
-    steps = np.stack([model.decode(t) for t in tokens])
     rel = float(np.abs(steps - ref).max()) / scale
     model.reset()
     model.int8_prefill = True

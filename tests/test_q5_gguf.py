@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gguf_fixtures import gguf_from_hf, tokenizer_metadata
-from test_kquant_gguf import reference_logits
+from test_interp import assert_prefill_follows_int8
+from test_kquant_gguf import fp32_prefill_and_decode
 
 import ckir
 from ckir.frontend.gguf import import_gguf
@@ -95,15 +96,8 @@ def check_against_transformers(path: Path, build: Path, kernels: tuple[str, ...]
     layout = (build / "layout.mlir").read_text()
     for kernel in kernels:
         assert f"@{kernel}" in layout, kernel
-    tokens = [int(t) for t in np.random.default_rng(3).integers(0, model.vocab_size, size=12)]
-    ref = reference_logits(path, tokens)
+    tokens, ref, steps = fp32_prefill_and_decode(model, path)
     scale = float(np.abs(ref).max())
-    model.int8_prefill = False
-    ours = model.prefill(tokens)
-    # fp32 on the exact dequantized blocks: summation order only
-    assert float(np.abs(ours - ref).max()) <= 1e-4 * scale
-    model.reset()
-    steps = np.stack([model.decode(t) for t in tokens])
     rel = float(np.abs(steps - ref).max()) / scale
     # x quantized to int8 per block (docs/quantization.md, "Q5_0 and Q5_1")
     assert rel <= 0.08, rel
@@ -111,13 +105,7 @@ def check_against_transformers(path: Path, build: Path, kernels: tuple[str, ...]
     clear = top2[:, 1] - top2[:, 0] > 2 * rel * scale  # no near-tie within the error
     assert np.array_equal(steps.argmax(-1)[clear], ref.argmax(-1)[clear])
     interp = PlanInterpreter(model.build_dir)
-    for int8 in (True, False):
-        model.reset()
-        interp.reset()
-        model.int8_prefill = int8
-        interp.int8_prefill = model.int8_prefill
-        got, want = interp.prefill(tokens), model.prefill(tokens)
-        assert float(np.abs(got - want).max()) <= 1e-4 * float(np.abs(want).max()), int8
+    assert_prefill_follows_int8(model, interp, np.asarray(tokens), "GGUF", rel_tol=1e-4)
     model.reset()
     interp.reset()
     for t in tokens[:4]:
