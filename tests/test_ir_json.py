@@ -50,6 +50,7 @@ NO_MODULE = {
     "dialects/kernel/invalid.mlir": "verifier failures only",
     "dialects/layout/invalid.mlir": "verifier failures only",
     "dialects/layout/io-invalid.mlir": "verifier failures only",
+    "dialects/layout/row-offset-invalid.mlir": "verifier failures and parse errors only",
     "passes/annotate-quant.mlir": "its RUN lines write their modules to %t files",
     "dialects/lowered/invalid.mlir": "verifier failures only",
     "inputs/kernel-opencl-bad.mlir": "an out-of-range schedule hint: the verifier refuses it",
