@@ -97,6 +97,19 @@ typedef void (*ckir_wrow_fn)(const void *w, int64_t K, int64_t n, int64_t k0, in
 void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const float *b,
                          float *y, int64_t M, int64_t N, int64_t K);
 
+/* The reference twins of a block format whose blocks decode through
+ * deq(blocks, nb, has_m, dst) (dst[0 .. 32 nb) = fp32; has_m picks the variant
+ * with a min term, e.g. Q4_1 / Q5_1), BYTES bytes a block: y[M, N] = x . W^T (+ b)
+ * summed in double, one block at a time; out[t] = row tokens[t] of a table. */
+typedef void (*ckir_block_deq_ref_fn)(const uint8_t *blocks, int64_t nb, int has_m,
+                                      float *dst);
+void ckir_internal_ref_block_gemm(const float *x, const uint8_t *w, const float *b, float *y,
+                                  int64_t M, int64_t N, int64_t K, ckir_block_deq_ref_fn deq,
+                                  int64_t bytes, int has_m);
+void ckir_internal_ref_block_embed(const int32_t *tokens, const uint8_t *table, float *out,
+                                   int64_t T, int64_t E, ckir_block_deq_ref_fn deq,
+                                   int64_t bytes, int has_m);
+
 /* How gemm.c's blocked driver reads the right operand B (its b_nk): 0 b[K, N]
  * (matmul), GEMM_B_NK w[N, K] (gemm's fp32 weights), or one of the weight
  * layouts below; GEMM_B_NONE: not the blocked driver (a weight dtype's small-M

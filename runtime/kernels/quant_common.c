@@ -222,3 +222,26 @@ void ckir_internal_wgemm(const float *x, const void *w, ckir_wrow_fn row, const 
   else
     ckir_internal_gemm_outs(x, r, &(ckir_gemm_out){w, b, y, N}, 1, 0, M, K);
 }
+
+void ckir_internal_ref_block_gemm(const float *x, const uint8_t *w, const float *b, float *y,
+                                  int64_t M, int64_t N, int64_t K, ckir_block_deq_ref_fn deq,
+                                  int64_t bytes, int has_m) {
+  const int64_t nb = K / CKIR_QK;
+  float v[CKIR_QK];
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      double acc = 0.0;
+      for (int64_t k = 0; k < nb; k++) {
+        deq(w + (n * nb + k) * bytes, 1, has_m, v);
+        for (int j = 0; j < CKIR_QK; j++) acc += (double)x[m * K + k * CKIR_QK + j] * v[j];
+      }
+      y[m * N + n] = (float)acc + (b ? b[n] : 0.0f);
+    }
+}
+
+void ckir_internal_ref_block_embed(const int32_t *tokens, const uint8_t *table, float *out,
+                                   int64_t T, int64_t E, ckir_block_deq_ref_fn deq,
+                                   int64_t bytes, int has_m) {
+  const int64_t nb = E / CKIR_QK;
+  for (int64_t t = 0; t < T; t++) deq(table + (int64_t)tokens[t] * nb * bytes, nb, has_m, out + t * E);
+}

@@ -406,21 +406,6 @@ static void ref_gemv_q4(const float *x, const uint8_t *w, const float *bias, flo
   for (int64_t n = 0; n < N; n++) y[n] = q4_row_scalar(w + n * rb, nb, &s, has_m) + (bias ? bias[n] : 0.0f);
 }
 
-static void ref_gemm_q4(const float *x, const uint8_t *w, const float *bias, float *y, int64_t M,
-                        int64_t N, int64_t K, int has_m) {
-  const int64_t nb = K / CKIR_QK, bb = has_m ? B41 : B40;
-  float v[CKIR_QK];
-  for (int64_t m = 0; m < M; m++)
-    for (int64_t n = 0; n < N; n++) {
-      double acc = 0.0;
-      for (int64_t k = 0; k < nb; k++) {
-        q4_deq_ref(w + (n * nb + k) * bb, 1, has_m, v);
-        for (int j = 0; j < CKIR_QK; j++) acc += (double)x[m * K + k * CKIR_QK + j] * v[j];
-      }
-      y[m * N + n] = (float)acc + (bias ? bias[n] : 0.0f);
-    }
-}
-
 /* ---- public kernels ------------------------------------------------------------ */
 
 CKIR_GEMV_PAIR(q4_0, uint8_t, gemv_q4_impl(x, w, b, y, N, K, 0))
@@ -434,15 +419,15 @@ CKIR_EMBED_BLOCKS(q4_1, q4_1_deq, B41)
 
 CKIR_REF_GEMV_PAIR(q4_0, uint8_t, ref_gemv_q4(x, w, b, y, N, K, 0))
 CKIR_REF_GEMV_PAIR(q4_1, uint8_t, ref_gemv_q4(x, w, b, y, N, K, 1))
-CKIR_REF_GEMM_PAIR(q4_0, uint8_t, ref_gemm_q4(x, w, b, y, M, N, K, 0))
-CKIR_REF_GEMM_PAIR(q4_1, uint8_t, ref_gemm_q4(x, w, b, y, M, N, K, 1))
+CKIR_REF_GEMM_PAIR(q4_0, uint8_t,
+                   ckir_internal_ref_block_gemm(x, w, b, y, M, N, K, q4_deq_ref, B40, 0))
+CKIR_REF_GEMM_PAIR(q4_1, uint8_t,
+                   ckir_internal_ref_block_gemm(x, w, b, y, M, N, K, q4_deq_ref, B41, 1))
 void ckir_ref_embed_q4_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
                          int64_t E) {
-  const int64_t nb = E / CKIR_QK;
-  for (int64_t t = 0; t < T; t++) q4_deq_ref(table + (int64_t)tokens[t] * nb * B40, nb, 0, out + t * E);
+  ckir_internal_ref_block_embed(tokens, table, out, T, E, q4_deq_ref, B40, 0);
 }
 void ckir_ref_embed_q4_1(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
                          int64_t E) {
-  const int64_t nb = E / CKIR_QK;
-  for (int64_t t = 0; t < T; t++) q4_deq_ref(table + (int64_t)tokens[t] * nb * B41, nb, 1, out + t * E);
+  ckir_internal_ref_block_embed(tokens, table, out, T, E, q4_deq_ref, B41, 1);
 }

@@ -280,21 +280,6 @@ static void ref_gemv_q5(const float *x, const uint8_t *w, const float *bias, flo
     y[n] = q5_row_scalar(w + n * rb, nb, &s, has_m) + (bias ? bias[n] : 0.0f);
 }
 
-static void ref_gemm_q5(const float *x, const uint8_t *w, const float *bias, float *y, int64_t M,
-                        int64_t N, int64_t K, int has_m) {
-  const int64_t nb = K / CKIR_QK, bb = has_m ? B51 : B50;
-  float v[CKIR_QK];
-  for (int64_t m = 0; m < M; m++)
-    for (int64_t n = 0; n < N; n++) {
-      double acc = 0.0;
-      for (int64_t k = 0; k < nb; k++) {
-        q5_deq_ref(w + (n * nb + k) * bb, 1, has_m, v);
-        for (int j = 0; j < CKIR_QK; j++) acc += (double)x[m * K + k * CKIR_QK + j] * v[j];
-      }
-      y[m * N + n] = (float)acc + (bias ? bias[n] : 0.0f);
-    }
-}
-
 /* ---- public kernels ------------------------------------------------------------ */
 
 CKIR_GEMV_PAIR(q5_0, uint8_t, gemv_q5_impl(x, w, b, y, N, K, 0))
@@ -308,15 +293,15 @@ CKIR_EMBED_BLOCKS(q5_1, q5_1_deq, B51)
 
 CKIR_REF_GEMV_PAIR(q5_0, uint8_t, ref_gemv_q5(x, w, b, y, N, K, 0))
 CKIR_REF_GEMV_PAIR(q5_1, uint8_t, ref_gemv_q5(x, w, b, y, N, K, 1))
-CKIR_REF_GEMM_PAIR(q5_0, uint8_t, ref_gemm_q5(x, w, b, y, M, N, K, 0))
-CKIR_REF_GEMM_PAIR(q5_1, uint8_t, ref_gemm_q5(x, w, b, y, M, N, K, 1))
+CKIR_REF_GEMM_PAIR(q5_0, uint8_t,
+                   ckir_internal_ref_block_gemm(x, w, b, y, M, N, K, q5_deq_ref, B50, 0))
+CKIR_REF_GEMM_PAIR(q5_1, uint8_t,
+                   ckir_internal_ref_block_gemm(x, w, b, y, M, N, K, q5_deq_ref, B51, 1))
 void ckir_ref_embed_q5_0(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
                          int64_t E) {
-  const int64_t nb = E / CKIR_QK;
-  for (int64_t t = 0; t < T; t++) q5_deq_ref(table + (int64_t)tokens[t] * nb * B50, nb, 0, out + t * E);
+  ckir_internal_ref_block_embed(tokens, table, out, T, E, q5_deq_ref, B50, 0);
 }
 void ckir_ref_embed_q5_1(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
                          int64_t E) {
-  const int64_t nb = E / CKIR_QK;
-  for (int64_t t = 0; t < T; t++) q5_deq_ref(table + (int64_t)tokens[t] * nb * B51, nb, 1, out + t * E);
+  ckir_internal_ref_block_embed(tokens, table, out, T, E, q5_deq_ref, B51, 1);
 }
