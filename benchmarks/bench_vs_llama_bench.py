@@ -27,7 +27,6 @@ load average is printed with the numbers, and only the paired ratios mean much.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import statistics
@@ -105,14 +104,13 @@ def llama_bench(bench: Path, gguf: Path, threads: int, prompt: int, gen: int) ->
     return got
 
 
-def ckir_run(model, vocab: int, prompt: int, gen: int, seed: int) -> dict[str, float]:
-    """tokens/s of ckir's prefill of ``prompt`` tokens and of ``gen`` decode steps."""
+def ckir_run(runner, prompt: int, gen: int, seed: int) -> dict[str, float]:
+    """tokens/s of ckir's prefill of ``prompt`` tokens (``ckir bench``'s CkirRunner timing)
+    and of ``gen`` decode steps from an empty cache (as llama-bench's tg)."""
+    model = runner.m
     rng = np.random.default_rng(seed)
-    tokens = [int(t) for t in rng.integers(0, vocab, size=max(prompt, gen))]
-    model.reset()
-    t0 = time.perf_counter()
-    model.prefill(tokens[:prompt])
-    pp = prompt / (time.perf_counter() - t0)
+    tokens = [int(t) for t in rng.integers(0, model.vocab_size, size=max(prompt, gen))]
+    pp = prompt / runner.prefill(tokens[:prompt])
     model.reset()
     step = model.decode
     t0 = time.perf_counter()
@@ -143,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     import ckir
     from ckir.tools.bandwidth import ReadProbe
     from ckir.tools.bench_build import model_cost
-    from ckir.tools.bench_runners import write_gguf
+    from ckir.tools.bench_runners import CkirRunner, write_gguf
 
     bench = _tool(args.llama_cpp, "llama-bench")
     quantize = _tool(args.llama_cpp, "llama-quantize")
@@ -166,11 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     build = work / f"build-{args.ftype}-{context}"
     _log(f"ckir compile {qfile.name} -> {build}")
     # logits of the last prompt row only, as llama-bench's pp asks of llama.cpp
-    model = ckir.compile(
+    ckir.compile(
         qfile, build, max_context=context, modes=("prefill", "decode"), logits="last"
-    )
-    model._lib.ckir_set_num_threads.argtypes = [ctypes.c_int]
-    model._lib.ckir_set_num_threads(args.threads)
+    ).close()
+    runner = CkirRunner(str(build), args.threads)  # loads the build, sets its threads
     cost = model_cost(build)
     step_bytes = cost.decode_bytes(0, args.gen)
 
@@ -179,13 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     roofline: list[float] = []
     with ReadProbe() as probe:
-        ckir_run(model, model.vocab_size, args.prompt, args.gen, 0)  # warm-up
+        ckir_run(runner, args.prompt, args.gen, 0)  # warm-up
         llama_bench(bench, qfile, args.threads, args.prompt, args.gen)
         for r in range(args.rounds):
             order = ["ckir", "llama.cpp"] if r % 2 == 0 else ["llama.cpp", "ckir"]
             for system in order:
                 if system == "ckir":
-                    got = ckir_run(model, model.vocab_size, args.prompt, args.gen, r + 1)
+                    got = ckir_run(runner, args.prompt, args.gen, r + 1)
                 else:
                     got = llama_bench(bench, qfile, args.threads, args.prompt, args.gen)
                 for mode, tps in got.items():
@@ -195,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"round {r + 1}/{args.rounds}: "
                 + ", ".join(f"{s} {m} {results[s][m][-1]:.1f}" for s in results for m in results[s])
             )
-    model.close()
+    runner.m.close()
 
     load = os.getloadavg()
     print(
