@@ -146,13 +146,14 @@ def _panel_shape(d: DType, shape: tuple[int, ...]) -> tuple[int, int, int]:
 
 #: block panel dtypes: the byte offsets, in a block of their block format, of the f16
 #: fields stored as 32 f16 (one per row) at the start of a panel block, in this order
-#: (q8_0 d; q4_1 d, m; q4_0 d; q4_k d, dmin; q6_k d, its last two bytes); the block's
+#: (q8_0 d; q4_1 d, m; q4_0 d; q4_k / q5_k d, dmin; q6_k d, its last two bytes); the block's
 #: other bytes, in order, follow as quads of 4 bytes per row
 _PANEL_BLOCK_FIELDS: dict[str, tuple[int, ...]] = {
     "q8_0p": (0,),
     "q4_1p": (0, 2),
     "q4_0p": (0,),
     "q4_kp": (0, 2),
+    "q5_kp": (0, 2),
     "q6_kp": (208,),
 }
 assert set(_PANEL_BLOCK_FIELDS) == {d for d in PANEL_DTYPES if d in BLOCK_DTYPES}

@@ -190,9 +190,9 @@ class ConvertWeightsPass(ModulePass):
 
     Options:
       dtype (str, default "bf16"): one of f32, f32p, bf16, bf16p, q8_0, q8_0p, q4_0,
-      q4_0p, q4_1, q4_1p, q4_k, q5_k, q6_k, q4_kp, q6_kp, q5_0, q5_1 (the K-quants and
-      their panel forms q4_kp / q6_kp take matrices whose K is a multiple of 256;
-      q4_kp converts f32 and q4_k matrices, q6_kp f32 and q6_k ones).
+      q4_0p, q4_1, q4_1p, q4_k, q5_k, q6_k, q4_kp, q5_kp, q6_kp, q5_0, q5_1 (the
+      K-quants and their panel forms take matrices whose K is a multiple of 256; q4_kp
+      converts f32 and q4_k matrices, q5_kp f32 and q5_k ones, q6_kp f32 and q6_k ones).
 
     Example: ``ckir-opt graph.mlir --convert-weights{dtype=q8_0} --lower-decode``
     turns ``graph.weight @"layers.{i}.attn.wq" : [H*D, E] f32 hf "..."`` into

@@ -1,4 +1,4 @@
-"""The K-quant panel dtypes q4_kp / q6_kp: their byte layout and the driver of their
+"""The K-quant panel dtypes q4_kp / q5_kp / q6_kp: their byte layout and the driver of their
 kernels (runtime/kernels/quant_kpanels.c), whatever each format's SIMD core does.
 
 - the packer puts every byte where docs/quantization.md ("q4_kp, q6_kp") says, the last
@@ -22,10 +22,10 @@ import pytest
 from kernel_lib import RuntimeLib, build_runtime, isa_supported
 
 from ckir import quant
-from ckir.kquant import quantize_q4_k, quantize_q6_k
+from ckir.kquant import quantize_q4_k, quantize_q5_k, quantize_q6_k
 
 F32 = np.float32
-FORMATS = {"q4_kp": quantize_q4_k, "q6_kp": quantize_q6_k}
+FORMATS = {"q4_kp": quantize_q4_k, "q5_kp": quantize_q5_k, "q6_kp": quantize_q6_k}
 
 
 def rows(dtype: str, n: int, k: int, seed: int = 0) -> np.ndarray:
@@ -37,7 +37,11 @@ def rows(dtype: str, n: int, k: int, seed: int = 0) -> np.ndarray:
 @pytest.mark.parametrize("n", [1, 31, 32, 33, 70])
 def test_pack_layout(n: int) -> None:
     k, nb = 512, 2
-    for dtype, fields, nbytes in (("q4_kp", (0, 2), 144), ("q6_kp", (208,), 210)):
+    for dtype, fields, nbytes in (
+        ("q4_kp", (0, 2), 144),
+        ("q5_kp", (0, 2), 176),
+        ("q6_kp", (208,), 210),
+    ):
         blocks = rows(dtype, n, k, seed=n)
         p = quant.pack_block_panels(blocks, dtype)
         panels = -(-n // 32)

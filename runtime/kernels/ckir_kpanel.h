@@ -1,12 +1,13 @@
 /* ckir runtime, internal: the K-quant panel dtypes q4_kp and q6_kp.
  *
- * A q4_kp / q6_kp matrix [N, K] is ceil(N/32) panels of 32 rows; a panel is K/256
- * *panel blocks* (32 rows x one super-block column), each the 32 rows' Q4_K / Q6_K
+ * A q4_kp / q5_kp / q6_kp matrix [N, K] is ceil(N/32) panels of 32 rows; a panel is
+ * K/256 *panel blocks* (32 rows x one super-block column), each the 32 rows' Q4_K / Q5_K / Q6_K
  * super-blocks with their bytes permuted (ckir.quant.pack_block_panels; rows past N
  * are zero bytes):
  *   q4_kp (4608 bytes): f16 d of row r at 2r, f16 dmin at 64 + 2r, then 35 quad planes
  *     g of 128 bytes, byte 128 + 128g + 4r + j = byte 4 + 4g + j of row r's super-block
  *     (planes 0..2 its 12 scale bytes as three words, 3..34 qs[4(g-3) + j]);
+ *   q5_kp (5632 bytes): as q4_kp, 43 quad planes (0..2 the scales, 3..10 qh, 11..42 qs);
  *   q6_kp (6720 bytes): f16 d of row r at 2r (the block's bytes 208..209), then 52 quad
  *     planes, byte 64 + 128g + 4r + j = byte 4g + j of row r's block (planes 0..31 ql,
  *     32..47 qh, 48..51 the int8 scales).
@@ -33,9 +34,12 @@ ckir_q8k ckir_internal_q8k_prepare(const float *x, int64_t K, uint8_t *buf, int 
 /* the K-quant formats of the panels */
 #define CKIR_KP_Q4 0 /* q4_kp: Q4_K super-blocks, 144 bytes */
 #define CKIR_KP_Q6 1 /* q6_kp: Q6_K super-blocks, 210 bytes */
-#define CKIR_KP_BYTES(fmt) ((fmt) == CKIR_KP_Q4 ? 144 : 210)
+#define CKIR_KP_Q5 2 /* q5_kp: Q5_K super-blocks, 176 bytes */
+#define CKIR_KP_BYTES(fmt) ((fmt) == CKIR_KP_Q4 ? 144 : (fmt) == CKIR_KP_Q5 ? 176 : 210)
+/* the formats whose f16 fields d, dmin open the block (q4_k, q5_k); q6_k's d closes it */
+#define CKIR_KP_DMIN(fmt) ((fmt) != CKIR_KP_Q6)
 /* x . one row-major super-block of fmt, exactly as gemv_q4_k / gemv_q6_k's scalar code:
- * q4_k dx (d S - dmin M), q6_k (d dx)(S - 32 M) */
+ * q4_k / q5_k dx (d S - dmin M), q6_k (d dx)(S - 32 M) */
 float ckir_internal_kq_dot(int fmt, const uint8_t *block, const int8_t *a, const int16_t *bs,
                            float dx);
 /* the 256 fp32 values of one row-major super-block of fmt (gguf's dequantization) */
@@ -55,6 +59,8 @@ typedef void (*ckir_kp_core_fn)(const uint8_t *panel, int64_t nb, const ckir_q8k
 void ckir_internal_core_q4_kp(const uint8_t *panel, int64_t nb, const ckir_q8k *xs, int X,
                               int64_t pfd, float *out);
 void ckir_internal_core_q6_kp(const uint8_t *panel, int64_t nb, const ckir_q8k *xs, int X,
+                              int64_t pfd, float *out);
+void ckir_internal_core_q5_kp(const uint8_t *panel, int64_t nb, const ckir_q8k *xs, int X,
                               int64_t pfd, float *out);
 /* the portable core of fmt (each row's super-block gathered, then ckir_internal_kq_dot):
  * the scalar builds' core and the reference twins' */
@@ -82,4 +88,6 @@ float ckir_internal_ref_gemv_row_q4_kp(const float *x, const uint8_t *w, int64_t
 float ckir_internal_ref_gemm_row_q4_kp(const float *x, const uint8_t *w, int64_t n, int64_t K);
 float ckir_internal_ref_gemv_row_q6_kp(const float *x, const uint8_t *w, int64_t n, int64_t K);
 float ckir_internal_ref_gemm_row_q6_kp(const float *x, const uint8_t *w, int64_t n, int64_t K);
+float ckir_internal_ref_gemv_row_q5_kp(const float *x, const uint8_t *w, int64_t n, int64_t K);
+float ckir_internal_ref_gemm_row_q5_kp(const float *x, const uint8_t *w, int64_t n, int64_t K);
 #endif /* CKIR_KPANEL_H */

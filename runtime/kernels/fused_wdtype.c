@@ -295,3 +295,6 @@ CKIR_FUSED_WDTYPE(q4_kp, uint8_t, RB_Q4_K, CKIR_PANEL, CKIR_KP_Q4, kp)
 #define ref_gemv_row_q6_kp ckir_internal_ref_gemv_row_q6_kp
 #define ref_gemm_row_q6_kp ckir_internal_ref_gemm_row_q6_kp
 CKIR_FUSED_WDTYPE(q6_kp, uint8_t, RB_Q6_K, CKIR_PANEL, CKIR_KP_Q6, kp)
+#define ref_gemv_row_q5_kp ckir_internal_ref_gemv_row_q5_kp
+#define ref_gemm_row_q5_kp ckir_internal_ref_gemm_row_q5_kp
+CKIR_FUSED_WDTYPE(q5_kp, uint8_t, RB_Q5_K, CKIR_PANEL, CKIR_KP_Q5, kp)

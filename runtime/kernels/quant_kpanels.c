@@ -1,5 +1,5 @@
-/* ckir runtime: linear layers and embeddings with K-quant weights in panels, q4_kp and
- * q6_kp (layouts in ckir_kpanel.h; docs/quantization.md, "K-quant panels").
+/* ckir runtime: linear layers and embeddings with K-quant weights in panels, q4_kp, q5_kp
+ * and q6_kp (layouts in ckir_kpanel.h; docs/quantization.md, "q4_kp, q5_kp, q6_kp").
  *
  * Every kernel runs on the format's core (ckir_kp_core_fn): 32 rows of w, one panel,
  * against 1 to CKIR_KP_TX rows of x quantized per super-block (Q8_K, exactly as
@@ -39,12 +39,12 @@ _Static_assert(CKIR_PANEL == 32, "the K-quant panels are 32 rows");
 /* ---- the layout ------------------------------------------------------------------ */
 
 void ckir_internal_kp_block(int fmt, const uint8_t *pb, int r, uint8_t *blk) {
-  /* q4_k: d, dmin (bytes 0..3) first, then bytes 4..143 in quads; q6_k: d (bytes
+  /* q4_k / q5_k: d, dmin (bytes 0..3) first, then bytes 4.. in quads; q6_k: d (bytes
    * 208..209) first, then bytes 0..207 in quads */
-  const int nf = fmt == CKIR_KP_Q4 ? 2 : 1, bytes = CKIR_KP_BYTES(fmt);
-  const int rest = fmt == CKIR_KP_Q4 ? 4 : 0, nq = (bytes - 2 * nf) / 4;
+  const int dmin = CKIR_KP_DMIN(fmt), nf = dmin ? 2 : 1, bytes = CKIR_KP_BYTES(fmt);
+  const int rest = dmin ? 4 : 0, nq = (bytes - 2 * nf) / 4;
   for (int f = 0; f < nf; f++)
-    memcpy(blk + (fmt == CKIR_KP_Q4 ? 2 * f : 208), pb + 2 * CKIR_PANEL * f + 2 * r, 2);
+    memcpy(blk + (dmin ? 2 * f : 208), pb + 2 * CKIR_PANEL * f + 2 * r, 2);
   for (int g = 0; g < nq; g++)
     memcpy(blk + rest + 4 * g, pb + 2 * CKIR_PANEL * nf + 4 * CKIR_PANEL * g + 4 * r, 4);
 }
@@ -86,6 +86,8 @@ CKIR_INLINE void kp_run(int fmt, int ref, const uint8_t *panel, int64_t nb, cons
     ckir_internal_core_kp_portable(fmt, panel, nb, xs, X, out);
   else if (fmt == CKIR_KP_Q4)
     ckir_internal_core_q4_kp(panel, nb, xs, X, pfd, out);
+  else if (fmt == CKIR_KP_Q5)
+    ckir_internal_core_q5_kp(panel, nb, xs, X, pfd, out);
   else
     ckir_internal_core_q6_kp(panel, nb, xs, X, pfd, out);
 }
@@ -241,8 +243,11 @@ static void kp_gemm_i8(const float *x, int64_t M, int64_t K, int fmt, const kp_s
   }
 KP_WROW(q4_kp, CKIR_KP_Q4)
 KP_WROW(q6_kp, CKIR_KP_Q6)
+KP_WROW(q5_kp, CKIR_KP_Q5)
 
-CKIR_INLINE ckir_wrow_fn kp_wrow(int fmt) { return fmt == CKIR_KP_Q4 ? q4_kp_wrow : q6_kp_wrow; }
+CKIR_INLINE ckir_wrow_fn kp_wrow(int fmt) {
+  return fmt == CKIR_KP_Q4 ? q4_kp_wrow : fmt == CKIR_KP_Q5 ? q5_kp_wrow : q6_kp_wrow;
+}
 
 /* gemm_<p> on int8 x now: a SIMD build whose calling thread has not asked for fp32 x */
 #define KP_I8_NOW (KP_FAST && !ckir_internal_qp_fp32_x_on())
@@ -348,3 +353,4 @@ static double kp_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int64
 
 KP_KERNELS(q4_kp, CKIR_KP_Q4)
 KP_KERNELS(q6_kp, CKIR_KP_Q6)
+KP_KERNELS(q5_kp, CKIR_KP_Q5)

@@ -840,12 +840,16 @@ ckir_q8k ckir_internal_q8k_prepare(const float *x, int64_t K, uint8_t *buf, int 
 
 float ckir_internal_kq_dot(int fmt, const uint8_t *block, const int8_t *a, const int16_t *bs,
                            float dx) {
-  return fmt == CKIR_KP_Q4 ? q4_k_dot_scalar(block, a, bs, dx) : q6_k_dot_scalar(block, a, bs, dx);
+  return fmt == CKIR_KP_Q4   ? q4_k_dot_scalar(block, a, bs, dx)
+         : fmt == CKIR_KP_Q5 ? q5_k_dot_scalar(block, a, bs, dx)
+                             : q6_k_dot_scalar(block, a, bs, dx);
 }
 
 void ckir_internal_kq_deq1(int fmt, const uint8_t *block, float *dst) {
   if (fmt == CKIR_KP_Q4)
     q4_k_deq1(block, dst);
+  else if (fmt == CKIR_KP_Q5)
+    q5_k_deq1(block, dst);
   else
     q6_k_deq1(block, dst);
 }
