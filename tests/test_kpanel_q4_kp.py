@@ -64,8 +64,16 @@ def bits(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=F32).view(np.uint32)
 
 
-def gemv(lib: RuntimeLib, name: str, x: np.ndarray, w: np.ndarray, n: int, *, ref: bool = False,
-         b: np.ndarray | None = None) -> np.ndarray:
+def gemv(
+    lib: RuntimeLib,
+    name: str,
+    x: np.ndarray,
+    w: np.ndarray,
+    n: int,
+    *,
+    ref: bool = False,
+    b: np.ndarray | None = None,
+) -> np.ndarray:
     y = np.full(n, np.nan, F32)
     run = lib.ref if ref else lib.call
     if b is None:
@@ -158,7 +166,7 @@ def test_fused(lib: RuntimeLib, m: int) -> None:
     int8 x bit for bit, on fp32 x within the GEMM's rounding)."""
     rng = np.random.default_rng(m)
     k, nq, nk = 512, 95, 17
-    ws = [q4k_rows(rng, nn, k) for nn in (nq, nk, nk)]
+    ws = [quant.quantize(rng.standard_normal((nn, k)).astype(F32), "q4_k") for nn in (nq, nk, nk)]
     wps = [quant.pack_block_panels(w, "q4_kp") for w in ws]
     x = rng.standard_normal((m, k)).astype(F32)
     lib.set_num_threads(2)
