@@ -7,7 +7,8 @@ Oracles:
   kernel, ckir_ref_gemv_q4_k, on the unpacked rows (the core forms each super-block's
   exact integers and rounds dx (d S - dmin M) as the scalar code does, summing the
   super-blocks in order); and within 1e-5 of the partial sums' magnitude of
-  test_kquant's float64 emulation of the integer scheme (x rounded to Q8_K);
+  test_kquant's float64 emulation of the integer scheme and of the float64 product
+  of the dequantized weights with x rounded to Q8_K;
 - gemm_q4_kp (int8 x, every SIMD build): row m bit-equal to gemv_q4_kp of row m, for
   M = 1 .. 9 (the core's 1 to 4 rows of x per call and every tail);
 - gemv_qkv / gemv_gate_up / gemm_qkv / gemm_gate_up: the unfused kernels' outputs;
@@ -26,6 +27,7 @@ from test_kquant import emulate_gemv, extreme_blocks, random_blocks
 from test_quant_kernels import cpu_flags, custom_build
 
 from ckir import quant
+from ckir.reference.kernels import quantized_x
 
 F32 = np.float32
 NS = [1, 17, 31, 32, 33, 95]
@@ -100,6 +102,9 @@ def test_gemv_bit_equal_to_row_major_ref(lib: RuntimeLib, n: int, k: int) -> Non
     want_b = gemv(lib, "q4_k", x, rows, n, ref=True, b=b)
     emu, scale = emulate_gemv(x, rows, "q4_k")
     assert np.all(np.abs(want - emu) <= 1e-5 * scale + 1e-30)
+    # the float64 product of the dequantized weights with x rounded to Q8_K
+    exact = quant.dequantize(rows, "q4_k").astype(np.float64) @ quantized_x(x, 256)
+    assert np.all(np.abs(want - exact) <= 1e-5 * scale + 1e-30)
     for threads in (1, 2):
         lib.set_num_threads(threads)
         for ref in (False, True):
