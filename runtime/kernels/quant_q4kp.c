@@ -66,7 +66,7 @@ typedef __m512 kpf;
 #define kpv_madd _mm512_madd_epi16
 #define kpv_maddubs _mm512_maddubs_epi16
 #define kpv_ctl(x) _mm512_broadcast_i32x4(x)
-/* bytes of a where c is set, of b where it is clear */
+/* the bits of a where c is set, of b where it is clear */
 #define kpv_sel(c, a, b) _mm512_ternarylogic_epi32((a), (b), (c), 0xE4)
 #define kpf_zero _mm512_setzero_ps
 #define kpf_set1 _mm512_set1_ps
@@ -116,17 +116,11 @@ typedef __m256 kpf;
 #endif
 #endif
 #define KP_G (CKIR_PANEL / KP_W) /* lane groups per panel */
-/* lane groups a pass of kp_core at X = 1 and 2 (the broadcasts of x shared by all of
- * them); more rows of x take one group a pass (registers) */
-#ifndef KP_HG1
+/* lane groups a pass of kp_core (sharing x's broadcasts): all of them at X = 1, two at
+ * X = 2, one at X = 3, 4 (registers; measured, docs/performance-log.md) */
 #define KP_HG1 KP_G
-#endif
-#ifndef KP_HG2
 #define KP_HG2 2
-#endif
-#ifndef KP_HG34
 #define KP_HG34 1
-#endif
 
 /* x's B_j = bs[2j] + bs[2j + 1] of one super-block (bs: its 16 sums of 16 a) as four
  * int8 quads: q[0] = Bl[0..4), q[1] = Bl[4..8), q[2] = Bh[0..4), q[3] = Bh[4..8), where
@@ -159,8 +153,8 @@ CKIR_INLINE void kp_scales(const uint8_t *gp, kpv *lo, kpv *hi) {
   *hi = kpv_and(kpv_sel(nib, u2, kpv_srli32(u0, 2)), low6);
 }
 
-/* t[c] (+)= sub-block 2c + odd's dot products of the plane vector's nibbles `nib` with the
- * broadcast quad a4 (VNNI: int32; else int16 pairs) */
+/* t plus the products of a plane vector's nibbles `nib` with the broadcast quad a4 of x,
+ * summed per lane (VNNI: the 4 of each row, into int32; else pairs, into int16) */
 CKIR_INLINE kpv kp_acc(kpv t, kpv nib, kpv a4) {
 #if defined(KP_VNNI)
   return kpv_dpbusd(t, nib, a4);
@@ -181,7 +175,7 @@ CKIR_INLINE void kp_nibbles(kpv v, kpv *lo, kpv *hi) {
 
 /* S (exact int32, per lane) of HG lane groups from h0 of one panel block against X rows
  * of x (ab: their super-block's a).  The planes are read in address order (chunk c, then
- * group q, then lane group);  lane groups share the broadcasts of x. */
+ * group q, then lane group); the HG lane groups share the broadcasts of x. */
 CKIR_INLINE void kp_sums(const uint8_t *blk, int h0, const int HG, const int8_t *const *ab,
                          const int X, kpv S[][CKIR_KP_TX]) {
   kpv sc_lo[KP_G], sc_hi[KP_G], se[KP_G][CKIR_KP_TX], so[KP_G][CKIR_KP_TX];
@@ -253,8 +247,7 @@ CKIR_INLINE kpv kp_mins(const uint8_t *blk, int h, const int32_t bq[4]) {
 #endif
 }
 
-/* the panel against X rows of x; see ckir_kpanel.h.  HG lane groups a pass; full: see
- * kp_sums */
+/* the panel against X rows of x (ckir_kpanel.h's contract), HG lane groups a pass */
 CKIR_INLINE void kp_core(const uint8_t *panel, int64_t nb, const ckir_q8k *xs, const int X,
                          const int HG, int64_t pfd, float *out) {
   kpf acc[KP_G][CKIR_KP_TX];
