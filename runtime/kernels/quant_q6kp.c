@@ -1,0 +1,196 @@
+/* ckir runtime: the SIMD core of the q6_kp panel dtype (ckir_kpanel.h).
+ *
+ * A q6_kp panel block is 32 rows' Q6_K super-blocks with their bytes permuted so
+ * that 32-bit lane r of a 128-byte "quad plane" holds 4 bytes of row r: 64 bytes of
+ * f16 d (row r at 2r), then planes g = 0..51, byte 64 + 128g + 4r + j = byte 4g + j
+ * of row r's Q6_K block: planes 0..31 ql, 32..47 qh, 48..51 the int8 scales sc[16]
+ * (sc[4w + j] in byte j of plane 48 + w).  Element e = 128h + 32t + l (h < 2, t < 4,
+ * l < 32) of a row has the low 4 bits of nibble t / 2 of ql[64h + 32(t % 2) + l] and
+ * the high 2 bits (2t, 2t + 1) of qh[32h + l]; its value is (d sc[e / 16]) (q - 32).
+ *
+ * So a ql plane 16h + 8(t % 2) + L (one zmm: 16 rows x the 4 elements l = 4L .. 4L
+ * + 3) gives the element quads of t (low nibbles) and t + 2 (high nibbles), and the
+ * qh plane 32 + 8h + L their high bits: q (0..63, unsigned) of 16 rows x 4 elements
+ * per zmm, against a broadcast quad of x's int8 a in one vpdpbusd.  Each 16-element
+ * sub-block i of a row (4 quads) accumulates lane-wise from -32 bs[i] (x's sum of
+ * the sub-block, the q - 32), and is multiplied by the row's sc[i] (vpmulld; its
+ * lane of scale plane 48 + i / 4, sign-extended): int32 lane r ends as the exact
+ * S - 32 M of q6_k_dot_scalar (quant_kq.c) for row r.  Then per lane, as the scalar
+ * code rounds: acc = acc + (d dx) (float)(S - 32 M), an explicit multiply, multiply,
+ * add (no fused multiply-add; the runtime compiles with -std=c11, where GCC does not
+ * contract), so every output equals the reference twin's bit for bit, for every
+ * number of rows of x (each row of x has its own lanes and the same operations).
+ *
+ * No horizontal sums and no per-row scale shuffles: the per-row work of the
+ * row-major q6_k kernels (its header unpack, scale spreading and fp32 finish) is
+ * lane-wise here and shared by 16 (zmm) or 8 (ymm) rows.  AVX-512: 2 lane groups of
+ * 16 rows per panel; without VNNI CKIR_DPBUSD512 is vpmaddubsw + vpmaddwd (q <= 63,
+ * |a| <= 127: no saturation).  AVX2: 4 lane groups of 8 rows.  Scalar builds: the
+ * portable core. */
+#define CKIR_QUANT_INTERNAL 1
+#include "ckir_internal.h"
+#include "ckir_quant.h"
+#include "ckir_kpanel.h"
+
+#define KP6_BYTES 210
+#define KP6_BLOCK (CKIR_PANEL * KP6_BYTES) /* 6720 bytes: 105 cache lines */
+#define KP6_PLANE(g) (64 + 128 * (g))
+_Static_assert(KP6_PLANE(52) == KP6_BLOCK, "q6_kp panel block: 64 bytes of d + 52 planes");
+
+#if defined(CKIR_Q512) || defined(CKIR_Q256)
+/* prefetch the k-th of 16 slices (7 lines each) of the panel block pfd bytes ahead:
+ * spread over the block's 16 (lane group, h, t) steps instead of one burst */
+CKIR_INLINE void kp6_prefetch(const uint8_t *p, int k) {
+  for (int l = 7 * k; l < 7 * k + 7 && l < KP6_BLOCK / 64; l++)
+    __builtin_prefetch(p + 64 * l, 0, 2);
+}
+
+/* cb[i][s] = -32 bs[s] of x row i's super-block b: the start of sub-block s's lanes */
+CKIR_INLINE void kp6_starts(const ckir_q8k *xs, const int X, int64_t b, int32_t cb[][16]) {
+  for (int i = 0; i < X; i++)
+    for (int s = 0; s < 16; s++) cb[i][s] = -32 * xs[i].bs[16 * b + s];
+}
+#endif
+
+#if defined(CKIR_Q512)
+/* q of 16 rows x elements 128h + 32t + 4L .. + 3 from the lane group's planes at pg */
+CKIR_INLINE __m512i kp6_q512(const uint8_t *pg, const int h, const int t, const int L) {
+  const __m512i ql = _mm512_loadu_si512((const void *)(pg + KP6_PLANE(16 * h + 8 * (t & 1) + L)));
+  const __m512i qh = _mm512_loadu_si512((const void *)(pg + KP6_PLANE(32 + 8 * h + L)));
+  const __m512i nib = t < 2 ? ql : _mm512_srli_epi16(ql, 4);
+  /* bits 2t, 2t + 1 of qh to bits 4, 5 */
+  const __m512i hb = t == 0   ? _mm512_slli_epi16(qh, 4)
+                     : t == 1 ? _mm512_slli_epi16(qh, 2)
+                     : t == 2 ? qh
+                              : _mm512_srli_epi16(qh, 2);
+  /* (nib & 0x0F) | (hb & 0x30): one vpternlogd after the and */
+  return _mm512_ternarylogic_epi32(nib, _mm512_set1_epi8(0x0F),
+                                   _mm512_and_si512(hb, _mm512_set1_epi8(0x30)), 0xEA);
+}
+
+CKIR_INLINE void kp6_core512(const uint8_t *panel, int64_t nb, const ckir_q8k *xs, const int X,
+                             int64_t pfd, float *out) {
+  __m512 acc[CKIR_KP_TX][2];
+  for (int i = 0; i < X; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *pb = panel + b * KP6_BLOCK;
+    int32_t cb[CKIR_KP_TX][16];
+    kp6_starts(xs, X, b, cb);
+    for (int g = 0; g < 2; g++) { /* rows 16g .. 16g + 15: bytes 64g .. 64g + 63 of each plane */
+      const uint8_t *pg = pb + 64 * g;
+      __m512i T[CKIR_KP_TX]; /* S - 32 M per row, as q6_k_dot_scalar forms it */
+      for (int i = 0; i < X; i++) T[i] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+          if (pfd) kp6_prefetch(pb + pfd, 8 * g + 4 * h + t);
+#pragma GCC unroll 2
+          for (int u = 0; u < 2; u++) { /* sub-block 8h + 2t + u: l = 16u .. 16u + 15 */
+            const int sb = 8 * h + 2 * t + u;
+            __m512i s[CKIR_KP_TX];
+            for (int i = 0; i < X; i++) s[i] = _mm512_set1_epi32(cb[i][sb]);
+#pragma GCC unroll 4
+            for (int L = 4 * u; L < 4 * u + 4; L++) {
+              const __m512i q = kp6_q512(pg, h, t, L);
+              const int e = 128 * h + 32 * t + 4 * L;
+              for (int i = 0; i < X; i++)
+                s[i] = CKIR_DPBUSD512(s[i], q, _mm512_set1_epi32(ckir_q_ld32((const uint8_t *)xs[i].a + 256 * b + e)));
+            }
+            /* sc[sb] of the 16 rows: byte sb % 4 of scale plane 48 + sb / 4, sign-extended */
+            const __m512i sp = _mm512_loadu_si512((const void *)(pg + KP6_PLANE(48 + sb / 4)));
+            const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sp, 24 - 8 * (sb % 4)), 24);
+            for (int i = 0; i < X; i++) T[i] = _mm512_add_epi32(T[i], _mm512_mullo_epi32(s[i], sc));
+          }
+        }
+      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + 32 * g)));
+      for (int i = 0; i < X; i++) {
+        const __m512 ddx = _mm512_mul_ps(d, _mm512_set1_ps(xs[i].dx[b]));
+        acc[i][g] = _mm512_add_ps(acc[i][g], _mm512_mul_ps(ddx, _mm512_cvtepi32_ps(T[i])));
+      }
+    }
+  }
+  for (int i = 0; i < X; i++) {
+    _mm512_storeu_ps(out + i * CKIR_PANEL, acc[i][0]);
+    _mm512_storeu_ps(out + i * CKIR_PANEL + 16, acc[i][1]);
+  }
+}
+#define KP6_CORE kp6_core512
+
+#elif defined(CKIR_Q256)
+/* q of 8 rows x elements 128h + 32t + 4L .. + 3 from the lane group's planes at pg */
+CKIR_INLINE __m256i kp6_q256(const uint8_t *pg, const int h, const int t, const int L) {
+  const __m256i ql = _mm256_loadu_si256((const __m256i *)(pg + KP6_PLANE(16 * h + 8 * (t & 1) + L)));
+  const __m256i qh = _mm256_loadu_si256((const __m256i *)(pg + KP6_PLANE(32 + 8 * h + L)));
+  const __m256i nib = t < 2 ? ql : _mm256_srli_epi16(ql, 4);
+  const __m256i hb = t == 0   ? _mm256_slli_epi16(qh, 4)
+                     : t == 1 ? _mm256_slli_epi16(qh, 2)
+                     : t == 2 ? qh
+                              : _mm256_srli_epi16(qh, 2);
+  return _mm256_or_si256(_mm256_and_si256(nib, _mm256_set1_epi8(0x0F)),
+                         _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
+}
+
+CKIR_INLINE void kp6_core256(const uint8_t *panel, int64_t nb, const ckir_q8k *xs, const int X,
+                             int64_t pfd, float *out) {
+  float acc[CKIR_KP_TX][CKIR_PANEL];
+  for (int i = 0; i < X; i++) memset(acc[i], 0, sizeof acc[i]);
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *pb = panel + b * KP6_BLOCK;
+    int32_t cb[CKIR_KP_TX][16];
+    kp6_starts(xs, X, b, cb);
+    for (int g = 0; g < 4; g++) { /* rows 8g .. 8g + 7: bytes 32g .. 32g + 31 of each plane */
+      const uint8_t *pg = pb + 32 * g;
+      __m256i T[CKIR_KP_TX];
+      for (int i = 0; i < X; i++) T[i] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+          /* 32 steps a block: every other one prefetches a slice */
+          if (pfd && !(g & 1)) kp6_prefetch(pb + pfd, 4 * g + 4 * h + t);
+#pragma GCC unroll 2
+          for (int u = 0; u < 2; u++) {
+            const int sb = 8 * h + 2 * t + u;
+            __m256i s[CKIR_KP_TX];
+            for (int i = 0; i < X; i++) s[i] = _mm256_set1_epi32(cb[i][sb]);
+#pragma GCC unroll 4
+            for (int L = 4 * u; L < 4 * u + 4; L++) {
+              const __m256i q = kp6_q256(pg, h, t, L);
+              const int e = 128 * h + 32 * t + 4 * L;
+              for (int i = 0; i < X; i++)
+                s[i] = CKIR_DPBUSD256(s[i], q, _mm256_set1_epi32(ckir_q_ld32((const uint8_t *)xs[i].a + 256 * b + e)));
+            }
+            const __m256i sp = _mm256_loadu_si256((const __m256i *)(pg + KP6_PLANE(48 + sb / 4)));
+            const __m256i sc = _mm256_srai_epi32(_mm256_slli_epi32(sp, 24 - 8 * (sb % 4)), 24);
+            for (int i = 0; i < X; i++) T[i] = _mm256_add_epi32(T[i], _mm256_mullo_epi32(s[i], sc));
+          }
+        }
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16 * g)));
+      for (int i = 0; i < X; i++) {
+        const __m256 ddx = _mm256_mul_ps(d, _mm256_set1_ps(xs[i].dx[b]));
+        const __m256 prev = _mm256_loadu_ps(acc[i] + 8 * g);
+        _mm256_storeu_ps(acc[i] + 8 * g, _mm256_add_ps(prev, _mm256_mul_ps(ddx, _mm256_cvtepi32_ps(T[i]))));
+      }
+    }
+  }
+  for (int i = 0; i < X; i++) memcpy(out + i * CKIR_PANEL, acc[i], sizeof acc[i]);
+}
+#define KP6_CORE kp6_core256
+#endif
+
+void ckir_internal_core_q6_kp(const uint8_t *panel, int64_t nb, const ckir_q8k *xs, int X,
+                              int64_t pfd, float *out) {
+#if defined(KP6_CORE)
+  /* X as a constant in each instance: the per-row vectors stay in registers */
+  switch (X) {
+    case 1: KP6_CORE(panel, nb, xs, 1, pfd, out); break;
+    case 2: KP6_CORE(panel, nb, xs, 2, pfd, out); break;
+    case 3: KP6_CORE(panel, nb, xs, 3, pfd, out); break;
+    default: KP6_CORE(panel, nb, xs, 4, pfd, out); break;
+  }
+#else
+  (void)pfd;
+  ckir_internal_core_kp_portable(CKIR_KP_Q6, panel, nb, xs, X, out);
+#endif
+}
