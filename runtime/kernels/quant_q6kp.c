@@ -53,75 +53,105 @@ CKIR_INLINE void kp6_starts(const ckir_q8k *xs, const int X, int64_t b, int32_t 
 #endif
 
 #if defined(CKIR_Q512)
-/* q of 16 rows x elements 128h + 32t + 4L .. + 3 from the lane group's planes at pg */
-CKIR_INLINE __m512i kp6_q512(const uint8_t *pg, const int h, const int t, const int L) {
-  const __m512i ql = _mm512_loadu_si512((const void *)(pg + KP6_PLANE(16 * h + 8 * (t & 1) + L)));
-  const __m512i qh = _mm512_loadu_si512((const void *)(pg + KP6_PLANE(32 + 8 * h + L)));
+/* q (0..63) of 16 rows x 4 elements of t from the nibbles of the ql plane (low for t
+ * < 2) and bits 2t, 2t + 1 of the qh plane: (nib & 0x0F) | (hb & 0x30) */
+CKIR_INLINE __m512i kp6_q512(__m512i ql, __m512i qh, const int t) {
   const __m512i nib = t < 2 ? ql : _mm512_srli_epi16(ql, 4);
-  /* bits 2t, 2t + 1 of qh to bits 4, 5 */
   const __m512i hb = t == 0   ? _mm512_slli_epi16(qh, 4)
                      : t == 1 ? _mm512_slli_epi16(qh, 2)
                      : t == 2 ? qh
                               : _mm512_srli_epi16(qh, 2);
-  /* (nib & 0x0F) | (hb & 0x30): one vpternlogd after the and */
-  return _mm512_ternarylogic_epi32(nib, _mm512_set1_epi8(0x0F),
-                                   _mm512_and_si512(hb, _mm512_set1_epi8(0x30)), 0xEA);
+  /* A | (B & C) on (hb & 0x30, nib, 0x0F): the and's result is the destination */
+  return _mm512_ternarylogic_epi32(_mm512_and_si512(hb, _mm512_set1_epi8(0x30)), nib,
+                                   _mm512_set1_epi8(0x0F), 0xF8);
+}
+
+/* X rows of x against GI lane groups (16 rows each) from lane group g0 of one panel
+ * block pb: T[j][i] += the exact S - 32 M of those rows (q6_k_dot_scalar's integer).
+ * Per (h, u) the quads L = 4u .. 4u + 3 of one qh plane and two ql planes give the 4
+ * sub-blocks 8h + 2t + u (t < 4) of every row: each plane loaded once, each
+ * broadcast quad of a shared by the GI lane groups. */
+CKIR_INLINE void kp6_block512(const uint8_t *pb, int g0, const int GI, const int8_t *const *ab,
+                              const int32_t cb[][16], const int X, __m512i T[][CKIR_KP_TX],
+                              int64_t pfd) {
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+    for (int u = 0; u < 2; u++) {
+      if (pfd) /* 16 slices a block, 2 GI per step (h, u) of each of the 2 / GI passes */
+        for (int k = 0; k < 2 * GI; k++) kp6_prefetch(pb + pfd, 2 * GI * (4 * g0 + 2 * h + u) + k);
+      __m512i s[2][4][CKIR_KP_TX];
+      for (int j = 0; j < GI; j++)
+        for (int t = 0; t < 4; t++)
+          for (int i = 0; i < X; i++) s[j][t][i] = _mm512_set1_epi32(cb[i][8 * h + 2 * t + u]);
+#pragma GCC unroll 4
+      for (int L = 4 * u; L < 4 * u + 4; L++) {
+        __m512i ql0[2], ql1[2], qh[2];
+        for (int j = 0; j < GI; j++) {
+          const uint8_t *pg = pb + 64 * (g0 + j);
+          ql0[j] = _mm512_loadu_si512((const void *)(pg + KP6_PLANE(16 * h + L)));
+          ql1[j] = _mm512_loadu_si512((const void *)(pg + KP6_PLANE(16 * h + 8 + L)));
+          qh[j] = _mm512_loadu_si512((const void *)(pg + KP6_PLANE(32 + 8 * h + L)));
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+          __m512i q[2];
+          for (int j = 0; j < GI; j++) q[j] = kp6_q512(t & 1 ? ql1[j] : ql0[j], qh[j], t);
+          for (int i = 0; i < X; i++) {
+            const __m512i xa = _mm512_set1_epi32(ckir_q_ld32((const uint8_t *)ab[i] + 128 * h + 32 * t + 4 * L));
+            for (int j = 0; j < GI; j++) s[j][t][i] = CKIR_DPBUSD512(s[j][t][i], q[j], xa);
+          }
+        }
+      }
+      /* sc[8h + 2t + u] of the rows: byte (2t + u) % 4 of scale plane 48 + 2h + t / 2 */
+      for (int j = 0; j < GI; j++) {
+        const uint8_t *pg = pb + 64 * (g0 + j);
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+          const __m512i sp = _mm512_loadu_si512((const void *)(pg + KP6_PLANE(48 + 2 * h + t / 2)));
+          const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sp, 24 - 8 * ((2 * t + u) % 4)), 24);
+          for (int i = 0; i < X; i++) T[j][i] = _mm512_add_epi32(T[j][i], _mm512_mullo_epi32(s[j][t][i], sc));
+        }
+      }
+    }
 }
 
 CKIR_INLINE void kp6_core512(const uint8_t *panel, int64_t nb, const ckir_q8k *xs, const int X,
                              int64_t pfd, float *out) {
-  __m512 acc[CKIR_KP_TX][2];
-  for (int i = 0; i < X; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  const int GI = X <= 2 ? 2 : 1; /* lane groups sharing each broadcast of a */
+  __m512 acc[2][CKIR_KP_TX];
+  for (int i = 0; i < X; i++) acc[0][i] = acc[1][i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *pb = panel + b * KP6_BLOCK;
     int32_t cb[CKIR_KP_TX][16];
     kp6_starts(xs, X, b, cb);
-    for (int g = 0; g < 2; g++) { /* rows 16g .. 16g + 15: bytes 64g .. 64g + 63 of each plane */
-      const uint8_t *pg = pb + 64 * g;
-      __m512i T[CKIR_KP_TX]; /* S - 32 M per row, as q6_k_dot_scalar forms it */
-      for (int i = 0; i < X; i++) T[i] = _mm512_setzero_si512();
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; h++)
-#pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) {
-          if (pfd) kp6_prefetch(pb + pfd, 8 * g + 4 * h + t);
-#pragma GCC unroll 2
-          for (int u = 0; u < 2; u++) { /* sub-block 8h + 2t + u: l = 16u .. 16u + 15 */
-            const int sb = 8 * h + 2 * t + u;
-            __m512i s[CKIR_KP_TX];
-            for (int i = 0; i < X; i++) s[i] = _mm512_set1_epi32(cb[i][sb]);
-#pragma GCC unroll 4
-            for (int L = 4 * u; L < 4 * u + 4; L++) {
-              const __m512i q = kp6_q512(pg, h, t, L);
-              const int e = 128 * h + 32 * t + 4 * L;
-              for (int i = 0; i < X; i++)
-                s[i] = CKIR_DPBUSD512(s[i], q, _mm512_set1_epi32(ckir_q_ld32((const uint8_t *)xs[i].a + 256 * b + e)));
-            }
-            /* sc[sb] of the 16 rows: byte sb % 4 of scale plane 48 + sb / 4, sign-extended */
-            const __m512i sp = _mm512_loadu_si512((const void *)(pg + KP6_PLANE(48 + sb / 4)));
-            const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sp, 24 - 8 * (sb % 4)), 24);
-            for (int i = 0; i < X; i++) T[i] = _mm512_add_epi32(T[i], _mm512_mullo_epi32(s[i], sc));
-          }
+    const int8_t *ab[CKIR_KP_TX];
+    for (int i = 0; i < X; i++) ab[i] = xs[i].a + 256 * b;
+    for (int g0 = 0; g0 < 2; g0 += GI) {
+      __m512i T[2][CKIR_KP_TX]; /* S - 32 M per row, as q6_k_dot_scalar forms it */
+      for (int j = 0; j < GI; j++)
+        for (int i = 0; i < X; i++) T[j][i] = _mm512_setzero_si512();
+      kp6_block512(pb, g0, GI, ab, cb, X, T, pfd);
+      for (int j = 0; j < GI; j++) {
+        const int g = g0 + j;
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + 32 * g)));
+        for (int i = 0; i < X; i++) {
+          const __m512 ddx = _mm512_mul_ps(d, _mm512_set1_ps(xs[i].dx[b]));
+          acc[g][i] = _mm512_add_ps(acc[g][i], _mm512_mul_ps(ddx, _mm512_cvtepi32_ps(T[j][i])));
         }
-      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + 32 * g)));
-      for (int i = 0; i < X; i++) {
-        const __m512 ddx = _mm512_mul_ps(d, _mm512_set1_ps(xs[i].dx[b]));
-        acc[i][g] = _mm512_add_ps(acc[i][g], _mm512_mul_ps(ddx, _mm512_cvtepi32_ps(T[i])));
       }
     }
   }
   for (int i = 0; i < X; i++) {
-    _mm512_storeu_ps(out + i * CKIR_PANEL, acc[i][0]);
-    _mm512_storeu_ps(out + i * CKIR_PANEL + 16, acc[i][1]);
+    _mm512_storeu_ps(out + i * CKIR_PANEL, acc[0][i]);
+    _mm512_storeu_ps(out + i * CKIR_PANEL + 16, acc[1][i]);
   }
 }
 #define KP6_CORE kp6_core512
 
 #elif defined(CKIR_Q256)
-/* q of 8 rows x elements 128h + 32t + 4L .. + 3 from the lane group's planes at pg */
-CKIR_INLINE __m256i kp6_q256(const uint8_t *pg, const int h, const int t, const int L) {
-  const __m256i ql = _mm256_loadu_si256((const __m256i *)(pg + KP6_PLANE(16 * h + 8 * (t & 1) + L)));
-  const __m256i qh = _mm256_loadu_si256((const __m256i *)(pg + KP6_PLANE(32 + 8 * h + L)));
+/* q of 8 rows x 4 elements of t, as kp6_q512 */
+CKIR_INLINE __m256i kp6_q256(__m256i ql, __m256i qh, const int t) {
   const __m256i nib = t < 2 ? ql : _mm256_srli_epi16(ql, 4);
   const __m256i hb = t == 0   ? _mm256_slli_epi16(qh, 4)
                      : t == 1 ? _mm256_slli_epi16(qh, 2)
@@ -129,6 +159,41 @@ CKIR_INLINE __m256i kp6_q256(const uint8_t *pg, const int h, const int t, const 
                               : _mm256_srli_epi16(qh, 2);
   return _mm256_or_si256(_mm256_and_si256(nib, _mm256_set1_epi8(0x0F)),
                          _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
+}
+
+/* X rows of x against lane group g (8 rows) of panel block pb, as kp6_block512 with
+ * one lane group: T[i] += the exact S - 32 M of those rows */
+CKIR_INLINE void kp6_block256(const uint8_t *pb, int g, const int8_t *const *ab,
+                              const int32_t cb[][16], const int X, __m256i *T, int64_t pfd) {
+  const uint8_t *pg = pb + 32 * g;
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+    for (int u = 0; u < 2; u++) {
+      /* 16 slices a block: one per step (h, u) of each of the 4 lane groups */
+      if (pfd) kp6_prefetch(pb + pfd, 4 * g + 2 * h + u);
+      __m256i s[4][CKIR_KP_TX];
+      for (int t = 0; t < 4; t++)
+        for (int i = 0; i < X; i++) s[t][i] = _mm256_set1_epi32(cb[i][8 * h + 2 * t + u]);
+#pragma GCC unroll 4
+      for (int L = 4 * u; L < 4 * u + 4; L++) {
+        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(pg + KP6_PLANE(16 * h + L)));
+        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(pg + KP6_PLANE(16 * h + 8 + L)));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(pg + KP6_PLANE(32 + 8 * h + L)));
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+          const __m256i q = kp6_q256(t & 1 ? ql1 : ql0, qh, t);
+          for (int i = 0; i < X; i++)
+            s[t][i] = CKIR_DPBUSD256(s[t][i], q, _mm256_set1_epi32(ckir_q_ld32((const uint8_t *)ab[i] + 128 * h + 32 * t + 4 * L)));
+        }
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < 4; t++) {
+        const __m256i sp = _mm256_loadu_si256((const __m256i *)(pg + KP6_PLANE(48 + 2 * h + t / 2)));
+        const __m256i sc = _mm256_srai_epi32(_mm256_slli_epi32(sp, 24 - 8 * ((2 * t + u) % 4)), 24);
+        for (int i = 0; i < X; i++) T[i] = _mm256_add_epi32(T[i], _mm256_mullo_epi32(s[t][i], sc));
+      }
+    }
 }
 
 CKIR_INLINE void kp6_core256(const uint8_t *panel, int64_t nb, const ckir_q8k *xs, const int X,
@@ -139,33 +204,12 @@ CKIR_INLINE void kp6_core256(const uint8_t *panel, int64_t nb, const ckir_q8k *x
     const uint8_t *pb = panel + b * KP6_BLOCK;
     int32_t cb[CKIR_KP_TX][16];
     kp6_starts(xs, X, b, cb);
+    const int8_t *ab[CKIR_KP_TX];
+    for (int i = 0; i < X; i++) ab[i] = xs[i].a + 256 * b;
     for (int g = 0; g < 4; g++) { /* rows 8g .. 8g + 7: bytes 32g .. 32g + 31 of each plane */
-      const uint8_t *pg = pb + 32 * g;
-      __m256i T[CKIR_KP_TX];
+      __m256i T[CKIR_KP_TX]; /* S - 32 M per row, as q6_k_dot_scalar forms it */
       for (int i = 0; i < X; i++) T[i] = _mm256_setzero_si256();
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; h++)
-#pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) {
-          /* 32 steps a block: every other one prefetches a slice */
-          if (pfd && !(g & 1)) kp6_prefetch(pb + pfd, 4 * g + 4 * h + t);
-#pragma GCC unroll 2
-          for (int u = 0; u < 2; u++) {
-            const int sb = 8 * h + 2 * t + u;
-            __m256i s[CKIR_KP_TX];
-            for (int i = 0; i < X; i++) s[i] = _mm256_set1_epi32(cb[i][sb]);
-#pragma GCC unroll 4
-            for (int L = 4 * u; L < 4 * u + 4; L++) {
-              const __m256i q = kp6_q256(pg, h, t, L);
-              const int e = 128 * h + 32 * t + 4 * L;
-              for (int i = 0; i < X; i++)
-                s[i] = CKIR_DPBUSD256(s[i], q, _mm256_set1_epi32(ckir_q_ld32((const uint8_t *)xs[i].a + 256 * b + e)));
-            }
-            const __m256i sp = _mm256_loadu_si256((const __m256i *)(pg + KP6_PLANE(48 + sb / 4)));
-            const __m256i sc = _mm256_srai_epi32(_mm256_slli_epi32(sp, 24 - 8 * (sb % 4)), 24);
-            for (int i = 0; i < X; i++) T[i] = _mm256_add_epi32(T[i], _mm256_mullo_epi32(s[i], sc));
-          }
-        }
+      kp6_block256(pb, g, ab, cb, X, T, pfd);
       const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16 * g)));
       for (int i = 0; i < X; i++) {
         const __m256 ddx = _mm256_mul_ps(d, _mm256_set1_ps(xs[i].dx[b]));
