@@ -144,9 +144,17 @@ def _panel_shape(d: DType, shape: tuple[int, ...]) -> tuple[int, int, int]:
     return n, k, -(-n // d.panel)
 
 
-#: block panel dtypes: the f16 fields that open each block of their block format (q8_0
-#: d; q4_1 d, m; q4_0 d), each stored as 32 f16 (one per row) at the start of a panel block
-_PANEL_BLOCK_FIELDS = {"q8_0p": 1, "q4_1p": 2, "q4_0p": 1}
+#: block panel dtypes: the byte offsets, in a block of their block format, of the f16
+#: fields stored as 32 f16 (one per row) at the start of a panel block, in this order
+#: (q8_0 d; q4_1 d, m; q4_0 d; q4_k d, dmin; q6_k d, its last two bytes); the block's
+#: other bytes, in order, follow as quads of 4 bytes per row
+_PANEL_BLOCK_FIELDS: dict[str, tuple[int, ...]] = {
+    "q8_0p": (0,),
+    "q4_1p": (0, 2),
+    "q4_0p": (0,),
+    "q4_kp": (0, 2),
+    "q6_kp": (208,),
+}
 assert set(_PANEL_BLOCK_FIELDS) == {d for d in PANEL_DTYPES if d in BLOCK_DTYPES}
 #: rows per panel, bytes of one f16 field, quant bytes of one row per group (k quads of
 #: q8_0p; for q4_1p and q4_0p the 4 bytes hold k = 4g + j in their low nibbles, 16 + 4g
@@ -157,10 +165,19 @@ assert all(PANEL_DTYPES[d] == _PB_ROWS for d in _PANEL_BLOCK_FIELDS)
 
 def panel_block_bytes(dtype: str) -> int:
     """Bytes of one panel block of block panel dtype ``dtype`` (32 rows x one block of its
-    block format: q8_0p 32 x 34 = 1088, q4_1p 32 x 20 = 640, q4_0p 32 x 18 = 576)."""
+    block format: q8_0p 32 x 34 = 1088, q4_1p 32 x 20 = 640, q4_0p 32 x 18 = 576, q4_kp
+    32 x 144 = 4608, q6_kp 32 x 210 = 6720)."""
     if dtype not in _PANEL_BLOCK_FIELDS:
         raise ValueError(f"{dtype!r} is not a block panel dtype ({', '.join(_PANEL_BLOCK_FIELDS)})")
     return _PB_ROWS * BLOCK_DTYPES[dtype][0]
+
+
+def _block_order(dtype: str) -> np.ndarray:
+    """The bytes of one block of ``dtype``'s block format in panel order: its f16 fields
+    (``_PANEL_BLOCK_FIELDS``), then the rest in order."""
+    nbytes, fields = BLOCK_DTYPES[dtype][0], _PANEL_BLOCK_FIELDS[dtype]
+    head = [o + i for o in fields for i in range(_PB_F16)]
+    return np.array(head + [i for i in range(nbytes) if i not in head], dtype=np.intp)
 
 
 #: bytes of one panel block of q8_0p (1088), q4_1p (640) and q4_0p (576)
@@ -171,27 +188,30 @@ Q4_0P_PANEL_BLOCK = panel_block_bytes("q4_0p")
 
 def pack_block_panels(blocks: np.ndarray, dtype: str) -> np.ndarray:
     """Block bytes of a ``[N, K]`` matrix in the block format of block panel dtype
-    ``dtype`` (q8_0 rows for q8_0p, q4_1 rows for q4_1p: uint8 ``[N, K/32 * block
-    bytes]``) -> its panels, uint8 ``[P, K/32, panel block bytes]`` (P = ceil(N/32)),
-    contiguous: a byte permutation (exact), the rows of the last panel past N zero.
+    ``dtype`` (q8_0 rows for q8_0p, q4_k rows for q4_kp: uint8 ``[N, K/B * block
+    bytes]``, B the block's elements) -> its panels, uint8 ``[P, K/B, panel block
+    bytes]`` (P = ceil(N/32)), contiguous: a byte permutation (exact), the rows of the
+    last panel past N zero.
 
-    Panel block (p, b), for the F f16 fields of a block (q8_0: d; q4_1: d, m) and its
-    Q quant bytes (q8_0: 32 int8; q4_1: 16 bytes of nibbles): bytes ``64 f + 2 r ..
-    64 f + 2 r + 1`` are field f of row ``32p + r``'s block b; then Q/4 groups g of
-    128 bytes, byte ``64 F + 128 g + 4 r + j`` being that block's quant byte 4g + j
-    (r = 0..31, j = 0..3)."""
+    Panel block (p, b), for the F f16 fields of a block (``_PANEL_BLOCK_FIELDS``: q8_0
+    d; q4_1 d, m; q4_k d, dmin; q6_k d) and its Q other bytes (q8_0: 32 int8; q4_1: 16
+    bytes of nibbles; q4_k: 12 scale bytes and 128 of nibbles; q6_k: ql, qh, scales):
+    bytes ``64 f + 2 r .. 64 f + 2 r + 1`` are field f of row ``32p + r``'s block b;
+    then Q/4 quad planes g of 128 bytes, byte ``64 F + 128 g + 4 r + j`` being that
+    block's other byte 4g + j (r = 0..31, j = 0..3)."""
     panel_block_bytes(dtype)  # ValueError unless a block panel dtype
-    fields, values = _PANEL_BLOCK_FIELDS[dtype], PANEL_VALUES[dtype]
+    fields, values = len(_PANEL_BLOCK_FIELDS[dtype]), PANEL_VALUES[dtype]
     a = np.ascontiguousarray(blocks)
-    nbytes = BLOCK_DTYPES[values][0]
+    nbytes, elems = BLOCK_DTYPES[values]
     if a.dtype != np.uint8 or a.ndim != 2 or a.shape[1] % nbytes:
         raise ValueError(
-            f"{dtype} packs {values} rows (uint8 [N, K/32 * {nbytes}]), got {a.dtype} {a.shape}"
+            f"{dtype} packs {values} rows (uint8 [N, K/{elems} * {nbytes}]), "
+            f"got {a.dtype} {a.shape}"
         )
     n, nb = a.shape[0], a.shape[1] // nbytes
     p = -(-n // _PB_ROWS)
     padded = np.zeros((p * _PB_ROWS, nb, nbytes), dtype=np.uint8)
-    padded[:n] = a.reshape(n, nb, nbytes)
+    padded[:n] = a.reshape(n, nb, nbytes)[..., _block_order(dtype)]
     by_block = padded.reshape(p, _PB_ROWS, nb, nbytes).transpose(0, 2, 1, 3)  # [P, B, r, blk]
     split = fields * _PB_F16
     scales = by_block[..., :split].reshape(p, nb, _PB_ROWS, fields, _PB_F16)
@@ -203,16 +223,17 @@ def pack_block_panels(blocks: np.ndarray, dtype: str) -> np.ndarray:
 
 def unpack_block_panels(arr: np.ndarray, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """Panels of block panel dtype ``dtype`` of the ``[N, K]`` matrix of logical
-    ``shape`` (uint8, any shape with ``ceil(N/32) * K/32 * panel block bytes`` bytes)
-    -> its block bytes, uint8 ``[N, K/32 * block bytes]``, exactly those
+    ``shape`` (uint8, any shape with ``ceil(N/32) * K/B * panel block bytes`` bytes)
+    -> its block bytes, uint8 ``[N, K/B * block bytes]``, exactly those
     :func:`pack_block_panels` packed (inverse permutation, bit for bit)."""
     pblock = panel_block_bytes(dtype)
-    fields, d = _PANEL_BLOCK_FIELDS[dtype], dtype_info(dtype)
+    fields, d = len(_PANEL_BLOCK_FIELDS[dtype]), dtype_info(dtype)
     n, k, p = _panel_shape(d, tuple(shape))
     a = np.ascontiguousarray(arr)
     if a.dtype != np.uint8:
         raise TypeError(f"{dtype} panels are uint8 bytes, got {a.dtype}")
-    nb, nbytes = k // QK, BLOCK_DTYPES[dtype][0]
+    nbytes, elems = BLOCK_DTYPES[dtype]
+    nb = k // elems
     if a.size != p * nb * pblock:
         raise ValueError(
             f"{dtype} [{n}, {k}] is {p * nb * pblock} bytes ({p} panels of {nb} "
@@ -225,7 +246,9 @@ def unpack_block_panels(arr: np.ndarray, shape: tuple[int, ...], dtype: str) -> 
     by_block = np.concatenate(
         [scales.reshape(p, nb, _PB_ROWS, -1), quads.reshape(p, nb, _PB_ROWS, -1)], axis=3
     )
-    rows = by_block.transpose(0, 2, 1, 3).reshape(p * _PB_ROWS, nb * nbytes)[:n]
+    ordered = np.empty_like(by_block)
+    ordered[..., _block_order(dtype)] = by_block
+    rows = ordered.transpose(0, 2, 1, 3).reshape(p * _PB_ROWS, nb * nbytes)[:n]
     return np.ascontiguousarray(rows)
 
 
@@ -494,7 +517,7 @@ def count_non_finite(arr: np.ndarray, dtype: str) -> int:
             raise ValueError(
                 f"{dtype} data must be whole {pblock}-byte panel blocks, got {raw.size} bytes"
             )
-        split = _PANEL_BLOCK_FIELDS[dtype] * _PB_ROWS * _PB_F16
+        split = len(_PANEL_BLOCK_FIELDS[dtype]) * _PB_ROWS * _PB_F16
         scales = _f16(raw.reshape(-1, pblock)[:, :split])
         return int(scales.size - np.count_nonzero(np.isfinite(scales)))
     if dtype in PANEL_DTYPES:  # the panels (their plain dtype's values, zero padding) or bytes

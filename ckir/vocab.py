@@ -177,6 +177,9 @@ DTYPE_TABLE: tuple[DType, ...] = (
     DType("q4_k", "uint8_t", None, block=(144, 256), weight=True),
     DType("q5_k", "uint8_t", None, block=(176, 256), weight=True),
     DType("q6_k", "uint8_t", None, block=(210, 256), weight=True),
+    # Q4_K / Q6_K super-blocks pre-packed in 32-row GEMM panels (docs/quantization.md)
+    DType("q4_kp", "uint8_t", None, block=(144, 256), weight=True, panel=32),
+    DType("q6_kp", "uint8_t", None, block=(210, 256), weight=True, panel=32),
     # GGUF 5-bit blocks of 32 (docs/quantization.md): Q5_0 (d, qh, qs) and Q5_1 (d, m, qh, qs)
     DType("q5_0", "uint8_t", None, block=(22, 32), weight=True),
     DType("q5_1", "uint8_t", None, block=(24, 32), weight=True),

@@ -31,6 +31,7 @@
 #include "ckir_internal.h"
 #include "ckir_fused.h"
 #include "ckir_quant.h"
+#include "ckir_kpanel.h"
 
 #define GUW_CH 256                 /* gate/up rows per gemv pair in decode */
 #define FUSED_GEMV_PAR_MIN 65536 /* weights below which decode stays on one thread */
@@ -95,7 +96,7 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
  * units of G, and rows r0 .. with r0 % G == 0 start RB(K) * r0 bytes in) and its
  * reference twin, built on ckir_{gemv,gemm}[_bias]_D.  The twins take the dot
  * product of x with row n of w from ref_gemv_row_D / ref_gemm_row_D. */
-#define CKIR_FUSED_WDTYPE(D, WT, RB, G, QP)                                                       \
+#define CKIR_FUSED_WDTYPE(D, WT, RB, G, QP, FAM)                                                       \
   static void gemv_w_##D(const float *x, const void *w, const float *b, float *y, int64_t N,    \
                          int64_t K) {                                                            \
     if (b)                                                                                       \
@@ -109,7 +110,7 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
   static void gemm_w_##D(const float *x, const void *w, float *y, int64_t M, int64_t N,         \
                          int64_t K) {                                                            \
     if (QP >= 0)                                                                                 \
-      ckir_internal_gemm_qp_f32x(x, (const uint8_t *)w, NULL, y, M, N, K, QP);                   \
+      ckir_internal_gemm_##FAM##_f32x(x, (const uint8_t *)w, NULL, y, M, N, K, QP);                   \
     else                                                                                         \
       ckir_gemm_##D(x, (const WT *)w, y, M, N, K);                                               \
   }                                                                                              \
@@ -124,7 +125,7 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
     if (QP >= 0) { /* x quantized once for the three */                                         \
       const uint8_t *const wp[3] = {(const uint8_t *)wq, (const uint8_t *)wk,                    \
                                     (const uint8_t *)wv};                                        \
-      ckir_internal_gemv_qkv_qp(x, wp, b, y, N, K, QP);                                          \
+      ckir_internal_gemv_qkv_##FAM(x, wp, b, y, N, K, QP);                                          \
       return;                                                                                    \
     }                                                                                            \
     qkv_gemv(gemv_w_##D, RB(K), G, x, w, b, y, N, K);                                               \
@@ -147,7 +148,7 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
     const float *const b[3] = {bq, bk, bv};                                                      \
     float *const y[3] = {q, k, v};                                                               \
     const int64_t N[3] = {Nq, Nk, Nv};                                                           \
-    if (QP >= 0 && ckir_internal_gemm_qkv_qp(x, w, b, y, N, M, K, QP)) return;                  \
+    if (QP >= 0 && ckir_internal_gemm_qkv_##FAM(x, w, b, y, N, M, K, QP)) return;                  \
     if (gemm3(x, ckir_internal_wread_##D(M, K), w, b, y, N, M, K)) return;                      \
     ckir_gemm_bias_##D(x, wq, bq, q, M, Nq, K);                                                  \
     ckir_gemm_bias_##D(x, wk, bk, k, M, Nk, K);                                                  \
@@ -163,14 +164,14 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
                              int64_t K) {                                                        \
     CKIR_REQUIRE(N >= 1 && K >= 1, "gemv_gate_up_" #D);                                          \
     if (QP >= 0) /* x quantized once for the two */                                              \
-      ckir_internal_gemv_gate_up_qp(x, (const uint8_t *)wg, (const uint8_t *)wu, out, N, K, QP); \
+      ckir_internal_gemv_gate_up_##FAM(x, (const uint8_t *)wg, (const uint8_t *)wu, out, N, K, QP); \
     else                                                                                         \
       gate_up_gemv(gemv_w_##D, RB(K), G, x, wg, wu, out, N, K);                                     \
   }                                                                                              \
   void ckir_gemm_gate_up_##D(const float *x, const WT *wg, const WT *wu, float *out, int64_t M, \
                              int64_t N, int64_t K) {                                             \
     CKIR_REQUIRE(M >= 1 && N >= 1 && K >= 1, "gemm_gate_up_" #D);                                \
-    if (QP >= 0 && ckir_internal_gemm_gate_up_qp(x, (const uint8_t *)wg, (const uint8_t *)wu, out, \
+    if (QP >= 0 && ckir_internal_gemm_gate_up_##FAM(x, (const uint8_t *)wg, (const uint8_t *)wu, out, \
                                                  M, N, K, QP))                                   \
       return;                                                                                    \
     const ckir_wread r = ckir_internal_wread_##D(M, K);                                          \
@@ -258,33 +259,39 @@ CKIR_REF_ROWS(bf16, uint16_t, RB_BF16)
 CKIR_REF_ROWS(q8_0, uint8_t, RB_Q8_0)
 CKIR_REF_ROWS(q4_0, uint8_t, RB_Q4_0)
 CKIR_REF_ROWS(q4_1, uint8_t, RB_Q4_1)
-CKIR_FUSED_WDTYPE(bf16, uint16_t, RB_BF16, 1, -1)
-CKIR_FUSED_WDTYPE(q8_0, uint8_t, RB_Q8_0, 1, -1)
-CKIR_FUSED_WDTYPE(q4_0, uint8_t, RB_Q4_0, 1, -1)
-CKIR_FUSED_WDTYPE(q4_1, uint8_t, RB_Q4_1, 1, -1)
-CKIR_FUSED_WDTYPE(f32p, float, RB_F32P, CKIR_PANEL, -1)
-CKIR_FUSED_WDTYPE(bf16p, uint16_t, RB_BF16, CKIR_PANEL, -1)
+CKIR_FUSED_WDTYPE(bf16, uint16_t, RB_BF16, 1, -1, qp)
+CKIR_FUSED_WDTYPE(q8_0, uint8_t, RB_Q8_0, 1, -1, qp)
+CKIR_FUSED_WDTYPE(q4_0, uint8_t, RB_Q4_0, 1, -1, qp)
+CKIR_FUSED_WDTYPE(q4_1, uint8_t, RB_Q4_1, 1, -1, qp)
+CKIR_FUSED_WDTYPE(f32p, float, RB_F32P, CKIR_PANEL, -1, qp)
+CKIR_FUSED_WDTYPE(bf16p, uint16_t, RB_BF16, CKIR_PANEL, -1, qp)
 #define ref_gemv_row_q8_0p ckir_internal_ref_gemv_row_q8_0p
 #define ref_gemm_row_q8_0p ckir_internal_ref_gemm_row_q8_0p
-CKIR_FUSED_WDTYPE(q8_0p, uint8_t, RB_Q8_0, CKIR_PANEL, CKIR_QP_Q8_0)
+CKIR_FUSED_WDTYPE(q8_0p, uint8_t, RB_Q8_0, CKIR_PANEL, CKIR_QP_Q8_0, qp)
 #define ref_gemv_row_q4_1p ckir_internal_ref_gemv_row_q4_1p
 #define ref_gemm_row_q4_1p ckir_internal_ref_gemm_row_q4_1p
-CKIR_FUSED_WDTYPE(q4_1p, uint8_t, RB_Q4_1, CKIR_PANEL, CKIR_QP_Q4_1)
+CKIR_FUSED_WDTYPE(q4_1p, uint8_t, RB_Q4_1, CKIR_PANEL, CKIR_QP_Q4_1, qp)
 #define ref_gemv_row_q4_0p ckir_internal_ref_gemv_row_q4_0p
 #define ref_gemm_row_q4_0p ckir_internal_ref_gemm_row_q4_0p
-CKIR_FUSED_WDTYPE(q4_0p, uint8_t, RB_Q4_0, CKIR_PANEL, CKIR_QP_Q4_0)
+CKIR_FUSED_WDTYPE(q4_0p, uint8_t, RB_Q4_0, CKIR_PANEL, CKIR_QP_Q4_0, qp)
 #define RB_Q4_K(K) ((K) / CKIR_QK_K * CKIR_Q4_K_BYTES)
 #define RB_Q5_K(K) ((K) / CKIR_QK_K * CKIR_Q5_K_BYTES)
 #define RB_Q6_K(K) ((K) / CKIR_QK_K * CKIR_Q6_K_BYTES)
 CKIR_REF_ROWS(q4_k, uint8_t, RB_Q4_K)
 CKIR_REF_ROWS(q5_k, uint8_t, RB_Q5_K)
 CKIR_REF_ROWS(q6_k, uint8_t, RB_Q6_K)
-CKIR_FUSED_WDTYPE(q4_k, uint8_t, RB_Q4_K, 1, -1)
-CKIR_FUSED_WDTYPE(q5_k, uint8_t, RB_Q5_K, 1, -1)
-CKIR_FUSED_WDTYPE(q6_k, uint8_t, RB_Q6_K, 1, -1)
+CKIR_FUSED_WDTYPE(q4_k, uint8_t, RB_Q4_K, 1, -1, qp)
+CKIR_FUSED_WDTYPE(q5_k, uint8_t, RB_Q5_K, 1, -1, qp)
+CKIR_FUSED_WDTYPE(q6_k, uint8_t, RB_Q6_K, 1, -1, qp)
 #define RB_Q5_0(K) ((K) / CKIR_QK * CKIR_Q5_0_BYTES)
 #define RB_Q5_1(K) ((K) / CKIR_QK * CKIR_Q5_1_BYTES)
 CKIR_REF_ROWS(q5_0, uint8_t, RB_Q5_0)
 CKIR_REF_ROWS(q5_1, uint8_t, RB_Q5_1)
-CKIR_FUSED_WDTYPE(q5_0, uint8_t, RB_Q5_0, 1, -1)
-CKIR_FUSED_WDTYPE(q5_1, uint8_t, RB_Q5_1, 1, -1)
+CKIR_FUSED_WDTYPE(q5_0, uint8_t, RB_Q5_0, 1, -1, qp)
+CKIR_FUSED_WDTYPE(q5_1, uint8_t, RB_Q5_1, 1, -1, qp)
+#define ref_gemv_row_q4_kp ckir_internal_ref_gemv_row_q4_kp
+#define ref_gemm_row_q4_kp ckir_internal_ref_gemm_row_q4_kp
+CKIR_FUSED_WDTYPE(q4_kp, uint8_t, RB_Q4_K, CKIR_PANEL, CKIR_KP_Q4, kp)
+#define ref_gemv_row_q6_kp ckir_internal_ref_gemv_row_q6_kp
+#define ref_gemm_row_q6_kp ckir_internal_ref_gemm_row_q6_kp
+CKIR_FUSED_WDTYPE(q6_kp, uint8_t, RB_Q6_K, CKIR_PANEL, CKIR_KP_Q6, kp)

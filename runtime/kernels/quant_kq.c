@@ -41,6 +41,7 @@
 #define CKIR_QUANT_INTERNAL 1
 #include "ckir_internal.h"
 #include "ckir_quant.h"
+#include "ckir_kpanel.h"
 
 #define QKK CKIR_QK_K
 #define KQ_MAX_NB (CKIR_QUANT_MAX_K / CKIR_QK_K)
@@ -140,14 +141,11 @@ KQ_DEQ(q6_k, CKIR_Q6_K_BYTES)
 
 /* ---- activations: Q8_K ---------------------------------------------------- */
 
-typedef struct {
-  int8_t *a;     /* [K] */
-  float *dx;     /* [K/256] */
-  int16_t *bs;   /* [K/16] sums of 16 consecutive a */
-} kq_act;
+/* a [K], dx [K/256], bs [K/16] sums of 16 consecutive a (ckir_kpanel.h) */
+typedef ckir_q8k kq_act;
 
 /* bytes of stack kq_prepare needs for K */
-#define KQ_ACT_BYTES(K) ((K) + ((K) / QKK) * 4 + ((K) / 16) * 2 + 192)
+#define KQ_ACT_BYTES(K) CKIR_Q8K_BYTES(K)
 
 /* one super-block of x: ab[0..256) = round-to-nearest-even(xb / d) (0 where d = 0),
  * *dxb = d = max|xb| / 127, bsb[g] = sum of ab[16g .. 16g + 16); with perm, each run of
@@ -833,3 +831,21 @@ CKIR_INLINE void q6_k_rows512(const uint8_t *row, int64_t rb, int64_t nb, const 
 KQ_KERNELS(q4_k, CKIR_Q4_K_BYTES)
 KQ_KERNELS(q5_k, CKIR_Q5_K_BYTES)
 KQ_KERNELS(q6_k, CKIR_Q6_K_BYTES)
+
+/* ---- for the K-quant panels (quant_kpanels.c) ---------------------------------- */
+
+ckir_q8k ckir_internal_q8k_prepare(const float *x, int64_t K, uint8_t *buf, int ref) {
+  return kq_prepare(x, K, buf, 0, ref);
+}
+
+float ckir_internal_kq_dot(int fmt, const uint8_t *block, const int8_t *a, const int16_t *bs,
+                           float dx) {
+  return fmt == CKIR_KP_Q4 ? q4_k_dot_scalar(block, a, bs, dx) : q6_k_dot_scalar(block, a, bs, dx);
+}
+
+void ckir_internal_kq_deq1(int fmt, const uint8_t *block, float *dst) {
+  if (fmt == CKIR_KP_Q4)
+    q4_k_deq1(block, dst);
+  else
+    q6_k_deq1(block, dst);
+}

@@ -1,0 +1,350 @@
+/* ckir runtime: linear layers and embeddings with K-quant weights in panels, q4_kp and
+ * q6_kp (layouts in ckir_kpanel.h; docs/quantization.md, "K-quant panels").
+ *
+ * Every kernel runs on the format's core (ckir_kp_core_fn): 32 rows of w, one panel,
+ * against 1 to CKIR_KP_TX rows of x quantized per super-block (Q8_K, exactly as
+ * gemv_q4_k / gemv_q6_k quantize x), each super-block's exact int32 dot products
+ * scaled as the row-major kernels scale them.
+ *
+ *   gemv_<p> (decode): x quantized once; each thread streams one contiguous range of
+ *     whole panels; the fused qkv takes the three matrices' panels as one sequence and
+ *     gate_up each gate panel with its up panel (silu(gate) * up from the two panels'
+ *     32 outputs), on that one quantization of x.
+ *   gemm_<p> (prefill), SIMD builds: each thread a range of panels; x's rows quantized
+ *     per tile (each thread its own copy, <= KP_XB bytes), every panel meeting the
+ *     tile's rows CKIR_KP_TX at a time: row m of y == gemv_<p>(row m of x) bit for bit.
+ *     With fp32 x (ckir_runtime_qp_fp32_x, and scalar builds): the rows dequantized to
+ *     fp32 on ckir_internal_wgemm, as gemm_q4_k / gemm_q6_k do.
+ *   embed_<p>: row n is row n % 32 of its panel, gathered and dequantized.
+ *   reference twins: the portable core on the scalar quantization of x (bit-equal to
+ *     ckir_ref_gemv_q4_k / _q6_k on the unpacked rows), fp32 dequantized rows summed in
+ *     double for the GEMM. */
+#define CKIR_QUANT_INTERNAL 1
+#include "ckir_internal.h"
+#include "ckir_quant.h"
+#include "ckir_kpanel.h"
+
+#if defined(CKIR_Q512) || defined(CKIR_Q256)
+#define KP_FAST 1
+#else
+#define KP_FAST 0
+#endif
+/* the cores' software prefetch distance (bytes ahead in the panel stream) */
+#define KP_PFD 4096
+/* bytes of x's quantized rows a GEMM thread keeps on its stack at once */
+#define KP_XB (96 * 1024)
+#define KP_MAX_BYTES 210
+_Static_assert(CKIR_PANEL == 32, "the K-quant panels are 32 rows");
+
+/* ---- the layout ------------------------------------------------------------------ */
+
+void ckir_internal_kp_block(int fmt, const uint8_t *pb, int r, uint8_t *blk) {
+  /* q4_k: d, dmin (bytes 0..3) first, then bytes 4..143 in quads; q6_k: d (bytes
+   * 208..209) first, then bytes 0..207 in quads */
+  const int nf = fmt == CKIR_KP_Q4 ? 2 : 1, bytes = CKIR_KP_BYTES(fmt);
+  const int rest = fmt == CKIR_KP_Q4 ? 4 : 0, nq = (bytes - 2 * nf) / 4;
+  for (int f = 0; f < nf; f++)
+    memcpy(blk + (fmt == CKIR_KP_Q4 ? 2 * f : 208), pb + 2 * CKIR_PANEL * f + 2 * r, 2);
+  for (int g = 0; g < nq; g++)
+    memcpy(blk + rest + 4 * g, pb + 2 * CKIR_PANEL * nf + 4 * CKIR_PANEL * g + 4 * r, 4);
+}
+
+void ckir_internal_core_kp_portable(int fmt, const uint8_t *panel, int64_t nb,
+                                    const ckir_q8k *xs, int X, float *out) {
+  const int64_t pbb = (int64_t)CKIR_PANEL * CKIR_KP_BYTES(fmt);
+  for (int r = 0; r < CKIR_PANEL; r++) {
+    float acc[CKIR_KP_TX] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t b = 0; b < nb; b++) {
+      uint8_t blk[KP_MAX_BYTES];
+      ckir_internal_kp_block(fmt, panel + b * pbb, r, blk);
+      for (int i = 0; i < X; i++)
+        acc[i] += ckir_internal_kq_dot(fmt, blk, xs[i].a + b * 256, xs[i].bs + b * 16,
+                                       xs[i].dx[b]);
+    }
+    for (int i = 0; i < X; i++) out[i * CKIR_PANEL + r] = acc[i];
+  }
+}
+
+/* bytes of one panel of fmt at K */
+CKIR_INLINE int64_t kp_panel_bytes(int fmt, int64_t K) {
+  return K / 256 * CKIR_PANEL * CKIR_KP_BYTES(fmt);
+}
+
+/* the 256 values of row n, super-block b of a [N, K] matrix of fmt */
+static void kp_values(int fmt, const uint8_t *w, int64_t n, int64_t b, int64_t K, float *v) {
+  uint8_t blk[KP_MAX_BYTES];
+  const uint8_t *pb = w + (n / CKIR_PANEL) * kp_panel_bytes(fmt, K) +
+                      b * CKIR_PANEL * CKIR_KP_BYTES(fmt);
+  ckir_internal_kp_block(fmt, pb, (int)(n % CKIR_PANEL), blk);
+  ckir_internal_kq_deq1(fmt, blk, v);
+}
+
+/* one core call: the format's (SIMD) core, or the portable one (ref) */
+CKIR_INLINE void kp_run(int fmt, int ref, const uint8_t *panel, int64_t nb, const ckir_q8k *xs,
+                        int X, int64_t pfd, float *out) {
+  if (ref)
+    ckir_internal_core_kp_portable(fmt, panel, nb, xs, X, out);
+  else if (fmt == CKIR_KP_Q4)
+    ckir_internal_core_q4_kp(panel, nb, xs, X, pfd, out);
+  else
+    ckir_internal_core_q6_kp(panel, nb, xs, X, pfd, out);
+}
+
+/* ---- gemv ---------------------------------------------------------------------- */
+
+/* one weight matrix of a call: y[M, N] (row stride N) = x . w^T (+ b) */
+typedef struct {
+  const uint8_t *w;
+  const float *b;
+  float *y;
+  int64_t N;
+} kp_seg;
+
+/* rows of panel p (32 outputs o, i.e. rows 32p ..) into y, plus b */
+CKIR_INLINE void kp_store(const float *o, const float *b, float *y, int64_t N, int64_t p) {
+  const int64_t r0 = p * CKIR_PANEL, nr = CKIR_MIN(CKIR_PANEL, N - r0);
+  for (int64_t r = 0; r < nr; r++) y[r0 + r] = o[r] + (b ? b[r0 + r] : 0.0f);
+}
+
+CKIR_INLINE int64_t kp_panels(int64_t N) { return (N + CKIR_PANEL - 1) / CKIR_PANEL; }
+
+/* y_i = W_i x (+ b_i) for nseg matrices sharing x (gemv 1, gemv_qkv 3), or with
+ * gate_up out = silu(Wg x) * (Wu x) (segs[0] the gate, out its y; segs[1] the up), on
+ * one quantization of x.  The panels of the matrices form one sequence (gate_up: the
+ * gate's, each with its up panel); each thread streams one contiguous range of it. */
+static void kp_gemv(const float *x, const kp_seg *segs, int nseg, int gate_up, int64_t K,
+                    int fmt, int ref) {
+  const int64_t nb = K / 256, pbytes = kp_panel_bytes(fmt, K);
+  int64_t P = 0, rows = 0;
+  for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
+    P += kp_panels(segs[i].N);
+    rows += segs[i].N * (gate_up ? 2 : 1);
+  }
+  uint8_t buf[CKIR_Q8K_BYTES(K)];
+  const ckir_q8k s = ckir_internal_q8k_prepare(x, K, buf, ref);
+  CKIR_SHARED_RANGE(!ref && rows * K >= CKIR_GEMV_PAR_MIN && P > 1, P, p0, p1, {
+    int64_t base = 0; /* the first panel of segs[i] in the sequence */
+    for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
+      const kp_seg *sg = &segs[i];
+      const int64_t np = kp_panels(sg->N);
+      const int64_t q0 = CKIR_MAX(p0, base) - base, q1 = CKIR_MIN(p1, base + np) - base;
+      base += np;
+      if (q1 <= q0) continue;
+      if (!ref) {
+        ckir_q_prefetch(sg->w + q0 * pbytes, CKIR_MIN(KP_PFD, (q1 - q0) * pbytes));
+        if (gate_up)
+          ckir_q_prefetch(segs[1].w + q0 * pbytes, CKIR_MIN(KP_PFD, (q1 - q0) * pbytes));
+      }
+      for (int64_t p = q0; p < q1; p++) {
+        float o[CKIR_PANEL], u[CKIR_PANEL];
+        kp_run(fmt, ref, sg->w + p * pbytes, nb, &s, 1, KP_PFD, o);
+        if (!gate_up) {
+          kp_store(o, sg->b, sg->y, sg->N, p);
+          continue;
+        }
+        kp_run(fmt, ref, segs[1].w + p * pbytes, nb, &s, 1, KP_PFD, u);
+        ckir_internal_silu_mul(o, u, sg->y + p * CKIR_PANEL,
+                               CKIR_MIN(CKIR_PANEL, sg->N - p * CKIR_PANEL));
+      }
+    }
+  });
+}
+
+static void kp_gemv_one(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
+                        int64_t K, int fmt, int ref, const char *what) {
+  (void)what; /* CKIR_REQUIRE may compile to nothing */
+  CKIR_REQUIRE(N >= 1 && K >= 1 && K % 256 == 0 && K <= CKIR_QUANT_MAX_K, what);
+  const kp_seg seg = {w, b, y, N};
+  kp_gemv(x, &seg, 1, 0, K, fmt, ref);
+}
+
+void ckir_internal_gemv_qkv_kp(const float *x, const uint8_t *const w[3], const float *const b[3],
+                               float *const y[3], const int64_t N[3], int64_t K, int fmt) {
+  CKIR_REQUIRE(K % 256 == 0 && K <= CKIR_QUANT_MAX_K, "gemv_qkv (K-quant panels)");
+  const kp_seg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
+                          {w[2], b[2], y[2], N[2]}};
+  kp_gemv(x, segs, 3, 0, K, fmt, 0);
+}
+
+void ckir_internal_gemv_gate_up_kp(const float *x, const uint8_t *wg, const uint8_t *wu,
+                                   float *out, int64_t N, int64_t K, int fmt) {
+  CKIR_REQUIRE(K % 256 == 0 && K <= CKIR_QUANT_MAX_K, "gemv_gate_up (K-quant panels)");
+  const kp_seg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
+  kp_gemv(x, segs, 2, 1, K, fmt, 0);
+}
+
+/* ---- gemm ---------------------------------------------------------------------- */
+
+/* int8 x: each thread one contiguous range of the panels of the segments (as
+ * kp_gemv); x's rows quantized per tile by every thread, and each panel meets the
+ * tile's rows CKIR_KP_TX at a time */
+static void kp_gemm_i8(const float *x, int64_t M, int64_t K, int fmt, const kp_seg *segs,
+                       int nseg, int gate_up) {
+  const int64_t nb = K / 256, pbytes = kp_panel_bytes(fmt, K), xb = CKIR_Q8K_BYTES(K);
+  const int64_t mt = CKIR_MIN(M, CKIR_MAX(CKIR_KP_TX, KP_XB / xb / CKIR_KP_TX * CKIR_KP_TX));
+  int64_t P = 0, rows = 0;
+  for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
+    P += kp_panels(segs[i].N);
+    rows += segs[i].N * (gate_up ? 2 : 1);
+  }
+  const int par = M * rows * K >= CKIR_GEMV_PAR_MIN && P > 1 && !ckir_in_parallel();
+#pragma omp parallel if (par)
+  {
+    int64_t p0, p1;
+    ckir_thread_share(P, &p0, &p1);
+    uint8_t buf[mt * xb];
+    ckir_q8k s[mt];
+    for (int64_t m0 = 0; m0 < M && p1 > p0; m0 += mt) {
+      const int64_t mr = CKIR_MIN(mt, M - m0);
+      for (int64_t r = 0; r < mr; r++)
+        s[r] = ckir_internal_q8k_prepare(x + (m0 + r) * K, K, buf + r * xb, 0);
+      int64_t base = 0;
+      for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
+        const kp_seg *sg = &segs[i];
+        const int64_t np = kp_panels(sg->N);
+        const int64_t q0 = CKIR_MAX(p0, base) - base, q1 = CKIR_MIN(p1, base + np) - base;
+        base += np;
+        for (int64_t p = q0; p < q1; p++) {
+          const int64_t c0 = p * CKIR_PANEL, nc = CKIR_MIN(CKIR_PANEL, sg->N - c0);
+          for (int64_t r = 0; r < mr; r += CKIR_KP_TX) {
+            const int X = (int)CKIR_MIN(CKIR_KP_TX, mr - r);
+            float o[CKIR_KP_TX * CKIR_PANEL], u[CKIR_KP_TX * CKIR_PANEL];
+            kp_run(fmt, 0, sg->w + p * pbytes, nb, s + r, X, 0, o);
+            if (gate_up)
+              kp_run(fmt, 0, segs[1].w + p * pbytes, nb, s + r, X, 0, u);
+            for (int j = 0; j < X; j++) {
+              float *yr = sg->y + (m0 + r + j) * sg->N;
+              if (gate_up)
+                ckir_internal_silu_mul(o + j * CKIR_PANEL, u + j * CKIR_PANEL, yr + c0, nc);
+              else
+                for (int64_t c = 0; c < nc; c++)
+                  yr[c0 + c] = o[j * CKIR_PANEL + c] + (sg->b ? sg->b[c0 + c] : 0.0f);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+/* columns [k0, k0 + kc) of row n (whole super-blocks dequantized) */
+#define KP_WROW(D, FMT)                                                                      \
+  static void D##_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc,          \
+                       float *dst) {                                                         \
+    float tmp[256];                                                                          \
+    for (int64_t k = k0; k < k0 + kc;) {                                                     \
+      const int64_t b = k / 256, off = k - b * 256, take = CKIR_MIN(256 - off, k0 + kc - k); \
+      kp_values(FMT, (const uint8_t *)w, n, b, K, tmp);                                      \
+      memcpy(dst + (k - k0), tmp + off, (size_t)take * sizeof(float));                       \
+      k += take;                                                                             \
+    }                                                                                        \
+  }
+KP_WROW(q4_kp, CKIR_KP_Q4)
+KP_WROW(q6_kp, CKIR_KP_Q6)
+
+CKIR_INLINE ckir_wrow_fn kp_wrow(int fmt) { return fmt == CKIR_KP_Q4 ? q4_kp_wrow : q6_kp_wrow; }
+
+/* gemm_<p> on int8 x now: a SIMD build whose calling thread has not asked for fp32 x */
+#define KP_I8_NOW (KP_FAST && !ckir_internal_qp_fp32_x_on())
+
+void ckir_internal_gemm_kp_f32x(const float *x, const uint8_t *w, const float *b, float *y,
+                                int64_t M, int64_t N, int64_t K, int fmt) {
+  ckir_internal_wgemm(x, w, kp_wrow(fmt), b, y, M, N, K);
+}
+
+int ckir_internal_gemm_qkv_kp(const float *x, const uint8_t *const w[3], const float *const b[3],
+                              float *const y[3], const int64_t N[3], int64_t M, int64_t K,
+                              int fmt) {
+  if (!KP_I8_NOW || K > CKIR_QUANT_MAX_K) return 0;
+  const kp_seg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
+                          {w[2], b[2], y[2], N[2]}};
+  kp_gemm_i8(x, M, K, fmt, segs, 3, 0);
+  return 1;
+}
+
+int ckir_internal_gemm_gate_up_kp(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                                  int64_t M, int64_t N, int64_t K, int fmt) {
+  if (!KP_I8_NOW || K > CKIR_QUANT_MAX_K) return 0;
+  const kp_seg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
+  kp_gemm_i8(x, M, K, fmt, segs, 2, 1);
+  return 1;
+}
+
+static void kp_gemm_one(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
+                        int64_t N, int64_t K, int fmt, const char *what) {
+  (void)what;
+  CKIR_REQUIRE(M >= 1 && N >= 1 && K >= 1 && K % 256 == 0, what);
+  const kp_seg seg = {w, b, y, N};
+  if (KP_I8_NOW && K <= CKIR_QUANT_MAX_K)
+    kp_gemm_i8(x, M, K, fmt, &seg, 1, 0);
+  else
+    ckir_internal_wgemm(x, w, kp_wrow(fmt), b, y, M, N, K);
+}
+
+/* x . row n the way gemv_<p>'s reference twin computes it (x quantized by the scalar
+ * code), and in double against the dequantized row (the GEMM's reference) */
+static float kp_gemv_row_ref(const float *x, const uint8_t *w, int64_t n, int64_t K, int fmt) {
+  uint8_t buf[CKIR_Q8K_BYTES(K)];
+  const ckir_q8k s = ckir_internal_q8k_prepare(x, K, buf, 1);
+  const int64_t pbb = (int64_t)CKIR_PANEL * CKIR_KP_BYTES(fmt);
+  const uint8_t *panel = w + (n / CKIR_PANEL) * kp_panel_bytes(fmt, K);
+  float acc = 0.0f;
+  for (int64_t b = 0; b < K / 256; b++) {
+    uint8_t blk[KP_MAX_BYTES];
+    ckir_internal_kp_block(fmt, panel + b * pbb, (int)(n % CKIR_PANEL), blk);
+    acc += ckir_internal_kq_dot(fmt, blk, s.a + b * 256, s.bs + b * 16, s.dx[b]);
+  }
+  return acc;
+}
+
+static double kp_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int64_t K, int fmt) {
+  double acc = 0.0;
+  float v[256];
+  for (int64_t b = 0; b < K / 256; b++) {
+    kp_values(fmt, w, n, b, K, v);
+    for (int j = 0; j < 256; j++) acc += (double)x[b * 256 + j] * v[j];
+  }
+  return acc;
+}
+
+/* ---- the public kernels of each dtype -------------------------------------------- */
+
+#define KP_KERNELS(D, FMT)                                                                    \
+  CKIR_GEMV_PAIR(D, uint8_t, kp_gemv_one(x, w, b, y, N, K, FMT, 0, "gemv_" #D))              \
+  CKIR_REF_GEMV_PAIR(D, uint8_t, kp_gemv_one(x, w, b, y, N, K, FMT, 1, "gemv_" #D))          \
+  CKIR_GEMM_PAIR(D, uint8_t, kp_gemm_one(x, w, b, y, M, N, K, FMT, "gemm_" #D))             \
+  CKIR_REF_GEMM_PAIR(D, uint8_t, {                                                            \
+    for (int64_t m = 0; m < M; m++)                                                           \
+      for (int64_t n = 0; n < N; n++)                                                         \
+        y[m * N + n] = (float)kp_gemm_row_ref(x + m * K, w, n, K, FMT) + (b ? b[n] : 0.0f);   \
+  })                                                                                          \
+  /* on fp32 x gemm.c's driver at every M in a SIMD build (as gemm_q4_k's); none on int8 x \
+   * (the fused GEMMs take ckir_internal_gemm_*_kp then) */                                   \
+  ckir_wread ckir_internal_wread_##D(int64_t M, int64_t K) {                                  \
+    (void)K;                                                                                  \
+    if (!KP_FAST) return ckir_internal_wread_rows(M, D##_wrow);                               \
+    return KP_I8_NOW ? (ckir_wread){GEMM_B_NONE, NULL} : (ckir_wread){GEMM_B_ROWS, D##_wrow}; \
+  }                                                                                           \
+  void ckir_embed_##D(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,     \
+                      int64_t E) {                                                            \
+    CKIR_REQUIRE(T >= 1 && E >= 1 && E % 256 == 0, "embed_" #D);                              \
+    _Pragma("omp parallel for schedule(static) if (T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)") \
+    for (int64_t t = 0; t < T; t++)                                                           \
+      for (int64_t b = 0; b < E / 256; b++)                                                   \
+        kp_values(FMT, table, tokens[t], b, E, out + t * E + b * 256);                        \
+  }                                                                                           \
+  void ckir_ref_embed_##D(const int32_t *tokens, const uint8_t *table, float *out, int64_t T, \
+                          int64_t E) {                                                        \
+    for (int64_t t = 0; t < T; t++)                                                           \
+      for (int64_t b = 0; b < E / 256; b++)                                                   \
+        kp_values(FMT, table, tokens[t], b, E, out + t * E + b * 256);                        \
+  }                                                                                           \
+  float ckir_internal_ref_gemv_row_##D(const float *x, const uint8_t *w, int64_t n, int64_t K) { \
+    return kp_gemv_row_ref(x, w, n, K, FMT);                                                  \
+  }                                                                                           \
+  float ckir_internal_ref_gemm_row_##D(const float *x, const uint8_t *w, int64_t n, int64_t K) { \
+    return (float)kp_gemm_row_ref(x, w, n, K, FMT);                                           \
+  }
+
+KP_KERNELS(q4_kp, CKIR_KP_Q4)
+KP_KERNELS(q6_kp, CKIR_KP_Q6)
