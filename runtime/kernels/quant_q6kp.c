@@ -71,7 +71,7 @@ CKIR_INLINE __m512i kp6_q512(__m512i ql, __m512i qh, const int t) {
  * Per (h, u) the quads L = 4u .. 4u + 3 of one qh plane and two ql planes give the 4
  * sub-blocks 8h + 2t + u (t < 4) of every row: each plane loaded once, each broadcast
  * quad of a shared by the two lane groups (4 X x 2 accumulators). */
-CKIR_INLINE void kp6_block512(const uint8_t *pb, const int8_t *const *ab, const int32_t cb[][16],
+CKIR_INLINE void kp6_block512(const uint8_t *pb, const int8_t *const *ab, int32_t cb[][16],
                               const int X, __m512i T[][CKIR_KP_TX], int64_t pfd) {
 #pragma GCC unroll 2
   for (int h = 0; h < 2; h++)
@@ -120,7 +120,7 @@ CKIR_INLINE void kp6_block512(const uint8_t *pb, const int8_t *const *ab, const 
  * each broadcast quad of a still serves both lane groups (the broadcasts, not the
  * plane loads, bound these X; L2-resident, paired: 1.3-1.6x kp6_block512 with one
  * lane group a pass at X = 3, 1.05-1.2x at X = 4). */
-CKIR_INLINE void kp6_block512_sb(const uint8_t *pb, const int8_t *const *ab, const int32_t cb[][16],
+CKIR_INLINE void kp6_block512_sb(const uint8_t *pb, const int8_t *const *ab, int32_t cb[][16],
                                  const int X, __m512i T[][CKIR_KP_TX], int64_t pfd) {
 #pragma GCC unroll 2
   for (int h = 0; h < 2; h++)
@@ -203,7 +203,7 @@ CKIR_INLINE __m256i kp6_q256(__m256i ql, __m256i qh, const int t) {
 /* X rows of x against lane group g (8 rows) of panel block pb, as kp6_block512 with
  * one lane group: T[i] += the exact S - 32 M of those rows */
 CKIR_INLINE void kp6_block256(const uint8_t *pb, int g, const int8_t *const *ab,
-                              const int32_t cb[][16], const int X, __m256i *T, int64_t pfd) {
+                              int32_t cb[][16], const int X, __m256i *T, int64_t pfd) {
   const uint8_t *pg = pb + 32 * g;
 #pragma GCC unroll 2
   for (int h = 0; h < 2; h++)
