@@ -24,9 +24,14 @@
  * No horizontal sums and no per-row scale shuffles: the per-row work of the
  * row-major q6_k kernels (its header unpack, scale spreading and fp32 finish) is
  * lane-wise here and shared by 16 (zmm) or 8 (ymm) rows.  AVX-512: 2 lane groups of
- * 16 rows per panel; without VNNI CKIR_DPBUSD512 is vpmaddubsw + vpmaddwd (q <= 63,
- * |a| <= 127: no saturation).  AVX2: 4 lane groups of 8 rows.  Scalar builds: the
- * portable core. */
+ * 16 rows per panel, every broadcast quad of a serving both (1 or 2 rows of x: each
+ * plane loaded once per block; 3 or 4 rows: a sub-block at a time, so that the
+ * accumulators fit in registers); without VNNI CKIR_DPBUSD512 is vpmaddubsw +
+ * vpmaddwd (q <= 63, |a| <= 127: no saturation).  AVX2: 4 lane groups of 8 rows.
+ * Scalar builds: the portable core.  The software prefetch (pfd bytes ahead, into
+ * L2) is spread over the block's steps; since the first steps touch planes all over
+ * the block, a distance under a block (6720 bytes) does little
+ * (docs/performance-log.md, "The q6_kp core"). */
 #define CKIR_QUANT_INTERNAL 1
 #include "ckir_internal.h"
 #include "ckir_quant.h"
@@ -38,8 +43,8 @@
 _Static_assert(KP6_PLANE(52) == KP6_BLOCK, "q6_kp panel block: 64 bytes of d + 52 planes");
 
 #if defined(CKIR_Q512) || defined(CKIR_Q256)
-/* prefetch the k-th of 16 slices (7 lines each) of the panel block pfd bytes ahead:
- * spread over the block's 16 (lane group, h, t) steps instead of one burst */
+/* prefetch (into L2) the k-th of 16 slices (7 lines each) of the panel block at p:
+ * spread over a block's steps instead of one burst */
 CKIR_INLINE void kp6_prefetch(const uint8_t *p, int k) {
   for (int l = 7 * k; l < 7 * k + 7 && l < KP6_BLOCK / 64; l++)
     __builtin_prefetch(p + 64 * l, 0, 2);
