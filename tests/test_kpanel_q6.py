@@ -15,7 +15,8 @@ Oracles:
   of x per core call and every tail); on fp32 x (scalar builds) the float64 product;
 - fused qkv / gate_up: the unfused kernels.
 Builds: native (AVX-512 VNNI here), avx2, scalar, and the core alone compiled for
-AVX-512 without VNNI (vpmaddubsw + vpmaddwd).  Shapes: N = 1, 17, 31, 32, 33, 95 (panel
+AVX-512 without VNNI (vpmaddubsw + vpmaddwd), for AVX-512 VNNI without BW (the ymm core
+with vpdpbusd) and for AVX-VNNI, where the CPU runs them.  Shapes: N = 1, 17, 31, 32, 33, 95 (panel
 tails), K = 256, 512, 2304; extreme levels (every q 63, every q 0) and scales (127,
 -128) against |a| = 127.
 """
@@ -99,18 +100,33 @@ def lib(request, tmp_path_factory) -> Lib:
     return Lib(rt.path, isa)
 
 
+#: the core alone in builds the runtime's ISA choices do not make here: name -> (compiler
+#: flags, CPU flags it needs)
+CORE_BUILDS = {
+    # AVX-512 without VNNI: vpmaddubsw + vpmaddwd on zmm
+    "avx512novnni": (["-march=skylake-avx512"], {"avx512f", "avx512bw", "avx512vl"}),
+    # AVX-512F + VL + VNNI without BW: the ymm core with vpdpbusd on ymm
+    "ymmvnni": (
+        ["-march=haswell", "-mavx512f", "-mavx512vl", "-mavx512vnni"],
+        {"avx512f", "avx512vl", "avx512_vnni"},
+    ),
+    # AVX-VNNI (VEX) on the AVX2 core
+    "avxvnni": (["-march=haswell", "-mavxvnni"], {"avx2", "fma", "f16c", "avx_vnni"}),
+}
+
+
 @pytest.fixture(scope="module")
-def novnni(tmp_path_factory) -> Lib:
-    """The core alone, compiled for AVX-512 (BW, VL) without VNNI."""
-    need = {"avx512f", "avx512bw", "avx512vl"}
-    if not need <= cpu_flags():
-        pytest.skip(f"CPU lacks {sorted(need - cpu_flags())}")
-    out = tmp_path_factory.mktemp("kp6_novnni") / "libkp6_novnni.so"
-    src = runtime_dir() / "kernels" / "quant_q6kp.c"
-    path = build_standalone_library(
-        out, [src], isa="native", extra_flags=["-march=skylake-avx512", "-Werror"]
-    )
-    return Lib(path, "avx512novnni")
+def cores(tmp_path_factory) -> list[Lib]:
+    """quant_q6kp.c alone (-Werror) in every CORE_BUILDS build this CPU can run."""
+    out = []
+    for name, (flags, need) in CORE_BUILDS.items():
+        if not need <= cpu_flags():
+            continue
+        path = tmp_path_factory.mktemp(f"kp6_{name}") / f"libkp6_{name}.so"
+        src = runtime_dir() / "kernels" / "quant_q6kp.c"
+        build_standalone_library(path, [src], isa="native", extra_flags=[*flags, "-Werror"])
+        out.append(Lib(path, name))
+    return out
 
 
 # ----------------------------------------------------------------------- the data
@@ -221,25 +237,25 @@ def check_core(lib: Lib, wq: np.ndarray, xs: list[np.ndarray], what: str) -> Non
 
 
 @pytest.mark.parametrize("k", KS)
-def test_core(lib: Lib, novnni: Lib, k: int) -> None:
+def test_core(lib: Lib, cores: list[Lib], k: int) -> None:
     rng = np.random.default_rng(k)
     wq = random_rows(rng, max(NS), k // 256)
     xs = [make_x(rng, k) for _ in range(4)]
     for n in NS:
-        for core in (lib, novnni):
+        for core in (lib, *cores):
             check_core(core, wq[:n], xs, f"N={n} K={k}")
 
 
 @pytest.mark.parametrize("level", [0, 63])
 @pytest.mark.parametrize("scale", [127, -128, -127])
-def test_core_extremes(lib: Lib, novnni: Lib, level: int, scale: int) -> None:
+def test_core_extremes(lib: Lib, cores: list[Lib], level: int, scale: int) -> None:
     """The largest integer sums the core forms: every level at 0 or 63 and every scale at
     its extreme, against a = +-127 everywhere (and x of mixed signs)."""
     k = 2304
     wq = extreme_rows(33, k // 256, level, scale)
     signs = np.where(np.arange(k) % 3 == 0, -1.0, 1.0).astype(F32)
     xs = [np.ones(k, F32), -np.ones(k, F32), signs, -signs]
-    for core in (lib, novnni):
+    for core in (lib, *cores):
         check_core(core, wq, xs, f"level={level} scale={scale}")
 
 
