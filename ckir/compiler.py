@@ -60,6 +60,7 @@ from ckir.passes.convert_weights import (
     convert_weights,
     matrix_weights,
     not_convertible,
+    pack_layer_dtypes,
 )
 from ckir.passes.fuse_add_rmsnorm import FuseAddRmsnormPass
 from ckir.passes.fuse_gate_up import FuseGateUpPass
@@ -342,7 +343,9 @@ def import_source(
 def pack_panels(module: ModuleOp) -> None:
     """Store every matrix in the panel dtype of its values (``CompileOptions.panels``):
     f32 ones as f32p, bf16 ones as bf16p where K is even (the others stay bf16), q8_0
-    ones as q8_0p and q4_1 ones as q4_1p (their K is a multiple of 32 already)."""
+    ones as q8_0p, q4_1 ones as q4_1p, q4_k ones as q4_kp ... (their K is a multiple of
+    the block already); a weight whose layers differ in dtype, each layer in its twin."""
+    pack_layer_dtypes(module)
     for panel, values in PANEL_VALUES.items():
         convert_weights(module, panel, frozenset({values}))
 

@@ -46,32 +46,33 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from ckir.dialects import graph as g
 from ckir.dialects.dims import try_evaluate_dim
+from ckir.vocab import PANEL_VALUES
 
 #: attribute of a tensor's defining op holding its table entry (an array for several results)
 TENSOR_ATTR = "tensor"
 #: attribute of a graph.attention holding the entry of the KV cache it writes and reads
 KV_ATTR = "kv"
 ROLES = ("weight", "embedding", "activation", "kv", "io")
-#: bits per value of each dtype
-QBITS: Mapping[str, int] = {
+#: bits per value of each plain dtype
+_PLAIN_QBITS: Mapping[str, int] = {
     "f32": 32,
-    "f32p": 32,
     "bf16": 16,
-    "bf16p": 16,
     "f16": 16,
     "i32": 32,
     "i64": 64,
     "q8_0": 8,
-    "q8_0p": 8,
     "q4_0": 4,
-    "q4_0p": 4,
     "q4_1": 4,
-    "q4_1p": 4,
     "q4_k": 4,
     "q5_k": 5,
     "q6_k": 6,
     "q5_0": 5,
     "q5_1": 5,
+}
+#: bits per value of each dtype (a panel dtype: those of the values it stores)
+QBITS: Mapping[str, int] = {
+    **_PLAIN_QBITS,
+    **{p: _PLAIN_QBITS[v] for p, v in PANEL_VALUES.items()},
 }
 #: ops whose first weight is a matrix [N, K]
 MATRIX_KINDS = ("linear", "lm_head")

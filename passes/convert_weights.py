@@ -18,7 +18,7 @@ from xdsl.pattern_rewriter import (
 from ckir.dialects import graph as g
 from ckir.dialects.dims import evaluate_dim
 from ckir.errors import CkirError
-from ckir.vocab import BLOCK_DTYPES, PANEL_VALUES, WEIGHT_DTYPES, dtype_info
+from ckir.vocab import BLOCK_DTYPES, PANEL_OF, PANEL_VALUES, WEIGHT_DTYPES, dtype_info
 
 #: graph ops whose first weight is a [N, K] matrix (or an embedding table)
 MATRIX_OPS = ("linear", "lm_head", "embed")
@@ -130,6 +130,37 @@ def set_weight_dtype(model: g.ModelOp, dtype: str, names: Iterable[str]) -> None
     ).rewrite_region(model.body)
 
 
+@dataclass
+class _PackLayerDtypes(RewritePattern):
+    """Declare a weight whose layers differ in dtype (``layer_dtypes``, a GGUF file's
+    mixed K-quants) with each layer's panel twin (:data:`ckir.vocab.PANEL_OF`: q4_k ->
+    q4_kp, q8_0 -> q8_0p; a dtype without one, e.g. q5_0, stays), the declared dtype
+    too: each layer's blocks are packed as they are, never requantized."""
+
+    def match_and_rewrite(self, op: g.WeightOp, rewriter: PatternRewriter) -> None:  # type: ignore[override]
+        per = op.layer_dtypes if isinstance(op, g.WeightOp) else None
+        if per is None or op.dtype_name not in per:
+            return
+        packed = tuple(PANEL_OF.get(d, d) if d in BLOCK_DTYPES else d for d in per)
+        if packed == per:
+            return
+        op.attributes[g.LAYER_DTYPES_ATTR] = StringAttr(",".join(packed))
+        op.properties["dtype"] = StringAttr(packed[per.index(op.dtype_name)])
+        rewriter.notify_op_modified(op)
+
+
+def pack_layer_dtypes(op: ModuleOp) -> None:
+    """Store the layers of every weight with ``layer_dtypes`` in their panel twins
+    (:class:`_PackLayerDtypes`); the other weights are left to :func:`convert_weights`
+    (which leaves these alone: their declared dtype is a panel dtype then)."""
+    for model in op.ops:
+        if isinstance(model, g.ModelOp):
+            PatternRewriteWalker(
+                GreedyRewritePatternApplier([_PackLayerDtypes()], dce_enabled=False),
+                apply_recursively=False,
+            ).rewrite_region(model.body)
+
+
 def convert_weights(op: ModuleOp, dtype: str, sources: frozenset[str] | None = None) -> None:
     """Set ``dtype`` on the :func:`convertible` weights of every graph model of ``op``
     (``sources``: the declared dtypes to convert; default :func:`source_dtypes`)."""
@@ -159,8 +190,9 @@ class ConvertWeightsPass(ModulePass):
 
     Options:
       dtype (str, default "bf16"): one of f32, f32p, bf16, bf16p, q8_0, q8_0p, q4_0,
-      q4_0p, q4_1, q4_1p, q4_k, q5_k, q6_k (the K-quants take matrices whose K is a
-      multiple of 256).
+      q4_0p, q4_1, q4_1p, q4_k, q5_k, q6_k, q4_kp, q6_kp, q5_0, q5_1 (the K-quants and
+      their panel forms q4_kp / q6_kp take matrices whose K is a multiple of 256;
+      q4_kp converts f32 and q4_k matrices, q6_kp f32 and q6_k ones).
 
     Example: ``ckir-opt graph.mlir --convert-weights{dtype=q8_0} --lower-decode``
     turns ``graph.weight @"layers.{i}.attn.wq" : [H*D, E] f32 hf "..."`` into

@@ -145,17 +145,17 @@ def test_inspect_reports_totals_and_kernels(build: Path) -> None:
 
 
 def test_compile_help_names_the_panel_dtypes() -> None:
-    """--dtype offers bf16p, q8_0p, q4_1p and q4_0p; --no-panels says it keeps f32, bf16,
-    q8_0, q4_1 and q4_0 matrices row-major."""
+    """--dtype offers bf16p, q8_0p, q4_1p, q4_0p, q4_kp and q6_kp; --no-panels says it
+    keeps f32, bf16, q8_0, q4_1, q4_0, q4_k and q6_k matrices row-major."""
     proc = run("ckir", "compile", "--help")
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split()).replace("row- major", "row-major")  # argparse wraps
     choices = text.split("--no-panels")[0]
-    for dtype in ("bf16p", "q8_0p", "q4_1p", "q4_0p"):  # --dtype
+    for dtype in ("bf16p", "q8_0p", "q4_1p", "q4_0p", "q4_kp", "q6_kp"):  # --dtype
         assert dtype in choices, dtype
-    assert "keep f32, bf16, q8_0, q4_1 and q4_0 weight matrices row-major" in text
-    assert "bf16 ones in bf16p panels" in text and "q8_0 ones in q8_0p panels" in text
-    assert "q4_1 ones in q4_1p panels" in text and "q4_0 ones in q4_0p panels" in text
+    assert "keep f32, bf16, q8_0, q4_1, q4_0, q4_k and q6_k weight matrices row-major" in text
+    for plain in ("bf16", "q8_0", "q4_1", "q4_0", "q4_k", "q6_k"):
+        assert f"{plain} in {plain}p" in text, plain
 
 
 def test_import_to_file(llama_dir: Path, tmp_path: Path) -> None:

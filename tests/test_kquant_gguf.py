@@ -91,12 +91,18 @@ def test_q4_k_m_imports_with_layer_dtypes(q4_k_m: Path) -> None:
     assert 'layer_dtypes = "q6_k,q4_k,q6_k"' in text  # attn_v and ffn_down
 
 
-def test_q4_k_m_matches_transformers(q4_k_m: Path, tmp_path: Path) -> None:
-    model = ckir.compile(q4_k_m, tmp_path / "build", max_context=32)
+@pytest.mark.parametrize("panels", [True, False], ids=["panels", "rows"])
+def test_q4_k_m_matches_transformers(q4_k_m: Path, tmp_path: Path, panels: bool) -> None:
+    """Q4_K and Q6_K in panels (q4_kp / q6_kp, the default; each layer of a mixed weight
+    in its own twin) or in rows; Q5_K has no panel form and stays in rows."""
+    model = ckir.compile(q4_k_m, tmp_path / "build", max_context=32, panels=panels)
     layout = (tmp_path / "build" / "layout.mlir").read_text()
-    for kernel in ("gemv_q4_k", "gemv_q6_k", "gemv_q5_k", "gemm_q4_k", "gemm_q6_k", "embed_q4_k"):
+    p = "p" if panels else ""
+    kernels = (f"gemv_q4_k{p}", f"gemv_q6_k{p}", "gemv_q5_k", f"gemm_q4_k{p}", f"gemm_q6_k{p}")
+    for kernel in (*kernels, f"embed_q4_k{p}"):
         assert f"@{kernel}" in layout, kernel
-    assert "q6_k>" in layout and "q4_k>" in layout
+    assert f"q6_k{p}>" in layout and f"q4_k{p}>" in layout
+    assert panels == ("q4_k>" not in layout and "q6_k>" not in layout)
     tokens, ref, steps = fp32_prefill_and_decode(model, q4_k_m)
     scale = float(np.abs(ref).max())
     rel = float(np.abs(steps - ref).max()) / scale

@@ -397,13 +397,23 @@ def test_dtype_table_entries() -> None:
     assert vocab.storage_bytes("q8_0", (3, 64)) == 3 * 68
     assert vocab.storage_bytes("bf16", (5, 3)) == 30
     assert vocab.storage_bytes("f32", 7) == 28
-    assert vocab.PANEL_DTYPES == {"f32p": 32, "bf16p": 32, "q8_0p": 32, "q4_1p": 32, "q4_0p": 32}
+    assert vocab.PANEL_DTYPES == {
+        "f32p": 32,
+        "bf16p": 32,
+        "q8_0p": 32,
+        "q4_1p": 32,
+        "q4_0p": 32,
+        "q4_kp": 32,
+        "q6_kp": 32,
+    }
     assert vocab.PANEL_VALUES == {
         "f32p": "f32",
         "bf16p": "bf16",
         "q8_0p": "q8_0",
         "q4_1p": "q4_1",
         "q4_0p": "q4_0",
+        "q4_kp": "q4_k",
+        "q6_kp": "q6_k",
     }
     assert vocab.PANEL_OF == {
         "f32": "f32p",
@@ -411,6 +421,8 @@ def test_dtype_table_entries() -> None:
         "q8_0": "q8_0p",
         "q4_1": "q4_1p",
         "q4_0": "q4_0p",
+        "q4_k": "q4_kp",
+        "q6_k": "q6_kp",
     }
     assert vocab.BLOCK_DTYPES["q8_0p"] == vocab.BLOCK_DTYPES["q8_0"] == (34, 32)
     assert vocab.BLOCK_DTYPES["q4_1p"] == vocab.BLOCK_DTYPES["q4_1"] == (20, 32)
@@ -421,6 +433,11 @@ def test_dtype_table_entries() -> None:
     assert vocab.storage_bytes("q4_0p", (33, 64)) == 64 * 2 * 18
     assert quant.Q8_0P_PANEL_BLOCK == 1088 and quant.Q4_1P_PANEL_BLOCK == 640
     assert quant.Q4_0P_PANEL_BLOCK == 576
+    assert vocab.BLOCK_DTYPES["q4_kp"] == vocab.BLOCK_DTYPES["q4_k"] == (144, 256)
+    assert vocab.BLOCK_DTYPES["q6_kp"] == vocab.BLOCK_DTYPES["q6_k"] == (210, 256)
+    assert vocab.storage_bytes("q4_kp", (33, 512)) == 64 * 2 * 144
+    assert vocab.storage_bytes("q6_kp", (1, 256)) == 32 * 210
+    assert quant.panel_block_bytes("q4_kp") == 4608 and quant.panel_block_bytes("q6_kp") == 6720
     for dtype in PANEL_DTYPES:
         with pytest.raises(ValueError, match=rf"{dtype} buffers are \[N, K\] matrices"):
             vocab.storage_bytes(dtype, 64)
@@ -477,7 +494,7 @@ def test_training_builds_refuse_panels() -> None:
         for dtype in PANEL_DTYPES:
             with pytest.raises(CkirError, match=rf"^--dtype {dtype}: training .* needs f32"):
                 CompileOptions(modes=modes, dtype=dtype)
-        listed = r"\(f32p, bf16p, q8_0p, q4_0p, q4_1p\)"
+        listed = r"\(f32p, bf16p, q8_0p, q4_0p, q4_1p, q4_kp, q6_kp\)"
         with pytest.raises(CkirError, match=rf"^panels: training .* {listed}"):
             CompileOptions(modes=modes, panels=True)
         # the default (None) is off for training builds

@@ -58,7 +58,7 @@ from ckir.template import (
     WeightSpec,
     select_gguf_template,
 )
-from ckir.vocab import PANEL_OF, PANEL_VALUES
+from ckir.vocab import PANEL_VALUES
 
 #: GGUF tensor type -> graph dtype of the weight (float types are converted to f32)
 GGUF_WEIGHT_DTYPES: dict[str, str] = {
@@ -371,9 +371,8 @@ class _Checker:
             self.used.add(name)
         assert dtype is not None
         if len(set(per_layer)) > 1:  # declared as the most common one, each layer its own
-            # (one without a panel twin: packing converts whole declarations)
-            unpacked = sorted(set(per_layer) - set(PANEL_OF))
-            common = max(unpacked, key=per_layer.count)
+            # (packing into panels maps each layer's dtype: ckir.compiler.pack_panels)
+            common = max(sorted(set(per_layer)), key=per_layer.count)
             return pattern, common, heads, per_layer
         return pattern, dtype, heads, None
 

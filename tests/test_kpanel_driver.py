@@ -1,0 +1,159 @@
+"""The K-quant panel dtypes q4_kp / q6_kp: their byte layout and the driver of their
+kernels (runtime/kernels/quant_kpanels.c), whatever each format's SIMD core does.
+
+- the packer puts every byte where docs/quantization.md ("q4_kp, q6_kp") says, the last
+  panel's padding rows are zero, and unpacking is exact;
+- the reference twins equal the row-major K-quants' reference twins on the unpacked rows
+  bit for bit (the portable core on the scalar quantization of x);
+- the public kernels, on every ISA build: gemv within the fp32 summation error of the
+  row-major reference, gemm rows equal to gemv of each row of x (int8 x) and to the
+  row-major GEMM bit for bit on fp32 x, embed equal to the row-major embed, and the
+  fused qkv / gate_up equal to separate gemv calls (one quantization of x, the same
+  core).
+
+The SIMD cores' own edge cases (extreme levels and scales) are in
+tests/test_kpanel_q4_kp.py / test_kpanel_q6_kp.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kernel_lib import RuntimeLib, build_runtime, isa_supported
+
+from ckir import quant
+from ckir.kquant import quantize_q4_k, quantize_q6_k
+
+F32 = np.float32
+FORMATS = {"q4_kp": quantize_q4_k, "q6_kp": quantize_q6_k}
+
+
+def rows(dtype: str, n: int, k: int, seed: int = 0) -> np.ndarray:
+    """Row-major K-quant blocks of a random [n, k] matrix."""
+    rng = np.random.default_rng(seed)
+    return FORMATS[dtype](rng.standard_normal((n, k)).astype(F32))
+
+
+@pytest.mark.parametrize("n", [1, 31, 32, 33, 70])
+def test_pack_layout(n: int) -> None:
+    k, nb = 512, 2
+    for dtype, fields, nbytes in (("q4_kp", (0, 2), 144), ("q6_kp", (208,), 210)):
+        blocks = rows(dtype, n, k, seed=n)
+        p = quant.pack_block_panels(blocks, dtype)
+        panels = -(-n // 32)
+        assert p.shape == (panels, nb, 32 * nbytes)
+        head = [o + i for o in fields for i in range(2)]
+        rest = [i for i in range(nbytes) if i not in head]
+        for r in range(n):
+            blk = blocks[r].reshape(nb, nbytes)
+            for b in range(nb):
+                pb = p[r // 32, b]
+                for f, o in enumerate(fields):  # the f16 fields, 32 per field
+                    assert bytes(pb[64 * f + 2 * (r % 32) :][:2]) == bytes(blk[b, o : o + 2])
+                for g in range(len(rest) // 4):  # quad planes of the other bytes in order
+                    at = 64 * len(fields) + 128 * g + 4 * (r % 32)
+                    assert bytes(pb[at : at + 4]) == bytes(blk[b, rest[4 * g : 4 * g + 4]])
+        full = quant.unpack_block_panels(p, (panels * 32, k), dtype)
+        assert not full[n:].any()  # the padding rows are zero bytes
+        assert np.array_equal(quant.unpack_block_panels(p, (n, k), dtype), blocks)
+
+
+def test_pack_refuses_wrong_input() -> None:
+    with pytest.raises(ValueError, match=r"q4_kp packs q4_k rows \(uint8 \[N, K/256 \* 144\]\)"):
+        quant.pack_block_panels(np.zeros((3, 100), np.uint8), "q4_kp")
+    with pytest.raises(ValueError, match=r"q6_kp \[33, 512\] is 26880 bytes"):
+        quant.unpack_block_panels(np.zeros(100, np.uint8), (33, 512), "q6_kp")
+    with pytest.raises(ValueError, match=r"needs K % 256 == 0"):
+        quant.unpack_block_panels(np.zeros(100, np.uint8), (3, 100), "q4_kp")
+
+
+@pytest.fixture(scope="module", params=["native", "avx2", "scalar"])
+def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> RuntimeLib:
+    if not isa_supported(request.param):
+        pytest.skip(f"CPU lacks {request.param}")
+    return build_runtime(request.param, tmp_path_factory.mktemp(f"kpd_{request.param}"))
+
+
+def _gemv(lib: RuntimeLib, name: str, x: np.ndarray, w: np.ndarray, n: int, ref: bool = False):
+    y = np.full(n, np.nan, F32)
+    (lib.ref if ref else lib.call)(f"gemv_{name}", x, w.reshape(-1), y, n, x.size)
+    return y
+
+
+@pytest.mark.parametrize("dtype", list(FORMATS))
+@pytest.mark.parametrize("n,k", [(1, 256), (33, 512), (95, 768), (64, 2304)])
+def test_kernels_against_the_row_major_ones(lib: RuntimeLib, dtype: str, n: int, k: int) -> None:
+    base = dtype[:-1]
+    rng = np.random.default_rng(n * 7 + k)
+    blocks = rows(dtype, n, k, seed=k)
+    packed = quant.pack_block_panels(blocks, dtype)
+    x = rng.standard_normal(k).astype(F32)
+    ref_rows = _gemv(lib, base, x, blocks, n, ref=True)
+    # the reference twins: bit-equal to the row-major ones
+    assert np.array_equal(_gemv(lib, dtype, x, packed, n, ref=True), ref_rows)
+    # the public GEMV: the same integers, the fp32 sum in another order at most
+    got = _gemv(lib, dtype, x, packed, n)
+    np.testing.assert_allclose(got, ref_rows, rtol=2e-6, atol=2e-6 * np.abs(ref_rows).max())
+    # gemm rows (int8 x where the build has it): each the gemv of that row of x
+    m = 7
+    xs = rng.standard_normal((m, k)).astype(F32)
+    y = np.full(m * n, np.nan, F32)
+    lib.call(f"gemm_{dtype}", xs.reshape(-1), packed.reshape(-1), y, m, n, k)
+    for i in range(m):
+        one = _gemv(lib, dtype, xs[i], packed, n)
+        if lib.qp_int8:
+            assert np.array_equal(y.reshape(m, n)[i], one)
+        else:  # a scalar build: fp32 x in prefill, the dequantized rows in fp32
+            want = quant.dequantize(blocks, base).astype(np.float64) @ xs[i]
+            np.testing.assert_allclose(y.reshape(m, n)[i], want, rtol=1e-5, atol=1e-5)
+    # fp32 x: the row-major GEMM's dequantized rows, bit for bit
+    lib.qp_fp32_x(True)
+    try:
+        y32, want = np.full(m * n, np.nan, F32), np.full(m * n, np.nan, F32)
+        lib.call(f"gemm_{dtype}", xs.reshape(-1), packed.reshape(-1), y32, m, n, k)
+        lib.call(f"gemm_{base}", xs.reshape(-1), blocks.reshape(-1), want, m, n, k)
+    finally:
+        lib.qp_fp32_x(False)
+    assert np.array_equal(y32, want)
+    # embed: rows gathered from their panels, dequantized as gguf does
+    tokens = np.array([0, n - 1, n // 2, 0], np.int32)
+    out, want_e = np.zeros(4 * k, F32), np.zeros(4 * k, F32)
+    lib.call(f"embed_{dtype}", tokens, packed.reshape(-1), out, 4, k)
+    lib.call(f"embed_{base}", tokens, blocks.reshape(-1), want_e, 4, k)
+    assert np.array_equal(out, want_e)
+
+
+@pytest.mark.parametrize("dtype", list(FORMATS))
+def test_fused_kernels_equal_separate_gemvs(lib: RuntimeLib, dtype: str) -> None:
+    k, nq, nk, ni = 512, 96, 33, 290
+    rng = np.random.default_rng(5)
+    w = {
+        name: quant.pack_block_panels(rows(dtype, nn, k, seed=i), dtype).reshape(-1)
+        for i, (name, nn) in enumerate((("q", nq), ("k", nk), ("v", nk), ("g", ni), ("u", ni)))
+    }
+    x = rng.standard_normal(k).astype(F32)
+    bias = [rng.standard_normal(nn).astype(F32) for nn in (nq, nk, nk)]
+    q, kk, v = (np.full(nn, np.nan, F32) for nn in (nq, nk, nk))
+    lib.call(f"gemv_qkv_bias_{dtype}", x, w["q"], w["k"], w["v"], *bias, q, kk, v, nq, nk, nk, k)
+    for got, name, nn, b in ((q, "q", nq, bias[0]), (kk, "k", nk, bias[1]), (v, "v", nk, bias[2])):
+        assert np.array_equal(got, _gemv(lib, dtype, x, w[name], nn) + b)
+    out = np.full(ni, np.nan, F32)
+    lib.call(f"gemv_gate_up_{dtype}", x, w["g"], w["u"], out, ni, k)
+    g, u = _gemv(lib, dtype, x, w["g"], ni), _gemv(lib, dtype, x, w["u"], ni)
+    np.testing.assert_allclose(
+        out, g / (1 + np.exp(-g.astype(np.float64))) * u, rtol=1e-5, atol=1e-6 * np.abs(g * u).max()
+    )
+    # prefill: gate_up rows equal the decode of each row of x (int8 x builds)
+    m = 5
+    xs = rng.standard_normal((m, k)).astype(F32)
+    ym = np.full(m * ni, np.nan, F32)
+    lib.call(f"gemm_gate_up_{dtype}", xs.reshape(-1), w["g"], w["u"], ym, m, ni, k)
+    for i in range(m):
+        one = np.full(ni, np.nan, F32)
+        lib.call(f"gemv_gate_up_{dtype}", xs[i], w["g"], w["u"], one, ni, k)
+        if lib.qp_int8:
+            assert np.array_equal(ym.reshape(m, ni)[i], one)
+        else:  # fp32 x in prefill: within the Q8_K rounding of x
+            np.testing.assert_allclose(
+                ym.reshape(m, ni)[i], one, rtol=0.05, atol=0.05 * np.abs(one).max()
+            )
