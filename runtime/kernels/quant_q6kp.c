@@ -51,6 +51,14 @@ CKIR_INLINE void kp6_prefetch(const uint8_t *p, int k) {
     __builtin_prefetch(p + 64 * l, 0, 2);
 }
 
+/* the element quads of t in a ql plane (P: _mm512 or _mm256): its low nibbles for
+ * t < 2, else its high ones (both still to be masked to 4 bits) */
+#define KP6_NIB(P, ql, t) ((t) < 2 ? (ql) : P##_srli_epi16(ql, 4))
+/* their high bits 2t, 2t + 1 of a qh plane moved to bits 4, 5 (still to be masked) */
+#define KP6_HB(P, qh, t)                                                                \
+  ((t) == 0 ? P##_slli_epi16(qh, 4) : (t) == 1 ? P##_slli_epi16(qh, 2) : (t) == 2 ? (qh) \
+                                                                     : P##_srli_epi16(qh, 2))
+
 /* cb[i][s] = -32 bs[s] of x row i's super-block b: the start of sub-block s's lanes */
 CKIR_INLINE void kp6_starts(const ckir_q8k *xs, const int X, int64_t b, int32_t cb[][16]) {
   for (int i = 0; i < X; i++)
@@ -62,11 +70,7 @@ CKIR_INLINE void kp6_starts(const ckir_q8k *xs, const int X, int64_t b, int32_t 
 /* q (0..63) of 16 rows x 4 elements of t from the nibbles of the ql plane (low for t
  * < 2) and bits 2t, 2t + 1 of the qh plane: (nib & 0x0F) | (hb & 0x30) */
 CKIR_INLINE __m512i kp6_q512(__m512i ql, __m512i qh, const int t) {
-  const __m512i nib = t < 2 ? ql : _mm512_srli_epi16(ql, 4);
-  const __m512i hb = t == 0   ? _mm512_slli_epi16(qh, 4)
-                     : t == 1 ? _mm512_slli_epi16(qh, 2)
-                     : t == 2 ? qh
-                              : _mm512_srli_epi16(qh, 2);
+  const __m512i nib = KP6_NIB(_mm512, ql, t), hb = KP6_HB(_mm512, qh, t);
   /* A | (B & C) on (hb & 0x30, nib, 0x0F): the and's result is the destination */
   return _mm512_ternarylogic_epi32(_mm512_and_si512(hb, _mm512_set1_epi8(0x30)), nib,
                                    _mm512_set1_epi8(0x0F), 0xF8);
@@ -197,11 +201,7 @@ CKIR_INLINE void kp6_core512(const uint8_t *panel, int64_t nb, const ckir_q8k *x
 #elif defined(CKIR_Q256)
 /* q of 8 rows x 4 elements of t, as kp6_q512 */
 CKIR_INLINE __m256i kp6_q256(__m256i ql, __m256i qh, const int t) {
-  const __m256i nib = t < 2 ? ql : _mm256_srli_epi16(ql, 4);
-  const __m256i hb = t == 0   ? _mm256_slli_epi16(qh, 4)
-                     : t == 1 ? _mm256_slli_epi16(qh, 2)
-                     : t == 2 ? qh
-                              : _mm256_srli_epi16(qh, 2);
+  const __m256i nib = KP6_NIB(_mm256, ql, t), hb = KP6_HB(_mm256, qh, t);
   return _mm256_or_si256(_mm256_and_si256(nib, _mm256_set1_epi8(0x0F)),
                          _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
 }
