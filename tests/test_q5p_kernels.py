@@ -155,10 +155,11 @@ def test_extreme_levels(lib: RuntimeLib, dtype: str) -> None:
 def test_fused_kernels_equal_separate_gemvs(lib: RuntimeLib, dtype: str) -> None:
     k, nq, nk, ni = 896, 96, 33, 95
     rng = np.random.default_rng(5)
-    w = {
-        name: quant.pack_block_panels(rows(dtype, nn, k, seed=i), dtype).reshape(-1)
+    blocks = {
+        name: rows(dtype, nn, k, seed=i)
         for i, (name, nn) in enumerate((("q", nq), ("k", nk), ("v", nk), ("g", ni), ("u", ni)))
     }
+    w = {name: quant.pack_block_panels(b, dtype).reshape(-1) for name, b in blocks.items()}
     x = rng.standard_normal(k).astype(F32)
     bias = [rng.standard_normal(nn).astype(F32) for nn in (nq, nk, nk)]
     q, kk, v = (np.full(nn, np.nan, F32) for nn in (nq, nk, nk))
@@ -188,3 +189,19 @@ def test_fused_kernels_equal_separate_gemvs(lib: RuntimeLib, dtype: str) -> None
             np.testing.assert_allclose(
                 ym.reshape(m, ni)[i], one, rtol=0.05, atol=0.05 * np.abs(one).max()
             )
+    # fp32 x: the fused GEMMs equal the row-major dtype's fused GEMMs bit for bit
+    base, rw = dtype[:-1], {name: b.reshape(-1) for name, b in blocks.items()}
+    for mm in (m, 40):
+        xs = rng.standard_normal((mm, k)).astype(F32)
+        got = [np.full(mm * nn, np.nan, F32) for nn in (nq, nk, nk, ni)]
+        want = [np.full(mm * nn, np.nan, F32) for nn in (nq, nk, nk, ni)]
+        lib.qp_fp32_x(True)
+        try:
+            for ws, out, d in ((w, got, dtype), (rw, want, base)):
+                lib.call(f"gemm_qkv_{d}", xs.reshape(-1), ws["q"], ws["k"], ws["v"], *out[:3],
+                         mm, nq, nk, nk, k)  # fmt: skip
+                lib.call(f"gemm_gate_up_{d}", xs.reshape(-1), ws["g"], ws["u"], out[3], mm, ni, k)
+        finally:
+            lib.qp_fp32_x(False)
+        for a, b in zip(got, want, strict=True):
+            assert np.array_equal(a, b)
