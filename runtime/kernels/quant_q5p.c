@@ -19,12 +19,9 @@
  * then two vpdpbusd (or vpmaddubsw + vpmaddwd) against the broadcast quads a[4g ..] and
  * a[16 + 4g ..] of each row of x.
  *
- *   gemv_<p> (decode): x quantized once; each thread streams one contiguous range of
- *     whole panels; the fused qkv takes the three matrices' panels as one sequence and
- *     gate_up each gate panel with its up panel, on that one quantization of x.
- *   gemm_<p> (prefill), SIMD builds: each thread a range of panels; x's rows quantized
- *     per tile, every panel block meeting Q5P_TX rows of x per load: row m of y ==
- *     gemv_<p>(row m of x) bit for bit.  With fp32 x (ckir_runtime_qp_fp32_x, and
+ *   gemv_<p> (decode) and gemm_<p> on int8 x (prefill, SIMD builds): the panel driver
+ *     (ckir_pdriver.h, quant_pdriver.c) over this core, Q5P_TX rows of x per panel
+ *     block load in prefill: row m of y == gemv_<p>(row m of x) bit for bit.  With fp32 x (ckir_runtime_qp_fp32_x, and
  *     scalar builds): the rows dequantized to fp32 on ckir_internal_wgemm, as gemm_q5_0 /
  *     gemm_q5_1 do (the same values, so the same results).
  *   embed_<p>: row n is row n % 32 of its panel, gathered and dequantized.
@@ -34,6 +31,7 @@
 #include "ckir_internal.h"
 #include "ckir_quant.h"
 #include "ckir_q5panel.h"
+#include "ckir_pdriver.h"
 
 #if defined(CKIR_Q512) || defined(CKIR_Q256)
 #define Q5P_FAST 1
@@ -307,59 +305,25 @@ CKIR_INLINE void q5p_run(int fmt, int ref, const uint8_t *panel, int64_t nb, con
   q5p_core_portable(fmt, panel, nb, xs, X, out);
 }
 
-/* ---- gemv ---------------------------------------------------------------------- */
+/* ---- gemv, gemm on int8 x: the panel driver (quant_pdriver.c) ---------------------- */
 
-/* one weight matrix of a call: y[M, N] (row stride N) = x . w^T (+ b) */
-typedef struct {
-  const uint8_t *w;
-  const float *b;
-  float *y;
-  int64_t N;
-} q5p_seg;
+static int64_t q5p_drv_panel_bytes(int fmt, int64_t K) { return q5p_panel_bytes(fmt, K); }
+static int64_t q5p_drv_x_bytes(int64_t K) { return Q5P_X_BYTES(K); }
+static void q5p_drv_prep(const float *x, int64_t K, uint8_t *buf, int ref, void *xs) {
+  *(q5p_x *)xs = q5p_prepare(x, K, buf, ref);
+}
+static void q5p_drv_run(int fmt, int ref, const uint8_t *panel, int64_t nb, const void *xs, int X,
+                        int64_t pfd, float *out) {
+  q5p_run(fmt, ref, panel, nb, (const q5p_x *)xs, X, pfd, out);
+}
+static const ckir_pdrv Q5P_DRV = {CKIR_QK,      q5p_drv_panel_bytes, q5p_drv_x_bytes,
+                                  sizeof(q5p_x), q5p_drv_prep,       q5p_drv_run,
+                                  Q5P_TX,       Q5P_PFD,             Q5P_XB};
+typedef ckir_pseg q5p_seg;
 
-CKIR_INLINE int64_t q5p_panels(int64_t N) { return (N + CKIR_PANEL - 1) / CKIR_PANEL; }
-
-/* y_i = W_i x (+ b_i) for nseg matrices sharing x (gemv 1, gemv_qkv 3), or with
- * gate_up out = silu(Wg x) * (Wu x) (segs[0] the gate, out its y; segs[1] the up), on
- * one quantization of x.  The panels of the matrices form one sequence (gate_up: the
- * gate's, each with its up panel); each thread streams one contiguous range of it. */
-static void q5p_gemv(const float *x, const q5p_seg *segs, int nseg, int gate_up, int64_t K,
-                     int fmt, int ref) {
-  const int64_t nb = K / CKIR_QK, pbytes = q5p_panel_bytes(fmt, K);
-  const int ns = gate_up ? 1 : nseg;
-  int64_t P = 0, rows = 0;
-  for (int i = 0; i < ns; i++) {
-    P += q5p_panels(segs[i].N);
-    rows += segs[i].N * (gate_up ? 2 : 1);
-  }
-  uint8_t buf[Q5P_X_BYTES(K)];
-  const q5p_x s = q5p_prepare(x, K, buf, ref);
-  CKIR_SHARED_RANGE(!ref && rows * K >= CKIR_GEMV_PAR_MIN && P > 1, P, p0, p1, {
-    int64_t base = 0; /* the first panel of segs[i] in the sequence */
-    for (int i = 0; i < ns; i++) {
-      const q5p_seg *sg = &segs[i];
-      const int64_t np = q5p_panels(sg->N);
-      const int64_t q0 = CKIR_MAX(p0, base) - base, q1 = CKIR_MIN(p1, base + np) - base;
-      base += np;
-      if (q1 <= q0) continue;
-      if (!ref) {
-        ckir_q_prefetch(sg->w + q0 * pbytes, CKIR_MIN(Q5P_PFD, (q1 - q0) * pbytes));
-        if (gate_up)
-          ckir_q_prefetch(segs[1].w + q0 * pbytes, CKIR_MIN(Q5P_PFD, (q1 - q0) * pbytes));
-      }
-      for (int64_t p = q0; p < q1; p++) {
-        float o[CKIR_PANEL], u[CKIR_PANEL];
-        const int64_t r0 = p * CKIR_PANEL, nr = CKIR_MIN(CKIR_PANEL, sg->N - r0);
-        q5p_run(fmt, ref, sg->w + p * pbytes, nb, &s, 1, Q5P_PFD, o);
-        if (!gate_up) {
-          for (int64_t r = 0; r < nr; r++) sg->y[r0 + r] = o[r] + (sg->b ? sg->b[r0 + r] : 0.0f);
-          continue;
-        }
-        q5p_run(fmt, ref, segs[1].w + p * pbytes, nb, &s, 1, Q5P_PFD, u);
-        ckir_internal_silu_mul(o, u, sg->y + r0, nr);
-      }
-    }
-  });
+CKIR_INLINE void q5p_gemv(const float *x, const q5p_seg *segs, int nseg, int gate_up, int64_t K,
+                          int fmt, int ref) {
+  ckir_internal_pdrv_gemv(&Q5P_DRV, x, segs, nseg, gate_up, K, fmt, ref);
 }
 
 static void q5p_gemv_one(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
@@ -388,55 +352,9 @@ void ckir_internal_gemv_gate_up_q5p(const float *x, const uint8_t *wg, const uin
 
 /* ---- gemm ---------------------------------------------------------------------- */
 
-/* int8 x: each thread one contiguous range of the panels of the segments (as q5p_gemv);
- * x's rows quantized per tile by every thread, and each panel meets the tile's rows
- * Q5P_TX at a time */
-static void q5p_gemm_i8(const float *x, int64_t M, int64_t K, int fmt, const q5p_seg *segs,
-                        int nseg, int gate_up) {
-  const int64_t nb = K / CKIR_QK, pbytes = q5p_panel_bytes(fmt, K), xb = Q5P_X_BYTES(K);
-  const int64_t mt = CKIR_MIN(M, CKIR_MAX(Q5P_TX, Q5P_XB / xb / Q5P_TX * Q5P_TX));
-  const int ns = gate_up ? 1 : nseg;
-  int64_t P = 0, rows = 0;
-  for (int i = 0; i < ns; i++) {
-    P += q5p_panels(segs[i].N);
-    rows += segs[i].N * (gate_up ? 2 : 1);
-  }
-  const int par = M * rows * K >= CKIR_GEMV_PAR_MIN && P > 1 && !ckir_in_parallel();
-#pragma omp parallel if (par)
-  {
-    int64_t p0, p1;
-    ckir_thread_share(P, &p0, &p1);
-    uint8_t buf[mt * xb];
-    q5p_x s[mt];
-    for (int64_t m0 = 0; m0 < M && p1 > p0; m0 += mt) {
-      const int64_t mr = CKIR_MIN(mt, M - m0);
-      for (int64_t r = 0; r < mr; r++) s[r] = q5p_prepare(x + (m0 + r) * K, K, buf + r * xb, 0);
-      int64_t base = 0;
-      for (int i = 0; i < ns; i++) {
-        const q5p_seg *sg = &segs[i];
-        const int64_t np = q5p_panels(sg->N);
-        const int64_t q0 = CKIR_MAX(p0, base) - base, q1 = CKIR_MIN(p1, base + np) - base;
-        base += np;
-        for (int64_t p = q0; p < q1; p++) {
-          const int64_t c0 = p * CKIR_PANEL, nc = CKIR_MIN(CKIR_PANEL, sg->N - c0);
-          for (int64_t r = 0; r < mr; r += Q5P_TX) {
-            const int X = (int)CKIR_MIN(Q5P_TX, mr - r);
-            float o[Q5P_TX * CKIR_PANEL], u[Q5P_TX * CKIR_PANEL];
-            q5p_run(fmt, 0, sg->w + p * pbytes, nb, s + r, X, 0, o);
-            if (gate_up) q5p_run(fmt, 0, segs[1].w + p * pbytes, nb, s + r, X, 0, u);
-            for (int j = 0; j < X; j++) {
-              float *yr = sg->y + (m0 + r + j) * sg->N;
-              if (gate_up)
-                ckir_internal_silu_mul(o + j * CKIR_PANEL, u + j * CKIR_PANEL, yr + c0, nc);
-              else
-                for (int64_t c = 0; c < nc; c++)
-                  yr[c0 + c] = o[j * CKIR_PANEL + c] + (sg->b ? sg->b[c0 + c] : 0.0f);
-            }
-          }
-        }
-      }
-    }
-  }
+CKIR_INLINE void q5p_gemm_i8(const float *x, int64_t M, int64_t K, int fmt, const q5p_seg *segs,
+                             int nseg, int gate_up) {
+  ckir_internal_pdrv_gemm_i8(&Q5P_DRV, x, M, K, fmt, segs, nseg, gate_up);
 }
 
 /* columns [k0, k0 + kc) of row n (whole blocks dequantized) */
