@@ -2,8 +2,9 @@
 
     .venv/bin/python benchmarks/bench_weight_dtypes.py [--n 4096] [--k 4096] [--threads 2]
 
-For each dtype (f32 when the runtime has gemv_f32, bf16, q8_0, q4_0, q4_1, and the
-K-quants q4_k, q5_k, q6_k, whose K must be a multiple of 256) the
+For each dtype (f32 when the runtime has gemv_f32, bf16, q8_0, q4_0, q4_1, the
+K-quants q4_k, q5_k, q6_k, whose K must be a multiple of 256, and q5_0, q5_1 with
+their panel forms q5_0p, q5_1p) the
 weights of an N x K layer are copied into enough distinct buffers to fill
 --set-mib of memory (far beyond the L3), and gemv cycles through them, so every
 call streams its weights from DRAM, as decode does.  Printed: GB/s of weight
@@ -41,7 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ckir import quant  # noqa: E402
 from ckir.runtime_build import build_library, runtime_dir  # noqa: E402
 
-DTYPES = ("f32", "bf16", "q8_0", "q4_0", "q4_1", "q4_k", "q5_k", "q6_k")
+DTYPES = (
+    *("f32", "bf16", "q8_0", "q4_0", "q4_1", "q4_k", "q5_k", "q6_k"),
+    *("q5_0", "q5_1", "q5_0p", "q5_1p"),
+)
 NP_STORE = {"f32": np.float32, "bf16": np.uint16}
 
 
@@ -63,6 +67,8 @@ class Lib:
 def store(w: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "f32":
         return np.ascontiguousarray(w, dtype=np.float32)
+    if dtype.endswith("p"):  # a block panel dtype: its block format's rows, packed
+        return quant.pack_block_panels(quant.quantize(w, dtype[:-1]), dtype)
     return quant.quantize(w, dtype)
 
 

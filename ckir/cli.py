@@ -563,17 +563,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--dtype",
         choices=WEIGHT_DTYPES,
         help="store linear-layer weights in this dtype (default: as in the checkpoint; "
-        "f32p / bf16p / q8_0p / q4_1p / q4_0p / q4_kp / q5_kp / q6_kp: the fp32 / bf16 values "
-        "or Q8_0 / Q4_1 / Q4_0 blocks or Q4_K / Q5_K / Q6_K super-blocks pre-packed in the GEMM "
-        "kernels' 32-row panels)",
+        "f32p / bf16p / q8_0p / q4_1p / q4_0p / q4_kp / q5_kp / q6_kp / q5_0p / q5_1p: the "
+        "fp32 / bf16 values or Q8_0 / Q4_1 / Q4_0 / Q5_0 / Q5_1 blocks or Q4_K / Q5_K / Q6_K "
+        "super-blocks pre-packed in the GEMM kernels' 32-row panels)",
     )
     s.add_argument(
         "--no-panels",
         action="store_true",
-        help="keep f32, bf16, q8_0, q4_1, q4_0, q4_k, q5_k and q6_k weight matrices row-major "
-        "(default for inference builds: each in the panels of its panel twin, f32 ones in "
-        "f32p, bf16 in bf16p, q8_0 in q8_0p, q4_1 in q4_1p, q4_0 in q4_0p, q4_k in q4_kp, "
-        "q5_k in q5_kp, q6_k in q6_kp)",
+        help="keep f32, bf16, q8_0, q4_1, q4_0, q4_k, q5_k, q6_k, q5_0 and q5_1 weight "
+        "matrices row-major (default for inference builds: each in the panels of its panel "
+        "twin, f32 ones in f32p, bf16 in bf16p, q8_0 in q8_0p, q4_1 in q4_1p, q4_0 in q4_0p, "
+        "q4_k in q4_kp, q5_k in q5_kp, q6_k in q6_kp, q5_0 in q5_0p, q5_1 in q5_1p)",
     )
     s.add_argument(
         "--isa",

@@ -58,9 +58,11 @@ _PLAIN = {"f32": np.float32, "i32": np.int32}
 #: K-quants' Q8_K)
 INT8_X_BLOCK = {name: values for name, (_, values) in BLOCK_DTYPES.items()}
 #: weight dtypes whose prefill GEMMs run on int8 x (when int8 prefill is on): the block
-#: panels (x per block of 32) and the K-quants, in rows or panels (Q8_K, per super-block of
-#: 256)
-INT8_PREFILL = ("q8_0p", "q4_0p", "q4_1p", "q4_k", "q5_k", "q6_k", "q4_kp", "q6_kp")
+#: panels, q5_0p / q5_1p included (x per block of 32), and the K-quants, in rows or
+#: panels (Q8_K, per super-block of 256)
+INT8_PREFILL = (
+    *("q8_0p", "q4_0p", "q4_1p", "q4_k", "q5_k", "q6_k", "q4_kp", "q6_kp", "q5_0p", "q5_1p"),
+)
 _PRODUCTS = ("linear", "fused_qkv", "fused_gate_up")
 
 

@@ -146,8 +146,9 @@ def _panel_shape(d: DType, shape: tuple[int, ...]) -> tuple[int, int, int]:
 
 #: block panel dtypes: the byte offsets, in a block of their block format, of the f16
 #: fields stored as 32 f16 (one per row) at the start of a panel block, in this order
-#: (q8_0 d; q4_1 d, m; q4_0 d; q4_k / q5_k d, dmin; q6_k d, its last two bytes); the block's
-#: other bytes, in order, follow as quads of 4 bytes per row
+#: (q8_0 d; q4_1 d, m; q4_0 d; q4_k / q5_k d, dmin; q6_k d, its last two bytes; q5_0 d;
+#: q5_1 d, m); the block's other bytes, in order, follow as quads of 4 bytes per row
+#: (q5_0 / q5_1: quad plane 0 each row's 32-bit qh, planes 1..4 its qs quads)
 _PANEL_BLOCK_FIELDS: dict[str, tuple[int, ...]] = {
     "q8_0p": (0,),
     "q4_1p": (0, 2),
@@ -155,6 +156,8 @@ _PANEL_BLOCK_FIELDS: dict[str, tuple[int, ...]] = {
     "q4_kp": (0, 2),
     "q5_kp": (0, 2),
     "q6_kp": (208,),
+    "q5_0p": (0,),
+    "q5_1p": (0, 2),
 }
 assert set(_PANEL_BLOCK_FIELDS) == {d for d in PANEL_DTYPES if d in BLOCK_DTYPES}
 #: rows per panel, bytes of one f16 field, quant bytes of one row per group (k quads of
@@ -167,7 +170,7 @@ assert all(PANEL_DTYPES[d] == _PB_ROWS for d in _PANEL_BLOCK_FIELDS)
 def panel_block_bytes(dtype: str) -> int:
     """Bytes of one panel block of block panel dtype ``dtype`` (32 rows x one block of its
     block format: q8_0p 32 x 34 = 1088, q4_1p 32 x 20 = 640, q4_0p 32 x 18 = 576, q4_kp
-    32 x 144 = 4608, q6_kp 32 x 210 = 6720)."""
+    32 x 144 = 4608, q6_kp 32 x 210 = 6720, q5_0p 32 x 22 = 704, q5_1p 32 x 24 = 768)."""
     if dtype not in _PANEL_BLOCK_FIELDS:
         raise ValueError(f"{dtype!r} is not a block panel dtype ({', '.join(_PANEL_BLOCK_FIELDS)})")
     return _PB_ROWS * BLOCK_DTYPES[dtype][0]

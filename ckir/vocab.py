@@ -184,6 +184,9 @@ DTYPE_TABLE: tuple[DType, ...] = (
     # GGUF 5-bit blocks of 32 (docs/quantization.md): Q5_0 (d, qh, qs) and Q5_1 (d, m, qh, qs)
     DType("q5_0", "uint8_t", None, block=(22, 32), weight=True),
     DType("q5_1", "uint8_t", None, block=(24, 32), weight=True),
+    # Q5_0 / Q5_1 blocks pre-packed in 32-row GEMM panels (docs/quantization.md)
+    DType("q5_0p", "uint8_t", None, block=(22, 32), weight=True, panel=32),
+    DType("q5_1p", "uint8_t", None, block=(24, 32), weight=True, panel=32),
 )
 _BY_NAME: Mapping[str, DType] = MappingProxyType({d.name: d for d in DTYPE_TABLE})
 #: every dtype name: what a graph tensor, a weight or a lowered buffer may hold

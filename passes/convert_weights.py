@@ -134,7 +134,7 @@ def set_weight_dtype(model: g.ModelOp, dtype: str, names: Iterable[str]) -> None
 class _PackLayerDtypes(RewritePattern):
     """Declare a weight whose layers differ in dtype (``layer_dtypes``, a GGUF file's
     mixed K-quants) with each layer's panel twin (:data:`ckir.vocab.PANEL_OF`: q4_k ->
-    q4_kp, q8_0 -> q8_0p; a dtype without one, e.g. q5_0, stays), the declared dtype
+    q4_kp, q8_0 -> q8_0p, q5_0 -> q5_0p; a dtype without one, e.g. q5_k, stays), the declared dtype
     too: each layer's blocks are packed as they are, never requantized."""
 
     def match_and_rewrite(self, op: g.WeightOp, rewriter: PatternRewriter) -> None:  # type: ignore[override]
@@ -190,9 +190,10 @@ class ConvertWeightsPass(ModulePass):
 
     Options:
       dtype (str, default "bf16"): one of f32, f32p, bf16, bf16p, q8_0, q8_0p, q4_0,
-      q4_0p, q4_1, q4_1p, q4_k, q5_k, q6_k, q4_kp, q5_kp, q6_kp, q5_0, q5_1 (the
-      K-quants and their panel forms take matrices whose K is a multiple of 256; q4_kp
-      converts f32 and q4_k matrices, q5_kp f32 and q5_k ones, q6_kp f32 and q6_k ones).
+      q4_0p, q4_1, q4_1p, q4_k, q5_k, q6_k, q4_kp, q5_kp, q6_kp, q5_0, q5_1, q5_0p,
+      q5_1p (the K-quants and their panel forms take matrices whose K is a multiple of
+      256; q4_kp converts f32 and q4_k matrices, q5_kp f32 and q5_k ones, q6_kp f32 and
+      q6_k ones; q5_0p / q5_1p f32 and q5_0 / q5_1 ones whose K is a multiple of 32).
 
     Example: ``ckir-opt graph.mlir --convert-weights{dtype=q8_0} --lower-decode``
     turns ``graph.weight @"layers.{i}.attn.wq" : [H*D, E] f32 hf "..."`` into

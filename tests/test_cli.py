@@ -145,16 +145,18 @@ def test_inspect_reports_totals_and_kernels(build: Path) -> None:
 
 
 def test_compile_help_names_the_panel_dtypes() -> None:
-    """--dtype offers bf16p, q8_0p, q4_1p, q4_0p, q4_kp, q5_kp and q6_kp; --no-panels says
-    it keeps f32, bf16, q8_0, q4_1, q4_0 and K-quant matrices row-major."""
+    """--dtype offers bf16p, q8_0p, q4_1p, q4_0p, q4_kp, q5_kp, q6_kp, q5_0p and q5_1p;
+    --no-panels says it keeps f32, bf16, q8_0, q4_1, q4_0, the K-quants, q5_0 and q5_1
+    matrices row-major."""
     proc = run("ckir", "compile", "--help")
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split()).replace("row- major", "row-major")  # argparse wraps
     choices = text.split("--no-panels")[0]
-    for dtype in ("bf16p", "q8_0p", "q4_1p", "q4_0p", "q4_kp", "q5_kp", "q6_kp"):  # --dtype
+    for dtype in ("bf16p", "q8_0p", "q4_1p", "q4_0p", "q4_kp", "q5_kp", "q6_kp", "q5_0p", "q5_1p"):
         assert dtype in choices, dtype
-    assert "keep f32, bf16, q8_0, q4_1, q4_0, q4_k, q5_k and q6_k weight matrices row-major" in text
-    for plain in ("bf16", "q8_0", "q4_1", "q4_0", "q4_k", "q5_k", "q6_k"):
+    keep = "keep f32, bf16, q8_0, q4_1, q4_0, q4_k, q5_k, q6_k, q5_0 and q5_1 weight matrices"
+    assert f"{keep} row-major" in text
+    for plain in ("bf16", "q8_0", "q4_1", "q4_0", "q4_k", "q5_k", "q6_k", "q5_0", "q5_1"):
         assert f"{plain} in {plain}p" in text, plain
 
 

@@ -406,6 +406,8 @@ def test_dtype_table_entries() -> None:
         "q4_kp": 32,
         "q6_kp": 32,
         "q5_kp": 32,
+        "q5_0p": 32,
+        "q5_1p": 32,
     }
     assert vocab.PANEL_VALUES == {
         "f32p": "f32",
@@ -416,6 +418,8 @@ def test_dtype_table_entries() -> None:
         "q4_kp": "q4_k",
         "q6_kp": "q6_k",
         "q5_kp": "q5_k",
+        "q5_0p": "q5_0",
+        "q5_1p": "q5_1",
     }
     assert vocab.PANEL_OF == {
         "f32": "f32p",
@@ -426,6 +430,8 @@ def test_dtype_table_entries() -> None:
         "q4_k": "q4_kp",
         "q6_k": "q6_kp",
         "q5_k": "q5_kp",
+        "q5_0": "q5_0p",
+        "q5_1": "q5_1p",
     }
     assert vocab.BLOCK_DTYPES["q8_0p"] == vocab.BLOCK_DTYPES["q8_0"] == (34, 32)
     assert vocab.BLOCK_DTYPES["q4_1p"] == vocab.BLOCK_DTYPES["q4_1"] == (20, 32)
@@ -442,6 +448,10 @@ def test_dtype_table_entries() -> None:
     assert vocab.storage_bytes("q6_kp", (1, 256)) == 32 * 210
     assert quant.panel_block_bytes("q4_kp") == 4608 and quant.panel_block_bytes("q6_kp") == 6720
     assert quant.panel_block_bytes("q5_kp") == 5632
+    assert vocab.BLOCK_DTYPES["q5_0p"] == vocab.BLOCK_DTYPES["q5_0"] == (22, 32)
+    assert vocab.BLOCK_DTYPES["q5_1p"] == vocab.BLOCK_DTYPES["q5_1"] == (24, 32)
+    assert vocab.storage_bytes("q5_0p", (33, 64)) == 64 * 2 * 22
+    assert quant.panel_block_bytes("q5_0p") == 704 and quant.panel_block_bytes("q5_1p") == 768
     for dtype in PANEL_DTYPES:
         with pytest.raises(ValueError, match=rf"{dtype} buffers are \[N, K\] matrices"):
             vocab.storage_bytes(dtype, 64)
@@ -498,7 +508,7 @@ def test_training_builds_refuse_panels() -> None:
         for dtype in PANEL_DTYPES:
             with pytest.raises(CkirError, match=rf"^--dtype {dtype}: training .* needs f32"):
                 CompileOptions(modes=modes, dtype=dtype)
-        listed = r"\(f32p, bf16p, q8_0p, q4_0p, q4_1p, q4_kp, q5_kp, q6_kp\)"
+        listed = r"\(f32p, bf16p, q8_0p, q4_0p, q4_1p, q4_kp, q5_kp, q6_kp, q5_0p, q5_1p\)"
         with pytest.raises(CkirError, match=rf"^panels: training .* {listed}"):
             CompileOptions(modes=modes, panels=True)
         # the default (None) is off for training builds

@@ -168,6 +168,8 @@ ckir_wread ckir_internal_wread_q5_1(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q4_kp(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q6_kp(int64_t M, int64_t K);
 ckir_wread ckir_internal_wread_q5_kp(int64_t M, int64_t K);
+ckir_wread ckir_internal_wread_q5_0p(int64_t M, int64_t K);
+ckir_wread ckir_internal_wread_q5_1p(int64_t M, int64_t K);
 /* 1 when this thread's GEMMs take fp32 x (ckir_runtime_qp_fp32_x): the block panels'
  * and the K-quants' int8 prefill switched off (quant_panels.c) */
 int ckir_internal_qp_fp32_x_on(void);

@@ -32,6 +32,7 @@
 #include "ckir_fused.h"
 #include "ckir_quant.h"
 #include "ckir_kpanel.h"
+#include "ckir_q5panel.h"
 
 #define GUW_CH 256                 /* gate/up rows per gemv pair in decode */
 #define FUSED_GEMV_PAR_MIN 65536 /* weights below which decode stays on one thread */
@@ -298,3 +299,9 @@ CKIR_FUSED_WDTYPE(q6_kp, uint8_t, RB_Q6_K, CKIR_PANEL, CKIR_KP_Q6, kp)
 #define ref_gemv_row_q5_kp ckir_internal_ref_gemv_row_q5_kp
 #define ref_gemm_row_q5_kp ckir_internal_ref_gemm_row_q5_kp
 CKIR_FUSED_WDTYPE(q5_kp, uint8_t, RB_Q5_K, CKIR_PANEL, CKIR_KP_Q5, kp)
+#define ref_gemv_row_q5_0p ckir_internal_ref_gemv_row_q5_0p
+#define ref_gemm_row_q5_0p ckir_internal_ref_gemm_row_q5_0p
+CKIR_FUSED_WDTYPE(q5_0p, uint8_t, RB_Q5_0, CKIR_PANEL, CKIR_Q5P_0, q5p)
+#define ref_gemv_row_q5_1p ckir_internal_ref_gemv_row_q5_1p
+#define ref_gemm_row_q5_1p ckir_internal_ref_gemm_row_q5_1p
+CKIR_FUSED_WDTYPE(q5_1p, uint8_t, RB_Q5_1, CKIR_PANEL, CKIR_Q5P_1, q5p)

@@ -6,13 +6,12 @@
  * gemv_q4_k / gemv_q6_k quantize x), each super-block's exact int32 dot products
  * scaled as the row-major kernels scale them.
  *
- *   gemv_<p> (decode): x quantized once; each thread streams one contiguous range of
- *     whole panels; the fused qkv takes the three matrices' panels as one sequence and
- *     gate_up each gate panel with its up panel (silu(gate) * up from the two panels'
- *     32 outputs), on that one quantization of x.
- *   gemm_<p> (prefill), SIMD builds: each thread a range of panels; x's rows quantized
- *     per tile (each thread its own copy, <= KP_XB bytes), every panel meeting the
- *     tile's rows CKIR_KP_TX at a time: row m of y == gemv_<p>(row m of x) bit for bit.
+ *   gemv_<p> (decode) and gemm_<p> on int8 x (prefill, SIMD builds): the panel driver
+ *     (ckir_pdriver.h, quant_pdriver.c) over the format's core: decode quantizes x once
+ *     per call (once for q, k, v; once for gate and up) and each thread streams a
+ *     contiguous range of whole panels; prefill quantizes x's rows per tile (each
+ *     thread its own copy, <= KP_XB bytes) and meets every panel with CKIR_KP_TX rows
+ *     at a time: row m of y == gemv_<p>(row m of x) bit for bit.
  *     With fp32 x (ckir_runtime_qp_fp32_x, and scalar builds): the rows dequantized to
  *     fp32 on ckir_internal_wgemm, as gemm_q4_k / gemm_q6_k do.
  *   embed_<p>: row n is row n % 32 of its panel, gathered and dequantized.
@@ -23,6 +22,7 @@
 #include "ckir_internal.h"
 #include "ckir_quant.h"
 #include "ckir_kpanel.h"
+#include "ckir_pdriver.h"
 
 #if defined(CKIR_Q512) || defined(CKIR_Q256)
 #define KP_FAST 1
@@ -72,7 +72,7 @@ void ckir_internal_core_kp_portable(int fmt, const uint8_t *panel, int64_t nb,
 }
 
 /* bytes of one panel of fmt at K */
-CKIR_INLINE int64_t kp_panel_bytes(int fmt, int64_t K) {
+static int64_t kp_panel_bytes(int fmt, int64_t K) {
   return K / 256 * CKIR_PANEL * CKIR_KP_BYTES(fmt);
 }
 
@@ -98,64 +98,25 @@ CKIR_INLINE void kp_run(int fmt, int ref, const uint8_t *panel, int64_t nb, cons
     ckir_internal_core_q6_kp(panel, nb, xs, X, pfd, out);
 }
 
-/* ---- gemv ---------------------------------------------------------------------- */
+/* ---- gemv, gemm on int8 x: the panel driver (quant_pdriver.c) ---------------------- */
 
-/* one weight matrix of a call: y[M, N] (row stride N) = x . w^T (+ b) */
-typedef struct {
-  const uint8_t *w;
-  const float *b;
-  float *y;
-  int64_t N;
-} kp_seg;
-
-/* rows of panel p (32 outputs o, i.e. rows 32p ..) into y, plus b */
-CKIR_INLINE void kp_store(const float *o, const float *b, float *y, int64_t N, int64_t p) {
-  const int64_t r0 = p * CKIR_PANEL, nr = CKIR_MIN(CKIR_PANEL, N - r0);
-  for (int64_t r = 0; r < nr; r++) y[r0 + r] = o[r] + (b ? b[r0 + r] : 0.0f);
+static int64_t kp_drv_x_bytes(int64_t K) { return CKIR_Q8K_BYTES(K); }
+static void kp_drv_prep(const float *x, int64_t K, uint8_t *buf, int ref, void *xs) {
+  *(ckir_q8k *)xs = ckir_internal_q8k_prepare(x, K, buf, ref);
 }
+static void kp_drv_run(int fmt, int ref, const uint8_t *panel, int64_t nb, const void *xs, int X,
+                       int64_t pfd, float *out) {
+  /* the driver's distance (KP_PFD in gemv, 0 in the GEMM) as fmt's core wants it */
+  kp_run(fmt, ref, panel, nb, (const ckir_q8k *)xs, X, pfd ? KP_PFD_OF(fmt) : 0, out);
+}
+static const ckir_pdrv KP_DRV = {256,        kp_panel_bytes, kp_drv_x_bytes,
+                                 sizeof(ckir_q8k), kp_drv_prep, kp_drv_run,
+                                 CKIR_KP_TX, KP_PFD,         KP_XB};
+typedef ckir_pseg kp_seg;
 
-CKIR_INLINE int64_t kp_panels(int64_t N) { return (N + CKIR_PANEL - 1) / CKIR_PANEL; }
-
-/* y_i = W_i x (+ b_i) for nseg matrices sharing x (gemv 1, gemv_qkv 3), or with
- * gate_up out = silu(Wg x) * (Wu x) (segs[0] the gate, out its y; segs[1] the up), on
- * one quantization of x.  The panels of the matrices form one sequence (gate_up: the
- * gate's, each with its up panel); each thread streams one contiguous range of it. */
-static void kp_gemv(const float *x, const kp_seg *segs, int nseg, int gate_up, int64_t K,
-                    int fmt, int ref) {
-  const int64_t nb = K / 256, pbytes = kp_panel_bytes(fmt, K);
-  int64_t P = 0, rows = 0;
-  for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
-    P += kp_panels(segs[i].N);
-    rows += segs[i].N * (gate_up ? 2 : 1);
-  }
-  uint8_t buf[CKIR_Q8K_BYTES(K)];
-  const ckir_q8k s = ckir_internal_q8k_prepare(x, K, buf, ref);
-  CKIR_SHARED_RANGE(!ref && rows * K >= CKIR_GEMV_PAR_MIN && P > 1, P, p0, p1, {
-    int64_t base = 0; /* the first panel of segs[i] in the sequence */
-    for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
-      const kp_seg *sg = &segs[i];
-      const int64_t np = kp_panels(sg->N);
-      const int64_t q0 = CKIR_MAX(p0, base) - base, q1 = CKIR_MIN(p1, base + np) - base;
-      base += np;
-      if (q1 <= q0) continue;
-      if (!ref) {
-        ckir_q_prefetch(sg->w + q0 * pbytes, CKIR_MIN(KP_PFD, (q1 - q0) * pbytes));
-        if (gate_up)
-          ckir_q_prefetch(segs[1].w + q0 * pbytes, CKIR_MIN(KP_PFD, (q1 - q0) * pbytes));
-      }
-      for (int64_t p = q0; p < q1; p++) {
-        float o[CKIR_PANEL], u[CKIR_PANEL];
-        kp_run(fmt, ref, sg->w + p * pbytes, nb, &s, 1, KP_PFD_OF(fmt), o);
-        if (!gate_up) {
-          kp_store(o, sg->b, sg->y, sg->N, p);
-          continue;
-        }
-        kp_run(fmt, ref, segs[1].w + p * pbytes, nb, &s, 1, KP_PFD_OF(fmt), u);
-        ckir_internal_silu_mul(o, u, sg->y + p * CKIR_PANEL,
-                               CKIR_MIN(CKIR_PANEL, sg->N - p * CKIR_PANEL));
-      }
-    }
-  });
+CKIR_INLINE void kp_gemv(const float *x, const kp_seg *segs, int nseg, int gate_up, int64_t K,
+                         int fmt, int ref) {
+  ckir_internal_pdrv_gemv(&KP_DRV, x, segs, nseg, gate_up, K, fmt, ref);
 }
 
 static void kp_gemv_one(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
@@ -183,56 +144,9 @@ void ckir_internal_gemv_gate_up_kp(const float *x, const uint8_t *wg, const uint
 
 /* ---- gemm ---------------------------------------------------------------------- */
 
-/* int8 x: each thread one contiguous range of the panels of the segments (as
- * kp_gemv); x's rows quantized per tile by every thread, and each panel meets the
- * tile's rows CKIR_KP_TX at a time */
-static void kp_gemm_i8(const float *x, int64_t M, int64_t K, int fmt, const kp_seg *segs,
-                       int nseg, int gate_up) {
-  const int64_t nb = K / 256, pbytes = kp_panel_bytes(fmt, K), xb = CKIR_Q8K_BYTES(K);
-  const int64_t mt = CKIR_MIN(M, CKIR_MAX(CKIR_KP_TX, KP_XB / xb / CKIR_KP_TX * CKIR_KP_TX));
-  int64_t P = 0, rows = 0;
-  for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
-    P += kp_panels(segs[i].N);
-    rows += segs[i].N * (gate_up ? 2 : 1);
-  }
-  const int par = M * rows * K >= CKIR_GEMV_PAR_MIN && P > 1 && !ckir_in_parallel();
-#pragma omp parallel if (par)
-  {
-    int64_t p0, p1;
-    ckir_thread_share(P, &p0, &p1);
-    uint8_t buf[mt * xb];
-    ckir_q8k s[mt];
-    for (int64_t m0 = 0; m0 < M && p1 > p0; m0 += mt) {
-      const int64_t mr = CKIR_MIN(mt, M - m0);
-      for (int64_t r = 0; r < mr; r++)
-        s[r] = ckir_internal_q8k_prepare(x + (m0 + r) * K, K, buf + r * xb, 0);
-      int64_t base = 0;
-      for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
-        const kp_seg *sg = &segs[i];
-        const int64_t np = kp_panels(sg->N);
-        const int64_t q0 = CKIR_MAX(p0, base) - base, q1 = CKIR_MIN(p1, base + np) - base;
-        base += np;
-        for (int64_t p = q0; p < q1; p++) {
-          const int64_t c0 = p * CKIR_PANEL, nc = CKIR_MIN(CKIR_PANEL, sg->N - c0);
-          for (int64_t r = 0; r < mr; r += CKIR_KP_TX) {
-            const int X = (int)CKIR_MIN(CKIR_KP_TX, mr - r);
-            float o[CKIR_KP_TX * CKIR_PANEL], u[CKIR_KP_TX * CKIR_PANEL];
-            kp_run(fmt, 0, sg->w + p * pbytes, nb, s + r, X, 0, o);
-            if (gate_up)
-              kp_run(fmt, 0, segs[1].w + p * pbytes, nb, s + r, X, 0, u);
-            for (int j = 0; j < X; j++) {
-              float *yr = sg->y + (m0 + r + j) * sg->N;
-              if (gate_up)
-                ckir_internal_silu_mul(o + j * CKIR_PANEL, u + j * CKIR_PANEL, yr + c0, nc);
-              else
-                for (int64_t c = 0; c < nc; c++)
-                  yr[c0 + c] = o[j * CKIR_PANEL + c] + (sg->b ? sg->b[c0 + c] : 0.0f);
-            }
-          }
-        }
-      }
-    }
-  }
+CKIR_INLINE void kp_gemm_i8(const float *x, int64_t M, int64_t K, int fmt, const kp_seg *segs,
+                            int nseg, int gate_up) {
+  ckir_internal_pdrv_gemm_i8(&KP_DRV, x, M, K, fmt, segs, nseg, gate_up);
 }
 
 /* columns [k0, k0 + kc) of row n (whole super-blocks dequantized) */

@@ -19,4 +19,4 @@
 // TIED:      graph.weight @"layers.{i}.attn.wq" : [E, E] bf16
 // TIED:      graph.weight @"layers.{i}.attn.bq" : [E] f32
 
-// BAD: error: convert-weights: unknown dtype 'q3' (choose from f32, f32p, bf16, bf16p, q8_0, q8_0p, q4_0, q4_0p, q4_1, q4_1p, q4_k, q5_k, q6_k, q4_kp, q5_kp, q6_kp, q5_0, q5_1)
+// BAD: error: convert-weights: unknown dtype 'q3' (choose from f32, f32p, bf16, bf16p, q8_0, q8_0p, q4_0, q4_0p, q4_1, q4_1p, q4_k, q5_k, q6_k, q4_kp, q5_kp, q6_kp, q5_0, q5_1, q5_0p, q5_1p)

@@ -15,7 +15,7 @@
 // -----
 
 // unknown dtype (parse error)
-// CHECK: unknown dtype 'f33' (expected one of f32, f32p, bf16, bf16p, f16, i32, i64, q8_0, q8_0p, q4_0, q4_0p, q4_1, q4_1p, q4_k, q5_k, q6_k, q4_kp, q5_kp, q6_kp, q5_0, q5_1)
+// CHECK: unknown dtype 'f33' (expected one of f32, f32p, bf16, bf16p, f16, i32, i64, q8_0, q8_0p, q4_0, q4_0p, q4_1, q4_1p, q4_k, q5_k, q6_k, q4_kp, q5_kp, q6_kp, q5_0, q5_1, q5_0p, q5_1p)
 %0 = "graph.input"() <{input_name = "a"}> : () -> !graph.tensor<[T, E], f33>
 
 // -----

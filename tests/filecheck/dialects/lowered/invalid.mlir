@@ -5,7 +5,7 @@
 // their model (copied from runtime/registry*.yaml where the kernel exists).
 
 // unknown dtype (parse error)
-// CHECK: unknown dtype 'f64' (expected one of f32, f32p, bf16, bf16p, f16, i32, i64, q8_0, q8_0p, q4_0, q4_0p, q4_1, q4_1p, q4_k, q5_k, q6_k, q4_kp, q5_kp, q6_kp, q5_0, q5_1)
+// CHECK: unknown dtype 'f64' (expected one of f32, f32p, bf16, bf16p, f16, i32, i64, q8_0, q8_0p, q4_0, q4_0p, q4_1, q4_1p, q4_k, q5_k, q6_k, q4_kp, q5_kp, q6_kp, q5_0, q5_1, q5_0p, q5_1p)
 lowered.model @m {
   lowered.program @prefill mode "prefill" max_context 4 {
     lowered.buffer @x activation : !lowered.buf<[4], f64>
@@ -498,7 +498,7 @@ lowered.model @m {
 // -----
 
 // unknown operand dtype (parse error)
-// CHECK: unknown dtype 'f8' (expected one of f32, f32p, bf16, bf16p, f16, i32, i64, q8_0, q8_0p, q4_0, q4_0p, q4_1, q4_1p, q4_k, q5_k, q6_k, q4_kp, q5_kp, q6_kp, q5_0, q5_1)
+// CHECK: unknown dtype 'f8' (expected one of f32, f32p, bf16, bf16p, f16, i32, i64, q8_0, q8_0p, q4_0, q4_0p, q4_1, q4_1p, q4_k, q5_k, q6_k, q4_kp, q5_kp, q6_kp, q5_0, q5_1, q5_0p, q5_1p)
 lowered.model @m {
   lowered.kernel @k op "relu" c "k" modes ["decode"] (x: read f8) params ()
 }

@@ -1,0 +1,53 @@
+/* ckir runtime, internal: the driver of the panel formats whose kernels run on a
+ * per-panel core (the K-quant panels q4_kp / q6_kp, quant_kpanels.c; the Q5 panels
+ * q5_0p / q5_1p, quant_q5p.c).  quant_pdriver.c.
+ *
+ * A format describes itself with a ckir_pdrv: how x is quantized (prep, into a struct of
+ * x_size bytes pointing into a buffer of x_bytes(K) bytes) and how a core meets one
+ * panel of 32 rows with 1 to tx such rows of x (run).  The driver then gives
+ *   gemv: x quantized once; the panels of the matrices of one call (gemv 1, gemv_qkv 3,
+ *     gate_up: each gate panel with its up panel) form one sequence, each thread
+ *     streams one contiguous range of it;
+ *   gemm on int8 x: each thread a range of panels, x's rows quantized per tile by every
+ *     thread (<= xb bytes), every panel meeting the tile's rows tx at a time, so row m
+ *     of y equals the gemv of row m of x bit for bit. */
+#ifndef CKIR_PDRIVER_H
+#define CKIR_PDRIVER_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  /* the elements of x one block of the format covers along K (32 or 256) */
+  int64_t block;
+  /* bytes of one panel at K */
+  int64_t (*panel_bytes)(int fmt, int64_t K);
+  /* bytes of the buffer one row of quantized x needs at K, and sizeof its struct */
+  int64_t (*x_bytes)(int64_t K);
+  size_t x_size;
+  /* x[K] quantized into buf, its struct written to xs (ref: the scalar code) */
+  void (*prep)(const float *x, int64_t K, uint8_t *buf, int ref, void *xs);
+  /* out[i * 32 + r] = row r of the panel . x_i (i < X), the core (ref: the portable one) */
+  void (*run)(int fmt, int ref, const uint8_t *panel, int64_t nb, const void *xs, int X,
+              int64_t pfd, float *out);
+  /* rows of x per core call, prefetch distance (bytes), stack bytes of x per GEMM thread */
+  int tx;
+  int64_t pfd;
+  int64_t xb;
+} ckir_pdrv;
+
+/* one weight matrix of a call: y[M, N] (row stride N) = x . w^T (+ b) */
+typedef struct {
+  const uint8_t *w;
+  const float *b;
+  float *y;
+  int64_t N;
+} ckir_pseg;
+
+/* y_i = W_i x (+ b_i) for nseg matrices sharing x, or with gate_up out = silu(Wg x) *
+ * (Wu x) (segs[0] the gate, out its y; segs[1] the up), on one quantization of x */
+void ckir_internal_pdrv_gemv(const ckir_pdrv *d, const float *x, const ckir_pseg *segs, int nseg,
+                             int gate_up, int64_t K, int fmt, int ref);
+/* the same for the M rows of x on int8 x */
+void ckir_internal_pdrv_gemm_i8(const ckir_pdrv *d, const float *x, int64_t M, int64_t K, int fmt,
+                                const ckir_pseg *segs, int nseg, int gate_up);
+#endif /* CKIR_PDRIVER_H */

@@ -1,0 +1,105 @@
+/* ckir runtime: the driver of the panel formats run on a per-panel core (ckir_pdriver.h):
+ * the decode GEMVs (plain, fused qkv, fused gate_up) and the int8-x prefill GEMMs of
+ * q4_kp / q6_kp (quant_kpanels.c) and q5_0p / q5_1p (quant_q5p.c). */
+#define CKIR_QUANT_INTERNAL 1
+#include "ckir_internal.h"
+#include "ckir_quant.h"
+#include "ckir_pdriver.h"
+
+#define PD_TX_MAX 8 /* the most rows of x a core takes */
+
+CKIR_INLINE int64_t pd_panels(int64_t N) { return (N + CKIR_PANEL - 1) / CKIR_PANEL; }
+
+/* the panels of the call's matrices in one sequence, and the rows of w they hold */
+static int64_t pd_sequence(const ckir_pseg *segs, int nseg, int gate_up, int64_t *rows) {
+  int64_t P = 0;
+  *rows = 0;
+  for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
+    P += pd_panels(segs[i].N);
+    *rows += segs[i].N * (gate_up ? 2 : 1);
+  }
+  return P;
+}
+
+/* the X rows of x (each with row stride ys in y) meet panel p of segment sg: o holds
+ * the core's outputs, u the up panel's (gate_up) */
+static void pd_store(const ckir_pseg *sg, const ckir_pseg *up, int64_t p, const float *o,
+                     const float *u, int X, int64_t m0) {
+  const int64_t c0 = p * CKIR_PANEL, nc = CKIR_MIN(CKIR_PANEL, sg->N - c0);
+  for (int j = 0; j < X; j++) {
+    float *yr = sg->y + (m0 + j) * sg->N;
+    if (up)
+      ckir_internal_silu_mul(o + j * CKIR_PANEL, u + j * CKIR_PANEL, yr + c0, nc);
+    else
+      for (int64_t c = 0; c < nc; c++)
+        yr[c0 + c] = o[j * CKIR_PANEL + c] + (sg->b ? sg->b[c0 + c] : 0.0f);
+  }
+}
+
+void ckir_internal_pdrv_gemv(const ckir_pdrv *d, const float *x, const ckir_pseg *segs, int nseg,
+                             int gate_up, int64_t K, int fmt, int ref) {
+  const int64_t nb = K / d->block, pbytes = d->panel_bytes(fmt, K);
+  int64_t rows;
+  const int64_t P = pd_sequence(segs, nseg, gate_up, &rows);
+  uint8_t buf[d->x_bytes(K)];
+  _Alignas(16) uint8_t xs[d->x_size];
+  d->prep(x, K, buf, ref, xs);
+  CKIR_SHARED_RANGE(!ref && rows * K >= CKIR_GEMV_PAR_MIN && P > 1, P, p0, p1, {
+    int64_t base = 0; /* the first panel of segs[i] in the sequence */
+    for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
+      const ckir_pseg *sg = &segs[i];
+      const int64_t np = pd_panels(sg->N);
+      const int64_t q0 = CKIR_MAX(p0, base) - base, q1 = CKIR_MIN(p1, base + np) - base;
+      base += np;
+      if (q1 <= q0) continue;
+      if (!ref) {
+        ckir_q_prefetch(sg->w + q0 * pbytes, CKIR_MIN(d->pfd, (q1 - q0) * pbytes));
+        if (gate_up)
+          ckir_q_prefetch(segs[1].w + q0 * pbytes, CKIR_MIN(d->pfd, (q1 - q0) * pbytes));
+      }
+      for (int64_t p = q0; p < q1; p++) {
+        float o[CKIR_PANEL], u[CKIR_PANEL];
+        d->run(fmt, ref, sg->w + p * pbytes, nb, xs, 1, d->pfd, o);
+        if (gate_up) d->run(fmt, ref, segs[1].w + p * pbytes, nb, xs, 1, d->pfd, u);
+        pd_store(sg, gate_up ? &segs[1] : NULL, p, o, u, 1, 0);
+      }
+    }
+  });
+}
+
+void ckir_internal_pdrv_gemm_i8(const ckir_pdrv *d, const float *x, int64_t M, int64_t K, int fmt,
+                                const ckir_pseg *segs, int nseg, int gate_up) {
+  const int64_t nb = K / d->block, pbytes = d->panel_bytes(fmt, K), xb = d->x_bytes(K);
+  const int tx = d->tx;
+  const int64_t mt = CKIR_MIN(M, CKIR_MAX(tx, d->xb / xb / tx * tx));
+  int64_t rows;
+  const int64_t P = pd_sequence(segs, nseg, gate_up, &rows);
+  const int par = M * rows * K >= CKIR_GEMV_PAR_MIN && P > 1 && !ckir_in_parallel();
+#pragma omp parallel if (par)
+  {
+    int64_t p0, p1;
+    ckir_thread_share(P, &p0, &p1);
+    uint8_t buf[mt * xb];
+    _Alignas(16) uint8_t xs[mt * d->x_size];
+    for (int64_t m0 = 0; m0 < M && p1 > p0; m0 += mt) {
+      const int64_t mr = CKIR_MIN(mt, M - m0);
+      for (int64_t r = 0; r < mr; r++)
+        d->prep(x + (m0 + r) * K, K, buf + r * xb, 0, xs + r * d->x_size);
+      int64_t base = 0;
+      for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
+        const ckir_pseg *sg = &segs[i];
+        const int64_t np = pd_panels(sg->N);
+        const int64_t q0 = CKIR_MAX(p0, base) - base, q1 = CKIR_MIN(p1, base + np) - base;
+        base += np;
+        for (int64_t p = q0; p < q1; p++)
+          for (int64_t r = 0; r < mr; r += tx) {
+            const int X = (int)CKIR_MIN(tx, mr - r);
+            float o[PD_TX_MAX * CKIR_PANEL], u[PD_TX_MAX * CKIR_PANEL];
+            d->run(fmt, 0, sg->w + p * pbytes, nb, xs + r * d->x_size, X, 0, o);
+            if (gate_up) d->run(fmt, 0, segs[1].w + p * pbytes, nb, xs + r * d->x_size, X, 0, u);
+            pd_store(sg, gate_up ? &segs[1] : NULL, p, o, u, X, m0 + r);
+          }
+      }
+    }
+  }
+}
