@@ -1,8 +1,9 @@
 """q4_kp and q5_kp (Q4_K / Q5_K super-blocks in 32-row panels): their shared SIMD core
 (runtime/kernels/quant_q45kp.c) through the public kernels, on every build of this
-machine: native (AVX-512 VNNI here), AVX-512 without VNNI (vpmaddubsw + vpmaddwd on
-zmm), AVX2 and scalar (the portable core).  Every test runs for both formats (`fmt`,
-the row-major dtype; its panel dtype is fmt + "p"); q4_kp's names below stand for both.
+machine: native (AVX-512 VNNI and GFNI here), AVX-512 VNNI without GFNI, AVX-512 without
+VNNI (vpmaddubsw + vpmaddwd on zmm), AVX2 and scalar (the portable core).  Every test
+runs for both formats (`fmt`, the row-major dtype; its panel dtype is fmt + "p");
+q4_kp's names below stand for both.
 
 Oracles:
 - gemv_q4_kp and gemv_bias_q4_kp: bit-equal to the reference twin of the row-major
@@ -41,6 +42,8 @@ KS = [256, 512, 2304]
 BUILDS = {
     "native": (None, set()),
     "avx512novnni": (["-march=skylake-avx512"], {"avx512f", "avx512bw", "avx512vl"}),
+    # VNNI without GFNI: q5_kp's shift-and-merge levels on vpdpbusd (native takes GFNI)
+    "avx512nogfni": (["-march=cascadelake"], {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"}),
     "avx2": (None, {"avx2", "fma", "f16c"}),
     "scalar": (None, set()),
 }

@@ -40,10 +40,14 @@
  * 4q + i of sub-block j) and the 32 qs planes at 11 ..; level q = nibble | bit << 4 in
  * 0..31 (scalar reference: q5_k_dot_scalar).  Per qs plane vector of chunk c and quad q,
  * the qh vector of quad q is shifted (16-bit lanes) so bit 2c, then bit 2c + 1, lands
- * on bit 4 of its byte, masked and merged under the nibble (one vpternlogd); with GFNI
- * (zmm) one vgf2p8affineqb moves the bit alone to bit 4 and another the high nibble
- * down (1.09x the shift-and-mask code's speed in L2, paired).  Both sub-blocks' levels
- * go to the dot instruction as q (no in-place high nibble: 16 q would pass 255).  Without VNNI the pairs' int16 sums hold at most 4 planes (4 * 2 *
+ * on bit 4 of its byte, masked and merged under the nibble (one vpternlogd), and both
+ * sub-blocks' levels go to the dot instruction as q (no in-place high nibble: 16 q
+ * would pass 255).  On zmm with GFNI and VNNI (KP5_SPLIT) one vgf2p8affineqb moves bit
+ * 2c alone to bit 4 for the low levels (merged as above), the high nibbles stay in
+ * place as q4_kp's, and their fifth bits (bit 2c + 1 alone to bit 4: 16 b) go to a
+ * vpdpbusd chain of their own, added at 16x to the chunk's 16 t_odd: no shift at all.
+ * In L2, one thread, paired CPU time: the GFNI merge of both levels 1.09x the shifts,
+ * the split 1.11x that.  Without VNNI the pairs' int16 sums hold at most 4 planes (4 * 2 *
  * 31 * 127 = 31496 < 2^15), so they are scaled into int32 after planes 3 and 7.
  *
  * Scalar builds: the portable core (quant_kpanels.c). */
@@ -97,10 +101,11 @@ typedef __m512 kpf;
 #define kpv_dpbusd _mm512_dpbusd_epi32
 #endif
 #if defined(__GFNI__)
-#define KP_GFNI 1
 #define kpv_gf(x, m) _mm512_gf2p8affine_epi64_epi8((x), (m), 0)
 #define kpv_set1_64 _mm512_set1_epi64
-#define kpv_or _mm512_or_si512
+#if defined(KP_VNNI)
+#define KP5_SPLIT 1 /* q5_kp's high levels split: kp_levels5_split */
+#endif
 #endif
 #else
 typedef __m256i kpv;
@@ -137,6 +142,9 @@ typedef __m256 kpf;
 #define KP_VNNI 1
 #define kpv_dpbusd CKIR_DPBUSD256
 #endif
+#endif
+#ifndef KP5_SPLIT
+#define KP5_SPLIT 0
 #endif
 #define KP_G (CKIR_PANEL / KP_W) /* lane groups per panel */
 /* lane groups a pass of kp_core (sharing x's broadcasts): all of them at X = 1, two at
@@ -205,19 +213,19 @@ CKIR_INLINE kpv kp_bit4(kpv h, const int from) {
 }
 CKIR_INLINE void kp_levels5(kpv v, kpv h, const int c, kpv *lo, kpv *hi) {
   const kpv nib = kpv_set1_8(0x0F);
-#if defined(KP_GFNI)
-  /* vgf2p8affineqb: result bit i of a byte = parity of (matrix byte 7 - i) & the byte:
-   * bit 2c (2c + 1) of h alone to bit 4; bits 4..7 of v to 0..3 */
-  const kpv m_lo = kpv_set1_64((int64_t)(1u << (2 * c)) << 24);
-  const kpv m_hi = kpv_set1_64((int64_t)(1u << (2 * c + 1)) << 24);
-  const kpv m_v = kpv_set1_64((int64_t)0x1020408000000000);
-  *lo = kpv_sel(nib, v, kpv_gf(h, m_lo));
-  *hi = kpv_or(kpv_gf(v, m_v), kpv_gf(h, m_hi));
-#else
   *lo = kpv_sel(nib, v, kp_bit4(h, 2 * c));
   *hi = kpv_sel(nib, kpv_srli16(v, 4), kp_bit4(h, 2 * c + 1));
-#endif
 }
+#if KP5_SPLIT
+/* the same with GFNI and VNNI: lo as above, the high nibbles in place (16 q, as q4_kp)
+ * and their fifth bits apart as 16 b.  vgf2p8affineqb: bit i of a result byte = parity
+ * of (matrix byte 7 - i) & the byte, so matrix byte 3 = 1 << k moves bit k alone to 4. */
+CKIR_INLINE void kp_levels5_split(kpv v, kpv h, const int c, kpv *lo, kpv *hi, kpv *hb) {
+  *lo = kpv_sel(kpv_set1_8(0x0F), v, kpv_gf(h, kpv_set1_64((int64_t)(1u << (2 * c)) << 24)));
+  *hi = kpv_and(v, kpv_set1_8((char)0xF0));
+  *hb = kpv_gf(h, kpv_set1_64((int64_t)(1u << (2 * c + 1)) << 24));
+}
+#endif
 
 /* S (exact int32, per lane) of HG lane groups from h0 of one panel block against X rows
  * of x (ab: their super-block's a).  The planes are read in address order (chunk c, then
@@ -233,6 +241,11 @@ CKIR_INLINE void kp_sums(const uint8_t *blk, int h0, const int HG, const int8_t 
   const uint8_t *ph = blk + KP_PLANES + KP_HPLANE * KP_PLANE + 4 * KP_W * h0;
   for (int c = 0; c < 4; c++) { /* sub-blocks 2c (low nibbles), 2c + 1 (high) */
     kpv te[KP_G][CKIR_KP_TX], to[KP_G][CKIR_KP_TX];
+#if KP5_SPLIT
+    kpv tb[KP_G][CKIR_KP_TX];
+    for (int g = 0; g < HG; g++)
+      for (int i = 0; i < X; i++) tb[g][i] = kpv_zero();
+#endif
     for (int g = 0; g < HG; g++)
       for (int i = 0; i < X; i++) te[g][i] = to[g][i] = kpv_zero();
     for (int q = 0; q < 8; q++) {
@@ -244,9 +257,17 @@ CKIR_INLINE void kp_sums(const uint8_t *blk, int h0, const int HG, const int8_t 
       for (int g = 0; g < HG; g++) {
         kpv lo, hi;
         const kpv v = kpv_ld(p0 + (8 * c + q) * KP_PLANE + 4 * KP_W * g);
+#if KP5_SPLIT
+        if (q5) { /* tb: 16 times the fifth bits' sum of products */
+          kpv hb;
+          kp_levels5_split(v, kpv_ld(ph + q * KP_PLANE + 4 * KP_W * g), c, &lo, &hi, &hb);
+          for (int i = 0; i < X; i++) tb[g][i] = kp_acc(tb[g][i], hb, ah[i]);
+        } else
+#else
         if (q5)
           kp_levels5(v, kpv_ld(ph + q * KP_PLANE + 4 * KP_W * g), c, &lo, &hi);
         else
+#endif
           kp_nibbles(v, &lo, &hi);
         for (int i = 0; i < X; i++) {
           te[g][i] = kp_acc(te[g][i], lo, al[i]);
@@ -272,6 +293,10 @@ CKIR_INLINE void kp_sums(const uint8_t *blk, int h0, const int HG, const int8_t 
       const kpv scw = c < 2 ? sc_lo[g] : sc_hi[g];
       const kpv s0 = kpv_shufb(scw, kp_spread(2 * c % 4)), s1 = kpv_shufb(scw, kp_spread(2 * c % 4 + 1));
       for (int i = 0; i < X; i++) {
+#if KP5_SPLIT
+        if (q5) /* 16 t_odd = 16 (nibbles' sum) + 256 (fifth bits' sum) */
+          to[g][i] = kpv_add32(to[g][i], kpv_slli32(tb[g][i], 4));
+#endif
 #if defined(KP_VNNI)
         se[g][i] = kpv_add32(se[g][i], kpv_mul32(te[g][i], s0));
         so[g][i] = kpv_add32(so[g][i], kpv_mul32(to[g][i], s1));
@@ -285,8 +310,8 @@ CKIR_INLINE void kp_sums(const uint8_t *blk, int h0, const int HG, const int8_t 
   for (int g = 0; g < HG; g++)
     for (int i = 0; i < X; i++)
 #if defined(KP_VNNI)
-      /* q4_kp: so holds 16 S_odd (the high nibbles in place); q5_kp: S_odd */
-      S[g][i] = kpv_add32(se[g][i], q5 ? so[g][i] : kpv_srai32(so[g][i], 4));
+      /* so holds 16 S_odd (the high nibbles in place), or S_odd (q5_kp, no GFNI) */
+      S[g][i] = kpv_add32(se[g][i], q5 && !KP5_SPLIT ? so[g][i] : kpv_srai32(so[g][i], 4));
 #else
       S[g][i] = kpv_add32(se[g][i], so[g][i]);
 #endif
