@@ -213,8 +213,13 @@ CKIR_INLINE kpv kp_bit4(kpv h, const int from) {
 }
 CKIR_INLINE void kp_levels5(kpv v, kpv h, const int c, kpv *lo, kpv *hi) {
   const kpv nib = kpv_set1_8(0x0F);
+#if defined(CKIR_Q512)
   *lo = kpv_sel(nib, v, kp_bit4(h, 2 * c));
   *hi = kpv_sel(nib, kpv_srli16(v, 4), kp_bit4(h, 2 * c + 1));
+#else /* no vpternlogd: and + or (the bit alone at 4) rather than the 3-op select */
+  *lo = _mm256_or_si256(kpv_and(v, nib), kp_bit4(h, 2 * c));
+  *hi = _mm256_or_si256(kpv_and(kpv_srli16(v, 4), nib), kp_bit4(h, 2 * c + 1));
+#endif
 }
 #if KP5_SPLIT
 /* the same with GFNI and VNNI: lo as above, the high nibbles in place (16 q, as q4_kp)
