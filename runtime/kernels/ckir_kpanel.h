@@ -12,7 +12,7 @@
  *     planes, byte 64 + 128g + 4r + j = byte 4g + j of row r's block (planes 0..31 ql,
  *     32..47 qh, 48..51 the int8 scales).
  * quant_kpanels.c drives every public kernel of both dtypes; per panel it calls the
- * format's core (quant_q4kp.c, quant_q6kp.c). */
+ * format's core (quant_q45kp.c for q4_kp and q5_kp, quant_q6kp.c). */
 #ifndef CKIR_KPANEL_H
 #define CKIR_KPANEL_H
 #include <stdint.h>
