@@ -379,24 +379,25 @@ CKIR_INLINE void kp_core(const uint8_t *panel, int64_t nb, const ckir_q8k *xs, c
     for (int h = 0; h < KP_G; h++) kpf_st(out + i * CKIR_PANEL + KP_W * h, acc[h][i]);
 }
 
+/* kp_core for the format (q5: q5_kp) with the X of the call, compile-time in each */
+CKIR_INLINE void kp_core_x(const uint8_t *panel, int64_t nb, const ckir_q8k *xs, int X,
+                           const int q5, int64_t pfd, float *out) {
+  switch (X) {
+    case 1: kp_core(panel, nb, xs, 1, KP_HG1, q5, pfd, out); break;
+    case 2: kp_core(panel, nb, xs, 2, KP_HG2, q5, pfd, out); break;
+    case 3: kp_core(panel, nb, xs, 3, KP_HG34, q5, pfd, out); break;
+    default: kp_core(panel, nb, xs, 4, KP_HG34, q5, pfd, out); break;
+  }
+}
+
 void ckir_internal_core_q4_kp(const uint8_t *panel, int64_t nb, const ckir_q8k *xs, int X,
                               int64_t pfd, float *out) {
-  switch (X) {
-    case 1: kp_core(panel, nb, xs, 1, KP_HG1, 0, pfd, out); break;
-    case 2: kp_core(panel, nb, xs, 2, KP_HG2, 0, pfd, out); break;
-    case 3: kp_core(panel, nb, xs, 3, KP_HG34, 0, pfd, out); break;
-    default: kp_core(panel, nb, xs, 4, KP_HG34, 0, pfd, out); break;
-  }
+  kp_core_x(panel, nb, xs, X, 0, pfd, out);
 }
 
 void ckir_internal_core_q5_kp(const uint8_t *panel, int64_t nb, const ckir_q8k *xs, int X,
                               int64_t pfd, float *out) {
-  switch (X) {
-    case 1: kp_core(panel, nb, xs, 1, KP_HG1, 1, pfd, out); break;
-    case 2: kp_core(panel, nb, xs, 2, KP_HG2, 1, pfd, out); break;
-    case 3: kp_core(panel, nb, xs, 3, KP_HG34, 1, pfd, out); break;
-    default: kp_core(panel, nb, xs, 4, KP_HG34, 1, pfd, out); break;
-  }
+  kp_core_x(panel, nb, xs, X, 1, pfd, out);
 }
 #else
 void ckir_internal_core_q4_kp(const uint8_t *panel, int64_t nb, const ckir_q8k *xs, int X,
