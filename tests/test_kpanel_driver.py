@@ -12,7 +12,7 @@ kernels (runtime/kernels/quant_kpanels.c), whatever each format's SIMD core does
   core).
 
 The SIMD cores' own edge cases (extreme levels and scales) are in
-tests/test_kpanel_q4_kp.py / test_kpanel_q6_kp.py.
+tests/test_kpanel_q45_kp.py / test_kpanel_q6_kp.py.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@
  *   q6_kp (6720 bytes): f16 d of row r at 2r (the block's bytes 208..209), then 52 quad
  *     planes, byte 64 + 128g + 4r + j = byte 4g + j of row r's block (planes 0..31 ql,
  *     32..47 qh, 48..51 the int8 scales).
- * quant_kpanels.c drives every public kernel of both dtypes (the GEMVs and int8-x GEMMs
- * through the panel driver, ckir_pdriver.h); per panel it calls the format's core
- * (quant_q4kp.c, quant_q6kp.c). */
+ * quant_kpanels.c drives every public kernel of the three dtypes (the GEMVs and int8-x
+ * GEMMs through the panel driver, ckir_pdriver.h); per panel it calls the format's core
+ * (quant_q45kp.c for q4_kp and q5_kp, quant_q6kp.c). */
 #ifndef CKIR_KPANEL_H
 #define CKIR_KPANEL_H
 #include <stdint.h>

@@ -36,7 +36,14 @@
 /* the distance gemv gives fmt's core: q4_kp none (its core reads each panel block in
  * address order and the hardware prefetcher keeps up; streamed from DRAM, one thread,
  * the SIMD core took 0.75x the CPU time it took with a 4 KiB distance, paired, 9 rounds) */
-#define KP_PFD_OF(fmt) ((fmt) == CKIR_KP_Q4 ? 0 : KP_PFD)
+/* q5_kp (streamed from DRAM, one thread, paired, 20:30 UTC): AVX-512 none (1.35x the
+ * CPU time rate with 4 KiB), AVX2 8 KiB (1.11x 4 KiB's; none 0.5x) */
+#if defined(CKIR_Q512)
+#define KP_PFD_Q5 0
+#else
+#define KP_PFD_Q5 8192
+#endif
+#define KP_PFD_OF(fmt) ((fmt) == CKIR_KP_Q4 ? 0 : (fmt) == CKIR_KP_Q5 ? KP_PFD_Q5 : KP_PFD)
 /* bytes of x's quantized rows a GEMM thread keeps on its stack at once */
 #define KP_XB (96 * 1024)
 #define KP_MAX_BYTES 210
