@@ -15,6 +15,7 @@
 #define CKIR_PDRIVER_H
 #include <stddef.h>
 #include <stdint.h>
+#include "ckir_quant.h" /* ckir_wrow_fn */
 
 typedef struct {
   /* the elements of x one block of the format covers along K (32 or 256) */
@@ -50,4 +51,30 @@ void ckir_internal_pdrv_gemv(const ckir_pdrv *d, const float *x, const ckir_pseg
 /* the same for the M rows of x on int8 x */
 void ckir_internal_pdrv_gemm_i8(const ckir_pdrv *d, const float *x, int64_t M, int64_t K, int fmt,
                                 const ckir_pseg *segs, int nseg, int gate_up);
+
+/* The entry points every panel format of the driver shares (what names the kernel in
+ * a violated constraint; K a multiple of d->block, at most CKIR_QUANT_MAX_K in decode):
+ * y = W x (+ b); the fused qkv and gate_up GEMVs on one quantization of x; the GEMM,
+ * on int8 x where ckir_internal_pdrv_i8_now() (a SIMD build whose calling thread has
+ * not asked for fp32 x), else fp32 x against the rows row dequantizes; the fused GEMMs
+ * on int8 x, 0 where they do not run (fp32 x: the caller takes gemm.c's driver). */
+int ckir_internal_pdrv_i8_now(void);
+void ckir_internal_pdrv_gemv_one(const ckir_pdrv *d, const float *x, const uint8_t *w,
+                                 const float *b, float *y, int64_t N, int64_t K, int fmt, int ref,
+                                 const char *what);
+void ckir_internal_pdrv_gemv_qkv(const ckir_pdrv *d, const float *x, const uint8_t *const w[3],
+                                 const float *const b[3], float *const y[3], const int64_t N[3],
+                                 int64_t K, int fmt, const char *what);
+void ckir_internal_pdrv_gemv_gate_up(const ckir_pdrv *d, const float *x, const uint8_t *wg,
+                                     const uint8_t *wu, float *out, int64_t N, int64_t K, int fmt,
+                                     const char *what);
+void ckir_internal_pdrv_gemm_one(const ckir_pdrv *d, const float *x, const uint8_t *w,
+                                 const float *b, float *y, int64_t M, int64_t N, int64_t K, int fmt,
+                                 ckir_wrow_fn row, const char *what);
+int ckir_internal_pdrv_gemm_qkv(const ckir_pdrv *d, const float *x, const uint8_t *const w[3],
+                                const float *const b[3], float *const y[3], const int64_t N[3],
+                                int64_t M, int64_t K, int fmt);
+int ckir_internal_pdrv_gemm_gate_up(const ckir_pdrv *d, const float *x, const uint8_t *wg,
+                                    const uint8_t *wu, float *out, int64_t M, int64_t N, int64_t K,
+                                    int fmt);
 #endif /* CKIR_PDRIVER_H */

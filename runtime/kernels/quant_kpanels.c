@@ -119,42 +119,20 @@ static void kp_drv_run(int fmt, int ref, const uint8_t *panel, int64_t nb, const
 static const ckir_pdrv KP_DRV = {256,        kp_panel_bytes, kp_drv_x_bytes,
                                  sizeof(ckir_q8k), kp_drv_prep, kp_drv_run,
                                  CKIR_KP_TX, KP_PFD,         KP_XB};
-typedef ckir_pseg kp_seg;
 
-CKIR_INLINE void kp_gemv(const float *x, const kp_seg *segs, int nseg, int gate_up, int64_t K,
-                         int fmt, int ref) {
-  ckir_internal_pdrv_gemv(&KP_DRV, x, segs, nseg, gate_up, K, fmt, ref);
-}
-
-static void kp_gemv_one(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
-                        int64_t K, int fmt, int ref, const char *what) {
-  (void)what; /* CKIR_REQUIRE may compile to nothing */
-  CKIR_REQUIRE(N >= 1 && K >= 1 && K % 256 == 0 && K <= CKIR_QUANT_MAX_K, what);
-  const kp_seg seg = {w, b, y, N};
-  kp_gemv(x, &seg, 1, 0, K, fmt, ref);
-}
-
-void ckir_internal_gemv_qkv_kp(const float *x, const uint8_t *const w[3], const float *const b[3],
-                               float *const y[3], const int64_t N[3], int64_t K, int fmt) {
-  CKIR_REQUIRE(K % 256 == 0 && K <= CKIR_QUANT_MAX_K, "gemv_qkv (K-quant panels)");
-  const kp_seg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
-                          {w[2], b[2], y[2], N[2]}};
-  kp_gemv(x, segs, 3, 0, K, fmt, 0);
+void ckir_internal_gemv_qkv_kp(const float *x, const uint8_t *const w[3],
+                               const float *const b[3], float *const y[3], const int64_t N[3],
+                               int64_t K, int fmt) {
+  ckir_internal_pdrv_gemv_qkv(&KP_DRV, x, w, b, y, N, K, fmt, "gemv_qkv (K-quant panels)");
 }
 
 void ckir_internal_gemv_gate_up_kp(const float *x, const uint8_t *wg, const uint8_t *wu,
                                    float *out, int64_t N, int64_t K, int fmt) {
-  CKIR_REQUIRE(K % 256 == 0 && K <= CKIR_QUANT_MAX_K, "gemv_gate_up (K-quant panels)");
-  const kp_seg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
-  kp_gemv(x, segs, 2, 1, K, fmt, 0);
+  ckir_internal_pdrv_gemv_gate_up(&KP_DRV, x, wg, wu, out, N, K, fmt,
+                                  "gemv_gate_up (K-quant panels)");
 }
 
 /* ---- gemm ---------------------------------------------------------------------- */
-
-CKIR_INLINE void kp_gemm_i8(const float *x, int64_t M, int64_t K, int fmt, const kp_seg *segs,
-                            int nseg, int gate_up) {
-  ckir_internal_pdrv_gemm_i8(&KP_DRV, x, M, K, fmt, segs, nseg, gate_up);
-}
 
 /* columns [k0, k0 + kc) of row n (whole super-blocks dequantized) */
 #define KP_WROW(D, FMT)                                                                      \
@@ -176,9 +154,6 @@ CKIR_INLINE ckir_wrow_fn kp_wrow(int fmt) {
   return fmt == CKIR_KP_Q4 ? q4_kp_wrow : fmt == CKIR_KP_Q5 ? q5_kp_wrow : q6_kp_wrow;
 }
 
-/* gemm_<p> on int8 x now: a SIMD build whose calling thread has not asked for fp32 x */
-#define KP_I8_NOW (KP_FAST && !ckir_internal_qp_fp32_x_on())
-
 void ckir_internal_gemm_kp_f32x(const float *x, const uint8_t *w, const float *b, float *y,
                                 int64_t M, int64_t N, int64_t K, int fmt) {
   ckir_internal_wgemm(x, w, kp_wrow(fmt), b, y, M, N, K);
@@ -187,30 +162,12 @@ void ckir_internal_gemm_kp_f32x(const float *x, const uint8_t *w, const float *b
 int ckir_internal_gemm_qkv_kp(const float *x, const uint8_t *const w[3], const float *const b[3],
                               float *const y[3], const int64_t N[3], int64_t M, int64_t K,
                               int fmt) {
-  if (!KP_I8_NOW || K > CKIR_QUANT_MAX_K) return 0;
-  const kp_seg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
-                          {w[2], b[2], y[2], N[2]}};
-  kp_gemm_i8(x, M, K, fmt, segs, 3, 0);
-  return 1;
+  return ckir_internal_pdrv_gemm_qkv(&KP_DRV, x, w, b, y, N, M, K, fmt);
 }
 
 int ckir_internal_gemm_gate_up_kp(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
                                   int64_t M, int64_t N, int64_t K, int fmt) {
-  if (!KP_I8_NOW || K > CKIR_QUANT_MAX_K) return 0;
-  const kp_seg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
-  kp_gemm_i8(x, M, K, fmt, segs, 2, 1);
-  return 1;
-}
-
-static void kp_gemm_one(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
-                        int64_t N, int64_t K, int fmt, const char *what) {
-  (void)what;
-  CKIR_REQUIRE(M >= 1 && N >= 1 && K >= 1 && K % 256 == 0, what);
-  const kp_seg seg = {w, b, y, N};
-  if (KP_I8_NOW && K <= CKIR_QUANT_MAX_K)
-    kp_gemm_i8(x, M, K, fmt, &seg, 1, 0);
-  else
-    ckir_internal_wgemm(x, w, kp_wrow(fmt), b, y, M, N, K);
+  return ckir_internal_pdrv_gemm_gate_up(&KP_DRV, x, wg, wu, out, M, N, K, fmt);
 }
 
 /* x . row n the way gemv_<p>'s reference twin computes it (x quantized by the scalar
@@ -242,9 +199,12 @@ static double kp_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int64
 /* ---- the public kernels of each dtype -------------------------------------------- */
 
 #define KP_KERNELS(D, FMT)                                                                    \
-  CKIR_GEMV_PAIR(D, uint8_t, kp_gemv_one(x, w, b, y, N, K, FMT, 0, "gemv_" #D))              \
-  CKIR_REF_GEMV_PAIR(D, uint8_t, kp_gemv_one(x, w, b, y, N, K, FMT, 1, "gemv_" #D))          \
-  CKIR_GEMM_PAIR(D, uint8_t, kp_gemm_one(x, w, b, y, M, N, K, FMT, "gemm_" #D))             \
+  CKIR_GEMV_PAIR(D, uint8_t,                                                                  \
+    ckir_internal_pdrv_gemv_one(&KP_DRV, x, w, b, y, N, K, FMT, 0, "gemv_" #D))               \
+  CKIR_REF_GEMV_PAIR(D, uint8_t,                                                              \
+    ckir_internal_pdrv_gemv_one(&KP_DRV, x, w, b, y, N, K, FMT, 1, "gemv_" #D))               \
+  CKIR_GEMM_PAIR(D, uint8_t, ckir_internal_pdrv_gemm_one(&KP_DRV, x, w, b, y, M, N, K, FMT,   \
+                                                        D##_wrow, "gemm_" #D))                \
   CKIR_REF_GEMM_PAIR(D, uint8_t, {                                                            \
     for (int64_t m = 0; m < M; m++)                                                           \
       for (int64_t n = 0; n < N; n++)                                                         \
@@ -255,7 +215,7 @@ static double kp_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int64
   ckir_wread ckir_internal_wread_##D(int64_t M, int64_t K) {                                  \
     (void)K;                                                                                  \
     if (!KP_FAST) return ckir_internal_wread_rows(M, D##_wrow);                               \
-    return KP_I8_NOW ? (ckir_wread){GEMM_B_NONE, NULL} : (ckir_wread){GEMM_B_ROWS, D##_wrow}; \
+    return ckir_internal_pdrv_i8_now() ? (ckir_wread){GEMM_B_NONE, NULL} : (ckir_wread){GEMM_B_ROWS, D##_wrow}; \
   }                                                                                           \
   void ckir_embed_##D(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,     \
                       int64_t E) {                                                            \

@@ -103,3 +103,71 @@ void ckir_internal_pdrv_gemm_i8(const ckir_pdrv *d, const float *x, int64_t M, i
     }
   }
 }
+
+/* ---- the entry points the formats share ----------------------------------------- */
+
+#if defined(CKIR_Q512) || defined(CKIR_Q256)
+#define PD_I8 1 /* a SIMD build: the cores take int8 x in prefill too */
+#else
+#define PD_I8 0
+#endif
+int ckir_internal_pdrv_i8_now(void) { return PD_I8 && !ckir_internal_qp_fp32_x_on(); }
+
+void ckir_internal_pdrv_gemv_one(const ckir_pdrv *d, const float *x, const uint8_t *w,
+                                 const float *b, float *y, int64_t N, int64_t K, int fmt, int ref,
+                                 const char *what) {
+  (void)what; /* CKIR_REQUIRE may compile to nothing */
+  CKIR_REQUIRE(N >= 1 && K >= d->block && K % d->block == 0 && K <= CKIR_QUANT_MAX_K, what);
+  const ckir_pseg seg = {w, b, y, N};
+  ckir_internal_pdrv_gemv(d, x, &seg, 1, 0, K, fmt, ref);
+}
+
+void ckir_internal_pdrv_gemv_qkv(const ckir_pdrv *d, const float *x, const uint8_t *const w[3],
+                                 const float *const b[3], float *const y[3], const int64_t N[3],
+                                 int64_t K, int fmt, const char *what) {
+  (void)what;
+  CKIR_REQUIRE(K % d->block == 0 && K <= CKIR_QUANT_MAX_K, what);
+  const ckir_pseg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
+                             {w[2], b[2], y[2], N[2]}};
+  ckir_internal_pdrv_gemv(d, x, segs, 3, 0, K, fmt, 0);
+}
+
+void ckir_internal_pdrv_gemv_gate_up(const ckir_pdrv *d, const float *x, const uint8_t *wg,
+                                     const uint8_t *wu, float *out, int64_t N, int64_t K, int fmt,
+                                     const char *what) {
+  (void)what;
+  CKIR_REQUIRE(K % d->block == 0 && K <= CKIR_QUANT_MAX_K, what);
+  const ckir_pseg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
+  ckir_internal_pdrv_gemv(d, x, segs, 2, 1, K, fmt, 0);
+}
+
+void ckir_internal_pdrv_gemm_one(const ckir_pdrv *d, const float *x, const uint8_t *w,
+                                 const float *b, float *y, int64_t M, int64_t N, int64_t K, int fmt,
+                                 ckir_wrow_fn row, const char *what) {
+  (void)what;
+  CKIR_REQUIRE(M >= 1 && N >= 1 && K >= d->block && K % d->block == 0, what);
+  const ckir_pseg seg = {w, b, y, N};
+  if (ckir_internal_pdrv_i8_now() && K <= CKIR_QUANT_MAX_K)
+    ckir_internal_pdrv_gemm_i8(d, x, M, K, fmt, &seg, 1, 0);
+  else
+    ckir_internal_wgemm(x, w, row, b, y, M, N, K);
+}
+
+int ckir_internal_pdrv_gemm_qkv(const ckir_pdrv *d, const float *x, const uint8_t *const w[3],
+                                const float *const b[3], float *const y[3], const int64_t N[3],
+                                int64_t M, int64_t K, int fmt) {
+  if (!ckir_internal_pdrv_i8_now() || K > CKIR_QUANT_MAX_K) return 0;
+  const ckir_pseg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
+                             {w[2], b[2], y[2], N[2]}};
+  ckir_internal_pdrv_gemm_i8(d, x, M, K, fmt, segs, 3, 0);
+  return 1;
+}
+
+int ckir_internal_pdrv_gemm_gate_up(const ckir_pdrv *d, const float *x, const uint8_t *wg,
+                                    const uint8_t *wu, float *out, int64_t M, int64_t N, int64_t K,
+                                    int fmt) {
+  if (!ckir_internal_pdrv_i8_now() || K > CKIR_QUANT_MAX_K) return 0;
+  const ckir_pseg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
+  ckir_internal_pdrv_gemm_i8(d, x, M, K, fmt, segs, 2, 1);
+  return 1;
+}

@@ -319,43 +319,20 @@ static void q5p_drv_run(int fmt, int ref, const uint8_t *panel, int64_t nb, cons
 static const ckir_pdrv Q5P_DRV = {CKIR_QK,      q5p_drv_panel_bytes, q5p_drv_x_bytes,
                                   sizeof(q5p_x), q5p_drv_prep,       q5p_drv_run,
                                   Q5P_TX,       Q5P_PFD,             Q5P_XB};
-typedef ckir_pseg q5p_seg;
-
-CKIR_INLINE void q5p_gemv(const float *x, const q5p_seg *segs, int nseg, int gate_up, int64_t K,
-                          int fmt, int ref) {
-  ckir_internal_pdrv_gemv(&Q5P_DRV, x, segs, nseg, gate_up, K, fmt, ref);
-}
-
-static void q5p_gemv_one(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
-                         int64_t K, int fmt, int ref, const char *what) {
-  (void)what; /* CKIR_REQUIRE may compile to nothing */
-  CKIR_REQUIRE(N >= 1 && K >= CKIR_QK && K % CKIR_QK == 0 && K <= CKIR_QUANT_MAX_K, what);
-  const q5p_seg seg = {w, b, y, N};
-  q5p_gemv(x, &seg, 1, 0, K, fmt, ref);
-}
 
 void ckir_internal_gemv_qkv_q5p(const float *x, const uint8_t *const w[3],
-                                const float *const b[3], float *const y[3], const int64_t N[3],
-                                int64_t K, int fmt) {
-  CKIR_REQUIRE(K % CKIR_QK == 0 && K <= CKIR_QUANT_MAX_K, "gemv_qkv (Q5 panels)");
-  const q5p_seg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
-                           {w[2], b[2], y[2], N[2]}};
-  q5p_gemv(x, segs, 3, 0, K, fmt, 0);
+                               const float *const b[3], float *const y[3], const int64_t N[3],
+                               int64_t K, int fmt) {
+  ckir_internal_pdrv_gemv_qkv(&Q5P_DRV, x, w, b, y, N, K, fmt, "gemv_qkv (Q5 panels)");
 }
 
 void ckir_internal_gemv_gate_up_q5p(const float *x, const uint8_t *wg, const uint8_t *wu,
-                                    float *out, int64_t N, int64_t K, int fmt) {
-  CKIR_REQUIRE(K % CKIR_QK == 0 && K <= CKIR_QUANT_MAX_K, "gemv_gate_up (Q5 panels)");
-  const q5p_seg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
-  q5p_gemv(x, segs, 2, 1, K, fmt, 0);
+                                   float *out, int64_t N, int64_t K, int fmt) {
+  ckir_internal_pdrv_gemv_gate_up(&Q5P_DRV, x, wg, wu, out, N, K, fmt,
+                                  "gemv_gate_up (Q5 panels)");
 }
 
 /* ---- gemm ---------------------------------------------------------------------- */
-
-CKIR_INLINE void q5p_gemm_i8(const float *x, int64_t M, int64_t K, int fmt, const q5p_seg *segs,
-                             int nseg, int gate_up) {
-  ckir_internal_pdrv_gemm_i8(&Q5P_DRV, x, M, K, fmt, segs, nseg, gate_up);
-}
 
 /* columns [k0, k0 + kc) of row n (whole blocks dequantized) */
 #define Q5P_WROW(D, FMT)                                                                     \
@@ -377,41 +354,20 @@ CKIR_INLINE ckir_wrow_fn q5p_wrow(int fmt) {
   return fmt == CKIR_Q5P_1 ? q5_1p_wrow : q5_0p_wrow;
 }
 
-/* gemm_<p> on int8 x now: a SIMD build whose calling thread has not asked for fp32 x */
-#define Q5P_I8_NOW (Q5P_FAST && !ckir_internal_qp_fp32_x_on())
-
 void ckir_internal_gemm_q5p_f32x(const float *x, const uint8_t *w, const float *b, float *y,
                                  int64_t M, int64_t N, int64_t K, int fmt) {
   ckir_internal_wgemm(x, w, q5p_wrow(fmt), b, y, M, N, K);
 }
 
 int ckir_internal_gemm_qkv_q5p(const float *x, const uint8_t *const w[3], const float *const b[3],
-                               float *const y[3], const int64_t N[3], int64_t M, int64_t K,
-                               int fmt) {
-  if (!Q5P_I8_NOW || K > CKIR_QUANT_MAX_K) return 0;
-  const q5p_seg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
-                           {w[2], b[2], y[2], N[2]}};
-  q5p_gemm_i8(x, M, K, fmt, segs, 3, 0);
-  return 1;
+                              float *const y[3], const int64_t N[3], int64_t M, int64_t K,
+                              int fmt) {
+  return ckir_internal_pdrv_gemm_qkv(&Q5P_DRV, x, w, b, y, N, M, K, fmt);
 }
 
-int ckir_internal_gemm_gate_up_q5p(const float *x, const uint8_t *wg, const uint8_t *wu,
-                                   float *out, int64_t M, int64_t N, int64_t K, int fmt) {
-  if (!Q5P_I8_NOW || K > CKIR_QUANT_MAX_K) return 0;
-  const q5p_seg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
-  q5p_gemm_i8(x, M, K, fmt, segs, 2, 1);
-  return 1;
-}
-
-static void q5p_gemm_one(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
-                         int64_t N, int64_t K, int fmt, const char *what) {
-  (void)what;
-  CKIR_REQUIRE(M >= 1 && N >= 1 && K >= CKIR_QK && K % CKIR_QK == 0, what);
-  const q5p_seg seg = {w, b, y, N};
-  if (Q5P_I8_NOW && K <= CKIR_QUANT_MAX_K)
-    q5p_gemm_i8(x, M, K, fmt, &seg, 1, 0);
-  else
-    ckir_internal_wgemm(x, w, q5p_wrow(fmt), b, y, M, N, K);
+int ckir_internal_gemm_gate_up_q5p(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                                  int64_t M, int64_t N, int64_t K, int fmt) {
+  return ckir_internal_pdrv_gemm_gate_up(&Q5P_DRV, x, wg, wu, out, M, N, K, fmt);
 }
 
 /* x . row n the way gemv_<p>'s reference twin computes it (x quantized by the scalar
@@ -447,9 +403,12 @@ static void q5p_embed(const int32_t *tokens, const uint8_t *table, float *out, i
 /* ---- the public kernels of each dtype -------------------------------------------- */
 
 #define Q5P_KERNELS(D, FMT)                                                                   \
-  CKIR_GEMV_PAIR(D, uint8_t, q5p_gemv_one(x, w, b, y, N, K, FMT, 0, "gemv_" #D))             \
-  CKIR_REF_GEMV_PAIR(D, uint8_t, q5p_gemv_one(x, w, b, y, N, K, FMT, 1, "gemv_" #D))         \
-  CKIR_GEMM_PAIR(D, uint8_t, q5p_gemm_one(x, w, b, y, M, N, K, FMT, "gemm_" #D))            \
+  CKIR_GEMV_PAIR(D, uint8_t,                                                                  \
+    ckir_internal_pdrv_gemv_one(&Q5P_DRV, x, w, b, y, N, K, FMT, 0, "gemv_" #D))              \
+  CKIR_REF_GEMV_PAIR(D, uint8_t,                                                              \
+    ckir_internal_pdrv_gemv_one(&Q5P_DRV, x, w, b, y, N, K, FMT, 1, "gemv_" #D))              \
+  CKIR_GEMM_PAIR(D, uint8_t, ckir_internal_pdrv_gemm_one(&Q5P_DRV, x, w, b, y, M, N, K, FMT,  \
+                                                        D##_wrow, "gemm_" #D))                \
   CKIR_REF_GEMM_PAIR(D, uint8_t, {                                                            \
     for (int64_t m = 0; m < M; m++)                                                           \
       for (int64_t n = 0; n < N; n++)                                                         \
@@ -460,7 +419,7 @@ static void q5p_embed(const int32_t *tokens, const uint8_t *table, float *out, i
   ckir_wread ckir_internal_wread_##D(int64_t M, int64_t K) {                                  \
     (void)K;                                                                                  \
     if (!Q5P_FAST) return ckir_internal_wread_rows(M, D##_wrow);                              \
-    return Q5P_I8_NOW ? (ckir_wread){GEMM_B_NONE, NULL} : ckir_internal_wread_rows(M, D##_wrow); \
+    return ckir_internal_pdrv_i8_now() ? (ckir_wread){GEMM_B_NONE, NULL} : ckir_internal_wread_rows(M, D##_wrow); \
   }                                                                                           \
   void ckir_embed_##D(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,     \
                       int64_t E) {                                                            \
