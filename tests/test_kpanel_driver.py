@@ -161,3 +161,37 @@ def test_fused_kernels_equal_separate_gemvs(lib: RuntimeLib, dtype: str) -> None
             np.testing.assert_allclose(
                 ym.reshape(m, ni)[i], one, rtol=0.05, atol=0.05 * np.abs(one).max()
             )
+
+
+@pytest.mark.parametrize("dtype", list(FORMATS))
+def test_claimed_panels_every_team(lib: RuntimeLib, dtype: str) -> None:
+    """The decode GEMVs split their panels by claiming (ckir_internal.h, CKIR_CLAIMED_ITEMS):
+    each thread streams its own share and then takes panels from the back of the others'.
+    Whatever the team (more threads than this machine's cores make the threads finish
+    their shares at different times, so they take each other's panels), every output is
+    written once and equals the one-thread result bit for bit: a panel is computed by one
+    core call, whichever thread claims it."""
+    k, nq, nk, ni = 512, 33 * 32 + 5, 77, 29 * 32 + 1  # odd panel counts, a short last panel
+    rng = np.random.default_rng(11)
+    w = {
+        name: quant.pack_block_panels(rows(dtype, nn, k, seed=i), dtype).reshape(-1)
+        for i, (name, nn) in enumerate((("q", nq), ("k", nk), ("v", nk), ("g", ni), ("u", ni)))
+    }
+    x = rng.standard_normal(k).astype(F32)
+
+    def run() -> list[np.ndarray]:
+        y = _gemv(lib, dtype, x, w["q"], nq)
+        q, kk, v = (np.full(nn, np.nan, F32) for nn in (nq, nk, nk))
+        lib.call(f"gemv_qkv_{dtype}", x, w["q"], w["k"], w["v"], q, kk, v, nq, nk, nk, k)
+        out = np.full(ni, np.nan, F32)
+        lib.call(f"gemv_gate_up_{dtype}", x, w["g"], w["u"], out, ni, k)
+        return [y, q, kk, v, out]
+
+    with lib.num_threads(1):
+        want = run()
+    assert all(np.isfinite(a).all() for a in want)
+    for team in (2, 3, 8):
+        with lib.num_threads(team):
+            for _ in range(5):
+                for got, exp in zip(run(), want, strict=True):
+                    assert np.array_equal(got, exp), f"{team} threads"

@@ -116,6 +116,85 @@ static inline int ckir_in_parallel(void) {
 #endif
 }
 
+/* the threads a new region would have (1 without OpenMP) */
+static inline int ckir_max_threads(void) {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+/* Work claiming: a split of n items between the threads of a region that balances
+ * itself.  Slot t holds thread t's contiguous share (as ckir_thread_share gives it),
+ * front and back packed in one word on its own cache line; its owner claims the share
+ * from the front, one item at a time, in order (its reads stay one forward stream),
+ * and a thread whose share is done claims what is left of the others' from their
+ * backs.  Every claim is one compare-and-swap on that word, so each item is claimed
+ * exactly once and the items' results do not depend on which thread computed them.
+ * A thread that the host slows down then costs its partner no wait at the end of
+ * the call: with the static split, the two halves of the decode GEMVs ended 16 % of
+ * their time apart on 2 vCPUs of a shared host (docs/performance-log.md, "Decode
+ * GEMVs: claimed panels"). */
+#define CKIR_CLAIM_SLOTS 64
+typedef struct {
+  _Alignas(64) int64_t fb; /* front in the low 32 bits, back in the high 32 */
+} ckir_claim;
+
+/* the shares of n items (n < 2^31) in slots 0 .. slots - 1, before the region whose
+ * threads claim them: a slot whose thread the region lacks is claimed by the others */
+static inline void ckir_claims_init(ckir_claim *c, int slots, int64_t n) {
+  for (int t = 0; t < slots; t++)
+    c[t].fb = (n * t / slots) | ((n * (t + 1) / slots) << 32);
+}
+
+/* the next item for thread t: its own share's front, else another share's back
+ * (slots t + 1, t + 2, ...); -1 when every item is claimed */
+static inline int64_t ckir_claim_next(ckir_claim *c, int slots, int t) {
+  for (int k = 0; k < slots; k++) {
+    ckir_claim *s = &c[(t + k) % slots];
+    int64_t v = __atomic_load_n(&s->fb, __ATOMIC_RELAXED);
+    for (;;) {
+      const int64_t f = v & 0xffffffff, b = v >> 32;
+      if (f >= b) break;
+      const int64_t nv = k == 0 ? v + 1 : v - ((int64_t)1 << 32);
+      if (__atomic_compare_exchange_n(&s->fb, &v, nv, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return k == 0 ? f : b - 1;
+    }
+  }
+  return -1;
+}
+
+/* The body once per thread of a new region, item `it` running over the items of n
+ * that the thread claims (ckir_claim_next; `fresh` is 1 where the item does not follow
+ * the thread's previous one), when par; else once on the calling thread with every
+ * item in order, and never a region nested in a caller's active one (as
+ * CKIR_SHARED_RANGE). */
+#define CKIR_CLAIMED_ITEMS(par, n, it, fresh, ...)                                    \
+  do {                                                                                \
+    const int64_t n_ = (n);                                                           \
+    if ((par) && !ckir_in_parallel()) {                                               \
+      const int slots_ = CKIR_MIN(ckir_max_threads(), CKIR_CLAIM_SLOTS);              \
+      ckir_claim claims_[CKIR_CLAIM_SLOTS];                                           \
+      ckir_claims_init(claims_, slots_, n_);                                          \
+      _Pragma("omp parallel") {                                                       \
+        int t_, nt_;                                                                  \
+        ckir_team(&t_, &nt_);                                                         \
+        int64_t it, prev_ = -2;                                                       \
+        while ((it = ckir_claim_next(claims_, slots_, t_ % slots_)) >= 0) {           \
+          const int fresh = it != prev_ + 1;                                          \
+          prev_ = it;                                                                 \
+          __VA_ARGS__                                                                 \
+        }                                                                             \
+      }                                                                               \
+    } else {                                                                          \
+      for (int64_t it = 0; it < n_; it++) {                                           \
+        const int fresh = it == 0;                                                    \
+        __VA_ARGS__                                                                   \
+      }                                                                               \
+    }                                                                                 \
+  } while (0)
+
 /* The body once per thread of a new region with [lo, hi) the thread's share of
  * `total` items when par, else once on the calling thread with all of them,
  * and never a region nested in a caller's active one: the fused decode kernels

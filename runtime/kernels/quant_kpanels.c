@@ -29,21 +29,27 @@
 #else
 #define KP_FAST 0
 #endif
-/* the cores' software prefetch distance (bytes ahead in the panel stream): more than a
- * panel block, since a core reads its block's planes in no sequential order (q6_kp,
- * streamed from DRAM, 1 thread, paired: 4096 bytes 0.68x gemv_q6_k's rate, 16384 1.14x) */
+/* the driver's first prefetch of a stream (bytes, at most a panel) */
 #define KP_PFD 16384
-/* the distance gemv gives fmt's core: q4_kp none (its core reads each panel block in
- * address order and the hardware prefetcher keeps up; streamed from DRAM, one thread,
- * the SIMD core took 0.75x the CPU time it took with a 4 KiB distance, paired, 9 rounds) */
-/* q5_kp (streamed from DRAM, one thread, paired, 20:30 UTC): AVX-512 none (1.35x the
- * CPU time rate with 4 KiB), AVX2 8 KiB (1.11x 4 KiB's; none 0.5x) */
+/* the distance gemv gives fmt's core (bytes ahead in the panel stream):
+ * - q4_kp none: its core reads each panel block in address order and the hardware
+ *   prefetcher keeps up (streamed from DRAM, one thread, the SIMD core took 0.75x the
+ *   CPU time it took with a 4 KiB distance, paired, 9 rounds; on two threads 64 KiB
+ *   and 128 KiB read no faster than none);
+ * - q5_kp (streamed from DRAM, one thread, paired): AVX-512 none (1.35x the CPU time
+ *   rate with 4 KiB), AVX2 8 KiB (1.11x 4 KiB's; none 0.5x);
+ * - q6_kp 64 KiB: its core reads a block's planes in no sequential order, and the
+ *   hardware prefetcher does little (none: 0.6x 16 KiB's rate).  Two threads streaming
+ *   32000 x 2048 (the LM head of a 1.1B model), paired: 64 KiB 1.10x 16 KiB's rate,
+ *   128 KiB level with 64 KiB, 256 KiB below; decode of a Q4_K_M 1.1B model 1.04x
+ *   (docs/performance-log.md, "Decode GEMVs: claimed panels"). */
 #if defined(CKIR_Q512)
 #define KP_PFD_Q5 0
 #else
 #define KP_PFD_Q5 8192
 #endif
-#define KP_PFD_OF(fmt) ((fmt) == CKIR_KP_Q4 ? 0 : (fmt) == CKIR_KP_Q5 ? KP_PFD_Q5 : KP_PFD)
+#define KP_PFD_Q6 65536
+#define KP_PFD_OF(fmt) ((fmt) == CKIR_KP_Q4 ? 0 : (fmt) == CKIR_KP_Q5 ? KP_PFD_Q5 : KP_PFD_Q6)
 /* bytes of x's quantized rows a GEMM thread keeps on its stack at once */
 #define KP_XB (96 * 1024)
 #define KP_MAX_BYTES 210

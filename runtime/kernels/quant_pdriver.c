@@ -39,31 +39,28 @@ static void pd_store(const ckir_pseg *sg, const ckir_pseg *up, int64_t p, const 
 void ckir_internal_pdrv_gemv(const ckir_pdrv *d, const float *x, const ckir_pseg *segs, int nseg,
                              int gate_up, int64_t K, int fmt, int ref) {
   const int64_t nb = K / d->block, pbytes = d->panel_bytes(fmt, K);
+  const int nm = gate_up ? 1 : nseg; /* the matrices whose panels form the sequence */
   int64_t rows;
   const int64_t P = pd_sequence(segs, nseg, gate_up, &rows);
   uint8_t buf[d->x_bytes(K)];
   _Alignas(16) uint8_t xs[d->x_size];
   d->prep(x, K, buf, ref, xs);
-  CKIR_SHARED_RANGE(!ref && rows * K >= CKIR_GEMV_PAR_MIN && P > 1, P, p0, p1, {
-    int64_t base = 0; /* the first panel of segs[i] in the sequence */
-    for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
-      const ckir_pseg *sg = &segs[i];
-      const int64_t np = pd_panels(sg->N);
-      const int64_t q0 = CKIR_MAX(p0, base) - base, q1 = CKIR_MIN(p1, base + np) - base;
-      base += np;
-      if (q1 <= q0) continue;
-      if (!ref) {
-        ckir_q_prefetch(sg->w + q0 * pbytes, CKIR_MIN(d->pfd, (q1 - q0) * pbytes));
-        if (gate_up)
-          ckir_q_prefetch(segs[1].w + q0 * pbytes, CKIR_MIN(d->pfd, (q1 - q0) * pbytes));
-      }
-      for (int64_t p = q0; p < q1; p++) {
-        float o[CKIR_PANEL], u[CKIR_PANEL];
-        d->run(fmt, ref, sg->w + p * pbytes, nb, xs, 1, d->pfd, o);
-        if (gate_up) d->run(fmt, ref, segs[1].w + p * pbytes, nb, xs, 1, d->pfd, u);
-        pd_store(sg, gate_up ? &segs[1] : NULL, p, o, u, 1, 0);
-      }
+  /* panel p of the sequence, claimed (CKIR_CLAIMED_ITEMS): each thread streams its own
+   * range forward and then takes panels left at the back of the others' */
+  CKIR_CLAIMED_ITEMS(!ref && rows * K >= CKIR_GEMV_PAR_MIN && P > 1, P, p, fresh, {
+    int i = 0;
+    int64_t q = p; /* p's panel in segs[i] */
+    while (i < nm - 1 && q >= pd_panels(segs[i].N)) q -= pd_panels(segs[i++].N);
+    const ckir_pseg *sg = &segs[i];
+    if ((fresh || q == 0) && !ref) { /* a new stream: its first lines, before the core's
+                                        own prefetch runs ahead of it */
+      ckir_q_prefetch(sg->w + q * pbytes, CKIR_MIN(d->pfd, pbytes));
+      if (gate_up) ckir_q_prefetch(segs[1].w + q * pbytes, CKIR_MIN(d->pfd, pbytes));
     }
+    float o[CKIR_PANEL], u[CKIR_PANEL];
+    d->run(fmt, ref, sg->w + q * pbytes, nb, xs, 1, d->pfd, o);
+    if (gate_up) d->run(fmt, ref, segs[1].w + q * pbytes, nb, xs, 1, d->pfd, u);
+    pd_store(sg, gate_up ? &segs[1] : NULL, q, o, u, 1, 0);
   });
 }
 
