@@ -437,20 +437,19 @@ static void qp_gemv_run(const int8_t *a, const float *dx, const int32_t *cb, con
     q8p_gemv_panels(a, dx, cb, w, b, y, N, nb, p0, p1);
 }
 
-/* gate and up panels per step of a gate_up GEMV (its stack buffers) */
-#define QP_GU_PANELS 8
-
 /* y_i = W_i x (+ b_i) for nseg block panel matrices sharing x (gemv: 1,
  * gemv_qkv: 3), or with gate_up out = silu(Wg x) * (Wu x) (segs[0] the gate,
  * out its y; segs[1] the up), on one quantization of x, the panels of format
  * fmt.  The panels of the matrices form one sequence (gate_up: the gate's,
- * each with its up panel), and each thread streams one contiguous range of it. */
+ * each with its up panel), which the threads claim (CKIR_CLAIMED_ITEMS: each
+ * streams its own range forward, then takes panels left at the others' backs). */
 static void gemv_qp(const float *x, const qp_seg *segs, int nseg, int gate_up, int64_t K,
                     const int fmt) {
   const int64_t nb = K / CKIR_QK;
   const int64_t pbytes = nb * CKIR_QP_BLOCK(fmt); /* bytes of a panel */
+  const int nm = gate_up ? 1 : nseg;              /* the matrices of the sequence */
   int64_t P = 0, rows = 0;
-  for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
+  for (int i = 0; i < nm; i++) {
     P += (segs[i].N + CKIR_PANEL - 1) / CKIR_PANEL;
     rows += segs[i].N * (gate_up ? 2 : 1);
   }
@@ -459,30 +458,24 @@ static void gemv_qp(const float *x, const qp_seg *segs, int nseg, int gate_up, i
   int32_t *cb = (int32_t *)(a + K); /* K % 32 == 0: aligned */
   float *dx = (float *)(cb + nb), *sx = dx + nb;
   qp_quantize_x(x, K, a, dx, cb, sx);
-  CKIR_SHARED_RANGE(rows * K >= CKIR_GEMV_PAR_MIN && P > 1, P, p0, p1, {
-    int64_t base = 0; /* the first panel of segs[i] in the sequence */
-    for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
-      const qp_seg *sg = &segs[i];
-      const int64_t np = (sg->N + CKIR_PANEL - 1) / CKIR_PANEL;
-      const int64_t q0 = CKIR_MAX(p0, base) - base, q1 = CKIR_MIN(p1, base + np) - base;
-      base += np;
-      if (q1 <= q0) continue;
-      const int64_t pf = CKIR_MIN(QP_PFD, (q1 - q0) * pbytes);
-      ckir_q_prefetch(sg->w + q0 * pbytes, pf);
-      if (!gate_up) {
-        qp_gemv_run(a, dx, cb, sx, sg->w, sg->b, sg->y, sg->N, nb, q0, q1, fmt);
-        continue;
-      }
-      ckir_q_prefetch(segs[1].w + q0 * pbytes, pf);
-      for (int64_t c = q0; c < q1; c += QP_GU_PANELS) {
-        /* panels [c, c + n) as a matrix of their own: rows r0 .. r0 + nr */
-        const int64_t n = CKIR_MIN(QP_GU_PANELS, q1 - c), r0 = c * CKIR_PANEL;
-        const int64_t nr = CKIR_MIN(n * CKIR_PANEL, sg->N - r0);
-        float g[QP_GU_PANELS * CKIR_PANEL], u[QP_GU_PANELS * CKIR_PANEL];
-        qp_gemv_run(a, dx, cb, sx, sg->w + c * pbytes, NULL, g, nr, nb, 0, n, fmt);
-        qp_gemv_run(a, dx, cb, sx, segs[1].w + c * pbytes, NULL, u, nr, nb, 0, n, fmt);
-        ckir_internal_silu_mul(g, u, sg->y + r0, nr);
-      }
+  CKIR_CLAIMED_ITEMS(rows * K >= CKIR_GEMV_PAR_MIN && P > 1, P, p, fresh, {
+    int i = 0;
+    int64_t q = p; /* p's panel in segs[i] */
+    while (i < nm - 1 && q >= (segs[i].N + CKIR_PANEL - 1) / CKIR_PANEL)
+      q -= (segs[i++].N + CKIR_PANEL - 1) / CKIR_PANEL;
+    const qp_seg *sg = &segs[i];
+    if (fresh || q == 0) { /* a new stream: its first lines before the core's distance */
+      ckir_q_prefetch(sg->w + q * pbytes, CKIR_MIN(QP_PFD, pbytes));
+      if (gate_up) ckir_q_prefetch(segs[1].w + q * pbytes, CKIR_MIN(QP_PFD, pbytes));
+    }
+    if (!gate_up) {
+      qp_gemv_run(a, dx, cb, sx, sg->w, sg->b, sg->y, sg->N, nb, q, q + 1, fmt);
+    } else { /* panel q of the gate and of the up as matrices of their own */
+      const int64_t r0 = q * CKIR_PANEL, nr = CKIR_MIN(CKIR_PANEL, sg->N - r0);
+      float g[CKIR_PANEL], u[CKIR_PANEL];
+      qp_gemv_run(a, dx, cb, sx, sg->w + q * pbytes, NULL, g, nr, nb, 0, 1, fmt);
+      qp_gemv_run(a, dx, cb, sx, segs[1].w + q * pbytes, NULL, u, nr, nb, 0, 1, fmt);
+      ckir_internal_silu_mul(g, u, sg->y + r0, nr);
     }
   });
 }
