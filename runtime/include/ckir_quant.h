@@ -272,6 +272,13 @@ static inline int32_t ckir_q_hsum_epi32(__m256i v) {
 #ifndef CKIR_GEMV_PAR_MIN
 #define CKIR_GEMV_PAR_MIN 65536
 #endif
+/* panels of the gate and of the up per claimed item of a panel gate_up GEMV: a run of
+ * this many gate panels, then as many up panels.  Alternating one gate and one up panel
+ * broke each thread's read into two streams that take turns every panel, and read
+ * 0.8x the rate of one plain gemv over the same bytes; 4 or 8 panels at a time read
+ * level with it (q4_kp, 2 x 5632 x 2048, two threads, streamed from DRAM;
+ * docs/performance-log.md, "Decode GEMVs: claimed panels") */
+#define CKIR_GU_PANELS 8
 /* gemv prefetch distance: a whole number of rows, at least CKIR_PF_MIN bytes
  * (rows are contiguous, so this is the same column a few rows further on). */
 #ifndef CKIR_PF_MIN

@@ -458,24 +458,29 @@ static void gemv_qp(const float *x, const qp_seg *segs, int nseg, int gate_up, i
   int32_t *cb = (int32_t *)(a + K); /* K % 32 == 0: aligned */
   float *dx = (float *)(cb + nb), *sx = dx + nb;
   qp_quantize_x(x, K, a, dx, cb, sx);
-  CKIR_CLAIMED_ITEMS(rows * K >= CKIR_GEMV_PAR_MIN && P > 1, P, p, fresh, {
-    int i = 0;
-    int64_t q = p; /* p's panel in segs[i] */
-    while (i < nm - 1 && q >= (segs[i].N + CKIR_PANEL - 1) / CKIR_PANEL)
-      q -= (segs[i++].N + CKIR_PANEL - 1) / CKIR_PANEL;
-    const qp_seg *sg = &segs[i];
-    if (fresh || q == 0) { /* a new stream: its first lines before the core's distance */
-      ckir_q_prefetch(sg->w + q * pbytes, CKIR_MIN(QP_PFD, pbytes));
-      if (gate_up) ckir_q_prefetch(segs[1].w + q * pbytes, CKIR_MIN(QP_PFD, pbytes));
-    }
+  /* items as the panel driver's (quant_pdriver.c): panel c of the sequence, or for
+   * gate_up the CKIR_GU_PANELS gate panels from c * CKIR_GU_PANELS, then their up panels */
+  const int64_t ch = gate_up ? CKIR_GU_PANELS : 1;
+  CKIR_CLAIMED_ITEMS(rows * K >= CKIR_GEMV_PAR_MIN && P > 1, (P + ch - 1) / ch, c, fresh, {
     if (!gate_up) {
+      int i = 0;
+      int64_t q = c; /* c's panel in segs[i] */
+      while (i < nm - 1 && q >= (segs[i].N + CKIR_PANEL - 1) / CKIR_PANEL)
+        q -= (segs[i++].N + CKIR_PANEL - 1) / CKIR_PANEL;
+      const qp_seg *sg = &segs[i];
+      /* a new stream: its first lines, before the core's own prefetch runs ahead */
+      if (fresh || q == 0) ckir_q_prefetch(sg->w + q * pbytes, CKIR_MIN(QP_PFD, pbytes));
       qp_gemv_run(a, dx, cb, sx, sg->w, sg->b, sg->y, sg->N, nb, q, q + 1, fmt);
-    } else { /* panel q of the gate and of the up as matrices of their own */
-      const int64_t r0 = q * CKIR_PANEL, nr = CKIR_MIN(CKIR_PANEL, sg->N - r0);
-      float g[CKIR_PANEL], u[CKIR_PANEL];
-      qp_gemv_run(a, dx, cb, sx, sg->w + q * pbytes, NULL, g, nr, nb, 0, 1, fmt);
-      qp_gemv_run(a, dx, cb, sx, segs[1].w + q * pbytes, NULL, u, nr, nb, 0, 1, fmt);
-      ckir_internal_silu_mul(g, u, sg->y + r0, nr);
+    } else { /* the chunk's gate panels, then its up panels, as matrices of their own */
+      const int64_t q0 = c * ch, n = CKIR_MIN(ch, P - q0), r0 = q0 * CKIR_PANEL;
+      const int64_t nr = CKIR_MIN(n * CKIR_PANEL, segs[0].N - r0);
+      float g[CKIR_GU_PANELS * CKIR_PANEL], u[CKIR_GU_PANELS * CKIR_PANEL];
+      for (int h = 0; h < 2; h++) {
+        const uint8_t *w = segs[h].w + q0 * pbytes;
+        ckir_q_prefetch(w, CKIR_MIN(QP_PFD, pbytes));
+        qp_gemv_run(a, dx, cb, sx, w, NULL, h ? u : g, nr, nb, 0, n, fmt);
+      }
+      ckir_internal_silu_mul(g, u, segs[0].y + r0, nr);
     }
   });
 }

@@ -45,22 +45,33 @@ void ckir_internal_pdrv_gemv(const ckir_pdrv *d, const float *x, const ckir_pseg
   uint8_t buf[d->x_bytes(K)];
   _Alignas(16) uint8_t xs[d->x_size];
   d->prep(x, K, buf, ref, xs);
-  /* panel p of the sequence, claimed (CKIR_CLAIMED_ITEMS): each thread streams its own
-   * range forward and then takes panels left at the back of the others' */
-  CKIR_CLAIMED_ITEMS(!ref && rows * K >= CKIR_GEMV_PAR_MIN && P > 1, P, p, fresh, {
-    int i = 0;
-    int64_t q = p; /* p's panel in segs[i] */
-    while (i < nm - 1 && q >= pd_panels(segs[i].N)) q -= pd_panels(segs[i++].N);
-    const ckir_pseg *sg = &segs[i];
-    if ((fresh || q == 0) && !ref) { /* a new stream: its first lines, before the core's
-                                        own prefetch runs ahead of it */
-      ckir_q_prefetch(sg->w + q * pbytes, CKIR_MIN(d->pfd, pbytes));
-      if (gate_up) ckir_q_prefetch(segs[1].w + q * pbytes, CKIR_MIN(d->pfd, pbytes));
+  /* items claimed (CKIR_CLAIMED_ITEMS: each thread streams its own range forward, then
+   * takes items left at the back of the others'): panel c of the sequence, or for
+   * gate_up the CKIR_GU_PANELS gate panels from c * CKIR_GU_PANELS, then their up panels */
+  const int64_t ch = gate_up ? CKIR_GU_PANELS : 1;
+  CKIR_CLAIMED_ITEMS(!ref && rows * K >= CKIR_GEMV_PAR_MIN && P > 1, (P + ch - 1) / ch, c, fresh, {
+    if (!gate_up) {
+      int i = 0;
+      int64_t q = c; /* c's panel in segs[i] */
+      while (i < nm - 1 && q >= pd_panels(segs[i].N)) q -= pd_panels(segs[i++].N);
+      const ckir_pseg *sg = &segs[i];
+      /* a new stream: its first lines, before the core's own prefetch runs ahead */
+      if ((fresh || q == 0) && !ref) ckir_q_prefetch(sg->w + q * pbytes, CKIR_MIN(d->pfd, pbytes));
+      float o[CKIR_PANEL];
+      d->run(fmt, ref, sg->w + q * pbytes, nb, xs, 1, d->pfd, o);
+      pd_store(sg, NULL, q, o, NULL, 1, 0);
+    } else {
+      const int64_t q0 = c * ch, n = CKIR_MIN(ch, P - q0);
+      float o[CKIR_GU_PANELS * CKIR_PANEL], u[CKIR_GU_PANELS * CKIR_PANEL];
+      for (int h = 0; h < 2; h++) {
+        const uint8_t *w = segs[h].w + q0 * pbytes;
+        if (!ref) ckir_q_prefetch(w, CKIR_MIN(d->pfd, pbytes));
+        for (int64_t j = 0; j < n; j++)
+          d->run(fmt, ref, w + j * pbytes, nb, xs, 1, d->pfd, (h ? u : o) + j * CKIR_PANEL);
+      }
+      for (int64_t j = 0; j < n; j++)
+        pd_store(&segs[0], &segs[1], q0 + j, o + j * CKIR_PANEL, u + j * CKIR_PANEL, 1, 0);
     }
-    float o[CKIR_PANEL], u[CKIR_PANEL];
-    d->run(fmt, ref, sg->w + q * pbytes, nb, xs, 1, d->pfd, o);
-    if (gate_up) d->run(fmt, ref, segs[1].w + q * pbytes, nb, xs, 1, d->pfd, u);
-    pd_store(sg, gate_up ? &segs[1] : NULL, q, o, u, 1, 0);
   });
 }
 
