@@ -6,8 +6,8 @@
  * x_size bytes pointing into a buffer of x_bytes(K) bytes) and how a core meets one
  * panel of 32 rows with 1 to tx such rows of x (run).  The driver then gives
  *   gemv: x quantized once; the panels of the matrices of one call (gemv 1, gemv_qkv 3,
- *     gate_up: each gate panel with its up panel) form one sequence, each thread
- *     streams one contiguous range of it;
+ *     gate_up: the gate's, each run of CKIR_GU_PANELS with its up panels) form one
+ *     sequence, whose panels (gate_up: runs) the threads claim (CKIR_CLAIMED_ITEMS);
  *   gemm on int8 x: each thread a range of panels, x's rows quantized per tile by every
  *     thread (<= xb bytes), every panel meeting the tile's rows tx at a time, so row m
  *     of y equals the gemv of row m of x bit for bit. */

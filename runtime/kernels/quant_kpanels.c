@@ -8,8 +8,8 @@
  *
  *   gemv_<p> (decode) and gemm_<p> on int8 x (prefill, SIMD builds): the panel driver
  *     (ckir_pdriver.h, quant_pdriver.c) over the format's core: decode quantizes x once
- *     per call (once for q, k, v; once for gate and up) and each thread streams a
- *     contiguous range of whole panels; prefill quantizes x's rows per tile (each
+ *     per call (once for q, k, v; once for gate and up) and the threads claim whole
+ *     panels (CKIR_CLAIMED_ITEMS); prefill quantizes x's rows per tile (each
  *     thread its own copy, <= KP_XB bytes) and meets every panel with CKIR_KP_TX rows
  *     at a time: row m of y == gemv_<p>(row m of x) bit for bit.
  *     With fp32 x (ckir_runtime_qp_fp32_x, and scalar builds): the rows dequantized to
