@@ -176,12 +176,40 @@ def panel_block_bytes(dtype: str) -> int:
     return _PB_ROWS * BLOCK_DTYPES[dtype][0]
 
 
+def _q6_k_plane_order() -> tuple[int, ...]:
+    """q6_kp's quad planes g (the 4-byte groups of a Q6_K block after its f16 d: ql
+    0..31, qh 32..47, the scales 48..51) in their stored order, the order in which its
+    decode core reads them (runtime/kernels/quant_q6kp.c): for each half h and step u,
+    for L = 4u .. 4u + 3 the planes ql 16h + L, ql 16h + 8 + L, qh 32 + 8h + L; after
+    the first step of a half its two scale planes 48 + 2h, 49 + 2h.  Read in address
+    order, the hardware prefetcher streams the block (in ql / qh / scales order the
+    core's reads jumped between three places of each block, and streamed at 0.8x)."""
+    order: list[int] = []
+    for h in range(2):
+        for u in range(2):
+            for lq in range(4 * u, 4 * u + 4):
+                order += [16 * h + lq, 16 * h + 8 + lq, 32 + 8 * h + lq]
+            if u == 0:
+                order += [48 + 2 * h, 49 + 2 * h]
+    return tuple(order)
+
+
+#: block panel dtypes whose quad planes are not stored in byte order: the planes in
+#: their stored order (the others: 0, 1, 2, ...)
+_PANEL_PLANE_ORDER: dict[str, tuple[int, ...]] = {"q6_kp": _q6_k_plane_order()}
+assert sorted(_PANEL_PLANE_ORDER["q6_kp"]) == list(range(52))
+
+
 def _block_order(dtype: str) -> np.ndarray:
     """The bytes of one block of ``dtype``'s block format in panel order: its f16 fields
-    (``_PANEL_BLOCK_FIELDS``), then the rest in order."""
+    (``_PANEL_BLOCK_FIELDS``), then the rest as quads of 4 bytes, in order or in the
+    dtype's plane order (``_PANEL_PLANE_ORDER``)."""
     nbytes, fields = BLOCK_DTYPES[dtype][0], _PANEL_BLOCK_FIELDS[dtype]
     head = [o + i for o in fields for i in range(_PB_F16)]
-    return np.array(head + [i for i in range(nbytes) if i not in head], dtype=np.intp)
+    rest = [i for i in range(nbytes) if i not in head]
+    planes = _PANEL_PLANE_ORDER.get(dtype, range(len(rest) // _PB_QUAD))
+    quads = [rest[_PB_QUAD * g + j] for g in planes for j in range(_PB_QUAD)]
+    return np.array(head + quads, dtype=np.intp)
 
 
 #: bytes of one panel block of q8_0p (1088), q4_1p (640) and q4_0p (576)
@@ -201,8 +229,10 @@ def pack_block_panels(blocks: np.ndarray, dtype: str) -> np.ndarray:
     d; q4_1 d, m; q4_k d, dmin; q6_k d) and its Q other bytes (q8_0: 32 int8; q4_1: 16
     bytes of nibbles; q4_k: 12 scale bytes and 128 of nibbles; q6_k: ql, qh, scales):
     bytes ``64 f + 2 r .. 64 f + 2 r + 1`` are field f of row ``32p + r``'s block b;
-    then Q/4 quad planes g of 128 bytes, byte ``64 F + 128 g + 4 r + j`` being that
-    block's other byte 4g + j (r = 0..31, j = 0..3)."""
+    then Q/4 quad planes of 128 bytes, byte ``64 F + 128 s + 4 r + j`` being that
+    block's other byte 4g + j (r = 0..31, j = 0..3) for plane g in slot s: g = s, except
+    q6_kp's, whose planes are stored in the order its core reads them
+    (``_q6_k_plane_order``)."""
     panel_block_bytes(dtype)  # ValueError unless a block panel dtype
     fields, values = len(_PANEL_BLOCK_FIELDS[dtype]), PANEL_VALUES[dtype]
     a = np.ascontiguousarray(blocks)

@@ -371,3 +371,16 @@ def pack_blocks_in_panels(blocks: np.ndarray, n: int, k: int, dtype: str) -> np.
     quads = arr[..., head:].reshape(p, nb, PANEL, groups, 4).transpose(0, 1, 3, 2, 4)
     parts = [*scales, quads.reshape(p, nb, groups * 4 * PANEL)]
     return np.ascontiguousarray(np.concatenate(parts, axis=2)).reshape(-1)
+
+
+def q6_kp_slots() -> list[int]:
+    """The plane stored in each slot of a q6_kp panel block, as docs/quantization.md
+    gives it: per half h and step u, ql 16h + L, ql 16h + 8 + L, qh 32 + 8h + L for L =
+    4u .. 4u + 3, and after step 0 the scales 48 + 2h, 49 + 2h."""
+    slots = []
+    for h in (0, 1):
+        for u in (0, 1):
+            for lq in range(4 * u, 4 * u + 4):
+                slots += [16 * h + lq, 16 * h + 8 + lq, 32 + 8 * h + lq]
+            slots += [48 + 2 * h, 49 + 2 * h] if u == 0 else []
+    return slots

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kernel_lib import RuntimeLib, build_runtime, isa_supported
+from kernel_lib import RuntimeLib, build_runtime, isa_supported, q6_kp_slots
 
 from ckir import quant
 from ckir.kquant import quantize_q4_k, quantize_q5_k, quantize_q6_k
@@ -54,8 +54,10 @@ def test_pack_layout(n: int) -> None:
                 pb = p[r // 32, b]
                 for f, o in enumerate(fields):  # the f16 fields, 32 per field
                     assert bytes(pb[64 * f + 2 * (r % 32) :][:2]) == bytes(blk[b, o : o + 2])
-                for g in range(len(rest) // 4):  # quad planes of the other bytes in order
-                    at = 64 * len(fields) + 128 * g + 4 * (r % 32)
+                # quad planes of the other bytes, in order (q6_kp: in its read order)
+                for at_slot in range(len(rest) // 4):
+                    g = q6_kp_slots()[at_slot] if dtype == "q6_kp" else at_slot
+                    at = 64 * len(fields) + 128 * at_slot + 4 * (r % 32)
                     assert bytes(pb[at : at + 4]) == bytes(blk[b, rest[4 * g : 4 * g + 4]])
         full = quant.unpack_block_panels(p, (panels * 32, k), dtype)
         assert not full[n:].any()  # the padding rows are zero bytes

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from kernel_lib import build_runtime, cpu_flags, isa_supported
+from kernel_lib import build_runtime, cpu_flags, isa_supported, q6_kp_slots
 
 from ckir import kquant, quant
 from ckir.reference import kernels as reference
@@ -261,7 +261,8 @@ def test_core_extremes(lib: Lib, cores: list[Lib], level: int, scale: int) -> No
 
 def test_packer_layout() -> None:
     """pack_block_panels lays q6_kp out as ckir_kpanel.h (and the core) read it: f16 d of
-    row r at 2r, then byte 64 + 128 g + 4 r + j = byte 4 g + j of row r's block."""
+    row r at 2r, then byte 64 + 128 s + 4 r + j = byte 4 g + j of row r's block, plane g
+    in slot s in the core's read order (kernel_lib.q6_kp_slots)."""
     rng = np.random.default_rng(5)
     wq = random_rows(rng, 33, 2)
     panels = quant.pack_block_panels(wq, "q6_kp")
@@ -271,8 +272,8 @@ def test_packer_layout() -> None:
         for b in range(2):
             pb = panels[p, b]
             assert bytes(pb[2 * r : 2 * r + 2]) == bytes(blk[n, b, 208:210])
-            for g in range(52):
-                at = 64 + 128 * g + 4 * r
+            for s, g in enumerate(q6_kp_slots()):
+                at = 64 + 128 * s + 4 * r
                 assert bytes(pb[at : at + 4]) == bytes(blk[n, b, 4 * g : 4 * g + 4])
     pad = panels[1].copy()  # rows 33 .. 63: zero bytes
     pad[:, 0:2] = 0

@@ -39,6 +39,22 @@ ckir_q8k ckir_internal_q8k_prepare(const float *x, int64_t K, uint8_t *buf, int 
 #define CKIR_KP_BYTES(fmt) ((fmt) == CKIR_KP_Q4 ? 144 : (fmt) == CKIR_KP_Q5 ? 176 : 210)
 /* the formats whose f16 fields d, dmin open the block (q4_k, q5_k); q6_k's d closes it */
 #define CKIR_KP_DMIN(fmt) ((fmt) != CKIR_KP_Q6)
+/* q6_kp stores its 52 quad planes (ql 0..31, qh 32..47, the scales 48..51) in the order
+ * its decode core reads them (ckir.quant._q6_k_plane_order): logical plane g in slot
+ * ckir_kp6_slot(g), slot s holding plane ckir_kp6_plane(s).  Read in address order, the
+ * hardware prefetcher streams the block: in ql / qh / scales order (the core's reads
+ * jumping between three places of each block, a 64 KiB software prefetch ahead) the
+ * AVX-512 core streamed 0.8x (2 threads) / 0.7x (1 thread) as fast
+ * (docs/performance-log.md, "q6_kp planes in read order"). */
+static inline int ckir_kp6_slot(int g) {
+  static const unsigned char slot[52] = {0, 3, 6, 9, 14, 17, 20, 23, 1, 4, 7, 10, 15, 18, 21, 24, 26, 29, 32, 35, 40, 43, 46, 49, 27, 30, 33, 36, 41, 44, 47, 50, 2, 5, 8, 11, 16, 19, 22, 25, 28, 31, 34, 37, 42, 45, 48, 51, 12, 13, 38, 39};
+  return slot[g];
+}
+static inline int ckir_kp6_plane(int s) {
+  static const unsigned char plane[52] = {0, 8, 32, 1, 9, 33, 2, 10, 34, 3, 11, 35, 48, 49, 4, 12, 36, 5, 13, 37, 6, 14, 38, 7, 15, 39, 16, 24, 40, 17, 25, 41, 18, 26, 42, 19, 27, 43, 50, 51, 20, 28, 44, 21, 29, 45, 22, 30, 46, 23, 31, 47};
+  return plane[s];
+}
+
 /* x . one row-major super-block of fmt, exactly as gemv_q4_k / gemv_q6_k's scalar code:
  * q4_k / q5_k dx (d S - dmin M), q6_k (d dx)(S - 32 M) */
 float ckir_internal_kq_dot(int fmt, const uint8_t *block, const int8_t *a, const int16_t *bs,

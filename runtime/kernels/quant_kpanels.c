@@ -38,17 +38,19 @@
  *   and 128 KiB read no faster than none);
  * - q5_kp (streamed from DRAM, one thread, paired): AVX-512 none (1.35x the CPU time
  *   rate with 4 KiB), AVX2 8 KiB (1.11x 4 KiB's; none 0.5x);
- * - q6_kp 64 KiB: its core reads a block's planes in no sequential order, and the
- *   hardware prefetcher does little (none: 0.6x 16 KiB's rate).  Two threads streaming
- *   32000 x 2048 (the LM head of a 1.1B model), paired: 64 KiB 1.10x 16 KiB's rate,
- *   128 KiB level with 64 KiB, 256 KiB below; decode of a Q4_K_M 1.1B model 1.04x
- *   (docs/performance-log.md, "Decode GEMVs: claimed panels"). */
+ * - q6_kp: its planes are stored in the order its core reads them.  AVX-512 none: the
+ *   hardware prefetcher keeps up (streaming 2048 x 5632, paired: 1.26x (2 threads) /
+ *   1.40x (1 thread) the byte-order planes' rate with a 64 KiB distance, which on the
+ *   new order gave 1.09x / 1.18x).  AVX2 64 KiB: its core sweeps a block once per lane
+ *   group of 8 rows (none: 0.4x; 1.27x (2 threads) / 0.97x (1) the byte-order planes'
+ *   rate); docs/performance-log.md, "q6_kp planes in read order". */
 #if defined(CKIR_Q512)
 #define KP_PFD_Q5 0
+#define KP_PFD_Q6 0
 #else
 #define KP_PFD_Q5 8192
-#endif
 #define KP_PFD_Q6 65536
+#endif
 #define KP_PFD_OF(fmt) ((fmt) == CKIR_KP_Q4 ? 0 : (fmt) == CKIR_KP_Q5 ? KP_PFD_Q5 : KP_PFD_Q6)
 /* bytes of x's quantized rows a GEMM thread keeps on its stack at once */
 #define KP_XB (96 * 1024)
@@ -59,13 +61,15 @@ _Static_assert(CKIR_PANEL == 32, "the K-quant panels are 32 rows");
 
 void ckir_internal_kp_block(int fmt, const uint8_t *pb, int r, uint8_t *blk) {
   /* q4_k / q5_k: d, dmin (bytes 0..3) first, then bytes 4.. in quads; q6_k: d (bytes
-   * 208..209) first, then bytes 0..207 in quads */
+   * 208..209) first, then bytes 0..207 in quads, in its plane order (ckir_kpanel.h) */
   const int dmin = CKIR_KP_DMIN(fmt), nf = dmin ? 2 : 1, bytes = CKIR_KP_BYTES(fmt);
   const int rest = dmin ? 4 : 0, nq = (bytes - 2 * nf) / 4;
   for (int f = 0; f < nf; f++)
     memcpy(blk + (dmin ? 2 * f : 208), pb + 2 * CKIR_PANEL * f + 2 * r, 2);
-  for (int g = 0; g < nq; g++)
-    memcpy(blk + rest + 4 * g, pb + 2 * CKIR_PANEL * nf + 4 * CKIR_PANEL * g + 4 * r, 4);
+  for (int s = 0; s < nq; s++) {
+    const int g = fmt == CKIR_KP_Q6 ? ckir_kp6_plane(s) : s; /* the plane in slot s */
+    memcpy(blk + rest + 4 * g, pb + 2 * CKIR_PANEL * nf + 4 * CKIR_PANEL * s + 4 * r, 4);
+  }
 }
 
 void ckir_internal_core_kp_portable(int fmt, const uint8_t *panel, int64_t nb,

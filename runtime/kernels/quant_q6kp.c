@@ -2,9 +2,11 @@
  *
  * A q6_kp panel block is 32 rows' Q6_K super-blocks with their bytes permuted so
  * that 32-bit lane r of a 128-byte "quad plane" holds 4 bytes of row r: 64 bytes of
- * f16 d (row r at 2r), then planes g = 0..51, byte 64 + 128g + 4r + j = byte 4g + j
- * of row r's Q6_K block: planes 0..31 ql, 32..47 qh, 48..51 the int8 scales sc[16]
- * (sc[4w + j] in byte j of plane 48 + w).  Element e = 128h + 32t + l (h < 2, t < 4,
+ * f16 d (row r at 2r), then planes g = 0..51 (plane g = bytes 4g .. 4g + 3 of each
+ * row's Q6_K block: planes 0..31 ql, 32..47 qh, 48..51 the int8 scales sc[16],
+ * sc[4w + j] in byte j of plane 48 + w), plane g in slot s = ckir_kp6_slot(g) at byte
+ * 64 + 128s + 4r + j: the slots follow the order in which kp6_block512 (one or two
+ * rows of x) reads the planes, so that a decode reads each block in address order.  Element e = 128h + 32t + l (h < 2, t < 4,
  * l < 32) of a row has the low 4 bits of nibble t / 2 of ql[64h + 32(t % 2) + l] and
  * the high 2 bits (2t, 2t + 1) of qh[32h + l]; its value is (d sc[e / 16]) (q - 32).
  *
@@ -30,9 +32,9 @@
  * vpmaddwd (q <= 63, |a| <= 127: no saturation).  AVX2: 4 lane groups of 8 rows
  * (without VNNI: vpmaddubsw pairs scaled by vpmaddwd, no vpmulld).
  * Scalar builds: the portable core.  The software prefetch (pfd bytes ahead, into
- * L2) is spread over the block's steps; since the first steps touch planes all over
- * the block, a distance under a block (6720 bytes) does little
- * (docs/performance-log.md, "The q6_kp core"). */
+ * L2; AVX2 builds, whose core sweeps a block once per lane group) is spread over the
+ * block's steps (docs/performance-log.md, "The q6_kp core", "q6_kp planes in read
+ * order"). */
 #define CKIR_QUANT_INTERNAL 1
 #include "ckir_internal.h"
 #include "ckir_quant.h"
@@ -40,8 +42,9 @@
 
 #define KP6_BYTES 210
 #define KP6_BLOCK (CKIR_PANEL * KP6_BYTES) /* 6720 bytes: 105 cache lines */
-#define KP6_PLANE(g) (64 + 128 * (g))
-_Static_assert(KP6_PLANE(52) == KP6_BLOCK, "q6_kp panel block: 64 bytes of d + 52 planes");
+/* the byte offset of logical plane g in a panel block (stored in read order) */
+#define KP6_PLANE(g) (64 + 128 * ckir_kp6_slot(g))
+_Static_assert(64 + 128 * 52 == KP6_BLOCK, "q6_kp panel block: 64 bytes of d + 52 planes");
 
 #if defined(CKIR_Q512) || defined(CKIR_Q256)
 /* prefetch (into L2) the k-th of 16 slices (7 lines each) of the panel block at p:
