@@ -116,15 +116,6 @@ static inline int ckir_in_parallel(void) {
 #endif
 }
 
-/* the threads a new region would have (1 without OpenMP) */
-static inline int ckir_max_threads(void) {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
 /* Work claiming: a split of n items between the threads of a region that balances
  * itself.  Slot t holds thread t's contiguous share (as ckir_thread_share gives it),
  * front and back packed in one word on its own cache line; its owner claims the share
@@ -174,7 +165,7 @@ static inline int64_t ckir_claim_next(ckir_claim *c, int slots, int t) {
   do {                                                                                \
     const int64_t n_ = (n);                                                           \
     if ((par) && !ckir_in_parallel()) {                                               \
-      const int slots_ = CKIR_MIN(ckir_max_threads(), CKIR_CLAIM_SLOTS);              \
+      const int slots_ = CKIR_MIN(ckir_get_num_threads(), CKIR_CLAIM_SLOTS);          \
       ckir_claim claims_[CKIR_CLAIM_SLOTS];                                           \
       ckir_claims_init(claims_, slots_, n_);                                          \
       _Pragma("omp parallel") {                                                       \
