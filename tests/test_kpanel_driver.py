@@ -197,3 +197,86 @@ def test_claimed_panels_every_team(lib: RuntimeLib, dtype: str) -> None:
             for _ in range(5):
                 for got, exp in zip(run(), want, strict=True):
                     assert np.array_equal(got, exp), f"{team} threads"
+
+
+def _y(
+    lib: RuntimeLib,
+    fn: str,
+    x: np.ndarray,
+    ws: list[np.ndarray],
+    bs: list[np.ndarray],
+    dims: list[int],
+    ns: tuple[int, ...],
+    m: int = 1,
+    ref: bool = False,
+) -> list[np.ndarray]:
+    """The outputs of one call of kernel fn (NaN where it writes nothing)."""
+    outs = [np.full(m * n, np.nan, F32) for n in ns]
+    (lib.ref if ref else lib.call)(fn, x.reshape(-1), *ws, *bs, *outs, *dims)
+    return outs
+
+
+@pytest.mark.parametrize("dtype", ["q4_kp", "q5_kp"])
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+def test_mixed_qkv_equals_separate_calls(lib: RuntimeLib, dtype: str, bias: bool) -> None:
+    """gemv_qkv_<d>_v_q6_kp (q and k in a K-quant panel dtype, v in q6_kp; a Q4_K_M
+    file's layers whose attn_v is Q6_K): each output equals the unfused kernel of its
+    own dtype bit for bit, decode (x quantized once for the three, the panels of
+    matrices of two formats in one claimed sequence) and prefill (int8 x per tile, or
+    fp32 x), on every team; the reference twins are the unfused reference kernels."""
+    k, nq, nk = 768, 6 * 32 + 7, 33  # short last panels; v's format differs from q's
+    rng = np.random.default_rng(21 + bias)
+    fmts = {"q": dtype, "k": dtype, "v": "q6_kp"}
+    ns = {"q": nq, "k": nk, "v": nk}
+    w = {
+        name: quant.pack_block_panels(rows(fmts[name], ns[name], k, seed=i), fmts[name]).reshape(-1)
+        for i, name in enumerate("qkv")
+    }
+    ws = [w[n] for n in "qkv"]
+    bs = [rng.standard_normal(ns[n]).astype(F32) for n in "qkv"] if bias else []
+    sfx = f"{'_bias' if bias else ''}"
+    x = rng.standard_normal(k).astype(F32)
+
+    def alone(kind: str, xs: np.ndarray, m: int, ref: bool = False) -> list[np.ndarray]:
+        out = []
+        for i, n in enumerate("qkv"):
+            dims = ([m] if kind == "gemm" else []) + [ns[n], k]
+            out += _y(
+                lib,
+                f"{kind}{sfx}_{fmts[n]}",
+                xs,
+                [ws[i]],
+                bs[i : i + 1] if bias else [],
+                dims,
+                (ns[n],),
+                m,
+                ref,
+            )
+        return out
+
+    fused = f"qkv{sfx}_{dtype}_v_q6_kp"
+    want = alone("gemv", x, 1)
+    assert all(np.isfinite(a).all() for a in want)
+    for team in (1, 2, 3):
+        with lib.num_threads(team):
+            got = _y(lib, f"gemv_{fused}", x, ws, bs, [nq, nk, nk, k], (nq, nk, nk))
+        for g, e in zip(got, want, strict=True):
+            assert np.array_equal(g, e), f"{team} threads"
+    ref = _y(lib, f"gemv_{fused}", x, ws, bs, [nq, nk, nk, k], (nq, nk, nk), ref=True)
+    for g, e in zip(ref, alone("gemv", x, 1, ref=True), strict=True):
+        assert np.array_equal(g, e)
+    # prefill, on int8 x (SIMD builds) and on fp32 x
+    m = 5
+    xs = rng.standard_normal((m, k)).astype(F32)
+    for fp32_x in (False, True):
+        lib.qp_fp32_x(fp32_x)
+        try:
+            got = _y(lib, f"gemm_{fused}", xs, ws, bs, [m, nq, nk, nk, k], (nq, nk, nk), m)
+            sep = alone("gemm", xs, m)
+        finally:
+            lib.qp_fp32_x(False)
+        for g, e in zip(got, sep, strict=True):
+            assert np.isfinite(g).all() and np.array_equal(g, e), f"fp32 x {fp32_x}"
+    ref = _y(lib, f"gemm_{fused}", xs, ws, bs, [m, nq, nk, nk, k], (nq, nk, nk), m, ref=True)
+    for g, e in zip(ref, alone("gemm", xs, m, ref=True), strict=True):
+        assert np.array_equal(g, e)

@@ -99,7 +99,9 @@ def test_q4_k_m_matches_transformers(q4_k_m: Path, tmp_path: Path, panels: bool)
     layout = (tmp_path / "build" / "layout.mlir").read_text()
     p = "p" if panels else ""
     kernels = (f"gemv_q4_k{p}", f"gemv_q6_k{p}", f"gemv_q5_k{p}", f"gemm_q4_k{p}", f"gemm_q6_k{p}")
-    for kernel in (*kernels, f"embed_q4_k{p}"):
+    # the layers whose attn_v is Q6_K: q, k and v in one call where their panels mix
+    mixed = ("gemv_qkv_q4_kp_v_q6_kp", "gemm_qkv_q4_kp_v_q6_kp") if panels else ()
+    for kernel in (*kernels, *mixed, f"embed_q4_k{p}"):
         assert f"@{kernel}" in layout, kernel
     assert f"q6_k{p}>" in layout and f"q4_k{p}>" in layout
     assert panels == ("q4_k>" not in layout and "q5_k>" not in layout and "q6_k>" not in layout)

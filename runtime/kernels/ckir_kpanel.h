@@ -98,6 +98,14 @@ int ckir_internal_gemm_qkv_kp(const float *x, const uint8_t *const w[3], const f
                               int fmt);
 int ckir_internal_gemm_gate_up_kp(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
                                   int64_t M, int64_t N, int64_t K, int fmt);
+/* qkv with each matrix in its own K-quant panel format fmt[i] (the three share x's Q8_K
+ * quantization): the mixed kernels gemv_qkv_<d>_v_<dv> (fused_wdtype.c) */
+void ckir_internal_gemv_qkv_kp_fmts(const float *x, const uint8_t *const w[3],
+                                    const float *const b[3], float *const y[3],
+                                    const int64_t N[3], int64_t K, const int fmt[3]);
+int ckir_internal_gemm_qkv_kp_fmts(const float *x, const uint8_t *const w[3],
+                                   const float *const b[3], float *const y[3],
+                                   const int64_t N[3], int64_t M, int64_t K, const int fmt[3]);
 void ckir_internal_gemm_kp_f32x(const float *x, const uint8_t *w, const float *b, float *y,
                                 int64_t M, int64_t N, int64_t K, int fmt);
 /* x . row n by the reference twins (gemv: x quantized by the scalar code; gemm: double) */

@@ -36,25 +36,29 @@ typedef struct {
   int64_t xb;
 } ckir_pdrv;
 
-/* one weight matrix of a call: y[M, N] (row stride N) = x . w^T (+ b) */
+/* one weight matrix of a call: y[M, N] (row stride N) = x . w^T (+ b), w in the
+ * driver's format fmt (the matrices of one call may differ in format: q4_kp and q6_kp
+ * share their quantization of x) */
 typedef struct {
   const uint8_t *w;
   const float *b;
   float *y;
   int64_t N;
+  int fmt;
 } ckir_pseg;
 
 /* y_i = W_i x (+ b_i) for nseg matrices sharing x, or with gate_up out = silu(Wg x) *
  * (Wu x) (segs[0] the gate, out its y; segs[1] the up), on one quantization of x */
 void ckir_internal_pdrv_gemv(const ckir_pdrv *d, const float *x, const ckir_pseg *segs, int nseg,
-                             int gate_up, int64_t K, int fmt, int ref);
+                             int gate_up, int64_t K, int ref);
 /* the same for the M rows of x on int8 x */
-void ckir_internal_pdrv_gemm_i8(const ckir_pdrv *d, const float *x, int64_t M, int64_t K, int fmt,
+void ckir_internal_pdrv_gemm_i8(const ckir_pdrv *d, const float *x, int64_t M, int64_t K,
                                 const ckir_pseg *segs, int nseg, int gate_up);
 
 /* The entry points every panel format of the driver shares (what names the kernel in
  * a violated constraint; K a multiple of d->block, at most CKIR_QUANT_MAX_K in decode):
- * y = W x (+ b); the fused qkv and gate_up GEMVs on one quantization of x; the GEMM,
+ * y = W x (+ b); the fused qkv (each matrix in its own format fmt[i]) and gate_up GEMVs
+ * on one quantization of x; the GEMM,
  * on int8 x where ckir_internal_pdrv_i8_now() (a SIMD build whose calling thread has
  * not asked for fp32 x), else fp32 x against the rows row dequantizes; the fused GEMMs
  * on int8 x, 0 where they do not run (fp32 x: the caller takes gemm.c's driver). */
@@ -64,7 +68,7 @@ void ckir_internal_pdrv_gemv_one(const ckir_pdrv *d, const float *x, const uint8
                                  const char *what);
 void ckir_internal_pdrv_gemv_qkv(const ckir_pdrv *d, const float *x, const uint8_t *const w[3],
                                  const float *const b[3], float *const y[3], const int64_t N[3],
-                                 int64_t K, int fmt, const char *what);
+                                 int64_t K, const int fmt[3], const char *what);
 void ckir_internal_pdrv_gemv_gate_up(const ckir_pdrv *d, const float *x, const uint8_t *wg,
                                      const uint8_t *wu, float *out, int64_t N, int64_t K, int fmt,
                                      const char *what);
@@ -73,7 +77,7 @@ void ckir_internal_pdrv_gemm_one(const ckir_pdrv *d, const float *x, const uint8
                                  ckir_wrow_fn row, const char *what);
 int ckir_internal_pdrv_gemm_qkv(const ckir_pdrv *d, const float *x, const uint8_t *const w[3],
                                 const float *const b[3], float *const y[3], const int64_t N[3],
-                                int64_t M, int64_t K, int fmt);
+                                int64_t M, int64_t K, const int fmt[3]);
 int ckir_internal_pdrv_gemm_gate_up(const ckir_pdrv *d, const float *x, const uint8_t *wg,
                                     const uint8_t *wu, float *out, int64_t M, int64_t N, int64_t K,
                                     int fmt);

@@ -299,6 +299,90 @@ CKIR_FUSED_WDTYPE(q6_kp, uint8_t, RB_Q6_K, CKIR_PANEL, CKIR_KP_Q6, kp)
 #define ref_gemv_row_q5_kp ckir_internal_ref_gemv_row_q5_kp
 #define ref_gemm_row_q5_kp ckir_internal_ref_gemm_row_q5_kp
 CKIR_FUSED_WDTYPE(q5_kp, uint8_t, RB_Q5_K, CKIR_PANEL, CKIR_KP_Q5, kp)
+
+/* qkv whose q and k are K-quant panels D (format F) and v another, DV (FV): the layers of
+ * a Q4_K_M / Q5_K_M file whose attn_v llama.cpp stores in Q6_K.  The three matrices
+ * share x's Q8_K quantization, so decode still quantizes x once and claims the panels
+ * of the three as one sequence (ckir_pdriver.h), each panel on its own format's core;
+ * prefill on int8 x the same per tile; on fp32 x the three unfused GEMMs. */
+#define CKIR_FUSED_QKV_KP_MIXED(D, F, DV, FV)                                                      \
+  static void qkv_gemv_##D##_v_##DV(const float *x, const uint8_t *wq, const uint8_t *wk,        \
+                                    const uint8_t *wv, const float *bq, const float *bk,        \
+                                    const float *bv, float *q, float *k, float *v, int64_t Nq,   \
+                                    int64_t Nk, int64_t Nv, int64_t K) {                         \
+    CKIR_REQUIRE(Nq >= 1 && Nk >= 1 && Nv >= 1 && K >= 1, "gemv_qkv_" #D "_v_" #DV);            \
+    const uint8_t *const w[3] = {wq, wk, wv};                                                    \
+    const float *const b[3] = {bq, bk, bv};                                                      \
+    float *const y[3] = {q, k, v};                                                               \
+    const int64_t N[3] = {Nq, Nk, Nv};                                                           \
+    const int fmt[3] = {F, F, FV};                                                               \
+    ckir_internal_gemv_qkv_kp_fmts(x, w, b, y, N, K, fmt);                                      \
+  }                                                                                              \
+  void ckir_gemv_qkv_##D##_v_##DV(const float *x, const uint8_t *wq, const uint8_t *wk,          \
+                                  const uint8_t *wv, float *q, float *k, float *v, int64_t Nq,   \
+                                  int64_t Nk, int64_t Nv, int64_t K) {                           \
+    qkv_gemv_##D##_v_##DV(x, wq, wk, wv, NULL, NULL, NULL, q, k, v, Nq, Nk, Nv, K);              \
+  }                                                                                              \
+  void ckir_gemv_qkv_bias_##D##_v_##DV(const float *x, const uint8_t *wq, const uint8_t *wk,     \
+                                       const uint8_t *wv, const float *bq, const float *bk,     \
+                                       const float *bv, float *q, float *k, float *v,           \
+                                       int64_t Nq, int64_t Nk, int64_t Nv, int64_t K) {          \
+    qkv_gemv_##D##_v_##DV(x, wq, wk, wv, bq, bk, bv, q, k, v, Nq, Nk, Nv, K);                    \
+  }                                                                                              \
+  void ckir_gemm_qkv_bias_##D##_v_##DV(const float *x, const uint8_t *wq, const uint8_t *wk,     \
+                                       const uint8_t *wv, const float *bq, const float *bk,     \
+                                       const float *bv, float *q, float *k, float *v,           \
+                                       int64_t M, int64_t Nq, int64_t Nk, int64_t Nv,            \
+                                       int64_t K) {                                              \
+    CKIR_REQUIRE(M >= 1 && Nq >= 1 && Nk >= 1 && Nv >= 1 && K >= 256 && K % 256 == 0,          \
+                 "gemm_qkv_" #D "_v_" #DV);                                                      \
+    const uint8_t *const w[3] = {wq, wk, wv};                                                    \
+    const float *const b[3] = {bq, bk, bv};                                                      \
+    float *const y[3] = {q, k, v};                                                               \
+    const int64_t N[3] = {Nq, Nk, Nv};                                                           \
+    const int fmt[3] = {F, F, FV};                                                               \
+    if (ckir_internal_gemm_qkv_kp_fmts(x, w, b, y, N, M, K, fmt)) return;                       \
+    ckir_gemm_bias_##D(x, wq, bq, q, M, Nq, K);                                                  \
+    ckir_gemm_bias_##D(x, wk, bk, k, M, Nk, K);                                                  \
+    ckir_gemm_bias_##DV(x, wv, bv, v, M, Nv, K);                                                 \
+  }                                                                                              \
+  void ckir_gemm_qkv_##D##_v_##DV(const float *x, const uint8_t *wq, const uint8_t *wk,          \
+                                  const uint8_t *wv, float *q, float *k, float *v, int64_t M,    \
+                                  int64_t Nq, int64_t Nk, int64_t Nv, int64_t K) {               \
+    ckir_gemm_qkv_bias_##D##_v_##DV(x, wq, wk, wv, NULL, NULL, NULL, q, k, v, M, Nq, Nk, Nv, K); \
+  }                                                                                              \
+  /* ---- reference twins: the unfused reference kernels, one call per output */                \
+  void ckir_ref_gemv_qkv_##D##_v_##DV(const float *x, const uint8_t *wq, const uint8_t *wk,      \
+                                      const uint8_t *wv, float *q, float *k, float *v,          \
+                                      int64_t Nq, int64_t Nk, int64_t Nv, int64_t K) {           \
+    ckir_ref_gemv_qkv_bias_##D##_v_##DV(x, wq, wk, wv, NULL, NULL, NULL, q, k, v, Nq, Nk, Nv, K); \
+  }                                                                                              \
+  void ckir_ref_gemv_qkv_bias_##D##_v_##DV(const float *x, const uint8_t *wq, const uint8_t *wk, \
+                                           const uint8_t *wv, const float *bq, const float *bk, \
+                                           const float *bv, float *q, float *k, float *v,       \
+                                           int64_t Nq, int64_t Nk, int64_t Nv, int64_t K) {      \
+    ckir_ref_gemv_bias_##D(x, wq, bq, q, Nq, K);                                                 \
+    ckir_ref_gemv_bias_##D(x, wk, bk, k, Nk, K);                                                 \
+    ckir_ref_gemv_bias_##DV(x, wv, bv, v, Nv, K);                                                \
+  }                                                                                              \
+  void ckir_ref_gemm_qkv_##D##_v_##DV(const float *x, const uint8_t *wq, const uint8_t *wk,      \
+                                      const uint8_t *wv, float *q, float *k, float *v,          \
+                                      int64_t M, int64_t Nq, int64_t Nk, int64_t Nv,             \
+                                      int64_t K) {                                               \
+    ckir_ref_gemm_qkv_bias_##D##_v_##DV(x, wq, wk, wv, NULL, NULL, NULL, q, k, v, M, Nq, Nk, Nv, \
+                                        K);                                                      \
+  }                                                                                              \
+  void ckir_ref_gemm_qkv_bias_##D##_v_##DV(const float *x, const uint8_t *wq, const uint8_t *wk, \
+                                           const uint8_t *wv, const float *bq, const float *bk, \
+                                           const float *bv, float *q, float *k, float *v,       \
+                                           int64_t M, int64_t Nq, int64_t Nk, int64_t Nv,        \
+                                           int64_t K) {                                          \
+    ckir_ref_gemm_bias_##D(x, wq, bq, q, M, Nq, K);                                              \
+    ckir_ref_gemm_bias_##D(x, wk, bk, k, M, Nk, K);                                              \
+    ckir_ref_gemm_bias_##DV(x, wv, bv, v, M, Nv, K);                                             \
+  }
+CKIR_FUSED_QKV_KP_MIXED(q4_kp, CKIR_KP_Q4, q6_kp, CKIR_KP_Q6)
+CKIR_FUSED_QKV_KP_MIXED(q5_kp, CKIR_KP_Q5, q6_kp, CKIR_KP_Q6)
 #define ref_gemv_row_q5_0p ckir_internal_ref_gemv_row_q5_0p
 #define ref_gemm_row_q5_0p ckir_internal_ref_gemm_row_q5_0p
 CKIR_FUSED_WDTYPE(q5_0p, uint8_t, RB_Q5_0, CKIR_PANEL, CKIR_Q5P_0, q5p)

@@ -130,10 +130,17 @@ static const ckir_pdrv KP_DRV = {256,        kp_panel_bytes, kp_drv_x_bytes,
                                  sizeof(ckir_q8k), kp_drv_prep, kp_drv_run,
                                  CKIR_KP_TX, KP_PFD,         KP_XB};
 
+void ckir_internal_gemv_qkv_kp_fmts(const float *x, const uint8_t *const w[3],
+                                    const float *const b[3], float *const y[3],
+                                    const int64_t N[3], int64_t K, const int fmt[3]) {
+  ckir_internal_pdrv_gemv_qkv(&KP_DRV, x, w, b, y, N, K, fmt, "gemv_qkv (K-quant panels)");
+}
+
 void ckir_internal_gemv_qkv_kp(const float *x, const uint8_t *const w[3],
                                const float *const b[3], float *const y[3], const int64_t N[3],
                                int64_t K, int fmt) {
-  ckir_internal_pdrv_gemv_qkv(&KP_DRV, x, w, b, y, N, K, fmt, "gemv_qkv (K-quant panels)");
+  const int fmts[3] = {fmt, fmt, fmt};
+  ckir_internal_gemv_qkv_kp_fmts(x, w, b, y, N, K, fmts);
 }
 
 void ckir_internal_gemv_gate_up_kp(const float *x, const uint8_t *wg, const uint8_t *wu,
@@ -169,10 +176,17 @@ void ckir_internal_gemm_kp_f32x(const float *x, const uint8_t *w, const float *b
   ckir_internal_wgemm(x, w, kp_wrow(fmt), b, y, M, N, K);
 }
 
+int ckir_internal_gemm_qkv_kp_fmts(const float *x, const uint8_t *const w[3],
+                                   const float *const b[3], float *const y[3],
+                                   const int64_t N[3], int64_t M, int64_t K, const int fmt[3]) {
+  return ckir_internal_pdrv_gemm_qkv(&KP_DRV, x, w, b, y, N, M, K, fmt);
+}
+
 int ckir_internal_gemm_qkv_kp(const float *x, const uint8_t *const w[3], const float *const b[3],
                               float *const y[3], const int64_t N[3], int64_t M, int64_t K,
                               int fmt) {
-  return ckir_internal_pdrv_gemm_qkv(&KP_DRV, x, w, b, y, N, M, K, fmt);
+  const int fmts[3] = {fmt, fmt, fmt};
+  return ckir_internal_gemm_qkv_kp_fmts(x, w, b, y, N, M, K, fmts);
 }
 
 int ckir_internal_gemm_gate_up_kp(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,

@@ -37,8 +37,8 @@ static void pd_store(const ckir_pseg *sg, const ckir_pseg *up, int64_t p, const 
 }
 
 void ckir_internal_pdrv_gemv(const ckir_pdrv *d, const float *x, const ckir_pseg *segs, int nseg,
-                             int gate_up, int64_t K, int fmt, int ref) {
-  const int64_t nb = K / d->block, pbytes = d->panel_bytes(fmt, K);
+                             int gate_up, int64_t K, int ref) {
+  const int64_t nb = K / d->block;
   const int nm = gate_up ? 1 : nseg; /* the matrices whose panels form the sequence */
   int64_t rows;
   const int64_t P = pd_sequence(segs, nseg, gate_up, &rows);
@@ -55,19 +55,21 @@ void ckir_internal_pdrv_gemv(const ckir_pdrv *d, const float *x, const ckir_pseg
       int64_t q = c; /* c's panel in segs[i] */
       while (i < nm - 1 && q >= pd_panels(segs[i].N)) q -= pd_panels(segs[i++].N);
       const ckir_pseg *sg = &segs[i];
+      const int64_t pbytes = d->panel_bytes(sg->fmt, K);
       /* a new stream: its first lines, before the core's own prefetch runs ahead */
       if ((fresh || q == 0) && !ref) ckir_q_prefetch(sg->w + q * pbytes, CKIR_MIN(d->pfd, pbytes));
       float o[CKIR_PANEL];
-      d->run(fmt, ref, sg->w + q * pbytes, nb, xs, 1, d->pfd, o);
+      d->run(sg->fmt, ref, sg->w + q * pbytes, nb, xs, 1, d->pfd, o);
       pd_store(sg, NULL, q, o, NULL, 1, 0);
     } else {
       const int64_t q0 = c * ch, n = CKIR_MIN(ch, P - q0);
       float o[CKIR_GU_PANELS * CKIR_PANEL], u[CKIR_GU_PANELS * CKIR_PANEL];
       for (int h = 0; h < 2; h++) {
+        const int64_t pbytes = d->panel_bytes(segs[h].fmt, K);
         const uint8_t *w = segs[h].w + q0 * pbytes;
         if (!ref) ckir_q_prefetch(w, CKIR_MIN(d->pfd, pbytes));
         for (int64_t j = 0; j < n; j++)
-          d->run(fmt, ref, w + j * pbytes, nb, xs, 1, d->pfd, (h ? u : o) + j * CKIR_PANEL);
+          d->run(segs[h].fmt, ref, w + j * pbytes, nb, xs, 1, d->pfd, (h ? u : o) + j * CKIR_PANEL);
       }
       for (int64_t j = 0; j < n; j++)
         pd_store(&segs[0], &segs[1], q0 + j, o + j * CKIR_PANEL, u + j * CKIR_PANEL, 1, 0);
@@ -75,9 +77,9 @@ void ckir_internal_pdrv_gemv(const ckir_pdrv *d, const float *x, const ckir_pseg
   });
 }
 
-void ckir_internal_pdrv_gemm_i8(const ckir_pdrv *d, const float *x, int64_t M, int64_t K, int fmt,
+void ckir_internal_pdrv_gemm_i8(const ckir_pdrv *d, const float *x, int64_t M, int64_t K,
                                 const ckir_pseg *segs, int nseg, int gate_up) {
-  const int64_t nb = K / d->block, pbytes = d->panel_bytes(fmt, K), xb = d->x_bytes(K);
+  const int64_t nb = K / d->block, xb = d->x_bytes(K);
   const int tx = d->tx;
   const int64_t mt = CKIR_MIN(M, CKIR_MAX(tx, d->xb / xb / tx * tx));
   int64_t rows;
@@ -95,17 +97,18 @@ void ckir_internal_pdrv_gemm_i8(const ckir_pdrv *d, const float *x, int64_t M, i
         d->prep(x + (m0 + r) * K, K, buf + r * xb, 0, xs + r * d->x_size);
       int64_t base = 0;
       for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
-        const ckir_pseg *sg = &segs[i];
-        const int64_t np = pd_panels(sg->N);
+        const ckir_pseg *sg = &segs[i], *up = gate_up ? &segs[1] : NULL;
+        const int64_t np = pd_panels(sg->N), pbytes = d->panel_bytes(sg->fmt, K);
+        const int64_t ubytes = gate_up ? d->panel_bytes(up->fmt, K) : 0;
         const int64_t q0 = CKIR_MAX(p0, base) - base, q1 = CKIR_MIN(p1, base + np) - base;
         base += np;
         for (int64_t p = q0; p < q1; p++)
           for (int64_t r = 0; r < mr; r += tx) {
             const int X = (int)CKIR_MIN(tx, mr - r);
             float o[PD_TX_MAX * CKIR_PANEL], u[PD_TX_MAX * CKIR_PANEL];
-            d->run(fmt, 0, sg->w + p * pbytes, nb, xs + r * d->x_size, X, 0, o);
-            if (gate_up) d->run(fmt, 0, segs[1].w + p * pbytes, nb, xs + r * d->x_size, X, 0, u);
-            pd_store(sg, gate_up ? &segs[1] : NULL, p, o, u, X, m0 + r);
+            d->run(sg->fmt, 0, sg->w + p * pbytes, nb, xs + r * d->x_size, X, 0, o);
+            if (up) d->run(up->fmt, 0, up->w + p * ubytes, nb, xs + r * d->x_size, X, 0, u);
+            pd_store(sg, up, p, o, u, X, m0 + r);
           }
       }
     }
@@ -126,18 +129,19 @@ void ckir_internal_pdrv_gemv_one(const ckir_pdrv *d, const float *x, const uint8
                                  const char *what) {
   (void)what; /* CKIR_REQUIRE may compile to nothing */
   CKIR_REQUIRE(N >= 1 && K >= d->block && K % d->block == 0 && K <= CKIR_QUANT_MAX_K, what);
-  const ckir_pseg seg = {w, b, y, N};
-  ckir_internal_pdrv_gemv(d, x, &seg, 1, 0, K, fmt, ref);
+  const ckir_pseg seg = {w, b, y, N, fmt};
+  ckir_internal_pdrv_gemv(d, x, &seg, 1, 0, K, ref);
 }
 
 void ckir_internal_pdrv_gemv_qkv(const ckir_pdrv *d, const float *x, const uint8_t *const w[3],
                                  const float *const b[3], float *const y[3], const int64_t N[3],
-                                 int64_t K, int fmt, const char *what) {
+                                 int64_t K, const int fmt[3], const char *what) {
   (void)what;
   CKIR_REQUIRE(K % d->block == 0 && K <= CKIR_QUANT_MAX_K, what);
-  const ckir_pseg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
-                             {w[2], b[2], y[2], N[2]}};
-  ckir_internal_pdrv_gemv(d, x, segs, 3, 0, K, fmt, 0);
+  const ckir_pseg segs[3] = {{w[0], b[0], y[0], N[0], fmt[0]},
+                             {w[1], b[1], y[1], N[1], fmt[1]},
+                             {w[2], b[2], y[2], N[2], fmt[2]}};
+  ckir_internal_pdrv_gemv(d, x, segs, 3, 0, K, 0);
 }
 
 void ckir_internal_pdrv_gemv_gate_up(const ckir_pdrv *d, const float *x, const uint8_t *wg,
@@ -145,8 +149,8 @@ void ckir_internal_pdrv_gemv_gate_up(const ckir_pdrv *d, const float *x, const u
                                      const char *what) {
   (void)what;
   CKIR_REQUIRE(K % d->block == 0 && K <= CKIR_QUANT_MAX_K, what);
-  const ckir_pseg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
-  ckir_internal_pdrv_gemv(d, x, segs, 2, 1, K, fmt, 0);
+  const ckir_pseg segs[2] = {{wg, NULL, out, N, fmt}, {wu, NULL, NULL, N, fmt}};
+  ckir_internal_pdrv_gemv(d, x, segs, 2, 1, K, 0);
 }
 
 void ckir_internal_pdrv_gemm_one(const ckir_pdrv *d, const float *x, const uint8_t *w,
@@ -154,20 +158,21 @@ void ckir_internal_pdrv_gemm_one(const ckir_pdrv *d, const float *x, const uint8
                                  ckir_wrow_fn row, const char *what) {
   (void)what;
   CKIR_REQUIRE(M >= 1 && N >= 1 && K >= d->block && K % d->block == 0, what);
-  const ckir_pseg seg = {w, b, y, N};
+  const ckir_pseg seg = {w, b, y, N, fmt};
   if (ckir_internal_pdrv_i8_now() && K <= CKIR_QUANT_MAX_K)
-    ckir_internal_pdrv_gemm_i8(d, x, M, K, fmt, &seg, 1, 0);
+    ckir_internal_pdrv_gemm_i8(d, x, M, K, &seg, 1, 0);
   else
     ckir_internal_wgemm(x, w, row, b, y, M, N, K);
 }
 
 int ckir_internal_pdrv_gemm_qkv(const ckir_pdrv *d, const float *x, const uint8_t *const w[3],
                                 const float *const b[3], float *const y[3], const int64_t N[3],
-                                int64_t M, int64_t K, int fmt) {
+                                int64_t M, int64_t K, const int fmt[3]) {
   if (!ckir_internal_pdrv_i8_now() || K > CKIR_QUANT_MAX_K) return 0;
-  const ckir_pseg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
-                             {w[2], b[2], y[2], N[2]}};
-  ckir_internal_pdrv_gemm_i8(d, x, M, K, fmt, segs, 3, 0);
+  const ckir_pseg segs[3] = {{w[0], b[0], y[0], N[0], fmt[0]},
+                             {w[1], b[1], y[1], N[1], fmt[1]},
+                             {w[2], b[2], y[2], N[2], fmt[2]}};
+  ckir_internal_pdrv_gemm_i8(d, x, M, K, segs, 3, 0);
   return 1;
 }
 
@@ -175,7 +180,7 @@ int ckir_internal_pdrv_gemm_gate_up(const ckir_pdrv *d, const float *x, const ui
                                     const uint8_t *wu, float *out, int64_t M, int64_t N, int64_t K,
                                     int fmt) {
   if (!ckir_internal_pdrv_i8_now() || K > CKIR_QUANT_MAX_K) return 0;
-  const ckir_pseg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
-  ckir_internal_pdrv_gemm_i8(d, x, M, K, fmt, segs, 2, 1);
+  const ckir_pseg segs[2] = {{wg, NULL, out, N, fmt}, {wu, NULL, NULL, N, fmt}};
+  ckir_internal_pdrv_gemm_i8(d, x, M, K, segs, 2, 1);
   return 1;
 }

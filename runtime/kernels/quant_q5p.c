@@ -323,7 +323,8 @@ static const ckir_pdrv Q5P_DRV = {CKIR_QK,      q5p_drv_panel_bytes, q5p_drv_x_b
 void ckir_internal_gemv_qkv_q5p(const float *x, const uint8_t *const w[3],
                                const float *const b[3], float *const y[3], const int64_t N[3],
                                int64_t K, int fmt) {
-  ckir_internal_pdrv_gemv_qkv(&Q5P_DRV, x, w, b, y, N, K, fmt, "gemv_qkv (Q5 panels)");
+  const int fmts[3] = {fmt, fmt, fmt};
+  ckir_internal_pdrv_gemv_qkv(&Q5P_DRV, x, w, b, y, N, K, fmts, "gemv_qkv (Q5 panels)");
 }
 
 void ckir_internal_gemv_gate_up_q5p(const float *x, const uint8_t *wg, const uint8_t *wu,
@@ -362,7 +363,8 @@ void ckir_internal_gemm_q5p_f32x(const float *x, const uint8_t *w, const float *
 int ckir_internal_gemm_qkv_q5p(const float *x, const uint8_t *const w[3], const float *const b[3],
                               float *const y[3], const int64_t N[3], int64_t M, int64_t K,
                               int fmt) {
-  return ckir_internal_pdrv_gemm_qkv(&Q5P_DRV, x, w, b, y, N, M, K, fmt);
+  const int fmts[3] = {fmt, fmt, fmt};
+  return ckir_internal_pdrv_gemm_qkv(&Q5P_DRV, x, w, b, y, N, M, K, fmts);
 }
 
 int ckir_internal_gemm_gate_up_q5p(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,

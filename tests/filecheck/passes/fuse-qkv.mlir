@@ -191,3 +191,57 @@ builtin.module {
 // HAND:       lowered.call @gemv_f32(@x, @w.a) -> (@ya)
 // HAND-NEXT:  lowered.call @gemv_bf16(@x, @w.b) -> (@yb)
 // HAND-NEXT:  lowered.call @gemv_f32(@x, @w.c) -> (@yc)
+
+// -----
+
+builtin.module {
+  lowered.model @kquant_v_q6 {
+    lowered.kernel @gemv_q4_kp op "linear" c "ckir_gemv_q4_kp" modes ["decode"] (x: read f32 extent "K", w: read q4_kp extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1", "K % 32 == 0", "K <= 32768", "K % 256 == 0"]
+    lowered.kernel @gemv_q6_kp op "linear" c "ckir_gemv_q6_kp" modes ["decode"] (x: read f32 extent "K", w: read q6_kp extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1", "K % 32 == 0", "K <= 32768", "K % 256 == 0"]
+    lowered.buffer @w.q weight : !lowered.buf<[64, 256], q4_kp> {source = "q"}
+    lowered.buffer @w.k weight : !lowered.buf<[32, 256], q4_kp> {source = "k"}
+    lowered.buffer @w.v weight : !lowered.buf<[32, 256], q6_kp> {source = "v"}
+    lowered.program @decode mode "decode" max_context 4 {
+      lowered.buffer @x activation : !lowered.buf<[1, 256], f32>
+      lowered.buffer @yq activation : !lowered.buf<[1, 64], f32>
+      lowered.buffer @yk activation : !lowered.buf<[1, 32], f32>
+      lowered.buffer @yv activation : !lowered.buf<[1, 32], f32>
+      // q and k Q4_K, v Q6_K (a Q4_K_M file's layer): the registry's mixed kernel
+      lowered.call @gemv_q4_kp(@x, @w.q) -> (@yq) {N = 64 : i64, K = 256 : i64}
+      lowered.call @gemv_q4_kp(@x, @w.k) -> (@yk) {N = 32 : i64, K = 256 : i64}
+      lowered.call @gemv_q6_kp(@x, @w.v) -> (@yv) {N = 32 : i64, K = 256 : i64}
+    }
+  }
+}
+// HAND-LABEL: lowered.model @kquant_v_q6
+// HAND:       lowered.kernel @gemv_qkv_q4_kp_v_q6_kp op "fused_qkv" c "ckir_gemv_qkv_q4_kp_v_q6_kp" modes ["decode"] (x: read f32 extent "K", wq: read q4_kp extent "Nq*K", wk: read q4_kp extent "Nk*K", wv: read q6_kp extent "Nv*K", q: write f32 extent "Nq", k: write f32 extent "Nk", v: write f32 extent "Nv")
+// HAND:       attributes {fused = {qkv = 1 : i64}}
+// HAND:       lowered.call @gemv_qkv_q4_kp_v_q6_kp(@x, @w.q, @w.k, @w.v) -> (@yq, @yk, @yv) {Nq = 64 : i64, Nk = 32 : i64, Nv = 32 : i64, K = 256 : i64
+// HAND-NEXT:  }
+
+// -----
+
+builtin.module {
+  lowered.model @kquant_q_q6 {
+    lowered.kernel @gemv_q4_kp op "linear" c "ckir_gemv_q4_kp" modes ["decode"] (x: read f32 extent "K", w: read q4_kp extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1", "K % 32 == 0", "K <= 32768", "K % 256 == 0"]
+    lowered.kernel @gemv_q6_kp op "linear" c "ckir_gemv_q6_kp" modes ["decode"] (x: read f32 extent "K", w: read q6_kp extent "N*K", y: write f32 extent "N") params (N: i64, K: i64) constraints ["N >= 1", "K >= 1", "K % 32 == 0", "K <= 32768", "K % 256 == 0"]
+    lowered.buffer @w.q weight : !lowered.buf<[64, 256], q6_kp> {source = "q"}
+    lowered.buffer @w.k weight : !lowered.buf<[32, 256], q4_kp> {source = "k"}
+    lowered.buffer @w.v weight : !lowered.buf<[32, 256], q4_kp> {source = "v"}
+    lowered.program @decode mode "decode" max_context 4 {
+      lowered.buffer @x activation : !lowered.buf<[1, 256], f32>
+      lowered.buffer @yq activation : !lowered.buf<[1, 64], f32>
+      lowered.buffer @yk activation : !lowered.buf<[1, 32], f32>
+      lowered.buffer @yv activation : !lowered.buf<[1, 32], f32>
+      // q in Q6_K, k and v Q4_K: the registry has no such mix, the calls stay
+      lowered.call @gemv_q6_kp(@x, @w.q) -> (@yq) {N = 64 : i64, K = 256 : i64}
+      lowered.call @gemv_q4_kp(@x, @w.k) -> (@yk) {N = 32 : i64, K = 256 : i64}
+      lowered.call @gemv_q4_kp(@x, @w.v) -> (@yv) {N = 32 : i64, K = 256 : i64}
+    }
+  }
+}
+// HAND-LABEL: lowered.model @kquant_q_q6
+// HAND-NOT:   fused
+// HAND:       lowered.call @gemv_q6_kp(@x, @w.q) -> (@yq)
+// HAND-NEXT:  lowered.call @gemv_q4_kp(@x, @w.k) -> (@yk)
+// HAND-NEXT:  lowered.call @gemv_q4_kp(@x, @w.v) -> (@yv)
