@@ -1,6 +1,7 @@
 /* ckir runtime, internal: the driver of the panel formats whose kernels run on a
- * per-panel core (the K-quant panels q4_kp / q6_kp, quant_kpanels.c; the Q5 panels
- * q5_0p / q5_1p, quant_q5p.c).  quant_pdriver.c.
+ * per-panel core (the K-quant panels q4_kp / q5_kp / q6_kp, quant_kpanels.c; the Q5
+ * panels q5_0p / q5_1p, quant_q5p.c; the decode GEMVs of the block panels q8_0p /
+ * q4_0p / q4_1p, quant_panels.c, whose prefill GEMMs are their own).  quant_pdriver.c.
  *
  * A format describes itself with a ckir_pdrv: how x is quantized (prep, into a struct of
  * x_size bytes pointing into a buffer of x_bytes(K) bytes) and how a core meets one

@@ -7,8 +7,8 @@
  * no min term.
  *
  *   gemv_<p> (decode): x quantized per block of 32 exactly as gemv_q8_0 /
- *     gemv_q4_1 do (ckir_internal_quantize_x).  The threads claim whole
- *     panels (CKIR_CLAIMED_ITEMS).  A panel block (32 rows x 32 k) holds
+ *     gemv_q4_1 do (ckir_internal_quantize_x), once per call; the panel driver
+ *     (ckir_pdriver.h) lets the threads claim whole panels.  A panel block (32 rows x 32 k) holds
  *     4 k of each of its 32 rows per 32-bit lane (q8_0p: 8 quad rows of int8;
  *     q4_1p: 4 groups of bytes whose low and high nibbles are two quad rows),
  *     so one vpdpbusd multiplies 16 rows by a broadcast quad of x: the block's
@@ -34,6 +34,7 @@
 #define CKIR_QUANT_INTERNAL 1
 #include "ckir_internal.h"
 #include "ckir_quant.h"
+#include "ckir_pdriver.h"
 
 #define QP_SCALES (2 * CKIR_PANEL)                        /* bytes of a panel block's scales */
 #define QP_QUAD (4 * CKIR_PANEL)                          /* bytes of one quad row */
@@ -417,14 +418,6 @@ static void qp_quantize_x(const float *x, int64_t K, int8_t *a, float *dx, int32
   }
 }
 
-/* One weight matrix of a call on block panels: y[M, N] = x . w^T (+ b) */
-typedef struct {
-  const uint8_t *w;
-  const float *b;
-  float *y;
-  int64_t N;
-} qp_seg;
-
 /* rows [0, N) of the panels from w, x quantized (a, dx, cb, sx), into y */
 static void qp_gemv_run(const int8_t *a, const float *dx, const int32_t *cb, const float *sx,
                         const uint8_t *w, const float *b, float *y, int64_t N, int64_t nb,
@@ -437,72 +430,48 @@ static void qp_gemv_run(const int8_t *a, const float *dx, const int32_t *cb, con
     q8p_gemv_panels(a, dx, cb, w, b, y, N, nb, p0, p1);
 }
 
-/* y_i = W_i x (+ b_i) for nseg block panel matrices sharing x (gemv: 1,
- * gemv_qkv: 3), or with gate_up out = silu(Wg x) * (Wu x) (segs[0] the gate,
- * out its y; segs[1] the up), on one quantization of x, the panels of format
- * fmt.  The panels of the matrices form one sequence (gate_up: the gate's,
- * each with its up panel), which the threads claim (CKIR_CLAIMED_ITEMS: each
- * streams its own range forward, then takes panels left at the others' backs). */
-static void gemv_qp(const float *x, const qp_seg *segs, int nseg, int gate_up, int64_t K,
-                    const int fmt) {
+/* The decode GEMVs (plain, qkv, gate_up) on the panel driver (ckir_pdriver.h,
+ * quant_pdriver.c): x quantized once per call, the panels of the call's matrices
+ * claimed (CKIR_CLAIMED_ITEMS), each panel one run of its format's GEMV loop above. */
+typedef struct {
+  int8_t *a;
+  float *dx, *sx;
+  int32_t *cb;
+} qp_x;
+static int64_t qp_drv_panel_bytes(int fmt, int64_t K) { return K / CKIR_QK * CKIR_QP_BLOCK(fmt); }
+static int64_t qp_drv_x_bytes(int64_t K) {
+  return K + K / CKIR_QK * (int64_t)(sizeof(int32_t) + 2 * sizeof(float)) + 128;
+}
+static void qp_drv_prep(const float *x, int64_t K, uint8_t *buf, int ref, void *xs) {
+  (void)ref; /* the reference twins compute row by row (qp_gemv_row_ref) */
   const int64_t nb = K / CKIR_QK;
-  const int64_t pbytes = nb * CKIR_QP_BLOCK(fmt); /* bytes of a panel */
-  const int nm = gate_up ? 1 : nseg;              /* the matrices of the sequence */
-  int64_t P = 0, rows = 0;
-  for (int i = 0; i < nm; i++) {
-    P += (segs[i].N + CKIR_PANEL - 1) / CKIR_PANEL;
-    rows += segs[i].N * (gate_up ? 2 : 1);
-  }
-  uint8_t buf[K + nb * (int64_t)(sizeof(int32_t) + 2 * sizeof(float)) + 128];
-  int8_t *a = CKIR_ALIGN64(buf);
-  int32_t *cb = (int32_t *)(a + K); /* K % 32 == 0: aligned */
-  float *dx = (float *)(cb + nb), *sx = dx + nb;
-  qp_quantize_x(x, K, a, dx, cb, sx);
-  /* items as the panel driver's (quant_pdriver.c): panel c of the sequence, or for
-   * gate_up the CKIR_GU_PANELS gate panels from c * CKIR_GU_PANELS, then their up panels */
-  const int64_t ch = gate_up ? CKIR_GU_PANELS : 1;
-  CKIR_CLAIMED_ITEMS(rows * K >= CKIR_GEMV_PAR_MIN && P > 1, (P + ch - 1) / ch, c, fresh, {
-    if (!gate_up) {
-      int i = 0;
-      int64_t q = c; /* c's panel in segs[i] */
-      while (i < nm - 1 && q >= (segs[i].N + CKIR_PANEL - 1) / CKIR_PANEL)
-        q -= (segs[i++].N + CKIR_PANEL - 1) / CKIR_PANEL;
-      const qp_seg *sg = &segs[i];
-      /* a new stream: its first lines, before the core's own prefetch runs ahead */
-      if (fresh || q == 0) ckir_q_prefetch(sg->w + q * pbytes, CKIR_MIN(QP_PFD, pbytes));
-      qp_gemv_run(a, dx, cb, sx, sg->w, sg->b, sg->y, sg->N, nb, q, q + 1, fmt);
-    } else { /* the chunk's gate panels, then its up panels, as matrices of their own */
-      const int64_t q0 = c * ch, n = CKIR_MIN(ch, P - q0), r0 = q0 * CKIR_PANEL;
-      const int64_t nr = CKIR_MIN(n * CKIR_PANEL, segs[0].N - r0);
-      float g[CKIR_GU_PANELS * CKIR_PANEL], u[CKIR_GU_PANELS * CKIR_PANEL];
-      for (int h = 0; h < 2; h++) {
-        const uint8_t *w = segs[h].w + q0 * pbytes;
-        ckir_q_prefetch(w, CKIR_MIN(QP_PFD, pbytes));
-        qp_gemv_run(a, dx, cb, sx, w, NULL, h ? u : g, nr, nb, 0, n, fmt);
-      }
-      ckir_internal_silu_mul(g, u, segs[0].y + r0, nr);
-    }
-  });
+  qp_x *q = (qp_x *)xs;
+  q->a = CKIR_ALIGN64(buf);
+  q->cb = (int32_t *)(q->a + K); /* K % 32 == 0: aligned */
+  q->dx = (float *)(q->cb + nb);
+  q->sx = q->dx + nb;
+  qp_quantize_x(x, K, q->a, q->dx, q->cb, q->sx);
 }
-
-/* y = W x (+ b) for the block panels of format fmt */
-static void gemv_qp_impl(const float *x, const uint8_t *w, const float *b, float *y, int64_t N,
-                         int64_t K, const int fmt) {
-  const qp_seg seg = {w, b, y, N};
-  gemv_qp(x, &seg, 1, 0, K, fmt);
+static void qp_drv_run(int fmt, int ref, const uint8_t *panel, int64_t nb, const void *xs, int X,
+                       int64_t pfd, float *out) {
+  (void)ref, (void)X, (void)pfd; /* one row of x; the loops prefetch QP_PFD ahead themselves */
+  const qp_x *q = (const qp_x *)xs;
+  qp_gemv_run(q->a, q->dx, q->cb, q->sx, panel, NULL, out, CKIR_PANEL, nb, 0, 1, fmt);
 }
+static const ckir_pdrv QP_DRV = {CKIR_QK,      qp_drv_panel_bytes, qp_drv_x_bytes,
+                                 sizeof(qp_x), qp_drv_prep,        qp_drv_run,
+                                 1,            QP_PFD,             0};
 
 void ckir_internal_gemv_qkv_qp(const float *x, const uint8_t *const w[3], const float *const b[3],
                                float *const y[3], const int64_t N[3], int64_t K, int fmt) {
-  const qp_seg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
-                          {w[2], b[2], y[2], N[2]}};
-  gemv_qp(x, segs, 3, 0, K, fmt);
+  const int fmts[3] = {fmt, fmt, fmt};
+  ckir_internal_pdrv_gemv_qkv(&QP_DRV, x, w, b, y, N, K, fmts, "gemv_qkv (block panels)");
 }
 
 void ckir_internal_gemv_gate_up_qp(const float *x, const uint8_t *wg, const uint8_t *wu,
                                    float *out, int64_t N, int64_t K, int fmt) {
-  const qp_seg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
-  gemv_qp(x, segs, 2, 1, K, fmt);
+  ckir_internal_pdrv_gemv_gate_up(&QP_DRV, x, wg, wu, out, N, K, fmt,
+                                  "gemv_gate_up (block panels)");
 }
 
 /* ---- gemm for small M --------------------------------------------------------- */
@@ -834,7 +803,7 @@ static void qp_i8_step(int amx, const qp_xq *xq, int64_t r0, int64_t R, const ui
  * QP_I8_R8 / QP_I8_R41 rows over its panels, each tile prefetching its slice
  * of the next panel into L2 (measured on whole prefills, SmolLM-135M, paired:
  * q8_0 1.03x, q4_1 1.03x, q4_1 on the AVX2 build 1.06x). */
-static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int fmt, const qp_seg *segs,
+static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int fmt, const ckir_pseg *segs,
                        int nseg, int gate_up) {
   const int64_t nb = K / CKIR_QK, pbytes = nb * CKIR_QP_BLOCK(fmt);
   int64_t P = 0, Nall = 0;
@@ -879,7 +848,7 @@ static void qp_gemm_i8(const float *x, int64_t M, int64_t K, const int fmt, cons
       for (int64_t q = p0; q < p1; q++) {
         while (q - base >= (segs[seg].N + CKIR_PANEL - 1) / CKIR_PANEL)
           base += (segs[seg++].N + CKIR_PANEL - 1) / CKIR_PANEL;
-        const qp_seg *sg = &segs[seg];
+        const ckir_pseg *sg = &segs[seg];
         const int64_t p = q - base, n0 = p * CKIR_PANEL, nn = CKIR_MIN(CKIR_PANEL, sg->N - n0);
         /* the next panel this thread runs (gate_up: with its up panel), its
          * lines prefetched a slice per step of rows */
@@ -1045,7 +1014,7 @@ static double qp_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int64
 #endif
 static void qp_gemm_i8_one(const float *x, const uint8_t *w, const float *b, float *y, int64_t M,
                            int64_t N, int64_t K, int fmt) {
-  const qp_seg seg = {w, b, y, N};
+  const ckir_pseg seg = {w, b, y, N, fmt};
   qp_gemm_i8(x, M, K, fmt, &seg, 1, 0);
 }
 #else
@@ -1073,8 +1042,8 @@ int ckir_internal_gemm_qkv_qp(const float *x, const uint8_t *const w[3], const f
                               int fmt) {
 #if defined(QP_I8)
   if (qp_fp32_x) return 0;
-  const qp_seg segs[3] = {{w[0], b[0], y[0], N[0]}, {w[1], b[1], y[1], N[1]},
-                          {w[2], b[2], y[2], N[2]}};
+  const ckir_pseg segs[3] = {{w[0], b[0], y[0], N[0], fmt}, {w[1], b[1], y[1], N[1], fmt},
+                             {w[2], b[2], y[2], N[2], fmt}};
   qp_gemm_i8(x, M, K, fmt, segs, 3, 0);
   return 1;
 #else
@@ -1087,7 +1056,7 @@ int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8
                                   int64_t M, int64_t N, int64_t K, int fmt) {
 #if defined(QP_I8)
   if (qp_fp32_x) return 0;
-  const qp_seg segs[2] = {{wg, NULL, out, N}, {wu, NULL, NULL, N}};
+  const ckir_pseg segs[2] = {{wg, NULL, out, N, fmt}, {wu, NULL, NULL, N, fmt}};
   qp_gemm_i8(x, M, K, fmt, segs, 2, 1);
   return 1;
 #else
@@ -1099,7 +1068,8 @@ int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8
 /* Every kernel of block panel dtype D (format FMT, CKIR_QP_*) and its reference
  * twin */
 #define CKIR_QP_KERNELS(D, FMT)                                                                 \
-  CKIR_GEMV_PAIR(D, uint8_t, gemv_qp_impl(x, w, b, y, N, K, FMT))                               \
+  CKIR_GEMV_PAIR(D, uint8_t,                                                                    \
+                 ckir_internal_pdrv_gemv_one(&QP_DRV, x, w, b, y, N, K, FMT, 0, "gemv_" #D))      \
   void ckir_gemm_bias_##D(const float *x, const uint8_t *w, const float *b, float *y, int64_t M, \
                           int64_t N, int64_t K) {                                                \
     if (QP_I8_NOW)                                                                               \
