@@ -11,7 +11,9 @@
  *     sequence, whose panels (gate_up: runs) the threads claim (CKIR_CLAIMED_ITEMS);
  *   gemm on int8 x: each thread a range of panels, x's rows quantized per tile by every
  *     thread (<= xb bytes), every panel meeting the tile's rows tx at a time, so row m
- *     of y equals the gemv of row m of x bit for bit. */
+ *     of y equals the gemv of row m of x bit for bit;
+ *   on the format's dequantized values (values): the rows a GEMM on fp32 x reads, and
+ *     embed. */
 #ifndef CKIR_PDRIVER_H
 #define CKIR_PDRIVER_H
 #include <stddef.h>
@@ -35,6 +37,8 @@ typedef struct {
   int tx;
   int64_t pfd;
   int64_t xb;
+  /* v[0, block) = the values of row n, block b of a [N, K] matrix, dequantized */
+  void (*values)(int fmt, const uint8_t *w, int64_t n, int64_t b, int64_t K, float *v);
 } ckir_pdrv;
 
 /* one weight matrix of a call: y[M, N] (row stride N) = x . w^T (+ b), w in the
@@ -82,4 +86,12 @@ int ckir_internal_pdrv_gemm_qkv(const ckir_pdrv *d, const float *x, const uint8_
 int ckir_internal_pdrv_gemm_gate_up(const ckir_pdrv *d, const float *x, const uint8_t *wg,
                                     const uint8_t *wu, float *out, int64_t M, int64_t N, int64_t K,
                                     int fmt);
+/* columns [k0, k0 + kc) of row n of w, whole blocks dequantized by d->values (the rows a
+ * GEMM on fp32 x reads: the body of a ckir_wrow_fn); embed: out[t] = row tokens[t] of
+ * the [V, E] table, over the T tokens on threads where par (the reference twins: 0) */
+void ckir_internal_pdrv_wrow(const ckir_pdrv *d, int fmt, const void *w, int64_t K, int64_t n,
+                             int64_t k0, int64_t kc, float *dst);
+void ckir_internal_pdrv_embed(const ckir_pdrv *d, int fmt, const int32_t *tokens,
+                              const uint8_t *table, float *out, int64_t T, int64_t E, int par,
+                              const char *what);
 #endif /* CKIR_PDRIVER_H */

@@ -128,7 +128,7 @@ static void kp_drv_run(int fmt, int ref, const uint8_t *panel, int64_t nb, const
 }
 static const ckir_pdrv KP_DRV = {256,        kp_panel_bytes, kp_drv_x_bytes,
                                  sizeof(ckir_q8k), kp_drv_prep, kp_drv_run,
-                                 CKIR_KP_TX, KP_PFD,         KP_XB};
+                                 CKIR_KP_TX, KP_PFD,         KP_XB, kp_values};
 
 void ckir_internal_gemv_qkv_kp_fmts(const float *x, const uint8_t *const w[3],
                                     const float *const b[3], float *const y[3],
@@ -152,16 +152,10 @@ void ckir_internal_gemv_gate_up_kp(const float *x, const uint8_t *wg, const uint
 /* ---- gemm ---------------------------------------------------------------------- */
 
 /* columns [k0, k0 + kc) of row n (whole super-blocks dequantized) */
-#define KP_WROW(D, FMT)                                                                      \
-  static void D##_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc,          \
-                       float *dst) {                                                         \
-    float tmp[256];                                                                          \
-    for (int64_t k = k0; k < k0 + kc;) {                                                     \
-      const int64_t b = k / 256, off = k - b * 256, take = CKIR_MIN(256 - off, k0 + kc - k); \
-      kp_values(FMT, (const uint8_t *)w, n, b, K, tmp);                                      \
-      memcpy(dst + (k - k0), tmp + off, (size_t)take * sizeof(float));                       \
-      k += take;                                                                             \
-    }                                                                                        \
+#define KP_WROW(D, FMT)                                                                 \
+  static void D##_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc,     \
+                       float *dst) {                                                    \
+    ckir_internal_pdrv_wrow(&KP_DRV, FMT, w, K, n, k0, kc, dst);                        \
   }
 KP_WROW(q4_kp, CKIR_KP_Q4)
 KP_WROW(q6_kp, CKIR_KP_Q6)
@@ -243,17 +237,11 @@ static double kp_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int64
   }                                                                                           \
   void ckir_embed_##D(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,     \
                       int64_t E) {                                                            \
-    CKIR_REQUIRE(T >= 1 && E >= 1 && E % 256 == 0, "embed_" #D);                              \
-    _Pragma("omp parallel for schedule(static) if (T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)") \
-    for (int64_t t = 0; t < T; t++)                                                           \
-      for (int64_t b = 0; b < E / 256; b++)                                                   \
-        kp_values(FMT, table, tokens[t], b, E, out + t * E + b * 256);                        \
+    ckir_internal_pdrv_embed(&KP_DRV, FMT, tokens, table, out, T, E, 1, "embed_" #D);         \
   }                                                                                           \
   void ckir_ref_embed_##D(const int32_t *tokens, const uint8_t *table, float *out, int64_t T, \
                           int64_t E) {                                                        \
-    for (int64_t t = 0; t < T; t++)                                                           \
-      for (int64_t b = 0; b < E / 256; b++)                                                   \
-        kp_values(FMT, table, tokens[t], b, E, out + t * E + b * 256);                        \
+    ckir_internal_pdrv_embed(&KP_DRV, FMT, tokens, table, out, T, E, 0, "embed_" #D);         \
   }                                                                                           \
   float ckir_internal_ref_gemv_row_##D(const float *x, const uint8_t *w, int64_t n, int64_t K) { \
     return kp_gemv_row_ref(x, w, n, K, FMT);                                                  \

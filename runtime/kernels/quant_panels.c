@@ -458,9 +458,11 @@ static void qp_drv_run(int fmt, int ref, const uint8_t *panel, int64_t nb, const
   const qp_x *q = (const qp_x *)xs;
   qp_gemv_run(q->a, q->dx, q->cb, q->sx, panel, NULL, out, CKIR_PANEL, nb, 0, 1, fmt);
 }
+static void qp_values(int fmt, const uint8_t *w, int64_t n, int64_t bk, int64_t K, float *v);
 static const ckir_pdrv QP_DRV = {CKIR_QK,      qp_drv_panel_bytes, qp_drv_x_bytes,
                                  sizeof(qp_x), qp_drv_prep,        qp_drv_run,
-                                 1,            QP_PFD,             0};
+                                 1,            QP_PFD,             0,
+                                 qp_values};
 
 void ckir_internal_gemv_qkv_qp(const float *x, const uint8_t *const w[3], const float *const b[3],
                                float *const y[3], const int64_t N[3], int64_t K, int fmt) {
@@ -943,8 +945,7 @@ static void q4p_block(const uint8_t *w, int64_t n, int64_t bk, int64_t K, int fm
 }
 
 /* the 32 values of row n, block bk (exactly d * q, d * nib + m, or d * (nib - 8)) */
-static void qp_values(const uint8_t *w, int64_t n, int64_t bk, int64_t K, int fmt,
-                      float v[CKIR_QK]) {
+static void qp_values(int fmt, const uint8_t *w, int64_t n, int64_t bk, int64_t K, float *v) {
   uint8_t blk[34];
   if (fmt != CKIR_QP_Q8_0) {
     const int has_m = fmt == CKIR_QP_Q4_1, qs = has_m ? 4 : 2;
@@ -998,7 +999,7 @@ static double qp_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int64
   double s = 0.0;
   float v[CKIR_QK];
   for (int64_t bk = 0; bk < K / CKIR_QK; bk++) {
-    qp_values(w, n, bk, K, fmt, v);
+    qp_values(fmt, w, n, bk, K, v);
     for (int j = 0; j < CKIR_QK; j++) s += (double)x[bk * CKIR_QK + j] * v[j];
   }
   return s;
@@ -1083,10 +1084,7 @@ int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8
   }                                                                                              \
   void ckir_embed_##D(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,       \
                       int64_t E) {                                                               \
-    _Pragma("omp parallel for schedule(static) if (T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)")   \
-    for (int64_t t = 0; t < T; t++)                                                              \
-      for (int64_t bk = 0; bk < E / CKIR_QK; bk++)                                               \
-        qp_values(table, tokens[t], bk, E, FMT, out + t * E + bk * CKIR_QK);                   \
+    ckir_internal_pdrv_embed(&QP_DRV, FMT, tokens, table, out, T, E, 1, "embed_" #D);            \
   }                                                                                              \
   float ckir_internal_ref_gemv_row_##D(const float *x, const uint8_t *w, int64_t n, int64_t K) { \
     int8_t a[K];                                                                                 \
@@ -1120,9 +1118,7 @@ int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8
   }                                                                                              \
   void ckir_ref_embed_##D(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,   \
                           int64_t E) {                                                           \
-    for (int64_t t = 0; t < T; t++)                                                              \
-      for (int64_t bk = 0; bk < E / CKIR_QK; bk++)                                               \
-        qp_values(table, tokens[t], bk, E, FMT, out + t * E + bk * CKIR_QK);                   \
+    ckir_internal_pdrv_embed(&QP_DRV, FMT, tokens, table, out, T, E, 0, "embed_" #D);            \
   }
 
 CKIR_QP_KERNELS(q8_0p, CKIR_QP_Q8_0)

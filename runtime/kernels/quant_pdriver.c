@@ -6,7 +6,8 @@
 #include "ckir_quant.h"
 #include "ckir_pdriver.h"
 
-#define PD_TX_MAX 8 /* the most rows of x a core takes */
+#define PD_TX_MAX 8      /* the most rows of x a core takes */
+#define PD_BLOCK_MAX 256 /* the longest block (d->block) */
 
 CKIR_INLINE int64_t pd_panels(int64_t N) { return (N + CKIR_PANEL - 1) / CKIR_PANEL; }
 
@@ -183,4 +184,27 @@ int ckir_internal_pdrv_gemm_gate_up(const ckir_pdrv *d, const float *x, const ui
   const ckir_pseg segs[2] = {{wg, NULL, out, N, fmt}, {wu, NULL, NULL, N, fmt}};
   ckir_internal_pdrv_gemm_i8(d, x, M, K, segs, 2, 1);
   return 1;
+}
+
+void ckir_internal_pdrv_wrow(const ckir_pdrv *d, int fmt, const void *w, int64_t K, int64_t n,
+                             int64_t k0, int64_t kc, float *dst) {
+  float tmp[PD_BLOCK_MAX];
+  for (int64_t k = k0; k < k0 + kc;) {
+    const int64_t b = k / d->block, off = k - b * d->block;
+    const int64_t take = CKIR_MIN(d->block - off, k0 + kc - k);
+    d->values(fmt, (const uint8_t *)w, n, b, K, tmp);
+    memcpy(dst + (k - k0), tmp + off, (size_t)take * sizeof(float));
+    k += take;
+  }
+}
+
+void ckir_internal_pdrv_embed(const ckir_pdrv *d, int fmt, const int32_t *tokens,
+                              const uint8_t *table, float *out, int64_t T, int64_t E, int par,
+                              const char *what) {
+  (void)what;
+  CKIR_REQUIRE(T >= 1 && E >= d->block && E % d->block == 0, what);
+  const int64_t nb = E / d->block;
+#pragma omp parallel for schedule(static) if (par && T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)
+  for (int64_t t = 0; t < T; t++)
+    for (int64_t b = 0; b < nb; b++) d->values(fmt, table, tokens[t], b, E, out + t * E + b * d->block);
 }

@@ -318,7 +318,8 @@ static void q5p_drv_run(int fmt, int ref, const uint8_t *panel, int64_t nb, cons
 }
 static const ckir_pdrv Q5P_DRV = {CKIR_QK,      q5p_drv_panel_bytes, q5p_drv_x_bytes,
                                   sizeof(q5p_x), q5p_drv_prep,       q5p_drv_run,
-                                  Q5P_TX,       Q5P_PFD,             Q5P_XB};
+                                  Q5P_TX,       Q5P_PFD,             Q5P_XB,
+                                  q5p_values};
 
 void ckir_internal_gemv_qkv_q5p(const float *x, const uint8_t *const w[3],
                                const float *const b[3], float *const y[3], const int64_t N[3],
@@ -336,17 +337,10 @@ void ckir_internal_gemv_gate_up_q5p(const float *x, const uint8_t *wg, const uin
 /* ---- gemm ---------------------------------------------------------------------- */
 
 /* columns [k0, k0 + kc) of row n (whole blocks dequantized) */
-#define Q5P_WROW(D, FMT)                                                                     \
-  static void D##_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc,          \
-                       float *dst) {                                                         \
-    float tmp[CKIR_QK];                                                                      \
-    for (int64_t k = k0; k < k0 + kc;) {                                                     \
-      const int64_t b = k / CKIR_QK, off = k - b * CKIR_QK;                                  \
-      const int64_t take = CKIR_MIN(CKIR_QK - off, k0 + kc - k);                             \
-      q5p_values(FMT, (const uint8_t *)w, n, b, K, tmp);                                     \
-      memcpy(dst + (k - k0), tmp + off, (size_t)take * sizeof(float));                       \
-      k += take;                                                                             \
-    }                                                                                        \
+#define Q5P_WROW(D, FMT)                                                                \
+  static void D##_wrow(const void *w, int64_t K, int64_t n, int64_t k0, int64_t kc,     \
+                       float *dst) {                                                    \
+    ckir_internal_pdrv_wrow(&Q5P_DRV, FMT, w, K, n, k0, kc, dst);                       \
   }
 Q5P_WROW(q5_0p, CKIR_Q5P_0)
 Q5P_WROW(q5_1p, CKIR_Q5P_1)
@@ -393,15 +387,6 @@ static double q5p_gemm_row_ref(const float *x, const uint8_t *w, int64_t n, int6
   return acc;
 }
 
-static void q5p_embed(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,
-                      int64_t E, int fmt, int par) {
-  CKIR_REQUIRE(T >= 1 && E >= CKIR_QK && E % CKIR_QK == 0, "embed (Q5 panels)");
-#pragma omp parallel for schedule(static) if (par && T * E >= 4 * CKIR_PAR_MIN_WORK && T > 1)
-  for (int64_t t = 0; t < T; t++)
-    for (int64_t b = 0; b < E / CKIR_QK; b++)
-      q5p_values(fmt, table, tokens[t], b, E, out + t * E + b * CKIR_QK);
-}
-
 /* ---- the public kernels of each dtype -------------------------------------------- */
 
 #define Q5P_KERNELS(D, FMT)                                                                   \
@@ -425,11 +410,11 @@ static void q5p_embed(const int32_t *tokens, const uint8_t *table, float *out, i
   }                                                                                           \
   void ckir_embed_##D(const int32_t *tokens, const uint8_t *table, float *out, int64_t T,     \
                       int64_t E) {                                                            \
-    q5p_embed(tokens, table, out, T, E, FMT, 1);                                              \
+    ckir_internal_pdrv_embed(&Q5P_DRV, FMT, tokens, table, out, T, E, 1, "embed_" #D);        \
   }                                                                                           \
   void ckir_ref_embed_##D(const int32_t *tokens, const uint8_t *table, float *out, int64_t T, \
                           int64_t E) {                                                        \
-    q5p_embed(tokens, table, out, T, E, FMT, 0);                                              \
+    ckir_internal_pdrv_embed(&Q5P_DRV, FMT, tokens, table, out, T, E, 0, "embed_" #D);        \
   }                                                                                           \
   float ckir_internal_ref_gemv_row_##D(const float *x, const uint8_t *w, int64_t n, int64_t K) { \
     return q5p_gemv_row_ref(x, w, n, K, FMT);                                                 \
