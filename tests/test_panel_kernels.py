@@ -450,7 +450,7 @@ def test_fused_block_panels(lib, threads, qpanels, qp_x, M):
             close(gate_up, g / (1 + np.exp(-g)) * g)
 
 
-def test_claimed_block_panels_every_team(lib, qpanels):
+def claimed_every_team(lib, dtype: str, pack) -> None:
     """The decode GEMVs claim their panels (ckir_internal.h, CKIR_CLAIMED_ITEMS): with
     more threads than this machine's cores the threads take panels from each other's
     shares, and every output is still written once, equal to the one-thread result bit
@@ -458,15 +458,13 @@ def test_claimed_block_panels_every_team(lib, qpanels):
     rng = np.random.default_rng(17)
     K, Nq, Nk, Ni = 512, 33 * PANEL + 5, 77, 29 * PANEL + 1
     x = rand(rng, K)
-    wq, wk, wv, wg, wu = (
-        pack_block_panels(rand(rng, n, K, scale=K**-0.5), qpanels) for n in (Nq, Nk, Nk, Ni, Ni)
-    )
+    wq, wk, wv, wg, wu = (pack(rand(rng, n, K, scale=K**-0.5)) for n in (Nq, Nk, Nk, Ni, Ni))
 
     def run() -> list[np.ndarray]:
         y, q, k, v, gu = nan(Nq), nan(Nq), nan(Nk), nan(Nk), nan(Ni)
-        lib.call(f"gemv_{qpanels}", x, wq, y, Nq, K)
-        lib.call(f"gemv_qkv_{qpanels}", x, wq, wk, wv, q, k, v, Nq, Nk, Nk, K)
-        lib.call(f"gemv_gate_up_{qpanels}", x, wg, wu, gu, Ni, K)
+        lib.call(f"gemv_{dtype}", x, wq, y, Nq, K)
+        lib.call(f"gemv_qkv_{dtype}", x, wq, wk, wv, q, k, v, Nq, Nk, Nk, K)
+        lib.call(f"gemv_gate_up_{dtype}", x, wg, wu, gu, Ni, K)
         return [y, q, k, v, gu]
 
     with lib.num_threads(1):
@@ -477,3 +475,11 @@ def test_claimed_block_panels_every_team(lib, qpanels):
             for _ in range(5):
                 for got, exp in zip(run(), want, strict=True):
                     np.testing.assert_array_equal(got, exp, err_msg=f"{team} threads")
+
+
+def test_claimed_block_panels_every_team(lib, qpanels):
+    claimed_every_team(lib, qpanels, lambda w: pack_block_panels(w, qpanels))
+
+
+def test_claimed_panels_every_team(lib, panels):
+    claimed_every_team(lib, panels.dtype, panels.pack)

@@ -378,6 +378,10 @@ float ckir_internal_ref_row_bf16p(const float *x, const uint16_t *w, int64_t n, 
 #define CKIR_QP_Q8_0 0
 #define CKIR_QP_Q4_1 1
 #define CKIR_QP_Q4_0 2
+/* the formats of the fp32 / bf16 panels f32p and bf16p (panels.c) in the fused kernels'
+ * hooks ckir_internal_*_pp, which take the same arguments as the block panels' _qp */
+#define CKIR_PP_F32 0
+#define CKIR_PP_BF16 1
 #define CKIR_QP_BLOCK(fmt)                                                                 \
   ((fmt) == CKIR_QP_Q4_1 ? CKIR_Q41P_BLOCK : (fmt) == CKIR_QP_Q4_0 ? CKIR_Q40P_BLOCK : CKIR_Q8P_BLOCK)
 /* the offset of a panel block's quant bytes (after its 32 d, and q4_1p's 32 m) */
@@ -421,6 +425,19 @@ int ckir_internal_gemm_qkv_qp(const float *x, const uint8_t *const w[3], const f
                               float *const y[3], const int64_t N[3], int64_t M, int64_t K,
                               int fmt);
 int ckir_internal_gemm_gate_up_qp(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                                  int64_t M, int64_t N, int64_t K, int fmt);
+/* the same hooks for f32p / bf16p (panels.c): the decode GEMVs on the panel driver (x
+ * taken as it is), the fp32-x GEMM, and no fused GEMM of their own (0) */
+void ckir_internal_gemv_qkv_pp(const float *x, const uint8_t *const w[3], const float *const b[3],
+                               float *const y[3], const int64_t N[3], int64_t K, int fmt);
+void ckir_internal_gemv_gate_up_pp(const float *x, const uint8_t *wg, const uint8_t *wu,
+                                   float *out, int64_t N, int64_t K, int fmt);
+void ckir_internal_gemm_pp_f32x(const float *x, const uint8_t *w, const float *b, float *y,
+                                int64_t M, int64_t N, int64_t K, int fmt);
+int ckir_internal_gemm_qkv_pp(const float *x, const uint8_t *const w[3], const float *const b[3],
+                              float *const y[3], const int64_t N[3], int64_t M, int64_t K,
+                              int fmt);
+int ckir_internal_gemm_gate_up_pp(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
                                   int64_t M, int64_t N, int64_t K, int fmt);
 
 #if defined(CKIR_AMX_BUILD)

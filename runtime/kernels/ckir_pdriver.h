@@ -1,7 +1,8 @@
 /* ckir runtime, internal: the driver of the panel formats whose kernels run on a
  * per-panel core (the K-quant panels q4_kp / q5_kp / q6_kp, quant_kpanels.c; the Q5
  * panels q5_0p / q5_1p, quant_q5p.c; the decode GEMVs of the block panels q8_0p /
- * q4_0p / q4_1p, quant_panels.c, whose prefill GEMMs are their own).  quant_pdriver.c.
+ * q4_0p / q4_1p, quant_panels.c, and of f32p / bf16p, panels.c, whose prefill GEMMs
+ * are their own).  quant_pdriver.c.
  *
  * A format describes itself with a ckir_pdrv: how x is quantized (prep, into a struct of
  * x_size bytes pointing into a buffer of x_bytes(K) bytes) and how a core meets one
@@ -37,8 +38,11 @@ typedef struct {
   int tx;
   int64_t pfd;
   int64_t xb;
-  /* v[0, block) = the values of row n, block b of a [N, K] matrix, dequantized */
+  /* v[0, block) = the values of row n, block b of a [N, K] matrix, dequantized (NULL
+   * for a format whose rows and embed are its own) */
   void (*values)(int fmt, const uint8_t *w, int64_t n, int64_t b, int64_t K, float *v);
+  /* the largest K of the GEMVs (x's quantized copy is on the stack) */
+  int64_t max_k;
 } ckir_pdrv;
 
 /* one weight matrix of a call: y[M, N] (row stride N) = x . w^T (+ b), w in the
@@ -61,7 +65,7 @@ void ckir_internal_pdrv_gemm_i8(const ckir_pdrv *d, const float *x, int64_t M, i
                                 const ckir_pseg *segs, int nseg, int gate_up);
 
 /* The entry points every panel format of the driver shares (what names the kernel in
- * a violated constraint; K a multiple of d->block, at most CKIR_QUANT_MAX_K in decode):
+ * a violated constraint; K a multiple of d->block, at most d->max_k in decode):
  * y = W x (+ b); the fused qkv (each matrix in its own format fmt[i]) and gate_up GEMVs
  * on one quantization of x; the GEMM,
  * on int8 x where ckir_internal_pdrv_i8_now() (a SIMD build whose calling thread has

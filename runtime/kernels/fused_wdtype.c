@@ -1,29 +1,31 @@
-/* ckir runtime: fused linear layers with bf16 / Q8_0 / Q4_0 / Q4_1 / f32p / bf16p / q8_0p / q4_1p / q4_0p weights
- * (targets of --fuse-qkv and --fuse-gate-up when the weights are stored in
- * one of those dtypes).
+/* ckir runtime: the fused linear layers of every weight dtype but f32 (fused.c): the
+ * targets of --fuse-qkv and --fuse-gate-up.
  *
- * These kernels compose the runtime's own weight-dtype kernels
- * (ckir_quant.h), so their numerics are exactly those of the unfused calls
- * (decode: x quantized per call to q8 for the block formats, as gemv_<q>
- * does; prefill: fp32 x against dequantized panels):
+ * These kernels compose the runtime's own weight-dtype kernels (ckir_quant.h), so
+ * their numerics are exactly those of the unfused calls (decode: x quantized per call
+ * as gemv_<q> quantizes it; prefill: as gemm_<q>):
  *
- *   gemv_qkv_<d>(+bias)   one parallel region; the q, k and v rows together are
- *                         split into one contiguous range per thread, and each
- *                         thread runs gemv_<d> on its pieces of wq, wk, wv
+ *   gemv_qkv_<d>(+bias), gemv_gate_up_<d> of the panel dtypes (f32p, bf16p, q8_0p,
+ *                         q4_1p, q4_0p, q4_kp, q5_kp, q6_kp, q5_0p, q5_1p): their panel
+ *                         driver (ckir_pdriver.h): x quantized once for the matrices,
+ *                         the panels of the three (the gate's, each run with its up
+ *                         panels) claimed by the threads
+ *   gemv_qkv_<d>(+bias)   the row-major dtypes: one parallel region; the q, k and v
+ *                         rows together are split into one contiguous range per
+ *                         thread, and each thread runs gemv_<d> on its pieces
  *   gemv_gate_up_<d>      one parallel region over the N rows; each thread runs
  *                         gemv_<d> on chunks of GUW_CH rows of wg and of wu
  *                         into stack buffers and writes silu(gate) * up
- *   (q8_0p / q4_1p / q4_0p decode: x quantized once for the matrices, then one region
- *   over their panels; quant_panels.c)
- *   gemm_qkv_<d>(+bias)   one call of gemm.c's driver for the three outputs
- *                         (ckir_internal_gemm_outs) where gemm_<d> at M rows
- *                         runs on it (ckir_internal_wread_<d>); else the three
- *                         gemm_<d> calls back to back
+ *   gemm_qkv_<d>(+bias)   the panel dtypes on int8 x: one call that quantizes x once
+ *                         for the three matrices (the gate and up pair), each row as
+ *                         gemm_<p> computes it; else one call of gemm.c's driver for
+ *                         the three outputs (ckir_internal_gemm_outs) where gemm_<d>
+ *                         at M rows runs on it (ckir_internal_wread_<d>); else the
+ *                         three gemm_<d> calls back to back
  *   gemm_gate_up_<d>      the same driver call in gate_up tiles; else tiles of
  *                         144 x 256 over gemm_<d> (ckir_internal_gate_up_tiles)
- *   (the block panel dtypes on int8 x: one call that quantizes x once for the
- *   three matrices / the gate and up pair, each row as gemm_<p> computes it;
- *   quant_panels.c, QP below: their format CKIR_QP_*, -1 the others)
+ *   gemv / gemm_qkv_<d>_v_q6_kp: q and k in a K-quant panel dtype, v in q6_kp, on the
+ *                         K-quant panels' driver (below)
  *
  * Inside the fused region gemv_<d> computes its whole range on the calling
  * thread without a region of its own (CKIR_SHARED_RANGE: a nested one costs
@@ -40,38 +42,31 @@
 typedef void (*gemv_fn)(const float *x, const void *w, const float *b, float *y, int64_t N,
                         int64_t K);
 
-/* Rows are split in units of g (1, or CKIR_PANEL for f32p and bf16p, whose slices must be
- * whole panels): unit u of a matrix is its rows [u * g, min((u + 1) * g, N)). */
-CKIR_INLINE int64_t units_of(int64_t n, int64_t g) { return (n + g - 1) / g; }
-
-static void qkv_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, const void *const w[3],
+/* The row-major dtypes' qkv: the q, k and v rows together split into one contiguous
+ * range per thread, each thread's pieces by the dtype's gemv (rows r0 .. start rb * r0
+ * bytes in) */
+static void qkv_gemv(gemv_fn gemv, int64_t rb, const float *x, const void *const w[3],
                      const float *const b[3], float *const y[3], const int64_t N[3], int64_t K) {
-  const int64_t total = units_of(N[0], g) + units_of(N[1], g) + units_of(N[2], g);
-#pragma omp parallel if ((N[0] + N[1] + N[2]) * K >= FUSED_GEMV_PAR_MIN && total > 1)
+  const int64_t total = N[0] + N[1] + N[2];
+#pragma omp parallel if (total * K >= FUSED_GEMV_PAR_MIN && total > 1)
   {
     int64_t lo, hi, base = 0;
     ckir_thread_share(total, &lo, &hi);
     for (int i = 0; i < 3; i++) {
-      const int64_t u = units_of(N[i], g);
-      const int64_t s0 = (CKIR_MAX(lo, base) - base) * g;
-      const int64_t s1 = CKIR_MIN((CKIR_MIN(hi, base + u) - base) * g, N[i]);
+      const int64_t s0 = CKIR_MAX(lo, base) - base, s1 = CKIR_MIN(hi, base + N[i]) - base;
       if (s1 > s0)
         gemv(x, (const uint8_t *)w[i] + s0 * rb, b[i] ? b[i] + s0 : NULL, y[i] + s0, s1 - s0, K);
-      base += u;
+      base += N[i];
     }
   }
 }
 
-_Static_assert(GUW_CH % CKIR_PANEL == 0, "gate/up chunks must be whole panels");
-
-static void gate_up_gemv(gemv_fn gemv, int64_t rb, int64_t g, const float *x, const void *wg,
+static void gate_up_gemv(gemv_fn gemv, int64_t rb, const float *x, const void *wg,
                          const void *wu, float *out, int64_t N, int64_t K) {
 #pragma omp parallel if (2 * N * K >= FUSED_GEMV_PAR_MIN && N > 1)
   {
     int64_t lo, hi;
-    ckir_thread_share(units_of(N, g), &lo, &hi);
-    lo *= g;
-    hi = CKIR_MIN(hi * g, N);
+    ckir_thread_share(N, &lo, &hi);
     for (int64_t c = lo; c < hi; c += GUW_CH) {
       const int64_t n = CKIR_MIN(GUW_CH, hi - c);
       float g[GUW_CH], u[GUW_CH];
@@ -93,11 +88,13 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
   return 1;
 }
 
-/* Every public kernel of one weight dtype D (C element type WT; rows split in
- * units of G, and rows r0 .. with r0 % G == 0 start RB(K) * r0 bytes in) and its
- * reference twin, built on ckir_{gemv,gemm}[_bias]_D.  The twins take the dot
- * product of x with row n of w from ref_gemv_row_D / ref_gemm_row_D. */
-#define CKIR_FUSED_WDTYPE(D, WT, RB, G, QP, FAM)                                                       \
+/* Every public kernel of one weight dtype D (C element type WT; RB(K) bytes a row, or a
+ * row of a panel) and its reference twin, built on ckir_{gemv,gemm}[_bias]_D.  A panel
+ * dtype names its format QP in the hooks ckir_internal_*_FAM (its panel driver's fused
+ * GEMVs, its fused GEMMs where it has them); the row-major ones (QP -1) split rows
+ * (qkv_gemv, gate_up_gemv).  The twins take the dot product of x with row n of w from
+ * ref_gemv_row_D / ref_gemm_row_D. */
+#define CKIR_FUSED_WDTYPE(D, WT, RB, QP, FAM)                                                          \
   static void gemv_w_##D(const float *x, const void *w, const float *b, float *y, int64_t N,    \
                          int64_t K) {                                                            \
     if (b)                                                                                       \
@@ -129,7 +126,7 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
       ckir_internal_gemv_qkv_##FAM(x, wp, b, y, N, K, QP);                                          \
       return;                                                                                    \
     }                                                                                            \
-    qkv_gemv(gemv_w_##D, RB(K), G, x, w, b, y, N, K);                                               \
+    qkv_gemv(gemv_w_##D, RB(K), x, w, b, y, N, K);                                                  \
   }                                                                                              \
   void ckir_gemv_qkv_##D(const float *x, const WT *wq, const WT *wk, const WT *wv, float *q,    \
                          float *k, float *v, int64_t Nq, int64_t Nk, int64_t Nv, int64_t K) {   \
@@ -167,7 +164,7 @@ static int gemm3(const float *x, ckir_wread r, const uint8_t *const w[3], const 
     if (QP >= 0) /* x quantized once for the two */                                              \
       ckir_internal_gemv_gate_up_##FAM(x, (const uint8_t *)wg, (const uint8_t *)wu, out, N, K, QP); \
     else                                                                                         \
-      gate_up_gemv(gemv_w_##D, RB(K), G, x, wg, wu, out, N, K);                                     \
+      gate_up_gemv(gemv_w_##D, RB(K), x, wg, wu, out, N, K);                                        \
   }                                                                                              \
   void ckir_gemm_gate_up_##D(const float *x, const WT *wg, const WT *wu, float *out, int64_t M, \
                              int64_t N, int64_t K) {                                             \
@@ -260,45 +257,45 @@ CKIR_REF_ROWS(bf16, uint16_t, RB_BF16)
 CKIR_REF_ROWS(q8_0, uint8_t, RB_Q8_0)
 CKIR_REF_ROWS(q4_0, uint8_t, RB_Q4_0)
 CKIR_REF_ROWS(q4_1, uint8_t, RB_Q4_1)
-CKIR_FUSED_WDTYPE(bf16, uint16_t, RB_BF16, 1, -1, qp)
-CKIR_FUSED_WDTYPE(q8_0, uint8_t, RB_Q8_0, 1, -1, qp)
-CKIR_FUSED_WDTYPE(q4_0, uint8_t, RB_Q4_0, 1, -1, qp)
-CKIR_FUSED_WDTYPE(q4_1, uint8_t, RB_Q4_1, 1, -1, qp)
-CKIR_FUSED_WDTYPE(f32p, float, RB_F32P, CKIR_PANEL, -1, qp)
-CKIR_FUSED_WDTYPE(bf16p, uint16_t, RB_BF16, CKIR_PANEL, -1, qp)
+CKIR_FUSED_WDTYPE(bf16, uint16_t, RB_BF16, -1, qp)
+CKIR_FUSED_WDTYPE(q8_0, uint8_t, RB_Q8_0, -1, qp)
+CKIR_FUSED_WDTYPE(q4_0, uint8_t, RB_Q4_0, -1, qp)
+CKIR_FUSED_WDTYPE(q4_1, uint8_t, RB_Q4_1, -1, qp)
+CKIR_FUSED_WDTYPE(f32p, float, RB_F32P, CKIR_PP_F32, pp)
+CKIR_FUSED_WDTYPE(bf16p, uint16_t, RB_BF16, CKIR_PP_BF16, pp)
 #define ref_gemv_row_q8_0p ckir_internal_ref_gemv_row_q8_0p
 #define ref_gemm_row_q8_0p ckir_internal_ref_gemm_row_q8_0p
-CKIR_FUSED_WDTYPE(q8_0p, uint8_t, RB_Q8_0, CKIR_PANEL, CKIR_QP_Q8_0, qp)
+CKIR_FUSED_WDTYPE(q8_0p, uint8_t, RB_Q8_0, CKIR_QP_Q8_0, qp)
 #define ref_gemv_row_q4_1p ckir_internal_ref_gemv_row_q4_1p
 #define ref_gemm_row_q4_1p ckir_internal_ref_gemm_row_q4_1p
-CKIR_FUSED_WDTYPE(q4_1p, uint8_t, RB_Q4_1, CKIR_PANEL, CKIR_QP_Q4_1, qp)
+CKIR_FUSED_WDTYPE(q4_1p, uint8_t, RB_Q4_1, CKIR_QP_Q4_1, qp)
 #define ref_gemv_row_q4_0p ckir_internal_ref_gemv_row_q4_0p
 #define ref_gemm_row_q4_0p ckir_internal_ref_gemm_row_q4_0p
-CKIR_FUSED_WDTYPE(q4_0p, uint8_t, RB_Q4_0, CKIR_PANEL, CKIR_QP_Q4_0, qp)
+CKIR_FUSED_WDTYPE(q4_0p, uint8_t, RB_Q4_0, CKIR_QP_Q4_0, qp)
 #define RB_Q4_K(K) ((K) / CKIR_QK_K * CKIR_Q4_K_BYTES)
 #define RB_Q5_K(K) ((K) / CKIR_QK_K * CKIR_Q5_K_BYTES)
 #define RB_Q6_K(K) ((K) / CKIR_QK_K * CKIR_Q6_K_BYTES)
 CKIR_REF_ROWS(q4_k, uint8_t, RB_Q4_K)
 CKIR_REF_ROWS(q5_k, uint8_t, RB_Q5_K)
 CKIR_REF_ROWS(q6_k, uint8_t, RB_Q6_K)
-CKIR_FUSED_WDTYPE(q4_k, uint8_t, RB_Q4_K, 1, -1, qp)
-CKIR_FUSED_WDTYPE(q5_k, uint8_t, RB_Q5_K, 1, -1, qp)
-CKIR_FUSED_WDTYPE(q6_k, uint8_t, RB_Q6_K, 1, -1, qp)
+CKIR_FUSED_WDTYPE(q4_k, uint8_t, RB_Q4_K, -1, qp)
+CKIR_FUSED_WDTYPE(q5_k, uint8_t, RB_Q5_K, -1, qp)
+CKIR_FUSED_WDTYPE(q6_k, uint8_t, RB_Q6_K, -1, qp)
 #define RB_Q5_0(K) ((K) / CKIR_QK * CKIR_Q5_0_BYTES)
 #define RB_Q5_1(K) ((K) / CKIR_QK * CKIR_Q5_1_BYTES)
 CKIR_REF_ROWS(q5_0, uint8_t, RB_Q5_0)
 CKIR_REF_ROWS(q5_1, uint8_t, RB_Q5_1)
-CKIR_FUSED_WDTYPE(q5_0, uint8_t, RB_Q5_0, 1, -1, qp)
-CKIR_FUSED_WDTYPE(q5_1, uint8_t, RB_Q5_1, 1, -1, qp)
+CKIR_FUSED_WDTYPE(q5_0, uint8_t, RB_Q5_0, -1, qp)
+CKIR_FUSED_WDTYPE(q5_1, uint8_t, RB_Q5_1, -1, qp)
 #define ref_gemv_row_q4_kp ckir_internal_ref_gemv_row_q4_kp
 #define ref_gemm_row_q4_kp ckir_internal_ref_gemm_row_q4_kp
-CKIR_FUSED_WDTYPE(q4_kp, uint8_t, RB_Q4_K, CKIR_PANEL, CKIR_KP_Q4, kp)
+CKIR_FUSED_WDTYPE(q4_kp, uint8_t, RB_Q4_K, CKIR_KP_Q4, kp)
 #define ref_gemv_row_q6_kp ckir_internal_ref_gemv_row_q6_kp
 #define ref_gemm_row_q6_kp ckir_internal_ref_gemm_row_q6_kp
-CKIR_FUSED_WDTYPE(q6_kp, uint8_t, RB_Q6_K, CKIR_PANEL, CKIR_KP_Q6, kp)
+CKIR_FUSED_WDTYPE(q6_kp, uint8_t, RB_Q6_K, CKIR_KP_Q6, kp)
 #define ref_gemv_row_q5_kp ckir_internal_ref_gemv_row_q5_kp
 #define ref_gemm_row_q5_kp ckir_internal_ref_gemm_row_q5_kp
-CKIR_FUSED_WDTYPE(q5_kp, uint8_t, RB_Q5_K, CKIR_PANEL, CKIR_KP_Q5, kp)
+CKIR_FUSED_WDTYPE(q5_kp, uint8_t, RB_Q5_K, CKIR_KP_Q5, kp)
 
 /* qkv whose q and k are K-quant panels D (format F) and v another, DV (FV): the layers of
  * a Q4_K_M / Q5_K_M file whose attn_v llama.cpp stores in Q6_K.  The three matrices
@@ -385,7 +382,7 @@ CKIR_FUSED_QKV_KP_MIXED(q4_kp, CKIR_KP_Q4, q6_kp, CKIR_KP_Q6)
 CKIR_FUSED_QKV_KP_MIXED(q5_kp, CKIR_KP_Q5, q6_kp, CKIR_KP_Q6)
 #define ref_gemv_row_q5_0p ckir_internal_ref_gemv_row_q5_0p
 #define ref_gemm_row_q5_0p ckir_internal_ref_gemm_row_q5_0p
-CKIR_FUSED_WDTYPE(q5_0p, uint8_t, RB_Q5_0, CKIR_PANEL, CKIR_Q5P_0, q5p)
+CKIR_FUSED_WDTYPE(q5_0p, uint8_t, RB_Q5_0, CKIR_Q5P_0, q5p)
 #define ref_gemv_row_q5_1p ckir_internal_ref_gemv_row_q5_1p
 #define ref_gemm_row_q5_1p ckir_internal_ref_gemm_row_q5_1p
-CKIR_FUSED_WDTYPE(q5_1p, uint8_t, RB_Q5_1, CKIR_PANEL, CKIR_Q5P_1, q5p)
+CKIR_FUSED_WDTYPE(q5_1p, uint8_t, RB_Q5_1, CKIR_Q5P_1, q5p)

@@ -23,6 +23,7 @@
 #define CKIR_QUANT_INTERNAL 1
 #include "ckir_internal.h"
 #include "ckir_quant.h"
+#include "ckir_pdriver.h"
 
 /* rows of x per pass over a panel: CKIR_PANEL / CKV_W vectors each, kept at
  * <= 8 accumulators (AVX-512: 2 vectors x 4 rows; AVX2 and scalar: 4 x 2) */
@@ -162,7 +163,51 @@ CKIR_INLINE void bf16p_rows_(const float *x, const int R, const uint16_t *wp, co
 CKIR_PANEL_ROWS(f32p_rows, f32p_rows_, float)
 CKIR_PANEL_ROWS(bf16p_rows, bf16p_rows_, uint16_t)
 
-CKIR_GEMV_PAIR(f32p, float, f32p_rows(x, 1, w, b, y, N, K))
+/* ---- decode GEMVs on the panel driver (ckir_pdriver.h, quant_pdriver.c) ------------
+ * x needs no quantization (the driver's x struct points at x); the panels of the call's
+ * matrices are claimed (CKIR_CLAIMED_ITEMS), each panel one pass of f32p_rows_ /
+ * bf16p_rows_ over its K (fmt CKIR_PP_F32 / CKIR_PP_BF16; bf16p's block is a k pair). */
+typedef struct {
+  const float *x;
+} pp_x;
+static int64_t pp_panel_bytes(int fmt, int64_t K) {
+  return CKIR_PANEL * K * (fmt == CKIR_PP_BF16 ? 2 : 4);
+}
+static int64_t pp_x_bytes(int64_t K) { return (void)K, 1; }
+static void pp_prep(const float *x, int64_t K, uint8_t *buf, int ref, void *xs) {
+  (void)K, (void)buf, (void)ref;
+  ((pp_x *)xs)->x = x;
+}
+static void pp_run(int fmt, int ref, const uint8_t *panel, int64_t nb, const void *xs, int X,
+                   int64_t pfd, float *out) {
+  (void)ref, (void)X, (void)pfd; /* one row of x; the loops prefetch PR_PFD ahead themselves */
+  const float *x = ((const pp_x *)xs)->x;
+  if (fmt == CKIR_PP_BF16)
+    bf16p_rows_(x, 1, (const uint16_t *)panel, NULL, out, CKIR_PANEL, CKIR_PANEL, 2 * nb, 0, 1);
+  else
+    f32p_rows_(x, 1, (const float *)panel, NULL, out, CKIR_PANEL, CKIR_PANEL, nb, 0, 1);
+}
+#define PP_DRV(BLOCK)                                                                     \
+  {.block = (BLOCK), .panel_bytes = pp_panel_bytes, .x_bytes = pp_x_bytes,               \
+   .x_size = sizeof(pp_x), .prep = pp_prep, .run = pp_run, .tx = 1,                      \
+   .pfd = 4 * PR_PFD, .max_k = INT64_MAX}
+static const ckir_pdrv PP_DRV[2] = {[CKIR_PP_F32] = PP_DRV(1), [CKIR_PP_BF16] = PP_DRV(2)};
+
+void ckir_internal_gemv_qkv_pp(const float *x, const uint8_t *const w[3], const float *const b[3],
+                               float *const y[3], const int64_t N[3], int64_t K, int fmt) {
+  const int fmts[3] = {fmt, fmt, fmt};
+  ckir_internal_pdrv_gemv_qkv(&PP_DRV[fmt], x, w, b, y, N, K, fmts, "gemv_qkv (f32p / bf16p)");
+}
+
+void ckir_internal_gemv_gate_up_pp(const float *x, const uint8_t *wg, const uint8_t *wu,
+                                   float *out, int64_t N, int64_t K, int fmt) {
+  ckir_internal_pdrv_gemv_gate_up(&PP_DRV[fmt], x, wg, wu, out, N, K, fmt,
+                                  "gemv_gate_up (f32p / bf16p)");
+}
+
+CKIR_GEMV_PAIR(f32p, float,
+               ckir_internal_pdrv_gemv_one(&PP_DRV[CKIR_PP_F32], x, (const uint8_t *)w, b, y, N, K,
+                                           CKIR_PP_F32, 0, "gemv_f32p"))
 
 ckir_wread ckir_internal_wread_f32p(int64_t M, int64_t K) {
   (void)K;
@@ -199,7 +244,9 @@ static void gemm_bf16p_impl(const float *x, const uint16_t *w, const float *b, f
     ckir_internal_gemm_outs(x, r, &(ckir_gemm_out){w, b, y, N}, 1, 0, M, K);
 }
 
-CKIR_GEMV_PAIR(bf16p, uint16_t, bf16p_rows(x, 1, w, b, y, N, K))
+CKIR_GEMV_PAIR(bf16p, uint16_t,
+               ckir_internal_pdrv_gemv_one(&PP_DRV[CKIR_PP_BF16], x, (const uint8_t *)w, b, y, N,
+                                           K, CKIR_PP_BF16, 0, "gemv_bf16p"))
 
 CKIR_GEMM_PAIR(bf16p, uint16_t, gemm_bf16p_impl(x, w, b, y, M, N, K))
 
@@ -273,3 +320,26 @@ CKIR_PANEL_REFS(f32p, float, CKIR_PANEL_AT)
 CKIR_PANEL_REFS(bf16p, uint16_t, bf16p_at)
 
 
+
+/* the fused kernels' hooks (fused_wdtype.c, family pp): the fp32-x GEMM of format fmt;
+ * no fused GEMM of their own (0: gemm.c's driver takes the three / the pair) */
+void ckir_internal_gemm_pp_f32x(const float *x, const uint8_t *w, const float *b, float *y,
+                                int64_t M, int64_t N, int64_t K, int fmt) {
+  if (fmt == CKIR_PP_BF16)
+    gemm_bf16p_impl(x, (const uint16_t *)w, b, y, M, N, K);
+  else
+    gemm_f32p_impl(x, (const float *)w, b, y, M, N, K);
+}
+
+int ckir_internal_gemm_qkv_pp(const float *x, const uint8_t *const w[3], const float *const b[3],
+                              float *const y[3], const int64_t N[3], int64_t M, int64_t K,
+                              int fmt) {
+  (void)x, (void)w, (void)b, (void)y, (void)N, (void)M, (void)K, (void)fmt;
+  return 0;
+}
+
+int ckir_internal_gemm_gate_up_pp(const float *x, const uint8_t *wg, const uint8_t *wu, float *out,
+                                  int64_t M, int64_t N, int64_t K, int fmt) {
+  (void)x, (void)wg, (void)wu, (void)out, (void)M, (void)N, (void)K, (void)fmt;
+  return 0;
+}

@@ -126,9 +126,17 @@ static void kp_drv_run(int fmt, int ref, const uint8_t *panel, int64_t nb, const
   /* the driver's distance (KP_PFD in gemv, 0 in the GEMM) as fmt's core wants it */
   kp_run(fmt, ref, panel, nb, (const ckir_q8k *)xs, X, pfd ? KP_PFD_OF(fmt) : 0, out);
 }
-static const ckir_pdrv KP_DRV = {256,        kp_panel_bytes, kp_drv_x_bytes,
-                                 sizeof(ckir_q8k), kp_drv_prep, kp_drv_run,
-                                 CKIR_KP_TX, KP_PFD,         KP_XB, kp_values};
+static const ckir_pdrv KP_DRV = {.block = 256,
+                                 .panel_bytes = kp_panel_bytes,
+                                 .x_bytes = kp_drv_x_bytes,
+                                 .x_size = sizeof(ckir_q8k),
+                                 .prep = kp_drv_prep,
+                                 .run = kp_drv_run,
+                                 .tx = CKIR_KP_TX,
+                                 .pfd = KP_PFD,
+                                 .xb = KP_XB,
+                                 .values = kp_values,
+                                 .max_k = CKIR_QUANT_MAX_K};
 
 void ckir_internal_gemv_qkv_kp_fmts(const float *x, const uint8_t *const w[3],
                                     const float *const b[3], float *const y[3],

@@ -459,10 +459,16 @@ static void qp_drv_run(int fmt, int ref, const uint8_t *panel, int64_t nb, const
   qp_gemv_run(q->a, q->dx, q->cb, q->sx, panel, NULL, out, CKIR_PANEL, nb, 0, 1, fmt);
 }
 static void qp_values(int fmt, const uint8_t *w, int64_t n, int64_t bk, int64_t K, float *v);
-static const ckir_pdrv QP_DRV = {CKIR_QK,      qp_drv_panel_bytes, qp_drv_x_bytes,
-                                 sizeof(qp_x), qp_drv_prep,        qp_drv_run,
-                                 1,            QP_PFD,             0,
-                                 qp_values};
+static const ckir_pdrv QP_DRV = {.block = CKIR_QK,
+                                 .panel_bytes = qp_drv_panel_bytes,
+                                 .x_bytes = qp_drv_x_bytes,
+                                 .x_size = sizeof(qp_x),
+                                 .prep = qp_drv_prep,
+                                 .run = qp_drv_run,
+                                 .tx = 1,
+                                 .pfd = QP_PFD,
+                                 .values = qp_values,
+                                 .max_k = CKIR_QUANT_MAX_K};
 
 void ckir_internal_gemv_qkv_qp(const float *x, const uint8_t *const w[3], const float *const b[3],
                                float *const y[3], const int64_t N[3], int64_t K, int fmt) {

@@ -129,7 +129,7 @@ void ckir_internal_pdrv_gemv_one(const ckir_pdrv *d, const float *x, const uint8
                                  const float *b, float *y, int64_t N, int64_t K, int fmt, int ref,
                                  const char *what) {
   (void)what; /* CKIR_REQUIRE may compile to nothing */
-  CKIR_REQUIRE(N >= 1 && K >= d->block && K % d->block == 0 && K <= CKIR_QUANT_MAX_K, what);
+  CKIR_REQUIRE(N >= 1 && K >= d->block && K % d->block == 0 && K <= d->max_k, what);
   const ckir_pseg seg = {w, b, y, N, fmt};
   ckir_internal_pdrv_gemv(d, x, &seg, 1, 0, K, ref);
 }
@@ -138,7 +138,7 @@ void ckir_internal_pdrv_gemv_qkv(const ckir_pdrv *d, const float *x, const uint8
                                  const float *const b[3], float *const y[3], const int64_t N[3],
                                  int64_t K, const int fmt[3], const char *what) {
   (void)what;
-  CKIR_REQUIRE(K % d->block == 0 && K <= CKIR_QUANT_MAX_K, what);
+  CKIR_REQUIRE(K % d->block == 0 && K <= d->max_k, what);
   const ckir_pseg segs[3] = {{w[0], b[0], y[0], N[0], fmt[0]},
                              {w[1], b[1], y[1], N[1], fmt[1]},
                              {w[2], b[2], y[2], N[2], fmt[2]}};
@@ -149,7 +149,7 @@ void ckir_internal_pdrv_gemv_gate_up(const ckir_pdrv *d, const float *x, const u
                                      const uint8_t *wu, float *out, int64_t N, int64_t K, int fmt,
                                      const char *what) {
   (void)what;
-  CKIR_REQUIRE(K % d->block == 0 && K <= CKIR_QUANT_MAX_K, what);
+  CKIR_REQUIRE(K % d->block == 0 && K <= d->max_k, what);
   const ckir_pseg segs[2] = {{wg, NULL, out, N, fmt}, {wu, NULL, NULL, N, fmt}};
   ckir_internal_pdrv_gemv(d, x, segs, 2, 1, K, 0);
 }
@@ -160,7 +160,7 @@ void ckir_internal_pdrv_gemm_one(const ckir_pdrv *d, const float *x, const uint8
   (void)what;
   CKIR_REQUIRE(M >= 1 && N >= 1 && K >= d->block && K % d->block == 0, what);
   const ckir_pseg seg = {w, b, y, N, fmt};
-  if (ckir_internal_pdrv_i8_now() && K <= CKIR_QUANT_MAX_K)
+  if (ckir_internal_pdrv_i8_now() && K <= d->max_k)
     ckir_internal_pdrv_gemm_i8(d, x, M, K, &seg, 1, 0);
   else
     ckir_internal_wgemm(x, w, row, b, y, M, N, K);
@@ -169,7 +169,7 @@ void ckir_internal_pdrv_gemm_one(const ckir_pdrv *d, const float *x, const uint8
 int ckir_internal_pdrv_gemm_qkv(const ckir_pdrv *d, const float *x, const uint8_t *const w[3],
                                 const float *const b[3], float *const y[3], const int64_t N[3],
                                 int64_t M, int64_t K, const int fmt[3]) {
-  if (!ckir_internal_pdrv_i8_now() || K > CKIR_QUANT_MAX_K) return 0;
+  if (!ckir_internal_pdrv_i8_now() || K > d->max_k) return 0;
   const ckir_pseg segs[3] = {{w[0], b[0], y[0], N[0], fmt[0]},
                              {w[1], b[1], y[1], N[1], fmt[1]},
                              {w[2], b[2], y[2], N[2], fmt[2]}};
@@ -180,7 +180,7 @@ int ckir_internal_pdrv_gemm_qkv(const ckir_pdrv *d, const float *x, const uint8_
 int ckir_internal_pdrv_gemm_gate_up(const ckir_pdrv *d, const float *x, const uint8_t *wg,
                                     const uint8_t *wu, float *out, int64_t M, int64_t N, int64_t K,
                                     int fmt) {
-  if (!ckir_internal_pdrv_i8_now() || K > CKIR_QUANT_MAX_K) return 0;
+  if (!ckir_internal_pdrv_i8_now() || K > d->max_k) return 0;
   const ckir_pseg segs[2] = {{wg, NULL, out, N, fmt}, {wu, NULL, NULL, N, fmt}};
   ckir_internal_pdrv_gemm_i8(d, x, M, K, segs, 2, 1);
   return 1;

@@ -316,10 +316,17 @@ static void q5p_drv_run(int fmt, int ref, const uint8_t *panel, int64_t nb, cons
                         int64_t pfd, float *out) {
   q5p_run(fmt, ref, panel, nb, (const q5p_x *)xs, X, pfd, out);
 }
-static const ckir_pdrv Q5P_DRV = {CKIR_QK,      q5p_drv_panel_bytes, q5p_drv_x_bytes,
-                                  sizeof(q5p_x), q5p_drv_prep,       q5p_drv_run,
-                                  Q5P_TX,       Q5P_PFD,             Q5P_XB,
-                                  q5p_values};
+static const ckir_pdrv Q5P_DRV = {.block = CKIR_QK,
+                                  .panel_bytes = q5p_drv_panel_bytes,
+                                  .x_bytes = q5p_drv_x_bytes,
+                                  .x_size = sizeof(q5p_x),
+                                  .prep = q5p_drv_prep,
+                                  .run = q5p_drv_run,
+                                  .tx = Q5P_TX,
+                                  .pfd = Q5P_PFD,
+                                  .xb = Q5P_XB,
+                                  .values = q5p_values,
+                                  .max_k = CKIR_QUANT_MAX_K};
 
 void ckir_internal_gemv_qkv_q5p(const float *x, const uint8_t *const w[3],
                                const float *const b[3], float *const y[3], const int64_t N[3],
