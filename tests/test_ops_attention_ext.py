@@ -27,6 +27,15 @@ CASES = [
     (1, 30, 6, 3, 12, 0.25, 0.0, 1),
     (3, 11, 2, 1, 64, 0.125, 30.0, 100),
     (40, 0, 8, 4, 24, 0.2, 5.0, 7),
+    # decode split between threads by positions (H * D <= 4096, >= 128 keys): the
+    # window's first key mid-block, soft-capped; and every key
+    (1, 300, 8, 4, 64, 0.125, 30.0, 157),
+    (1, 700, 4, 1, 128, 0.09, 0.0, 0),
+    # decode of many heads (H * D > 4096: one row at a time), a window
+    (1, 90, 40, 8, 128, 0.09, 20.0, 33),
+    # prefill blocks whose window starts in different chunks for different rows
+    (37, 50, 4, 2, 48, 0.15, 0.0, 20),
+    (21, 0, 2, 1, 16, 0.3, 8.0, 40),
 ]
 
 

@@ -46,12 +46,13 @@
  * kernels take DB = ceil(D / 32), the blocks of a head, as a parameter (the
  * registry's extents count the padding through it) and check it.
  *
- * attention_ext_q8_0 (graph.attention with scale_dim, softcap or a sliding
- * window, over a Q8_0 cache) runs one (query, head) row at a time through the
- * decode rows' chunked body (attn_ext_row): its own score scale, the scores of
- * each chunk soft-capped (softcap tanh(s / softcap)) before the chunk's max,
- * and its keys from the window's first one; rows are independent and
- * threaded. */
+ * attention_ext_f32 / attention_ext_q8_0 (graph.attention with scale_dim, softcap or
+ * a sliding window; attention_ext.c holds the f32 one's entry and backward) run the
+ * same bodies (attn_opts): their own score scale, the scores soft-capped (softcap
+ * tanh(s / softcap), per score, before any max) and each row's keys from its window's
+ * first one: decode splits the window's positions between threads, a prefill block
+ * masks the keys before each row's window as it masks those after its position. */
+#include <float.h>
 #include "ckir_internal.h"
 #include "ckir_quant.h"
 
@@ -164,6 +165,24 @@ CKIR_INLINE int64_t attn_first_key(int64_t pos, int64_t window) {
   return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
 }
 
+/* What a row's scores are: scale q.k, soft-capped (softcap tanh(s / softcap)) when
+ * softcap > 0, over the keys from attn_first_key(pos, window) to pos.  Plain attention:
+ * {1 / sqrt(D), 0, 0}. */
+typedef struct {
+  float scale, softcap;
+  int64_t window;
+} attn_opts;
+
+CKIR_INLINE attn_opts attn_plain(int64_t D) {
+  return (attn_opts){1.0f / sqrtf((float)D), 0.0f, 0};
+}
+
+/* sc[0 .. n) soft-capped (o.softcap > 0) */
+CKIR_INLINE void attn_cap(float *sc, int64_t n, attn_opts o) {
+  if (o.softcap > 0.0f)
+    for (int64_t j = 0; j < n; j++) sc[j] = o.softcap * tanhf(sc[j] / o.softcap);
+}
+
 static void attn_ref(const float *q, attn_src kv, float *out, int64_t T, int64_t P, int64_t H,
                      int64_t KV, int64_t D, double scale, double softcap, int64_t window) {
   int64_t group = H / KV;
@@ -252,12 +271,6 @@ CKIR_INLINE void attn_start_scaled(const float *qr, attn_dims dd, float scale, f
   *l = 0.0f;
 }
 
-/* attn_start_scaled with the plain attention's scale 1/sqrt(D) */
-CKIR_INLINE void attn_start(const float *qr, attn_dims dd, float *qs, float *acc, float *m,
-                            float *l) {
-  attn_start_scaled(qr, dd, 1.0f / sqrtf((float)dd.D), qs, acc, m, l);
-}
-
 /* prefetch the K and V rows of keys [j, j + n) (all `stride` floats of each
  * row from kb / vb on: a head's D, or every KV head's) into L1 */
 CKIR_INLINE void attn_prefetch(const float *kb, const float *vb, int64_t stride, int64_t j,
@@ -321,17 +334,16 @@ CKIR_INLINE void attn_finish(const float *acc, float l, attn_dims dd, float *out
 }
 
 /* One (query, head) row over keys j_first .. L - 1 of one head (kv from
- * attn_head), in chunks of ATTN_CHUNK: scores scale q.k, soft-capped
- * (softcap tanh(s / softcap)) when softcap > 0. */
+ * attn_head), in chunks of ATTN_CHUNK, its scores as o says. */
 static void attn_ext_row(const float *qr, attn_src kv, int64_t j_first, int64_t L, int64_t D,
-                         float scale, float softcap, float *out) {
+                         attn_opts o, float *out) {
   float qs[ATTN_MAX_D + CKV_W] __attribute__((aligned(64)));
   float acc[ATTN_MAX_D + CKV_W] __attribute__((aligned(64)));
   float sc[ATTN_CHUNK] __attribute__((aligned(64)));
   float kbuf[kv.kq ? ATTN_CHUNK * ATTN_QPAD(D) : 1], vbuf[kv.kq ? ATTN_CHUNK * ATTN_QPAD(D) : 1];
   const attn_dims dd = attn_dims_of(D);
   float m, l;
-  attn_start_scaled(qr, dd, scale, qs, acc, &m, &l);
+  attn_start_scaled(qr, dd, o.scale, qs, acc, &m, &l);
   for (int64_t j0 = j_first; j0 < L; j0 += ATTN_CHUNK) {
     const int64_t nk = CKIR_MIN(ATTN_CHUNK, L - j0), pf = j0 + ATTN_CHUNK;
     if (!kv.kq)
@@ -340,33 +352,30 @@ static void attn_ext_row(const float *qr, attn_src kv, int64_t j_first, int64_t 
     int64_t st;
     attn_fetch(kv, j0, nk, D, kbuf, vbuf, &kr, &vr, &st);
     attn_scores(qs, kr, st, nk, dd, sc);
-    if (softcap > 0.0f)
-      for (int64_t j = 0; j < nk; j++) sc[j] = softcap * tanhf(sc[j] / softcap);
+    attn_cap(sc, nk, o);
     attn_chunk(sc, vr, st, nk, dd, acc, &m, &l);
   }
   attn_finish(acc, l, dd, out);
 }
 
-/* One plain (query, head) row over L keys: scale 1/sqrt(D), no cap, every key. */
-static void attn_row(const float *qr, attn_src kv, int64_t L, int64_t D, float *out) {
-  attn_ext_row(qr, kv, 0, L, D, 1.0f / sqrtf((float)D), 0.0f, out);
-}
 
 /* ---- prefill: CKV_W query rows of one head at a time ---------------------- */
 
 #define ATTN_PF_CHUNK 32 /* keys per online-softmax step of a row block */
 
 /* nq <= CKV_W consecutive query rows of one head (row r at qr + r * qs, at
- * position p0 + r: it sees keys 0 .. p0 + r) with the rows in the lanes of a
- * vector: qt[d] holds q[r][d] / sqrt(D) in lane r, so the scores of one key for
+ * position p0 + r: it sees keys attn_first_key(p0 + r, o.window) .. p0 + r) with the
+ * rows in the lanes of a vector: qt[d] holds q[r][d] * o.scale in lane r, so the
+ * scores of one key for
  * every row are D FMAs of a broadcast K element against qt[d] (no horizontal
  * sums, 4 keys in flight), and the online softmax (max, exp, rescale, sum) runs
  * lane-wise over a chunk of keys, its per-row bookkeeping shared by the block.
- * Keys past a row's position get -inf (the rows of a block end at most CKV_W - 1
- * positions apart).  p . V then runs row by row over the chunk (p strided by
- * CKV_W). */
+ * Scores are soft-capped first (o.softcap > 0); keys past a row's position, and
+ * before its window, get -inf (the rows of a block end at most CKV_W - 1 positions
+ * apart).  p . V then runs row by row over the chunk's keys of that row (p strided
+ * by CKV_W). */
 static void attn_prefill_block(const float *qr, int64_t qs, int64_t nq, attn_src kv, int64_t p0,
-                               int64_t D, float *out, int64_t os) {
+                               int64_t D, attn_opts o, float *out, int64_t os) {
   const attn_dims dd = attn_dims_of(D);
   const int64_t W = dd.nc * CKV_W;
   float qt[ATTN_MAX_D * CKV_W] __attribute__((aligned(64)));
@@ -379,14 +388,20 @@ static void attn_prefill_block(const float *qr, int64_t qs, int64_t nq, attn_src
    * to 0, or to 2^-126 where it clamps, a weight below every rounding here) */
   float neg[2 * CKV_W];
   for (int i = 0; i < 2 * CKV_W; i++) neg[i] = i < CKV_W ? -INFINITY : 0.0f;
-  const float scale = 1.0f / sqrtf((float)D);
+  /* lanes r of neg + CKV_W - c with c in [1, CKV_W): -inf where r >= c (the rows a
+   * window has left behind: rows end at most CKV_W - 1 positions apart) */
+  float negt[2 * CKV_W];
+  for (int i = 0; i < 2 * CKV_W; i++) negt[i] = i < CKV_W ? 0.0f : -INFINITY;
   for (int64_t d = 0; d < D; d++)
-    for (int64_t r = 0; r < CKV_W; r++) qt[d * CKV_W + r] = r < nq ? qr[r * qs + d] * scale : 0.0f;
+    for (int64_t r = 0; r < CKV_W; r++)
+      qt[d * CKV_W + r] = r < nq ? qr[r * qs + d] * o.scale : 0.0f;
   for (int64_t r = 0; r < nq; r++)
     for (int64_t c = 0; c < dd.nc; c++) ckv_store(acc + r * W + CKV_W * c, ckv_zero());
-  ckv m = ckv_set1(-INFINITY), l = ckv_zero();
+  /* the running max starts finite: a window can leave a row no key in a whole chunk,
+   * whose scores are all -inf (its exp(-inf - -FLT_MAX) is 0, not NaN) */
+  ckv m = ckv_set1(-FLT_MAX), l = ckv_zero();
   const int64_t L = p0 + nq;
-  for (int64_t j0 = 0; j0 < L; j0 += ATTN_PF_CHUNK) {
+  for (int64_t j0 = attn_first_key(p0, o.window); j0 < L; j0 += ATTN_PF_CHUNK) {
     const int64_t nk = CKIR_MIN(ATTN_PF_CHUNK, L - j0);
     const float *kch, *vch;
     int64_t st;
@@ -402,9 +417,15 @@ static void attn_prefill_block(const float *qr, int64_t qs, int64_t nq, attn_src
         for (int i = 0; i < 4; i++) s[i] = ckv_fma(ckv_set1(k[i][d]), qd, s[i]);
       }
       for (int64_t i = 0; i < n4; i++) {
-        const int64_t key = j0 + j + i;
+        const int64_t key = j0 + j + i, left = key - p0 + o.window;
         ckv si = s[i];
+        if (o.softcap > 0.0f) { /* before the masks: the cap of -inf is finite */
+          ckv_store(vec, si);
+          attn_cap(vec, CKV_W, o);
+          si = ckv_load(vec);
+        }
         if (key > p0) si = ckv_add(si, ckv_loadu(neg + CKV_W - (key - p0)));
+        if (o.window > 0 && left < CKV_W) si = ckv_add(si, ckv_loadu(negt + CKV_W - left));
         ckv_store(pt + (j + i) * CKV_W, si);
         cm = ckv_max(cm, si);
       }
@@ -421,11 +442,13 @@ static void attn_prefill_block(const float *qr, int64_t qs, int64_t nq, attn_src
     m = mnew;
     ckv_store(vec, corr);
     for (int64_t r = 0; r < nq; r++) {
-      /* the row's keys in this chunk; none: nothing to add, and its lane's
+      /* the row's keys in this chunk, [lo, hi); none: nothing to add, and its lane's
        * max did not move (corr exactly 1) */
-      const int64_t nkr = CKIR_MIN(nk, p0 + r + 1 - j0);
-      if (nkr > 0)
-        attn_pv(acc + r * W, vch, st, pt + r, CKV_W, nkr, dd, ckv_set1(vec[r]));
+      const int64_t hi = CKIR_MIN(nk, p0 + r + 1 - j0);
+      const int64_t lo = CKIR_MAX(0, attn_first_key(p0 + r, o.window) - j0);
+      if (hi > lo)
+        attn_pv(acc + r * W, vch + lo * st, st, pt + lo * CKV_W + r, CKV_W, hi - lo, dd,
+                ckv_set1(vec[r]));
     }
   }
   ckv_store(vec, l);
@@ -455,7 +478,8 @@ typedef struct {
  * then (n > 1: after a barrier) the merge of heads [H * s / n, H * (s + 1) / n)
  * from every part into out */
 static void attn_decode_part(const float *q, attn_src kv, float *out, int64_t L, int64_t H,
-                             int64_t KV, int64_t D, int s, int n, attn_parts *parts) {
+                             int64_t KV, int64_t D, attn_opts o, int s, int n,
+                             attn_parts *parts) {
   const attn_dims dd = attn_dims_of(D);
   const int64_t W = dd.nc * CKV_W, group = H / KV, stride = KV * D;
   float qs[H * W + CKV_W], acc[H * W + CKV_W]; /* VLAs, vector-aligned below */
@@ -466,9 +490,10 @@ static void attn_decode_part(const float *q, attn_src kv, float *out, int64_t L,
   float *acca = (float *)(((uintptr_t)acc + va - 1) & ~(va - 1));
   float *m = parts->m[s], *l = parts->l[s];
   for (int64_t h = 0; h < H; h++)
-    attn_start(q + h * D, dd, qsa + h * W, acca + h * W, &m[h], &l[h]);
-  const int64_t nblk = (L + CKV_W - 1) / CKV_W;
-  const int64_t j0 = nblk * s / n * CKV_W, j1 = CKIR_MIN(L, nblk * (s + 1) / n * CKV_W);
+    attn_start_scaled(q + h * D, dd, o.scale, qsa + h * W, acca + h * W, &m[h], &l[h]);
+  const int64_t jf = attn_first_key(L - 1, o.window), nblk = (L - jf + CKV_W - 1) / CKV_W;
+  const int64_t j0 = jf + nblk * s / n * CKV_W;
+  const int64_t j1 = CKIR_MIN(L, jf + nblk * (s + 1) / n * CKV_W);
   float sc[ATTN_CHUNK] __attribute__((aligned(64)));
   if (!kv.kq) attn_prefetch(kv.k, kv.v, stride, j0, CKIR_MIN(ATTN_CHUNK, j1 - j0), stride);
   for (int64_t jc = j0; jc < j1; jc += ATTN_CHUNK) {
@@ -483,6 +508,7 @@ static void attn_decode_part(const float *q, attn_src kv, float *out, int64_t L,
         const int64_t ph = CKIR_MAX(0, CKIR_MIN(per, pn - h * per));
         if (!kv.kq) attn_prefetch(kv.k, kv.v, stride, next + h * per, ph, stride);
         attn_scores(qsa + h * W, kr, st, nk, dd, sc);
+        attn_cap(sc, nk, o);
         attn_chunk(sc, vr, st, nk, dd, acca + h * W, &m[h], &l[h]);
       }
     }
@@ -513,22 +539,23 @@ static void attn_decode_part(const float *q, attn_src kv, float *out, int64_t L,
 }
 
 static void attn_decode(const float *q, attn_src kv, float *out, int64_t L, int64_t H, int64_t KV,
-                        int64_t D, int par) {
+                        int64_t D, attn_opts o, int par) {
   attn_parts parts;
   int n = 1;
 #ifdef _OPENMP
   if (par) n = omp_get_max_threads();
 #endif
-  n = (int)CKIR_MIN(CKIR_MIN(n, ATTN_SPLIT_MAX), CKIR_MAX(1, L / (4 * CKV_W)));
+  const int64_t span = L - attn_first_key(L - 1, o.window);
+  n = (int)CKIR_MIN(CKIR_MIN(n, ATTN_SPLIT_MAX), CKIR_MAX(1, span / (4 * CKV_W)));
   if (n == 1) {
-    attn_decode_part(q, kv, out, L, H, KV, D, 0, 1, &parts);
+    attn_decode_part(q, kv, out, L, H, KV, D, o, 0, 1, &parts);
     return;
   }
 #pragma omp parallel num_threads(n)
   {
     int s, nt;
     ckir_team(&s, &nt);
-    attn_decode_part(q, kv, out, L, H, KV, D, s, nt, &parts);
+    attn_decode_part(q, kv, out, L, H, KV, D, o, s, nt, &parts);
   }
 }
 
@@ -543,7 +570,8 @@ typedef struct {
 /* the units of rows [r0, r1), longest rows first: all of them, or those a
  * shared counter hands out one at a time */
 static void attn_prefill_rows(const float *q, attn_src kv, float *out, int64_t r0, int64_t r1,
-                              int64_t P, int64_t H, int64_t group, int64_t D, int64_t *next) {
+                              int64_t P, int64_t H, int64_t group, int64_t D, attn_opts o,
+                              int64_t *next) {
   const int64_t nblk = (r1 - r0 + CKV_W - 1) / CKV_W, units = nblk * H;
   for (int64_t i = 0;; i++) {
     int64_t u = i;
@@ -554,18 +582,20 @@ static void attn_prefill_rows(const float *q, attn_src kv, float *out, int64_t r
     if (u >= units) return;
     const int64_t b = nblk - 1 - u / H, h = u % H, g = h / group, t0 = r0 + b * CKV_W;
     attn_prefill_block(q + (t0 * H + h) * D, H * D, CKIR_MIN(CKV_W, r1 - t0), attn_head(kv, g, D),
-                       P + t0, D, out + (t0 * H + h) * D, H * D);
+                       P + t0, D, o, out + (t0 * H + h) * D, H * D);
   }
 }
 
-/* attention over the cache rows kv (fp32 or Q8_0): decode or prefill */
+/* attention over the cache rows kv (fp32 or Q8_0), its scores as o says: decode or
+ * prefill */
 static void attn_run(const float *q, attn_src kv, float *out, int64_t T, int64_t P, int64_t H,
-                     int64_t KV, int64_t D) {
+                     int64_t KV, int64_t D, attn_opts o) {
   const int64_t group = H / KV, pairs = T * H;
-  /* work ~ pairs * context * D; stay serial for tiny calls */
-  const int par = pairs * (P + T) * D >= CKIR_PAR_MIN_WORK && pairs > 1;
+  /* work ~ pairs * keys * D; stay serial for tiny calls */
+  const int64_t span = o.window > 0 ? CKIR_MIN(o.window, P + T) : P + T;
+  const int par = pairs * span * D >= CKIR_PAR_MIN_WORK && pairs > 1;
   if (T == 1 && H * D <= ATTN_DEC_MAX_HD && H <= ATTN_DEC_MAX_H) {
-    attn_decode(q, kv, out, P + 1, H, KV, D, par);
+    attn_decode(q, kv, out, P + 1, H, KV, D, o, par);
     return;
   }
   if (T == 1) {
@@ -574,7 +604,8 @@ static void attn_run(const float *q, attn_src kv, float *out, int64_t T, int64_t
      * from DRAM once */
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t h = 0; h < H; h++)
-      attn_row(q + h * D, attn_head(kv, h / group, D), P + 1, D, out + h * D);
+      attn_ext_row(q + h * D, attn_head(kv, h / group, D), attn_first_key(P, o.window), P + 1, D,
+                   o, out + h * D);
     return;
   }
   /* prefill: units of CKV_W rows of one head, the longest (last) rows first.
@@ -582,7 +613,7 @@ static void attn_run(const float *q, attn_src kv, float *out, int64_t T, int64_t
    * with what is left of the others' (the causal mask gives later rows more
    * keys, so the owner of the first rows is done first). */
   if (!par) {
-    attn_prefill_rows(q, kv, out, 0, T, P, H, group, D, NULL);
+    attn_prefill_rows(q, kv, out, 0, T, P, H, group, D, o, NULL);
     return;
   }
   int nt = 1;
@@ -599,7 +630,7 @@ static void attn_run(const float *q, attn_src kv, float *out, int64_t T, int64_t
 #pragma omp barrier
     for (int k = 0; k < n; k++) { /* its own rows, then the others' */
       attn_queue *qq = &qs[(t + k) % n];
-      attn_prefill_rows(q, kv, out, qq->r0, qq->r1, P, H, group, D, &qq->next);
+      attn_prefill_rows(q, kv, out, qq->r0, qq->r1, P, H, group, D, o, &qq->next);
     }
   }
 }
@@ -608,7 +639,14 @@ void ckir_attention_f32(const float *q, const float *kcache, const float *vcache
                         int64_t T, int64_t P, int64_t H, int64_t KV, int64_t D) {
   CKIR_REQUIRE(T >= 1 && P >= 0 && KV >= 1 && H % KV == 0 && D >= 1 && D <= ATTN_MAX_D,
                "attention_f32");
-  attn_run(q, attn_src_f32(kcache, vcache, KV * D), out, T, P, H, KV, D);
+  attn_run(q, attn_src_f32(kcache, vcache, KV * D), out, T, P, H, KV, D, attn_plain(D));
+}
+
+void ckir_internal_attention_ext_f32(const float *q, const float *kcache, const float *vcache,
+                                     float *out, int64_t T, int64_t P, int64_t H, int64_t KV,
+                                     int64_t D, float scale, float softcap, int64_t window) {
+  attn_run(q, attn_src_f32(kcache, vcache, KV * D), out, T, P, H, KV, D,
+           (attn_opts){scale, softcap, window});
 }
 
 void ckir_attention_q8_0(const float *q, const uint8_t *kcache, const uint8_t *vcache, float *out,
@@ -616,7 +654,7 @@ void ckir_attention_q8_0(const float *q, const uint8_t *kcache, const uint8_t *v
   CKIR_REQUIRE(T >= 1 && P >= 0 && KV >= 1 && H % KV == 0 && D >= 1 && D <= ATTN_MAX_D &&
                    DB == ATTN_QBLK(D),
                "attention_q8_0");
-  attn_run(q, attn_src_q8_0(kcache, vcache, KV, D), out, T, P, H, KV, D);
+  attn_run(q, attn_src_q8_0(kcache, vcache, KV, D), out, T, P, H, KV, D, attn_plain(D));
 }
 
 void ckir_attention_ext_q8_0(const float *q, const uint8_t *kcache, const uint8_t *vcache,
@@ -625,14 +663,6 @@ void ckir_attention_ext_q8_0(const float *q, const uint8_t *kcache, const uint8_
   CKIR_REQUIRE(T >= 1 && P >= 0 && KV >= 1 && H % KV == 0 && D >= 1 && D <= ATTN_MAX_D &&
                    DB == ATTN_QBLK(D) && softcap >= 0.0f && window >= 0,
                "attention_ext_q8_0");
-  const attn_src kv = attn_src_q8_0(kcache, vcache, KV, D);
-  const int64_t group = H / KV, rows = T * H;
-  const int64_t span = window > 0 ? CKIR_MIN(window, P + T) : P + T;
-  const int par = rows * span * D >= CKIR_PAR_MIN_WORK && rows > 1;
-#pragma omp parallel for schedule(dynamic, 1) if (par)
-  for (int64_t r = 0; r < rows; r++) {
-    const int64_t t = r / H, h = r % H, pos = P + t;
-    attn_ext_row(q + r * D, attn_head(kv, h / group, D), attn_first_key(pos, window), pos + 1, D,
-                 scale, softcap, out + r * D);
-  }
+  attn_run(q, attn_src_q8_0(kcache, vcache, KV, D), out, T, P, H, KV, D,
+           (attn_opts){scale, softcap, window});
 }

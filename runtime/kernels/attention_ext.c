@@ -8,9 +8,8 @@
  * j with max(0, pos - window + 1) <= j <= pos (window 0: every j <= pos):
  *   s_j = scale q.k_j,  c_j = softcap tanh(s_j / softcap) (softcap 0: c_j = s_j)
  *   p = softmax(c),  out = sum_j p_j v_j
- * The fast path keeps a row's scores (at most the context's length) on the stack:
- * one pass of dot products (D in vector lanes), the max, one exp pass, one p . V
- * pass; rows are independent and threaded.  The backward runs each kv head's
+ * The forward is attention.c's (ckir_internal_attention_ext_f32: decode split by
+ * positions, prefill in blocks of rows, chunks of keys).  The backward runs each kv head's
  * rows on one thread, so dk and dv (summed over the group's query heads) are
  * race-free; its rows recompute their probabilities.  The scalar twins
  * ckir_ref_* work in double. */
@@ -103,20 +102,7 @@ void ckir_attention_ext_f32(const float *q, const float *kcache, const float *vc
   CKIR_REQUIRE(T >= 1 && P >= 0 && KV >= 1 && H % KV == 0 && D >= 1 && D <= AX_MAX_D &&
                    softcap >= 0.0f && window >= 0,
                "attention_ext_f32");
-  const int64_t group = H / KV, stride = KV * D, rows = T * H;
-  const int64_t span = window > 0 ? CKIR_MIN(window, P + T) : P + T;
-  const int par = rows * span * D >= CKIR_PAR_MIN_WORK && rows > 1;
-#pragma omp parallel for schedule(dynamic, 1) if (par)
-  for (int64_t r = 0; r < rows; r++) {
-    const int64_t t = r / H, h = r % H, g = h / group, pos = P + t;
-    const int64_t j0 = ax_first_key(pos, window), n = pos - j0 + 1;
-    float p[n + 1];
-    float acc[AX_MAX_D];
-    ax_probs(q + r * D, kcache + g * D, stride, j0, n, D, scale, softcap, p, NULL);
-    for (int64_t d = 0; d < D; d++) acc[d] = 0.0f;
-    for (int64_t j = 0; j < n; j++) ax_axpy(acc, p[j], vcache + (j0 + j) * stride + g * D, D);
-    memcpy(out + r * D, acc, (size_t)D * sizeof(float));
-  }
+  ckir_internal_attention_ext_f32(q, kcache, vcache, out, T, P, H, KV, D, scale, softcap, window);
 }
 
 /* ---- backward (P = 0: k and v are the T rows of keys and values) ----------- */

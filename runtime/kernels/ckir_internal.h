@@ -408,6 +408,11 @@ float ckir_internal_ref_gemm_row_q4_1p(const float *x, const uint8_t *w, int64_t
 float ckir_internal_ref_gemv_row_q4_0p(const float *x, const uint8_t *w, int64_t n, int64_t K);
 float ckir_internal_ref_gemm_row_q4_0p(const float *x, const uint8_t *w, int64_t n, int64_t K);
 
+/* attention_ext_f32's forward (attention.c): the attention bodies with a score scale,
+ * soft-capping (softcap > 0) and a sliding window (window > 0) */
+void ckir_internal_attention_ext_f32(const float *q, const float *kcache, const float *vcache,
+                                     float *out, int64_t T, int64_t P, int64_t H, int64_t KV,
+                                     int64_t D, float scale, float softcap, int64_t window);
 /* out[i] = g[i] / (1 + e^-g[i]) * u[i] over one span, on the calling thread (the
  * body of swiglu_f32; elementwise.c).  Used by the fused gate_up kernels. */
 void ckir_internal_silu_mul(const float *g, const float *u, float *out, int64_t n);
