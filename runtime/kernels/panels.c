@@ -319,8 +319,6 @@ CKIR_INLINE float bf16p_at(const uint16_t *w, int64_t n, int64_t k, int64_t K) {
 CKIR_PANEL_REFS(f32p, float, CKIR_PANEL_AT)
 CKIR_PANEL_REFS(bf16p, uint16_t, bf16p_at)
 
-
-
 /* the fused kernels' hooks (fused_wdtype.c, family pp): the fp32-x GEMM of format fmt;
  * no fused GEMM of their own (0: gemm.c's driver takes the three / the pair) */
 void ckir_internal_gemm_pp_f32x(const float *x, const uint8_t *w, const float *b, float *y,

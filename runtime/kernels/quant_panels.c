@@ -7,9 +7,10 @@
  * no min term.
  *
  *   gemv_<p> (decode): x quantized per block of 32 exactly as gemv_q8_0 /
- *     gemv_q4_1 do (ckir_internal_quantize_x), once per call; the panel driver
- *     (ckir_pdriver.h) lets the threads claim whole panels.  A panel block (32 rows x 32 k) holds
- *     4 k of each of its 32 rows per 32-bit lane (q8_0p: 8 quad rows of int8;
+ *     gemv_q4_1 do (ckir_internal_quantize_x), once per call; the panel
+ *     driver (ckir_pdriver.h) lets the threads claim whole panels.  A panel
+ *     block (32 rows x 32 k) holds 4 k of each of its 32 rows per 32-bit lane
+ *     (q8_0p: 8 quad rows of int8;
  *     q4_1p: 4 groups of bytes whose low and high nibbles are two quad rows),
  *     so one vpdpbusd multiplies 16 rows by a broadcast quad of x: the block's
  *     exact int32 dot products of 32 rows come out in lanes, are converted and
