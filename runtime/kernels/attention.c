@@ -358,7 +358,6 @@ static void attn_ext_row(const float *qr, attn_src kv, int64_t j_first, int64_t 
   attn_finish(acc, l, dd, out);
 }
 
-
 /* ---- prefill: CKV_W query rows of one head at a time ---------------------- */
 
 #define ATTN_PF_CHUNK 32 /* keys per online-softmax step of a row block */
@@ -366,10 +365,10 @@ static void attn_ext_row(const float *qr, attn_src kv, int64_t j_first, int64_t 
 /* nq <= CKV_W consecutive query rows of one head (row r at qr + r * qs, at
  * position p0 + r: it sees keys attn_first_key(p0 + r, o.window) .. p0 + r) with the
  * rows in the lanes of a vector: qt[d] holds q[r][d] * o.scale in lane r, so the
- * scores of one key for
- * every row are D FMAs of a broadcast K element against qt[d] (no horizontal
- * sums, 4 keys in flight), and the online softmax (max, exp, rescale, sum) runs
- * lane-wise over a chunk of keys, its per-row bookkeeping shared by the block.
+ * scores of one key for every row are D FMAs of a broadcast K element against qt[d]
+ * (no horizontal sums, 4 keys in flight), and the online softmax (max, exp, rescale,
+ * sum) runs lane-wise over a chunk of keys, its per-row bookkeeping shared by the
+ * block.
  * Scores are soft-capped first (o.softcap > 0); keys past a row's position, and
  * before its window, get -inf (the rows of a block end at most CKV_W - 1 positions
  * apart).  p . V then runs row by row over the chunk's keys of that row (p strided
@@ -388,8 +387,8 @@ static void attn_prefill_block(const float *qr, int64_t qs, int64_t nq, attn_src
    * to 0, or to 2^-126 where it clamps, a weight below every rounding here) */
   float neg[2 * CKV_W];
   for (int i = 0; i < 2 * CKV_W; i++) neg[i] = i < CKV_W ? -INFINITY : 0.0f;
-  /* lanes r of neg + CKV_W - c with c in [1, CKV_W): -inf where r >= c (the rows a
-   * window has left behind: rows end at most CKV_W - 1 positions apart) */
+  /* lanes r of negt + CKV_W - c with c in [1, CKV_W): -inf where r >= c (the rows
+   * whose window starts after the key) */
   float negt[2 * CKV_W];
   for (int i = 0; i < 2 * CKV_W; i++) negt[i] = i < CKV_W ? 0.0f : -INFINITY;
   for (int64_t d = 0; d < D; d++)
