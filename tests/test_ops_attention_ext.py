@@ -143,3 +143,20 @@ def test_softcap_bwd(lib, threads, n, cap):
         lambda: [x, dy, np.full(n, np.nan, F32), n, cap],
         lambda o: close(o, expected, rtol=1e-5, atol=1e-6),
     )
+
+
+@pytest.mark.parametrize("window", [0, 600, 70])
+def test_attention_ext_decode_split_every_team(lib, window):
+    """Decode splits the window's positions between up to 16 threads and merges their
+    partial rows: with teams of 1 to 8 (more threads than cores), parts of a window that
+    starts mid-block, and parts left empty, every row stays within rounding of the oracle."""
+    T, P, H, KV, D, scale, softcap = 1, 1000, 4, 2, 40, 0.15, 20.0
+    rng = np.random.default_rng(window + 1)
+    q = rand(rng, T, H * D, scale=2.0)
+    kc, vc = rand(rng, P + T, KV * D, scale=2.0), rand(rng, P + T, KV * D)
+    expected = attention_oracle(q, kc, vc, T, P, H, KV, D, scale, softcap, window)
+    for team in (1, 2, 3, 8):
+        with lib.num_threads(team):
+            out = np.full((T, H * D), np.nan, F32)
+            lib.call("attention_ext_f32", q, kc, vc, out, T, P, H, KV, D, scale, softcap, window)
+        close(out, expected, rtol=1e-4, atol=1e-5)
