@@ -167,8 +167,9 @@ def test_fused_kernels_equal_separate_gemvs(lib: RuntimeLib, dtype: str) -> None
 
 @pytest.mark.parametrize("dtype", list(FORMATS))
 def test_claimed_panels_every_team(lib: RuntimeLib, dtype: str) -> None:
-    """The decode GEMVs split their panels by claiming (ckir_internal.h, CKIR_CLAIMED_ITEMS):
-    each thread streams its own share and then takes panels from the back of the others'.
+    """The decode GEMVs split their panels by claiming (ckir_internal.h, CKIR_CLAIMED_ITEMS),
+    and the int8-x GEMMs the panels of each tile of x's rows: each thread streams its own
+    share and then takes panels from the back of the others'.
     Whatever the team (more threads than this machine's cores make the threads finish
     their shares at different times, so they take each other's panels), every output is
     written once and equals the one-thread result bit for bit: a panel is computed by one
@@ -180,6 +181,8 @@ def test_claimed_panels_every_team(lib: RuntimeLib, dtype: str) -> None:
         for i, (name, nn) in enumerate((("q", nq), ("k", nk), ("v", nk), ("g", ni), ("u", ni)))
     }
     x = rng.standard_normal(k).astype(F32)
+    m = 300  # prefill: tiles of x's rows (KP_XB bytes of them), each tile's panels claimed
+    xm = rng.standard_normal((m, k)).astype(F32)
 
     def run() -> list[np.ndarray]:
         y = _gemv(lib, dtype, x, w["q"], nq)
@@ -187,7 +190,11 @@ def test_claimed_panels_every_team(lib: RuntimeLib, dtype: str) -> None:
         lib.call(f"gemv_qkv_{dtype}", x, w["q"], w["k"], w["v"], q, kk, v, nq, nk, nk, k)
         out = np.full(ni, np.nan, F32)
         lib.call(f"gemv_gate_up_{dtype}", x, w["g"], w["u"], out, ni, k)
-        return [y, q, kk, v, out]
+        qm, km, vm = (np.full(m * nn, np.nan, F32) for nn in (nq, nk, nk))
+        lib.call(f"gemm_qkv_{dtype}", xm, w["q"], w["k"], w["v"], qm, km, vm, m, nq, nk, nk, k)
+        gu = np.full(m * ni, np.nan, F32)
+        lib.call(f"gemm_gate_up_{dtype}", xm, w["g"], w["u"], gu, m, ni, k)
+        return [y, q, kk, v, out, qm, km, vm, gu]
 
     with lib.num_threads(1):
         want = run()

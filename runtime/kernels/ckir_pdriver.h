@@ -10,9 +10,10 @@
  *   gemv: x quantized once; the panels of the matrices of one call (gemv 1, gemv_qkv 3,
  *     gate_up: the gate's, each run of CKIR_GU_PANELS with its up panels) form one
  *     sequence, whose panels (gate_up: runs) the threads claim (CKIR_CLAIMED_ITEMS);
- *   gemm on int8 x: each thread a range of panels, x's rows quantized per tile by every
- *     thread (<= xb bytes), every panel meeting the tile's rows tx at a time, so row m
- *     of y equals the gemv of row m of x bit for bit;
+ *   gemm on int8 x: x's rows in tiles (<= xb bytes of them quantized), the panels of
+ *     each tile claimed as the gemv's are, a thread quantizing a tile's rows itself
+ *     where it claims one of its panels; every panel meets the tile's rows tx at a
+ *     time, so row m of y equals the gemv of row m of x bit for bit;
  *   on the format's dequantized values (values): the rows a GEMM on fp32 x reads, and
  *     embed. */
 #ifndef CKIR_PDRIVER_H

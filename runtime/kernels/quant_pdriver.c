@@ -22,6 +22,15 @@ static int64_t pd_sequence(const ckir_pseg *segs, int nseg, int gate_up, int64_t
   return P;
 }
 
+/* the matrix of the sequence's panel c (of the nm whose panels form it), and *p that
+ * panel's index in it */
+static const ckir_pseg *pd_panel_of(const ckir_pseg *segs, int nm, int64_t c, int64_t *p) {
+  int i = 0;
+  while (i < nm - 1 && c >= pd_panels(segs[i].N)) c -= pd_panels(segs[i++].N);
+  *p = c;
+  return &segs[i];
+}
+
 /* the X rows of x (each with row stride ys in y) meet panel p of segment sg: o holds
  * the core's outputs, u the up panel's (gate_up) */
 static void pd_store(const ckir_pseg *sg, const ckir_pseg *up, int64_t p, const float *o,
@@ -52,10 +61,8 @@ void ckir_internal_pdrv_gemv(const ckir_pdrv *d, const float *x, const ckir_pseg
   const int64_t ch = gate_up ? CKIR_GU_PANELS : 1;
   CKIR_CLAIMED_ITEMS(!ref && rows * K >= CKIR_GEMV_PAR_MIN && P > 1, (P + ch - 1) / ch, c, fresh, {
     if (!gate_up) {
-      int i = 0;
-      int64_t q = c; /* c's panel in segs[i] */
-      while (i < nm - 1 && q >= pd_panels(segs[i].N)) q -= pd_panels(segs[i++].N);
-      const ckir_pseg *sg = &segs[i];
+      int64_t q;
+      const ckir_pseg *sg = pd_panel_of(segs, nm, c, &q);
       const int64_t pbytes = d->panel_bytes(sg->fmt, K);
       /* a new stream: its first lines, before the core's own prefetch runs ahead */
       if ((fresh || q == 0) && !ref) ckir_q_prefetch(sg->w + q * pbytes, CKIR_MIN(d->pfd, pbytes));
@@ -83,34 +90,42 @@ void ckir_internal_pdrv_gemm_i8(const ckir_pdrv *d, const float *x, int64_t M, i
   const int64_t nb = K / d->block, xb = d->x_bytes(K);
   const int tx = d->tx;
   const int64_t mt = CKIR_MIN(M, CKIR_MAX(tx, d->xb / xb / tx * tx));
+  const int nm = gate_up ? 1 : nseg; /* the matrices whose panels form the sequence */
   int64_t rows;
   const int64_t P = pd_sequence(segs, nseg, gate_up, &rows);
   const int par = M * rows * K >= CKIR_GEMV_PAR_MIN && P > 1 && !ckir_in_parallel();
+  /* the panels of each tile of mt rows of x claimed (ckir_claim_next), one set of
+   * shares per tile: a thread done with its share of a tile takes panels from the
+   * back of the others' shares of it, then goes on to the next tile */
+  const int64_t tiles = (M + mt - 1) / mt;
+  const int slots = par ? CKIR_MIN(ckir_get_num_threads(), CKIR_CLAIM_SLOTS) : 1;
+  ckir_claim claims[tiles * slots];
+  for (int64_t i = 0; i < tiles; i++) ckir_claims_init(claims + i * slots, slots, P);
 #pragma omp parallel if (par)
   {
-    int64_t p0, p1;
-    ckir_thread_share(P, &p0, &p1);
+    int t, nt;
+    ckir_team(&t, &nt);
     uint8_t buf[mt * xb];
     _Alignas(16) uint8_t xs[mt * d->x_size];
-    for (int64_t m0 = 0; m0 < M && p1 > p0; m0 += mt) {
-      const int64_t mr = CKIR_MIN(mt, M - m0);
+    for (int64_t i = 0; i < tiles; i++) {
+      ckir_claim *ci = claims + i * slots;
+      int64_t c = ckir_claim_next(ci, slots, t % slots);
+      if (c < 0) continue; /* the tile is done: no need of its rows of x */
+      const int64_t m0 = i * mt, mr = CKIR_MIN(mt, M - m0);
       for (int64_t r = 0; r < mr; r++)
         d->prep(x + (m0 + r) * K, K, buf + r * xb, 0, xs + r * d->x_size);
-      int64_t base = 0;
-      for (int i = 0; i < (gate_up ? 1 : nseg); i++) {
-        const ckir_pseg *sg = &segs[i], *up = gate_up ? &segs[1] : NULL;
-        const int64_t np = pd_panels(sg->N), pbytes = d->panel_bytes(sg->fmt, K);
-        const int64_t ubytes = gate_up ? d->panel_bytes(up->fmt, K) : 0;
-        const int64_t q0 = CKIR_MAX(p0, base) - base, q1 = CKIR_MIN(p1, base + np) - base;
-        base += np;
-        for (int64_t p = q0; p < q1; p++)
-          for (int64_t r = 0; r < mr; r += tx) {
-            const int X = (int)CKIR_MIN(tx, mr - r);
-            float o[PD_TX_MAX * CKIR_PANEL], u[PD_TX_MAX * CKIR_PANEL];
-            d->run(sg->fmt, 0, sg->w + p * pbytes, nb, xs + r * d->x_size, X, 0, o);
-            if (up) d->run(up->fmt, 0, up->w + p * ubytes, nb, xs + r * d->x_size, X, 0, u);
-            pd_store(sg, up, p, o, u, X, m0 + r);
-          }
+      for (; c >= 0; c = ckir_claim_next(ci, slots, t % slots)) {
+        int64_t p;
+        const ckir_pseg *sg = pd_panel_of(segs, nm, c, &p), *up = gate_up ? &segs[1] : NULL;
+        const uint8_t *wp = sg->w + p * d->panel_bytes(sg->fmt, K);
+        const uint8_t *wu = up ? up->w + p * d->panel_bytes(up->fmt, K) : NULL;
+        for (int64_t r = 0; r < mr; r += tx) {
+          const int X = (int)CKIR_MIN(tx, mr - r);
+          float o[PD_TX_MAX * CKIR_PANEL], u[PD_TX_MAX * CKIR_PANEL];
+          d->run(sg->fmt, 0, wp, nb, xs + r * d->x_size, X, 0, o);
+          if (up) d->run(up->fmt, 0, wu, nb, xs + r * d->x_size, X, 0, u);
+          pd_store(sg, up, p, o, u, X, m0 + r);
+        }
       }
     }
   }
