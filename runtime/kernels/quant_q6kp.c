@@ -6,9 +6,10 @@
  * row's Q6_K block: planes 0..31 ql, 32..47 qh, 48..51 the int8 scales sc[16],
  * sc[4w + j] in byte j of plane 48 + w), plane g in slot s = ckir_kp6_slot(g) at byte
  * 64 + 128s + 4r + j: the slots follow the order in which kp6_block512 (one or two
- * rows of x) reads the planes, so that a decode reads each block in address order.  Element e = 128h + 32t + l (h < 2, t < 4,
- * l < 32) of a row has the low 4 bits of nibble t / 2 of ql[64h + 32(t % 2) + l] and
- * the high 2 bits (2t, 2t + 1) of qh[32h + l]; its value is (d sc[e / 16]) (q - 32).
+ * rows of x) reads the planes, so that a decode reads each block in address order.
+ * Element e = 128h + 32t + l (h < 2, t < 4, l < 32) of a row has the low 4 bits of
+ * nibble t / 2 of ql[64h + 32(t % 2) + l] and the high 2 bits (2t, 2t + 1) of
+ * qh[32h + l]; its value is (d sc[e / 16]) (q - 32).
  *
  * So a ql plane 16h + 8(t % 2) + L (one zmm: 16 rows x the 4 elements l = 4L .. 4L
  * + 3) gives the element quads of t (low nibbles) and t + 2 (high nibbles), and the
