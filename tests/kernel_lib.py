@@ -384,3 +384,18 @@ def q6_kp_slots() -> list[int]:
                 slots += [16 * h + lq, 16 * h + 8 + lq, 32 + 8 * h + lq]
             slots += [48 + 2 * h, 49 + 2 * h] if u == 0 else []
     return slots
+
+
+def same_on_every_team(lib: RuntimeLib, run, teams=(2, 3, 8), repeats: int = 5) -> None:
+    """``run()`` (a list of output arrays) on one thread, then ``repeats`` times on each
+    team of ``teams`` threads (more than the machine's cores make the threads finish at
+    different times): the one-thread outputs are finite and every team's are equal to
+    them bit for bit."""
+    with lib.num_threads(1):
+        want = run()
+    assert all(np.isfinite(a).all() for a in want)
+    for team in teams:
+        with lib.num_threads(team):
+            for _ in range(repeats):
+                for got, exp in zip(run(), want, strict=True):
+                    np.testing.assert_array_equal(got, exp, err_msg=f"{team} threads")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kernel_lib import RuntimeLib, build_runtime, isa_supported, q6_kp_slots
+from kernel_lib import RuntimeLib, build_runtime, isa_supported, q6_kp_slots, same_on_every_team
 
 from ckir import quant
 from ckir.kquant import quantize_q4_k, quantize_q5_k, quantize_q6_k
@@ -196,14 +196,7 @@ def test_claimed_panels_every_team(lib: RuntimeLib, dtype: str) -> None:
         lib.call(f"gemm_gate_up_{dtype}", xm, w["g"], w["u"], gu, m, ni, k)
         return [y, q, kk, v, out, qm, km, vm, gu]
 
-    with lib.num_threads(1):
-        want = run()
-    assert all(np.isfinite(a).all() for a in want)
-    for team in (2, 3, 8):
-        with lib.num_threads(team):
-            for _ in range(5):
-                for got, exp in zip(run(), want, strict=True):
-                    assert np.array_equal(got, exp), f"{team} threads"
+    same_on_every_team(lib, run)
 
 
 def _y(

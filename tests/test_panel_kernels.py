@@ -19,7 +19,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from kernel_lib import PANEL, QBLOCK, emulate_gemv, gemm_bf16_x, pack_block_panels, rand
+from kernel_lib import (
+    PANEL,
+    QBLOCK,
+    emulate_gemv,
+    gemm_bf16_x,
+    pack_block_panels,
+    rand,
+    same_on_every_team,
+)
 
 from ckir import quant
 
@@ -467,14 +475,7 @@ def claimed_every_team(lib, dtype: str, pack) -> None:
         lib.call(f"gemv_gate_up_{dtype}", x, wg, wu, gu, Ni, K)
         return [y, q, k, v, gu]
 
-    with lib.num_threads(1):
-        want = run()
-    assert not any(np.isnan(a).any() for a in want)
-    for team in (2, 3, 8):
-        with lib.num_threads(team):
-            for _ in range(5):
-                for got, exp in zip(run(), want, strict=True):
-                    np.testing.assert_array_equal(got, exp, err_msg=f"{team} threads")
+    same_on_every_team(lib, run)
 
 
 def test_claimed_block_panels_every_team(lib, qpanels):
